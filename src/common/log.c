@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Process-wide log routing.  The level and sink are plain atomics/pointers set at start-up by the
+ * program; any thread may log.  Lines are formatted into a stack buffer (long lines are cut), so
+ * logging never allocates and is safe on out-of-memory paths.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <sys/time.h>
+
+#include "common/log.h"
+
+static mc_log_sink_fn mc_log_sink = mc_log_stderr_sink;
+static void *mc_log_sink_arg;
+static volatile int mc_log_level = MC_LOG_WARN;
+static char mc_log_ident[64] = "mooncake";
+
+void mc_log_set_sink(mc_log_sink_fn fn, void *arg)
+{
+	mc_log_sink = fn;
+	mc_log_sink_arg = arg;
+}
+
+void mc_log_set_level(int level)
+{
+	if (level < MC_LOG_ERR)
+		level = MC_LOG_ERR;
+	if (level > MC_LOG_DEBUG)
+		level = MC_LOG_DEBUG;
+	mc_log_level = level;
+}
+
+int mc_log_get_level(void)
+{
+	return mc_log_level;
+}
+
+int mc_log_enabled(int level)
+{
+	return level <= mc_log_level && mc_log_sink != NULL;
+}
+
+void mc_log_set_ident(const char *ident)
+{
+	snprintf(mc_log_ident, sizeof(mc_log_ident), "%s", ident);
+}
+
+static const char *mc_log_level_name(int level)
+{
+	switch (level) {
+	case MC_LOG_ERR:
+		return "E";
+	case MC_LOG_WARN:
+		return "W";
+	case MC_LOG_NOTICE:
+		return "N";
+	case MC_LOG_INFO:
+		return "I";
+	default:
+		return "D";
+	}
+}
+
+void mc_log_stderr_sink(void *arg, int level, const char *line)
+{
+	struct timeval tv;
+	struct tm tm;
+	char ts[32];
+
+	(void)arg;
+	gettimeofday(&tv, NULL);
+	localtime_r(&tv.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+	fprintf(stderr, "%s.%03ld %s %s: %s\n", ts, (long)(tv.tv_usec / 1000),
+		mc_log_level_name(level), mc_log_ident, line);
+}
+
+void mc_logv(int level, const char *fmt, va_list ap)
+{
+	char line[2048];
+	mc_log_sink_fn sink = mc_log_sink;
+
+	if (sink == NULL || level > mc_log_level)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	sink(mc_log_sink_arg, level, line);
+}
+
+void mc_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	mc_logv(level, fmt, ap);
+	va_end(ap);
+}

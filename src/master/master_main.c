@@ -1,0 +1,2 @@
+/* placeholder replaced by the master module */
+int main(void) { return 0; }
