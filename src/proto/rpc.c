@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Codec for the master RPC protocol (see rpc.h and doc/protocol.md).  Shared by the master and
+ * the store client so both ends agree on every byte.  Decoders treat input as hostile: every
+ * string and count is bounded, and failures are sticky in the reader's err field.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "proto/rpc.h"
+
+int mc_uuid_generate(struct mc_uuid *u)
+{
+	size_t got = 0;
+
+	while (got < sizeof(u->b)) {
+		ssize_t n = getrandom(u->b + got, sizeof(u->b) - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	u->b[6] = (uint8_t)((u->b[6] & 0x0f) | 0x40);
+	u->b[8] = (uint8_t)((u->b[8] & 0x3f) | 0x80);
+	return 0;
+}
+
+void mc_uuid_format(const struct mc_uuid *u, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, o = 0;
+
+	for (i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			out[o++] = '-';
+		out[o++] = hex[u->b[i] >> 4];
+		out[o++] = hex[u->b[i] & 15];
+	}
+	out[o] = '\0';
+}
+
+int mc_uuid_is_nil(const struct mc_uuid *u)
+{
+	size_t i;
+
+	for (i = 0; i < 16; i++)
+		if (u->b[i])
+			return 0;
+	return 1;
+}
+
+void mc_rpc_hdr_encode(uint8_t out[MC_RPC_HDR_LEN], const struct mc_rpc_hdr *h)
+{
+	mc_put_le32(out, MC_RPC_MAGIC);
+	out[4] = MC_RPC_VERSION;
+	out[5] = h->kind;
+	out[6] = (uint8_t)h->opcode;
+	out[7] = (uint8_t)(h->opcode >> 8);
+	mc_put_le32(out + 8, h->body_len);
+	mc_put_le32(out + 12, (uint32_t)h->status);
+	mc_put_le64(out + 16, h->req_id);
+}
+
+int mc_rpc_hdr_decode(const uint8_t in[MC_RPC_HDR_LEN], struct mc_rpc_hdr *h, uint32_t max_body)
+{
+	h->magic = mc_get_le32(in);
+	h->version = in[4];
+	h->kind = in[5];
+	h->opcode = (uint16_t)(in[6] | in[7] << 8);
+	h->body_len = mc_get_le32(in + 8);
+	h->status = (int32_t)mc_get_le32(in + 12);
+	h->req_id = mc_get_le64(in + 16);
+	if (h->magic != MC_RPC_MAGIC || h->kind > MC_RPC_RESPONSE)
+		return -EPROTO;
+	if (h->version != MC_RPC_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->body_len > max_body)
+		return -EMSGSIZE;
+	return 0;
+}
+
+void mc_rpc_frame_begin(struct mc_wbuf *w, uint8_t kind, uint16_t opcode, int32_t status,
+			uint64_t req_id)
+{
+	struct mc_rpc_hdr h = {
+		.kind = kind, .opcode = opcode, .status = status, .req_id = req_id,
+	};
+	uint8_t *p = mc_wbuf_reserve(w, MC_RPC_HDR_LEN);
+
+	if (p != NULL)
+		mc_rpc_hdr_encode(p, &h);
+}
+
+void mc_rpc_frame_end(struct mc_wbuf *w, size_t start)
+{
+	if (w->err == 0 && w->len >= start + MC_RPC_HDR_LEN) {
+		size_t body = w->len - start - MC_RPC_HDR_LEN;
+
+		if (body > UINT32_MAX) {
+			w->err = -EMSGSIZE;
+			return;
+		}
+		mc_put_le32(w->data + start + 8, (uint32_t)body);
+	}
+}
+
+void mc_rpc_put_uuid(struct mc_wbuf *w, const struct mc_uuid *u)
+{
+	mc_wbuf_put(w, u->b, sizeof(u->b));
+}
+
+void mc_rpc_get_uuid(struct mc_rbuf *r, struct mc_uuid *u)
+{
+	const uint8_t *p = mc_rbuf_bytes(r, sizeof(u->b));
+
+	if (p != NULL)
+		memcpy(u->b, p, sizeof(u->b));
+	else
+		memset(u->b, 0, sizeof(u->b));
+}
+
+void mc_rpc_put_strv(struct mc_wbuf *w, struct mc_strv s)
+{
+	mc_wbuf_str(w, s.p, s.n);
+}
+
+struct mc_strv mc_rpc_get_strv(struct mc_rbuf *r, size_t max)
+{
+	struct mc_strv v = { "", 0 };
+	size_t n;
+	const char *p = mc_rbuf_str(r, max, &n);
+
+	if (p != NULL) {
+		v.p = p;
+		v.n = (uint32_t)n;
+	}
+	return v;
+}
+
+void mc_rpc_put_segment(struct mc_wbuf *w, const struct mc_rpc_segment *s)
+{
+	mc_rpc_put_uuid(w, &s->id);
+	mc_rpc_put_strv(w, s->name);
+	mc_wbuf_u64(w, s->base);
+	mc_wbuf_u64(w, s->size);
+	mc_rpc_put_strv(w, s->endpoint);
+	mc_rpc_put_strv(w, s->protocol);
+}
+
+void mc_rpc_get_segment(struct mc_rbuf *r, struct mc_rpc_segment *s)
+{
+	mc_rpc_get_uuid(r, &s->id);
+	s->name = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	s->base = mc_rbuf_u64(r);
+	s->size = mc_rbuf_u64(r);
+	s->endpoint = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	s->protocol = mc_rpc_get_strv(r, MC_RPC_MAX_PROTO);
+}
+
+void mc_rpc_config_default(struct mc_rpc_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->replica_num = 1;
+	c->preferred_segment = mc_strv_c("");
+}
+
+void mc_rpc_put_config(struct mc_wbuf *w, const struct mc_rpc_config *c)
+{
+	uint32_t i;
+
+	mc_wbuf_u32(w, c->replica_num);
+	mc_wbuf_u8(w, c->with_hard_pin);
+	mc_wbuf_u8(w, c->soft_pin_action);
+	mc_wbuf_u8(w, c->has_soft_pin_ttl);
+	mc_wbuf_u64(w, c->soft_pin_ttl_ms);
+	mc_wbuf_u8(w, c->prefer_alloc_in_same_node);
+	mc_wbuf_u32(w, c->data_type);
+	mc_rpc_put_strv(w, c->preferred_segment);
+	mc_wbuf_u32(w, c->n_preferred);
+	for (i = 0; i < c->n_preferred && i < MC_RPC_MAX_PREFERRED; i++)
+		mc_rpc_put_strv(w, c->preferred[i]);
+}
+
+void mc_rpc_get_config(struct mc_rbuf *r, struct mc_rpc_config *c)
+{
+	uint32_t i;
+
+	mc_rpc_config_default(c);
+	c->replica_num = mc_rbuf_u32(r);
+	c->with_hard_pin = mc_rbuf_u8(r);
+	c->soft_pin_action = mc_rbuf_u8(r);
+	c->has_soft_pin_ttl = mc_rbuf_u8(r);
+	c->soft_pin_ttl_ms = mc_rbuf_u64(r);
+	c->prefer_alloc_in_same_node = mc_rbuf_u8(r);
+	c->data_type = mc_rbuf_u32(r);
+	c->preferred_segment = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	c->n_preferred = mc_rbuf_count(r, MC_RPC_MAX_PREFERRED, 4);
+	for (i = 0; i < c->n_preferred; i++)
+		c->preferred[i] = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	if (c->soft_pin_action > MC_SOFT_PIN_DISABLE && r->err == 0)
+		r->err = -EBADMSG;
+}
+
+void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep)
+{
+	mc_wbuf_u64(w, rep->id);
+	mc_wbuf_u8(w, rep->type);
+	mc_wbuf_u8(w, rep->status);
+	mc_wbuf_u64(w, rep->size);
+	switch (rep->type) {
+	case MC_REPLICA_MEMORY:
+		mc_wbuf_u64(w, rep->addr);
+		mc_rpc_put_strv(w, rep->segment_name);
+		mc_rpc_put_strv(w, rep->endpoint);
+		mc_rpc_put_strv(w, rep->protocol);
+		break;
+	case MC_REPLICA_DISK:
+		mc_rpc_put_strv(w, rep->path);
+		break;
+	case MC_REPLICA_LOCAL_DISK:
+		mc_rpc_put_uuid(w, &rep->client_id);
+		mc_rpc_put_strv(w, rep->endpoint);
+		break;
+	default:
+		w->err = -EINVAL;
+		break;
+	}
+}
+
+void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->segment_name = rep->endpoint = rep->protocol = rep->path = mc_strv_c("");
+	rep->id = mc_rbuf_u64(r);
+	rep->type = mc_rbuf_u8(r);
+	rep->status = mc_rbuf_u8(r);
+	rep->size = mc_rbuf_u64(r);
+	if (r->err)
+		return;
+	switch (rep->type) {
+	case MC_REPLICA_MEMORY:
+		rep->addr = mc_rbuf_u64(r);
+		rep->segment_name = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+		rep->endpoint = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+		rep->protocol = mc_rpc_get_strv(r, MC_RPC_MAX_PROTO);
+		break;
+	case MC_REPLICA_DISK:
+		rep->path = mc_rpc_get_strv(r, MC_RPC_MAX_PATH);
+		break;
+	case MC_REPLICA_LOCAL_DISK:
+		mc_rpc_get_uuid(r, &rep->client_id);
+		rep->endpoint = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+		break;
+	default:
+		r->err = -EBADMSG;
+		break;
+	}
+}
+
+const char *mc_rpc_op_name(uint16_t op)
+{
+	switch (op) {
+	case MC_OP_PING: return "Ping";
+	case MC_OP_SERVICE_READY: return "ServiceReady";
+	case MC_OP_MOUNT_SEGMENT: return "MountSegment";
+	case MC_OP_REMOUNT_SEGMENT: return "ReMountSegment";
+	case MC_OP_UNMOUNT_SEGMENT: return "UnmountSegment";
+	case MC_OP_PUT_START: return "PutStart";
+	case MC_OP_BATCH_PUT_START: return "BatchPutStart";
+	case MC_OP_PUT_END: return "PutEnd";
+	case MC_OP_BATCH_PUT_END: return "BatchPutEnd";
+	case MC_OP_PUT_REVOKE: return "PutRevoke";
+	case MC_OP_BATCH_PUT_REVOKE: return "BatchPutRevoke";
+	case MC_OP_UPSERT_START: return "UpsertStart";
+	case MC_OP_BATCH_UPSERT_START: return "BatchUpsertStart";
+	case MC_OP_UPSERT_END: return "UpsertEnd";
+	case MC_OP_BATCH_UPSERT_END: return "BatchUpsertEnd";
+	case MC_OP_UPSERT_REVOKE: return "UpsertRevoke";
+	case MC_OP_BATCH_UPSERT_REVOKE: return "BatchUpsertRevoke";
+	case MC_OP_GET_REPLICA_LIST: return "GetReplicaList";
+	case MC_OP_BATCH_GET_REPLICA_LIST: return "BatchGetReplicaList";
+	case MC_OP_GET_REPLICA_LIST_BY_REGEX: return "GetReplicaListByRegex";
+	case MC_OP_EXIST_KEY: return "ExistKey";
+	case MC_OP_BATCH_EXIST_KEY: return "BatchExistKey";
+	case MC_OP_REMOVE: return "Remove";
+	case MC_OP_BATCH_REMOVE: return "BatchRemove";
+	case MC_OP_REMOVE_BY_REGEX: return "RemoveByRegex";
+	case MC_OP_REMOVE_ALL: return "RemoveAll";
+	case MC_OP_BATCH_QUERY_IP: return "BatchQueryIp";
+	case MC_OP_BATCH_REPLICA_CLEAR: return "BatchReplicaClear";
+	default: return "Unknown";
+	}
+}

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_RPC_H
+#define MC_RPC_H
+
+/*
+ * The master RPC protocol, version 1 (full description: doc/protocol.md).
+ *
+ * Every message is a frame: a 24-byte header followed by body_len bytes of body.
+ *
+ *   off size field
+ *   0   4    magic    0x5052434D ("MCRP" as bytes on the wire), little-endian u32
+ *   4   1    version  MC_RPC_VERSION
+ *   5   1    kind     0 request, 1 response
+ *   6   2    opcode   enum mc_rpc_op
+ *   8   4    body_len bytes following the header (bounded by the receiver's maximum)
+ *   12  4    status   responses: 0, or an error code for the whole request (then body is empty);
+ *                     requests: 0
+ *   16  8    req_id   chosen by the client, echoed in the response
+ *
+ * Many requests may be in flight on one connection; the master answers each with the request's
+ * req_id (today in order, but clients must match by req_id).  All integers are little-endian.
+ *
+ * Body encodings use src/common/wire.h: str = u32 length + bytes, keys = u32 n + n x str,
+ * uuid = 16 raw bytes.  Per opcode (request -> response body):
+ *
+ *   PING                 uuid client_id                    -> i64 view_version, u8 client_status
+ *   SERVICE_READY        (empty)                           -> str version
+ *   MOUNT_SEGMENT        uuid client_id, segment           -> (empty)
+ *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment -> (empty)
+ *   UNMOUNT_SEGMENT      uuid client_id, uuid segment_id   -> (empty)
+ *   PUT_START, BATCH_PUT_START, UPSERT_START, BATCH_UPSERT_START
+ *                        uuid client_id, config, u32 n, n x (str key, u64 size)
+ *                        -> u32 n, n x (i32 code, u32 nrep, nrep x replica)
+ *   PUT_END, PUT_REVOKE, UPSERT_END, UPSERT_REVOKE and their BATCH_ forms
+ *                        uuid client_id, u8 replica_type, keys -> u32 n, n x i32 code
+ *   GET_REPLICA_LIST, BATCH_GET_REPLICA_LIST
+ *                        keys -> u64 lease_ttl_ms, u32 n, n x (i32 code, u32 nrep, nrep x replica)
+ *   GET_REPLICA_LIST_BY_REGEX
+ *                        str regex -> u64 lease_ttl_ms, u32 n, n x (str key, u32 nrep, nrep x replica)
+ *   EXIST_KEY, BATCH_EXIST_KEY
+ *                        keys -> u32 n, n x i32 (1 exists, 0 not, <0 error)
+ *   REMOVE, BATCH_REMOVE u8 force, keys -> u32 n, n x i32 code
+ *   REMOVE_BY_REGEX      u8 force, str regex -> i64 count
+ *   REMOVE_ALL           u8 force -> i64 count
+ *   BATCH_QUERY_IP       u32 n, n x uuid -> u32 n, n x (uuid client_id, u32 m, m x str ip)
+ *   BATCH_REPLICA_CLEAR  uuid client_id, str segment_name, keys -> keys (the cleared ones)
+ *
+ * The single-key opcodes use the same bodies as the batch ones with n = 1; they exist separately
+ * so the master can count them under upstream's metric names.  A request whose body does not
+ * decode exactly (short, trailing bytes, a count or string over its bound) is answered with
+ * status MC_ERR_INVALID_PARAMS and an empty body; an unknown opcode with MC_ERR_NOT_SUPPORTED.
+ * A header with a bad magic, an unknown version or a body over the maximum closes the connection.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/wire.h"
+
+#define MC_RPC_MAGIC 0x5052434Du
+#define MC_RPC_VERSION 1
+#define MC_RPC_HDR_LEN 24
+#define MC_RPC_DEFAULT_MAX_BODY (64u << 20)
+
+/* Bounds enforced by the decoders. */
+#define MC_RPC_MAX_KEY 4096		/* bytes in a key */
+#define MC_RPC_MAX_BATCH 65536		/* items in one batch */
+#define MC_RPC_MAX_NAME 255		/* segment name, endpoint, ip string */
+#define MC_RPC_MAX_PROTO 31		/* transport protocol name */
+#define MC_RPC_MAX_PREFERRED 64		/* preferred segments in a config */
+#define MC_RPC_MAX_REPLICAS 64		/* replicas in one descriptor list */
+#define MC_RPC_MAX_REGEX 4096
+#define MC_RPC_MAX_PATH 4096
+
+enum mc_rpc_kind {
+	MC_RPC_REQUEST = 0,
+	MC_RPC_RESPONSE = 1,
+};
+
+enum mc_rpc_op {
+	MC_OP_PING = 1,
+	MC_OP_SERVICE_READY = 2,
+	MC_OP_MOUNT_SEGMENT = 10,
+	MC_OP_REMOUNT_SEGMENT = 11,
+	MC_OP_UNMOUNT_SEGMENT = 12,
+	MC_OP_PUT_START = 20,
+	MC_OP_BATCH_PUT_START = 21,
+	MC_OP_PUT_END = 22,
+	MC_OP_BATCH_PUT_END = 23,
+	MC_OP_PUT_REVOKE = 24,
+	MC_OP_BATCH_PUT_REVOKE = 25,
+	MC_OP_UPSERT_START = 26,
+	MC_OP_BATCH_UPSERT_START = 27,
+	MC_OP_UPSERT_END = 28,
+	MC_OP_BATCH_UPSERT_END = 29,
+	MC_OP_UPSERT_REVOKE = 30,
+	MC_OP_BATCH_UPSERT_REVOKE = 31,
+	MC_OP_GET_REPLICA_LIST = 40,
+	MC_OP_BATCH_GET_REPLICA_LIST = 41,
+	MC_OP_GET_REPLICA_LIST_BY_REGEX = 42,
+	MC_OP_EXIST_KEY = 43,
+	MC_OP_BATCH_EXIST_KEY = 44,
+	MC_OP_REMOVE = 50,
+	MC_OP_BATCH_REMOVE = 51,
+	MC_OP_REMOVE_BY_REGEX = 52,
+	MC_OP_REMOVE_ALL = 53,
+	MC_OP_BATCH_QUERY_IP = 60,
+	MC_OP_BATCH_REPLICA_CLEAR = 61,
+};
+
+/* Upstream enums carried on the wire with upstream's numbers. */
+enum mc_replica_type {
+	MC_REPLICA_MEMORY = 0,
+	MC_REPLICA_DISK = 1,
+	MC_REPLICA_LOCAL_DISK = 2,
+	MC_REPLICA_ALL = 4,
+};
+
+enum mc_replica_status {
+	MC_REPLICA_UNDEFINED = 0,
+	MC_REPLICA_INITIALIZED = 1,
+	MC_REPLICA_PROCESSING = 2,
+	MC_REPLICA_COMPLETE = 3,
+	MC_REPLICA_REMOVED = 4,
+	MC_REPLICA_FAILED = 5,
+};
+
+enum mc_client_status {
+	MC_CLIENT_UNDEFINED = 0,
+	MC_CLIENT_OK = 1,
+	MC_CLIENT_NEED_REMOUNT = 2,
+};
+
+enum mc_soft_pin_action {
+	MC_SOFT_PIN_PRESERVE = 0,
+	MC_SOFT_PIN_ENABLE = 1,
+	MC_SOFT_PIN_DISABLE = 2,
+};
+
+/* A string view into a decoded frame (not NUL-terminated; valid while the frame is). */
+struct mc_strv {
+	const char *p;
+	uint32_t n;
+};
+
+struct mc_uuid {
+	uint8_t b[16];
+};
+
+/* Fill with random bytes (getrandom), version-4 layout.  Returns 0 or -errno. */
+int mc_uuid_generate(struct mc_uuid *u);
+/* 36-character canonical text form plus NUL into out (at least 37 bytes). */
+void mc_uuid_format(const struct mc_uuid *u, char *out);
+int mc_uuid_is_nil(const struct mc_uuid *u);
+
+/* A memory segment as mounted by a client. */
+struct mc_rpc_segment {
+	struct mc_uuid id;
+	struct mc_strv name;		/* owner's local_hostname, e.g. "10.0.0.1:12345" */
+	uint64_t base;			/* owner's virtual address of the segment start */
+	uint64_t size;
+	struct mc_strv endpoint;	/* transfer endpoint "host:port" peers connect to */
+	struct mc_strv protocol;	/* "tcp", "rdma", ... */
+};
+
+/* ReplicateConfig (reference/mooncake-spec.md §4.4). */
+struct mc_rpc_config {
+	uint32_t replica_num;
+	uint8_t with_hard_pin;
+	uint8_t soft_pin_action;	/* enum mc_soft_pin_action */
+	uint8_t has_soft_pin_ttl;
+	uint64_t soft_pin_ttl_ms;
+	uint8_t prefer_alloc_in_same_node;
+	uint32_t data_type;		/* ObjectDataType */
+	struct mc_strv preferred_segment;
+	uint32_t n_preferred;
+	struct mc_strv preferred[MC_RPC_MAX_PREFERRED];
+};
+
+/* One replica descriptor.  Which fields are meaningful depends on type. */
+struct mc_rpc_replica {
+	uint64_t id;
+	uint8_t type;		/* enum mc_replica_type */
+	uint8_t status;		/* enum mc_replica_status */
+	uint64_t size;		/* object bytes (all types) */
+	/* MEMORY */
+	uint64_t addr;		/* owner's virtual address of the buffer */
+	struct mc_strv segment_name;
+	struct mc_strv endpoint;
+	struct mc_strv protocol;
+	/* DISK: path; LOCAL_DISK: client_id + endpoint */
+	struct mc_strv path;
+	struct mc_uuid client_id;
+};
+
+struct mc_rpc_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t kind;
+	uint16_t opcode;
+	uint32_t body_len;
+	int32_t status;
+	uint64_t req_id;
+};
+
+void mc_rpc_hdr_encode(uint8_t out[MC_RPC_HDR_LEN], const struct mc_rpc_hdr *h);
+/* Decode and validate a header.  Returns 0, -EPROTO (bad magic or kind), -EPROTONOSUPPORT
+ * (unknown version) or -EMSGSIZE (body_len > max_body). */
+int mc_rpc_hdr_decode(const uint8_t in[MC_RPC_HDR_LEN], struct mc_rpc_hdr *h, uint32_t max_body);
+
+/* Start a frame in w: writes a header with body_len 0, to be fixed by mc_rpc_frame_end. */
+void mc_rpc_frame_begin(struct mc_wbuf *w, uint8_t kind, uint16_t opcode, int32_t status,
+			uint64_t req_id);
+/* Patch body_len for the frame begun at offset start (usually 0) of w. */
+void mc_rpc_frame_end(struct mc_wbuf *w, size_t start);
+
+/* Composite encoders/decoders.  Decoders set r->err on any violation of the bounds above. */
+void mc_rpc_put_uuid(struct mc_wbuf *w, const struct mc_uuid *u);
+void mc_rpc_get_uuid(struct mc_rbuf *r, struct mc_uuid *u);
+void mc_rpc_put_strv(struct mc_wbuf *w, struct mc_strv s);
+struct mc_strv mc_rpc_get_strv(struct mc_rbuf *r, size_t max);
+void mc_rpc_put_segment(struct mc_wbuf *w, const struct mc_rpc_segment *s);
+void mc_rpc_get_segment(struct mc_rbuf *r, struct mc_rpc_segment *s);
+void mc_rpc_put_config(struct mc_wbuf *w, const struct mc_rpc_config *c);
+void mc_rpc_get_config(struct mc_rbuf *r, struct mc_rpc_config *c);
+void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep);
+void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep);
+/* Default config: replica_num 1, everything else zero. */
+void mc_rpc_config_default(struct mc_rpc_config *c);
+
+static inline struct mc_strv mc_strv_c(const char *s)
+{
+	struct mc_strv v = { s ? s : "", s ? (uint32_t)strlen(s) : 0 };
+	return v;
+}
+
+static inline int mc_strv_eq(struct mc_strv a, struct mc_strv b)
+{
+	return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0);
+}
+
+const char *mc_rpc_op_name(uint16_t op);
+
+#endif
