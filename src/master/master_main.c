@@ -1,2 +1,284 @@
-/* placeholder replaced by the master module */
-int main(void) { return 0; }
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake_master: options, configuration, start-up, the event loop and shutdown.
+ * Everything else lives in the modules named in master.h.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "common/log.h"
+#include "master/master.h"
+#include "reactor/options.h"
+#include "reactor/sd_notify.h"
+
+#define O(f) offsetof(struct mc_master_config, f)
+static const struct mc_opt mc_master_opts[] = {
+	{ "config_path", NULL, NULL, MC_OPT_STRING, O(config_path), "", 0, -1,
+	  "JSON configuration file with the same keys as the flags (client_ttl is client_live_ttl_sec)" },
+	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
+	  "RPC listen port (0: use --port)" },
+	{ "port", NULL, NULL, MC_OPT_INT, O(port), "50051", 1, 65535,
+	  "RPC listen port (deprecated alias of --rpc_port)" },
+	{ "rpc_address", NULL, NULL, MC_OPT_STRING, O(rpc_address), "0.0.0.0", 0, -1,
+	  "RPC bind address" },
+	{ "rpc_interface", NULL, NULL, MC_OPT_STRING, O(rpc_interface), "", 0, -1,
+	  "network interface whose IPv4 address overrides --rpc_address" },
+	{ "rpc_thread_num", NULL, NULL, MC_OPT_INT, O(rpc_thread_num), "0", 0, 1024,
+	  "accepted for compatibility; the master is a single-threaded reactor" },
+	{ "max_threads", NULL, NULL, MC_OPT_INT, O(max_threads), "16", 0, 1024,
+	  "accepted for compatibility (deprecated alias of --rpc_thread_num)" },
+	{ "rpc_conn_timeout_seconds", NULL, NULL, MC_OPT_INT, O(rpc_conn_timeout_seconds), "0", 0,
+	  86400, "close RPC connections idle this long (0: never)" },
+	{ "rpc_enable_tcp_no_delay", NULL, NULL, MC_OPT_BOOL, O(rpc_enable_tcp_no_delay), "true",
+	  0, -1, "set TCP_NODELAY on RPC connections" },
+	{ "rpc_max_frame_bytes", NULL, NULL, MC_OPT_SIZE, O(rpc_max_frame_bytes), "64MB", 1024,
+	  4294967295.0, "largest RPC frame body accepted; larger frames close the connection" },
+	{ "max_connections", NULL, NULL, MC_OPT_INT, O(max_connections), "4096", 1, 1000000,
+	  "RPC connections accepted at once" },
+	{ "enable_metric_reporting", NULL, NULL, MC_OPT_BOOL, O(enable_metric_reporting), "true", 0,
+	  -1, "log a metrics summary every 10 seconds" },
+	{ "metrics_port", NULL, NULL, MC_OPT_INT, O(metrics_port), "9003", 0, 65535,
+	  "admin and metrics HTTP port" },
+	{ "metrics_host", NULL, NULL, MC_OPT_STRING, O(metrics_host), "0.0.0.0", 0, -1,
+	  "admin and metrics HTTP bind address" },
+	{ "memory_allocator", NULL, NULL, MC_OPT_STRING, O(memory_allocator), "offset", 0, -1,
+	  "segment allocator: offset (cachelib is not supported)" },
+	{ "allocation_strategy", NULL, NULL, MC_OPT_STRING, O(allocation_strategy), "random", 0, -1,
+	  "replica placement: random" },
+	{ "default_kv_lease_ttl", NULL, NULL, MC_OPT_DURATION, O(default_kv_lease_ttl), "10000", 0,
+	  86400000, "read lease granted by ExistKey/GetReplicaList (ms, or N with ms|s|m|h)" },
+	{ "default_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(default_kv_soft_pin_ttl),
+	  "1800000", 0, -1, "soft-pin lifetime when none is given" },
+	{ "max_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(max_kv_soft_pin_ttl), "86400000",
+	  0, -1, "largest soft-pin lifetime a request may ask for" },
+	{ "allow_evict_soft_pinned_objects", NULL, NULL, MC_OPT_BOOL,
+	  O(allow_evict_soft_pinned_objects), "true", 0, -1,
+	  "evict soft-pinned objects as a last resort" },
+	{ "eviction_ratio", NULL, NULL, MC_OPT_DOUBLE, O(eviction_ratio), "0.05", 0, 1,
+	  "fraction of objects evicted per round" },
+	{ "eviction_high_watermark_ratio", NULL, NULL, MC_OPT_DOUBLE,
+	  O(eviction_high_watermark_ratio), "0.90", 0, 1, "usage ratio that triggers eviction" },
+	{ "put_start_discard_timeout_sec", NULL, NULL, MC_OPT_INT,
+	  O(put_start_discard_timeout_sec), "30", 0, 86400,
+	  "a PutStart without PutEnd may be preempted after this many seconds" },
+	{ "put_start_release_timeout_sec", NULL, NULL, MC_OPT_INT,
+	  O(put_start_release_timeout_sec), "600", 0, 864000,
+	  "space of a preempted PutStart is freed this long after it started" },
+	{ "client_ttl", NULL, "client_live_ttl_sec", MC_OPT_INT, O(client_ttl), "10", 1, 86400,
+	  "seconds without a ping before a client is considered dead" },
+	{ "enable_http_metadata_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_metadata_server),
+	  "false", 0, -1, "serve the transfer-engine HTTP metadata service on this loop" },
+	{ "http_metadata_server_port", NULL, NULL, MC_OPT_INT, O(http_metadata_server_port), "8080",
+	  1, 65535, "HTTP metadata service port" },
+	{ "http_metadata_server_host", NULL, NULL, MC_OPT_STRING, O(http_metadata_server_host),
+	  "0.0.0.0", 0, -1, "HTTP metadata service bind address" },
+	{ "enable_metadata_cleanup_on_timeout", NULL, NULL, MC_OPT_BOOL,
+	  O(enable_metadata_cleanup_on_timeout), "false", 0, -1,
+	  "delete a dead client's metadata entries" },
+	{ "cluster_id", NULL, NULL, MC_OPT_STRING, O(cluster_id), "mooncake_cluster", 0, -1,
+	  "cluster namespace" },
+	{ "root_fs_dir", NULL, NULL, MC_OPT_STRING, O(root_fs_dir), "", 0, -1,
+	  "shared file-system directory for DISK replicas" },
+	{ "enable_ha", NULL, NULL, MC_OPT_BOOL, O(enable_ha), "false", 0, -1,
+	  "leader election (not supported yet)" },
+	{ "persist_path", NULL, NULL, MC_OPT_STRING, O(persist_path), "", 0, -1,
+	  "SQLite file for crash recovery (empty: no persistence)" },
+	{ "log_level", NULL, NULL, MC_OPT_STRING, O(log_level), "info", 0, -1,
+	  "error, warn, info or debug" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
+	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
+	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
+	MC_OPT_END,
+};
+
+static int64_t mc_master_clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t mc_master_now(const struct mc_master *m)
+{
+	return m->clock_ms ? m->clock_ms() : mc_master_clock_ms();
+}
+
+static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
+{
+	if (strcmp(cfg->memory_allocator, "offset")) {
+		snprintf(err, n, "--memory_allocator=%s is not supported (use offset)",
+			 cfg->memory_allocator);
+		return -1;
+	}
+	if (strcmp(cfg->allocation_strategy, "random")) {
+		snprintf(err, n, "--allocation_strategy=%s is not supported (use random)",
+			 cfg->allocation_strategy);
+		return -1;
+	}
+	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") &&
+	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "debug")) {
+		snprintf(err, n, "--log_level must be error, warn, info or debug");
+		return -1;
+	}
+	if (cfg->enable_ha) {
+		snprintf(err, n, "--enable_ha is not supported yet");
+		return -1;
+	}
+	if (cfg->rpc_interface[0]) {
+		struct ifaddrs *ifs, *i;
+		char ip[INET_ADDRSTRLEN] = "";
+
+		if (getifaddrs(&ifs) == 0) {
+			for (i = ifs; i; i = i->ifa_next)
+				if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+				    !strcmp(i->ifa_name, cfg->rpc_interface)) {
+					inet_ntop(AF_INET,
+						  &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip,
+						  sizeof(ip));
+					break;
+				}
+			freeifaddrs(ifs);
+		}
+		if (!ip[0]) {
+			snprintf(err, n, "--rpc_interface=%s has no IPv4 address", cfg->rpc_interface);
+			return -1;
+		}
+		free(cfg->rpc_address);
+		cfg->rpc_address = strdup(ip);
+	}
+	return 0;
+}
+
+static int mc_master_configure(struct mc_master *m, int argc, char **argv)
+{
+	struct mc_opts_state st;
+	char err[512];
+	int next, rc = -1;
+
+	if (mc_opts_defaults(mc_master_opts, &m->cfg) || mc_opts_state_init(&st, mc_master_opts))
+		return -1;
+	if (mc_opts_parse_argv(mc_master_opts, &m->cfg, argc, argv, &st, &next, err, sizeof(err)))
+		goto out;
+	if (next != argc) {
+		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
+		goto out;
+	}
+	if (m->cfg.config_path[0] &&
+	    mc_opts_parse_json_file(mc_master_opts, &m->cfg, m->cfg.config_path, &st, 1, err,
+				    sizeof(err)))
+		goto out;
+	if (mc_master_validate(&m->cfg, err, sizeof(err)))
+		goto out;
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "mooncake_master: %s\n", err);
+	mc_opts_state_fini(&st);
+	return rc;
+}
+
+static void mc_master_on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct mc_master *m = arg;
+
+	(void)what;
+	if (sig == SIGHUP) {
+		mc_log_notice("SIGHUP: nothing to reload yet");
+		return;
+	}
+	mc_log_notice("signal %d: shutting down", (int)sig);
+	mc_sd_notify("STOPPING=1");
+	event_base_loopexit(m->base, NULL);
+}
+
+static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+
+	(void)fd;
+	(void)what;
+	mc_master_release_discards(m, mc_master_now(m), 0);
+}
+
+static void mc_master_usage(FILE *out)
+{
+	fprintf(out, "usage: mooncake_master [--flag=value ...]\n"
+		     "The Mooncake store master: object table, allocation, leases.\n\nFlags:\n");
+	mc_opts_help(mc_master_opts, out);
+	fprintf(out, "  --help      print this and exit\n  --version   print the version and exit\n");
+}
+
+int main(int argc, char **argv)
+{
+	static struct mc_master master;
+	struct mc_master *m = &master;
+	struct timeval one_sec = { 1, 0 };
+	int rc = 1;
+
+	mc_log_set_ident("mooncake_master");
+	if (mc_opts_wants(argc, argv, "help")) {
+		mc_master_usage(stdout);
+		return 0;
+	}
+	if (mc_opts_wants(argc, argv, "version")) {
+		printf("mooncake_master %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	if (mc_master_configure(m, argc, argv))
+		return 2;
+	if (m->cfg.check_config) {
+		printf("mooncake_master: configuration is valid\n");
+		mc_opts_free(mc_master_opts, &m->cfg);
+		return 0;
+	}
+	mc_log_set_level(m->cfg.verbose ? MC_LOG_DEBUG
+			 : !strcmp(m->cfg.log_level, "error") ? MC_LOG_ERR
+			 : !strcmp(m->cfg.log_level, "warn")  ? MC_LOG_WARN
+			 : !strcmp(m->cfg.log_level, "debug") ? MC_LOG_DEBUG
+							      : MC_LOG_INFO);
+	if (m->cfg.rpc_thread_num)
+		mc_log_notice("--rpc_thread_num ignored: the master is a single-threaded reactor");
+	signal(SIGPIPE, SIG_IGN);
+	m->base = event_base_new();
+	if (m->base == NULL)
+		goto out_cfg;
+	m->rng = (uint64_t)mc_master_clock_ms() ^ ((uint64_t)getpid() << 32);
+	mc_master_tables_init(m);
+	if (mc_rpc_server_start(m))
+		goto out_tables;
+	m->sig_term = evsignal_new(m->base, SIGTERM, mc_master_on_signal, m);
+	m->sig_int = evsignal_new(m->base, SIGINT, mc_master_on_signal, m);
+	m->sig_hup = evsignal_new(m->base, SIGHUP, mc_master_on_signal, m);
+	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
+	event_add(m->sig_term, NULL);
+	event_add(m->sig_int, NULL);
+	event_add(m->sig_hup, NULL);
+	event_add(m->tick, &one_sec);
+	mc_sd_notify("READY=1");
+	event_base_dispatch(m->base);
+	rc = 0;
+	event_free(m->tick);
+	event_free(m->sig_hup);
+	event_free(m->sig_int);
+	event_free(m->sig_term);
+	mc_rpc_server_stop(m);
+out_tables:
+	mc_master_tables_fini(m);
+	event_base_free(m->base);
+out_cfg:
+	mc_opts_free(mc_master_opts, &m->cfg);
+	return rc;
+}

@@ -79,5 +79,16 @@ mc_start_client() {
 	mc_start "$name" "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$port" \
 		--master_server_address=127.0.0.1:"$MC_MASTER_PORT" \
 		--metadata_server=P2PHANDSHAKE --global_segment_size="$seg" "$@"
-	mc_wait_port "$port"
+	mc_wait_log "$name" "serving segment"
+}
+
+# mc_wait_log NAME TEXT [SECONDS]: wait until $MC_TMP/NAME.log contains TEXT.
+mc_wait_log() {
+	local name=$1 text=$2 secs=${3:-20} i=0
+	while [ $i -lt $((secs * 10)) ]; do
+		grep -q "$text" "$MC_TMP/$name.log" 2>/dev/null && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# '$text' not seen in $name.log after ${secs}s" >&2
+	return 1
 }

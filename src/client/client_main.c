@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake_client: a standalone process that contributes memory to the pool.  It sets up a store
+ * client with a global segment and then serves reads and writes of that segment until SIGTERM or
+ * SIGINT, when it unmounts and exits.
+ */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "reactor/options.h"
+#include "reactor/sd_notify.h"
+#include "store/store.h"
+#include "store/store_config.h"
+
+struct mc_client_cfg {
+	char *host;
+	int64_t port;
+	char *metadata_server;
+	char *device_names;
+	char *master_server_address;
+	char *protocol;
+	uint64_t global_segment_size;
+	uint64_t local_buffer_size;
+	int64_t threads;
+	char *tenant_id;
+	int enable_offload;
+	int start_offload_rpc_server;
+	int enable_http_server;
+	int64_t http_port;
+	char *log_dir;
+	char *log_level;
+	char *config;
+	int check_config;
+};
+
+#define O(f) offsetof(struct mc_client_cfg, f)
+static const struct mc_opt mc_client_opts[] = {
+	{ "host", NULL, NULL, MC_OPT_STRING, O(host), "0.0.0.0", 0, -1,
+	  "address to serve on and advertise (a wildcard advertises the first non-loopback IPv4); "
+	  "may be ip:port" },
+	{ "port", NULL, NULL, MC_OPT_INT, O(port), "50052", 1, 65535,
+	  "port reserved for this client; the segment name is host:port" },
+	{ "metadata_server", NULL, NULL, MC_OPT_STRING, O(metadata_server),
+	  "http://127.0.0.1:8080/metadata", 0, -1, "transfer-engine metadata connection string" },
+	{ "device_names", NULL, NULL, MC_OPT_STRING, O(device_names), "", 0, -1,
+	  "RDMA devices (comma-separated)" },
+	{ "master_server_address", NULL, NULL, MC_OPT_STRING, O(master_server_address),
+	  "127.0.0.1:50051", 0, -1, "master RPC address" },
+	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1, "transfer protocol" },
+	{ "global_segment_size", NULL, NULL, MC_OPT_SIZE, O(global_segment_size), "4 GB", 1, -1,
+	  "memory contributed to the pool" },
+	{ "local_buffer_size", NULL, NULL, MC_OPT_SIZE, O(local_buffer_size), "0", 0, -1,
+	  "staging buffer" },
+	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "1", 1, 1024,
+	  "accepted for compatibility; the client is one reactor thread" },
+	{ "tenant_id", NULL, NULL, MC_OPT_STRING, O(tenant_id), "default", 0, -1, "tenant" },
+	{ "enable_offload", NULL, NULL, MC_OPT_BOOL, O(enable_offload), "false", 0, -1,
+	  "SSD offload (not available yet: true is refused)" },
+	{ "start_offload_rpc_server", NULL, NULL, MC_OPT_BOOL, O(start_offload_rpc_server), "true",
+	  0, -1, "serve SSD reads for other clients (with --enable_offload)" },
+	{ "enable_http_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_server), "false", 0, -1,
+	  "client HTTP metrics server (not available yet: true is refused)" },
+	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
+	  "client HTTP port" },
+	{ "log_dir", NULL, NULL, MC_OPT_STRING, O(log_dir), "", 0, -1,
+	  "append logs to DIR/mooncake_client.log instead of stderr" },
+	{ "log_level", NULL, NULL, MC_OPT_STRING, O(log_level), "info", 0, -1,
+	  "error, warn, info or debug" },
+	{ "config", NULL, NULL, MC_OPT_STRING, O(config), "", 0, -1,
+	  "mooncake.json (default: $MOONCAKE_CONFIG_PATH); flags given explicitly win" },
+	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
+	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
+	MC_OPT_END,
+};
+
+static volatile sig_atomic_t mc_client_stop;
+
+static void mc_client_on_signal(int sig)
+{
+	(void)sig;
+	mc_client_stop = 1;
+}
+
+/* First non-loopback IPv4 address, or 127.0.0.1. */
+static void mc_client_default_ip(char *out, size_t n)
+{
+	struct ifaddrs *ifs, *i;
+
+	snprintf(out, n, "127.0.0.1");
+	if (getifaddrs(&ifs))
+		return;
+	for (i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr) >> 24 != 127) {
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out,
+				  (socklen_t)n);
+			break;
+		}
+	freeifaddrs(ifs);
+}
+
+/* Apply mooncake.json / MOONCAKE_* values to flags not given on the command line. */
+static int mc_client_apply_file(struct mc_client_cfg *cfg, const struct mc_opts_state *st,
+				char *err, size_t n)
+{
+	struct mc_store_config sc;
+	const char *path = cfg->config[0] ? cfg->config : getenv("MOONCAKE_CONFIG_PATH");
+	char num[32];
+	int rc;
+
+	if (path == NULL || *path == '\0')
+		return 0;
+	rc = mc_store_config_load(&sc, path, err, n);
+	if (rc)
+		return rc;
+#define SET(name, val)                                                                     \
+	do {                                                                               \
+		const struct mc_opt *o_ = mc_opts_find(mc_client_opts, name);              \
+		if (!st->cli_set[o_ - mc_client_opts] && mc_opts_set(o_, cfg, val, err, n)) \
+			return -1;                                                         \
+	} while (0)
+	SET("host", sc.local_hostname);
+	SET("metadata_server", sc.metadata_server);
+	SET("master_server_address", sc.master_server_address);
+	SET("protocol", sc.protocol);
+	SET("device_names", sc.device_name);
+	SET("tenant_id", sc.tenant_id);
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)sc.global_segment_size);
+	SET("global_segment_size", num);
+#undef SET
+	return 0;
+}
+
+static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv)
+{
+	struct mc_opts_state st;
+	char err[512] = "";
+	int next, rc = -1;
+
+	if (mc_opts_defaults(mc_client_opts, cfg) || mc_opts_state_init(&st, mc_client_opts))
+		return -1;
+	if (mc_opts_parse_argv(mc_client_opts, cfg, argc, argv, &st, &next, err, sizeof(err)))
+		goto out;
+	if (next != argc) {
+		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
+		goto out;
+	}
+	if (mc_client_apply_file(cfg, &st, err, sizeof(err)))
+		goto out;
+	if (cfg->enable_offload || cfg->enable_http_server) {
+		snprintf(err, sizeof(err), "--enable_offload and --enable_http_server are not "
+					   "available in this version");
+		goto out;
+	}
+	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") &&
+	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "debug")) {
+		snprintf(err, sizeof(err), "--log_level must be error, warn, info or debug");
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "mooncake_client: %s\n", err);
+	mc_opts_state_fini(&st);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct mc_client_cfg cfg;
+	struct mc_store *st;
+	char host[300], name[320], ip[64];
+	const char *colon;
+	struct sigaction sa;
+	int rc;
+
+	mc_log_set_ident("mooncake_client");
+	if (mc_opts_wants(argc, argv, "help")) {
+		printf("usage: mooncake_client [--flag=value ...]\n"
+		       "Contributes memory to a mooncake store cluster.\n\nFlags:\n");
+		mc_opts_help(mc_client_opts, stdout);
+		return 0;
+	}
+	if (mc_opts_wants(argc, argv, "version")) {
+		printf("mooncake_client %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	if (mc_client_configure(&cfg, argc, argv))
+		return 2;
+	if (cfg.check_config) {
+		printf("mooncake_client: configuration is valid\n");
+		return 0;
+	}
+	mc_log_set_level(!strcmp(cfg.log_level, "error") ? MC_LOG_ERR
+			 : !strcmp(cfg.log_level, "warn") ? MC_LOG_WARN
+			 : !strcmp(cfg.log_level, "debug") ? MC_LOG_DEBUG
+							   : MC_LOG_INFO);
+	if (cfg.log_dir[0]) {
+		char path[4096];
+
+		snprintf(path, sizeof(path), "%s/mooncake_client.log", cfg.log_dir);
+		if (freopen(path, "a", stderr) == NULL) {
+			fprintf(stdout, "mooncake_client: cannot open %s\n", path);
+			return 1;
+		}
+	}
+	/* --host may carry the port; a wildcard host advertises a reachable address. */
+	snprintf(host, sizeof(host), "%s", cfg.host);
+	colon = strrchr(host, ':');
+	if (colon && atoi(colon + 1) > 0) {
+		cfg.port = atoi(colon + 1);
+		host[colon - host] = '\0';
+	}
+	if (!strcmp(host, "0.0.0.0") || !host[0]) {
+		mc_client_default_ip(ip, sizeof(ip));
+		snprintf(host, sizeof(host), "%s", ip);
+	}
+	snprintf(name, sizeof(name), "%s:%lld", host, (long long)cfg.port);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = mc_client_on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	st = calloc(1, sizeof(*st));
+	pthread_mutex_init(&st->mu, NULL);
+	st->reserve_fd = -1;
+	rc = mc_store_setup(st, name, cfg.metadata_server, cfg.global_segment_size,
+			    cfg.local_buffer_size, cfg.protocol, cfg.device_names,
+			    cfg.master_server_address);
+	if (rc) {
+		mc_log_err("setup against master %s failed: %d", cfg.master_server_address, rc);
+		free(st);
+		return 1;
+	}
+	mc_log_notice("serving segment %s (%llu bytes) at %s", st->hostname,
+		      (unsigned long long)cfg.global_segment_size, st->endpoint);
+	mc_sd_notify("READY=1");
+	while (!mc_client_stop)
+		pause();
+	mc_sd_notify("STOPPING=1");
+	mc_log_notice("shutting down");
+	mc_store_teardown(st);
+	pthread_mutex_destroy(&st->mu);
+	free(st);
+	mc_opts_free(mc_client_opts, &cfg);
+	return 0;
+}

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_MASTER_H
+#define MC_MASTER_H
+
+/*
+ * mooncake_master: the context struct and what the master's modules share.
+ *
+ * One struct mc_master per process, created by master_main.c and passed to every function and
+ * reachable from every callback.  Everything runs on the one reactor thread.
+ */
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "master/object_table.h"
+#include "master/metrics.h"
+#include "proto/rpc.h"
+
+struct mc_alloc;
+struct mc_conn;
+
+struct mc_master_config {
+	char *config_path;
+	int64_t rpc_port;
+	int64_t port;
+	char *rpc_address;
+	char *rpc_interface;
+	int64_t rpc_thread_num;
+	int64_t max_threads;
+	int64_t rpc_conn_timeout_seconds;
+	int rpc_enable_tcp_no_delay;
+	int enable_metric_reporting;
+	int64_t metrics_port;
+	char *metrics_host;
+	char *memory_allocator;
+	char *allocation_strategy;
+	int64_t default_kv_lease_ttl;		/* ms */
+	int64_t default_kv_soft_pin_ttl;	/* ms */
+	int64_t max_kv_soft_pin_ttl;		/* ms */
+	int allow_evict_soft_pinned_objects;
+	double eviction_ratio;
+	double eviction_high_watermark_ratio;
+	int64_t put_start_discard_timeout_sec;
+	int64_t put_start_release_timeout_sec;
+	int64_t client_ttl;
+	int enable_http_metadata_server;
+	int64_t http_metadata_server_port;
+	char *http_metadata_server_host;
+	int enable_metadata_cleanup_on_timeout;
+	char *cluster_id;
+	char *root_fs_dir;
+	int enable_ha;
+	char *persist_path;
+	uint64_t rpc_max_frame_bytes;
+	int64_t max_connections;
+	char *log_level;
+	int verbose;
+	int check_config;
+};
+
+enum mc_segment_status {
+	MC_SEG_OK = 1,
+	MC_SEG_UNMOUNTING = 5,
+};
+
+struct mc_client {
+	struct mc_uuid id;
+	struct mc_client *hnext;	/* hash chain */
+	struct mc_segment *segs;	/* its segments (list through seg->cnext) */
+	int64_t last_ping;		/* monotonic ms */
+	int ok;				/* in good standing (after ReMountSegment) */
+	uint32_t refs;			/* objects naming it as writer + segments */
+};
+
+struct mc_segment {
+	struct mc_uuid id;
+	char *name;
+	char *endpoint;
+	char *protocol;
+	uint64_t base;
+	uint64_t size;
+	struct mc_alloc *alloc;
+	struct mc_client *client;
+	struct mc_segment *cnext;	/* in client's list */
+	struct mc_replica *reps;	/* memory replicas on it */
+	uint64_t nreps;
+	int status;
+	uint32_t index;			/* position in master->segs */
+};
+
+/* A PROCESSING replica taken from a preempted put, freed at release_at. */
+struct mc_discard {
+	struct mc_discard *next;
+	struct mc_segment *seg;		/* NULL if the segment went away meanwhile */
+	struct mc_alloc_block *blk;
+	uint64_t len;
+	int64_t release_at;
+};
+
+struct mc_master {
+	struct mc_master_config cfg;
+	struct event_base *base;
+	struct evconnlistener *listener;
+	struct event *sig_term, *sig_int, *sig_hup, *tick;
+	struct mc_conn *conns;		/* all live connections */
+	uint64_t nconns;
+	uint64_t next_conn_id;
+
+	struct mc_object_table objects;
+	struct mc_segment **segs;	/* dense array for random choice */
+	uint32_t nsegs, capsegs;
+	struct mc_client **client_buckets;
+	uint32_t nclient_buckets;
+	uint32_t nclients;
+	struct mc_discard *discards;
+	uint64_t next_replica_id;
+	uint64_t total_capacity;
+	uint64_t allocated;
+	uint64_t rng;
+
+	struct mc_metrics metrics;
+	int64_t (*clock_ms)(void);	/* monotonic ms; replaceable in tests */
+};
+
+int64_t mc_master_now(const struct mc_master *m);
+
+/* segment_table.c */
+int mc_master_tables_init(struct mc_master *m);
+void mc_master_tables_fini(struct mc_master *m);
+struct mc_client *mc_client_find(struct mc_master *m, const struct mc_uuid *id);
+struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id);
+struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id);
+int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s);
+void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg);
+/* Allocate len bytes for a replica on a segment whose name is not in used[0..nused).  Fills
+ * r->seg/blk and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
+int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
+		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused);
+/* Unlink from its segment and free its bytes. */
+void mc_replica_release(struct mc_master *m, struct mc_replica *r);
+/* Unlink from its segment and park its bytes on the discard list until release_at. */
+void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t release_at);
+void mc_master_release_discards(struct mc_master *m, int64_t now, int all);
+/* Close the holes left by released replicas so replicas [0, nrep) are all live. */
+void mc_object_compact(struct mc_object *o);
+
+/* ops.c: one request frame in, one response frame appended to out. */
+void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uint8_t *body,
+		      struct mc_wbuf *out, const char *peer);
+/* Remove an object and release all its replicas. */
+void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
+
+/* rpc_server.c */
+int mc_rpc_server_start(struct mc_master *m);
+void mc_rpc_server_stop(struct mc_master *m);
+
+#endif

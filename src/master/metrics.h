@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_MASTER_METRICS_H
+#define MC_MASTER_METRICS_H
+
+#include <stdint.h>
+
+/*
+ * Counters kept by the master under upstream's metric names (reference §1.12).  Indexed by RPC
+ * opcode so the dispatcher counts every request in one place; exported by the admin HTTP
+ * server as master_<op>_requests_total / _failures_total (single ops) and master_batch_<op>_*
+ * (batch ops: requests, failures, partial successes, items, failed items).
+ */
+#define MC_METRICS_MAX_OP 64
+
+struct mc_op_counters {
+	uint64_t requests;
+	uint64_t failures;
+	uint64_t partial;	/* batch: some items failed */
+	uint64_t items;
+	uint64_t failed_items;
+};
+
+struct mc_metrics {
+	struct mc_op_counters op[MC_METRICS_MAX_OP];
+	uint64_t put_start_alloc_failures;
+	uint64_t put_start_partial_allocations;
+	uint64_t put_start_discard_cnt;
+	uint64_t put_start_release_cnt;
+	uint64_t put_start_discarded_staging_size;
+	uint64_t mem_cache_hit_nums;
+	uint64_t valid_get_nums;
+	uint64_t total_get_nums;
+	uint64_t bad_frames;
+	uint64_t value_size_buckets[8];	/* 4K 64K 256K 1M 4M 16M 64M +Inf */
+	uint64_t value_size_sum;
+	uint64_t value_size_count;
+};
+
+#endif

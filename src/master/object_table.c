@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Open-addressing hash table of objects with linear probing and tombstones, plus the LRU list.
+ * See object_table.h for the memory budget.  The table grows at 0.75 load (counting tombstones)
+ * and rehashes in place of tombstones when they dominate.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "master/object_table.h"
+
+#define MC_TOMBSTONE ((struct mc_object *)(uintptr_t)1)
+
+uint32_t mc_object_hash(const char *key, size_t len)
+{
+	/* FNV-1a, 64-bit, folded: fast, good enough with linear probing and a power-of-two size
+	 * because the fold mixes the high bits in. */
+	uint64_t h = 1469598103934665603ull;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (uint32_t)h;
+}
+
+int mc_object_table_init(struct mc_object_table *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->cap = 1024;
+	t->slots = mc_xcalloc(t->cap, sizeof(*t->slots));
+	t->lru.lru_prev = t->lru.lru_next = &t->lru;
+	return 0;
+}
+
+void mc_object_table_fini(struct mc_object_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->cap; i++) {
+		struct mc_object *o = t->slots[i];
+
+		if (o != NULL && o != MC_TOMBSTONE) {
+			free(o->extra);
+			free(o);
+		}
+	}
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
+
+static void mc_object_table_resize(struct mc_object_table *t, size_t cap)
+{
+	struct mc_object **old = t->slots;
+	size_t oldcap = t->cap, i;
+
+	t->slots = mc_xcalloc(cap, sizeof(*t->slots));
+	t->cap = cap;
+	t->tombstones = 0;
+	for (i = 0; i < oldcap; i++) {
+		struct mc_object *o = old[i];
+		size_t j;
+
+		if (o == NULL || o == MC_TOMBSTONE)
+			continue;
+		j = o->hash & (cap - 1);
+		while (t->slots[j] != NULL)
+			j = (j + 1) & (cap - 1);
+		t->slots[j] = o;
+	}
+	free(old);
+}
+
+struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, size_t len)
+{
+	uint32_t h = mc_object_hash(key, len);
+	size_t i = h & (t->cap - 1);
+	struct mc_object *o;
+
+	while ((o = t->slots[i]) != NULL) {
+		if (o != MC_TOMBSTONE && o->hash == h && o->key_len == len &&
+		    memcmp(o->key, key, len) == 0)
+			return o;
+		i = (i + 1) & (t->cap - 1);
+	}
+	return NULL;
+}
+
+struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, size_t len,
+				   uint32_t nrep)
+{
+	struct mc_object *o;
+	size_t i;
+
+	if ((t->count + t->tombstones + 1) * 4 > t->cap * 3)
+		mc_object_table_resize(t, t->count * 2 + 1 > t->cap / 2 ? t->cap * 2 : t->cap);
+	o = mc_xcalloc(1, sizeof(*o) + len);
+	memcpy(o->key, key, len);
+	o->key_len = (uint16_t)len;
+	o->hash = mc_object_hash(key, len);
+	o->nrep = (uint8_t)nrep;
+	if (nrep > 1)
+		o->extra = mc_xcalloc(nrep - 1, sizeof(*o->extra));
+	for (i = 0; i < nrep; i++)
+		mc_object_replica(o, (uint32_t)i)->obj = o;
+	i = o->hash & (t->cap - 1);
+	while (t->slots[i] != NULL && t->slots[i] != MC_TOMBSTONE)
+		i = (i + 1) & (t->cap - 1);
+	if (t->slots[i] == MC_TOMBSTONE)
+		t->tombstones--;
+	t->slots[i] = o;
+	t->count++;
+	t->key_bytes += len;
+	/* New objects start at the most-recently-used end. */
+	o->lru_prev = t->lru.lru_prev;
+	o->lru_next = &t->lru;
+	t->lru.lru_prev->lru_next = o;
+	t->lru.lru_prev = o;
+	o->flags |= MC_OBJ_IN_LRU;
+	return o;
+}
+
+void mc_object_erase(struct mc_object_table *t, struct mc_object *o)
+{
+	size_t i = o->hash & (t->cap - 1);
+
+	while (t->slots[i] != o)
+		i = (i + 1) & (t->cap - 1);
+	/* A following empty slot means no probe chain passes through: no tombstone needed. */
+	if (t->slots[(i + 1) & (t->cap - 1)] == NULL) {
+		t->slots[i] = NULL;
+	} else {
+		t->slots[i] = MC_TOMBSTONE;
+		t->tombstones++;
+	}
+	t->count--;
+	t->key_bytes -= o->key_len;
+	if (o->flags & MC_OBJ_IN_LRU) {
+		o->lru_prev->lru_next = o->lru_next;
+		o->lru_next->lru_prev = o->lru_prev;
+	}
+	free(o->extra);
+	free(o);
+	/* No rehash here, so erasing while iterating is safe; insert compacts tombstones. */
+}
+
+struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i)
+{
+	return i == 0 ? &o->rep0 : &o->extra[i - 1];
+}
+
+void mc_object_touch(struct mc_object_table *t, struct mc_object *o)
+{
+	if (!(o->flags & MC_OBJ_IN_LRU) || t->lru.lru_prev == o)
+		return;
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = t->lru.lru_prev;
+	o->lru_next = &t->lru;
+	t->lru.lru_prev->lru_next = o;
+	t->lru.lru_prev = o;
+}
+
+struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos)
+{
+	while (*pos < t->cap) {
+		struct mc_object *o = t->slots[(*pos)++];
+
+		if (o != NULL && o != MC_TOMBSTONE)
+			return o;
+	}
+	return NULL;
+}

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The master's RPC listener and connections.
+ *
+ * Each connection is a bufferevent.  The read callback handles every complete frame in the input
+ * buffer (pipelining), collects all replies in one scratch buffer and queues them with a single
+ * evbuffer_add.  A header with a bad magic or version, or announcing a body over the maximum,
+ * closes that connection (with a log line naming the peer); everything else is answered.
+ * Connections are never freed inside their own callbacks: they are marked closing and freed from
+ * a deferred event.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "master/master.h"
+
+/* A client that does not read its replies must not make the master buffer without bound. */
+#define MC_CONN_MAX_OUTPUT (256u << 20)
+
+struct mc_conn {
+	struct mc_master *m;
+	struct bufferevent *bev;
+	struct mc_conn *prev, *next;
+	uint64_t id;
+	int closing;
+	struct event *reaper;
+	char peer[80];
+	struct mc_wbuf out;
+};
+
+static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	event_free(c->reaper);
+	mc_wbuf_fini(&c->out);
+	free(c);
+}
+
+static void mc_conn_close(struct mc_conn *c, const char *why)
+{
+	struct mc_master *m = c->m;
+
+	if (c->closing)
+		return;
+	c->closing = 1;
+	if (why)
+		mc_log_info("connection %llu from %s closed: %s", (unsigned long long)c->id, c->peer,
+			    why);
+	bufferevent_free(c->bev);
+	c->bev = NULL;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		m->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	m->nconns--;
+	c->reaper = evtimer_new(m->base, mc_conn_on_reap, c);
+	event_active(c->reaper, EV_TIMEOUT, 1);
+}
+
+static void mc_conn_on_read(struct bufferevent *bev, void *arg)
+{
+	struct mc_conn *c = arg;
+	struct mc_master *m = c->m;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
+
+	mc_wbuf_reset(&c->out);
+	for (;;) {
+		uint8_t hb[MC_RPC_HDR_LEN];
+		struct mc_rpc_hdr h;
+		size_t avail = evbuffer_get_length(in);
+		const uint8_t *frame;
+		int rc;
+
+		if (avail < MC_RPC_HDR_LEN)
+			break;
+		evbuffer_copyout(in, hb, sizeof(hb));
+		rc = mc_rpc_hdr_decode(hb, &h, max_body);
+		if (rc == 0 && h.kind != MC_RPC_REQUEST)
+			rc = -EPROTO;
+		if (rc != 0) {
+			char why[160];
+
+			m->metrics.bad_frames++;
+			snprintf(why, sizeof(why), "%s (magic 0x%08x version %u body %u bytes)",
+				 rc == -EMSGSIZE		? "frame larger than rpc_max_frame_bytes"
+				 : rc == -EPROTONOSUPPORT ? "unsupported protocol version"
+							  : "malformed frame header",
+				 h.magic, h.version, h.body_len);
+			mc_log_warn("connection %llu from %s: %s", (unsigned long long)c->id, c->peer,
+				    why);
+			mc_conn_close(c, "protocol error");
+			return;
+		}
+		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len) {
+			/* Wait for the rest; do not wake up again before it can be complete. */
+			bufferevent_setwatermark(bev, EV_READ, MC_RPC_HDR_LEN + (size_t)h.body_len,
+						 0);
+			break;
+		}
+		frame = evbuffer_pullup(in, MC_RPC_HDR_LEN + (ssize_t)h.body_len);
+		if (frame == NULL) {
+			mc_conn_close(c, "out of memory");
+			return;
+		}
+		mc_master_handle(m, &h, frame + MC_RPC_HDR_LEN, &c->out, c->peer);
+		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
+		bufferevent_setwatermark(bev, EV_READ, 0, 0);
+	}
+	if (c->out.len) {
+		if (c->out.err || bufferevent_write(bev, c->out.data, c->out.len) != 0) {
+			mc_conn_close(c, "cannot queue replies");
+			return;
+		}
+		if (evbuffer_get_length(bufferevent_get_output(bev)) > MC_CONN_MAX_OUTPUT)
+			mc_conn_close(c, "client does not read its replies");
+	}
+}
+
+static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct mc_conn *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_EOF)
+		mc_conn_close(c, NULL);
+	else if (what & BEV_EVENT_TIMEOUT)
+		mc_conn_close(c, "idle timeout");
+	else if (what & BEV_EVENT_ERROR)
+		mc_conn_close(c, strerror(EVUTIL_SOCKET_ERROR()));
+}
+
+static void mc_format_peer(const struct sockaddr *sa, char *out, size_t n)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+		snprintf(out, n, "%s:%u", host, port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+		snprintf(out, n, "[%s]:%u", host, port);
+	} else {
+		snprintf(out, n, "unknown");
+	}
+}
+
+static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
+				  struct sockaddr *sa, int salen, void *arg)
+{
+	struct mc_master *m = arg;
+	struct mc_conn *c;
+	char peer[80];
+	int one = 1;
+
+	(void)l;
+	(void)salen;
+	mc_format_peer(sa, peer, sizeof(peer));
+	if ((int64_t)m->nconns >= m->cfg.max_connections) {
+		mc_log_warn("refusing connection from %s: %llu connections (max_connections)", peer,
+			    (unsigned long long)m->nconns);
+		evutil_closesocket(fd);
+		return;
+	}
+	if (m->cfg.rpc_enable_tcp_no_delay)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c = mc_xcalloc(1, sizeof(*c));
+	c->m = m;
+	c->id = ++m->next_conn_id;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	mc_wbuf_init(&c->out);
+	c->bev = bufferevent_socket_new(m->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
+	if (m->cfg.rpc_conn_timeout_seconds > 0) {
+		struct timeval tv = { (time_t)m->cfg.rpc_conn_timeout_seconds, 0 };
+
+		bufferevent_set_timeouts(c->bev, &tv, NULL);
+	}
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->next = m->conns;
+	if (m->conns)
+		m->conns->prev = c;
+	m->conns = c;
+	m->nconns++;
+	mc_log_debug("connection %llu from %s", (unsigned long long)c->id, c->peer);
+}
+
+static void mc_listener_on_error(struct evconnlistener *l, void *arg)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+
+	(void)l;
+	(void)arg;
+	/* EMFILE and friends: keep the listener; libevent retries on the next readiness. */
+	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
+}
+
+int mc_rpc_server_start(struct mc_master *m)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICHOST };
+	struct addrinfo *res = NULL;
+	char port[16];
+	int rc;
+
+	snprintf(port, sizeof(port), "%lld",
+		 (long long)(m->cfg.rpc_port ? m->cfg.rpc_port : m->cfg.port));
+	rc = getaddrinfo(m->cfg.rpc_address, port, &hints, &res);
+	if (rc != 0) {
+		mc_log_err("rpc_address %s: %s", m->cfg.rpc_address, gai_strerror(rc));
+		return -EINVAL;
+	}
+	m->listener = evconnlistener_new_bind(m->base, mc_listener_on_accept, m,
+					      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+						      LEV_OPT_CLOSE_ON_EXEC,
+					      1024, res->ai_addr, (int)res->ai_addrlen);
+	freeaddrinfo(res);
+	if (m->listener == NULL) {
+		mc_log_err("cannot listen on %s:%s: %s", m->cfg.rpc_address, port, strerror(errno));
+		return -errno ? -errno : -EADDRINUSE;
+	}
+	evconnlistener_set_error_cb(m->listener, mc_listener_on_error);
+	mc_log_notice("listening for RPC on %s:%s", m->cfg.rpc_address, port);
+	return 0;
+}
+
+void mc_rpc_server_stop(struct mc_master *m)
+{
+	if (m->listener) {
+		evconnlistener_free(m->listener);
+		m->listener = NULL;
+	}
+	while (m->conns) {
+		struct mc_conn *c = m->conns;
+
+		mc_conn_close(c, NULL);
+		/* Not in a callback of c: free at once. */
+		event_free(c->reaper);
+		mc_wbuf_fini(&c->out);
+		free(c);
+	}
+}

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Segments and clients of the master, and replica allocation across segments.
+ *
+ * Segments live in a dense array (for random choice) and are found by uuid through a linear scan
+ * of that array: a cluster has tens to thousands of segments and mounts are rare, while the hot
+ * path (allocation) never looks a segment up by id.  Clients are hashed by uuid.  Each segment
+ * owns an offset allocator over [0, size); a replica's address is base + offset.
+ * Single-threaded: the master's reactor thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "master/master.h"
+#include "segment/alloc.h"
+
+#define MC_CLIENT_BUCKETS 1024
+
+int mc_master_tables_init(struct mc_master *m)
+{
+	mc_object_table_init(&m->objects);
+	m->nclient_buckets = MC_CLIENT_BUCKETS;
+	m->client_buckets = mc_xcalloc(m->nclient_buckets, sizeof(*m->client_buckets));
+	m->next_replica_id = 1;
+	return 0;
+}
+
+static void mc_segment_free(struct mc_segment *seg)
+{
+	mc_alloc_free(seg->alloc);
+	free(seg->name);
+	free(seg->endpoint);
+	free(seg->protocol);
+	free(seg);
+}
+
+void mc_master_tables_fini(struct mc_master *m)
+{
+	uint32_t i;
+
+	mc_master_release_discards(m, 0, 1);
+	mc_object_table_fini(&m->objects);
+	for (i = 0; i < m->nsegs; i++)
+		mc_segment_free(m->segs[i]);
+	free(m->segs);
+	for (i = 0; i < m->nclient_buckets; i++) {
+		struct mc_client *c = m->client_buckets[i], *n;
+
+		for (; c; c = n) {
+			n = c->hnext;
+			free(c);
+		}
+	}
+	free(m->client_buckets);
+}
+
+static uint32_t mc_client_bucket(const struct mc_master *m, const struct mc_uuid *id)
+{
+	uint32_t h;
+
+	memcpy(&h, id->b + 4, sizeof(h));
+	return h & (m->nclient_buckets - 1);
+}
+
+struct mc_client *mc_client_find(struct mc_master *m, const struct mc_uuid *id)
+{
+	struct mc_client *c = m->client_buckets[mc_client_bucket(m, id)];
+
+	while (c && memcmp(c->id.b, id->b, 16))
+		c = c->hnext;
+	return c;
+}
+
+struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id)
+{
+	struct mc_client *c = mc_client_find(m, id);
+	uint32_t b;
+
+	if (c)
+		return c;
+	c = mc_xcalloc(1, sizeof(*c));
+	c->id = *id;
+	c->last_ping = mc_master_now(m);
+	b = mc_client_bucket(m, id);
+	c->hnext = m->client_buckets[b];
+	m->client_buckets[b] = c;
+	m->nclients++;
+	return c;
+}
+
+struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->nsegs; i++)
+		if (!memcmp(m->segs[i]->id.b, id->b, 16))
+			return m->segs[i];
+	return NULL;
+}
+
+static char *mc_strv_dup(struct mc_strv s)
+{
+	return mc_xstrndup(s.p, s.n);
+}
+
+int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s)
+{
+	struct mc_segment *seg = mc_segment_find(m, &s->id);
+	char idbuf[40];
+
+	if (s->base == 0 || s->size == 0 || s->name.n == 0 || s->endpoint.n == 0)
+		return MC_ERR_INVALID_PARAMS;
+	if (s->base + s->size < s->base)
+		return MC_ERR_INVALID_PARAMS;
+	if (seg != NULL) {
+		/* Idempotent re-mount: the same identity must describe the same memory. */
+		if (seg->client != c || seg->base != s->base || seg->size != s->size ||
+		    strlen(seg->name) != s->name.n || memcmp(seg->name, s->name.p, s->name.n))
+			return MC_ERR_INVALID_PARAMS;
+		return 0;
+	}
+	seg = mc_xcalloc(1, sizeof(*seg));
+	seg->alloc = mc_alloc_new(s->size);
+	if (seg->alloc == NULL) {
+		free(seg);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	seg->id = s->id;
+	seg->name = mc_strv_dup(s->name);
+	seg->endpoint = mc_strv_dup(s->endpoint);
+	seg->protocol = mc_strv_dup(s->protocol.n ? s->protocol : mc_strv_c("tcp"));
+	seg->base = s->base;
+	seg->size = s->size;
+	seg->client = c;
+	seg->status = MC_SEG_OK;
+	seg->cnext = c->segs;
+	c->segs = seg;
+	c->refs++;
+	if (m->nsegs == m->capsegs) {
+		m->capsegs = m->capsegs ? m->capsegs * 2 : 16;
+		m->segs = mc_xrealloc(m->segs, m->capsegs * sizeof(*m->segs));
+	}
+	seg->index = m->nsegs;
+	m->segs[m->nsegs++] = seg;
+	m->total_capacity += s->size;
+	mc_uuid_format(&s->id, idbuf);
+	mc_log_info("segment %s mounted: name %s, %llu bytes at 0x%llx, endpoint %s", idbuf,
+		    seg->name, (unsigned long long)seg->size, (unsigned long long)seg->base,
+		    seg->endpoint);
+	return 0;
+}
+
+void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg)
+{
+	struct mc_client *c = seg->client;
+	struct mc_segment **pp;
+	struct mc_discard *d;
+	struct mc_replica *r;
+	uint64_t dropped = 0;
+
+	seg->status = MC_SEG_UNMOUNTING;
+	/* Drop every replica on it; objects left without a replica disappear.  Cost is
+	 * proportional to this segment's replicas, not to the table. */
+	while ((r = seg->reps) != NULL) {
+		struct mc_object *o = r->obj;
+		uint32_t i, live = 0;
+
+		mc_replica_release(m, r);
+		r->status = MC_REPLICA_REMOVED;
+		dropped++;
+		for (i = 0; i < o->nrep; i++)
+			live += mc_object_replica(o, i)->seg != NULL;
+		if (live == 0)
+			mc_object_erase(&m->objects, o);
+		else
+			mc_object_compact(o);
+	}
+	for (d = m->discards; d; d = d->next)
+		if (d->seg == seg)
+			d->seg = NULL;	/* its allocator goes away with the segment */
+	for (pp = &c->segs; *pp; pp = &(*pp)->cnext)
+		if (*pp == seg) {
+			*pp = seg->cnext;
+			break;
+		}
+	c->refs--;
+	m->segs[seg->index] = m->segs[m->nsegs - 1];
+	m->segs[seg->index]->index = seg->index;
+	m->nsegs--;
+	m->total_capacity -= seg->size;
+	m->allocated -= mc_alloc_used(seg->alloc);
+	mc_log_info("segment %s unmounted, %llu replicas dropped", seg->name,
+		    (unsigned long long)dropped);
+	mc_segment_free(seg);
+}
+
+static uint64_t mc_master_rand(struct mc_master *m)
+{
+	uint64_t x = m->rng ? m->rng : 0x9e3779b97f4a7c15ull;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	m->rng = x;
+	return x;
+}
+
+static int mc_name_used(struct mc_segment *seg, struct mc_segment **used, uint32_t nused)
+{
+	uint32_t i;
+
+	for (i = 0; i < nused; i++)
+		if (used[i] == seg || !strcmp(used[i]->name, seg->name))
+			return 1;
+	return 0;
+}
+
+static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
+			  uint64_t len)
+{
+	uint64_t off;
+
+	if (seg->status != MC_SEG_OK)
+		return -1;
+	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
+		return -1;
+	r->seg = seg;
+	r->seg_prev = NULL;
+	r->seg_next = seg->reps;
+	if (seg->reps)
+		seg->reps->seg_prev = r;
+	seg->reps = r;
+	seg->nreps++;
+	r->id = m->next_replica_id++;
+	m->allocated += mc_alloc_block_size(r->blk);
+	return 0;
+}
+
+static int mc_try_named(struct mc_master *m, struct mc_strv name, struct mc_replica *r,
+			uint64_t len, struct mc_segment **used, uint32_t nused)
+{
+	uint32_t i;
+
+	if (name.n == 0)
+		return -1;
+	for (i = 0; i < m->nsegs; i++) {
+		struct mc_segment *seg = m->segs[i];
+
+		if (strlen(seg->name) == name.n && !memcmp(seg->name, name.p, name.n) &&
+		    !mc_name_used(seg, used, nused) && mc_try_segment(m, seg, r, len) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
+		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused)
+{
+	uint32_t i, start, tries;
+
+	if (mc_try_named(m, cfg->preferred_segment, r, len, used, nused) == 0)
+		return 0;
+	for (i = 0; i < cfg->n_preferred; i++)
+		if (mc_try_named(m, cfg->preferred[i], r, len, used, nused) == 0)
+			return 0;
+	if (m->nsegs == 0)
+		return MC_ERR_NO_AVAILABLE_HANDLE;
+	/* Random start, then consecutive segments, at most min(100, n) attempts (upstream's
+	 * "random" strategy). */
+	start = (uint32_t)(mc_master_rand(m) % m->nsegs);
+	tries = m->nsegs < 100 ? m->nsegs : 100;
+	for (i = 0; i < tries; i++) {
+		struct mc_segment *seg = m->segs[(start + i) % m->nsegs];
+
+		if (mc_name_used(seg, used, nused))
+			continue;
+		if (mc_try_segment(m, seg, r, len) == 0)
+			return 0;
+	}
+	return MC_ERR_NO_AVAILABLE_HANDLE;
+}
+
+void mc_replica_release(struct mc_master *m, struct mc_replica *r)
+{
+	struct mc_segment *seg = r->seg;
+
+	if (seg == NULL)
+		return;
+	if (r->seg_prev)
+		r->seg_prev->seg_next = r->seg_next;
+	else
+		seg->reps = r->seg_next;
+	if (r->seg_next)
+		r->seg_next->seg_prev = r->seg_prev;
+	seg->nreps--;
+	m->allocated -= mc_alloc_block_size(r->blk);
+	mc_alloc_release(seg->alloc, r->blk);
+	r->seg = NULL;
+	r->blk = NULL;
+	r->seg_prev = r->seg_next = NULL;
+}
+
+void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t release_at)
+{
+	struct mc_segment *seg = r->seg;
+	struct mc_discard *d;
+
+	if (seg == NULL)
+		return;
+	d = mc_xcalloc(1, sizeof(*d));
+	d->seg = seg;
+	d->blk = r->blk;
+	d->len = mc_alloc_block_size(r->blk);
+	d->release_at = release_at;
+	d->next = m->discards;
+	m->discards = d;
+	/* Unlink from the segment's replica list but keep the bytes reserved. */
+	if (r->seg_prev)
+		r->seg_prev->seg_next = r->seg_next;
+	else
+		seg->reps = r->seg_next;
+	if (r->seg_next)
+		r->seg_next->seg_prev = r->seg_prev;
+	seg->nreps--;
+	r->seg = NULL;
+	r->blk = NULL;
+	m->metrics.put_start_discard_cnt++;
+	m->metrics.put_start_discarded_staging_size += d->len;
+}
+
+void mc_master_release_discards(struct mc_master *m, int64_t now, int all)
+{
+	struct mc_discard **pp = &m->discards, *d;
+
+	while ((d = *pp) != NULL) {
+		if (!all && d->release_at > now) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		if (d->seg) {
+			m->allocated -= d->len;
+			mc_alloc_release(d->seg->alloc, d->blk);
+			m->metrics.put_start_release_cnt++;
+		}
+		free(d);
+	}
+}
+
+void mc_object_compact(struct mc_object *o)
+{
+	uint32_t i, j = 0;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i), *d;
+
+		if (r->seg == NULL)
+			continue;
+		if (i != j) {
+			d = mc_object_replica(o, j);
+			*d = *r;
+			/* Re-point the segment list at the replica's new address. */
+			if (d->seg_prev)
+				d->seg_prev->seg_next = d;
+			else
+				d->seg->reps = d;
+			if (d->seg_next)
+				d->seg_next->seg_prev = d;
+			memset(r, 0, sizeof(*r));
+			r->obj = o;
+		}
+		j++;
+	}
+	o->nrep = (uint8_t)j;
+}

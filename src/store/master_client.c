@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The store client's connection to the master, owned by the store's loop thread.
+ *
+ * Requests are pipelined: each carries a req_id and waits in the pending list until the frame
+ * with that id comes back.  Calls fail fast when the master is unreachable (MC_ERR_RPC_FAIL) and
+ * time out after MC_RPC_TIMEOUT_MS (MC_ERR_RPC_TIMEOUT).  After a connection is lost the client
+ * reconnects with backoff (100 ms doubling to 5 s).  A ping every second keeps the client alive
+ * in the master; when the master answers NEED_REMOUNT (first contact, or a restarted master) the
+ * client re-mounts all its segments with their original identities.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "store/store.h"
+
+enum mc_mc_state {
+	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
+	MC_MC_CONNECTING,
+	MC_MC_UP,
+};
+
+struct mc_master_client {
+	struct mc_store *st;
+	struct event_base *base;
+	char host[256];
+	uint16_t port;
+	enum mc_mc_state state;
+	struct bufferevent *bev;
+	struct mc_rpc_call *pending;	/* sent or waiting to be sent, any order */
+	uint64_t next_req_id;
+	struct event *ev_tick;		/* ping, timeouts */
+	struct event *ev_reconnect;
+	int64_t backoff_ms;
+	int ping_inflight;
+	int remount_inflight;
+	int ping_ok;
+	int64_t last_ping_ms;
+	struct mc_rpc_call ping_call, remount_call;
+};
+
+static int64_t mc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mc_rpc_call_init(struct mc_rpc_call *call, uint16_t opcode)
+{
+	memset(call, 0, sizeof(*call));
+	call->opcode = opcode;
+	mc_wbuf_init(&call->req);
+	mc_rpc_frame_begin(&call->req, MC_RPC_REQUEST, opcode, 0, 0);
+}
+
+void mc_rpc_call_fini(struct mc_rpc_call *call)
+{
+	mc_wbuf_fini(&call->req);
+	free(call->resp);
+	call->resp = NULL;
+}
+
+static void mc_call_complete(struct mc_rpc_call *call, int status)
+{
+	call->status = status;
+	if (call->on_done)
+		call->on_done(call, call->on_done_arg);
+	else
+		mc_waiter_signal(&call->w, 0);
+}
+
+static void mc_pending_remove(struct mc_master_client *mc, struct mc_rpc_call *call)
+{
+	struct mc_rpc_call **pp;
+
+	for (pp = &mc->pending; *pp; pp = &(*pp)->next)
+		if (*pp == call) {
+			*pp = call->next;
+			return;
+		}
+}
+
+static void mc_fail_all(struct mc_master_client *mc, int status)
+{
+	struct mc_rpc_call *c = mc->pending, *n;
+
+	mc->pending = NULL;
+	for (; c; c = n) {
+		n = c->next;
+		mc_call_complete(c, status);
+	}
+}
+
+static void mc_master_client_connect(struct mc_master_client *mc);
+
+static void mc_master_client_down(struct mc_master_client *mc, const char *why)
+{
+	struct timeval tv;
+
+	if (mc->state == MC_MC_UP)
+		mc_log_warn("master %s:%u unreachable: %s", mc->host, mc->port, why);
+	if (mc->bev) {
+		bufferevent_free(mc->bev);
+		mc->bev = NULL;
+	}
+	mc->state = MC_MC_DOWN;
+	mc->ping_ok = 0;
+	mc->ping_inflight = 0;
+	mc->remount_inflight = 0;
+	mc_fail_all(mc, MC_ERR_RPC_FAIL);
+	tv.tv_sec = mc->backoff_ms / 1000;
+	tv.tv_usec = (mc->backoff_ms % 1000) * 1000;
+	event_add(mc->ev_reconnect, &tv);
+	mc->backoff_ms = mc->backoff_ms * 2 > 5000 ? 5000 : mc->backoff_ms * 2;
+}
+
+static int mc_send(struct mc_master_client *mc, struct mc_rpc_call *call)
+{
+	if (call->req.err)
+		return -ENOMEM;
+	call->req_id = ++mc->next_req_id;
+	mc_put_le64(call->req.data + 16, call->req_id);
+	mc_rpc_frame_end(&call->req, 0);
+	return bufferevent_write(mc->bev, call->req.data, call->req.len);
+}
+
+static void mc_on_read(struct bufferevent *bev, void *arg)
+{
+	struct mc_master_client *mc = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	for (;;) {
+		uint8_t hb[MC_RPC_HDR_LEN];
+		struct mc_rpc_hdr h;
+		struct mc_rpc_call *c;
+		size_t avail = evbuffer_get_length(in);
+
+		if (avail < MC_RPC_HDR_LEN)
+			return;
+		evbuffer_copyout(in, hb, sizeof(hb));
+		if (mc_rpc_hdr_decode(hb, &h, 1u << 30) || h.kind != MC_RPC_RESPONSE) {
+			mc_master_client_down(mc, "malformed response from master");
+			return;
+		}
+		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len)
+			return;
+		evbuffer_drain(in, MC_RPC_HDR_LEN);
+		for (c = mc->pending; c && c->req_id != h.req_id; c = c->next)
+			;
+		if (c == NULL) {
+			/* A call that already timed out. */
+			evbuffer_drain(in, h.body_len);
+			continue;
+		}
+		mc_pending_remove(mc, c);
+		c->resp = malloc(h.body_len ? h.body_len : 1);
+		if (c->resp == NULL) {
+			evbuffer_drain(in, h.body_len);
+			mc_call_complete(c, -ENOMEM);
+			continue;
+		}
+		evbuffer_remove(in, c->resp, h.body_len);
+		c->resp_len = h.body_len;
+		mc_call_complete(c, h.status);
+	}
+}
+
+static void mc_on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct mc_master_client *mc = arg;
+	struct mc_rpc_call *c;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		int one = 1;
+
+		setsockopt(bufferevent_getfd(mc->bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		mc->state = MC_MC_UP;
+		mc->backoff_ms = 100;
+		mc_log_info("connected to master %s:%u", mc->host, mc->port);
+		for (c = mc->pending; c; c = c->next)
+			if (mc_send(mc, c)) {
+				mc_master_client_down(mc, "cannot queue request");
+				return;
+			}
+		return;
+	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		mc_master_client_down(mc, what & BEV_EVENT_EOF ? "connection closed"
+							       : strerror(EVUTIL_SOCKET_ERROR()));
+}
+
+static void mc_master_client_connect(struct mc_master_client *mc)
+{
+	struct sockaddr_storage ss;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	char port[8];
+	socklen_t len;
+
+	snprintf(port, sizeof(port), "%u", mc->port);
+	if (getaddrinfo(mc->host, port, &hints, &res) != 0 || res->ai_addrlen > sizeof(ss)) {
+		if (res)
+			freeaddrinfo(res);
+		mc_master_client_down(mc, "cannot resolve master address");
+		return;
+	}
+	memcpy(&ss, res->ai_addr, res->ai_addrlen);
+	len = res->ai_addrlen;
+	freeaddrinfo(res);
+	mc->bev = bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (mc->bev == NULL) {
+		mc_master_client_down(mc, "out of memory");
+		return;
+	}
+	bufferevent_setcb(mc->bev, mc_on_read, NULL, mc_on_event, mc);
+	bufferevent_enable(mc->bev, EV_READ | EV_WRITE);
+	mc->state = MC_MC_CONNECTING;
+	if (bufferevent_socket_connect(mc->bev, (struct sockaddr *)&ss, (int)len) != 0)
+		mc_master_client_down(mc, strerror(errno));
+}
+
+static void mc_on_reconnect(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mc_master_client_connect(arg);
+}
+
+/* Queue a call on the loop.  Fails fast when the master is down. */
+static void mc_submit(struct mc_master_client *mc, struct mc_rpc_call *call)
+{
+	if (mc->state == MC_MC_DOWN) {
+		mc_call_complete(call, MC_ERR_RPC_FAIL);
+		return;
+	}
+	call->next = mc->pending;
+	mc->pending = call;
+	if (mc->state == MC_MC_UP && mc_send(mc, call)) {
+		mc_master_client_down(mc, "cannot queue request");
+		return;
+	}
+}
+
+static void mc_on_remount_done(struct mc_rpc_call *call, void *arg)
+{
+	struct mc_master_client *mc = arg;
+
+	mc->remount_inflight = 0;
+	if (call->status)
+		mc_log_warn("ReMountSegment failed: %s", mc_strerror(call->status));
+	else
+		mc_log_info("segments re-mounted at master %s:%u", mc->host, mc->port);
+	mc_rpc_call_fini(call);
+}
+
+static void mc_remount(struct mc_master_client *mc)
+{
+	struct mc_store *st = mc->st;
+	uint32_t i;
+
+	if (mc->remount_inflight)
+		return;
+	mc_rpc_call_init(&mc->remount_call, MC_OP_REMOUNT_SEGMENT);
+	mc_rpc_put_uuid(&mc->remount_call.req, &st->client_id);
+	pthread_mutex_lock(&st->mu);
+	mc_wbuf_u32(&mc->remount_call.req, st->nsegs);
+	for (i = 0; i < st->nsegs; i++)
+		mc_store_put_segment(st, &mc->remount_call.req, i);
+	pthread_mutex_unlock(&st->mu);
+	mc->remount_call.on_done = mc_on_remount_done;
+	mc->remount_call.on_done_arg = mc;
+	mc->remount_call.deadline_ms = mc_now_ms() + st->rpc_timeout_ms;
+	mc->remount_inflight = 1;
+	mc_submit(mc, &mc->remount_call);
+}
+
+static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
+{
+	struct mc_master_client *mc = arg;
+	struct mc_rbuf r;
+	uint8_t status;
+
+	mc->ping_inflight = 0;
+	if (call->status == 0) {
+		mc_rbuf_init(&r, call->resp, call->resp_len);
+		(void)mc_rbuf_i64(&r);
+		status = mc_rbuf_u8(&r);
+		mc->ping_ok = r.err == 0;
+		mc->last_ping_ms = mc_now_ms();
+		if (r.err == 0 && status == MC_CLIENT_NEED_REMOUNT)
+			mc_remount(mc);
+	} else {
+		mc->ping_ok = 0;
+	}
+	mc_rpc_call_fini(call);
+}
+
+static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master_client *mc = arg;
+	struct mc_rpc_call **pp = &mc->pending, *c;
+	int64_t now = mc_now_ms();
+
+	(void)fd;
+	(void)what;
+	/* Time out calls that waited too long. */
+	while ((c = *pp) != NULL) {
+		if (c->deadline_ms && now > c->deadline_ms) {
+			*pp = c->next;
+			mc_call_complete(c, MC_ERR_RPC_TIMEOUT);
+			continue;
+		}
+		pp = &c->next;
+	}
+	if (mc->state == MC_MC_UP && !mc->ping_inflight && now - mc->last_ping_ms >= 1000) {
+		mc_rpc_call_init(&mc->ping_call, MC_OP_PING);
+		mc_rpc_put_uuid(&mc->ping_call.req, &mc->st->client_id);
+		mc->ping_call.on_done = mc_on_ping_done;
+		mc->ping_call.on_done_arg = mc;
+		mc->ping_call.deadline_ms = now + 3000;
+		mc->ping_inflight = 1;
+		mc->last_ping_ms = now;
+		mc_submit(mc, &mc->ping_call);
+	}
+}
+
+struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *addr)
+{
+	struct mc_master_client *mc = calloc(1, sizeof(*mc));
+	struct timeval tick = { 0, 100000 };
+	struct mc_strv v = mc_strv_c(addr);
+
+	if (mc == NULL)
+		return NULL;
+	mc->st = st;
+	mc->base = mc_loop_thread_base(st->lt);
+	if (mc_endpoint_parse(v, mc->host, sizeof(mc->host), &mc->port)) {
+		free(mc);
+		return NULL;
+	}
+	mc->backoff_ms = 100;
+	mc->ev_tick = event_new(mc->base, -1, EV_PERSIST, mc_on_tick, mc);
+	mc->ev_reconnect = evtimer_new(mc->base, mc_on_reconnect, mc);
+	if (mc->ev_tick == NULL || mc->ev_reconnect == NULL) {
+		if (mc->ev_tick)
+			event_free(mc->ev_tick);
+		free(mc);
+		return NULL;
+	}
+	event_add(mc->ev_tick, &tick);
+	mc_master_client_connect(mc);
+	return mc;
+}
+
+void mc_master_client_free(struct mc_master_client *mc)
+{
+	if (mc == NULL)
+		return;
+	if (mc->bev)
+		bufferevent_free(mc->bev);
+	mc->bev = NULL;
+	mc->state = MC_MC_DOWN;
+	mc_fail_all(mc, MC_ERR_RPC_FAIL);
+	event_free(mc->ev_tick);
+	event_free(mc->ev_reconnect);
+	if (mc->ping_inflight)
+		mc_rpc_call_fini(&mc->ping_call);
+	if (mc->remount_inflight)
+		mc_rpc_call_fini(&mc->remount_call);
+	free(mc);
+}
+
+int mc_master_client_healthy(struct mc_master_client *mc)
+{
+	return mc->state == MC_MC_UP && mc->ping_ok;
+}
+
+struct mc_call_ctx {
+	struct mc_store *st;
+	struct mc_rpc_call *call;
+};
+
+static void mc_store_call_on_loop(void *arg)
+{
+	struct mc_rpc_call *call = arg;
+
+	mc_submit(call->on_done_arg, call);
+}
+
+int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
+{
+	int rc;
+
+	mc_waiter_init(&call->w);
+	call->on_done = NULL;
+	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_now_ms() + st->rpc_timeout_ms : 0;
+	/* on_done_arg carries the master client to the loop; on_done stays NULL (waiter). */
+	call->on_done_arg = st->mc;
+	rc = mc_loop_thread_call(st->lt, mc_store_call_on_loop, call);
+	if (rc) {
+		mc_waiter_fini(&call->w);
+		return MC_ERR_RPC_FAIL;
+	}
+	mc_waiter_wait(&call->w);
+	mc_waiter_fini(&call->w);
+	if (call->status == MC_ERR_RPC_FAIL || call->status == MC_ERR_RPC_TIMEOUT)
+		return call->status;
+	return 0;
+}

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Store handle set-up and teardown: the loop thread, the data server over this client's
+ * segments, the master connection, segment memory and its mounting.
+ *
+ * Segment memory is a memfd mapped MAP_SHARED|MAP_NORESERVE: pages cost nothing until written
+ * (a 3 GiB segment is free until used) and a same-host peer could map the same pages later.
+ * The segment name is "host:port", where the port is reserved by a bound (not listening)
+ * socket held for the handle's lifetime, as upstream does.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "store/store.h"
+
+int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port)
+{
+	const char *colon;
+	size_t hl;
+	long p;
+	char buf[8];
+
+	if (ep.n == 0)
+		return -EINVAL;
+	colon = memrchr(ep.p, ':', ep.n);
+	if (colon == NULL)
+		return -EINVAL;
+	hl = (size_t)(colon - ep.p);
+	if (hl == 0 || hl >= hostlen || ep.n - hl - 1 == 0 || ep.n - hl - 1 >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, colon + 1, ep.n - hl - 1);
+	buf[ep.n - hl - 1] = '\0';
+	p = strtol(buf, NULL, 10);
+	if (p <= 0 || p > 65535)
+		return -EINVAL;
+	/* "[v6]:port" */
+	if (ep.p[0] == '[' && hl >= 2 && ep.p[hl - 1] == ']') {
+		memcpy(host, ep.p + 1, hl - 2);
+		host[hl - 2] = '\0';
+	} else {
+		memcpy(host, ep.p, hl);
+		host[hl] = '\0';
+	}
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int mc_env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? atoi(v) : def;
+}
+
+/* Bind (without listening) a TCP port in [lo, hi] on host to reserve it.  Returns fd or -1. */
+static int mc_reserve_port(const char *host, uint16_t *port_out)
+{
+	int lo = mc_env_int("MC_STORE_CLIENT_MIN_PORT", 12300);
+	int hi = mc_env_int("MC_STORE_CLIENT_MAX_PORT", 14300);
+	int tries = mc_env_int("MC_STORE_CLIENT_SETUP_RETRIES", 20), i;
+	unsigned seed = (unsigned)getpid() ^ (unsigned)(uintptr_t)port_out;
+
+	if (lo < 1024 || hi > 65535 || lo > hi) {
+		lo = 12300;
+		hi = 14300;
+	}
+	for (i = 0; i < tries * 10; i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		uint16_t p = (uint16_t)(lo + (int)(rand_r(&seed) % (unsigned)(hi - lo + 1)));
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			return -1;
+		sa.sin_port = htons(p);
+		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+			sa.sin_addr.s_addr = htonl(INADDR_ANY);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			*port_out = p;
+			return fd;
+		}
+		close(fd);
+	}
+	return -1;
+}
+
+void mc_store_put_segment(struct mc_store *st, struct mc_wbuf *w, uint32_t i)
+{
+	struct mc_rpc_segment s;
+
+	s.id = st->segs[i].id;
+	s.name = mc_strv_c(st->hostname);
+	s.base = (uint64_t)(uintptr_t)st->segs[i].base;
+	s.size = st->segs[i].size;
+	s.endpoint = mc_strv_c(st->endpoint);
+	s.protocol = mc_strv_c("tcp");
+	mc_rpc_put_segment(w, &s);
+}
+
+int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len)
+{
+	uint32_t i;
+	int local = 0;
+
+	if (!mc_strv_eq(endpoint, mc_strv_c(st->endpoint)))
+		return 0;
+	pthread_mutex_lock(&st->mu);
+	for (i = 0; i < st->nsegs; i++) {
+		uint64_t b = (uint64_t)(uintptr_t)st->segs[i].base;
+
+		if (addr >= b && addr + len <= b + st->segs[i].size && addr + len >= addr) {
+			local = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->mu);
+	return local;
+}
+
+int mc_store_mount_segment(struct mc_store *st, uint64_t size)
+{
+	struct mc_store_segment seg = { .memfd = -1 };
+	struct mc_rpc_call call;
+	int rc;
+
+	if (st->nsegs >= MC_STORE_MAX_SEGMENTS)
+		return MC_ERR_INVALID_PARAMS;
+	seg.memfd = memfd_create("mooncake-segment", MFD_CLOEXEC);
+	if (seg.memfd < 0 || ftruncate(seg.memfd, (off_t)size) != 0) {
+		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size,
+			   strerror(errno));
+		rc = MC_ERR_INVALID_PARAMS;
+		goto fail_fd;
+	}
+	seg.base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, seg.memfd,
+			0);
+	if (seg.base == MAP_FAILED) {
+		mc_log_err("cannot map a %llu-byte segment: %s", (unsigned long long)size,
+			   strerror(errno));
+		rc = MC_ERR_INVALID_PARAMS;
+		goto fail_fd;
+	}
+	seg.size = size;
+	mc_uuid_generate(&seg.id);
+	rc = mc_memreg_add(st->reg, (uint64_t)(uintptr_t)seg.base, size);
+	if (rc) {
+		rc = MC_ERR_INVALID_PARAMS;
+		goto fail_map;
+	}
+	pthread_mutex_lock(&st->mu);
+	st->segs[st->nsegs++] = seg;
+	pthread_mutex_unlock(&st->mu);
+
+	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_store_put_segment(st, &call.req, st->nsegs - 1);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	mc_rpc_call_fini(&call);
+	if (rc) {
+		mc_log_err("MountSegment of %llu bytes at master %s failed: %s",
+			   (unsigned long long)size, st->master_addr, mc_strerror(rc));
+		pthread_mutex_lock(&st->mu);
+		st->nsegs--;
+		pthread_mutex_unlock(&st->mu);
+		mc_memreg_remove(st->reg, (uint64_t)(uintptr_t)seg.base);
+		goto fail_map;
+	}
+	return 0;
+
+fail_map:
+	munmap(seg.base, size);
+fail_fd:
+	if (seg.memfd >= 0)
+		close(seg.memfd);
+	return rc;
+}
+
+struct mc_setup_ctx {
+	struct mc_store *st;
+	const char *bind_host;
+	int rc;
+	struct mc_waiter w;
+};
+
+static void mc_store_setup_on_loop(void *arg)
+{
+	struct mc_setup_ctx *x = arg;
+	struct mc_store *st = x->st;
+	struct event_base *base = mc_loop_thread_base(st->lt);
+	int err = 0;
+
+	st->srv = mc_tcp_server_new(base, x->bind_host, 0, st->reg, &err);
+	if (st->srv == NULL) {
+		x->rc = err ? err : -EINVAL;
+		goto out;
+	}
+	st->cli = mc_tcp_client_new(base, NULL);
+	st->mc = mc_master_client_new(st, st->master_addr);
+	if (st->cli == NULL || st->mc == NULL)
+		x->rc = -ENOMEM;
+out:
+	mc_waiter_signal(&x->w, 0);
+}
+
+static void mc_store_teardown_on_loop(void *arg)
+{
+	struct mc_setup_ctx *x = arg;
+	struct mc_store *st = x->st;
+
+	mc_master_client_free(st->mc);
+	st->mc = NULL;
+	mc_tcp_client_free(st->cli);
+	st->cli = NULL;
+	mc_tcp_server_free(st->srv);
+	st->srv = NULL;
+	mc_waiter_signal(&x->w, 0);
+}
+
+/* Resolve a host name to a numeric address for binding and advertising. */
+static void mc_numeric_host(const char *host, char *out, size_t n)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+
+	snprintf(out, n, "%s", host);
+	if (inet_pton(AF_INET, host, &(struct in_addr){ 0 }) == 1 || strchr(host, ':'))
+		return;
+	if (getaddrinfo(host, NULL, &hints, &res) == 0) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, (socklen_t)n);
+		freeaddrinfo(res);
+	}
+}
+
+int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
+		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
+		   const char *device_name, const char *master_addr)
+{
+	struct mc_setup_ctx x = { .st = st };
+	char ip[256];
+	uint16_t port = 0;
+	const char *colon;
+	int rc;
+
+	(void)device_name;
+	if (st->initialized)
+		return MC_ERR_INVALID_PARAMS;
+	if (protocol && strcmp(protocol, "tcp"))
+		mc_log_warn("protocol '%s' is not available in this build's store client; using tcp",
+			    protocol);
+	snprintf(st->protocol, sizeof(st->protocol), "tcp");
+	snprintf(st->metadata_server, sizeof(st->metadata_server), "%s",
+		 metadata_server ? metadata_server : "");
+	snprintf(st->master_addr, sizeof(st->master_addr), "%s",
+		 master_addr && *master_addr ? master_addr : "127.0.0.1:50051");
+	{
+		const char *t = getenv("MC_RPC_TIMEOUT_MS");
+
+		st->rpc_timeout_ms = t && *t ? atoll(t) : 30000;
+	}
+	/* Segment name: host:port, the port reserved now if not given. */
+	colon = local_hostname ? strrchr(local_hostname, ':') : NULL;
+	if (local_hostname == NULL || *local_hostname == '\0')
+		local_hostname = "127.0.0.1";
+	st->reserve_fd = -1;
+	if (colon && !strchr(colon + 1, ']') && atoi(colon + 1) > 0) {
+		snprintf(st->host, sizeof(st->host), "%.*s", (int)(colon - local_hostname),
+			 local_hostname);
+		snprintf(st->hostname, sizeof(st->hostname), "%s", local_hostname);
+	} else {
+		snprintf(st->host, sizeof(st->host), "%s", local_hostname);
+		mc_numeric_host(st->host, ip, sizeof(ip));
+		st->reserve_fd = mc_reserve_port(ip, &port);
+		if (st->reserve_fd < 0) {
+			mc_log_err("no free port for %s in the client port range", st->host);
+			return MC_ERR_INVALID_PARAMS;
+		}
+		snprintf(st->hostname, sizeof(st->hostname), "%s:%u", st->host, port);
+	}
+	mc_numeric_host(st->host, ip, sizeof(ip));
+	mc_uuid_generate(&st->client_id);
+	st->reg = mc_memreg_new();
+	st->lt = mc_loop_thread_new("mc-store");
+	if (st->reg == NULL || st->lt == NULL || mc_loop_thread_start(st->lt)) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	x.bind_host = ip;
+	mc_waiter_init(&x.w);
+	mc_loop_thread_call(st->lt, mc_store_setup_on_loop, &x);
+	mc_waiter_wait(&x.w);
+	mc_waiter_fini(&x.w);
+	if (x.rc) {
+		mc_log_err("store setup on %s failed: %s", ip, mc_strerror(x.rc));
+		rc = MC_ERR_INVALID_PARAMS;
+		goto fail;
+	}
+	snprintf(st->endpoint, sizeof(st->endpoint), "%s:%u", ip, mc_tcp_server_port(st->srv));
+	if (local_buffer_size) {
+		st->local_buf = mmap(NULL, local_buffer_size, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (st->local_buf == MAP_FAILED) {
+			st->local_buf = NULL;
+			rc = MC_ERR_INVALID_PARAMS;
+			goto fail;
+		}
+		st->local_buf_size = local_buffer_size;
+	}
+	if (global_segment_size) {
+		rc = mc_store_mount_segment(st, global_segment_size);
+		if (rc)
+			goto fail;
+	} else {
+		/* A pure client still checks that the master answers. */
+		struct mc_rpc_call call;
+
+		mc_rpc_call_init(&call, MC_OP_SERVICE_READY);
+		rc = mc_store_call(st, &call);
+		if (rc == 0)
+			rc = call.status;
+		mc_rpc_call_fini(&call);
+		if (rc) {
+			mc_log_err("master %s does not answer: %s", st->master_addr, mc_strerror(rc));
+			goto fail;
+		}
+	}
+	st->initialized = 1;
+	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
+		    st->endpoint, st->master_addr, st->nsegs);
+	return 0;
+fail:
+	mc_store_teardown(st);
+	return rc;
+}
+
+void mc_store_teardown(struct mc_store *st)
+{
+	uint32_t i;
+
+	if (st->lt) {
+		struct mc_setup_ctx x = { .st = st };
+
+		/* Unmount what we contributed, best effort. */
+		for (i = 0; st->mc && st->initialized && i < st->nsegs; i++) {
+			struct mc_rpc_call call;
+
+			mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
+			mc_rpc_put_uuid(&call.req, &st->client_id);
+			mc_rpc_put_uuid(&call.req, &st->segs[i].id);
+			mc_store_call(st, &call);
+			mc_rpc_call_fini(&call);
+		}
+		mc_waiter_init(&x.w);
+		mc_loop_thread_call(st->lt, mc_store_teardown_on_loop, &x);
+		mc_waiter_wait(&x.w);
+		mc_waiter_fini(&x.w);
+		mc_loop_thread_stop_and_free(st->lt);
+		st->lt = NULL;
+	}
+	for (i = 0; i < st->nsegs; i++) {
+		munmap(st->segs[i].base, st->segs[i].size);
+		close(st->segs[i].memfd);
+	}
+	st->nsegs = 0;
+	if (st->local_buf)
+		munmap(st->local_buf, st->local_buf_size);
+	st->local_buf = NULL;
+	mc_memreg_free(st->reg);
+	st->reg = NULL;
+	if (st->reserve_fd >= 0)
+		close(st->reserve_fd);
+	st->reserve_fd = -1;
+	st->initialized = 0;
+}

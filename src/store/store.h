@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_STORE_H
+#define MC_STORE_H
+
+/*
+ * libmooncake store client internals.
+ *
+ * One struct mc_store per handle.  Its loop thread owns every socket: the master connection
+ * (master_client.c), the data server that serves this client's segments, and the data client
+ * that reaches other clients (src/transfer).  API calls run on the caller's thread: they encode
+ * requests, hand them to the loop, wait, and decode the answers, so many threads can be inside
+ * calls at once.
+ */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "proto/rpc.h"
+#include "reactor/loop_thread.h"
+#include "transfer/memreg.h"
+#include "transfer/tcp.h"
+
+#define MC_STORE_MAX_SEGMENTS 64
+
+struct mc_master_client;
+
+struct mc_store_segment {
+	struct mc_uuid id;
+	uint8_t *base;
+	uint64_t size;
+	int memfd;
+};
+
+struct mc_store {
+	pthread_mutex_t mu;		/* setup/teardown and the segment list */
+	int initialized;
+	struct mc_loop_thread *lt;
+	struct mc_master_client *mc;
+	struct mc_memreg *reg;
+	struct mc_tcp_server *srv;
+	struct mc_tcp_client *cli;
+	struct mc_uuid client_id;
+	char hostname[300];		/* segment name, "host:port" */
+	char host[256];
+	char endpoint[300];		/* "host:dataport" */
+	char protocol[32];
+	char metadata_server[512];
+	char master_addr[300];
+	int reserve_fd;			/* keeps the hostname's port taken */
+	struct mc_store_segment segs[MC_STORE_MAX_SEGMENTS];
+	uint32_t nsegs;
+	uint8_t *local_buf;
+	uint64_t local_buf_size;
+	int64_t rpc_timeout_ms;
+};
+
+/* ---- master_client.c: the RPC connection, on the store's loop ---- */
+
+struct mc_rpc_call {
+	uint16_t opcode;
+	struct mc_wbuf req;		/* frame: header (patched when sent) + body */
+	int status;			/* transport status or the frame's status */
+	uint8_t *resp;			/* response body (malloc'ed), resp_len bytes */
+	size_t resp_len;
+	struct mc_waiter w;
+	/* internal */
+	uint64_t req_id;
+	int64_t deadline_ms;
+	void (*on_done)(struct mc_rpc_call *call, void *arg);	/* loop-side completion */
+	void *on_done_arg;
+	struct mc_rpc_call *next;
+};
+
+struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *addr);
+/* On the loop thread. */
+void mc_master_client_free(struct mc_master_client *mc);
+int mc_master_client_healthy(struct mc_master_client *mc);
+
+/* Prepare a call: writes a request frame header for opcode into call->req; the caller appends
+ * the body with mc_wbuf_* before mc_store_call. */
+void mc_rpc_call_init(struct mc_rpc_call *call, uint16_t opcode);
+void mc_rpc_call_fini(struct mc_rpc_call *call);
+/* Send and wait (any thread but the loop's).  Returns 0 when a response arrived (then
+ * call->status is its frame status and resp/resp_len the body), MC_ERR_RPC_FAIL when the master
+ * is unreachable, MC_ERR_RPC_TIMEOUT when no answer came in time. */
+int mc_store_call(struct mc_store *st, struct mc_rpc_call *call);
+
+/* ---- store.c ---- */
+int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
+		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
+		   const char *device_name, const char *master_addr);
+int mc_store_mount_segment(struct mc_store *st, uint64_t size);
+void mc_store_teardown(struct mc_store *st);
+/* Encode this client's segments (for MountSegment / ReMountSegment). */
+void mc_store_put_segment(struct mc_store *st, struct mc_wbuf *w, uint32_t i);
+/* The local virtual address range [addr, addr+len) lies inside one of our segments. */
+int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len);
+
+/* ---- store_data.c: moving bytes ---- */
+struct mc_xfer_req {
+	int opcode;			/* MC_XFER_READ / MC_XFER_WRITE */
+	void *local;
+	uint64_t remote;
+	uint64_t len;
+	char host[256];
+	uint16_t port;
+	int status;			/* out */
+};
+
+/* Run the transfers (all at once) and wait.  Local replicas must have been handled by the
+ * caller.  Each req's status is set; returns the number that failed. */
+int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
+/* Parse "host:port" into the request.  Returns 0 or -EINVAL. */
+int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port);
+
+/* ---- store_ops.c: the operations behind the C API ---- */
+struct mc_put_item {
+	const char *key;
+	const void *buf;
+	uint64_t size;
+	int result;
+};
+
+struct mc_get_item {
+	const char *key;
+	void *buf;
+	uint64_t cap;
+	int64_t result;
+};
+
+void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
+			    int hard_pin, const char **preferred, size_t npreferred);
+int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+		      const struct mc_rpc_config *cfg, int upsert);
+int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n);
+int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int *results);
+int64_t mc_store_get_size(struct mc_store *st, const char *key);
+int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,
+			 int *results);
+int64_t mc_store_remove_regex(struct mc_store *st, const char *pattern, int force);
+int64_t mc_store_remove_all(struct mc_store *st, int force);
+
+#endif

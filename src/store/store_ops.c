@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The store operations behind the C API: put (PutStart, write every replica, PutEnd or
+ * PutRevoke), get (GetReplicaList, read one replica, fall back to another, lease check), exist,
+ * size, remove.  Each runs on the calling thread and uses one batch RPC per step whatever the
+ * number of keys, with all transfers of a step in flight at once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "store/store.h"
+
+static int64_t mc_store_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
+			    int hard_pin, const char **preferred, size_t npreferred)
+{
+	size_t i;
+
+	mc_rpc_config_default(cfg);
+	cfg->replica_num = replica_num ? (uint32_t)replica_num : 1;
+	cfg->with_hard_pin = hard_pin != 0;
+	cfg->soft_pin_action = soft_pin ? MC_SOFT_PIN_ENABLE : MC_SOFT_PIN_PRESERVE;
+	for (i = 0; preferred && i < npreferred && i < MC_RPC_MAX_PREFERRED; i++)
+		if (preferred[i])
+			cfg->preferred[cfg->n_preferred++] = mc_strv_c(preferred[i]);
+}
+
+static void mc_put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n)
+{
+	uint32_t i;
+
+	mc_wbuf_u32(w, n);
+	for (i = 0; i < n; i++)
+		mc_wbuf_cstr(w, keys[i]);
+}
+
+/* Send PutEnd or PutRevoke for the keys; per-key codes into res (may be NULL). */
+static int mc_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
+			 int upsert, int *res)
+{
+	struct mc_rpc_call call;
+	uint16_t op;
+	struct mc_rbuf r;
+	uint32_t i, m;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (upsert)
+		op = revoke ? (n > 1 ? MC_OP_BATCH_UPSERT_REVOKE : MC_OP_UPSERT_REVOKE)
+			    : (n > 1 ? MC_OP_BATCH_UPSERT_END : MC_OP_UPSERT_END);
+	else
+		op = revoke ? (n > 1 ? MC_OP_BATCH_PUT_REVOKE : MC_OP_PUT_REVOKE)
+			    : (n > 1 ? MC_OP_BATCH_PUT_END : MC_OP_PUT_END);
+	mc_rpc_call_init(&call, op);
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_wbuf_u8(&call.req, MC_REPLICA_ALL);
+	mc_put_keys(&call.req, keys, n);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc == 0 && res) {
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 4);
+		for (i = 0; i < n; i++)
+			res[i] = i < m ? mc_rbuf_i32(&r) : MC_ERR_RPC_FAIL;
+		if (r.err || m != n)
+			rc = MC_ERR_RPC_FAIL;
+	}
+	mc_rpc_call_fini(&call);
+	return rc;
+}
+
+int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+		      const struct mc_rpc_config *cfg, int upsert)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	struct mc_xfer_req *xr = NULL;
+	uint32_t *xr_item = NULL, nx = 0, cap = 0, i, j, m;
+	const char **end_keys = NULL, **rev_keys = NULL;
+	uint32_t nend = 0, nrev = 0;
+	int *item_fail = NULL, *end_res = NULL;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	mc_rpc_call_init(&call, upsert ? (n > 1 ? MC_OP_BATCH_UPSERT_START : MC_OP_UPSERT_START)
+				       : (n > 1 ? MC_OP_BATCH_PUT_START : MC_OP_PUT_START));
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_rpc_put_config(&call.req, cfg);
+	mc_wbuf_u32(&call.req, n);
+	for (i = 0; i < n; i++) {
+		mc_wbuf_cstr(&call.req, items[i].key);
+		mc_wbuf_u64(&call.req, items[i].size);
+	}
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc) {
+		for (i = 0; i < n; i++)
+			items[i].result = rc;
+		goto out;
+	}
+	item_fail = calloc(n, sizeof(*item_fail));
+	end_keys = calloc(n, sizeof(*end_keys));
+	rev_keys = calloc(n, sizeof(*rev_keys));
+	end_res = calloc(n, sizeof(*end_res));
+	if (!item_fail || !end_keys || !rev_keys || !end_res) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	mc_rbuf_init(&r, call.resp, call.resp_len);
+	m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
+	if (m != n) {
+		rc = MC_ERR_RPC_FAIL;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		int code = mc_rbuf_i32(&r);
+		uint32_t nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
+
+		items[i].result = code == MC_ERR_OBJECT_ALREADY_EXISTS ? 0 : code;
+		item_fail[i] = code != 0;	/* nothing to write or finish */
+		for (j = 0; j < nrep; j++) {
+			struct mc_rpc_replica rep;
+
+			mc_rpc_get_replica(&r, &rep);
+			if (r.err)
+				break;
+			if (rep.type != MC_REPLICA_MEMORY || rep.size != items[i].size)
+				continue;
+			if (mc_store_is_local(st, rep.endpoint, rep.addr, rep.size)) {
+				if (rep.size)
+					memcpy((void *)(uintptr_t)rep.addr, items[i].buf, rep.size);
+				continue;
+			}
+			if (nx == cap) {
+				uint32_t nc = cap ? cap * 2 : 16;
+				struct mc_xfer_req *nxr = realloc(xr, nc * sizeof(*xr));
+				uint32_t *nxi = realloc(xr_item, nc * sizeof(*xr_item));
+
+				if (nxr)
+					xr = nxr;
+				if (nxi)
+					xr_item = nxi;
+				if (!nxr || !nxi) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				cap = nc;
+			}
+			memset(&xr[nx], 0, sizeof(xr[nx]));
+			if (mc_endpoint_parse(rep.endpoint, xr[nx].host, sizeof(xr[nx].host),
+					      &xr[nx].port)) {
+				item_fail[i] = 2;
+				continue;
+			}
+			xr[nx].opcode = MC_XFER_WRITE;
+			xr[nx].local = (void *)items[i].buf;
+			xr[nx].remote = rep.addr;
+			xr[nx].len = rep.size;
+			xr_item[nx++] = i;
+		}
+	}
+	if (r.err) {
+		rc = MC_ERR_RPC_FAIL;
+		goto out;
+	}
+	mc_store_transfer(st, xr, nx);
+	for (j = 0; j < nx; j++)
+		if (xr[j].status)
+			item_fail[xr_item[j]] = 2;
+	for (i = 0; i < n; i++) {
+		if (items[i].result != 0 || item_fail[i] == 1)
+			continue;	/* failed at PutStart, or already existed */
+		if (item_fail[i] == 2)
+			rev_keys[nrev++] = items[i].key;
+		else
+			end_keys[nend++] = items[i].key;
+	}
+	rc = mc_put_finish(st, end_keys, nend, 0, upsert, end_res);
+	for (i = 0, j = 0; i < n && rc == 0; i++)
+		if (items[i].result == 0 && item_fail[i] == 0)
+			items[i].result = end_res[j++];
+	if (nrev) {
+		mc_log_warn("put: %u object(s) could not be written to their replicas; revoking",
+			    nrev);
+		mc_put_finish(st, rev_keys, nrev, 1, upsert, NULL);
+		for (i = 0; i < n; i++)
+			if (items[i].result == 0 && item_fail[i] == 2)
+				items[i].result = MC_ERR_TRANSFER_FAIL;
+	}
+	if (rc)
+		for (i = 0; i < n; i++)
+			if (items[i].result == 0 && item_fail[i] == 0)
+				items[i].result = rc;
+	rc = 0;
+out:
+	if (rc)
+		for (i = 0; i < n; i++)
+			if (items[i].result == 0)
+				items[i].result = rc;
+	free(xr);
+	free(xr_item);
+	free(item_fail);
+	free(end_keys);
+	free(rev_keys);
+	free(end_res);
+	mc_rpc_call_fini(&call);
+	return 0;
+}
+
+/* Replicas of one key from a GetReplicaList answer. */
+struct mc_get_state {
+	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
+	uint32_t nrep;
+	uint32_t tried;
+	int code;
+};
+
+int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	struct mc_get_state *gs = NULL;
+	struct mc_xfer_req *xr = NULL;
+	uint32_t *xr_item = NULL, i, j, m, nx, round;
+	int64_t start = mc_store_now_ms(), lease_ttl;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	mc_rpc_call_init(&call, n > 1 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_GET_REPLICA_LIST);
+	mc_wbuf_u32(&call.req, n);
+	for (i = 0; i < n; i++)
+		mc_wbuf_cstr(&call.req, items[i].key);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc)
+		goto out;
+	gs = calloc(n, sizeof(*gs));
+	xr = calloc(n, sizeof(*xr));
+	xr_item = calloc(n, sizeof(*xr_item));
+	if (!gs || !xr || !xr_item) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	mc_rbuf_init(&r, call.resp, call.resp_len);
+	lease_ttl = (int64_t)mc_rbuf_u64(&r);
+	m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
+	if (m != n) {
+		rc = MC_ERR_RPC_FAIL;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		gs[i].code = mc_rbuf_i32(&r);
+		gs[i].nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
+		for (j = 0; j < gs[i].nrep; j++)
+			mc_rpc_get_replica(&r, &gs[i].reps[j]);
+		items[i].result = gs[i].code;
+		if (gs[i].code == 0 && gs[i].nrep == 0)
+			items[i].result = MC_ERR_REPLICA_IS_NOT_READY;
+		if (gs[i].code == 0 && gs[i].nrep > 0 && gs[i].reps[0].size > items[i].cap)
+			items[i].result = MC_ERR_INVALID_PARAMS;
+	}
+	if (r.err) {
+		rc = MC_ERR_RPC_FAIL;
+		goto out;
+	}
+	/* Local replicas are copied at once; remote ones are read, and a failed read falls back
+	 * to the next replica in a further round. */
+	for (i = 0; i < n; i++) {
+		if (items[i].result != 0)
+			continue;
+		items[i].result = MC_ERR_TRANSFER_FAIL;
+		for (j = 0; j < gs[i].nrep; j++) {
+			struct mc_rpc_replica *rep = &gs[i].reps[j];
+
+			if (rep->type == MC_REPLICA_MEMORY &&
+			    mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)) {
+				memcpy(items[i].buf, (void *)(uintptr_t)rep->addr, rep->size);
+				items[i].result = (int64_t)rep->size;
+				gs[i].tried = gs[i].nrep;
+				break;
+			}
+		}
+	}
+	for (round = 0; round < MC_RPC_MAX_REPLICAS; round++) {
+		nx = 0;
+		for (i = 0; i < n; i++) {
+			struct mc_rpc_replica *rep;
+
+			if (items[i].result != MC_ERR_TRANSFER_FAIL || gs[i].code != 0)
+				continue;
+			while (gs[i].tried < gs[i].nrep &&
+			       gs[i].reps[gs[i].tried].type != MC_REPLICA_MEMORY)
+				gs[i].tried++;
+			if (gs[i].tried >= gs[i].nrep)
+				continue;
+			rep = &gs[i].reps[gs[i].tried++];
+			memset(&xr[nx], 0, sizeof(xr[nx]));
+			if (mc_endpoint_parse(rep->endpoint, xr[nx].host, sizeof(xr[nx].host),
+					      &xr[nx].port))
+				continue;
+			xr[nx].opcode = MC_XFER_READ;
+			xr[nx].local = items[i].buf;
+			xr[nx].remote = rep->addr;
+			xr[nx].len = rep->size;
+			xr_item[nx++] = i;
+		}
+		if (nx == 0)
+			break;
+		mc_store_transfer(st, xr, nx);
+		for (j = 0; j < nx; j++)
+			if (xr[j].status == 0)
+				items[xr_item[j]].result = (int64_t)xr[j].len;
+	}
+	/* Bytes that arrived after the lease ended may have been overwritten meanwhile. */
+	if (lease_ttl > 0 && mc_store_now_ms() > start + lease_ttl)
+		for (i = 0; i < n; i++)
+			if (items[i].result >= 0)
+				items[i].result = MC_ERR_LEASE_EXPIRED;
+out:
+	if (rc)
+		for (i = 0; i < n; i++)
+			items[i].result = rc;
+	free(gs);
+	free(xr);
+	free(xr_item);
+	mc_rpc_call_fini(&call);
+	return 0;
+}
+
+/* A call whose body is "keys" (optionally preceded by a force byte) and whose answer is
+ * "u32 n, n x i32". */
+static int mc_store_codes_call(struct mc_store *st, uint16_t op, int force_byte, int force,
+			       const char **keys, uint32_t n, int *results)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	uint32_t i, m;
+	int rc;
+
+	mc_rpc_call_init(&call, op);
+	if (force_byte)
+		mc_wbuf_u8(&call.req, force ? 1 : 0);
+	mc_put_keys(&call.req, keys, n);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc == 0) {
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 4);
+		for (i = 0; i < n; i++)
+			results[i] = i < m ? mc_rbuf_i32(&r) : MC_ERR_RPC_FAIL;
+		if (r.err || m != n)
+			rc = MC_ERR_RPC_FAIL;
+	}
+	if (rc)
+		for (i = 0; i < n; i++)
+			results[i] = rc;
+	mc_rpc_call_fini(&call);
+	return rc;
+}
+
+int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int *results)
+{
+	if (n == 0)
+		return 0;
+	mc_store_codes_call(st, n > 1 ? MC_OP_BATCH_EXIST_KEY : MC_OP_EXIST_KEY, 0, 0, keys, n,
+			    results);
+	return 0;
+}
+
+int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,
+			 int *results)
+{
+	if (n == 0)
+		return 0;
+	mc_store_codes_call(st, n > 1 ? MC_OP_BATCH_REMOVE : MC_OP_REMOVE, 1, force, keys, n,
+			    results);
+	return 0;
+}
+
+int64_t mc_store_get_size(struct mc_store *st, const char *key)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	int64_t res;
+	int rc;
+
+	mc_rpc_call_init(&call, MC_OP_GET_REPLICA_LIST);
+	mc_put_keys(&call.req, &key, 1);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc) {
+		res = rc;
+	} else {
+		struct mc_rpc_replica rep;
+		uint32_t nrep;
+
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		(void)mc_rbuf_u64(&r);
+		(void)mc_rbuf_u32(&r);
+		res = mc_rbuf_i32(&r);
+		nrep = mc_rbuf_u32(&r);
+		if (res == 0 && nrep > 0) {
+			mc_rpc_get_replica(&r, &rep);
+			res = (int64_t)rep.size;
+		} else if (res == 0) {
+			res = MC_ERR_REPLICA_IS_NOT_READY;
+		}
+		if (r.err)
+			res = MC_ERR_RPC_FAIL;
+	}
+	mc_rpc_call_fini(&call);
+	return res;
+}
+
+static int64_t mc_store_count_call(struct mc_store *st, uint16_t op, int force, const char *regex)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	int64_t res;
+	int rc;
+
+	mc_rpc_call_init(&call, op);
+	mc_wbuf_u8(&call.req, force ? 1 : 0);
+	if (regex)
+		mc_wbuf_cstr(&call.req, regex);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc) {
+		res = rc;
+	} else {
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		res = mc_rbuf_i64(&r);
+		if (r.err)
+			res = MC_ERR_RPC_FAIL;
+	}
+	mc_rpc_call_fini(&call);
+	return res;
+}
+
+int64_t mc_store_remove_regex(struct mc_store *st, const char *pattern, int force)
+{
+	return mc_store_count_call(st, MC_OP_REMOVE_BY_REGEX, force, pattern);
+}
+
+int64_t mc_store_remove_all(struct mc_store *st, int force)
+{
+	return mc_store_count_call(st, MC_OP_REMOVE_ALL, force, NULL);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_TCP_H
+#define MC_TCP_H
+
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "transfer/memreg.h"
+
+/*
+ * The TCP data plane, wire-compatible with upstream's transfer engine TCP protocol v2
+ * (doc/protocol.md §2): 24-byte request header {u64 size, u64 addr, u8 opcode|0x80, 7 zero},
+ * an 8-byte status frame ("MCTV" << 32 | code), payload straight between socket and memory.
+ *
+ * Server and client both run on one event loop and must only be used from its thread.
+ */
+enum mc_xfer_opcode {
+	MC_XFER_READ = 0,	/* remote -> local */
+	MC_XFER_WRITE = 1,	/* local -> remote */
+};
+
+#define MC_TCP_STATUS_MAGIC 0x4D435456u
+#define MC_TCP_HDR_LEN 24
+
+struct mc_tcp_server;
+struct mc_tcp_client;
+
+/* Listen on bind_addr:port (port 0: any free port) and serve READ/WRITE of ranges inside reg.
+ * Returns NULL with *err set on failure. */
+struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bind_addr,
+					uint16_t port, struct mc_memreg *reg, int *err);
+uint16_t mc_tcp_server_port(const struct mc_tcp_server *s);
+void mc_tcp_server_free(struct mc_tcp_server *s);
+
+struct mc_tcp_client_opts {
+	unsigned lanes_per_peer;	/* connections per peer (default 2, MC_TCP_LANES_PER_PEER) */
+	uint64_t slice_size;		/* transfers above this are split over lanes (default 4 MiB,
+					   MC_TCP_SLICE_SIZE) */
+	unsigned connect_timeout_ms;	/* default 5000 */
+	unsigned io_timeout_ms;		/* no progress for this long fails the lane (default 30000) */
+};
+
+/* Called exactly once per transfer, on the loop thread, never from inside submit.
+ * status: 0, or MC_ERR_TRANSFER_FAIL (-800). */
+typedef void (*mc_xfer_done_fn)(void *arg, int status);
+
+/* opts may be NULL (defaults, overridden by the environment). */
+struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
+					const struct mc_tcp_client_opts *opts);
+/* Fails every pending transfer (callbacks run with -800 before this returns) and closes. */
+void mc_tcp_client_free(struct mc_tcp_client *c);
+/* Queue a transfer of len bytes between local and remote_addr at host:port.  Returns 0 (cb will
+ * be called) or -ENOMEM/-EINVAL (cb will not be called). */
+int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t port, int opcode,
+			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
+			 void *arg);
+
+#endif

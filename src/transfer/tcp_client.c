@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * TCP data client (see tcp.h): persistent connections ("lanes") per peer, transfers split into
+ * slices spread over the lanes, many slices in flight per lane.
+ *
+ * Each lane keeps one FIFO of slices.  A send cursor walks it writing headers (and WRITE
+ * payloads straight from the caller's memory); replies come back in the same order, so the head
+ * of the FIFO is always the slice the next status frame belongs to, and READ payloads are
+ * received straight into the caller's memory.  A lane that fails (connection refused, reset, a
+ * bad status frame, no progress for io_timeout_ms) fails every slice it holds and is reconnected
+ * by the next submit.  Completion callbacks are queued and run from a separate event, never from
+ * inside submit and never while a lane is being walked.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "transfer/tcp.h"
+
+#define MC_TCP_MAX_LANES 16
+#define MC_TCP_IOV 64
+
+struct mc_xfer {
+	mc_xfer_done_fn cb;
+	void *arg;
+	uint32_t pending;
+	int status;
+	struct mc_xfer *next_done;
+};
+
+struct mc_slice {
+	struct mc_slice *next;
+	struct mc_xfer *x;
+	uint8_t op;
+	uint8_t *local;
+	uint64_t len;
+	uint8_t hdr[MC_TCP_HDR_LEN];
+	uint64_t sent;		/* bytes of header + (WRITE) payload sent */
+	uint8_t status[8];
+	uint32_t status_got;
+	uint64_t recvd;		/* READ payload bytes received */
+};
+
+struct mc_peer;
+
+struct mc_lane {
+	struct mc_peer *peer;
+	evutil_socket_t fd;
+	struct event *ev_read, *ev_write, *ev_timer;
+	int connecting;
+	struct mc_slice *head, *tail, *send_cur;
+	uint64_t queued;	/* bytes not yet completed */
+};
+
+struct mc_peer {
+	struct mc_peer *next;
+	struct mc_tcp_client *c;
+	char host[256];
+	uint16_t port;
+	struct mc_lane lanes[MC_TCP_MAX_LANES];
+};
+
+struct mc_tcp_client {
+	struct event_base *base;
+	struct mc_tcp_client_opts opts;
+	struct mc_peer *peers;
+	struct mc_xfer *done_head, **done_tail;
+	struct event *ev_done;
+};
+
+static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg);
+static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg);
+
+static uint64_t mc_env_u64(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (v == NULL || *v == '\0')
+		return def;
+	x = strtoull(v, &end, 10);
+	return *end == '\0' && x > 0 ? x : def;
+}
+
+static void mc_xfer_finish(struct mc_tcp_client *c, struct mc_xfer *x)
+{
+	x->next_done = NULL;
+	*c->done_tail = x;
+	c->done_tail = &x->next_done;
+	event_active(c->ev_done, EV_TIMEOUT, 1);
+}
+
+static void mc_tcp_client_on_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_tcp_client *c = arg;
+	struct mc_xfer *x;
+
+	(void)fd;
+	(void)what;
+	/* Callbacks may submit more transfers, which may queue more completions: take the list. */
+	x = c->done_head;
+	c->done_head = NULL;
+	c->done_tail = &c->done_head;
+	while (x) {
+		struct mc_xfer *n = x->next_done;
+
+		x->cb(x->arg, x->status);
+		free(x);
+		x = n;
+	}
+}
+
+static void mc_slice_complete(struct mc_tcp_client *c, struct mc_slice *s, int status)
+{
+	struct mc_xfer *x = s->x;
+
+	if (status)
+		x->status = MC_ERR_TRANSFER_FAIL;
+	if (--x->pending == 0)
+		mc_xfer_finish(c, x);
+	free(s);
+}
+
+static void mc_lane_fail(struct mc_lane *l, const char *why)
+{
+	struct mc_tcp_client *c = l->peer->c;
+	struct mc_slice *s, *n;
+
+	if (l->head)
+		mc_log_warn("tcp lane to %s:%u failed (%s): failing its transfers", l->peer->host,
+			    l->peer->port, why);
+	if (l->fd >= 0) {
+		event_del(l->ev_read);
+		event_del(l->ev_write);
+		event_del(l->ev_timer);
+		evutil_closesocket(l->fd);
+		l->fd = -1;
+	}
+	l->connecting = 0;
+	for (s = l->head; s; s = n) {
+		n = s->next;
+		mc_slice_complete(c, s, -1);
+	}
+	l->head = l->tail = l->send_cur = NULL;
+	l->queued = 0;
+}
+
+static void mc_lane_arm_timer(struct mc_lane *l)
+{
+	struct timeval tv;
+	unsigned ms = l->connecting ? l->peer->c->opts.connect_timeout_ms
+				    : l->peer->c->opts.io_timeout_ms;
+
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	event_add(l->ev_timer, &tv);
+}
+
+static int mc_lane_connect(struct mc_lane *l)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	char port[8];
+	int one = 1, rc;
+	evutil_socket_t fd;
+
+	snprintf(port, sizeof(port), "%u", l->peer->port);
+	/* Numeric addresses resolve without I/O; names fall back to the (blocking) resolver, which
+	 * segment endpoints avoid by carrying IP addresses. */
+	hints.ai_flags = AI_NUMERICHOST;
+	rc = getaddrinfo(l->peer->host, port, &hints, &res);
+	if (rc == EAI_NONAME) {
+		hints.ai_flags = 0;
+		rc = getaddrinfo(l->peer->host, port, &hints, &res);
+	}
+	if (rc != 0) {
+		mc_log_warn("tcp: cannot resolve %s: %s", l->peer->host, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		freeaddrinfo(res);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, res->ai_addr, res->ai_addrlen) != 0 && errno != EINPROGRESS) {
+		mc_log_warn("tcp: connect to %s:%u: %s", l->peer->host, l->peer->port,
+			    strerror(errno));
+		freeaddrinfo(res);
+		close(fd);
+		return -1;
+	}
+	freeaddrinfo(res);
+	l->fd = fd;
+	l->connecting = 1;
+	event_assign(l->ev_read, l->peer->c->base, fd, EV_READ | EV_PERSIST, mc_lane_on_io, l);
+	event_assign(l->ev_write, l->peer->c->base, fd, EV_WRITE | EV_PERSIST, mc_lane_on_io, l);
+	event_add(l->ev_write, NULL);
+	mc_lane_arm_timer(l);
+	return 0;
+}
+
+/* Write as much of the queue as the socket takes.  Returns -1 on error. */
+static int mc_lane_send(struct mc_lane *l)
+{
+	while (l->send_cur) {
+		struct iovec iov[MC_TCP_IOV];
+		struct mc_slice *s;
+		int n = 0;
+		ssize_t w;
+
+		/* Gather several slices into one writev: small transfers pipeline cheaply. */
+		for (s = l->send_cur; s && n < MC_TCP_IOV - 1; s = s->next) {
+			uint64_t total = MC_TCP_HDR_LEN + (s->op == MC_XFER_WRITE ? s->len : 0);
+			uint64_t off = s->sent;
+
+			if (off < MC_TCP_HDR_LEN) {
+				iov[n].iov_base = s->hdr + off;
+				iov[n++].iov_len = MC_TCP_HDR_LEN - off;
+				off = MC_TCP_HDR_LEN;
+			}
+			if (off < total) {
+				iov[n].iov_base = s->local + (off - MC_TCP_HDR_LEN);
+				iov[n++].iov_len = total - off;
+			}
+			if (s->op == MC_XFER_WRITE && s->len > (256u << 10))
+				break;	/* big payloads go alone */
+		}
+		w = writev(l->fd, iov, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				event_add(l->ev_write, NULL);
+				return 0;
+			}
+			return -1;
+		}
+		mc_lane_arm_timer(l);
+		while (w > 0 && l->send_cur) {
+			struct mc_slice *cur = l->send_cur;
+			uint64_t total = MC_TCP_HDR_LEN + (cur->op == MC_XFER_WRITE ? cur->len : 0);
+			uint64_t take = total - cur->sent;
+
+			if ((uint64_t)w < take) {
+				cur->sent += (uint64_t)w;
+				w = 0;
+			} else {
+				cur->sent = total;
+				w -= (ssize_t)take;
+				l->send_cur = cur->next;
+			}
+		}
+	}
+	event_del(l->ev_write);
+	return 0;
+}
+
+/* Read replies for the head slices.  Returns -1 on error or close. */
+static int mc_lane_recv(struct mc_lane *l)
+{
+	struct mc_tcp_client *c = l->peer->c;
+
+	for (;;) {
+		struct mc_slice *s = l->head;
+		ssize_t r;
+
+		if (s == NULL || s == l->send_cur) {
+			/* Nothing is awaiting a reply: any byte now is a protocol error or EOF. */
+			uint8_t b;
+
+			r = recv(l->fd, &b, 1, MSG_PEEK);
+			if (r == 0)
+				return -1;
+			if (r > 0) {
+				errno = EPROTO;
+				return -1;
+			}
+			goto check;
+		}
+		if (s->status_got < 8) {
+			r = recv(l->fd, s->status + s->status_got, 8 - s->status_got, 0);
+			if (r <= 0)
+				goto check;
+			s->status_got += (uint32_t)r;
+			if (s->status_got < 8)
+				continue;
+			if ((uint32_t)(mc_get_le64(s->status) >> 32) != MC_TCP_STATUS_MAGIC) {
+				errno = EPROTO;
+				return -1;
+			}
+		}
+		if ((uint32_t)mc_get_le64(s->status) == 0 && s->op == MC_XFER_READ && s->recvd < s->len) {
+			uint64_t want = s->len - s->recvd;
+
+			r = recv(l->fd, s->local + s->recvd, want > (1u << 30) ? (1u << 30) : want, 0);
+			if (r <= 0)
+				goto check;
+			s->recvd += (uint64_t)r;
+			mc_lane_arm_timer(l);
+			if (s->recvd < s->len)
+				continue;
+		}
+		/* The head slice is complete. */
+		l->head = s->next;
+		if (l->head == NULL)
+			l->tail = NULL;
+		l->queued -= s->len;
+		if ((uint32_t)mc_get_le64(s->status) != 0)
+			mc_log_warn("tcp: %s:%u refused a %s of %llu bytes", l->peer->host,
+				    l->peer->port, s->op ? "write" : "read",
+				    (unsigned long long)s->len);
+		mc_slice_complete(c, s, (uint32_t)mc_get_le64(s->status) ? -1 : 0);
+		if (l->head == NULL)
+			event_del(l->ev_timer);
+		continue;
+check:
+		if (r == 0)
+			return -1;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+	}
+}
+
+static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_lane *l = arg;
+
+	if (l->connecting) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		if (!(what & EV_WRITE))
+			return;
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			mc_lane_fail(l, strerror(err));
+			return;
+		}
+		l->connecting = 0;
+		event_add(l->ev_read, NULL);
+	}
+	if ((what & EV_READ) && mc_lane_recv(l) < 0) {
+		mc_lane_fail(l, errno ? strerror(errno) : "connection closed");
+		return;
+	}
+	if (l->fd >= 0 && (what & EV_WRITE) && mc_lane_send(l) < 0)
+		mc_lane_fail(l, strerror(errno));
+}
+
+static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_lane *l = arg;
+
+	(void)fd;
+	(void)what;
+	if (l->head || l->connecting)
+		mc_lane_fail(l, l->connecting ? "connect timeout" : "no progress (io timeout)");
+}
+
+static struct mc_peer *mc_peer_get(struct mc_tcp_client *c, const char *host, uint16_t port)
+{
+	struct mc_peer *p;
+	unsigned i;
+
+	for (p = c->peers; p; p = p->next)
+		if (p->port == port && !strcmp(p->host, host))
+			return p;
+	if (strlen(host) >= sizeof(p->host))
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return NULL;
+	p->c = c;
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->port = port;
+	for (i = 0; i < c->opts.lanes_per_peer; i++) {
+		struct mc_lane *l = &p->lanes[i];
+
+		l->peer = p;
+		l->fd = -1;
+		l->ev_read = event_new(c->base, -1, 0, mc_lane_on_io, l);
+		l->ev_write = event_new(c->base, -1, 0, mc_lane_on_io, l);
+		l->ev_timer = evtimer_new(c->base, mc_lane_on_timeout, l);
+		if (!l->ev_read || !l->ev_write || !l->ev_timer) {
+			unsigned j;
+
+			for (j = 0; j <= i; j++) {
+				if (p->lanes[j].ev_read)
+					event_free(p->lanes[j].ev_read);
+				if (p->lanes[j].ev_write)
+					event_free(p->lanes[j].ev_write);
+				if (p->lanes[j].ev_timer)
+					event_free(p->lanes[j].ev_timer);
+			}
+			free(p);
+			return NULL;
+		}
+	}
+	p->next = c->peers;
+	c->peers = p;
+	return p;
+}
+
+struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
+					const struct mc_tcp_client_opts *opts)
+{
+	struct mc_tcp_client *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	c->base = base;
+	if (opts)
+		c->opts = *opts;
+	if (c->opts.lanes_per_peer == 0)
+		c->opts.lanes_per_peer = (unsigned)mc_env_u64("MC_TCP_LANES_PER_PEER", 2);
+	if (c->opts.lanes_per_peer > MC_TCP_MAX_LANES)
+		c->opts.lanes_per_peer = MC_TCP_MAX_LANES;
+	if (c->opts.slice_size == 0)
+		c->opts.slice_size = mc_env_u64("MC_TCP_SLICE_SIZE", 4u << 20);
+	if (c->opts.connect_timeout_ms == 0)
+		c->opts.connect_timeout_ms = 5000;
+	if (c->opts.io_timeout_ms == 0)
+		c->opts.io_timeout_ms = 30000;
+	c->done_tail = &c->done_head;
+	c->ev_done = event_new(base, -1, 0, mc_tcp_client_on_done, c);
+	if (c->ev_done == NULL) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void mc_tcp_client_free(struct mc_tcp_client *c)
+{
+	struct mc_peer *p, *n;
+	unsigned i;
+
+	if (c == NULL)
+		return;
+	for (p = c->peers; p; p = n) {
+		n = p->next;
+		for (i = 0; i < c->opts.lanes_per_peer; i++) {
+			struct mc_lane *l = &p->lanes[i];
+
+			mc_lane_fail(l, "client shut down");
+			event_free(l->ev_read);
+			event_free(l->ev_write);
+			event_free(l->ev_timer);
+		}
+		free(p);
+	}
+	mc_tcp_client_on_done(-1, 0, c);
+	event_free(c->ev_done);
+	free(c);
+}
+
+int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t port, int opcode,
+			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
+			 void *arg)
+{
+	struct mc_peer *p;
+	struct mc_xfer *x;
+	uint64_t off;
+	unsigned i;
+
+	if ((opcode != MC_XFER_READ && opcode != MC_XFER_WRITE) || cb == NULL ||
+	    (len && local == NULL))
+		return -EINVAL;
+	p = mc_peer_get(c, host, port);
+	if (p == NULL)
+		return -ENOMEM;
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		return -ENOMEM;
+	x->cb = cb;
+	x->arg = arg;
+	if (len == 0) {
+		mc_xfer_finish(c, x);
+		return 0;
+	}
+	x->pending = (uint32_t)((len + c->opts.slice_size - 1) / c->opts.slice_size);
+	for (off = 0; off < len; off += c->opts.slice_size) {
+		uint64_t n = len - off < c->opts.slice_size ? len - off : c->opts.slice_size;
+		struct mc_slice *s = calloc(1, sizeof(*s));
+		struct mc_lane *l = &p->lanes[0];
+
+		if (s == NULL) {
+			/* Slices already queued complete normally; the rest fail now. */
+			x->status = MC_ERR_TRANSFER_FAIL;
+			x->pending -= (uint32_t)((len - off + c->opts.slice_size - 1) /
+						 c->opts.slice_size);
+			if (x->pending == 0)
+				mc_xfer_finish(c, x);
+			return 0;
+		}
+		for (i = 1; i < c->opts.lanes_per_peer; i++)
+			if (p->lanes[i].queued < l->queued)
+				l = &p->lanes[i];
+		s->x = x;
+		s->op = (uint8_t)opcode;
+		s->local = (uint8_t *)local + off;
+		s->len = n;
+		mc_put_le64(s->hdr, n);
+		mc_put_le64(s->hdr + 8, remote_addr + off);
+		s->hdr[16] = (uint8_t)(opcode | 0x80);
+		if (l->tail)
+			l->tail->next = s;
+		else
+			l->head = s;
+		l->tail = s;
+		if (l->send_cur == NULL)
+			l->send_cur = s;
+		l->queued += n;
+		if (l->fd < 0) {
+			if (mc_lane_connect(l) < 0)
+				mc_lane_fail(l, "connect failed");
+		} else if (!l->connecting) {
+			event_add(l->ev_write, NULL);
+			if (l->head == s)
+				mc_lane_arm_timer(l);
+		}
+	}
+	return 0;
+}

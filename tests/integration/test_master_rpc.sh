@@ -1,0 +1,10 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# Protocol-level tests of mooncake_master: operation semantics and hostile frames.
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+mc_start_master || { mc_dump_logs; exit 1; }
+python3 "$MC_TOP_SRCDIR/tests/integration/test_master_rpc.py" "127.0.0.1:$MC_MASTER_PORT"
+rc=$?
+kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
+[ $rc -eq 0 ] || mc_dump_logs
+exit $rc

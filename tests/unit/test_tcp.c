@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests of the TCP data plane (src/transfer): a server and a client on two loop threads move
+ * data of many sizes, verified byte for byte; refused ranges; garbage; a peer that dies; a peer
+ * that comes back.  With --bench it measures throughput against a forked server process.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/errcode.h"
+#include "reactor/loop_thread.h"
+#include "tap.h"
+#include "transfer/memreg.h"
+#include "transfer/tcp.h"
+
+static struct mc_loop_thread *srv_lt, *cli_lt;
+static struct mc_tcp_client *cli;
+static uint16_t srv_port;
+
+struct op {
+	int opcode;
+	void *local;
+	uint64_t remote, len;
+	int status;
+	struct mc_waiter w;
+	uint16_t port;
+};
+
+static void op_done(void *arg, int status)
+{
+	struct op *o = arg;
+
+	mc_waiter_signal(&o->w, status);
+}
+
+static void op_submit(void *arg)
+{
+	struct op *o = arg;
+
+	if (mc_tcp_client_submit(cli, "127.0.0.1", o->port, o->opcode, o->local, o->remote, o->len,
+				 op_done, o) != 0)
+		mc_waiter_signal(&o->w, -EINVAL);
+}
+
+/* Run n transfers at once and return how many failed. */
+static int run_ops(struct op *ops, int n)
+{
+	int i, failed = 0;
+
+	for (i = 0; i < n; i++) {
+		mc_waiter_init(&ops[i].w);
+		if (!ops[i].port)
+			ops[i].port = srv_port;
+		mc_loop_thread_call(cli_lt, op_submit, &ops[i]);
+	}
+	for (i = 0; i < n; i++) {
+		ops[i].status = mc_waiter_wait(&ops[i].w);
+		failed += ops[i].status != 0;
+		mc_waiter_fini(&ops[i].w);
+	}
+	return failed;
+}
+
+static int xfer(int opcode, void *local, void *remote, uint64_t len)
+{
+	struct op o = { .opcode = opcode, .local = local, .remote = (uint64_t)(uintptr_t)remote,
+			.len = len };
+
+	run_ops(&o, 1);
+	return o.status;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+struct srv_arg {
+	struct mc_memreg *reg;
+	struct mc_tcp_server *s;
+	uint16_t port;
+	struct mc_waiter w;
+};
+
+static void srv_start(void *arg)
+{
+	struct srv_arg *a = arg;
+	int err = 0;
+
+	a->s = mc_tcp_server_new(mc_loop_thread_base(srv_lt), "127.0.0.1", a->port, a->reg, &err);
+	mc_waiter_signal(&a->w, a->s ? 0 : err);
+}
+
+static void srv_stop(void *arg)
+{
+	struct srv_arg *a = arg;
+
+	mc_tcp_server_free(a->s);
+	a->s = NULL;
+	mc_waiter_signal(&a->w, 0);
+}
+
+static void on_loop(struct mc_loop_thread *lt, void (*fn)(void *), struct srv_arg *a)
+{
+	mc_waiter_init(&a->w);
+	mc_loop_thread_call(lt, fn, a);
+	mc_waiter_wait(&a->w);
+	mc_waiter_fini(&a->w);
+}
+
+static void cli_new(void *arg)
+{
+	cli = mc_tcp_client_new(mc_loop_thread_base(cli_lt), NULL);
+	mc_waiter_signal(arg, 0);
+}
+
+static void cli_free(void *arg)
+{
+	mc_tcp_client_free(cli);
+	mc_waiter_signal(arg, 0);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int bench(void)
+{
+	size_t sizes[] = { 64u << 10, 1u << 20, 16u << 20 };
+	size_t total = 256u << 20;
+	uint8_t *remote = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	uint8_t *local = malloc(total);
+	int pfd[2], k;
+	pid_t pid;
+
+	memset(local, 1, total);
+	memset(remote, 2, total);
+	if (pipe(pfd))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		struct srv_arg a = { .reg = mc_memreg_new() };
+
+		srv_lt = mc_loop_thread_new("srv");
+		mc_loop_thread_start(srv_lt);
+		mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote, total);
+		on_loop(srv_lt, srv_start, &a);
+		a.port = mc_tcp_server_port(a.s);
+		if (write(pfd[1], &a.port, sizeof(a.port)) != sizeof(a.port))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	if (read(pfd[0], &srv_port, sizeof(srv_port)) != sizeof(srv_port))
+		return 1;
+	for (k = 0; k < 3; k++) {
+		size_t sz = sizeof(sizes) > 0 ? sizes[k] : 0, n = total / sz, i;
+		int op;
+
+		for (op = 0; op < 2; op++) {
+			struct op *ops = calloc(n, sizeof(*ops));
+			double t0, best = 0;
+			int rep;
+
+			for (rep = 0; rep < 5; rep++) {
+				for (i = 0; i < n; i++) {
+					ops[i].opcode = op ? MC_XFER_WRITE : MC_XFER_READ;
+					ops[i].local = local + i * sz;
+					ops[i].remote = (uint64_t)(uintptr_t)remote + i * sz;
+					ops[i].len = sz;
+					ops[i].port = 0;
+				}
+				t0 = now_s();
+				if (run_ops(ops, (int)n))
+					printf("# errors!\n");
+				t0 = now_s() - t0;
+				if (best == 0 || total / t0 > best)
+					best = total / t0;
+			}
+			printf("%s %8zu B: %.2f GB/s (best of 5, %zu transfers in flight)\n",
+			       op ? "write" : "read ", sz, best / 1e9, n);
+			free(ops);
+		}
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t sizes[] = { 1, 4095, 65536, (1u << 20) + 7, 64u << 20 };
+	struct srv_arg a = { 0 };
+	struct mc_waiter w;
+	size_t big = 64u << 20, i;
+	uint8_t *remote, *local;
+	int bad = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	cli_lt = mc_loop_thread_new("cli");
+	mc_loop_thread_start(cli_lt);
+	mc_waiter_init(&w);
+	mc_loop_thread_call(cli_lt, cli_new, &w);
+	mc_waiter_wait(&w);
+	mc_waiter_fini(&w);
+	if (argc > 1 && !strcmp(argv[1], "--bench"))
+		return bench();
+
+	srv_lt = mc_loop_thread_new("srv");
+	mc_loop_thread_start(srv_lt);
+	a.reg = mc_memreg_new();
+	remote = malloc(big + 4096);
+	local = malloc(big + 4096);
+	ok(mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote, big) == 0, "register 64 MiB");
+	ok(mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote + 10, 10) == -EEXIST,
+	   "overlapping registration refused");
+	ok(mc_memreg_check(a.reg, (uint64_t)(uintptr_t)remote + big - 1, 1) &&
+		   !mc_memreg_check(a.reg, (uint64_t)(uintptr_t)remote + big - 1, 2),
+	   "memreg boundaries");
+	on_loop(srv_lt, srv_start, &a);
+	ok(a.s != NULL, "server listening");
+	srv_port = mc_tcp_server_port(a.s);
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+
+		fill(local, n, (unsigned)i + 1);
+		ok(xfer(MC_XFER_WRITE, local, remote, n) == 0 && memcmp(local, remote, n) == 0,
+		   "write %zu bytes arrives intact", n);
+		fill(remote, n, (unsigned)i + 100);
+		memset(local, 0, n);
+		ok(xfer(MC_XFER_READ, local, remote, n) == 0 && memcmp(local, remote, n) == 0,
+		   "read %zu bytes arrives intact", n);
+	}
+	ok(xfer(MC_XFER_WRITE, local, remote, 0) == 0, "a zero-byte transfer completes");
+
+	/* Many transfers in flight at once, mixed directions on disjoint ranges. */
+	{
+		struct op ops[200];
+		size_t chunk = big / 200;
+
+		fill(local, big, 7);
+		fill(remote, big, 8);
+		for (i = 0; i < 200; i++) {
+			memset(&ops[i], 0, sizeof(ops[i]));
+			ops[i].opcode = i % 2 ? MC_XFER_WRITE : MC_XFER_READ;
+			ops[i].local = local + i * chunk;
+			ops[i].remote = (uint64_t)(uintptr_t)remote + i * chunk;
+			ops[i].len = chunk - (i % 7);
+		}
+		ok(run_ops(ops, 200) == 0, "200 concurrent transfers succeed");
+		for (i = 0; i < 200; i++)
+			bad += memcmp(local + i * chunk, remote + i * chunk, chunk - (i % 7)) != 0;
+		ok(bad == 0, "and every range matches");
+	}
+
+	/* Refused ranges keep the connection usable. */
+	ok(xfer(MC_XFER_WRITE, local, remote + big - 10, 20) == MC_ERR_TRANSFER_FAIL,
+	   "a write past the registered range is refused with -800");
+	ok(xfer(MC_XFER_READ, local, local, 100) == MC_ERR_TRANSFER_FAIL,
+	   "a read of an unregistered address is refused with -800");
+	fill(local, 1000, 9);
+	ok(xfer(MC_XFER_WRITE, local, remote, 1000) == 0 && !memcmp(local, remote, 1000),
+	   "the next transfer works");
+
+	/* Garbage from a raw socket closes only that connection. */
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(srv_port) };
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		char junk[100], buf[8];
+
+		memset(junk, 0xff, sizeof(junk));
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+			   send(fd, junk, sizeof(junk), 0) == sizeof(junk) && recv(fd, buf, 8, 0) <= 0,
+		   "garbage gets the connection closed");
+		close(fd);
+		ok(xfer(MC_XFER_READ, local, remote, 4096) == 0, "other connections keep working");
+	}
+
+	/* The server goes away: pending and new transfers fail, nothing hangs. */
+	on_loop(srv_lt, srv_stop, &a);
+	ok(xfer(MC_XFER_READ, local, remote, 1u << 20) == MC_ERR_TRANSFER_FAIL,
+	   "a transfer to a dead server fails with -800");
+	a.port = srv_port;
+	on_loop(srv_lt, srv_start, &a);
+	ok(a.s != NULL, "server restarted on the same port");
+	fill(local, 5000, 11);
+	ok(xfer(MC_XFER_WRITE, local, remote, 5000) == 0 && !memcmp(local, remote, 5000),
+	   "the client reconnects to the restarted server");
+
+	/* A forked server killed mid-transfer. */
+	{
+		int pfd[2];
+		pid_t pid = -1;
+		uint16_t port = 0;
+		uint8_t *shared = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				       -1, 0);
+		struct op ops[8];
+
+		if (pipe(pfd) == 0 && (pid = fork()) == 0) {
+			struct srv_arg b = { .reg = mc_memreg_new() };
+
+			srv_lt = mc_loop_thread_new("srv2");
+			mc_loop_thread_start(srv_lt);
+			mc_memreg_add(b.reg, (uint64_t)(uintptr_t)shared, big);
+			on_loop(srv_lt, srv_start, &b);
+			port = mc_tcp_server_port(b.s);
+			if (write(pfd[1], &port, sizeof(port)) != sizeof(port))
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		if (read(pfd[0], &port, sizeof(port)) != sizeof(port))
+			port = 0;
+		for (i = 0; i < 8; i++) {
+			memset(&ops[i], 0, sizeof(ops[i]));
+			ops[i].opcode = MC_XFER_WRITE;
+			ops[i].local = local;
+			ops[i].remote = (uint64_t)(uintptr_t)shared;
+			ops[i].len = big;
+			ops[i].port = port;
+			mc_waiter_init(&ops[i].w);
+			mc_loop_thread_call(cli_lt, op_submit, &ops[i]);
+		}
+		usleep(20000);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		bad = 0;
+		for (i = 0; i < 8; i++) {
+			ops[i].status = mc_waiter_wait(&ops[i].w);
+			bad += ops[i].status == MC_ERR_TRANSFER_FAIL;
+			mc_waiter_fini(&ops[i].w);
+		}
+		ok(bad > 0, "a peer killed mid-transfer fails the pending transfers (%d of 8)", bad);
+		munmap(shared, big);
+	}
+
+	mc_waiter_init(&w);
+	mc_loop_thread_call(cli_lt, cli_free, &w);
+	mc_waiter_wait(&w);
+	mc_waiter_fini(&w);
+	on_loop(srv_lt, srv_stop, &a);
+	mc_loop_thread_stop_and_free(cli_lt);
+	mc_loop_thread_stop_and_free(srv_lt);
+	mc_memreg_free(a.reg);
+	free(remote);
+	free(local);
+	return tap_done();
+}
