@@ -201,6 +201,16 @@ static int bench(void)
 			free(ops);
 		}
 	}
+	/* Latency: one 1 MiB transfer at a time. */
+	for (k = 0; k < 2; k++) {
+		double t0 = now_s();
+		int i;
+
+		for (i = 0; i < 200; i++)
+			xfer(k ? MC_XFER_WRITE : MC_XFER_READ, local, remote, 1u << 20);
+		printf("%s 1 MiB one at a time: %.1f us each\n", k ? "write" : "read ",
+		       (now_s() - t0) / 200 * 1e6);
+	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	return 0;

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for the master's object table (src/master/object_table.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "master/object_table.h"
+#include "tap.h"
+
+static size_t rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	size_t kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kb = strtoul(line + 6, NULL, 10);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+int main(void)
+{
+	struct mc_object_table t;
+	struct mc_object *o, *first = NULL;
+	char key[64];
+	size_t i, n = 1000000, pos, seen, bad = 0, before, after;
+	double t0;
+
+	mc_object_table_init(&t);
+	before = rss_kb();
+	t0 = (double)clock() / CLOCKS_PER_SEC;
+	for (i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
+		o = mc_object_insert(&t, key, strlen(key), 1);
+		o->size = i;
+		if (i == 0)
+			first = o;
+	}
+	after = rss_kb();
+	printf("# 1M inserts: %.2f s, %.1f bytes of table memory per key (keys average %.1f bytes)\n",
+	       (double)clock() / CLOCKS_PER_SEC - t0, (after - before) * 1024.0 / (double)n,
+	       (double)t.key_bytes / (double)n);
+	ok(t.count == n, "1M objects inserted");
+	for (i = 0; i < n; i += 7) {
+		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
+		o = mc_object_find(&t, key, strlen(key));
+		bad += o == NULL || o->size != i;
+	}
+	ok(bad == 0, "every inserted key is found with its object");
+	ok(mc_object_find(&t, "model/layer/1000000/chunk", 25) == NULL, "a missing key is not found");
+	ok(first == t.lru.lru_next, "the first object is at the LRU head");
+	mc_object_touch(&t, first);
+	ok(first == t.lru.lru_prev && first != t.lru.lru_next, "touch moves it to the MRU end");
+
+	/* Erase every other key, including during iteration. */
+	pos = 0;
+	seen = 0;
+	while ((o = mc_object_next(&t, &pos)) != NULL) {
+		seen++;
+		if (o->size % 2)
+			mc_object_erase(&t, o);
+	}
+	ok(seen == n, "iteration visits all %zu objects (erasing half on the way)", seen);
+	ok(t.count == n / 2, "half remain");
+	bad = 0;
+	for (i = 0; i < n; i += 3) {
+		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
+		o = mc_object_find(&t, key, strlen(key));
+		bad += (i % 2) ? o != NULL : (o == NULL || o->size != i);
+	}
+	ok(bad == 0, "erased keys are gone, the others still found across tombstones");
+	/* Reinsert over tombstones. */
+	for (i = 1; i < n; i += 2) {
+		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
+		o = mc_object_insert(&t, key, strlen(key), 3);
+		o->size = i;
+	}
+	ok(t.count == n, "reinserted the erased half");
+	o = mc_object_find(&t, "model/layer/9/chunk", 19);
+	ok(o && o->nrep == 3 && mc_object_replica(o, 2)->obj == o, "multi-replica objects");
+	/* Colliding-prefix and binary keys. */
+	o = mc_object_insert(&t, "a\0b", 3, 1);
+	ok(mc_object_find(&t, "a\0b", 3) == o && mc_object_find(&t, "a\0c", 3) == NULL,
+	   "keys are compared as bytes");
+	/* Drain the LRU from the head: least recently used first. */
+	seen = 0;
+	while (t.lru.lru_next != &t.lru && seen < 10) {
+		mc_object_erase(&t, t.lru.lru_next);
+		seen++;
+	}
+	ok(t.count == n + 1 - 10, "erasing from the LRU head keeps the table consistent");
+	mc_object_table_fini(&t);
+	return tap_done();
+}
