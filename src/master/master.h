@@ -83,6 +83,7 @@ struct mc_segment {
 	struct mc_alloc *alloc;
 	struct mc_client *client;
 	struct mc_segment *cnext;	/* in client's list */
+	struct mc_segment *reap_next;	/* in the master's unmount queue */
 	struct mc_replica *reps;	/* memory replicas on it */
 	uint64_t nreps;
 	int status;
@@ -114,11 +115,17 @@ struct mc_master {
 	uint32_t nclient_buckets;
 	uint32_t nclients;
 	struct mc_discard *discards;
+	struct mc_segment *reap_head;	/* segments being unmounted, drained in bounded steps */
+	struct event *ev_reap, *ev_evict, *ev_flush;
+	struct mc_conn *flush_head;	/* connections with replies waiting for the commit */
+	int need_eviction;
 	uint64_t next_replica_id;
 	uint64_t total_capacity;
 	uint64_t allocated;
 	uint64_t rng;
 
+	struct mc_persist *persist;
+	int persist_failed;
 	struct mc_metrics metrics;
 	int64_t (*clock_ms)(void);	/* monotonic ms; replaceable in tests */
 };
@@ -132,11 +139,44 @@ struct mc_client *mc_client_find(struct mc_master *m, const struct mc_uuid *id);
 struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id);
 struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id);
 int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s);
-void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg);
+/* Make the segment unreadable and unallocatable at once, then drop its replicas in bounded
+ * steps from a deferred event (mc_master_reap), so a huge segment never stalls the loop. */
+void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why);
+/* Drop up to budget replicas of segments being unmounted; returns 1 if work remains. */
+int mc_master_reap(struct mc_master *m, uint32_t budget);
+/* A replica a reader may use: complete, on a live segment. */
+int mc_replica_readable(const struct mc_replica *r);
+
+/* eviction.c */
+/* Evict least-recently-used objects until at least bytes are freed (best effort).  Objects
+ * under a fetch lease, hard-pinned or still being written are never taken; objects leased only
+ * by ExistKey probes and soft-pinned ones only when nothing else frees enough.  Returns bytes
+ * freed. */
+uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes);
+/* Evict when usage passes eviction_high_watermark_ratio (called from a timer). */
+void mc_master_evict_check(struct mc_master *m);
+
+/* master_persist.c: SQLite persistence (no-ops without --persist_path) */
+struct mc_persist;
+/* Open the database and rebuild segments, clients and objects from it. */
+int mc_master_persist_open(struct mc_master *m);
+void mc_master_persist_close(struct mc_master *m);
+void mc_persist_object_changed(struct mc_master *m, struct mc_object *o);
+void mc_persist_object_gone(struct mc_master *m, struct mc_object *o);
+void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg);
+void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
+/* Commit what this loop iteration changed; replies wait for it.  0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_master_commit(struct mc_master *m);
+
+/* liveness.c */
+/* Declare clients silent for client_ttl dead and unmount their segments. */
+void mc_master_check_clients(struct mc_master *m);
 /* Allocate len bytes for a replica on a segment whose name is not in used[0..nused).  Fills
  * r->seg/blk and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused);
+/* Capacity of the largest mounted segment (no object larger than it can ever fit). */
+uint64_t mc_master_largest_segment(const struct mc_master *m);
 /* Unlink from its segment and free its bytes. */
 void mc_replica_release(struct mc_master *m, struct mc_replica *r);
 /* Unlink from its segment and park its bytes on the discard list until release_at. */
@@ -154,5 +194,7 @@ void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
 /* rpc_server.c */
 int mc_rpc_server_start(struct mc_master *m);
 void mc_rpc_server_stop(struct mc_master *m);
+/* Commit the iteration's changes, then send the replies that waited for them. */
+void mc_rpc_server_flush(struct mc_master *m);
 
 #endif

@@ -211,6 +211,37 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	mc_master_release_discards(m, mc_master_now(m), 0);
+	mc_master_check_clients(m);
+	mc_master_commit(m);
+}
+
+static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+
+	(void)fd;
+	(void)what;
+	mc_master_evict_check(m);
+	mc_master_commit(m);
+}
+
+static void mc_master_on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+
+	(void)fd;
+	(void)what;
+	/* A bounded step; come back after other events had their turn. */
+	if (mc_master_reap(m, 4096))
+		event_active(m->ev_reap, EV_TIMEOUT, 0);
+	mc_master_commit(m);
+}
+
+static void mc_master_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mc_rpc_server_flush(arg);
 }
 
 static void mc_master_usage(FILE *out)
@@ -257,6 +288,13 @@ int main(int argc, char **argv)
 		goto out_cfg;
 	m->rng = (uint64_t)mc_master_clock_ms() ^ ((uint64_t)getpid() << 32);
 	mc_master_tables_init(m);
+	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
+	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
+	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
+	if (mc_master_persist_open(m)) {
+		mc_log_err("cannot recover from %s", m->cfg.persist_path);
+		goto out_tables;
+	}
 	if (mc_rpc_server_start(m))
 		goto out_tables;
 	m->sig_term = evsignal_new(m->base, SIGTERM, mc_master_on_signal, m);
@@ -267,6 +305,11 @@ int main(int argc, char **argv)
 	event_add(m->sig_int, NULL);
 	event_add(m->sig_hup, NULL);
 	event_add(m->tick, &one_sec);
+	{
+		struct timeval evict_tv = { 0, 50000 };
+
+		event_add(m->ev_evict, &evict_tv);
+	}
 	mc_sd_notify("READY=1");
 	event_base_dispatch(m->base);
 	rc = 0;
@@ -276,6 +319,10 @@ int main(int argc, char **argv)
 	event_free(m->sig_term);
 	mc_rpc_server_stop(m);
 out_tables:
+	mc_master_persist_close(m);
+	event_free(m->ev_evict);
+	event_free(m->ev_flush);
+	event_free(m->ev_reap);
 	mc_master_tables_fini(m);
 	event_base_free(m->base);
 out_cfg:

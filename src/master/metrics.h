@@ -31,6 +31,11 @@ struct mc_metrics {
 	uint64_t valid_get_nums;
 	uint64_t total_get_nums;
 	uint64_t bad_frames;
+	uint64_t attempted_evictions;
+	uint64_t successful_evictions;
+	uint64_t evicted_key_count;
+	uint64_t evicted_size_bytes;
+	uint64_t clients_expired;
 	uint64_t value_size_buckets[8];	/* 4K 64K 256K 1M 4M 16M 64M +Inf */
 	uint64_t value_size_sum;
 	uint64_t value_size_count;

@@ -174,3 +174,14 @@ struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos)
 	}
 	return NULL;
 }
+
+void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o)
+{
+	(void)t;
+	if (!(o->flags & MC_OBJ_IN_LRU))
+		return;
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = o->lru_next = NULL;
+	o->flags &= (uint8_t)~MC_OBJ_IN_LRU;
+}

@@ -38,7 +38,9 @@ enum mc_object_flags {
 struct mc_object {
 	struct mc_object *lru_prev, *lru_next;
 	uint64_t size;
-	int64_t lease_until;		/* monotonic ms */
+	int64_t lease_until;		/* monotonic ms: any read lease (Remove honours it) */
+	int64_t fetch_until;		/* monotonic ms: lease of a GetReplicaList (bytes may be in
+					   flight to a reader: eviction never frees them) */
 	int64_t put_start;		/* monotonic ms */
 	int64_t soft_pin_until;		/* monotonic ms, 0 = none */
 	struct mc_client *writer;
@@ -74,6 +76,8 @@ void mc_object_erase(struct mc_object_table *t, struct mc_object *o);
 struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i);
 /* Move to the most-recently-used end. */
 void mc_object_touch(struct mc_object_table *t, struct mc_object *o);
+/* Take off the LRU list for good (hard-pinned objects are never evicted). */
+void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o);
 /* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.
  * Erasing the returned object during iteration is allowed. */
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos);

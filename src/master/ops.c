@@ -85,6 +85,15 @@ static uint32_t mc_count_status(struct mc_object *o, uint8_t status)
 	return n;
 }
 
+static uint32_t mc_count_readable(struct mc_object *o)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < o->nrep; i++)
+		n += mc_replica_readable(mc_object_replica(o, i));
+	return n;
+}
+
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o)
 {
 	uint32_t i;
@@ -163,12 +172,22 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	for (i = 0; i < want; i++) {
 		struct mc_replica *r = mc_object_replica(o, got);
 
-		if (mc_replica_alloc(m, r, size, cfg, used, got) != 0)
-			break;
+		if (mc_replica_alloc(m, r, size, cfg, used, got) != 0) {
+			/* A failed allocation evicts (at least this object's size, at least
+			 * eviction_ratio of the pool) and retries once. */
+			uint64_t want_bytes = (uint64_t)(m->cfg.eviction_ratio *
+							 (double)m->total_capacity);
+
+			if (m->cfg.eviction_ratio <= 0 || size > mc_master_largest_segment(m) ||
+			    mc_master_evict(m, size > want_bytes ? size : want_bytes) == 0 ||
+			    mc_replica_alloc(m, r, size, cfg, used, got) != 0)
+				break;
+		}
 		r->status = MC_REPLICA_PROCESSING;
 		used[got++] = r->seg;
 	}
 	if (got == 0) {
+		mc_persist_object_gone(m, o);
 		mc_object_erase(&m->objects, o);
 		m->metrics.put_start_alloc_failures++;
 		mc_log_warn("put_start %.*s (%llu bytes) from %s failed due to insufficient space. "
@@ -187,8 +206,10 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	o->size = size;
 	o->put_start = q->now;
 	o->writer = c;
-	if (cfg->with_hard_pin)
+	if (cfg->with_hard_pin) {
 		o->flags |= MC_OBJ_HARD_PIN;
+		mc_object_lru_unlink(&m->objects, o);
+	}
 	if (cfg->soft_pin_action == MC_SOFT_PIN_ENABLE) {
 		o->flags |= MC_OBJ_SOFT_PIN;
 		o->soft_pin_until = q->now + (cfg->has_soft_pin_ttl && cfg->soft_pin_ttl_ms
@@ -196,6 +217,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 						      : m->cfg.default_kv_soft_pin_ttl);
 	}
 reply:
+	mc_persist_object_changed(m, o);
 	mc_wbuf_i32(q->out, 0);
 	mc_wbuf_u32(q->out, o->nrep);
 	for (i = 0; i < o->nrep; i++)
@@ -269,6 +291,7 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 			r->status = MC_REPLICA_COMPLETE;
 	}
 	o->lease_until = q->now;
+	mc_persist_object_changed(q->m, o);
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
 	mc_object_touch(&q->m->objects, o);
@@ -296,10 +319,13 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 		else if (r->seg)
 			left++;
 	}
-	if (left == 0)
+	if (left == 0) {
+		mc_persist_object_gone(m, o);
 		mc_object_erase(&m->objects, o);
-	else
+	} else {
 		mc_object_compact(o);
+		mc_persist_object_changed(m, o);
+	}
 	return 0;
 }
 
@@ -343,13 +369,13 @@ static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
 /* Appends u32 nrep + complete replicas; returns how many. */
 static uint32_t mc_put_complete_replicas(struct mc_wbuf *w, struct mc_object *o)
 {
-	uint32_t i, n = mc_count_status(o, MC_REPLICA_COMPLETE);
+	uint32_t i, n = mc_count_readable(o);
 
 	mc_wbuf_u32(w, n);
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->seg && r->status == MC_REPLICA_COMPLETE)
+		if (mc_replica_readable(r))
 			mc_put_replica_desc(w, o, r);
 	}
 	return n;
@@ -375,8 +401,9 @@ static int mc_op_get_replica_list(struct mc_req *q)
 		m->metrics.total_get_nums++;
 		if (o == NULL)
 			rc = MC_ERR_OBJECT_NOT_FOUND;
-		else if (mc_count_status(o, MC_REPLICA_COMPLETE) == 0)
-			rc = MC_ERR_REPLICA_IS_NOT_READY;
+		else if (mc_count_readable(o) == 0)
+			rc = mc_count_status(o, MC_REPLICA_PROCESSING) ? MC_ERR_REPLICA_IS_NOT_READY
+								       : MC_ERR_OBJECT_NOT_FOUND;
 		if (rc) {
 			mc_wbuf_i32(q->out, rc);
 			mc_wbuf_u32(q->out, 0);
@@ -384,6 +411,7 @@ static int mc_op_get_replica_list(struct mc_req *q)
 			mc_wbuf_i32(q->out, 0);
 			mc_put_complete_replicas(q->out, o);
 			mc_grant_lease(q, o);
+			o->fetch_until = o->lease_until;
 			m->metrics.valid_get_nums++;
 			m->metrics.mem_cache_hit_nums++;
 		}
@@ -406,7 +434,7 @@ static int mc_op_exist_key(struct mc_req *q)
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++) {
 		struct mc_object *o = mc_object_find(&q->m->objects, keys[i].p, keys[i].n);
-		int res = o != NULL && mc_count_status(o, MC_REPLICA_COMPLETE) > 0;
+		int res = o != NULL && mc_count_readable(o) > 0;
 
 		if (res)
 			mc_grant_lease(q, o);
@@ -453,11 +481,12 @@ static int mc_op_get_by_regex(struct mc_req *q)
 	count_at = q->out->len;
 	mc_wbuf_u32(q->out, 0);
 	while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
-		if (mc_count_status(o, MC_REPLICA_COMPLETE) == 0 || !mc_regex_match(&re, o))
+		if (mc_count_readable(o) == 0 || !mc_regex_match(&re, o))
 			continue;
 		mc_wbuf_str(q->out, o->key, o->key_len);
 		mc_put_complete_replicas(q->out, o);
 		mc_grant_lease(q, o);
+		o->fetch_until = o->lease_until;
 		count++;
 	}
 	mc_wbuf_patch_u32(q->out, count_at, count);
@@ -473,6 +502,7 @@ static int mc_remove_one(struct mc_req *q, struct mc_object *o, int force)
 		return MC_ERR_OBJECT_HAS_LEASE;
 	if (mc_count_status(o, MC_REPLICA_COMPLETE) != o->nrep)
 		return MC_ERR_REPLICA_IS_NOT_READY;
+	mc_persist_object_gone(q->m, o);
 	mc_master_object_remove(q->m, o);
 	return 0;
 }
@@ -585,7 +615,7 @@ static int mc_op_unmount(struct mc_req *q)
 		return 0;
 	if (memcmp(seg->client->id.b, cid.b, 16))
 		return MC_ERR_INVALID_PARAMS;
-	mc_segment_unmount(q->m, seg);
+	mc_segment_unmount(q->m, seg, "UnmountSegment");
 	return 0;
 }
 
@@ -681,6 +711,7 @@ static int mc_op_batch_replica_clear(struct mc_req *q)
 		if (segname.n == 0) {
 			if (mc_count_status(o, MC_REPLICA_COMPLETE) != o->nrep)
 				continue;
+			mc_persist_object_gone(m, o);
 			mc_master_object_remove(m, o);
 		} else {
 			for (j = 0; j < o->nrep; j++) {
@@ -696,10 +727,13 @@ static int mc_op_batch_replica_clear(struct mc_req *q)
 			}
 			if (!hit)
 				continue;
-			if (left == 0)
+			if (left == 0) {
+				mc_persist_object_gone(m, o);
 				mc_object_erase(&m->objects, o);
-			else
+			} else {
 				mc_object_compact(o);
+				mc_persist_object_changed(m, o);
+			}
 		}
 		mc_wbuf_str(q->out, keys[i].p, keys[i].n);
 		cleared++;

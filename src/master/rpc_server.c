@@ -36,6 +36,8 @@ struct mc_conn {
 	struct mc_conn *prev, *next;
 	uint64_t id;
 	int closing;
+	int flush_pending;
+	struct mc_conn *flush_next;
 	struct event *reaper;
 	char peer[80];
 	struct mc_wbuf out;
@@ -59,6 +61,16 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	if (c->closing)
 		return;
 	c->closing = 1;
+	if (c->flush_pending) {
+		struct mc_conn **pp;
+
+		for (pp = &m->flush_head; *pp; pp = &(*pp)->flush_next)
+			if (*pp == c) {
+				*pp = c->flush_next;
+				break;
+			}
+		c->flush_pending = 0;
+	}
 	if (why)
 		mc_log_info("connection %llu from %s closed: %s", (unsigned long long)c->id, c->peer,
 			    why);
@@ -75,6 +87,31 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	event_active(c->reaper, EV_TIMEOUT, 1);
 }
 
+/* Queue the replies gathered in c->out. */
+static void mc_conn_send(struct mc_conn *c)
+{
+	if (c->out.err || bufferevent_write(c->bev, c->out.data, c->out.len) != 0) {
+		mc_conn_close(c, "cannot queue replies");
+		return;
+	}
+	mc_wbuf_reset(&c->out);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > MC_CONN_MAX_OUTPUT)
+		mc_conn_close(c, "client does not read its replies");
+}
+
+void mc_rpc_server_flush(struct mc_master *m)
+{
+	struct mc_conn *c;
+
+	mc_master_commit(m);
+	while ((c = m->flush_head) != NULL) {
+		m->flush_head = c->flush_next;
+		c->flush_pending = 0;
+		if (!c->closing)
+			mc_conn_send(c);
+	}
+}
+
 static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_conn *c = arg;
@@ -82,7 +119,8 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
 
-	mc_wbuf_reset(&c->out);
+	if (!c->flush_pending)
+		mc_wbuf_reset(&c->out);
 	for (;;) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
@@ -125,14 +163,19 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
-	if (c->out.len) {
-		if (c->out.err || bufferevent_write(bev, c->out.data, c->out.len) != 0) {
-			mc_conn_close(c, "cannot queue replies");
-			return;
+	if (c->out.len == 0)
+		return;
+	if (m->persist) {
+		/* Group commit: replies wait until this iteration's changes are durable. */
+		if (!c->flush_pending) {
+			c->flush_pending = 1;
+			c->flush_next = m->flush_head;
+			m->flush_head = c;
+			event_active(m->ev_flush, EV_TIMEOUT, 0);
 		}
-		if (evbuffer_get_length(bufferevent_get_output(bev)) > MC_CONN_MAX_OUTPUT)
-			mc_conn_close(c, "client does not read its replies");
+		return;
 	}
+	mc_conn_send(c);
 }
 
 static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)

@@ -115,6 +115,8 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 		return MC_ERR_INVALID_PARAMS;
 	if (s->base + s->size < s->base)
 		return MC_ERR_INVALID_PARAMS;
+	if (seg != NULL && seg->status != MC_SEG_OK)
+		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;	/* still being unmounted */
 	if (seg != NULL) {
 		/* Idempotent re-mount: the same identity must describe the same memory. */
 		if (seg->client != c || seg->base != s->base || seg->size != s->size ||
@@ -147,54 +149,87 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 	m->segs[m->nsegs++] = seg;
 	m->total_capacity += s->size;
 	mc_uuid_format(&s->id, idbuf);
+	mc_persist_segment_changed(m, seg);
 	mc_log_info("segment %s mounted: name %s, %llu bytes at 0x%llx, endpoint %s", idbuf,
 		    seg->name, (unsigned long long)seg->size, (unsigned long long)seg->base,
 		    seg->endpoint);
 	return 0;
 }
 
-void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg)
+int mc_replica_readable(const struct mc_replica *r)
+{
+	return r->seg != NULL && r->seg->status == MC_SEG_OK && r->status == MC_REPLICA_COMPLETE;
+}
+
+void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why)
+{
+	if (seg->status == MC_SEG_UNMOUNTING)
+		return;
+	seg->status = MC_SEG_UNMOUNTING;
+	/* Out of the allocation array now: no new replica can land on it. */
+	m->segs[seg->index] = m->segs[m->nsegs - 1];
+	m->segs[seg->index]->index = seg->index;
+	m->nsegs--;
+	m->total_capacity -= seg->size;
+	seg->reap_next = m->reap_head;
+	m->reap_head = seg;
+	mc_log_info("segment %s (%s) unmounting: %s, %llu replicas to drop", seg->name,
+		    seg->endpoint, why, (unsigned long long)seg->nreps);
+	event_active(m->ev_reap, EV_TIMEOUT, 0);
+}
+
+/* The segment has no replicas left: forget it. */
+static void mc_segment_finish_unmount(struct mc_master *m, struct mc_segment *seg)
 {
 	struct mc_client *c = seg->client;
 	struct mc_segment **pp;
 	struct mc_discard *d;
-	struct mc_replica *r;
-	uint64_t dropped = 0;
 
-	seg->status = MC_SEG_UNMOUNTING;
-	/* Drop every replica on it; objects left without a replica disappear.  Cost is
-	 * proportional to this segment's replicas, not to the table. */
-	while ((r = seg->reps) != NULL) {
-		struct mc_object *o = r->obj;
-		uint32_t i, live = 0;
-
-		mc_replica_release(m, r);
-		r->status = MC_REPLICA_REMOVED;
-		dropped++;
-		for (i = 0; i < o->nrep; i++)
-			live += mc_object_replica(o, i)->seg != NULL;
-		if (live == 0)
-			mc_object_erase(&m->objects, o);
-		else
-			mc_object_compact(o);
-	}
 	for (d = m->discards; d; d = d->next)
-		if (d->seg == seg)
+		if (d->seg == seg) {
 			d->seg = NULL;	/* its allocator goes away with the segment */
+			m->allocated -= d->len;
+		}
 	for (pp = &c->segs; *pp; pp = &(*pp)->cnext)
 		if (*pp == seg) {
 			*pp = seg->cnext;
 			break;
 		}
 	c->refs--;
-	m->segs[seg->index] = m->segs[m->nsegs - 1];
-	m->segs[seg->index]->index = seg->index;
-	m->nsegs--;
-	m->total_capacity -= seg->size;
-	m->allocated -= mc_alloc_used(seg->alloc);
-	mc_log_info("segment %s unmounted, %llu replicas dropped", seg->name,
-		    (unsigned long long)dropped);
+	mc_persist_segment_gone(m, seg);
+	mc_log_info("segment %s unmounted", seg->name);
 	mc_segment_free(seg);
+}
+
+int mc_master_reap(struct mc_master *m, uint32_t budget)
+{
+	while (m->reap_head && budget) {
+		struct mc_segment *seg = m->reap_head;
+		struct mc_replica *r;
+
+		while ((r = seg->reps) != NULL && budget) {
+			struct mc_object *o = r->obj;
+			uint32_t i, live = 0;
+
+			mc_replica_release(m, r);
+			r->status = MC_REPLICA_REMOVED;
+			budget--;
+			for (i = 0; i < o->nrep; i++)
+				live += mc_object_replica(o, i)->seg != NULL;
+			if (live == 0) {
+				mc_persist_object_gone(m, o);
+				mc_object_erase(&m->objects, o);
+			} else {
+				mc_object_compact(o);
+				mc_persist_object_changed(m, o);
+			}
+		}
+		if (seg->reps)
+			break;
+		m->reap_head = seg->reap_next;
+		mc_segment_finish_unmount(m, seg);
+	}
+	return m->reap_head != NULL;
 }
 
 static uint64_t mc_master_rand(struct mc_master *m)
@@ -375,4 +410,15 @@ void mc_object_compact(struct mc_object *o)
 		j++;
 	}
 	o->nrep = (uint8_t)j;
+}
+
+uint64_t mc_master_largest_segment(const struct mc_master *m)
+{
+	uint64_t max = 0;
+	uint32_t i;
+
+	for (i = 0; i < m->nsegs; i++)
+		if (m->segs[i]->size > max)
+			max = m->segs[i]->size;
+	return max;
 }

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Memory eviction: least recently used objects first (reference §1.7, but O(1) per eviction:
+ * reads move an object to the MRU end of one list and eviction takes from its head, instead of
+ * upstream's sampling scan of the table).
+ *
+ * An object is never evicted while a reader may be copying its bytes (fetch lease from
+ * GetReplicaList), while it is being written, or when hard-pinned (hard-pinned objects are not
+ * even on the list).  Upstream can deadlock a full pool when clients probe every key with
+ * ExistKey, since probes lease everything: here a probe lease protects an object only as long
+ * as something else can be evicted.  Soft-pinned objects go last, and only with
+ * --allow_evict_soft_pinned_objects.
+ */
+#include <stdint.h>
+
+#include "common/log.h"
+#include "master/master.h"
+#include "segment/alloc.h"
+
+enum mc_evict_pass {
+	MC_EVICT_EXPIRED,	/* no lease at all */
+	MC_EVICT_PROBED,	/* only an ExistKey lease */
+	MC_EVICT_SOFT_PINNED,	/* soft-pinned, no fetch lease */
+};
+
+static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pass pass)
+{
+	uint32_t i;
+
+	if (o->flags & MC_OBJ_HARD_PIN)
+		return 0;
+	if (o->fetch_until > now)
+		return 0;
+	if (pass == MC_EVICT_EXPIRED && o->lease_until > now)
+		return 0;
+	if ((o->flags & MC_OBJ_SOFT_PIN) && o->soft_pin_until > now && pass != MC_EVICT_SOFT_PINNED)
+		return 0;
+	for (i = 0; i < o->nrep; i++) {
+		const struct mc_replica *r = i == 0 ? &o->rep0 : &o->extra[i - 1];
+
+		if (r->status != MC_REPLICA_COMPLETE)
+			return 0;
+	}
+	return 1;
+}
+
+uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
+{
+	int64_t now = mc_master_now(m);
+	uint64_t freed = 0, keys = 0;
+	int pass;
+
+	m->metrics.attempted_evictions++;
+	for (pass = MC_EVICT_EXPIRED; pass <= MC_EVICT_SOFT_PINNED && freed < bytes; pass++) {
+		struct mc_object *o = m->objects.lru.lru_next, *next;
+		/* Bound the walk: objects that cannot go now (leased, being written) are skipped,
+		 * and a round must not turn into a scan of the whole table. */
+		uint64_t budget = 4096 + (uint64_t)m->objects.count / 64;
+
+		if (pass == MC_EVICT_SOFT_PINNED && !m->cfg.allow_evict_soft_pinned_objects)
+			break;
+		for (; o != &m->objects.lru && freed < bytes && budget; o = next, budget--) {
+			uint32_t i;
+
+			next = o->lru_next;
+			if (!mc_evictable(o, now, (enum mc_evict_pass)pass))
+				continue;
+			for (i = 0; i < o->nrep; i++) {
+				struct mc_replica *r = mc_object_replica(o, i);
+
+				if (r->seg)
+					freed += mc_alloc_block_size(r->blk);
+			}
+			keys++;
+			m->metrics.evicted_size_bytes += o->size;
+			mc_persist_object_gone(m, o);
+			mc_master_object_remove(m, o);
+		}
+	}
+	if (keys) {
+		m->metrics.successful_evictions++;
+		m->metrics.evicted_key_count += keys;
+		mc_log_debug("evicted %llu objects, %llu bytes", (unsigned long long)keys,
+			     (unsigned long long)freed);
+	}
+	return freed;
+}
+
+void mc_master_evict_check(struct mc_master *m)
+{
+	double used, hw = m->cfg.eviction_high_watermark_ratio, ratio = m->cfg.eviction_ratio;
+	double target;
+
+	if (m->total_capacity == 0)
+		return;
+	used = (double)m->allocated / (double)m->total_capacity;
+	if (used <= hw && !m->need_eviction)
+		return;
+	m->need_eviction = 0;
+	target = used - hw + ratio;
+	if (target < ratio)
+		target = ratio;
+	if (target <= 0)
+		return;
+	mc_master_evict(m, (uint64_t)(target * (double)m->total_capacity));
+}

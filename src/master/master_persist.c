@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The master's side of crash recovery: what it records in the SQLite store (src/persist) and how
+ * it rebuilds its tables from it.
+ *
+ * Every change to a segment or an object is recorded as it happens, in one transaction per loop
+ * iteration that mc_master_commit closes before the iteration's replies are sent (see
+ * rpc_server.c), so whatever a client was told survives kill -9.
+ *
+ * Reload: segments come back with their allocators, their owners as clients not yet in good
+ * standing (with one client_ttl of grace to re-mount with the same segment identities), and
+ * every object's buffers are re-reserved exactly, in ascending offset order per segment so the
+ * rebuild is linear.  Objects that were still being written are not restored: their buffers go
+ * to the discard list until put_start_release_timeout_sec after they started, since their
+ * writer may still be writing.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "master/master.h"
+#include "persist/persist.h"
+#include "segment/alloc.h"
+
+static int64_t mc_wall_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static void mc_persist_fail(struct mc_master *m)
+{
+	if (!m->persist_failed)
+		mc_log_err("persistence failed: changes are no longer durable");
+	m->persist_failed = 1;
+}
+
+void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
+{
+	struct mc_persist_replica reps[MC_RPC_MAX_REPLICAS];
+	struct mc_persist_object po;
+	uint32_t i, n = 0;
+
+	if (m->persist == NULL)
+		return;
+	for (i = 0; i < o->nrep && n < MC_RPC_MAX_REPLICAS; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg == NULL)
+			continue;
+		reps[n].id = r->id;
+		reps[n].type = MC_REPLICA_MEMORY;
+		reps[n].status = r->status;
+		memcpy(reps[n].segment_id, r->seg->id.b, 16);
+		reps[n].offset = mc_alloc_block_offset(r->blk);
+		reps[n].len = mc_alloc_block_size(r->blk);
+		n++;
+	}
+	memset(&po, 0, sizeof(po));
+	po.key = o->key;
+	po.key_len = o->key_len;
+	po.size = o->size;
+	po.flags = o->flags & MC_OBJ_HARD_PIN;
+	/* Monotonic times do not survive a restart: store wall-clock ones. */
+	po.put_start_ms = mc_wall_ms() - (mc_master_now(m) - o->put_start);
+	po.soft_pin_until_ms = o->soft_pin_until ? mc_wall_ms() + (o->soft_pin_until -
+								     mc_master_now(m))
+						 : 0;
+	if (o->writer)
+		memcpy(po.writer, o->writer->id.b, 16);
+	po.n_replicas = n;
+	po.replicas = reps;
+	if (mc_persist_put_object(m->persist, &po))
+		mc_persist_fail(m);
+}
+
+void mc_persist_object_gone(struct mc_master *m, struct mc_object *o)
+{
+	if (m->persist && mc_persist_del_object(m->persist, o->key, o->key_len))
+		mc_persist_fail(m);
+}
+
+void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
+{
+	struct mc_persist_segment ps;
+
+	if (m->persist == NULL)
+		return;
+	memcpy(ps.id, seg->id.b, 16);
+	memcpy(ps.client_id, seg->client->id.b, 16);
+	ps.name = seg->name;
+	ps.base = seg->base;
+	ps.size = seg->size;
+	ps.endpoint = seg->endpoint;
+	ps.protocol = seg->protocol;
+	if (mc_persist_put_segment(m->persist, &ps))
+		mc_persist_fail(m);
+}
+
+void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg)
+{
+	if (m->persist && mc_persist_del_segment(m->persist, seg->id.b))
+		mc_persist_fail(m);
+}
+
+int mc_master_commit(struct mc_master *m)
+{
+	if (m->persist == NULL || mc_persist_pending(m->persist) == 0)
+		return 0;
+	if (mc_persist_set_meta(m->persist, "next_replica_id", (int64_t)m->next_replica_id) ||
+	    mc_persist_commit(m->persist)) {
+		mc_persist_fail(m);
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- reload */
+
+struct mc_load_range {
+	struct mc_segment *seg;
+	uint64_t off, len;
+	struct mc_replica *r;	/* NULL: a discarded range */
+	int64_t release_at;
+};
+
+struct mc_load {
+	struct mc_master *m;
+	struct mc_load_range *ranges;
+	size_t n, cap;
+	uint64_t objects, zombies, dropped;
+	int64_t now, wall;
+	char **stale;		/* keys whose rows must go once the load is done */
+	size_t *stale_len;
+	size_t nstale, capstale;
+};
+
+static void mc_load_stale(struct mc_load *L, const char *key, size_t len)
+{
+	if (L->nstale == L->capstale) {
+		L->capstale = L->capstale ? L->capstale * 2 : 64;
+		L->stale = mc_xrealloc(L->stale, L->capstale * sizeof(*L->stale));
+		L->stale_len = mc_xrealloc(L->stale_len, L->capstale * sizeof(*L->stale_len));
+	}
+	L->stale[L->nstale] = mc_xstrndup(key, len);
+	L->stale_len[L->nstale++] = len;
+}
+
+static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
+{
+	struct mc_load *L = arg;
+	struct mc_master *m = L->m;
+	struct mc_rpc_segment s;
+	struct mc_client *c;
+	struct mc_uuid cid;
+
+	memcpy(s.id.b, ps->id, 16);
+	memcpy(cid.b, ps->client_id, 16);
+	s.name = mc_strv_c(ps->name);
+	s.base = ps->base;
+	s.size = ps->size;
+	s.endpoint = mc_strv_c(ps->endpoint);
+	s.protocol = mc_strv_c(ps->protocol);
+	c = mc_client_get(m, &cid);
+	c->ok = 0;		/* must re-mount */
+	c->last_ping = L->now;	/* one client_ttl of grace */
+	if (mc_segment_mount(m, c, &s) != 0)
+		mc_log_warn("persisted segment %s could not be restored", ps->name);
+	return 0;
+}
+
+static int mc_load_range_add(struct mc_load *L, struct mc_segment *seg, uint64_t off, uint64_t len,
+			     struct mc_replica *r, int64_t release_at)
+{
+	if (L->n == L->cap) {
+		L->cap = L->cap ? L->cap * 2 : 4096;
+		L->ranges = mc_xrealloc(L->ranges, L->cap * sizeof(*L->ranges));
+	}
+	L->ranges[L->n].seg = seg;
+	L->ranges[L->n].off = off;
+	L->ranges[L->n].len = len;
+	L->ranges[L->n].r = r;
+	L->ranges[L->n].release_at = release_at;
+	L->n++;
+	return 0;
+}
+
+static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
+{
+	struct mc_load *L = arg;
+	struct mc_master *m = L->m;
+	struct mc_segment *segs[MC_RPC_MAX_REPLICAS];
+	struct mc_object *o;
+	uint32_t i, n = 0, processing = 0;
+
+	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
+		struct mc_uuid id;
+
+		memcpy(id.b, po->replicas[i].segment_id, 16);
+		segs[i] = mc_segment_find(m, &id);
+		if (segs[i] && po->replicas[i].offset + po->replicas[i].len <= segs[i]->size)
+			n++;
+		if (po->replicas[i].status == MC_REPLICA_PROCESSING)
+			processing++;
+	}
+	if (processing) {
+		/* A put in flight when the master died: keep its buffers out of use until its
+		 * writer can no longer be writing, then free them.  The object is forgotten. */
+		int64_t release = po->put_start_ms + m->cfg.put_start_release_timeout_sec * 1000;
+
+		for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++)
+			if (segs[i])
+				mc_load_range_add(L, segs[i], po->replicas[i].offset,
+						  po->replicas[i].len, NULL,
+						  L->now + (release - L->wall));
+		L->zombies++;
+		mc_load_stale(L, po->key, po->key_len);
+		return 0;
+	}
+	if (n == 0 || po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
+		L->dropped++;
+		mc_load_stale(L, po->key, po->key_len);
+		return 0;
+	}
+	o = mc_object_insert(&m->objects, po->key, po->key_len, n);
+	o->size = po->size;
+	o->put_start = L->now - (L->wall - po->put_start_ms);
+	if (po->flags & MC_OBJ_HARD_PIN) {
+		o->flags |= MC_OBJ_HARD_PIN;
+		mc_object_lru_unlink(&m->objects, o);
+	}
+	if (po->soft_pin_until_ms > L->wall) {
+		o->flags |= MC_OBJ_SOFT_PIN;
+		o->soft_pin_until = L->now + (po->soft_pin_until_ms - L->wall);
+	}
+	{
+		struct mc_uuid wid;
+
+		memcpy(wid.b, po->writer, 16);
+		o->writer = mc_client_get(m, &wid);
+	}
+	n = 0;
+	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
+		struct mc_replica *r;
+
+		if (segs[i] == NULL || po->replicas[i].offset + po->replicas[i].len > segs[i]->size)
+			continue;
+		r = mc_object_replica(o, n++);
+		r->id = po->replicas[i].id;
+		r->status = MC_REPLICA_COMPLETE;
+		mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len, r, 0);
+	}
+	L->objects++;
+	return 0;
+}
+
+static int mc_load_range_cmp(const void *a, const void *b)
+{
+	const struct mc_load_range *x = a, *y = b;
+
+	if (x->seg != y->seg)
+		return x->seg < y->seg ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Re-reserve every persisted range exactly, per segment in ascending order. */
+static void mc_load_reserve(struct mc_load *L)
+{
+	struct mc_master *m = L->m;
+	size_t i;
+
+	qsort(L->ranges, L->n, sizeof(*L->ranges), mc_load_range_cmp);
+	for (i = 0; i < L->n; i++) {
+		struct mc_load_range *x = &L->ranges[i];
+		struct mc_alloc_block *blk;
+
+		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0) {
+			/* Overlapping or out-of-range rows: never hand a range out twice. */
+			if (x->r) {
+				mc_log_warn("persisted replica at offset %llu of %s overlaps another: "
+					    "dropping it",
+					    (unsigned long long)x->off, x->seg->name);
+				x->r->seg = NULL;
+				x->r->status = MC_REPLICA_REMOVED;
+			}
+			continue;
+		}
+		m->allocated += mc_alloc_block_size(blk);
+		if (x->r == NULL) {
+			struct mc_discard *d = mc_xcalloc(1, sizeof(*d));
+
+			d->seg = x->seg;
+			d->blk = blk;
+			d->len = mc_alloc_block_size(blk);
+			d->release_at = x->release_at;
+			d->next = m->discards;
+			m->discards = d;
+			continue;
+		}
+		x->r->seg = x->seg;
+		x->r->blk = blk;
+		x->r->seg_prev = NULL;
+		x->r->seg_next = x->seg->reps;
+		if (x->seg->reps)
+			x->seg->reps->seg_prev = x->r;
+		x->seg->reps = x->r;
+		x->seg->nreps++;
+	}
+}
+
+int mc_master_persist_open(struct mc_master *m)
+{
+	struct mc_load L = { .m = m };
+	struct mc_object *o;
+	size_t pos = 0;
+	int rc;
+
+	if (m->cfg.persist_path[0] == '\0')
+		return 0;
+	rc = mc_persist_open(m->cfg.persist_path, MC_PERSIST_SYNC_NORMAL, &m->persist);
+	if (rc)
+		return rc;
+	L.now = mc_master_now(m);
+	L.wall = mc_wall_ms();
+	/* Loading records nothing: the database already holds it. */
+	{
+		struct mc_persist *p = m->persist;
+
+		m->persist = NULL;
+		rc = mc_persist_load(p, mc_load_on_segment, mc_load_on_object, &L);
+		m->persist = p;
+	}
+	if (rc) {
+		free(L.ranges);
+		for (pos = 0; pos < L.nstale; pos++)
+			free(L.stale[pos]);
+		free(L.stale);
+		free(L.stale_len);
+		return rc;
+	}
+	mc_load_reserve(&L);
+	free(L.ranges);
+	for (pos = 0; pos < L.nstale; pos++) {
+		mc_persist_del_object(m->persist, L.stale[pos], L.stale_len[pos]);
+		free(L.stale[pos]);
+	}
+	free(L.stale);
+	free(L.stale_len);
+	pos = 0;
+	/* Objects whose every replica was dropped as overlapping. */
+	while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
+		uint32_t i, live = 0;
+
+		for (i = 0; i < o->nrep; i++)
+			live += mc_object_replica(o, i)->seg != NULL;
+		if (live == 0) {
+			mc_persist_object_gone(m, o);
+			mc_object_erase(&m->objects, o);
+		} else if (live < o->nrep) {
+			mc_object_compact(o);
+		}
+	}
+	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
+	if (m->next_replica_id == 0)
+		m->next_replica_id = 1;
+	mc_master_commit(m);
+	mc_log_notice("recovered %u segments and %llu objects from %s (%llu unfinished puts "
+		      "quarantined, %llu unusable rows dropped)",
+		      m->nsegs, (unsigned long long)L.objects, m->cfg.persist_path,
+		      (unsigned long long)L.zombies, (unsigned long long)L.dropped);
+	return 0;
+}
+
+void mc_master_persist_close(struct mc_master *m)
+{
+	if (m->persist == NULL)
+		return;
+	mc_master_commit(m);
+	mc_persist_close(m->persist);
+	m->persist = NULL;
+}
