@@ -178,11 +178,15 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 			uint64_t want_bytes = (uint64_t)(m->cfg.eviction_ratio *
 							 (double)m->total_capacity);
 
+			mc_master_release_discards(m, q->now, 0);
+			if (mc_replica_alloc(m, r, size, cfg, used, got) == 0)
+				goto allocated;
 			if (m->cfg.eviction_ratio <= 0 || size > mc_master_largest_segment(m) ||
 			    mc_master_evict(m, size > want_bytes ? size : want_bytes) == 0 ||
 			    mc_replica_alloc(m, r, size, cfg, used, got) != 0)
 				break;
 		}
+allocated:
 		r->status = MC_REPLICA_PROCESSING;
 		used[got++] = r->seg;
 	}

@@ -197,5 +197,30 @@ def main():
     return 1 if n_failed else 0
 
 
+def zombie():
+    """Master started with --put_start_discard_timeout_sec=1 --put_start_release_timeout_sec=3."""
+    a = Client(ADDR)
+    b = Client(ADDR)
+    mount(a, "z:1", 1 << 20, endpoint="127.0.0.1:1")
+    size = 600 << 10
+    st, res = put_start(a, ["zk"], size=size)
+    ok(res[0][0] == 0, "a writer starts a put and never finishes it")
+    first_addr = res[0][1][0]["addr"]
+    st, res = put_start(b, ["zk"], size=size)
+    ok(res[0][0] == -705, "another writer is refused while the put is young")
+    time.sleep(1.3)
+    st, res = put_start(b, ["zk"], size=size)
+    ok(res[0][0] == -200, "after the discard timeout the put is preempted, but its bytes stay "
+       "reserved (the 1 MiB segment cannot hold a second copy: -200)")
+    time.sleep(2.2)
+    st, res = put_start(b, ["zk"], size=size)
+    ok(res[0][0] == 0 and res[0][1][0]["addr"] == first_addr,
+       "after the release timeout the space is reused")
+    ok(put_end(a, ["zk"]) == [-601], "the dead writer's late PutEnd is refused")
+    ok(put_end(b, ["zk"]) == [0], "the new writer completes")
+    print("1..%d" % n_checks)
+    return 1 if n_failed else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(zombie() if len(sys.argv) > 2 and sys.argv[2] == "zombie" else main())

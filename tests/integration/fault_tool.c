@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A client driver for the fault tests (test_recovery.sh, test_liveness.sh, test_eviction.sh).
+ * Master address in MC_MASTER.  Subcommands:
+ *
+ *   write-acked FILE SECONDS SIZE   put keys ack/0, ack/1, ... for SECONDS; append every key
+ *                                   whose put returned 0 to FILE (one per line, flushed)
+ *   verify-acked FILE SIZE          every key in FILE reads back byte-identical
+ *   put-preferred PREFIX N SEG [REPLICAS]   put N keys PREFIX/i preferring segment SEG
+ *   check PREFIX N EXPECT           get every PREFIX/i: EXPECT "ok" (identical bytes) or a code
+ *   eviction                        fill a small pool and check the eviction order
+ *
+ * Object contents are derived from the key, so any reader can check them.  Prints TAP lines
+ * or "# ..." diagnostics; exit 0 on success.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mooncake/store_c.h"
+#include "../unit/tap.h"
+#include "cluster_common.h"
+
+static mooncake_store_t st;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int connect_store(void)
+{
+	int rc;
+
+	st = mooncake_store_create();
+	rc = mooncake_store_setup(st, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",
+				  cc_env("MC_MASTER", "127.0.0.1:50051"));
+	if (rc)
+		fprintf(stderr, "setup failed: %d\n", rc);
+	return rc;
+}
+
+static int write_acked(const char *file, double secs, size_t size)
+{
+	FILE *f = fopen(file, "w");
+	char key[64];
+	void *v = malloc(size);
+	double end = now_s() + secs;
+	uint64_t i = 0, ok_n = 0, fail_n = 0;
+
+	if (f == NULL || v == NULL)
+		return 1;
+	while (now_s() < end && i < 20000) {
+		int rc;
+
+		snprintf(key, sizeof(key), "ack/%" PRIu64, i++);
+		cc_fill(v, size, key, 5);
+		rc = mooncake_store_put(st, key, v, size, NULL);
+		if (rc == 0) {
+			fprintf(f, "%s\n", key);
+			fflush(f);
+			ok_n++;
+		} else {
+			fail_n++;
+			usleep(20000);	/* the master may be restarting */
+		}
+	}
+	fclose(f);
+	free(v);
+	printf("# write-acked: %" PRIu64 " puts acknowledged, %" PRIu64 " failed\n", ok_n, fail_n);
+	return ok_n > 0 ? 0 : 1;
+}
+
+static int verify_acked(const char *file, size_t size)
+{
+	FILE *f = fopen(file, "r");
+	char key[64];
+	void *v = malloc(size);
+	uint64_t n = 0, bad = 0;
+
+	if (f == NULL || v == NULL)
+		return 1;
+	while (fgets(key, sizeof(key), f)) {
+		int64_t got;
+
+		key[strcspn(key, "\n")] = '\0';
+		got = mooncake_store_get_into(st, key, v, size);
+		n++;
+		if (got != (int64_t)size || !cc_check(v, size, key, 5)) {
+			if (bad++ < 5)
+				printf("# %s: %" PRId64 "\n", key, got);
+		}
+	}
+	fclose(f);
+	free(v);
+	ok(n > 0 && bad == 0, "all %" PRIu64 " acknowledged objects read back byte-identical "
+	   "(%" PRIu64 " bad)", n, bad);
+	return tap_done();
+}
+
+static int put_preferred(const char *prefix, int n, const char *seg, int replicas)
+{
+	mooncake_replicate_config_t cfg = { .replica_num = (size_t)replicas,
+					    .preferred_segments = &seg,
+					    .preferred_segments_count = 1 };
+	char key[128];
+	char buf[10000];
+	int i, bad = 0;
+
+	for (i = 0; i < n; i++) {
+		size_t sz = 1000 + (size_t)i * 7 % 9000;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		cc_fill(buf, sz, key, 9);
+		bad += mooncake_store_put(st, key, buf, sz, &cfg) != 0;
+	}
+	printf("# put %d keys under %s preferring %s (%d failed)\n", n, prefix, seg, bad);
+	return bad != 0;
+}
+
+static int check(const char *prefix, int n, const char *expect)
+{
+	char key[128], buf[10000];
+	int i, bad = 0;
+
+	for (i = 0; i < n; i++) {
+		size_t sz = 1000 + (size_t)i * 7 % 9000;
+		int64_t got;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		got = mooncake_store_get_into(st, key, buf, sizeof(buf));
+		if (!strcmp(expect, "ok")) {
+			if (got != (int64_t)sz || !cc_check(buf, sz, key, 9)) {
+				if (bad++ < 3)
+					printf("# %s: %" PRId64 "\n", key, got);
+			}
+		} else if (got != atoi(expect)) {
+			if (bad++ < 3)
+				printf("# %s: %" PRId64 " (want %s)\n", key, got, expect);
+		}
+	}
+	ok(bad == 0, "%d keys %s/*: %s (%d differ)", n, prefix, expect, bad);
+	return bad != 0;
+}
+
+/* The pool is small (MC_POOL_BYTES); values are 1 MiB. */
+static int eviction(void)
+{
+	size_t vs = 1u << 20, pool = strtoull(cc_env("MC_POOL_BYTES", "67108864"), NULL, 10);
+	int nfit = (int)(pool / vs), i, fails = 0, hot_ok = 0, pinned_ok = 0, cold_gone = 0;
+	mooncake_replicate_config_t pin = { .replica_num = 1, .with_hard_pin = 1 };
+	char key[64];
+	void *v = malloc(vs);
+	int64_t got;
+
+	/* Two hard-pinned objects, then fill the pool once. */
+	for (i = 0; i < 2; i++) {
+		snprintf(key, sizeof(key), "ev/pinned/%d", i);
+		cc_fill(v, vs, key, 1);
+		fails += mooncake_store_put(st, key, v, vs, &pin) != 0;
+	}
+	for (i = 0; i < nfit - 4; i++) {
+		snprintf(key, sizeof(key), "ev/old/%d", i);
+		cc_fill(v, vs, key, 1);
+		fails += mooncake_store_put(st, key, v, vs, NULL) != 0;
+	}
+	ok(fails == 0, "filled the pool with %d objects of 1 MiB (%d failed)", nfit - 2, fails);
+	/* Read the first 8 "old" objects: they become the most recently used. */
+	for (i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "ev/old/%d", i);
+		mooncake_store_get_into(st, key, v, vs);
+	}
+	/* Write half a pool more: the pool must evict to make room. */
+	fails = 0;
+	for (i = 0; i < nfit / 2; i++) {
+		snprintf(key, sizeof(key), "ev/new/%d", i);
+		cc_fill(v, vs, key, 1);
+		fails += mooncake_store_put(st, key, v, vs, NULL) != 0;
+	}
+	ok(fails == 0, "writing half a pool more succeeds through eviction (%d failed)", fails);
+	for (i = 0; i < 2; i++) {
+		snprintf(key, sizeof(key), "ev/pinned/%d", i);
+		got = mooncake_store_get_into(st, key, v, vs);
+		pinned_ok += got == (int64_t)vs && cc_check(v, vs, key, 1);
+	}
+	ok(pinned_ok == 2, "hard-pinned objects survive (%d of 2)", pinned_ok);
+	for (i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "ev/old/%d", i);
+		got = mooncake_store_get_into(st, key, v, vs);
+		hot_ok += got == (int64_t)vs && cc_check(v, vs, key, 1);
+	}
+	for (i = 8; i < 24; i++) {
+		snprintf(key, sizeof(key), "ev/old/%d", i);
+		cold_gone += mooncake_store_is_exist(st, key) == 0;
+	}
+	ok(cold_gone == 16, "the least recently used objects went first (%d of 16 gone)", cold_gone);
+	ok(hot_ok == 8, "the recently read objects are still there (%d of 8)", hot_ok);
+
+	/* Probe every key, as some clients do before each put: upstream leases them all and a full
+	 * pool then refuses every put; here probe leases yield when nothing else can go. */
+	for (i = 0; i < nfit; i++) {
+		snprintf(key, sizeof(key), "ev/new/%d", i);
+		mooncake_store_is_exist(st, key);
+		snprintf(key, sizeof(key), "ev/old/%d", i);
+		mooncake_store_is_exist(st, key);
+	}
+	fails = 0;
+	for (i = 0; i < nfit; i++) {
+		snprintf(key, sizeof(key), "ev/probed/%d", i);
+		cc_fill(v, vs, key, 1);
+		fails += mooncake_store_put(st, key, v, vs, NULL) != 0;
+	}
+	ok(fails == 0, "with every key leased by ExistKey probes, a pool's worth of puts still "
+	   "succeeds (%d failed)", fails);
+	free(v);
+	return tap_done();
+}
+
+int main(int argc, char **argv)
+{
+	int rc = 2;
+
+	if (argc < 2 || connect_store())
+		return 2;
+	if (!strcmp(argv[1], "write-acked") && argc == 5)
+		rc = write_acked(argv[2], atof(argv[3]), (size_t)atol(argv[4]));
+	else if (!strcmp(argv[1], "verify-acked") && argc == 4)
+		rc = verify_acked(argv[2], (size_t)atol(argv[3]));
+	else if (!strcmp(argv[1], "put-preferred") && argc >= 5)
+		rc = put_preferred(argv[2], atoi(argv[3]), argv[4], argc > 5 ? atoi(argv[5]) : 1);
+	else if (!strcmp(argv[1], "check") && argc == 5)
+		rc = check(argv[2], atoi(argv[3]), argv[4]);
+	else if (!strcmp(argv[1], "eviction"))
+		rc = eviction();
+	mooncake_store_destroy(st);
+	return rc;
+}
