@@ -8,6 +8,7 @@
  * One struct mc_master per process, created by master_main.c and passed to every function and
  * reachable from every callback.  Everything runs on the one reactor thread.
  */
+#include <stddef.h>
 #include <stdint.h>
 
 #include <event2/event.h>
@@ -19,6 +20,7 @@
 
 struct mc_alloc;
 struct mc_conn;
+struct evhttp;
 
 struct mc_master_config {
 	char *config_path;
@@ -103,6 +105,7 @@ struct mc_master {
 	struct mc_master_config cfg;
 	struct event_base *base;
 	struct evconnlistener *listener;
+	struct evhttp *admin;
 	struct event *sig_term, *sig_int, *sig_hup, *tick;
 	struct mc_conn *conns;		/* all live connections */
 	uint64_t nconns;
@@ -119,6 +122,7 @@ struct mc_master {
 	struct event *ev_reap, *ev_evict, *ev_flush;
 	struct mc_conn *flush_head;	/* connections with replies waiting for the commit */
 	int need_eviction;
+	uint64_t ticks;
 	uint64_t next_replica_id;
 	uint64_t total_capacity;
 	uint64_t allocated;
@@ -167,6 +171,13 @@ void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg);
 void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
 /* Commit what this loop iteration changed; replies wait for it.  0 or MC_ERR_PERSISTENT_FAIL. */
 int mc_master_commit(struct mc_master *m);
+
+/* admin_http.c */
+int mc_admin_http_start(struct mc_master *m);
+void mc_admin_http_stop(struct mc_master *m);
+/* The one-line summary of /metrics/summary and the periodic log line. */
+void mc_master_summary(const struct mc_master *m, char *out, size_t n);
+uint32_t mc_master_active_clients(const struct mc_master *m);
 
 /* liveness.c */
 /* Declare clients silent for client_ttl dead and unmount their segments. */

@@ -213,6 +213,12 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_master_release_discards(m, mc_master_now(m), 0);
 	mc_master_check_clients(m);
 	mc_master_commit(m);
+	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
+		char line[2048];
+
+		mc_master_summary(m, line, sizeof(line));
+		mc_log_info("Master Metrics: %s", line);
+	}
 }
 
 static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
@@ -295,7 +301,7 @@ int main(int argc, char **argv)
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
-	if (mc_rpc_server_start(m))
+	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto out_tables;
 	m->sig_term = evsignal_new(m->base, SIGTERM, mc_master_on_signal, m);
 	m->sig_int = evsignal_new(m->base, SIGINT, mc_master_on_signal, m);
@@ -319,6 +325,7 @@ int main(int argc, char **argv)
 	event_free(m->sig_term);
 	mc_rpc_server_stop(m);
 out_tables:
+	mc_admin_http_stop(m);
 	mc_master_persist_close(m);
 	event_free(m->ev_evict);
 	event_free(m->ev_flush);

@@ -236,6 +236,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	}
 	if (po->soft_pin_until_ms > L->wall) {
 		o->flags |= MC_OBJ_SOFT_PIN;
+		m->objects.soft_pinned++;
 		o->soft_pin_until = L->now + (po->soft_pin_until_ms - L->wall);
 	}
 	{

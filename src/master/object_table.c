@@ -138,6 +138,8 @@ void mc_object_erase(struct mc_object_table *t, struct mc_object *o)
 	}
 	t->count--;
 	t->key_bytes -= o->key_len;
+	if (o->flags & MC_OBJ_SOFT_PIN)
+		t->soft_pinned--;
 	if (o->flags & MC_OBJ_IN_LRU) {
 		o->lru_prev->lru_next = o->lru_next;
 		o->lru_next->lru_prev = o->lru_prev;

@@ -60,6 +60,7 @@ struct mc_object_table {
 	size_t tombstones;
 	struct mc_object lru;		/* sentinel of the LRU list */
 	uint64_t key_bytes;
+	size_t soft_pinned;		/* objects with MC_OBJ_SOFT_PIN */
 };
 
 int mc_object_table_init(struct mc_object_table *t);

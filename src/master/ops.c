@@ -216,6 +216,7 @@ allocated:
 	}
 	if (cfg->soft_pin_action == MC_SOFT_PIN_ENABLE) {
 		o->flags |= MC_OBJ_SOFT_PIN;
+		m->objects.soft_pinned++;
 		o->soft_pin_until = q->now + (cfg->has_soft_pin_ttl && cfg->soft_pin_ttl_ms
 						      ? (int64_t)cfg->soft_pin_ttl_ms
 						      : m->cfg.default_kv_soft_pin_ttl);

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The master's admin and metrics HTTP server (reference §1.11, §1.12), on the master's own loop
+ * (evhttp): Prometheus metrics under upstream's names, a one-line summary, health, key and
+ * segment queries, remove_all.  Also the periodic summary log line (§1.13, v0.3.9 form), so
+ * memory analyses written against upstream's logs work on ours.
+ *
+ * Everything here reads the master's tables directly; the expensive listings (all keys) are
+ * for operators and tests, not for scrapers.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <sys/queue.h>
+#include <jansson.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "master/master.h"
+#include "segment/alloc.h"
+
+struct mc_op_metric {
+	uint16_t op;
+	const char *name;	/* master_<name>_requests_total */
+	int batch;
+};
+
+static const struct mc_op_metric mc_op_metrics[] = {
+	{ MC_OP_PUT_START, "put_start", 0 },
+	{ MC_OP_PUT_END, "put_end", 0 },
+	{ MC_OP_PUT_REVOKE, "put_revoke", 0 },
+	{ MC_OP_UPSERT_START, "upsert_start", 0 },
+	{ MC_OP_UPSERT_END, "upsert_end", 0 },
+	{ MC_OP_UPSERT_REVOKE, "upsert_revoke", 0 },
+	{ MC_OP_GET_REPLICA_LIST, "get_replica_list", 0 },
+	{ MC_OP_GET_REPLICA_LIST_BY_REGEX, "get_replica_list_by_regex", 0 },
+	{ MC_OP_EXIST_KEY, "exist_key", 0 },
+	{ MC_OP_REMOVE, "remove", 0 },
+	{ MC_OP_REMOVE_BY_REGEX, "remove_by_regex", 0 },
+	{ MC_OP_REMOVE_ALL, "remove_all", 0 },
+	{ MC_OP_MOUNT_SEGMENT, "mount_segment", 0 },
+	{ MC_OP_UNMOUNT_SEGMENT, "unmount_segment", 0 },
+	{ MC_OP_REMOUNT_SEGMENT, "remount_segment", 0 },
+	{ MC_OP_PING, "ping", 0 },
+	{ MC_OP_BATCH_EXIST_KEY, "batch_exist_key", 1 },
+	{ MC_OP_BATCH_QUERY_IP, "batch_query_ip", 1 },
+	{ MC_OP_BATCH_REPLICA_CLEAR, "batch_replica_clear", 1 },
+	{ MC_OP_BATCH_GET_REPLICA_LIST, "batch_get_replica_list", 1 },
+	{ MC_OP_BATCH_PUT_START, "batch_put_start", 1 },
+	{ MC_OP_BATCH_PUT_END, "batch_put_end", 1 },
+	{ MC_OP_BATCH_PUT_REVOKE, "batch_put_revoke", 1 },
+	{ MC_OP_BATCH_UPSERT_START, "batch_upsert_start", 1 },
+	{ MC_OP_BATCH_UPSERT_END, "batch_upsert_end", 1 },
+	{ MC_OP_BATCH_UPSERT_REVOKE, "batch_upsert_revoke", 1 },
+	{ MC_OP_BATCH_REMOVE, "batch_remove", 1 },
+};
+
+uint32_t mc_master_active_clients(const struct mc_master *m)
+{
+	uint32_t b, n = 0;
+
+	for (b = 0; b < m->nclient_buckets; b++) {
+		const struct mc_client *c;
+
+		for (c = m->client_buckets[b]; c; c = c->hnext)
+			n += c->ok;
+	}
+	return n;
+}
+
+/* 1024-based with two decimals, as upstream's byte formatter. */
+static void mc_fmt_bytes(char *out, size_t n, uint64_t v)
+{
+	static const char *const units[] = { "KB", "MB", "GB", "TB" };
+	double x = (double)v;
+	int u = -1;
+
+	if (v < 1024) {
+		snprintf(out, n, "%" PRIu64 " B", v);
+		return;
+	}
+	while (x >= 1024 && u < 3) {
+		x /= 1024;
+		u++;
+	}
+	snprintf(out, n, "%.2f %s", x, units[u]);
+}
+
+static uint64_t mc_ok_count(const struct mc_master *m, uint16_t op)
+{
+	return m->metrics.op[op].requests - m->metrics.op[op].failures;
+}
+
+void mc_master_summary(const struct mc_master *m, char *out, size_t n)
+{
+	char used[32], total[32], evsize[32];
+	const struct mc_metrics *x = &m->metrics;
+	double pct = m->total_capacity ? 100.0 * (double)m->allocated / (double)m->total_capacity : 0;
+#define PAIR(a, b) mc_ok_count(m, a) + mc_ok_count(m, b), x->op[a].requests + x->op[b].requests
+
+	mc_fmt_bytes(used, sizeof(used), m->allocated);
+	mc_fmt_bytes(total, sizeof(total), m->total_capacity);
+	mc_fmt_bytes(evsize, sizeof(evsize), x->evicted_size_bytes);
+	snprintf(out, n,
+		 "Mem Storage: %s / %s (%.1f%%) | SSD Storage: 0 B / 0 B | Keys: %zu "
+		 "(soft-pinned: %zu) | Clients: %u | Requests (Success/Total): "
+		 "PutStart=%" PRIu64 "/%" PRIu64 ", PutEnd=%" PRIu64 "/%" PRIu64
+		 ", PutRevoke=%" PRIu64 "/%" PRIu64 ", Get=%" PRIu64 "/%" PRIu64
+		 ", Exist=%" PRIu64 "/%" PRIu64 ", Del=%" PRIu64 "/%" PRIu64
+		 ", DelAll=%" PRIu64 "/%" PRIu64 ", Ping=%" PRIu64 "/%" PRIu64
+		 ", | Eviction: Success/Attempts=%" PRIu64 "/%" PRIu64 ", keys=%" PRIu64 ", size=%s",
+		 used, total, pct, m->objects.count, m->objects.soft_pinned,
+		 mc_master_active_clients(m), PAIR(MC_OP_PUT_START, MC_OP_BATCH_PUT_START),
+		 PAIR(MC_OP_PUT_END, MC_OP_BATCH_PUT_END), PAIR(MC_OP_PUT_REVOKE, MC_OP_BATCH_PUT_REVOKE),
+		 PAIR(MC_OP_GET_REPLICA_LIST, MC_OP_BATCH_GET_REPLICA_LIST),
+		 PAIR(MC_OP_EXIST_KEY, MC_OP_BATCH_EXIST_KEY), PAIR(MC_OP_REMOVE, MC_OP_BATCH_REMOVE),
+		 mc_ok_count(m, MC_OP_REMOVE_ALL), x->op[MC_OP_REMOVE_ALL].requests,
+		 mc_ok_count(m, MC_OP_PING), x->op[MC_OP_PING].requests, x->successful_evictions,
+		 x->attempted_evictions, x->evicted_key_count, evsize);
+#undef PAIR
+}
+
+static void mc_prom(struct evbuffer *b, const char *name, const char *type, const char *help,
+		    uint64_t v)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name,
+			    type, name, v);
+}
+
+/* Label values: escape backslash, quote and newline. */
+static void mc_prom_label(struct evbuffer *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			evbuffer_add_printf(b, "\\%c", *s);
+		else if (*s == '\n')
+			evbuffer_add(b, "\\n", 2);
+		else
+			evbuffer_add(b, s, 1);
+	}
+}
+
+static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
+{
+	static const uint64_t bounds[7] = { 4096, 65536, 262144, 1048576, 4194304, 16777216,
+					    67108864 };
+	const struct mc_metrics *x = &m->metrics;
+	uint64_t cum = 0;
+	uint32_t i;
+	char name[128];
+
+	mc_prom(b, "master_allocated_bytes", "gauge", "Bytes allocated in memory segments",
+		m->allocated);
+	mc_prom(b, "master_total_capacity_bytes", "gauge", "Bytes of mounted memory segments",
+		m->total_capacity);
+	evbuffer_add_printf(b, "# HELP segment_allocated_bytes Bytes allocated per segment\n"
+			       "# TYPE segment_allocated_bytes gauge\n");
+	for (i = 0; i < m->nsegs; i++) {
+		evbuffer_add_printf(b, "segment_allocated_bytes{segment=\"");
+		mc_prom_label(b, m->segs[i]->name);
+		evbuffer_add_printf(b, "\"} %" PRIu64 "\n", mc_alloc_used(m->segs[i]->alloc));
+	}
+	evbuffer_add_printf(b, "# HELP segment_total_capacity_bytes Capacity per segment\n"
+			       "# TYPE segment_total_capacity_bytes gauge\n");
+	for (i = 0; i < m->nsegs; i++) {
+		evbuffer_add_printf(b, "segment_total_capacity_bytes{segment=\"");
+		mc_prom_label(b, m->segs[i]->name);
+		evbuffer_add_printf(b, "\"} %" PRIu64 "\n", m->segs[i]->size);
+	}
+	mc_prom(b, "master_key_count", "gauge", "Objects in the table", m->objects.count);
+	mc_prom(b, "master_soft_pin_key_count", "gauge", "Soft-pinned objects",
+		m->objects.soft_pinned);
+	mc_prom(b, "master_active_clients", "gauge", "Clients in good standing",
+		mc_master_active_clients(m));
+	evbuffer_add_printf(b, "# HELP master_value_size_bytes Sizes of completed objects\n"
+			       "# TYPE master_value_size_bytes histogram\n");
+	for (i = 0; i < 7; i++) {
+		cum += x->value_size_buckets[i];
+		evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64
+				       "\n", bounds[i], cum);
+	}
+	cum += x->value_size_buckets[7];
+	evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+			       "master_value_size_bytes_sum %" PRIu64 "\n"
+			       "master_value_size_bytes_count %" PRIu64 "\n",
+			    cum, x->value_size_sum, x->value_size_count);
+	for (i = 0; i < sizeof(mc_op_metrics) / sizeof(mc_op_metrics[0]); i++) {
+		const struct mc_op_metric *om = &mc_op_metrics[i];
+		const struct mc_op_counters *c = &x->op[om->op];
+
+		snprintf(name, sizeof(name), "master_%s_requests_total", om->name);
+		mc_prom(b, name, "counter", "Requests", c->requests);
+		snprintf(name, sizeof(name), "master_%s_failures_total", om->name);
+		mc_prom(b, name, "counter", "Failed requests", c->failures);
+		if (!om->batch)
+			continue;
+		snprintf(name, sizeof(name), "master_%s_partial_successes_total", om->name);
+		mc_prom(b, name, "counter", "Batches with some failed items", c->partial);
+		snprintf(name, sizeof(name), "master_%s_items_total", om->name);
+		mc_prom(b, name, "counter", "Items in batches", c->items);
+		snprintf(name, sizeof(name), "master_%s_failed_items_total", om->name);
+		mc_prom(b, name, "counter", "Failed items in batches", c->failed_items);
+	}
+	mc_prom(b, "master_put_start_alloc_failures_total", "counter",
+		"PutStart items with no space", x->put_start_alloc_failures);
+	mc_prom(b, "master_put_start_partial_allocations_total", "counter",
+		"PutStart items with fewer replicas than asked", x->put_start_partial_allocations);
+	mc_prom(b, "mem_cache_hit_nums_", "gauge", "Reads served from memory", x->mem_cache_hit_nums);
+	mc_prom(b, "file_cache_hit_nums_", "gauge", "Reads served from disk", 0);
+	mc_prom(b, "valid_get_nums_", "gauge", "Reads that found a replica", x->valid_get_nums);
+	mc_prom(b, "total_get_nums_", "gauge", "Reads", x->total_get_nums);
+	mc_prom(b, "master_successful_evictions_total", "counter", "Eviction rounds that freed space",
+		x->successful_evictions);
+	mc_prom(b, "master_attempted_evictions_total", "counter", "Eviction rounds",
+		x->attempted_evictions);
+	mc_prom(b, "master_evicted_key_count", "counter", "Objects evicted", x->evicted_key_count);
+	mc_prom(b, "master_evicted_size_bytes", "counter", "Bytes evicted", x->evicted_size_bytes);
+	mc_prom(b, "master_put_start_discard_cnt", "counter", "Unfinished puts preempted",
+		x->put_start_discard_cnt);
+	mc_prom(b, "master_put_start_release_cnt", "counter", "Preempted puts whose space was freed",
+		x->put_start_release_cnt);
+	mc_prom(b, "master_put_start_discarded_staging_size", "gauge",
+		"Bytes of preempted puts", x->put_start_discarded_staging_size);
+	mc_prom(b, "master_bad_frames_total", "counter", "RPC frames refused", x->bad_frames);
+	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
+		x->clients_expired);
+}
+
+static void mc_reply(struct evhttp_request *req, int code, const char *type, struct evbuffer *b)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
+	evhttp_send_reply(req, code, code == 200 ? "OK" : code == 404 ? "Not Found"
+					 : code == 400	    ? "Bad Request"
+							    : "Error",
+			  b);
+}
+
+static void mc_reply_json(struct evhttp_request *req, int code, json_t *j)
+{
+	struct evbuffer *b = evbuffer_new();
+	char *s = json_dumps(j, JSON_COMPACT);
+
+	if (s)
+		evbuffer_add(b, s, strlen(s));
+	free(s);
+	json_decref(j);
+	mc_reply(req, code, "application/json", b);
+	evbuffer_free(b);
+}
+
+static void mc_reply_error(struct evhttp_request *req, int code, int err)
+{
+	mc_reply_json(req, code, json_pack("{sbsiss}", "success", 0, "error_code", err,
+					   "error_message", mc_strerror(err)));
+}
+
+static json_t *mc_buffer_desc(struct mc_object *o, struct mc_replica *r)
+{
+	return json_pack("{sIsIssss}", "size_", (json_int_t)o->size, "buffer_address_",
+			 (json_int_t)(r->seg->base + mc_alloc_block_offset(r->blk)), "protocol_",
+			 r->seg->protocol, "transport_endpoint_", r->seg->endpoint);
+}
+
+static json_t *mc_replicas_json(struct mc_object *o)
+{
+	json_t *arr = json_array();
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (mc_replica_readable(r))
+			json_array_append_new(arr, mc_buffer_desc(o, r));
+	}
+	return arr;
+}
+
+static const char *mc_query(struct evhttp_request *req, struct evkeyvalq *q, const char *name)
+{
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+
+	if (query == NULL || evhttp_parse_query_str(query, q) != 0)
+		return NULL;
+	return evhttp_find_header(q, name);
+}
+
+static void mc_admin_on_request(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	struct evkeyvalq q;
+	struct evbuffer *b;
+	char line[2048];
+	size_t pos = 0;
+	uint32_t i;
+
+	TAILQ_INIT(&q);
+	if (path == NULL)
+		path = "/";
+	if (!strcmp(path, "/api/v1/remove_all")) {
+		const char *force = mc_query(req, &q, "force");
+		int f = force && (!strcmp(force, "true") || !strcmp(force, "1"));
+		struct mc_object *o;
+		int64_t now = mc_master_now(m), count = 0;
+
+		if (cmd != EVHTTP_REQ_POST) {
+			evhttp_send_error(req, 405, "Method not allowed");
+			goto out;
+		}
+		while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
+			uint32_t k, complete = 0;
+
+			for (k = 0; k < o->nrep; k++)
+				complete += mc_object_replica(o, k)->status == MC_REPLICA_COMPLETE;
+			if (complete != o->nrep || (!f && o->lease_until > now))
+				continue;
+			mc_persist_object_gone(m, o);
+			mc_master_object_remove(m, o);
+			count++;
+		}
+		mc_master_commit(m);
+		mc_log_notice("admin remove_all%s removed %lld objects", f ? " (force)" : "",
+			      (long long)count);
+		mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
+						  (json_int_t)count));
+		goto out;
+	}
+	if (cmd != EVHTTP_REQ_GET) {
+		evhttp_send_error(req, 405, "Method not allowed");
+		goto out;
+	}
+	b = evbuffer_new();
+	if (!strcmp(path, "/metrics")) {
+		mc_admin_metrics(m, b);
+		mc_reply(req, 200, "text/plain; version=0.0.4", b);
+	} else if (!strcmp(path, "/metrics/summary")) {
+		mc_master_summary(m, line, sizeof(line));
+		evbuffer_add_printf(b, "%s\n", line);
+		mc_reply(req, 200, "text/plain", b);
+	} else if (!strcmp(path, "/health")) {
+		mc_reply_json(req, 200, json_pack("{sssssssbsb}", "status", "ok", "role", "leader",
+						  "ha_state", "serving", "service_ready", 1,
+						  "persistence_ok", !m->persist_failed));
+	} else if (!strcmp(path, "/role")) {
+		evbuffer_add_printf(b, "leader");
+		mc_reply(req, 200, "text/plain", b);
+	} else if (!strcmp(path, "/ha_status")) {
+		evbuffer_add_printf(b, "serving");
+		mc_reply(req, 200, "text/plain", b);
+	} else if (!strcmp(path, "/query_key")) {
+		const char *key = mc_query(req, &q, "key");
+		struct mc_object *o = key ? mc_object_find(&m->objects, key, strlen(key)) : NULL;
+		json_t *arr;
+
+		if (key == NULL) {
+			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
+		} else if (o == NULL || json_array_size(arr = mc_replicas_json(o)) == 0) {
+			if (o)
+				json_decref(arr);
+			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
+		} else {
+			int64_t until = mc_master_now(m) + m->cfg.default_kv_lease_ttl;
+
+			if (o->lease_until < until)
+				o->lease_until = until;
+			mc_reply_json(req, 200, json_pack("{sbso}", "success", 1, "data", arr));
+		}
+	} else if (!strcmp(path, "/batch_query_keys")) {
+		const char *keys = mc_query(req, &q, "keys");
+		json_t *data = json_object();
+		char *dup, *save = NULL, *k;
+
+		if (keys == NULL || *keys == '\0') {
+			json_decref(data);
+			mc_reply_json(req, 400, json_pack("{sbss}", "success", 0, "error",
+							  "No keys provided. Use ?keys=key1,key2,..."));
+		} else {
+			dup = strdup(keys);
+			for (k = strtok_r(dup, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+				struct mc_object *o = mc_object_find(&m->objects, k, strlen(k));
+				json_t *arr = o ? mc_replicas_json(o) : NULL;
+
+				if (arr && json_array_size(arr)) {
+					json_object_set_new(data, k, json_pack("{sbso}", "ok", 1,
+									       "values", arr));
+				} else {
+					json_decref(arr);
+					json_object_set_new(data, k, json_pack("{sbss}", "ok", 0, "error",
+									       "OBJECT_NOT_FOUND"));
+				}
+			}
+			free(dup);
+			mc_reply_json(req, 200, json_pack("{sbso}", "success", 1, "data", data));
+		}
+	} else if (!strcmp(path, "/get_all_keys")) {
+		struct mc_object *o;
+
+		while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
+			evbuffer_add(b, o->key, o->key_len);
+			evbuffer_add(b, "\n", 1);
+		}
+		mc_reply(req, 200, "text/plain", b);
+	} else if (!strcmp(path, "/get_all_segments")) {
+		for (i = 0; i < m->nsegs; i++)
+			evbuffer_add_printf(b, "%s\n", m->segs[i]->name);
+		mc_reply(req, 200, "text/plain", b);
+	} else if (!strcmp(path, "/query_segment")) {
+		const char *name = mc_query(req, &q, "segment");
+		uint64_t used = 0, cap = 0;
+		int found = 0;
+
+		for (i = 0; name && i < m->nsegs; i++)
+			if (!strcmp(m->segs[i]->name, name)) {
+				used += mc_alloc_used(m->segs[i]->alloc);
+				cap += m->segs[i]->size;
+				found = 1;
+			}
+		if (!found) {
+			mc_reply_error(req, name ? 404 : 400,
+				       name ? MC_ERR_SEGMENT_NOT_FOUND : MC_ERR_INVALID_PARAMS);
+		} else {
+			evbuffer_add_printf(b, "%s\nUsed(bytes): %" PRIu64 "\nCapacity(bytes) : %" PRIu64
+					       "\n", name, used, cap);
+			mc_reply(req, 200, "text/plain", b);
+		}
+	} else if (!strcmp(path, "/get_segments_detail")) {
+		json_t *arr = json_array();
+
+		for (i = 0; i < m->nsegs; i++) {
+			struct mc_segment *s = m->segs[i];
+			char id[40], cid[40], base[32], human[32];
+			uint64_t used = mc_alloc_used(s->alloc);
+
+			mc_uuid_format(&s->id, id);
+			mc_uuid_format(&s->client->id, cid);
+			snprintf(base, sizeof(base), "0x%" PRIx64, s->base);
+			mc_fmt_bytes(human, sizeof(human), s->size);
+			json_array_append_new(
+				arr, json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name,
+					       "segment_id", id, "client_id", cid, "base_address", base,
+					       "size_bytes", (json_int_t)s->size, "size_human", human,
+					       "te_endpoint", s->endpoint, "protocol", s->protocol,
+					       "status", "OK", "allocator_used_bytes", (json_int_t)used,
+					       "allocator_capacity_bytes", (json_int_t)s->size,
+					       "allocator_usage_percent",
+					       s->size ? 100.0 * (double)used / (double)s->size : 0.0));
+		}
+		mc_reply_json(req, 200, json_pack("{sIso}", "total_segments", (json_int_t)m->nsegs,
+						  "segments", arr));
+	} else {
+		evhttp_send_error(req, 404, "Not Found");
+	}
+	evbuffer_free(b);
+out:
+	evhttp_clear_headers(&q);
+}
+
+int mc_admin_http_start(struct mc_master *m)
+{
+	if (m->cfg.metrics_port == 0)
+		return 0;
+	m->admin = evhttp_new(m->base);
+	if (m->admin == NULL)
+		return -1;
+	evhttp_set_max_headers_size(m->admin, 16384);
+	evhttp_set_max_body_size(m->admin, 1 << 20);
+	evhttp_set_gencb(m->admin, mc_admin_on_request, m);
+	if (evhttp_bind_socket(m->admin, m->cfg.metrics_host, (uint16_t)m->cfg.metrics_port)) {
+		mc_log_err("cannot listen for admin HTTP on %s:%lld", m->cfg.metrics_host,
+			   (long long)m->cfg.metrics_port);
+		evhttp_free(m->admin);
+		m->admin = NULL;
+		return -1;
+	}
+	mc_log_notice("admin and metrics HTTP on %s:%lld", m->cfg.metrics_host,
+		      (long long)m->cfg.metrics_port);
+	return 0;
+}
+
+void mc_admin_http_stop(struct mc_master *m)
+{
+	if (m->admin)
+		evhttp_free(m->admin);
+	m->admin = NULL;
+}

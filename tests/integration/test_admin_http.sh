@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The master's admin and metrics HTTP endpoints (reference §1.11, §1.12) against a live cluster.
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+mc_start_master || { mc_dump_logs; exit 1; }
+mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
+sleep 1.5
+seg=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/c1.log" | awk '{print $3}')
+export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
+"$MC_BIN/tests/integration/fault_tool" put-preferred adm 20 "$seg" >/dev/null
+H=http://127.0.0.1:$MC_METRICS_PORT
+n=0; fail=0
+t() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fail=1; fi; }
+m=$(curl -sf $H/metrics)
+t "/metrics has the capacity gauges" 'echo "$m" | grep -q "^master_total_capacity_bytes 67108864"'
+t "/metrics counts the keys" 'echo "$m" | grep -q "^master_key_count 20"'
+t "/metrics has per-operation counters" 'echo "$m" | grep -q "^master_put_start_requests_total 20" && echo "$m" | grep -q "^master_put_end_failures_total 0"'
+t "/metrics has batch counters" 'echo "$m" | grep -q "^master_batch_put_start_items_total"'
+t "/metrics has the value-size histogram" 'echo "$m" | grep -q "master_value_size_bytes_bucket{le=\"4096\"}"'
+t "/metrics has per-segment gauges" 'echo "$m" | grep -q "segment_total_capacity_bytes{segment=\"$seg\"} 67108864"'
+t "/metrics/summary is the v0.3.9 summary" 'curl -sf $H/metrics/summary | grep -q "^Mem Storage: .* / 64.00 MB .*| Keys: 20 (soft-pinned: 0) | Clients: "'
+t "/health is ok" 'curl -sf $H/health | grep -q "\"status\":\"ok\""'
+t "/query_key of a stored key" 'curl -sf "$H/query_key?key=adm/3" | grep -q "\"transport_endpoint_\""'
+t "/query_key of a missing key is 404 with -704" '[ "$(curl -s -o /dev/null -w %{http_code} "$H/query_key?key=nope")" = 404 ] && curl -s "$H/query_key?key=nope" | grep -q "\-704"'
+t "/batch_query_keys mixes hits and misses" 'curl -sf "$H/batch_query_keys?keys=adm/1,nope" | grep -q "\"nope\":{\"ok\":false"'
+t "/batch_query_keys without keys is 400" '[ "$(curl -s -o /dev/null -w %{http_code} "$H/batch_query_keys")" = 400 ]'
+t "/get_all_keys lists 20 keys" '[ "$(curl -sf $H/get_all_keys | wc -l)" = 20 ]'
+t "/get_all_segments lists the segment" '[ "$(curl -sf $H/get_all_segments)" = "$seg" ]'
+t "/query_segment reports usage" 'curl -sf "$H/query_segment?segment=$seg" | grep -q "^Capacity(bytes) : 67108864"'
+t "/get_segments_detail is JSON with one segment" 'curl -sf $H/get_segments_detail | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[\"total_segments\"]==1 and d[\"segments\"][0][\"segment_name\"]==\"$seg\""'
+t "GET on remove_all is refused" '[ "$(curl -s -o /dev/null -w %{http_code} $H/api/v1/remove_all)" = 405 ]'
+t "POST /api/v1/remove_all?force=true removes all" 'curl -sf -XPOST "$H/api/v1/remove_all?force=true" | grep -q "\"removed_count\":20"'
+t "unknown path is 404" '[ "$(curl -s -o /dev/null -w %{http_code} $H/nope)" = 404 ]'
+echo "1..$n"
+[ $fail -eq 0 ] || mc_dump_logs
+exit $fail
