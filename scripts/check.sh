@@ -23,7 +23,7 @@ rc=$?
 # Per-test results from the automake harness.
 grep -hE '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR):' check.log
 for f in $(find . -name '*.log' -path '*tests*' ! -name test-suite.log); do
-	if grep -qE '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null; then
+	if grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "${f%.log}.trs" 2>/dev/null; then
 		echo "---- $f"; tail -40 "$f"
 	fi
 done

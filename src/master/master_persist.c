@@ -275,6 +275,8 @@ static void mc_load_reserve(struct mc_load *L)
 	struct mc_master *m = L->m;
 	size_t i;
 
+	if (L->n == 0)
+		return;
 	qsort(L->ranges, L->n, sizeof(*L->ranges), mc_load_range_cmp);
 	for (i = 0; i < L->n; i++) {
 		struct mc_load_range *x = &L->ranges[i];
