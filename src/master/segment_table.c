@@ -253,6 +253,25 @@ static int mc_name_used(struct mc_segment *seg, struct mc_segment **used, uint32
 	return 0;
 }
 
+/* Length of the host part of a "host:port" segment name. */
+static size_t mc_host_len(const char *name)
+{
+	const char *colon = strrchr(name, ':');
+
+	return colon ? (size_t)(colon - name) : strlen(name);
+}
+
+static int mc_host_used(struct mc_segment *seg, struct mc_segment **used, uint32_t nused)
+{
+	size_t hl = mc_host_len(seg->name);
+	uint32_t i;
+
+	for (i = 0; i < nused; i++)
+		if (mc_host_len(used[i]->name) == hl && !strncmp(used[i]->name, seg->name, hl))
+			return 1;
+	return 0;
+}
+
 static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint64_t len)
 {
@@ -294,7 +313,7 @@ static int mc_try_named(struct mc_master *m, struct mc_strv name, struct mc_repl
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused)
 {
-	uint32_t i, start, tries;
+	uint32_t i, start, tries, round;
 
 	if (mc_try_named(m, cfg->preferred_segment, r, len, used, nused) == 0)
 		return 0;
@@ -304,16 +323,21 @@ int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 	if (m->nsegs == 0)
 		return MC_ERR_NO_AVAILABLE_HANDLE;
 	/* Random start, then consecutive segments, at most min(100, n) attempts (upstream's
-	 * "random" strategy). */
+	 * "random" strategy).  A first round also keeps replicas on distinct hosts; the second
+	 * settles for distinct segment names. */
 	start = (uint32_t)(mc_master_rand(m) % m->nsegs);
 	tries = m->nsegs < 100 ? m->nsegs : 100;
-	for (i = 0; i < tries; i++) {
-		struct mc_segment *seg = m->segs[(start + i) % m->nsegs];
+	for (round = nused ? 0 : 1; round < 2; round++) {
+		for (i = 0; i < tries; i++) {
+			struct mc_segment *seg = m->segs[(start + i) % m->nsegs];
 
-		if (mc_name_used(seg, used, nused))
-			continue;
-		if (mc_try_segment(m, seg, r, len) == 0)
-			return 0;
+			if (mc_name_used(seg, used, nused))
+				continue;
+			if (round == 0 && mc_host_used(seg, used, nused))
+				continue;
+			if (mc_try_segment(m, seg, r, len) == 0)
+				return 0;
+		}
 	}
 	return MC_ERR_NO_AVAILABLE_HANDLE;
 }

@@ -29,5 +29,10 @@ sleep 5					# > client_ttl
 "$T" check repl 100 ok || rc=1
 grep -q "declaring it dead" "$MC_TMP/master.log" && echo "ok - master declared the client dead" \
 	|| { echo "not ok - no liveness log line"; rc=1; }
+sleep 4	# the short-lived test clients above expire too
+n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/metrics" | awk '$1 == "master_active_clients" {print $2}')
+[ "$n" = 2 ] && echo "ok - the master reports two clients" || { echo "not ok - master_active_clients is '$n'"; rc=1; }
+n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/get_all_segments" | wc -l)
+[ "$n" = 2 ] && echo "ok - two segments remain" || { echo "not ok - $n segments"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -197,6 +197,57 @@ def main():
     return 1 if n_failed else 0
 
 
+def upsert_start(c, name, size):
+    body = c.client_id + config() + struct.pack("<I", 1) + s(name) + struct.pack("<Q", size)
+    st, r = c.call("UPSERT_START", body)
+    return r.replica_lists()[0]
+
+
+def get_list(c, name):
+    st, r = c.call("GET_REPLICA_LIST", keys([name]))
+    r.take("Q")
+    return r.replica_lists()[0]
+
+
+def extra():
+    """Replica placement on distinct hosts, and upsert semantics."""
+    a = Client(ADDR)
+    mount(a, "hostA:1", 16 << 20, base=0x10000000, endpoint="127.0.0.1:2001")
+    mount(a, "hostA:2", 16 << 20, base=0x20000000, endpoint="127.0.0.1:2002")
+    mount(a, "hostC:1", 16 << 20, base=0x30000000, endpoint="127.0.0.1:2003")
+    distinct = 0
+    for i in range(20):
+        st, res = put_start(a, ["dh/%d" % i], cfg=config(replica_num=2))
+        hosts = sorted(x["segment"].split(":")[0] for x in res[0][1])
+        distinct += hosts == ["hostA", "hostC"]
+    ok(distinct == 20, "two replicas land on two hosts when there are enough (%d of 20)" % distinct)
+    st, res = put_start(a, ["dh/three"], cfg=config(replica_num=3))
+    ok(len(res[0][1]) == 3, "with more replicas than hosts, distinct segment names are used")
+
+    code, reps = upsert_start(a, "up", 1000)
+    ok(code == 0 and len(reps) == 1, "UpsertStart of a missing key allocates like PutStart")
+    ok(put_end(a, ["up"], "UPSERT_END") == [0], "UpsertEnd")
+    first = get_list(a, "up")[1][0]["addr"]
+    code, reps = upsert_start(a, "up", 1000)
+    ok(code == 0 and reps[0]["addr"] == first and reps[0]["status"] == 2,
+       "UpsertStart of the same size rewrites in place (same buffer, PROCESSING)")
+    ok(get_list(a, "up")[0] == -703, "while being rewritten the object is not readable")
+    ok(put_end(a, ["up"], "UPSERT_END") == [0] and get_list(a, "up")[1][0]["size"] == 1000,
+       "UpsertEnd makes it readable again")
+    code, reps = upsert_start(a, "up", 5000)
+    ok(code == 0 and reps[0]["size"] == 5000, "UpsertStart of a new size allocates a new buffer")
+    put_end(a, ["up"], "UPSERT_END")
+    ok(get_list(a, "up")[1][0]["size"] == 5000, "readers see the new size")
+    put_start(a, ["pre"])
+    code, reps = upsert_start(a, "pre", 2000)
+    ok(code == 0 and reps[0]["size"] == 2000, "an upsert preempts an unfinished put at once")
+    st, r = a.call("PUT_START", a.client_id + config() + struct.pack("<I", 1) + s("up") +
+                   struct.pack("<Q", 10))
+    ok(r.replica_lists()[0][0] == -705, "a plain put still does not overwrite")
+    print("1..%d" % n_checks)
+    return 1 if n_failed else 0
+
+
 def zombie():
     """Master started with --put_start_discard_timeout_sec=1 --put_start_release_timeout_sec=3."""
     a = Client(ADDR)
@@ -223,4 +274,5 @@ def zombie():
 
 
 if __name__ == "__main__":
-    sys.exit(zombie() if len(sys.argv) > 2 and sys.argv[2] == "zombie" else main())
+    mode = sys.argv[2] if len(sys.argv) > 2 else "main"
+    sys.exit({"main": main, "zombie": zombie, "extra": extra}[mode]())

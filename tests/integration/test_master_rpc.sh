@@ -6,6 +6,7 @@ mc_start_master || { mc_dump_logs; exit 1; }
 python3 "$MC_TOP_SRCDIR/tests/integration/test_master_rpc.py" "127.0.0.1:$MC_MASTER_PORT"
 rc=$?
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
+python3 "$MC_TOP_SRCDIR/tests/integration/test_master_rpc.py" "127.0.0.1:$MC_MASTER_PORT" extra || rc=1
 # Zombie puts, on a master with short put timeouts.
 mc_start_master --put_start_discard_timeout_sec=1 --put_start_release_timeout_sec=3 || { mc_dump_logs; exit 1; }
 python3 "$MC_TOP_SRCDIR/tests/integration/test_master_rpc.py" "127.0.0.1:$MC_MASTER_PORT" zombie || rc=1
