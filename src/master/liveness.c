@@ -32,8 +32,10 @@ void mc_master_check_clients(struct mc_master *m)
 				    idbuf, (long long)(now - c->last_ping), (long long)m->cfg.client_ttl);
 			c->ok = 0;
 			m->metrics.clients_expired++;
-			for (s = c->segs; s; s = s->cnext)
+			for (s = c->segs; s; s = s->cnext) {
+				mc_master_meta_cleanup(m, s->name);
 				mc_segment_unmount(m, s, "client expired");
+			}
 		}
 	}
 }

@@ -21,6 +21,8 @@
 struct mc_alloc;
 struct mc_conn;
 struct evhttp;
+struct evhttp_connection;
+struct mc_meta_server;
 
 struct mc_master_config {
 	char *config_path;
@@ -106,6 +108,8 @@ struct mc_master {
 	struct event_base *base;
 	struct evconnlistener *listener;
 	struct evhttp *admin;
+	struct mc_meta_server *meta;		/* embedded HTTP metadata service */
+	struct evhttp_connection *meta_conn;	/* to a remote one, for cleanup */
 	struct event *sig_term, *sig_int, *sig_hup, *tick;
 	struct mc_conn *conns;		/* all live connections */
 	uint64_t nconns;
@@ -178,6 +182,9 @@ void mc_admin_http_stop(struct mc_master *m);
 /* The one-line summary of /metrics/summary and the periodic log line. */
 void mc_master_summary(const struct mc_master *m, char *out, size_t n);
 uint32_t mc_master_active_clients(const struct mc_master *m);
+
+/* meta_cleanup.c: delete a dead client's transfer-engine metadata entries */
+void mc_master_meta_cleanup(struct mc_master *m, const char *segment_name);
 
 /* liveness.c */
 /* Declare clients silent for client_ttl dead and unmount their segments. */

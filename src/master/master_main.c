@@ -16,11 +16,13 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <event2/http.h>
 #include <event2/thread.h>
 
 #include "common/log.h"
 #include "master/master.h"
 #include "reactor/options.h"
+#include "http/metadata_server.h"
 #include "reactor/sd_notify.h"
 
 #define O(f) offsetof(struct mc_master_config, f)
@@ -303,6 +305,20 @@ int main(int argc, char **argv)
 	}
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto out_tables;
+	if (m->cfg.enable_http_metadata_server) {
+		int err = 0;
+
+		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
+					     (uint16_t)m->cfg.http_metadata_server_port, NULL, &err);
+		if (m->meta == NULL) {
+			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
+				   m->cfg.http_metadata_server_host,
+				   (long long)m->cfg.http_metadata_server_port, strerror(-err));
+			goto out_tables;
+		}
+		mc_log_notice("HTTP metadata service on %s:%lld", m->cfg.http_metadata_server_host,
+			      (long long)m->cfg.http_metadata_server_port);
+	}
 	m->sig_term = evsignal_new(m->base, SIGTERM, mc_master_on_signal, m);
 	m->sig_int = evsignal_new(m->base, SIGINT, mc_master_on_signal, m);
 	m->sig_hup = evsignal_new(m->base, SIGHUP, mc_master_on_signal, m);
@@ -325,6 +341,9 @@ int main(int argc, char **argv)
 	event_free(m->sig_term);
 	mc_rpc_server_stop(m);
 out_tables:
+	mc_meta_server_free(m->meta);
+	if (m->meta_conn)
+		evhttp_connection_free(m->meta_conn);
 	mc_admin_http_stop(m);
 	mc_master_persist_close(m);
 	event_free(m->ev_evict);
