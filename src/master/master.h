@@ -48,6 +48,7 @@ struct mc_master_config {
 	int64_t put_start_discard_timeout_sec;
 	int64_t put_start_release_timeout_sec;
 	int64_t client_ttl;
+	int64_t remount_grace_period_sec;
 	int enable_http_metadata_server;
 	int64_t http_metadata_server_port;
 	char *http_metadata_server_host;

@@ -80,6 +80,8 @@ static const struct mc_opt mc_master_opts[] = {
 	  "space of a preempted PutStart is freed this long after it started" },
 	{ "client_ttl", NULL, "client_live_ttl_sec", MC_OPT_INT, O(client_ttl), "10", 1, 86400,
 	  "seconds without a ping before a client is considered dead" },
+	{ "remount_grace_period_sec", NULL, NULL, MC_OPT_INT, O(remount_grace_period_sec), "30", 1,
+	  86400, "after a restart from --persist_path, how long clients have to re-mount" },
 	{ "enable_http_metadata_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_metadata_server),
 	  "false", 0, -1, "serve the transfer-engine HTTP metadata service on this loop" },
 	{ "http_metadata_server_port", NULL, NULL, MC_OPT_INT, O(http_metadata_server_port), "8080",

@@ -8,7 +8,7 @@
  * rpc_server.c), so whatever a client was told survives kill -9.
  *
  * Reload: segments come back with their allocators, their owners as clients not yet in good
- * standing (with one client_ttl of grace to re-mount with the same segment identities), and
+ * standing (with --remount_grace_period_sec to re-mount with the same segment identities), and
  * every object's buffers are re-reserved exactly, in ascending offset order per segment so the
  * rebuild is linear.  Objects that were still being written are not restored: their buffers go
  * to the discard list until put_start_release_timeout_sec after they started, since their
@@ -168,7 +168,8 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 	s.protocol = mc_strv_c(ps->protocol);
 	c = mc_client_get(m, &cid);
 	c->ok = 0;		/* must re-mount */
-	c->last_ping = L->now;	/* one client_ttl of grace */
+	/* Declared dead remount_grace_period_sec from now unless it re-mounts (pings) first. */
+	c->last_ping = L->now + (m->cfg.remount_grace_period_sec - m->cfg.client_ttl) * 1000;
 	if (mc_segment_mount(m, c, &s) != 0)
 		mc_log_warn("persisted segment %s could not be restored", ps->name);
 	return 0;

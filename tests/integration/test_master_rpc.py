@@ -244,6 +244,15 @@ def extra():
     st, r = a.call("PUT_START", a.client_id + config() + struct.pack("<I", 1) + s("up") +
                    struct.pack("<Q", 10))
     ok(r.replica_lists()[0][0] == -705, "a plain put still does not overwrite")
+    # Soft pin with a lifetime over --max_kv_soft_pin_ttl is refused.
+    body = (a.client_id + struct.pack("<IBBBQBI", 1, 0, 1, 1, 10 ** 12, 0, 0) + s("") +
+            struct.pack("<I", 0) + struct.pack("<I", 1) + s("sp") + struct.pack("<Q", 100))
+    st, r = a.call("PUT_START", body)
+    ok(r.replica_lists()[0][0] == -600, "a soft-pin TTL over max_kv_soft_pin_ttl gives -600")
+    body = (a.client_id + struct.pack("<IBBBQBI", 1, 0, 1, 1, 60000, 0, 0) + s("") +
+            struct.pack("<I", 0) + struct.pack("<I", 1) + s("sp") + struct.pack("<Q", 100))
+    st, r = a.call("PUT_START", body)
+    ok(r.replica_lists()[0][0] == 0, "a soft pin within the maximum is accepted")
     print("1..%d" % n_checks)
     return 1 if n_failed else 0
 
