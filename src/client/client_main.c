@@ -193,10 +193,13 @@ int main(int argc, char **argv)
 		printf("mooncake_client %s\n", PACKAGE_VERSION);
 		return 0;
 	}
-	if (mc_client_configure(&cfg, argc, argv))
+	if (mc_client_configure(&cfg, argc, argv)) {
+		mc_opts_free(mc_client_opts, &cfg);
 		return 2;
+	}
 	if (cfg.check_config) {
 		printf("mooncake_client: configuration is valid\n");
+		mc_opts_free(mc_client_opts, &cfg);
 		return 0;
 	}
 	mc_log_set_level(!strcmp(cfg.log_level, "error") ? MC_LOG_ERR
@@ -237,7 +240,9 @@ int main(int argc, char **argv)
 			    cfg.master_server_address);
 	if (rc) {
 		mc_log_err("setup against master %s failed: %d", cfg.master_server_address, rc);
+		pthread_mutex_destroy(&st->mu);
 		free(st);
+		mc_opts_free(mc_client_opts, &cfg);
 		return 1;
 	}
 	mc_log_notice("serving segment %s (%llu bytes) at %s", st->hostname,

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 	struct event_base *base;
 	struct event *sterm, *sint;
 	char err[512];
-	int next, rc;
+	int next = argc, rc;
 
 	mc_log_set_ident("mooncake_http_metadata_server");
 	if (mc_opts_wants(argc, argv, "help")) {
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
 	    next != argc) {
 		fprintf(stderr, "mooncake_http_metadata_server: %s\n",
 			next != argc ? "unexpected argument" : err);
+		mc_opts_free(mc_meta_opts, &cfg);
 		return 2;
 	}
 	if (!strcasecmp(cfg.log_level, "DEBUG"))
@@ -88,6 +89,7 @@ int main(int argc, char **argv)
 	else {
 		fprintf(stderr, "mooncake_http_metadata_server: --log-level must be DEBUG, INFO, "
 				"WARNING or ERROR\n");
+		mc_opts_free(mc_meta_opts, &cfg);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -99,6 +101,8 @@ int main(int argc, char **argv)
 	if (srv == NULL) {
 		mc_log_err("cannot listen on %s:%lld: %s", cfg.host, (long long)cfg.port,
 			   strerror(-rc));
+		event_base_free(base);
+		mc_opts_free(mc_meta_opts, &cfg);
 		return 1;
 	}
 	mc_log_notice("HTTP metadata service on %s:%u", cfg.host, mc_meta_server_port(srv));

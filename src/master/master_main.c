@@ -278,8 +278,10 @@ int main(int argc, char **argv)
 		printf("mooncake_master %s\n", PACKAGE_VERSION);
 		return 0;
 	}
-	if (mc_master_configure(m, argc, argv))
+	if (mc_master_configure(m, argc, argv)) {
+		mc_opts_free(mc_master_opts, &m->cfg);
 		return 2;
+	}
 	if (m->cfg.check_config) {
 		printf("mooncake_master: configuration is valid\n");
 		mc_opts_free(mc_master_opts, &m->cfg);

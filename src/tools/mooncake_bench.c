@@ -292,7 +292,7 @@ int main(int argc, char **argv)
 	struct bench_thread *t;
 	mooncake_store_t store;
 	char err[512];
-	int i, next, rc;
+	int i, next = argc, rc;
 	uint64_t per_thread;
 
 	if (mc_opts_wants(argc, argv, "help")) {
@@ -303,6 +303,7 @@ int main(int argc, char **argv)
 	    mc_opts_parse_argv(bench_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
 	    next != argc) {
 		fprintf(stderr, "mooncake_bench: %s\n", next != argc ? "unexpected argument" : err);
+		mc_opts_free(bench_opts, &cfg);
 		return 2;
 	}
 	if (strcmp(cfg.operation, "put") && strcmp(cfg.operation, "get") &&
