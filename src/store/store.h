@@ -113,18 +113,48 @@ int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port);
 
 /* ---- store_ops.c: the operations behind the C API ---- */
+/* A piece of caller memory. */
+struct mc_iov {
+	void *base;
+	uint64_t len;
+};
+
+/* One key to put: its value is buf[0..size), or the concatenation of iov[0..iovcnt). */
 struct mc_put_item {
 	const char *key;
 	const void *buf;
-	uint64_t size;
+	uint64_t size;		/* total bytes (set by the caller also when iov is used) */
+	const struct mc_iov *iov;
+	uint32_t iovcnt;
 	int result;
 };
 
+/* A piece of an object to read: len bytes at src_off of the object into dst. */
+struct mc_get_range {
+	void *dst;
+	uint64_t src_off;
+	uint64_t len;
+};
+
+/* One key to get.  Without ranges the whole object goes into buf (cap bytes; smaller than the
+ * object gives -600) and result is its size.  With ranges each is read (one outside the object
+ * gives -600) and result is the sum of their lengths. */
 struct mc_get_item {
 	const char *key;
 	void *buf;
 	uint64_t cap;
+	const struct mc_get_range *ranges;
+	uint32_t nranges;
 	int64_t result;
+};
+
+/* Replica descriptors of one key, as GetReplicaList returned them. */
+struct mc_query_item {
+	const char *key;
+	int code;
+	uint32_t nrep;
+	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
+	char strings[MC_RPC_MAX_REPLICAS][3][MC_RPC_MAX_NAME + 1];	/* owns the views */
 };
 
 void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
@@ -137,6 +167,11 @@ int64_t mc_store_get_size(struct mc_store *st, const char *key);
 int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,
 			 int *results);
 int64_t mc_store_remove_regex(struct mc_store *st, const char *pattern, int force);
+/* GetReplicaList for each key (grants read leases, as upstream's query does). */
+int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32_t n);
+/* BatchReplicaClear: returns the number of keys cleared (their indices in cleared[]), or <0. */
+int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,
+			   const char *segment_name, uint8_t *cleared);
 int64_t mc_store_remove_all(struct mc_store *st, int force);
 
 #endif

@@ -141,37 +141,53 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 				break;
 			if (rep.type != MC_REPLICA_MEMORY || rep.size != items[i].size)
 				continue;
-			if (mc_store_is_local(st, rep.endpoint, rep.addr, rep.size)) {
-				if (rep.size)
-					memcpy((void *)(uintptr_t)rep.addr, items[i].buf, rep.size);
-				continue;
-			}
-			if (nx == cap) {
-				uint32_t nc = cap ? cap * 2 : 16;
-				struct mc_xfer_req *nxr = realloc(xr, nc * sizeof(*xr));
-				uint32_t *nxi = realloc(xr_item, nc * sizeof(*xr_item));
+			{
+				struct mc_iov one = { (void *)items[i].buf, items[i].size };
+				const struct mc_iov *parts = items[i].iov ? items[i].iov : &one;
+				uint32_t np = items[i].iov ? items[i].iovcnt : 1, k;
+				uint64_t off = 0;
+				char host[256];
+				uint16_t port;
+				int local = mc_store_is_local(st, rep.endpoint, rep.addr, rep.size);
 
-				if (nxr)
-					xr = nxr;
-				if (nxi)
-					xr_item = nxi;
-				if (!nxr || !nxi) {
-					rc = -ENOMEM;
-					goto out;
+				if (!local && mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
+					item_fail[i] = 2;
+					continue;
 				}
-				cap = nc;
+				for (k = 0; k < np; off += parts[k].len, k++) {
+					if (parts[k].len == 0)
+						continue;
+					if (local) {
+						memcpy((void *)(uintptr_t)(rep.addr + off), parts[k].base,
+						       parts[k].len);
+						continue;
+					}
+					if (nx == cap) {
+						uint32_t nc = cap ? cap * 2 : 16;
+						struct mc_xfer_req *nxr = realloc(xr, nc * sizeof(*xr));
+						uint32_t *nxi;
+
+						if (nxr)
+							xr = nxr;
+						nxi = realloc(xr_item, nc * sizeof(*xr_item));
+						if (nxi)
+							xr_item = nxi;
+						if (!nxr || !nxi) {
+							rc = -ENOMEM;
+							goto out;
+						}
+						cap = nc;
+					}
+					memset(&xr[nx], 0, sizeof(xr[nx]));
+					memcpy(xr[nx].host, host, sizeof(host));
+					xr[nx].port = port;
+					xr[nx].opcode = MC_XFER_WRITE;
+					xr[nx].local = parts[k].base;
+					xr[nx].remote = rep.addr + off;
+					xr[nx].len = parts[k].len;
+					xr_item[nx++] = i;
+				}
 			}
-			memset(&xr[nx], 0, sizeof(xr[nx]));
-			if (mc_endpoint_parse(rep.endpoint, xr[nx].host, sizeof(xr[nx].host),
-					      &xr[nx].port)) {
-				item_fail[i] = 2;
-				continue;
-			}
-			xr[nx].opcode = MC_XFER_WRITE;
-			xr[nx].local = (void *)items[i].buf;
-			xr[nx].remote = rep.addr;
-			xr[nx].len = rep.size;
-			xr_item[nx++] = i;
 		}
 	}
 	if (r.err) {
@@ -228,6 +244,8 @@ struct mc_get_state {
 	uint32_t nrep;
 	uint32_t tried;
 	int code;
+	int pending;		/* all its reads of this round were submitted */
+	int64_t want;		/* result when the reads succeed */
 };
 
 int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n)
@@ -236,7 +254,7 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	struct mc_rbuf r;
 	struct mc_get_state *gs = NULL;
 	struct mc_xfer_req *xr = NULL;
-	uint32_t *xr_item = NULL, i, j, m, nx, round;
+	uint32_t *xr_item = NULL, i, j, m, nx, round, capx = 16;
 	int64_t start = mc_store_now_ms(), lease_ttl;
 	int rc;
 
@@ -252,8 +270,8 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	if (rc)
 		goto out;
 	gs = calloc(n, sizeof(*gs));
-	xr = calloc(n, sizeof(*xr));
-	xr_item = calloc(n, sizeof(*xr_item));
+	xr = calloc(capx, sizeof(*xr));
+	xr_item = calloc(capx, sizeof(*xr_item));
 	if (!gs || !xr || !xr_item) {
 		rc = -ENOMEM;
 		goto out;
@@ -273,35 +291,42 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 		items[i].result = gs[i].code;
 		if (gs[i].code == 0 && gs[i].nrep == 0)
 			items[i].result = MC_ERR_REPLICA_IS_NOT_READY;
-		if (gs[i].code == 0 && gs[i].nrep > 0 && gs[i].reps[0].size > items[i].cap)
+		if (items[i].result != 0)
+			continue;
+		if (items[i].ranges) {
+			uint32_t k;
+
+			gs[i].want = 0;
+			for (k = 0; k < items[i].nranges; k++) {
+				const struct mc_get_range *g = &items[i].ranges[k];
+
+				if (g->src_off + g->len > gs[i].reps[0].size || g->src_off + g->len < g->len)
+					items[i].result = MC_ERR_INVALID_PARAMS;
+				gs[i].want += (int64_t)g->len;
+			}
+		} else if (gs[i].reps[0].size > items[i].cap) {
 			items[i].result = MC_ERR_INVALID_PARAMS;
+		} else {
+			gs[i].want = (int64_t)gs[i].reps[0].size;
+		}
+		if (items[i].result == 0)
+			items[i].result = MC_ERR_TRANSFER_FAIL;	/* until a read succeeds */
 	}
 	if (r.err) {
 		rc = MC_ERR_RPC_FAIL;
 		goto out;
 	}
-	/* Local replicas are copied at once; remote ones are read, and a failed read falls back
-	 * to the next replica in a further round. */
-	for (i = 0; i < n; i++) {
-		if (items[i].result != 0)
-			continue;
-		items[i].result = MC_ERR_TRANSFER_FAIL;
-		for (j = 0; j < gs[i].nrep; j++) {
-			struct mc_rpc_replica *rep = &gs[i].reps[j];
-
-			if (rep->type == MC_REPLICA_MEMORY &&
-			    mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)) {
-				memcpy(items[i].buf, (void *)(uintptr_t)rep->addr, rep->size);
-				items[i].result = (int64_t)rep->size;
-				gs[i].tried = gs[i].nrep;
-				break;
-			}
-		}
-	}
-	for (round = 0; round < MC_RPC_MAX_REPLICAS; round++) {
+	/* Each round reads every pending key from its next replica (a local one is copied at
+	 * once); a key whose read failed falls back to its next replica in the following round. */
+	for (round = 0; round <= MC_RPC_MAX_REPLICAS; round++) {
 		nx = 0;
 		for (i = 0; i < n; i++) {
 			struct mc_rpc_replica *rep;
+			struct mc_get_range whole = { items[i].buf, 0, 0 };
+			const struct mc_get_range *rg;
+			uint32_t nrg, k;
+			char host[256];
+			uint16_t port;
 
 			if (items[i].result != MC_ERR_TRANSFER_FAIL || gs[i].code != 0)
 				continue;
@@ -311,22 +336,59 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			if (gs[i].tried >= gs[i].nrep)
 				continue;
 			rep = &gs[i].reps[gs[i].tried++];
-			memset(&xr[nx], 0, sizeof(xr[nx]));
-			if (mc_endpoint_parse(rep->endpoint, xr[nx].host, sizeof(xr[nx].host),
-					      &xr[nx].port))
+			whole.len = rep->size;
+			rg = items[i].ranges ? items[i].ranges : &whole;
+			nrg = items[i].ranges ? items[i].nranges : 1;
+			if (mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)) {
+				for (k = 0; k < nrg; k++)
+					memcpy(rg[k].dst, (void *)(uintptr_t)(rep->addr + rg[k].src_off),
+					       rg[k].len);
+				items[i].result = gs[i].want;
 				continue;
-			xr[nx].opcode = MC_XFER_READ;
-			xr[nx].local = items[i].buf;
-			xr[nx].remote = rep->addr;
-			xr[nx].len = rep->size;
-			xr_item[nx++] = i;
+			}
+			if (mc_endpoint_parse(rep->endpoint, host, sizeof(host), &port))
+				continue;
+			for (k = 0; k < nrg; k++) {
+				if (rg[k].len == 0)
+					continue;
+				if (nx == capx) {
+					uint32_t nc = capx * 2;
+					struct mc_xfer_req *nxr = realloc(xr, nc * sizeof(*xr));
+					uint32_t *nxi;
+
+					if (nxr)
+						xr = nxr;
+					nxi = realloc(xr_item, nc * sizeof(*xr_item));
+					if (nxi)
+						xr_item = nxi;
+					if (!nxr || !nxi) {
+						rc = -ENOMEM;
+						goto out;
+					}
+					capx = nc;
+				}
+				memset(&xr[nx], 0, sizeof(xr[nx]));
+				memcpy(xr[nx].host, host, sizeof(host));
+				xr[nx].port = port;
+				xr[nx].opcode = MC_XFER_READ;
+				xr[nx].local = rg[k].dst;
+				xr[nx].remote = rep->addr + rg[k].src_off;
+				xr[nx].len = rg[k].len;
+				xr_item[nx++] = i;
+			}
+			gs[i].pending = 1;
 		}
 		if (nx == 0)
 			break;
 		mc_store_transfer(st, xr, nx);
 		for (j = 0; j < nx; j++)
-			if (xr[j].status == 0)
-				items[xr_item[j]].result = (int64_t)xr[j].len;
+			if (xr[j].status)
+				gs[xr_item[j]].pending = 0;
+		for (i = 0; i < n; i++)
+			if (gs[i].pending) {
+				items[i].result = gs[i].want;
+				gs[i].pending = 0;
+			}
 	}
 	/* Bytes that arrived after the lease ended may have been overwritten meanwhile. */
 	if (lease_ttl > 0 && mc_store_now_ms() > start + lease_ttl)
@@ -465,4 +527,95 @@ int64_t mc_store_remove_regex(struct mc_store *st, const char *pattern, int forc
 int64_t mc_store_remove_all(struct mc_store *st, int force)
 {
 	return mc_store_count_call(st, MC_OP_REMOVE_ALL, force, NULL);
+}
+
+/* Copy a view into owned storage (the response buffer goes away). */
+static struct mc_strv mc_own(char *dst, struct mc_strv v)
+{
+	size_t n = v.n > MC_RPC_MAX_NAME ? MC_RPC_MAX_NAME : v.n;
+
+	memcpy(dst, v.p, n);
+	dst[n] = '\0';
+	return (struct mc_strv){ dst, (uint32_t)n };
+}
+
+int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32_t n)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	uint32_t i, j, m;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	mc_rpc_call_init(&call, n > 1 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_GET_REPLICA_LIST);
+	mc_wbuf_u32(&call.req, n);
+	for (i = 0; i < n; i++)
+		mc_wbuf_cstr(&call.req, items[i].key);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc == 0) {
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		(void)mc_rbuf_u64(&r);
+		m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
+		if (m != n)
+			rc = MC_ERR_RPC_FAIL;
+		for (i = 0; i < n && rc == 0; i++) {
+			items[i].code = mc_rbuf_i32(&r);
+			items[i].nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
+			for (j = 0; j < items[i].nrep; j++) {
+				struct mc_rpc_replica *rep = &items[i].reps[j];
+
+				mc_rpc_get_replica(&r, rep);
+				rep->segment_name = mc_own(items[i].strings[j][0], rep->segment_name);
+				rep->endpoint = mc_own(items[i].strings[j][1], rep->endpoint);
+				rep->protocol = mc_own(items[i].strings[j][2], rep->protocol);
+				rep->path = mc_strv_c("");
+			}
+		}
+		if (r.err)
+			rc = MC_ERR_RPC_FAIL;
+	}
+	if (rc)
+		for (i = 0; i < n; i++) {
+			items[i].code = rc;
+			items[i].nrep = 0;
+		}
+	mc_rpc_call_fini(&call);
+	return rc;
+}
+
+int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,
+			   const char *segment_name, uint8_t *cleared)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	uint32_t i, j, m;
+	int rc;
+
+	memset(cleared, 0, n);
+	mc_rpc_call_init(&call, MC_OP_BATCH_REPLICA_CLEAR);
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_wbuf_cstr(&call.req, segment_name ? segment_name : "");
+	mc_put_keys(&call.req, keys, n);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc == 0) {
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 4);
+		for (j = 0; j < m && !r.err; j++) {
+			struct mc_strv k = mc_rpc_get_strv(&r, MC_RPC_MAX_KEY);
+
+			for (i = 0; i < n; i++)
+				if (!cleared[i] && mc_strv_eq(k, mc_strv_c(keys[i]))) {
+					cleared[i] = 1;
+					break;
+				}
+		}
+		rc = r.err ? MC_ERR_RPC_FAIL : (int)m;
+	}
+	mc_rpc_call_fini(&call);
+	return rc;
 }
