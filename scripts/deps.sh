@@ -9,6 +9,11 @@ missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+# pytest for the Python package's tests, into the Python that configure will find.
+py=$(command -v python3 || true)
+if [ -n "$py" ] && ! "$py" -c "import pytest" 2>/dev/null; then
+	"$py" -m pip install -q pytest >/dev/null 2>&1 || echo "deps.sh: could not install pytest (Python tests will be skipped)" >&2
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps.sh: missing packages:$missing (run as root or install them)" >&2

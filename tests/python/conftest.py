@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures: a real master and mooncake_client on 127.0.0.1 with free ports."""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+BUILD = os.environ.get("MC_TOP_BUILDDIR", os.path.abspath(os.path.join(os.path.dirname(__file__),
+                                                                       "..", "..")))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, secs=20):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("port %d did not open" % port)
+
+
+class Cluster:
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="mc-py-")
+        self.procs = []
+        self.port = free_port()
+        self.master = "127.0.0.1:%d" % self.port
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)     # the daemons are not Python
+        self.env = env
+        self.start("master", [os.path.join(BUILD, "mooncake_master"), "--rpc_address=127.0.0.1",
+                              "--rpc_port=%d" % self.port, "--metrics_port=0",
+                              "--default_kv_lease_ttl=500"])
+        wait_port(self.port)
+        cport = free_port()
+        log = self.start("client", [os.path.join(BUILD, "mooncake_client"), "--host=127.0.0.1",
+                                    "--port=%d" % cport, "--master_server_address=" + self.master,
+                                    "--metadata_server=P2PHANDSHAKE",
+                                    "--global_segment_size=256MB"])
+        end = time.time() + 20
+        while "serving segment" not in open(log).read():
+            if time.time() > end:
+                raise RuntimeError("mooncake_client did not start")
+            time.sleep(0.05)
+        time.sleep(1.2)     # its first ping re-mounts it
+
+    def start(self, name, argv):
+        log = os.path.join(self.tmp, name + ".log")
+        self.procs.append(subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                           env=self.env))
+        return log
+
+    def stop(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    c = Cluster()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def store(cluster):
+    from mooncake.store import MooncakeDistributedStore
+    s = MooncakeDistributedStore()
+    rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 64 << 20, 1 << 20, "tcp", "", cluster.master)
+    assert rc == 0
+    yield s
+    s.remove_all(force=True)
+    s.close()

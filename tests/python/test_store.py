@@ -1,0 +1,290 @@
+# SPDX-License-Identifier: Apache-2.0
+"""mooncake.store.MooncakeDistributedStore against a live cluster (reference client-api §1.1)."""
+import ctypes
+import os
+import threading
+import time
+
+import pytest
+
+from mooncake.store import (MooncakeDistributedStore, ReplicateConfig, SoftPinAction,
+                            ObjectDataType, ReplicaStatus, MooncakeHostMemAllocator,
+                            bind_to_numa_node, BufferHandle)
+from mooncake.mooncake_config import MooncakeConfig
+
+
+def buf(n, seed=1):
+    return bytes((i * 31 + seed) & 0xFF for i in range(n))
+
+
+def cbuf(data):
+    """A ctypes buffer holding data; returns (buffer, address)."""
+    b = ctypes.create_string_buffer(data, len(data))
+    return b, ctypes.addressof(b)
+
+
+def test_setup_positional_and_kwargs(cluster):
+    s = MooncakeDistributedStore()
+    assert s.health_check() == 1            # not initialized
+    rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", cluster.master, engine=None,
+                 tenant_id="default")
+    assert rc == 0 and type(rc) is int
+    assert s.health_check() == 0
+    host = s.get_hostname()
+    assert host.startswith("127.0.0.1:") and 12300 <= int(host.split(":")[1]) <= 14300
+    assert s.close() == 0 and s.close() == 0    # idempotent
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", cluster.master) == 0  # reusable
+    s.close()
+
+
+def test_setup_needs_seven_positional(cluster):
+    s = MooncakeDistributedStore()
+    with pytest.raises(TypeError):
+        s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "")
+    with pytest.raises(TypeError):
+        s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", cluster.master, device_name="x")
+
+
+def test_setup_dict_form(cluster):
+    s = MooncakeDistributedStore()
+    rc = s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                  "global_segment_size": "16MB", "local_buffer_size": "16 MB",
+                  "master_server_addr": cluster.master, "unknown_key": 1})
+    assert rc == 0
+    assert s.put("dict/k", b"hello") == 0 and s.get("dict/k") == b"hello"
+    s.remove_all(force=True)
+    s.close()
+    with pytest.raises(ValueError):
+        MooncakeDistributedStore().setup({"metadata_server": "P2PHANDSHAKE"})
+
+
+def test_unreachable_master_fails_fast():
+    s = MooncakeDistributedStore()
+    t0 = time.time()
+    rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1")
+    assert rc == -900 and time.time() - t0 < 5
+
+
+def test_put_get_and_missing(store):
+    assert store.put("a", b"value-a") == 0
+    assert store.get("a") == b"value-a"
+    assert store.get(key="a") == b"value-a"
+    assert store.get("missing") == b""
+    assert store.get_size("a") == 7 and store.get_size("missing") == -704
+    assert store.is_exist("a") == 1 and store.is_exist("missing") == 0
+    with pytest.raises(TypeError):
+        store.put(key="x", val=b"y")            # wrong keyword name
+    with pytest.raises(TypeError):
+        store.put("x", 5)                       # not a buffer
+
+
+def test_put_existing_key_does_not_overwrite(store):
+    assert store.put("same", b"first") == 0
+    assert store.put("same", b"second!") == 0
+    assert store.get("same") == b"first"
+
+
+def test_upsert_overwrites(store):
+    assert store.upsert("u", b"one") == 0
+    assert store.upsert("u", b"two") == 0                 # same size: in place
+    assert store.get("u") == b"two"
+    assert store.upsert("u", b"three-longer") == 0        # new size
+    assert store.get("u") == b"three-longer"
+    cfg = ReplicateConfig()
+    cfg.soft_pin_ttl_ms = 1000                            # TTL without ENABLE is refused
+    assert store.upsert("u", b"x", cfg) == -600
+
+
+def test_sizes_from_one_byte_to_beyond_local_buffer(store):
+    for n in (1, 4095, 65536, (1 << 20) + 1, 8 << 20):     # local_buffer_size is 1 MiB
+        data = os.urandom(n)
+        assert store.put("size/%d" % n, data) == 0
+        assert store.get("size/%d" % n) == data
+    assert store.put("empty", b"") == -600
+
+
+def test_put_parts_and_batch(store):
+    assert store.put_parts("parts", b"ab", bytearray(b"cd"), memoryview(b"ef")) == 0
+    assert store.get("parts") == b"abcdef"
+    with pytest.raises(RuntimeError):
+        store.put_parts("parts2", memoryview(b"abcd").cast("B", (2, 2)))
+    assert store.put_batch(["b1", "b2"], [b"one", b"two"]) == 0
+    assert store.get_batch(["b1", "nope", "b2"]) == [b"one", b"", b"two"]
+
+
+def test_zero_copy_registered_buffers(store):
+    data = buf(3 << 20)
+    src, addr = cbuf(data)
+    dst, daddr = cbuf(b"\0" * len(data))
+    assert store.register_buffer(addr, len(data)) == 0
+    assert store.register_buffer(daddr, len(data)) == 0
+    assert store.put_from("zc", addr, len(data)) == 0
+    assert store.get_into("zc", daddr, len(data)) == len(data)
+    assert dst.raw == data
+    assert store.get_into("zc", daddr, 10) < 0              # buffer too small
+    assert store.get_into("missing", daddr, len(data)) == -704
+    assert store.unregister_buffer(addr) == 0
+    assert store.unregister_buffer(daddr) == 0
+
+
+def test_batch_put_from_and_get_into_mixed(store):
+    items = [buf(100 + i * 1000, i) for i in range(8)]
+    bufs = [cbuf(d) for d in items]
+    keys = ["bp/%d" % i for i in range(8)]
+    res = store.batch_put_from(keys, [a for _, a in bufs], [len(d) for d in items])
+    assert res == [0] * 8 and all(type(r) is int for r in res)
+    outs = [cbuf(b"\0" * 10000) for _ in range(9)]
+    res = store.batch_get_into(keys + ["bp/missing"], [a for _, a in outs], [10000] * 9)
+    assert res[:8] == [len(d) for d in items] and res[8] == -704
+    assert all(outs[i][0].raw[:len(items[i])] == items[i] for i in range(8))
+    assert store.batch_put_from(["x"], [1, 2], [3]) == [-600]   # mismatched lists
+    assert store.batch_put_from([], [], []) == []
+    assert store.batch_is_exist(keys[:2] + ["no"]) == [1, 1, 0]
+    assert store.batch_is_exist([]) == []
+
+
+def test_multi_buffers(store):
+    parts = [buf(1000, 1), buf(5000, 2), buf(300, 3)]
+    bs = [cbuf(p) for p in parts]
+    res = store.batch_put_from_multi_buffers(["mb"], [[a for _, a in bs]], [[len(p) for p in parts]])
+    assert res == [0]
+    assert store.get("mb") == b"".join(parts)
+    outs = [cbuf(b"\0" * len(p)) for p in parts]
+    res = store.batch_get_into_multi_buffers(["mb", "nope"], [[a for _, a in outs], [outs[0][1]]],
+                                             [[len(p) for p in parts], [10]])
+    assert res[0] == sum(len(p) for p in parts) and res[1] == -704
+    assert [o.raw for o, _ in outs] == parts
+
+
+def test_get_into_ranges(store):
+    data = buf(10000, 7)
+    store.put("rg", data)
+    out, addr = cbuf(b"\0" * 300)
+    res = store.get_into_ranges([addr], [["rg"]], [[[0, 100]]], [[[5000, 10]]], [[[100, 200]]])
+    assert res == [[[100, 200]]]
+    assert out.raw[:100] == data[5000:5100] and out.raw[100:300] == data[10:210]
+    res = store.get_into_ranges([addr], [["rg"]], [[[0]]], [[[9990]]], [[[100]]])
+    assert res[0][0][0] == -600                 # outside the object
+
+
+def test_buffer_handles(store):
+    store.put("bh", b"0123456789")
+    h = store.get_buffer("bh")
+    assert isinstance(h, BufferHandle) and h.size() == 10 and len(h) == 10 and h.ptr() != 0
+    assert bytes(h) == b"0123456789" and memoryview(h)[2:4].tobytes() == b"23"
+    assert store.get_buffer("nope") is None
+    hs = store.batch_get_buffer(["bh", "nope"])
+    assert bytes(hs[0]) == b"0123456789" and hs[1] is None
+
+
+def test_remove_lease_force_regex_all(store):
+    store.put("rm", b"x")
+    assert store.get("rm") == b"x"              # grants a lease (500 ms in this cluster)
+    assert store.remove("rm") == -706
+    assert store.remove("rm", force=True) == 0
+    assert store.remove("rm") == -704
+    for i in range(6):
+        store.put("rx/%d" % i, b"v")
+    time.sleep(0.6)
+    assert store.remove_by_regex("^rx/[0-2]$") == 3
+    assert store.batch_remove(["rx/3", "rx/4", "nope"], force=True) == [0, 0, -704]
+    assert store.remove_all(force=True) >= 1
+    assert store.is_exist("rx/5") == 0
+
+
+def test_replica_descriptors_and_clear(store, cluster):
+    store.put("rd", b"abc")
+    reps = store.get_replica_desc("rd")
+    assert len(reps) == 1 and reps[0].is_memory_replica()
+    assert reps[0].status == ReplicaStatus.COMPLETE
+    d = reps[0].get_memory_descriptor().buffer_descriptor
+    assert d.size == 3 and d.transport_endpoint.startswith("127.0.0.1:")
+    m = store.batch_get_replica_desc(["rd", "nope"])
+    assert len(m["rd"]) == 1 and m["nope"] == []
+    time.sleep(0.6)                             # lease expires
+    assert store.batch_replica_clear(["rd", "nope"]) == ["rd"]
+    assert store.is_exist("rd") == 0
+
+
+def test_replicate_config_fields(store):
+    cfg = ReplicateConfig()
+    assert cfg.replica_num == 1 and cfg.soft_pin_action == SoftPinAction.PRESERVE
+    assert hasattr(ReplicateConfig, "group_ids") and "replica_num" in str(cfg)
+    with pytest.raises(TypeError):
+        cfg.soft_pin_ttl_ms = -1
+    with pytest.raises(TypeError):
+        cfg.soft_pin_ttl_ms = 1 << 64
+    cfg.with_hard_pin = True
+    cfg.data_type = ObjectDataType.KVCACHE
+    cfg.preferred_segments = [store.get_hostname()]
+    assert store.put(key="cfg", value=b"v", config=cfg) == 0
+    cfg2 = ReplicateConfig()
+    cfg2.soft_pin_action = SoftPinAction.ENABLE
+    cfg2.soft_pin_ttl_ms = 60000
+    assert store.put("soft", b"v", cfg2) == 0
+
+
+def test_sixteen_threads(store):
+    errors = []
+
+    def work(t):
+        for i in range(60):
+            k = "mt/%d/%d" % (t, i)
+            v = os.urandom(100 + i * 50)
+            if store.put(k, v) != 0 or store.get(k) != v or store.is_exist(k) != 1:
+                errors.append(k)
+            if i % 3 == 0 and store.remove(k, force=True) != 0:
+                errors.append("rm " + k)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_subclassing(cluster):
+    class Mine(MooncakeDistributedStore):
+        def setup(self, *args):
+            self.called = True
+            return super().setup(*args)
+
+    s = Mine()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", cluster.master) == 0
+    assert s.called and s.put("sub", b"x") == 0 and s.get("sub") == b"x"
+    s.remove("sub", force=True)
+    s.close()
+
+
+def test_host_allocator_and_numa():
+    a = MooncakeHostMemAllocator()
+    p = a.alloc(1 << 20)
+    assert p != 0 and p % 4096 == 0
+    a.free(p)
+    bind_to_numa_node(0)
+
+
+def test_uninitialized_returns():
+    s = MooncakeDistributedStore()
+    assert s.put("k", b"v") == -1 and s.get("k") == b"" and s.is_exist("k") == -1
+    assert s.batch_put_from_multi_buffers(["k"], [[1]], [[1]]) == []
+    assert s.close() == 0
+
+
+def test_mooncake_config(tmp_path, monkeypatch):
+    p = tmp_path / "mooncake.json"
+    p.write_text('{"local_hostname": "h", "metadata_server": "P2PHANDSHAKE", '
+                 '"master_server_address": "m:1", "global_segment_size": "4gb", '
+                 '"protocol": "TCP"}')
+    c = MooncakeConfig.load_from_file(str(p))
+    assert c.global_segment_size == 4 << 30 and c.protocol == "tcp"
+    monkeypatch.setenv("MOONCAKE_CONFIG_PATH", str(p))
+    assert MooncakeConfig.load_from_file().local_hostname == "h"
+    monkeypatch.setenv("MOONCAKE_MASTER", "m:2")
+    monkeypatch.setenv("MOONCAKE_GLOBAL_SEGMENT_SIZE", "16 MB")
+    e = MooncakeConfig.load_from_env()
+    assert e.master_server_address == "m:2" and e.global_segment_size == 16 << 20
+    monkeypatch.delenv("MOONCAKE_MASTER")
+    with pytest.raises(ValueError):
+        MooncakeConfig.load_from_env()
