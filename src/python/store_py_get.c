@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake._store: the get methods (see store_module.c for the overall design).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errcode.h"
+#include "python/store_py.h"
+
+/* ---------------------------------------------------------------- gets */
+
+static void mc_py_get_items(struct mc_py_store *self, struct mc_get_item *items, Py_ssize_t n)
+{
+	Py_ssize_t i;
+
+	if (!mc_py_ready(self)) {
+		for (i = 0; i < n; i++)
+			items[i].result = -1;
+		return;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	mc_store_get_many(self->st, items, (uint32_t)n);
+	Py_END_ALLOW_THREADS
+}
+
+PyObject *mc_py_get_into(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "key", "buffer_ptr", "size", NULL };
+	const char *key;
+	unsigned long long ptr, size;
+	struct mc_get_item it = { 0 };
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKK:get_into", names, &key, &ptr, &size))
+		return NULL;
+	if (ptr == 0)
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+	it.key = key;
+	it.buf = (void *)(uintptr_t)ptr;
+	it.cap = size;
+	mc_py_get_items(self, &it, 1);
+	return PyLong_FromLongLong(it.result);
+}
+
+PyObject *mc_py_batch_get_into(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "keys", "buffer_ptrs", "sizes", NULL };
+	PyObject *keys_o, *ptrs_o, *sizes_o, *res = NULL;
+	struct mc_py_keys k;
+	uint64_t *ptrs = NULL, *sizes = NULL;
+	Py_ssize_t np = 0, ns = 0, i;
+	struct mc_get_item *items = NULL;
+	int64_t *out = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", names, &keys_o, &ptrs_o,
+					 &sizes_o))
+		return NULL;
+	if (mc_py_keys_get(keys_o, &k))
+		return NULL;
+	if (mc_py_u64s(ptrs_o, &ptrs, &np, "buffer_ptrs") ||
+	    mc_py_u64s(sizes_o, &sizes, &ns, "sizes"))
+		goto out;
+	items = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*items));
+	out = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*out));
+	if (!items || !out) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (np != k.n || ns != k.n) {
+		for (i = 0; i < k.n; i++)
+			out[i] = MC_ERR_INVALID_PARAMS;
+	} else {
+		for (i = 0; i < k.n; i++) {
+			items[i].key = k.keys[i];
+			items[i].buf = (void *)(uintptr_t)ptrs[i];
+			items[i].cap = sizes[i];
+		}
+		if (k.n)
+			mc_py_get_items(self, items, k.n);
+		for (i = 0; i < k.n; i++)
+			out[i] = items[i].result;
+	}
+	res = mc_py_i64_list(out, k.n);
+out:
+	PyMem_Free(ptrs);
+	PyMem_Free(sizes);
+	PyMem_Free(items);
+	PyMem_Free(out);
+	mc_py_keys_free(&k);
+	return res;
+}
+
+PyObject *mc_py_batch_get_into_multi_buffers(struct mc_py_store *self, PyObject *args,
+						    PyObject *kw)
+{
+	static char *names[] = { "keys", "all_buffer_ptrs", "all_sizes",
+				 "prefer_alloc_in_same_node", NULL };
+	PyObject *keys_o, *ptrss, *sizess, *res = NULL;
+	struct mc_py_keys k;
+	struct mc_iov **iovs = NULL;
+	uint32_t *counts = NULL, j;
+	struct mc_get_item *items = NULL;
+	struct mc_get_range **rgs = NULL;
+	int64_t *out = NULL;
+	int prefer = 0, shape;
+	Py_ssize_t i;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|p:batch_get_into_multi_buffers", names,
+					 &keys_o, &ptrss, &sizess, &prefer))
+		return NULL;
+	if (mc_py_keys_get(keys_o, &k))
+		return NULL;
+	shape = mc_py_multi(ptrss, sizess, k.n, &iovs, &counts);
+	if (shape < 0)
+		goto out;
+	items = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*items));
+	rgs = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*rgs));
+	out = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*out));
+	if (!items || !rgs || !out) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (shape == 1) {
+		for (i = 0; i < k.n; i++)
+			out[i] = MC_ERR_INVALID_PARAMS;
+	} else {
+		for (i = 0; i < k.n; i++) {
+			uint64_t off = 0;
+
+			rgs[i] = PyMem_Calloc(counts[i] ? counts[i] : 1, sizeof(**rgs));
+			if (rgs[i] == NULL) {
+				PyErr_NoMemory();
+				goto out;
+			}
+			for (j = 0; j < counts[i]; j++) {
+				rgs[i][j].dst = iovs[i][j].base;
+				rgs[i][j].src_off = off;
+				rgs[i][j].len = iovs[i][j].len;
+				off += iovs[i][j].len;
+			}
+			items[i].key = k.keys[i];
+			items[i].ranges = rgs[i];
+			items[i].nranges = counts[i];
+		}
+		if (k.n)
+			mc_py_get_items(self, items, k.n);
+		for (i = 0; i < k.n; i++)
+			out[i] = items[i].result;
+	}
+	res = mc_py_i64_list(out, k.n);
+out:
+	for (i = 0; rgs && i < k.n; i++)
+		PyMem_Free(rgs[i]);
+	PyMem_Free(rgs);
+	mc_py_multi_free(iovs, counts, k.n);
+	PyMem_Free(items);
+	PyMem_Free(out);
+	mc_py_keys_free(&k);
+	return res;
+}
+
+/* Read a whole object into fresh memory from alloc(size). */
+static int64_t mc_py_fetch(struct mc_py_store *self, const char *key, void **buf,
+			   void *(*alloc)(size_t))
+{
+	int64_t size, got;
+	struct mc_get_item it = { 0 };
+
+	if (!mc_py_ready(self))
+		return -1;
+	Py_BEGIN_ALLOW_THREADS
+	size = mc_store_get_size(self->st, key);
+	Py_END_ALLOW_THREADS
+	if (size < 0)
+		return size;
+	*buf = alloc((size_t)size ? (size_t)size : 1);
+	if (*buf == NULL)
+		return -ENOMEM;
+	it.key = key;
+	it.buf = *buf;
+	it.cap = (uint64_t)size;
+	Py_BEGIN_ALLOW_THREADS
+	mc_store_get_many(self->st, &it, 1);
+	Py_END_ALLOW_THREADS
+	got = it.result;
+	return got;
+}
+
+PyObject *mc_py_get(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "key", NULL };
+	const char *key;
+	void *buf = NULL;
+	int64_t got;
+	PyObject *res;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s:get", names, &key))
+		return NULL;
+	got = mc_py_fetch(self, key, &buf, malloc);
+	if (got < 0) {
+		free(buf);
+		return PyBytes_FromStringAndSize("", 0);
+	}
+	res = PyBytes_FromStringAndSize(buf, (Py_ssize_t)got);
+	free(buf);
+	return res;
+}
+
+PyObject *mc_py_get_batch(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "keys", NULL };
+	PyObject *keys_o, *res;
+	struct mc_py_keys k;
+	Py_ssize_t i;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch", names, &keys_o))
+		return NULL;
+	if (mc_py_keys_get(keys_o, &k))
+		return NULL;
+	res = PyList_New(k.n);
+	for (i = 0; res && i < k.n; i++) {
+		void *buf = NULL;
+		int64_t got = mc_py_fetch(self, k.keys[i], &buf, malloc);
+
+		PyList_SET_ITEM(res, i, PyBytes_FromStringAndSize(got > 0 ? buf : "",
+								  got > 0 ? (Py_ssize_t)got : 0));
+		free(buf);
+	}
+	mc_py_keys_free(&k);
+	return res;
+}
+
+
+PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "key", NULL };
+	const char *key;
+	void *buf = NULL;
+	int64_t got;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s:get_buffer", names, &key))
+		return NULL;
+	got = mc_py_fetch(self, key, &buf, malloc);
+	if (got < 0) {
+		free(buf);
+		Py_RETURN_NONE;
+	}
+	return mc_py_buffer_new_from(buf, (Py_ssize_t)got);
+}
+
+PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "keys", NULL };
+	PyObject *keys_o, *res;
+	struct mc_py_keys k;
+	Py_ssize_t i;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_get_buffer", names, &keys_o))
+		return NULL;
+	if (mc_py_keys_get(keys_o, &k))
+		return NULL;
+	res = PyList_New(k.n);
+	for (i = 0; res && i < k.n; i++) {
+		void *buf = NULL;
+		int64_t got = mc_py_fetch(self, k.keys[i], &buf, malloc);
+
+		if (got < 0) {
+			free(buf);
+			Py_INCREF(Py_None);
+			PyList_SET_ITEM(res, i, Py_None);
+		} else {
+			PyList_SET_ITEM(res, i, mc_py_buffer_new_from(buf, (Py_ssize_t)got));
+		}
+	}
+	mc_py_keys_free(&k);
+	return res;
+}
+
+/* get_into_ranges(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
+ * for group g, key all_keys[g][k]: read ranges (src offset, size) of the object into
+ * buffer_ptrs[g] + dst offset.  Returns result[g][k] = per-range bytes read or a negative code. */
+PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_ptrs", "all_keys", "all_dst_offsets", "all_src_offsets",
+				 "all_sizes", NULL };
+	PyObject *bp, *ak, *ad, *as, *asz, *res = NULL;
+	uint64_t *bases = NULL;
+	Py_ssize_t ng, g;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:get_into_ranges", names, &bp, &ak, &ad,
+					 &as, &asz))
+		return NULL;
+	if (mc_py_u64s(bp, &bases, &ng, "buffer_ptrs"))
+		return NULL;
+	if (PySequence_Size(ak) != ng || PySequence_Size(ad) != ng || PySequence_Size(as) != ng ||
+	    PySequence_Size(asz) != ng) {
+		PyMem_Free(bases);
+		PyErr_SetString(PyExc_ValueError, "all lists must have one entry per buffer");
+		return NULL;
+	}
+	res = PyList_New(ng);
+	for (g = 0; res && g < ng; g++) {
+		PyObject *keys_g = PySequence_GetItem(ak, g), *dg = PySequence_GetItem(ad, g);
+		PyObject *sg = PySequence_GetItem(as, g), *zg = PySequence_GetItem(asz, g);
+		PyObject *glist = NULL;
+		struct mc_py_keys k = { 0 };
+		Py_ssize_t i;
+
+		if (!keys_g || !dg || !sg || !zg || mc_py_keys_get(keys_g, &k))
+			goto group_fail;
+		glist = PyList_New(k.n);
+		for (i = 0; glist && i < k.n; i++) {
+			uint64_t *d = NULL, *s = NULL, *z = NULL;
+			Py_ssize_t nd, ns, nz, j;
+			struct mc_get_range *rg;
+			struct mc_get_item it = { 0 };
+			PyObject *rl;
+
+			if (mc_py_u64s(PySequence_GetItem(dg, i), &d, &nd, "dst offsets") ||
+			    mc_py_u64s(PySequence_GetItem(sg, i), &s, &ns, "src offsets") ||
+			    mc_py_u64s(PySequence_GetItem(zg, i), &z, &nz, "sizes") || nd != ns ||
+			    nd != nz) {
+				PyMem_Free(d);
+				PyMem_Free(s);
+				PyMem_Free(z);
+				Py_CLEAR(glist);
+				if (!PyErr_Occurred())
+					PyErr_SetString(PyExc_ValueError, "range lists differ in length");
+				break;
+			}
+			rg = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(*rg));
+			for (j = 0; rg && j < nd; j++) {
+				rg[j].dst = (void *)(uintptr_t)(bases[g] + d[j]);
+				rg[j].src_off = s[j];
+				rg[j].len = z[j];
+			}
+			it.key = k.keys[i];
+			it.ranges = rg;
+			it.nranges = (uint32_t)nd;
+			mc_py_get_items(self, &it, 1);
+			rl = PyList_New(nd);
+			for (j = 0; rl && j < nd; j++)
+				PyList_SET_ITEM(rl, j, PyLong_FromLongLong(it.result < 0 ? it.result
+										 : (int64_t)z[j]));
+			PyList_SET_ITEM(glist, i, rl);
+			PyMem_Free(rg);
+			PyMem_Free(d);
+			PyMem_Free(s);
+			PyMem_Free(z);
+		}
+group_fail:
+		mc_py_keys_free(&k);
+		Py_XDECREF(keys_g);
+		Py_XDECREF(dg);
+		Py_XDECREF(sg);
+		Py_XDECREF(zg);
+		if (glist == NULL) {
+			Py_CLEAR(res);
+			break;
+		}
+		PyList_SET_ITEM(res, g, glist);
+	}
+	PyMem_Free(bases);
+	return res;
+}
+
