@@ -236,6 +236,7 @@ static void mc_reply(struct evhttp_request *req, int code, const char *type, str
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
 	evhttp_send_reply(req, code, code == 200 ? "OK" : code == 404 ? "Not Found"
 					 : code == 400	    ? "Bad Request"
+					 : code == 409	    ? "Conflict"
 							    : "Error",
 			  b);
 }
@@ -329,6 +330,44 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 			      (long long)count);
 		mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
 						  (json_int_t)count));
+		goto out;
+	}
+	if (!strcmp(path, "/api/v1/remove")) {
+		/* Our addition for mooncake_ctl: Remove(key, force) with RPC semantics. */
+		const char *key = mc_query(req, &q, "key");
+		const char *force = evhttp_find_header(&q, "force");
+		int f = force && (!strcmp(force, "true") || !strcmp(force, "1"));
+		struct mc_object *o = key ? mc_object_find(&m->objects, key, strlen(key)) : NULL;
+		int rc = 0;
+		uint32_t k, complete = 0;
+
+		if (cmd != EVHTTP_REQ_POST) {
+			evhttp_send_error(req, 405, "Method not allowed");
+			goto out;
+		}
+		if (key == NULL) {
+			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
+			goto out;
+		}
+		if (o == NULL) {
+			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
+			goto out;
+		}
+		for (k = 0; k < o->nrep; k++)
+			complete += mc_object_replica(o, k)->status == MC_REPLICA_COMPLETE;
+		if (!f && o->lease_until > mc_master_now(m))
+			rc = MC_ERR_OBJECT_HAS_LEASE;
+		else if (complete != o->nrep)
+			rc = MC_ERR_REPLICA_IS_NOT_READY;
+		if (rc) {
+			mc_reply_error(req, 409, rc);
+			goto out;
+		}
+		mc_persist_object_gone(m, o);
+		mc_master_object_remove(m, o);
+		mc_master_commit(m);
+		mc_log_notice("admin remove of %s%s", key, f ? " (force)" : "");
+		mc_reply_json(req, 200, json_pack("{sb}", "success", 1));
 		goto out;
 	}
 	if (cmd != EVHTTP_REQ_GET) {

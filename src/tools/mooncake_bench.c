@@ -34,6 +34,7 @@ struct bench_cfg {
 	double duration;
 	int verify;
 	int json;
+	int keep;
 };
 
 #define O(f) offsetof(struct bench_cfg, f)
@@ -65,6 +66,8 @@ static const struct mc_opt bench_opts[] = {
 	  "check the bytes of every get" },
 	{ "json", NULL, NULL, MC_OPT_BOOL, O(json), "false", 0, -1,
 	  "print one JSON object per phase instead of text" },
+	{ "keep", NULL, NULL, MC_OPT_BOOL, O(keep), "false", 0, -1,
+	  "leave the written keys in the store (to fill a cluster)" },
 	MC_OPT_END,
 };
 
@@ -338,7 +341,8 @@ int main(int argc, char **argv)
 	if (strcmp(cfg.operation, "put"))
 		bench_phase(&cfg, t, (int)cfg.threads, 1);
 	snprintf(err, sizeof(err), "^bench/%d/", (int)getpid());
-	mooncake_store_remove_by_regex(store, err, 1);
+	if (!cfg.keep)
+		mooncake_store_remove_by_regex(store, err, 1);
 	for (i = 0; i < cfg.threads; i++) {
 		mooncake_store_unregister_buffer(store, t[i].buf);
 		free(t[i].buf);

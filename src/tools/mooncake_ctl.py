@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""mooncake_ctl: look inside a running mooncake cluster through the master's admin HTTP.
+
+Commands: status, segments, keys [PATTERN], get-info KEY, remove KEY [--force],
+remove-all [--force], metrics, capacity --model-config FILE (--tokens N | --token-log FILE).
+Human tables by default, --json for scripts.  Exit status 0, 1 on a failed request, 2 on bad
+usage.
+"""
+import argparse
+import json
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+VERSION = "@PACKAGE_VERSION@"
+DTYPE_BYTES = {"float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2, "float32": 4,
+               "fp32": 4, "float": 4, "float8": 1, "fp8": 1, "float8_e4m3fn": 1,
+               "float8_e5m2": 1, "int8": 1, "uint8": 1, "float64": 8}
+
+
+class CtlError(Exception):
+    pass
+
+
+def request(base, path, method="GET"):
+    url = base.rstrip("/") + path
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as e:
+        raise CtlError("cannot reach the master's admin HTTP at %s: %s" % (base, e))
+
+
+def parse_metrics(text):
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            pass
+    return out
+
+
+def human(n):
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
+        n /= 1024
+
+
+def table(rows, headers):
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else \
+        [len(h) for h in headers]
+    fmt = "  ".join("%%-%ds" % w for w in widths)
+    lines = [fmt % tuple(headers)]
+    lines += [fmt % tuple(str(x) for x in r) for r in rows]
+    return "\n".join(lines)
+
+
+def metrics_of(args):
+    status, text = request(args.master, "/metrics")
+    if status != 200:
+        raise CtlError("/metrics answered %d" % status)
+    return parse_metrics(text)
+
+
+def cmd_status(args):
+    m = metrics_of(args)
+    status, health = request(args.master, "/health")
+    h = json.loads(health) if status == 200 else {}
+    info = {"role": h.get("role", "unknown"), "state": h.get("ha_state", "unknown"),
+            "capacity_bytes": int(m.get("master_total_capacity_bytes", 0)),
+            "used_bytes": int(m.get("master_allocated_bytes", 0)),
+            "keys": int(m.get("master_key_count", 0)),
+            "soft_pinned_keys": int(m.get("master_soft_pin_key_count", 0)),
+            "clients": int(m.get("master_active_clients", 0)),
+            "persistence_ok": h.get("persistence_ok", True)}
+    if args.json:
+        return info
+    cap = info["capacity_bytes"]
+    pct = 100.0 * info["used_bytes"] / cap if cap else 0.0
+    return "\n".join([
+        "role:      %s (%s)" % (info["role"], info["state"]),
+        "capacity:  %s used of %s (%.1f%%)" % (human(info["used_bytes"]), human(cap), pct),
+        "keys:      %d (soft-pinned: %d)" % (info["keys"], info["soft_pinned_keys"]),
+        "clients:   %d" % info["clients"],
+        "persistence: %s" % ("ok" if info["persistence_ok"] else "FAILED")])
+
+
+def cmd_segments(args):
+    status, text = request(args.master, "/get_segments_detail")
+    if status != 200:
+        raise CtlError("/get_segments_detail answered %d" % status)
+    segs = json.loads(text).get("segments", [])
+    if args.json:
+        return segs
+    rows = [(s["segment_name"], s["te_endpoint"], human(s["allocator_used_bytes"]),
+             human(s["size_bytes"]), "%.1f%%" % s["allocator_usage_percent"]) for s in segs]
+    return table(rows, ["SEGMENT", "ENDPOINT", "USED", "CAPACITY", "USE%"])
+
+
+def cmd_keys(args):
+    status, text = request(args.master, "/get_all_keys")
+    if status != 200:
+        raise CtlError("/get_all_keys answered %d" % status)
+    keys = [k for k in text.splitlines() if k]
+    if args.pattern:
+        try:
+            rx = re.compile(args.pattern)
+        except re.error as e:
+            raise CtlError("bad pattern: %s" % e)
+        keys = [k for k in keys if rx.search(k)]
+    keys.sort()
+    return keys if args.json else "\n".join(keys)
+
+
+def cmd_get_info(args):
+    q = urllib.parse.urlencode({"keys": args.key})
+    status, text = request(args.master, "/batch_query_keys?" + q)
+    if status != 200:
+        raise CtlError("/batch_query_keys answered %d" % status)
+    entry = json.loads(text).get("data", {}).get(args.key, {})
+    if not entry.get("ok"):
+        raise CtlError("%s: %s" % (args.key, entry.get("error", "OBJECT_NOT_FOUND")))
+    reps = entry.get("values", [])
+    if args.json:
+        return {"key": args.key, "replicas": reps}
+    rows = [(i, r["transport_endpoint_"], "0x%x" % r["buffer_address_"], r["size_"],
+             r["protocol_"]) for i, r in enumerate(reps)]
+    return "key: %s\n" % args.key + table(rows, ["REPLICA", "ENDPOINT", "ADDRESS", "SIZE",
+                                                  "PROTOCOL"])
+
+
+def cmd_remove(args):
+    q = urllib.parse.urlencode({"key": args.key, "force": "true" if args.force else "false"})
+    status, text = request(args.master, "/api/v1/remove?" + q, "POST")
+    body = json.loads(text) if text.startswith("{") else {}
+    if status != 200:
+        raise CtlError("remove %s: %s (%s)" % (args.key, body.get("error_message", status),
+                                               body.get("error_code", "")))
+    return body if args.json else "removed %s" % args.key
+
+
+def cmd_remove_all(args):
+    q = "?force=true" if args.force else ""
+    status, text = request(args.master, "/api/v1/remove_all" + q, "POST")
+    if status != 200:
+        raise CtlError("remove_all answered %d" % status)
+    body = json.loads(text)
+    return body if args.json else "removed %d objects" % body.get("removed_count", 0)
+
+
+def cmd_metrics(args):
+    status, text = request(args.master, "/metrics")
+    if status != 200:
+        raise CtlError("/metrics answered %d" % status)
+    return parse_metrics(text) if args.json else text.rstrip("\n")
+
+
+def kv_bytes_per_token(cfg):
+    """KV-cache bytes one token occupies: kv_heads x head_dim x 2 (K and V) x dtype x layers."""
+    try:
+        hidden = int(cfg["hidden_size"])
+        heads = int(cfg["num_attention_heads"])
+        layers = int(cfg["num_hidden_layers"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CtlError("model config lacks %s" % e)
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    dtype = str(cfg.get("torch_dtype", "float16")).replace("torch.", "").lower()
+    if dtype not in DTYPE_BYTES:
+        raise CtlError("unknown torch_dtype %r" % dtype)
+    return kv_heads * head_dim * 2 * DTYPE_BYTES[dtype] * layers
+
+
+def tokens_from_log(path):
+    total = 0
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                raise CtlError("%s:%d: not JSON" % (path, n))
+            for field in ("retained_tokens", "tokens", "input_length"):
+                if field in entry:
+                    total += int(entry[field])
+                    break
+    return total
+
+
+def used_from_log(path):
+    """The last 'Mem Storage: X / Y' (or v0.3.5 'Storage:') figure in a master log."""
+    units = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+    used = None
+    rx = re.compile(r"(?:Mem )?Storage: ([0-9.]+) (B|KB|MB|GB|TB) /")
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = rx.search(line)
+            if m:
+                used = float(m.group(1)) * units[m.group(2)]
+    if used is None:
+        raise CtlError("no storage line in %s" % path)
+    return int(used)
+
+
+def cmd_capacity(args):
+    with open(args.model_config) as f:
+        cfg = json.load(f)
+    per_token = kv_bytes_per_token(cfg)
+    if args.tokens is not None:
+        tokens = args.tokens
+    elif args.token_log:
+        tokens = tokens_from_log(args.token_log)
+    else:
+        tokens = None
+    out = {"kv_bytes_per_token": per_token}
+    if tokens is not None:
+        expected = tokens * per_token
+        if args.master_log:
+            used = used_from_log(args.master_log)
+            source = args.master_log
+        else:
+            used = int(metrics_of(args).get("master_allocated_bytes", 0))
+            source = args.master
+        ratio = used / expected if expected else float("inf") if used else 1.0
+        if expected == 0 and used == 0:
+            verdict = "expected"
+        elif ratio > 1 + args.tolerance:
+            verdict = "unexpected saturation"
+        elif ratio < 1 - args.tolerance:
+            verdict = "below expectation (evicted or not yet stored)"
+        else:
+            verdict = "expected"
+        out.update({"retained_tokens": tokens, "expected_bytes": expected, "used_bytes": used,
+                    "usage_source": source, "ratio": round(ratio, 4), "verdict": verdict})
+    if args.json:
+        return out
+    lines = ["KV bytes per token: %d (%s)" % (per_token, human(per_token))]
+    if tokens is not None:
+        lines += ["retained tokens:    %d" % tokens,
+                  "expected KV memory: %d (%s)" % (out["expected_bytes"],
+                                                   human(out["expected_bytes"])),
+                  "used by the store:  %d (%s) from %s" % (out["used_bytes"],
+                                                            human(out["used_bytes"]), source),
+                  "ratio used/expected: %.3f" % out["ratio"],
+                  "verdict: %s" % verdict]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="mooncake_ctl", description=__doc__.splitlines()[0])
+    p.add_argument("--master", default="http://127.0.0.1:9003",
+                   help="the master's admin HTTP address (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--version", action="version", version="mooncake_ctl " + VERSION)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", help="role, capacity, keys and clients")
+    sub.add_parser("segments", help="mounted segments and their usage")
+    k = sub.add_parser("keys", help="stored keys, optionally matching a regex")
+    k.add_argument("pattern", nargs="?")
+    g = sub.add_parser("get-info", help="a key's replicas and where they live")
+    g.add_argument("key")
+    r = sub.add_parser("remove", help="remove a key")
+    r.add_argument("key")
+    r.add_argument("--force", action="store_true", help="even while a read lease is held")
+    ra = sub.add_parser("remove-all", help="remove every object")
+    ra.add_argument("--force", action="store_true", help="even objects under a read lease")
+    sub.add_parser("metrics", help="the Prometheus metrics")
+    c = sub.add_parser("capacity", help="explain the store's memory use by retained tokens")
+    c.add_argument("--model-config", required=True, help="the model's config.json")
+    src = c.add_mutually_exclusive_group()
+    src.add_argument("--tokens", type=int, help="retained tokens")
+    src.add_argument("--token-log", help="JSON lines with retained_tokens (or tokens)")
+    c.add_argument("--master-log", help="read usage from a master log instead of /metrics")
+    c.add_argument("--tolerance", type=float, default=0.25,
+                   help="allowed relative difference (default: %(default)s)")
+    args = p.parse_args(argv)
+    if not args.master.startswith("http"):
+        args.master = "http://" + args.master
+    handlers = {"status": cmd_status, "segments": cmd_segments, "keys": cmd_keys,
+                "get-info": cmd_get_info, "remove": cmd_remove, "remove-all": cmd_remove_all,
+                "metrics": cmd_metrics, "capacity": cmd_capacity}
+    try:
+        out = handlers[args.command](args)
+    except CtlError as e:
+        print("mooncake_ctl: %s" % e, file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("mooncake_ctl: %s" % e, file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=2) if args.json else out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
