@@ -183,6 +183,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	mc_log_set_ident("mooncake_client");
+	mc_log_use_default_sink();
 	if (mc_opts_wants(argc, argv, "help")) {
 		printf("usage: mooncake_client [--flag=value ...]\n"
 		       "Contributes memory to a mooncake store cluster.\n\nFlags:\n");
@@ -212,8 +213,10 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/mooncake_client.log", cfg.log_dir);
 		if (freopen(path, "a", stderr) == NULL) {
 			fprintf(stdout, "mooncake_client: cannot open %s\n", path);
+			mc_opts_free(mc_client_opts, &cfg);
 			return 1;
 		}
+		mc_log_set_sink(mc_log_stderr_sink, NULL);	/* --log_dir wins over the journal */
 	}
 	/* --host may carry the port; a wildcard host advertises a reachable address. */
 	snprintf(host, sizeof(host), "%s", cfg.host);

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <stdlib.h>
+#include <syslog.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 
@@ -94,4 +97,23 @@ void mc_log(int level, const char *fmt, ...)
 	va_start(ap, fmt);
 	mc_logv(level, fmt, ap);
 	va_end(ap);
+}
+
+void mc_log_syslog_sink(void *arg, int level, const char *line)
+{
+	(void)arg;
+	syslog(level, "%s", line);
+}
+
+int mc_log_use_default_sink(void)
+{
+	const char *js = getenv("JOURNAL_STREAM"), *inv = getenv("INVOCATION_ID");
+
+	if ((js && *js) || ((inv && *inv) && !isatty(STDERR_FILENO))) {
+		openlog(mc_log_ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+		mc_log_set_sink(mc_log_syslog_sink, NULL);
+		return 1;
+	}
+	mc_log_set_sink(mc_log_stderr_sink, NULL);
+	return 0;
 }

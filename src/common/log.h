@@ -27,6 +27,11 @@ int mc_log_enabled(int level);
 
 /* Prefixes each line with a timestamp, level and the program name set by mc_log_set_ident. */
 void mc_log_stderr_sink(void *arg, int level, const char *line);
+/* Sends each line to syslog(3) (the journal under systemd) with its priority. */
+void mc_log_syslog_sink(void *arg, int level, const char *line);
+/* Daemons: log to the journal when systemd started us with output not on a terminal
+ * (JOURNAL_STREAM or INVOCATION_ID set), else to stderr.  Returns 1 if syslog was chosen. */
+int mc_log_use_default_sink(void);
 void mc_log_set_ident(const char *ident);
 
 void mc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -60,6 +60,7 @@ int main(int argc, char **argv)
 	int next = argc, rc;
 
 	mc_log_set_ident("mooncake_http_metadata_server");
+	mc_log_use_default_sink();
 	if (mc_opts_wants(argc, argv, "help")) {
 		printf("usage: mooncake_http_metadata_server [--flag=value ...]\n"
 		       "The transfer engine's HTTP metadata key-value service.\n\nFlags:\n");

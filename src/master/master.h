@@ -128,6 +128,8 @@ struct mc_master {
 	struct mc_conn *flush_head;	/* connections with replies waiting for the commit */
 	int need_eviction;
 	uint64_t ticks;
+	int argc;
+	char **argv;
 	uint64_t next_replica_id;
 	uint64_t total_capacity;
 	uint64_t allocated;

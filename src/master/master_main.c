@@ -194,13 +194,64 @@ out:
 	return rc;
 }
 
+static int mc_master_log_level(const struct mc_master_config *cfg)
+{
+	return cfg->verbose ? MC_LOG_DEBUG
+	       : !strcmp(cfg->log_level, "error") ? MC_LOG_ERR
+	       : !strcmp(cfg->log_level, "warn")  ? MC_LOG_WARN
+	       : !strcmp(cfg->log_level, "debug") ? MC_LOG_DEBUG
+						  : MC_LOG_INFO;
+}
+
+/* SIGHUP: read the flags and the configuration file again and apply what can change while
+ * running (leases, pins, eviction, timeouts, liveness, logging).  Listening addresses, ports and
+ * the database stay as they are until a restart. */
+static void mc_master_reload(struct mc_master *m)
+{
+	struct mc_master fresh;
+	struct mc_master_config *c = &fresh.cfg, *o = &m->cfg;
+
+	mc_sd_notify("RELOADING=1");
+	memset(&fresh, 0, sizeof(fresh));
+	if (mc_master_configure(&fresh, m->argc, m->argv)) {
+		mc_log_err("SIGHUP: configuration invalid, keeping the running one");
+		mc_opts_free(mc_master_opts, c);
+		mc_sd_notify("READY=1");
+		return;
+	}
+	o->default_kv_lease_ttl = c->default_kv_lease_ttl;
+	o->default_kv_soft_pin_ttl = c->default_kv_soft_pin_ttl;
+	o->max_kv_soft_pin_ttl = c->max_kv_soft_pin_ttl;
+	o->allow_evict_soft_pinned_objects = c->allow_evict_soft_pinned_objects;
+	o->eviction_ratio = c->eviction_ratio;
+	o->eviction_high_watermark_ratio = c->eviction_high_watermark_ratio;
+	o->put_start_discard_timeout_sec = c->put_start_discard_timeout_sec;
+	o->put_start_release_timeout_sec = c->put_start_release_timeout_sec;
+	o->client_ttl = c->client_ttl;
+	o->enable_metric_reporting = c->enable_metric_reporting;
+	o->enable_metadata_cleanup_on_timeout = c->enable_metadata_cleanup_on_timeout;
+	o->rpc_conn_timeout_seconds = c->rpc_conn_timeout_seconds;
+	o->max_connections = c->max_connections;
+	o->verbose = c->verbose;
+	free(o->log_level);
+	o->log_level = c->log_level;
+	c->log_level = NULL;
+	mc_log_set_level(mc_master_log_level(o));
+	mc_opts_free(mc_master_opts, c);
+	mc_log_notice("SIGHUP: configuration reloaded (lease %lld ms, high watermark %.2f, "
+		      "eviction ratio %.2f, client_ttl %lld s, log level %s)",
+		      (long long)o->default_kv_lease_ttl, o->eviction_high_watermark_ratio,
+		      o->eviction_ratio, (long long)o->client_ttl, o->log_level);
+	mc_sd_notify("READY=1");
+}
+
 static void mc_master_on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct mc_master *m = arg;
 
 	(void)what;
 	if (sig == SIGHUP) {
-		mc_log_notice("SIGHUP: nothing to reload yet");
+		mc_master_reload(m);
 		return;
 	}
 	mc_log_notice("signal %d: shutting down", (int)sig);
@@ -270,6 +321,7 @@ int main(int argc, char **argv)
 	int rc = 1;
 
 	mc_log_set_ident("mooncake_master");
+	mc_log_use_default_sink();
 	if (mc_opts_wants(argc, argv, "help")) {
 		mc_master_usage(stdout);
 		return 0;
@@ -287,11 +339,9 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_master_opts, &m->cfg);
 		return 0;
 	}
-	mc_log_set_level(m->cfg.verbose ? MC_LOG_DEBUG
-			 : !strcmp(m->cfg.log_level, "error") ? MC_LOG_ERR
-			 : !strcmp(m->cfg.log_level, "warn")  ? MC_LOG_WARN
-			 : !strcmp(m->cfg.log_level, "debug") ? MC_LOG_DEBUG
-							      : MC_LOG_INFO);
+	mc_log_set_level(mc_master_log_level(&m->cfg));
+	m->argc = argc;
+	m->argv = argv;
 	if (m->cfg.rpc_thread_num)
 		mc_log_notice("--rpc_thread_num ignored: the master is a single-threaded reactor");
 	signal(SIGPIPE, SIG_IGN);

@@ -31,6 +31,21 @@ t "/get_segments_detail is JSON with one segment" 'curl -sf $H/get_segments_deta
 t "GET on remove_all is refused" '[ "$(curl -s -o /dev/null -w %{http_code} $H/api/v1/remove_all)" = 405 ]'
 t "POST /api/v1/remove_all?force=true removes all" 'curl -sf -XPOST "$H/api/v1/remove_all?force=true" | grep -q "\"removed_count\":20"'
 t "unknown path is 404" '[ "$(curl -s -o /dev/null -w %{http_code} $H/nope)" = 404 ]'
+# SIGHUP re-reads the configuration file and applies what can change at run time.
+echo '{"default_kv_lease_ttl": 10000, "eviction_high_watermark_ratio": 0.9}' >"$MC_TMP/master.json"
+mc_start_master --config_path="$MC_TMP/master.json" || { mc_dump_logs; exit 1; }
+echo '{"default_kv_lease_ttl": "300ms", "eviction_high_watermark_ratio": 0.8}' >"$MC_TMP/master.json"
+kill -HUP "$MC_MASTER_PID"; sleep 0.5
+t "SIGHUP reloads lease and watermark from the file" 'grep -q "configuration reloaded (lease 300 ms, high watermark 0.80" "$MC_TMP/master.log"'
+echo '{"default_kv_lease_ttl": "soon"}' >"$MC_TMP/master.json"
+kill -HUP "$MC_MASTER_PID"; sleep 0.5
+t "an invalid file on SIGHUP keeps the running configuration" 'grep -q "configuration invalid, keeping the running one" "$MC_TMP/master.log" && kill -0 "$MC_MASTER_PID"'
+t "--check_config refuses an invalid file with status 2" '"$MC_BIN/mooncake_master" --config_path="$MC_TMP/master.json" --check_config 2>/dev/null; [ $? = 2 ]'
+# Every metric the Grafana dashboard queries exists on /metrics.
+for name in $(grep -oE '(master|valid|total)_[a-z_]+' "${MC_TOP_SRCDIR}/etc/grafana-mooncake.json" | sed 's/_bucket$//' | sort -u); do
+	case $name in master_.*_requests_total|master_.*_failures_total) continue ;; esac
+	t "dashboard metric $name is exported" 'echo "$m" | grep -q "^$name"'
+done
 echo "1..$n"
 [ $fail -eq 0 ] || mc_dump_logs
 exit $fail
