@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mooncake_http_metadata_server: the transfer engine's HTTP metadata service on its own loop.
- * Flags follow upstream's Python server (--port, --host, --log-level) plus size bounds.
+ * mooncake_http_metadata_server: the transfer engine's HTTP metadata service (metadata_server.h)
+ * alone on its own loop.  Flags follow upstream's Python server (--port, --host, --log-level)
+ * plus the size bounds.  Exit status: 0 after SIGTERM/SIGINT, 1 when the service cannot start,
+ * 2 for a bad command line.  Single-threaded.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,6 +20,8 @@
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
 
+#define MC_META_PROG "mooncake_http_metadata_server"
+
 struct mc_meta_cfg {
 	int64_t port;
 	char *host;
@@ -26,97 +31,175 @@ struct mc_meta_cfg {
 	int64_t max_keys;
 };
 
+/* The daemon's context: configuration and everything the loop owns. */
+struct mc_meta_daemon {
+	struct mc_meta_cfg cfg;
+	struct event_base *base;
+	struct mc_meta_server *srv;
+	struct event *sig_term;
+	struct event *sig_int;
+};
+
 #define O(f) offsetof(struct mc_meta_cfg, f)
 static const struct mc_opt mc_meta_opts[] = {
-	{ "port", NULL, NULL, MC_OPT_INT, O(port), "8080", 0, 65535, "listen port" },
+	{ "port", NULL, NULL, MC_OPT_INT, O(port), "8080", 0, 65535,
+	  "listen port (0: any free port, logged)" },
 	{ "host", NULL, NULL, MC_OPT_STRING, O(host), "0.0.0.0", 0, -1, "listen address" },
 	{ "log-level", "log_level", NULL, MC_OPT_STRING, O(log_level), "INFO", 0, -1,
 	  "DEBUG, INFO, WARNING or ERROR" },
 	{ "max_key_bytes", NULL, NULL, MC_OPT_SIZE, O(max_key_bytes), "1024", 1, 1048576,
-	  "longest key accepted" },
+	  "longest key accepted, after URL-decoding (400 above)" },
 	{ "max_value_bytes", NULL, NULL, MC_OPT_SIZE, O(max_value_bytes), "16MB", 1, 1073741824.0,
 	  "largest value accepted (413 above)" },
 	{ "max_keys", NULL, NULL, MC_OPT_INT, O(max_keys), "1000000", 1, 1000000000,
-	  "keys stored at most (503 above)" },
+	  "keys stored at most (503 for a new key above)" },
 	MC_OPT_END,
 };
 
+static void mc_meta_usage(FILE *out)
+{
+	fprintf(out, "usage: " MC_META_PROG " [--flag=value | --flag value ...]\n"
+		     "The transfer engine's HTTP metadata key-value service "
+		     "(GET/PUT/DELETE /metadata?key=K, GET /health).\n\nFlags:\n");
+	mc_opts_help(mc_meta_opts, out);
+	fprintf(out, "  --help\n      print this help and exit\n"
+		     "  --version\n      print the version and exit\n");
+}
+
+/* Map upstream's Python logging level names.  Returns 0 or -EINVAL. */
+static int mc_meta_set_log_level(const char *name)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = {
+		{ "DEBUG", MC_LOG_DEBUG }, { "INFO", MC_LOG_INFO },   { "WARNING", MC_LOG_WARN },
+		{ "WARN", MC_LOG_WARN },   { "ERROR", MC_LOG_ERR },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		if (!strcasecmp(name, levels[i].name)) {
+			mc_log_set_level(levels[i].level);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* Parse argv into d->cfg.  Returns 0, or 2 (the exit status) after a message on stderr. */
+static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
+{
+	char err[512];
+	int next = argc;
+
+	if (mc_opts_defaults(mc_meta_opts, &d->cfg) != 0) {
+		fprintf(stderr, MC_META_PROG ": bad built-in default\n");
+		return 2;
+	}
+	if (mc_opts_parse_argv(mc_meta_opts, &d->cfg, argc, argv, NULL, &next, err,
+			       sizeof(err)) != 0) {
+		fprintf(stderr, MC_META_PROG ": %s\n", err);
+		return 2;
+	}
+	if (next != argc) {
+		fprintf(stderr, MC_META_PROG ": unexpected argument '%s'\n", argv[next]);
+		return 2;
+	}
+	if (mc_meta_set_log_level(d->cfg.log_level) != 0) {
+		fprintf(stderr, MC_META_PROG ": --log-level must be DEBUG, INFO, WARNING or ERROR, "
+				"not '%s'\n", d->cfg.log_level);
+		return 2;
+	}
+	return 0;
+}
+
 static void mc_meta_on_signal(evutil_socket_t sig, short what, void *arg)
 {
-	(void)what;
+	struct mc_meta_daemon *d = arg;
+
 	mc_log_notice("signal %d: shutting down", (int)sig);
 	mc_sd_notify("STOPPING=1");
-	event_base_loopexit(arg, NULL);
+	event_base_loopexit(d->base, NULL);
+}
+
+/* Build the loop, the service and the signal events.  Returns 0 or -1 (logged). */
+static int mc_meta_start(struct mc_meta_daemon *d)
+{
+	struct mc_meta_server_opts mo = {
+		.max_key_bytes = (size_t)d->cfg.max_key_bytes,
+		.max_value_bytes = (size_t)d->cfg.max_value_bytes,
+		.max_keys = (size_t)d->cfg.max_keys,
+	};
+	int rc = 0;
+
+	d->base = event_base_new();
+	if (d->base == NULL) {
+		mc_log_err("cannot create the event loop");
+		return -1;
+	}
+	d->srv = mc_meta_server_new(d->base, d->cfg.host, (uint16_t)d->cfg.port, &mo, &rc);
+	if (d->srv == NULL) {
+		mc_log_err("cannot listen on %s:%lld: %s", d->cfg.host, (long long)d->cfg.port,
+			   strerror(-rc));
+		return -1;
+	}
+	d->sig_term = evsignal_new(d->base, SIGTERM, mc_meta_on_signal, d);
+	d->sig_int = evsignal_new(d->base, SIGINT, mc_meta_on_signal, d);
+	if (d->sig_term == NULL || d->sig_int == NULL || event_add(d->sig_term, NULL) != 0 ||
+	    event_add(d->sig_int, NULL) != 0) {
+		mc_log_err("cannot watch SIGTERM and SIGINT");
+		return -1;
+	}
+	mc_log_notice("HTTP metadata service on %s:%u (keys up to %zu bytes, values up to %zu "
+		      "bytes, at most %zu keys)", d->cfg.host, mc_meta_server_port(d->srv),
+		      mo.max_key_bytes, mo.max_value_bytes, mo.max_keys);
+	return 0;
+}
+
+/* Undo mc_meta_start(), whatever it got to. */
+static void mc_meta_stop(struct mc_meta_daemon *d)
+{
+	if (d->sig_term)
+		event_free(d->sig_term);
+	if (d->sig_int)
+		event_free(d->sig_int);
+	mc_meta_server_free(d->srv);
+	if (d->base)
+		event_base_free(d->base);
 }
 
 int main(int argc, char **argv)
 {
-	struct mc_meta_cfg cfg;
-	struct mc_meta_server_opts mo;
-	struct mc_meta_server *srv;
-	struct event_base *base;
-	struct event *sterm, *sint;
-	char err[512];
-	int next = argc, rc;
+	struct mc_meta_daemon d;
+	int status;
 
-	mc_log_set_ident("mooncake_http_metadata_server");
-	mc_log_use_default_sink();
+	memset(&d, 0, sizeof(d));
+	mc_log_set_ident(MC_META_PROG);
 	if (mc_opts_wants(argc, argv, "help")) {
-		printf("usage: mooncake_http_metadata_server [--flag=value ...]\n"
-		       "The transfer engine's HTTP metadata key-value service.\n\nFlags:\n");
-		mc_opts_help(mc_meta_opts, stdout);
+		mc_meta_usage(stdout);
 		return 0;
 	}
 	if (mc_opts_wants(argc, argv, "version")) {
-		printf("mooncake_http_metadata_server %s\n", PACKAGE_VERSION);
+		printf(MC_META_PROG " %s\n", PACKAGE_VERSION);
 		return 0;
 	}
-	if (mc_opts_defaults(mc_meta_opts, &cfg) ||
-	    mc_opts_parse_argv(mc_meta_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
-	    next != argc) {
-		fprintf(stderr, "mooncake_http_metadata_server: %s\n",
-			next != argc ? "unexpected argument" : err);
-		mc_opts_free(mc_meta_opts, &cfg);
-		return 2;
-	}
-	if (!strcasecmp(cfg.log_level, "DEBUG"))
-		mc_log_set_level(MC_LOG_DEBUG);
-	else if (!strcasecmp(cfg.log_level, "INFO"))
-		mc_log_set_level(MC_LOG_INFO);
-	else if (!strcasecmp(cfg.log_level, "WARNING") || !strcasecmp(cfg.log_level, "WARN"))
-		mc_log_set_level(MC_LOG_WARN);
-	else if (!strcasecmp(cfg.log_level, "ERROR"))
-		mc_log_set_level(MC_LOG_ERR);
-	else {
-		fprintf(stderr, "mooncake_http_metadata_server: --log-level must be DEBUG, INFO, "
-				"WARNING or ERROR\n");
-		mc_opts_free(mc_meta_opts, &cfg);
-		return 2;
-	}
+	status = mc_meta_parse(&d, argc, argv);
+	if (status != 0)
+		goto free_cfg;
+	/* A client that goes away mid-reply must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
-	base = event_base_new();
-	mo.max_key_bytes = cfg.max_key_bytes;
-	mo.max_value_bytes = cfg.max_value_bytes;
-	mo.max_keys = (size_t)cfg.max_keys;
-	srv = mc_meta_server_new(base, cfg.host, (uint16_t)cfg.port, &mo, &rc);
-	if (srv == NULL) {
-		mc_log_err("cannot listen on %s:%lld: %s", cfg.host, (long long)cfg.port,
-			   strerror(-rc));
-		event_base_free(base);
-		mc_opts_free(mc_meta_opts, &cfg);
-		return 1;
-	}
-	mc_log_notice("HTTP metadata service on %s:%u", cfg.host, mc_meta_server_port(srv));
-	sterm = evsignal_new(base, SIGTERM, mc_meta_on_signal, base);
-	sint = evsignal_new(base, SIGINT, mc_meta_on_signal, base);
-	event_add(sterm, NULL);
-	event_add(sint, NULL);
+	status = 1;
+	if (mc_meta_start(&d) != 0)
+		goto stop;
 	mc_sd_notify("READY=1");
-	event_base_dispatch(base);
-	event_free(sterm);
-	event_free(sint);
-	mc_meta_server_free(srv);
-	event_base_free(base);
-	mc_opts_free(mc_meta_opts, &cfg);
-	return 0;
+	if (event_base_dispatch(d.base) == 0)
+		status = 0;
+	else
+		mc_log_err("event loop failed");
+stop:
+	mc_meta_stop(&d);
+free_cfg:
+	mc_opts_free(mc_meta_opts, &d.cfg);
+	return status;
 }

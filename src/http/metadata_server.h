@@ -8,36 +8,69 @@
 #include <event2/event.h>
 
 /*
- * The transfer engine's HTTP metadata key-value service (reference §2), embeddable in any
- * libevent loop: mooncake_http_metadata_server runs it alone, mooncake_master on its own loop
- * with --enable_http_metadata_server.
+ * The transfer engine's HTTP metadata key-value service (reference §2, the C++ server embedded
+ * in upstream's master), embeddable in any libevent loop: mooncake_http_metadata_server runs it
+ * alone, mooncake_master on its own loop with --enable_http_metadata_server.
  *
- *   GET    /metadata?key=K   200 value (application/json) | 404 "metadata not found"
+ *   GET    /metadata?key=K   200 value verbatim (application/json) | 404 "metadata not found"
  *   PUT    /metadata?key=K   200 "metadata updated"; a key containing "rpc_meta" that exists:
  *                            same body 200 "metadata unchanged", else 400 "Duplicate rpc_meta
  *                            key not allowed"
  *   DELETE /metadata?key=K   200 "metadata deleted" | 404 "metadata not found"
  *   GET    /health           200 "OK"
- * A missing or empty key is 400 "Missing key parameter"; other methods 405; sizes are bounded.
- * Single-threaded: the loop's thread.
+ *
+ * K is URL-decoded.  A missing, empty or repeated key parameter is 400 "Missing key parameter"
+ * (repeated: "Repeated key parameter"); a key over max_key_bytes or holding a NUL byte is 400;
+ * a body over max_value_bytes 413; a request line or headers over max_header_bytes 400 (the
+ * answer of libevent 2.1); a new key past max_keys 503; other methods on /metadata and /health 405 "Method not allowed"; other paths 404.
+ * Mutations are logged at debug level, refused requests at warning level with the peer.
+ *
+ * Threading: everything runs on the thread of the event_base given to mc_meta_server_new(),
+ * including the in-process accessors below; the server takes no locks.
  */
 struct mc_meta_server;
 
+/* Bounds on what the network may make us store.  A zero field takes the default. */
 struct mc_meta_server_opts {
-	size_t max_key_bytes;	/* default 1024 */
-	size_t max_value_bytes;	/* default 16 MiB */
-	size_t max_keys;	/* default 1,000,000 */
+	size_t max_key_bytes;		/* decoded key length; default 1024 */
+	size_t max_value_bytes;		/* request body; default 16 MiB */
+	size_t max_keys;		/* distinct keys stored; default 1,000,000 */
+	size_t max_header_bytes;	/* request line, and all headers together;
+					 * default 8 KiB + 3 * max_key_bytes (a fully
+					 * escaped key fits in the request line) */
 };
 
-/* Listen on host:port (port 0: any).  Returns NULL with *err = -errno on failure. */
+/*
+ * Bind an HTTP server on host:port (host NULL: all addresses; port 0: any free port) and serve
+ * it from base.  opts may be NULL (all defaults); it is copied.  Returns an owned server, or
+ * NULL with *err = -errno (-EADDRINUSE, -EADDRNOTAVAIL for an unresolvable host, -ENOMEM, ...).
+ * base must outlive the server.  host may be a name; it is resolved here, blocking.
+ */
 struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *host,
 					  uint16_t port, const struct mc_meta_server_opts *opts,
 					  int *err);
+/* The port actually bound (the kernel's choice when 0 was asked for). */
 uint16_t mc_meta_server_port(const struct mc_meta_server *s);
+/* Close the listener and every connection and drop all entries.  NULL is a no-op.  Must not be
+ * called from inside one of the server's own callbacks. */
 void mc_meta_server_free(struct mc_meta_server *s);
-/* In-process access (the master's cleanup of a dead client's entries). */
-int mc_meta_server_delete(struct mc_meta_server *s, const char *key);
+
+/*
+ * In-process access, e.g. the master deleting a dead client's entries.  Keys are NUL-terminated
+ * decoded keys, exactly as a client would send them before URL-escaping.
+ */
+
+/* The value stored under key, or NULL (len untouched).  The bytes are owned by the server and
+ * stay valid until key is next written or deleted, or the server is freed; they are followed by
+ * a NUL byte not counted in *len, so a JSON value can be parsed in place. */
 const char *mc_meta_server_get(struct mc_meta_server *s, const char *key, size_t *len);
+/* Insert or replace key with a copy of value[0..len).  No rpc_meta rule (that is a rule of the
+ * HTTP protocol).  Returns 0, -EINVAL (empty key), -E2BIG (key or value over the bounds),
+ * -ENOSPC (a new key past max_keys) or -ENOMEM. */
+int mc_meta_server_put(struct mc_meta_server *s, const char *key, const void *value, size_t len);
+/* Returns 0, or -ENOENT when key is not stored. */
+int mc_meta_server_delete(struct mc_meta_server *s, const char *key);
+/* Number of keys stored. */
 size_t mc_meta_server_count(const struct mc_meta_server *s);
 
 #endif
