@@ -19,7 +19,8 @@ for f in sbin/mooncake_master sbin/mooncake_http_metadata_server bin/mooncake_cl
 	share/man/man8/mooncake_http_metadata_server.8 share/man/man1/mooncake_bench.1 \
 	etc/mooncake/master.json etc/mooncake/mooncake.json share/mooncake/grafana-mooncake.json \
 	share/man/man5/mooncake.json.5 share/man/man3/libmooncake.3 share/man/man1/mooncake_ctl.1 \
-	bin/mooncake_ctl; do
+	bin/mooncake_ctl bin/transfer_engine_bench include/mooncake/transfer_engine_c.h \
+	share/man/man1/transfer_engine_bench.1; do
 	t "installed $f" '[ -e "$R/$f" ]'
 done
 t "installed libmooncake.so" 'ls "$R"/lib/libmooncake.so* >/dev/null 2>&1'

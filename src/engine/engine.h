@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_ENGINE_H
+#define MC_ENGINE_H
+
+/*
+ * Transfer engine internals (include/mooncake/transfer_engine_c.h is the API).
+ *
+ * struct mc_engine owns a loop thread with the TCP data server and client (src/transfer) and the
+ * handshake server (handshake.c), the registered-memory set, the table of opened peer segments
+ * and the batches.  Metadata (te_meta.c) is published and fetched on the calling API thread,
+ * never on the loop.
+ */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "reactor/loop_thread.h"
+#include "transfer/memreg.h"
+#include "transfer/tcp.h"
+
+#define MC_TE_MAX_BUFFERS 65536
+#define MC_TE_MAX_SEGMENTS 4096
+
+struct mc_te_buffer {
+	uint64_t addr;
+	uint64_t length;
+};
+
+/* A segment descriptor (reference §3.2, tcp fields). */
+struct mc_te_desc {
+	char name[256];
+	char protocol[16];
+	uint16_t tcp_data_port;
+	int tcp_proto_version;
+	struct mc_te_buffer *buffers;
+	uint32_t nbuffers;
+};
+
+struct mc_te_segment {
+	char name[256];
+	char host[256];		/* where its data server listens */
+	struct mc_te_desc desc;
+	int open;
+};
+
+struct mc_te_task {
+	int status;		/* STATUS_* */
+	uint64_t bytes;
+};
+
+struct mc_te_batch {
+	struct mc_te_batch *next;
+	struct mc_engine *e;
+	size_t size, count, pending;
+	struct mc_te_task tasks[];
+};
+
+struct mc_engine {
+	pthread_mutex_t mu;
+	struct mc_loop_thread *lt;
+	struct mc_memreg *reg;
+	struct mc_tcp_server *data;
+	struct mc_tcp_client *cli;
+	struct mc_te_hs_server *hs;
+	char meta_conn[512];
+	int p2p;
+	char server_name[256];	/* our segment name */
+	char ip[64];		/* advertised address */
+	uint16_t rpc_port;	/* handshake port */
+	struct mc_te_buffer *bufs;	/* registered, for the descriptor */
+	uint32_t nbufs;
+	struct mc_te_segment *segs;	/* handle i -> segs[i - 1] */
+	uint32_t nsegs;
+	struct mc_te_batch *batches;
+	int tcp_installed;
+};
+
+/* te_meta.c: descriptors as JSON and the metadata store. */
+char *mc_te_desc_to_json(const struct mc_engine *e);	/* malloc'ed, needs e->mu held */
+int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d);
+void mc_te_desc_fini(struct mc_te_desc *d);
+int mc_te_meta_publish(struct mc_engine *e);		/* segment descriptor + rpc_meta */
+int mc_te_meta_unpublish(struct mc_engine *e);
+/* Fetch a peer's descriptor and data host by segment name. */
+int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment *seg);
+
+/* handshake.c */
+struct mc_te_hs_server;
+/* Listen on ip:*port (0: any in [15000, 17000]) on the engine's loop. */
+int mc_te_hs_start(struct mc_engine *e, const char *bind_ip, uint16_t *port);
+void mc_te_hs_stop(struct mc_engine *e);
+/* Send one handshake frame to host:port and read the reply (blocking, bounded by timeouts).
+ * Returns 0 with a malloc'ed reply, or a negative ERR_*. */
+int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
+		  size_t *reply_len);
+
+enum mc_te_hs_type {
+	MC_HS_CONNECTION = 0,
+	MC_HS_METADATA = 1,
+	MC_HS_NOTIFY = 2,
+	MC_HS_PROBE = 3,
+};
+
+#endif

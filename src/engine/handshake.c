@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The transfer engine's handshake port (reference §3.3): frames of u64 length (little-endian,
+ * counting the type byte and the JSON), u8 type, JSON.  Metadata requests are answered with this
+ * engine's segment descriptor (how P2PHANDSHAKE peers find each other without a metadata
+ * service); Probe with {"status":"success"}; RDMA connection requests are rejected in a build
+ * without RDMA.  One reply per connection, then the connection is closed.  Frames are bounded
+ * by MC_HANDSHAKE_MAX_LENGTH (1 MiB default).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "engine/engine.h"
+#include "mooncake/transfer_engine_c.h"
+
+struct mc_te_hs_server {
+	struct evconnlistener *listener;
+	struct mc_engine *e;
+};
+
+static size_t mc_hs_max(void)
+{
+	const char *v = getenv("MC_HANDSHAKE_MAX_LENGTH");
+	long long n = v ? atoll(v) : 0;
+
+	if (n < 1 || n > (128ll << 20))
+		return 1u << 20;
+	return (size_t)n;
+}
+
+static void mc_hs_on_write_done(struct bufferevent *bev, void *arg)
+{
+	(void)arg;
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		bufferevent_free(bev);
+}
+
+static void mc_hs_reply(struct bufferevent *bev, uint8_t type, const char *json)
+{
+	uint8_t hdr[9];
+	size_t n = strlen(json);
+
+	mc_put_le64(hdr, (uint64_t)n + 1);
+	hdr[8] = type;
+	bufferevent_write(bev, hdr, sizeof(hdr));
+	bufferevent_write(bev, json, n);
+	bufferevent_disable(bev, EV_READ);
+	bufferevent_setcb(bev, NULL, mc_hs_on_write_done, NULL, NULL);
+}
+
+static void mc_hs_on_read(struct bufferevent *bev, void *arg)
+{
+	struct mc_te_hs_server *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[9];
+	uint64_t len;
+	char *desc;
+
+	if (evbuffer_get_length(in) < sizeof(hdr))
+		return;
+	evbuffer_copyout(in, hdr, sizeof(hdr));
+	len = mc_get_le64(hdr);
+	if (len == 0 || len > mc_hs_max()) {
+		mc_log_warn("handshake: frame of %llu bytes refused", (unsigned long long)len);
+		bufferevent_free(bev);
+		return;
+	}
+	if (evbuffer_get_length(in) < 8 + len)
+		return;
+	switch (hdr[8]) {
+	case MC_HS_METADATA:
+		pthread_mutex_lock(&s->e->mu);
+		desc = mc_te_desc_to_json(s->e);
+		pthread_mutex_unlock(&s->e->mu);
+		mc_hs_reply(bev, MC_HS_METADATA, desc ? desc : "{}");
+		free(desc);
+		break;
+	case MC_HS_PROBE:
+		mc_hs_reply(bev, MC_HS_PROBE, "{\"status\":\"success\"}");
+		break;
+	case MC_HS_CONNECTION:
+		mc_hs_reply(bev, MC_HS_CONNECTION,
+			    "{\"reply_msg\":\"RDMA is not available on this peer\"}");
+		break;
+	default:
+		mc_hs_reply(bev, hdr[8], "{\"reply_msg\":\"unsupported handshake type\"}");
+		break;
+	}
+}
+
+static void mc_hs_on_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	bufferevent_free(bev);
+}
+
+static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+			    int salen, void *arg)
+{
+	struct mc_te_hs_server *s = arg;
+	struct bufferevent *bev;
+	struct timeval tv = { 5, 0 };
+
+	(void)sa;
+	(void)salen;
+	bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
+		evutil_closesocket(fd);
+		return;
+	}
+	bufferevent_setcb(bev, mc_hs_on_read, NULL, mc_hs_on_event, s);
+	bufferevent_set_timeouts(bev, &tv, &tv);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+struct mc_hs_start_ctx {
+	struct mc_engine *e;
+	const char *ip;
+	uint16_t port;
+	int rc;
+	struct mc_waiter w;
+};
+
+static void mc_hs_start_on_loop(void *arg)
+{
+	struct mc_hs_start_ctx *x = arg;
+	struct event_base *base = mc_loop_thread_base(x->e->lt);
+	const char *v;
+	int lo = 15000, hi = 17000, tries, i;
+	unsigned seed = (unsigned)getpid() ^ (unsigned)(uintptr_t)x;
+	struct mc_te_hs_server *s = calloc(1, sizeof(*s));
+
+	x->rc = ERR_SOCKET;
+	if (s == NULL)
+		goto out;
+	s->e = x->e;
+	if ((v = getenv("MC_MIN_RPC_PORT")) && atoi(v) > 0)
+		lo = atoi(v);
+	if ((v = getenv("MC_MAX_RPC_PORT")) && atoi(v) >= lo)
+		hi = atoi(v);
+	tries = x->port ? 1 : 500;
+	for (i = 0; i < tries; i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		uint16_t p = x->port ? x->port : (uint16_t)(lo + (int)(rand_r(&seed) %
+							      (unsigned)(hi - lo + 1)));
+
+		sa.sin_port = htons(p);
+		inet_pton(AF_INET, x->ip, &sa.sin_addr);
+		s->listener = evconnlistener_new_bind(base, mc_hs_on_accept, s,
+						      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+							      LEV_OPT_CLOSE_ON_EXEC,
+						      128, (struct sockaddr *)&sa, sizeof(sa));
+		if (s->listener) {
+			x->port = p;
+			x->e->hs = s;
+			x->rc = 0;
+			goto out;
+		}
+	}
+	free(s);
+out:
+	mc_waiter_signal(&x->w, 0);
+}
+
+int mc_te_hs_start(struct mc_engine *e, const char *bind_ip, uint16_t *port)
+{
+	struct mc_hs_start_ctx x = { .e = e, .ip = bind_ip, .port = *port };
+
+	mc_waiter_init(&x.w);
+	mc_loop_thread_call(e->lt, mc_hs_start_on_loop, &x);
+	mc_waiter_wait(&x.w);
+	mc_waiter_fini(&x.w);
+	*port = x.port;
+	return x.rc;
+}
+
+static void mc_hs_stop_on_loop(void *arg)
+{
+	struct mc_hs_start_ctx *x = arg;
+
+	if (x->e->hs) {
+		evconnlistener_free(x->e->hs->listener);
+		free(x->e->hs);
+		x->e->hs = NULL;
+	}
+	mc_waiter_signal(&x->w, 0);
+}
+
+void mc_te_hs_stop(struct mc_engine *e)
+{
+	struct mc_hs_start_ctx x = { .e = e };
+
+	mc_waiter_init(&x.w);
+	mc_loop_thread_call(e->lt, mc_hs_stop_on_loop, &x);
+	mc_waiter_wait(&x.w);
+	mc_waiter_fini(&x.w);
+}
+
+/* Blocking I/O with a deadline, for API threads. */
+static int mc_hs_io(int fd, void *buf, size_t n, int writing)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		struct pollfd p = { .fd = fd, .events = writing ? POLLOUT : POLLIN };
+		ssize_t r;
+
+		if (poll(&p, 1, 5000) <= 0)
+			return -1;
+		r = writing ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
+			    : recv(fd, (char *)buf + done, n - done, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
+		  size_t *reply_len)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	uint8_t hdr[9];
+	char ps[8];
+	uint64_t len;
+	int fd, rc = ERR_SOCKET;
+	size_t n = strlen(json);
+
+	*reply = NULL;
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host, ps, &hints, &res) != 0)
+		return ERR_DNS;
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) != 0)
+		goto out;
+	mc_put_le64(hdr, (uint64_t)n + 1);
+	hdr[8] = type;
+	if (mc_hs_io(fd, hdr, sizeof(hdr), 1) || mc_hs_io(fd, (void *)json, n, 1) ||
+	    mc_hs_io(fd, hdr, sizeof(hdr), 0))
+		goto out;
+	len = mc_get_le64(hdr);
+	if (len == 0 || len > mc_hs_max() || hdr[8] != type) {
+		rc = ERR_MALFORMED_JSON;
+		goto out;
+	}
+	*reply = malloc((size_t)len);
+	if (*reply == NULL || mc_hs_io(fd, *reply, (size_t)len - 1, 0)) {
+		free(*reply);
+		*reply = NULL;
+		goto out;
+	}
+	(*reply)[len - 1] = '\0';
+	*reply_len = (size_t)len - 1;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(res);
+	return rc;
+}

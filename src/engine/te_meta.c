@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Segment descriptors (reference §3.2) and where they are kept.
+ *
+ * The descriptor of a tcp segment is {"name", "protocol": "tcp", "tcp_data_port",
+ * "tcp_proto_version": 2, "timestamp", "buffers": [{"name", "addr", "length"}]}; rpc_meta is
+ * {"ip_or_host_name", "rpc_port"}.  With P2PHANDSHAKE nothing is published: a peer asks for the
+ * descriptor on the handshake port (the segment name is ip:rpc_port).  With an http:// metadata
+ * service the descriptor goes to mooncake/ram/<name> and rpc_meta to mooncake/rpc_meta/<name>
+ * (prefixed with MC_METADATA_CLUSTER_ID when set), through libcurl with upstream's timeouts
+ * (1.5 s connect, 3 s request).  Descriptors from the network are untrusted: types checked,
+ * counts bounded.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#ifdef HAVE_CURL
+#include <curl/curl.h>
+#endif
+
+#include "common/log.h"
+#include "engine/engine.h"
+#include "mooncake/transfer_engine_c.h"
+
+char *mc_te_desc_to_json(const struct mc_engine *e)
+{
+	json_t *root = json_object(), *bufs = json_array();
+	char ts[32];
+	uint32_t i;
+	char *s;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)time(NULL));
+	for (i = 0; i < e->nbufs; i++)
+		json_array_append_new(bufs, json_pack("{sssIsI}", "name", e->server_name, "addr",
+						      (json_int_t)e->bufs[i].addr, "length",
+						      (json_int_t)e->bufs[i].length));
+	json_object_set_new(root, "name", json_string(e->server_name));
+	json_object_set_new(root, "protocol", json_string("tcp"));
+	json_object_set_new(root, "tcp_data_port",
+			    json_integer(e->data ? mc_tcp_server_port(e->data) : 0));
+	json_object_set_new(root, "tcp_proto_version", json_integer(2));
+	json_object_set_new(root, "timestamp", json_string(ts));
+	json_object_set_new(root, "buffers", bufs);
+	s = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	return s;
+}
+
+void mc_te_desc_fini(struct mc_te_desc *d)
+{
+	free(d->buffers);
+	d->buffers = NULL;
+	d->nbuffers = 0;
+}
+
+int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d)
+{
+	json_error_t err;
+	json_t *root = json_loadb(json, len, 0, &err), *v, *bufs;
+	size_t i, n;
+	int rc = ERR_MALFORMED_JSON;
+
+	memset(d, 0, sizeof(*d));
+	if (root == NULL || !json_is_object(root))
+		goto out;
+	v = json_object_get(root, "name");
+	if (!json_is_string(v) || json_string_length(v) >= sizeof(d->name))
+		goto out;
+	snprintf(d->name, sizeof(d->name), "%s", json_string_value(v));
+	v = json_object_get(root, "protocol");
+	snprintf(d->protocol, sizeof(d->protocol), "%s", json_is_string(v) ? json_string_value(v)
+									  : "tcp");
+	v = json_object_get(root, "tcp_data_port");
+	if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 65535)
+		goto out;
+	d->tcp_data_port = (uint16_t)json_integer_value(v);
+	v = json_object_get(root, "tcp_proto_version");
+	d->tcp_proto_version = json_is_integer(v) ? (int)json_integer_value(v) : 1;
+	bufs = json_object_get(root, "buffers");
+	n = json_is_array(bufs) ? json_array_size(bufs) : 0;
+	if (n > MC_TE_MAX_BUFFERS)
+		goto out;
+	d->buffers = calloc(n ? n : 1, sizeof(*d->buffers));
+	if (d->buffers == NULL) {
+		rc = ERR_MEMORY;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		json_t *b = json_array_get(bufs, i), *a = json_object_get(b, "addr");
+		json_t *l = json_object_get(b, "length");
+
+		if (!json_is_integer(a) || !json_is_integer(l))
+			goto out;
+		d->buffers[i].addr = (uint64_t)json_integer_value(a);
+		d->buffers[i].length = (uint64_t)json_integer_value(l);
+	}
+	d->nbuffers = (uint32_t)n;
+	rc = 0;
+out:
+	if (rc)
+		mc_te_desc_fini(d);
+	json_decref(root);
+	return rc;
+}
+
+static void mc_te_key(char *out, size_t n, const char *kind, const char *name)
+{
+	const char *cid = getenv("MC_METADATA_CLUSTER_ID");
+
+	if (cid && *cid)
+		snprintf(out, n, "mooncake/%s%s%s/%s", cid, cid[strlen(cid) - 1] == '/' ? "" : "/",
+			 kind, name);
+	else if (!strcmp(kind, "ram") && strchr(name, '/'))
+		snprintf(out, n, "mooncake/%s", name);
+	else
+		snprintf(out, n, "mooncake/%s/%s", kind, name);
+}
+
+#ifdef HAVE_CURL
+struct mc_te_body {
+	char *data;
+	size_t len;
+};
+
+static size_t mc_te_on_body(char *p, size_t sz, size_t nm, void *arg)
+{
+	struct mc_te_body *b = arg;
+	size_t n = sz * nm;
+	char *q;
+
+	if (b->len + n > (16u << 20))
+		return 0;
+	q = realloc(b->data, b->len + n + 1);
+	if (q == NULL)
+		return 0;
+	memcpy(q + b->len, p, n);
+	b->data = q;
+	b->len += n;
+	q[b->len] = '\0';
+	return n;
+}
+
+/* One HTTP request to the metadata service.  Returns the status code or a negative error. */
+static long mc_te_http(const char *base, const char *method, const char *key, const char *body,
+		       struct mc_te_body *out)
+{
+	CURL *c = curl_easy_init();
+	char url[2048], *esc;
+	long code = ERR_METADATA;
+
+	if (c == NULL)
+		return ERR_MEMORY;
+	esc = curl_easy_escape(c, key, 0);
+	snprintf(url, sizeof(url), "%s?key=%s", base, esc ? esc : key);
+	curl_free(esc);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1500L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	if (out) {
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mc_te_on_body);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+	}
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return code;
+}
+#endif
+
+int mc_te_meta_publish(struct mc_engine *e)
+{
+#ifdef HAVE_CURL
+	char key[512], rpc[512], *desc;
+	long a, b;
+
+	if (e->p2p)
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	desc = mc_te_desc_to_json(e);
+	pthread_mutex_unlock(&e->mu);
+	snprintf(rpc, sizeof(rpc), "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%u}", e->ip,
+		 e->rpc_port);
+	mc_te_key(key, sizeof(key), "ram", e->server_name);
+	a = mc_te_http(e->meta_conn, "PUT", key, desc ? desc : "{}", NULL);
+	mc_te_key(key, sizeof(key), "rpc_meta", e->server_name);
+	b = mc_te_http(e->meta_conn, "PUT", key, rpc, NULL);
+	free(desc);
+	if (a != 200 || b != 200) {
+		mc_log_warn("transfer engine: publishing %s to %s failed (%ld, %ld)", e->server_name,
+			    e->meta_conn, a, b);
+		return ERR_METADATA;
+	}
+	return 0;
+#else
+	return e->p2p ? 0 : ERR_NOT_IMPLEMENTED;
+#endif
+}
+
+int mc_te_meta_unpublish(struct mc_engine *e)
+{
+#ifdef HAVE_CURL
+	char key[512];
+
+	if (e->p2p)
+		return 0;
+	mc_te_key(key, sizeof(key), "ram", e->server_name);
+	mc_te_http(e->meta_conn, "DELETE", key, NULL, NULL);
+	mc_te_key(key, sizeof(key), "rpc_meta", e->server_name);
+	mc_te_http(e->meta_conn, "DELETE", key, NULL, NULL);
+#endif
+	return 0;
+}
+
+int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment *seg)
+{
+	char *reply = NULL;
+	size_t len = 0;
+	int rc;
+
+	memset(seg, 0, sizeof(*seg));
+	snprintf(seg->name, sizeof(seg->name), "%s", name);
+	if (e->p2p) {
+		/* The name is ip:rpc_port: ask the peer for its descriptor. */
+		const char *colon = strrchr(name, ':');
+		char *mine;
+
+		if (colon == NULL || atoi(colon + 1) <= 0 || (size_t)(colon - name) >= sizeof(seg->host))
+			return ERR_INVALID_ARGUMENT;
+		snprintf(seg->host, sizeof(seg->host), "%.*s", (int)(colon - name), name);
+		pthread_mutex_lock(&e->mu);
+		mine = mc_te_desc_to_json(e);
+		pthread_mutex_unlock(&e->mu);
+		rc = mc_te_hs_call(seg->host, (uint16_t)atoi(colon + 1), MC_HS_METADATA,
+				   mine ? mine : "{}", &reply, &len);
+		free(mine);
+		if (rc)
+			return rc;
+		rc = mc_te_desc_from_json(reply, len, &seg->desc);
+		free(reply);
+		return rc;
+	}
+#ifdef HAVE_CURL
+	{
+		char key[512];
+		struct mc_te_body b = { 0 };
+		json_t *rpc;
+		json_error_t err;
+		long code;
+
+		mc_te_key(key, sizeof(key), "ram", name);
+		code = mc_te_http(e->meta_conn, "GET", key, NULL, &b);
+		if (code != 200) {
+			free(b.data);
+			mc_log_warn("transfer engine: no descriptor of %s at %s (%ld)", name,
+				    e->meta_conn, code);
+			return ERR_METADATA;
+		}
+		rc = mc_te_desc_from_json(b.data, b.len, &seg->desc);
+		free(b.data);
+		if (rc)
+			return rc;
+		memset(&b, 0, sizeof(b));
+		mc_te_key(key, sizeof(key), "rpc_meta", name);
+		code = mc_te_http(e->meta_conn, "GET", key, NULL, &b);
+		rpc = code == 200 ? json_loadb(b.data, b.len, 0, &err) : NULL;
+		free(b.data);
+		if (!json_is_string(json_object_get(rpc, "ip_or_host_name")) ||
+		    strlen(json_string_value(json_object_get(rpc, "ip_or_host_name"))) >=
+			    sizeof(seg->host)) {
+			json_decref(rpc);
+			mc_te_desc_fini(&seg->desc);
+			return ERR_METADATA;
+		}
+		snprintf(seg->host, sizeof(seg->host), "%s",
+			 json_string_value(json_object_get(rpc, "ip_or_host_name")));
+		json_decref(rpc);
+		return 0;
+	}
+#else
+	return ERR_NOT_IMPLEMENTED;
+#endif
+}

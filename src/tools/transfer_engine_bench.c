@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * transfer_engine_bench: throughput of the transfer engine C API between two processes, with
+ * upstream's flags (reference §3.8).  A target registers a buffer and waits; an initiator opens
+ * the target's segment and runs batches of block_size READs or WRITEs from several threads for
+ * the duration, then prints the throughput.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mooncake/transfer_engine_c.h"
+#include "reactor/options.h"
+
+struct teb_cfg {
+	char *local_server_name;
+	char *metadata_server;
+	char *mode;
+	char *operation;
+	char *protocol;
+	char *device_name;
+	char *segment_id;
+	uint64_t buffer_size;
+	int64_t batch_size;
+	uint64_t block_size;
+	double duration;
+	int64_t threads;
+	int auto_discovery;
+	char *report_unit;
+	int64_t report_precision;
+	int64_t rpc_port;
+};
+
+#define O(f) offsetof(struct teb_cfg, f)
+static const struct mc_opt teb_opts[] = {
+	{ "local_server_name", NULL, NULL, MC_OPT_STRING, O(local_server_name), "127.0.0.1", 0, -1,
+	  "this engine's segment name (with P2PHANDSHAKE: its address)" },
+	{ "metadata_server", NULL, NULL, MC_OPT_STRING, O(metadata_server), "P2PHANDSHAKE", 0, -1,
+	  "metadata service: P2PHANDSHAKE or http://host:port/metadata" },
+	{ "mode", NULL, NULL, MC_OPT_STRING, O(mode), "initiator", 0, -1, "initiator or target" },
+	{ "operation", NULL, NULL, MC_OPT_STRING, O(operation), "read", 0, -1, "read or write" },
+	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1, "transport (tcp)" },
+	{ "device_name", NULL, NULL, MC_OPT_STRING, O(device_name), "", 0, -1,
+	  "RDMA devices (unused with tcp)" },
+	{ "segment_id", NULL, NULL, MC_OPT_STRING, O(segment_id), "", 0, -1,
+	  "the target's segment name (initiator)" },
+	{ "buffer_size", NULL, NULL, MC_OPT_SIZE, O(buffer_size), "1GB", 4096, 1099511627776.0,
+	  "bytes registered on each side" },
+	{ "batch_size", NULL, NULL, MC_OPT_INT, O(batch_size), "128", 1, 65536,
+	  "requests per batch" },
+	{ "block_size", NULL, NULL, MC_OPT_SIZE, O(block_size), "65536", 1, 1073741824.0,
+	  "bytes per request" },
+	{ "duration", NULL, NULL, MC_OPT_DOUBLE, O(duration), "10", 0.1, 86400, "seconds" },
+	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "12", 1, 256, "initiator threads" },
+	{ "auto_discovery", NULL, NULL, MC_OPT_BOOL, O(auto_discovery), "false", 0, -1,
+	  "topology auto-discovery (no effect with tcp)" },
+	{ "report_unit", NULL, NULL, MC_OPT_STRING, O(report_unit), "GB", 0, -1,
+	  "GB, GiB, Gb, MB, MiB, Mb, KB, KiB or Kb" },
+	{ "report_precision", NULL, NULL, MC_OPT_INT, O(report_precision), "2", 0, 9,
+	  "digits after the decimal point" },
+	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
+	  "handshake port (0: a free one in 15000-17000)" },
+	MC_OPT_END,
+};
+
+static struct teb_cfg cfg;
+static transfer_engine_t engine;
+static segment_handle_t target;
+static uint8_t *buffer;
+static volatile sig_atomic_t stop;
+static uint64_t total_bytes;
+static pthread_mutex_t total_mu = PTHREAD_MUTEX_INITIALIZER;
+static int failed;
+
+static double teb_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void teb_on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void *teb_worker(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	size_t b = (size_t)cfg.batch_size, i;
+	struct transfer_request *req = calloc(b, sizeof(*req));
+	uint64_t span = cfg.buffer_size / (uint64_t)cfg.threads, base = (uint64_t)id * span;
+	uint64_t remote = strtoull(getenv("TEB_REMOTE_BASE"), NULL, 10), bytes = 0;
+	double end = teb_now() + cfg.duration;
+
+	while (teb_now() < end && !failed) {
+		batch_id_t bid = allocateBatchID(engine, b);
+
+		for (i = 0; i < b; i++) {
+			uint64_t off = base + (i * cfg.block_size) % (span - cfg.block_size + 1);
+
+			req[i].opcode = strcmp(cfg.operation, "write") ? OPCODE_READ : OPCODE_WRITE;
+			req[i].source = buffer + off;
+			req[i].target_id = target;
+			req[i].target_offset = remote + off;
+			req[i].length = cfg.block_size;
+		}
+		if (bid == INVALID_BATCH || submitTransfer(engine, bid, req, b)) {
+			failed = 1;
+			break;
+		}
+		for (i = 0; i < b; i++) {
+			struct transfer_status st;
+
+			do {
+				getTransferStatus(engine, bid, i, &st);
+			} while (st.status == STATUS_PENDING || st.status == STATUS_WAITING);
+			if (st.status != STATUS_COMPLETED)
+				failed = 1;
+			bytes += st.transferred_bytes;
+		}
+		freeBatchID(engine, bid);
+	}
+	pthread_mutex_lock(&total_mu);
+	total_bytes += bytes;
+	pthread_mutex_unlock(&total_mu);
+	free(req);
+	return NULL;
+}
+
+static double teb_unit(const char *u)
+{
+	static const struct { const char *n; double v; } units[] = {
+		{ "GB", 1e9 }, { "GiB", 1073741824.0 }, { "Gb", 1.25e8 }, { "MB", 1e6 },
+		{ "MiB", 1048576.0 }, { "Mb", 1.25e5 }, { "KB", 1e3 }, { "KiB", 1024.0 },
+		{ "Kb", 125.0 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(units[i].n, u))
+			return units[i].v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char err[512] = "", name[128];
+	int next = argc, i;
+	pthread_t *tids;
+	double t0, secs;
+
+	if (mc_opts_wants(argc, argv, "help")) {
+		printf("usage: transfer_engine_bench [--flag=value ...]\n"
+		       "Throughput of the mooncake transfer engine between two processes.\n\n");
+		mc_opts_help(teb_opts, stdout);
+		return 0;
+	}
+	if (mc_opts_defaults(teb_opts, &cfg) ||
+	    mc_opts_parse_argv(teb_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
+	    next != argc || teb_unit(cfg.report_unit) == 0 ||
+	    (strcmp(cfg.mode, "initiator") && strcmp(cfg.mode, "target")) ||
+	    (strcmp(cfg.operation, "read") && strcmp(cfg.operation, "write")) ||
+	    cfg.block_size > cfg.buffer_size / (uint64_t)cfg.threads) {
+		fprintf(stderr, "transfer_engine_bench: %s\n",
+			next != argc || err[0] == '\0' ? "invalid arguments (see --help)" : err);
+		mc_opts_free(teb_opts, &cfg);
+		return 2;
+	}
+	signal(SIGINT, teb_on_signal);
+	signal(SIGTERM, teb_on_signal);
+	engine = createTransferEngine(cfg.metadata_server, cfg.local_server_name, "",
+				      (uint64_t)cfg.rpc_port, cfg.auto_discovery);
+	if (engine == NULL || installTransport(engine, cfg.protocol, NULL) == NULL) {
+		fprintf(stderr, "transfer_engine_bench: cannot start the engine\n");
+		return 1;
+	}
+	buffer = aligned_alloc(4096, (cfg.buffer_size + 4095) / 4096 * 4096);
+	memset(buffer, 0x5a, cfg.buffer_size);
+	if (registerLocalMemory(engine, buffer, cfg.buffer_size, "cpu:0", 1)) {
+		fprintf(stderr, "transfer_engine_bench: cannot register memory\n");
+		return 1;
+	}
+	getLocalIpAndPort(engine, name, sizeof(name));
+	if (!strcmp(cfg.mode, "target")) {
+		printf("target ready: segment %s, buffer 0x%" PRIxPTR " (%" PRIu64 " bytes)\n",
+		       !strcmp(cfg.metadata_server, "P2PHANDSHAKE") ? name : cfg.local_server_name,
+		       (uintptr_t)buffer, cfg.buffer_size);
+		fflush(stdout);
+		while (!stop)
+			pause();
+		destroyTransferEngine(engine);
+		return 0;
+	}
+	if (getenv("TEB_REMOTE_BASE") == NULL) {
+		fprintf(stderr, "transfer_engine_bench: set TEB_REMOTE_BASE to the target's buffer "
+				"address (printed by the target)\n");
+		return 2;
+	}
+	target = openSegment(engine, cfg.segment_id);
+	if (target < 0) {
+		fprintf(stderr, "transfer_engine_bench: cannot open segment %s\n", cfg.segment_id);
+		return 1;
+	}
+	tids = calloc((size_t)cfg.threads, sizeof(*tids));
+	t0 = teb_now();
+	for (i = 0; i < cfg.threads; i++)
+		pthread_create(&tids[i], NULL, teb_worker, (void *)(intptr_t)i);
+	for (i = 0; i < cfg.threads; i++)
+		pthread_join(tids[i], NULL);
+	secs = teb_now() - t0;
+	printf("Test completed: duration %.2f s, block size %" PRIu64 ", batch size %" PRId64
+	       ", threads %" PRId64 ", %s\nThroughput: %.*f %s/s%s\n",
+	       secs, cfg.block_size, cfg.batch_size, cfg.threads, cfg.operation,
+	       (int)cfg.report_precision, (double)total_bytes / secs / teb_unit(cfg.report_unit),
+	       cfg.report_unit, failed ? " (some transfers FAILED)" : "");
+	destroyTransferEngine(engine);
+	free(tids);
+	free(buffer);
+	mc_opts_free(teb_opts, &cfg);
+	return failed ? 1 : 0;
+}
