@@ -119,9 +119,13 @@ static void *teb_worker(void *arg)
 		for (i = 0; i < b; i++) {
 			struct transfer_status st;
 
-			do {
+			for (;;) {
 				getTransferStatus(engine, bid, i, &st);
-			} while (st.status == STATUS_PENDING || st.status == STATUS_WAITING);
+				if (st.status != STATUS_PENDING && st.status != STATUS_WAITING)
+					break;
+				/* Polling must not starve the engine's thread on a small machine. */
+				usleep(20);
+			}
 			if (st.status != STATUS_COMPLETED)
 				failed = 1;
 			bytes += st.transferred_bytes;
