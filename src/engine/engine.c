@@ -610,3 +610,27 @@ int freeBatchID(transfer_engine_t engine, batch_id_t batch_id)
 	pthread_mutex_unlock(&e->mu);
 	return rc;
 }
+
+int mc_te_first_buffer(transfer_engine_t engine, segment_handle_t seg, uint64_t *addr)
+{
+	struct mc_engine *e = MC_E(engine);
+	int rc = ERR_INVALID_ARGUMENT;
+
+	if (e == NULL)
+		return rc;
+	pthread_mutex_lock(&e->mu);
+	if (seg == LOCAL_SEGMENT && e->nbufs) {
+		*addr = e->bufs[0].addr;
+		rc = 0;
+	} else if (seg > 0 && (uint32_t)seg <= e->nsegs && e->segs[seg - 1].desc.nbuffers) {
+		*addr = e->segs[seg - 1].desc.buffers[0].addr;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+uint16_t mc_te_rpc_port(transfer_engine_t engine)
+{
+	return engine ? MC_E(engine)->rpc_port : 0;
+}

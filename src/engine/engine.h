@@ -93,6 +93,10 @@ void mc_te_hs_stop(struct mc_engine *e);
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
 		  size_t *reply_len);
 
+/* For the Python binding: the first buffer a segment publishes, and the handshake port. */
+int mc_te_first_buffer(void *engine, int32_t seg, uint64_t *addr);
+uint16_t mc_te_rpc_port(void *engine);
+
 enum mc_te_hs_type {
 	MC_HS_CONNECTION = 0,
 	MC_HS_METADATA = 1,

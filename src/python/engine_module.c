@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake._engine: the C core of mooncake.engine.TransferEngine, upstream's Python transfer
+ * engine API over the C transfer engine (src/engine).  Synchronous transfers wait (GIL released)
+ * until every request completed or failed, bounded by MC_TRANSFER_TIMEOUT seconds (30, at least
+ * 5).  Returns follow upstream: 0 / negative ints, addresses as ints.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "mooncake/transfer_engine_c.h"
+
+struct mc_py_engine {
+	PyObject_HEAD
+	transfer_engine_t e;
+};
+
+static double mc_pe_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double mc_pe_timeout(void)
+{
+	const char *v = getenv("MC_TRANSFER_TIMEOUT");
+	double t = v ? atof(v) : 30;
+
+	return t < 5 ? 5 : t;
+}
+
+static void mc_pe_dealloc(struct mc_py_engine *self)
+{
+	if (self->e) {
+		Py_BEGIN_ALLOW_THREADS
+		destroyTransferEngine(self->e);
+		Py_END_ALLOW_THREADS
+	}
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *mc_pe_initialize_common(struct mc_py_engine *self, const char *host,
+					 const char *meta, const char *proto)
+{
+	transfer_engine_t e;
+
+	if (self->e)
+		return PyLong_FromLong(-1);
+	Py_BEGIN_ALLOW_THREADS
+	e = createTransferEngine(meta, host, "", 0, 0);
+	if (e && installTransport(e, proto, NULL) == NULL) {
+		destroyTransferEngine(e);
+		e = NULL;
+	}
+	Py_END_ALLOW_THREADS
+	self->e = e;
+	return PyLong_FromLong(e ? 0 : -1);
+}
+
+static PyObject *mc_pe_initialize(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "local_hostname", "metadata_server", "protocol", "device_name",
+				 NULL };
+	const char *host, *meta, *proto, *dev;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "ssss:initialize", names, &host, &meta, &proto,
+					 &dev))
+		return NULL;
+	return mc_pe_initialize_common(self, host, meta, proto);
+}
+
+static PyObject *mc_pe_initialize_ext(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "local_hostname", "metadata_server", "protocol", "device_name",
+				 "metadata_type", NULL };
+	const char *host, *meta, *proto, *dev, *type;
+	char conn[600];
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sssss:initialize_ext", names, &host, &meta,
+					 &proto, &dev, &type))
+		return NULL;
+	if (strstr(meta, "://") == NULL && strcmp(meta, "P2PHANDSHAKE") && !strcmp(type, "http"))
+		snprintf(conn, sizeof(conn), "http://%s", meta);
+	else
+		snprintf(conn, sizeof(conn), "%s", meta);
+	return mc_pe_initialize_common(self, host, conn, proto);
+}
+
+static PyObject *mc_pe_get_rpc_port(struct mc_py_engine *self, PyObject *unused)
+{
+	(void)unused;
+	return PyLong_FromLong(self->e ? mc_te_rpc_port(self->e) : -1);
+}
+
+static PyObject *mc_pe_get_engine(struct mc_py_engine *self, PyObject *unused)
+{
+	(void)unused;
+	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)self->e);
+}
+
+static PyObject *mc_pe_register(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addr", "capacity", NULL };
+	unsigned long long addr, len;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KK:register_memory", names, &addr, &len))
+		return NULL;
+	if (self->e == NULL)
+		return PyLong_FromLong(-1);
+	Py_BEGIN_ALLOW_THREADS
+	rc = registerLocalMemory(self->e, (void *)(uintptr_t)addr, len, "cpu:0", 1);
+	Py_END_ALLOW_THREADS
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_unregister(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addr", NULL };
+	unsigned long long addr;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:unregister_memory", names, &addr))
+		return NULL;
+	if (self->e == NULL)
+		return PyLong_FromLong(-1);
+	Py_BEGIN_ALLOW_THREADS
+	rc = unregisterLocalMemory(self->e, (void *)(uintptr_t)addr);
+	Py_END_ALLOW_THREADS
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_allocate(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "length", NULL };
+	unsigned long long len;
+	void *p = NULL;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:allocate_managed_buffer", names, &len))
+		return NULL;
+	if (self->e == NULL || len == 0 || posix_memalign(&p, 4096, len))
+		return PyLong_FromLong(0);
+	Py_BEGIN_ALLOW_THREADS
+	rc = registerLocalMemory(self->e, p, len, "cpu:0", 1);
+	Py_END_ALLOW_THREADS
+	if (rc) {
+		free(p);
+		return PyLong_FromLong(0);
+	}
+	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)p);
+}
+
+static PyObject *mc_pe_free_managed(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addr", "length", NULL };
+	unsigned long long addr, len;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KK:free_managed_buffer", names, &addr, &len))
+		return NULL;
+	if (self->e == NULL)
+		return PyLong_FromLong(-1);
+	Py_BEGIN_ALLOW_THREADS
+	rc = unregisterLocalMemory(self->e, (void *)(uintptr_t)addr);
+	Py_END_ALLOW_THREADS
+	if (rc == 0)
+		free((void *)(uintptr_t)addr);
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_first_buffer(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "segment_name", NULL };
+	const char *name;
+	segment_handle_t h;
+	uint64_t addr = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s:get_first_buffer_address", names, &name))
+		return NULL;
+	if (self->e == NULL)
+		return PyLong_FromLong(0);
+	Py_BEGIN_ALLOW_THREADS
+	h = openSegment(self->e, name);
+	if (h < 0 || mc_te_first_buffer(self->e, h, &addr))
+		addr = 0;
+	Py_END_ALLOW_THREADS
+	return PyLong_FromUnsignedLongLong(addr);
+}
+
+/* Submit n requests to one segment and wait for all of them.  Returns 0 or -1. */
+static int mc_pe_run(transfer_engine_t e, const char *target, int opcode, const uint64_t *bufs,
+		     const uint64_t *peers, const uint64_t *lens, size_t n)
+{
+	segment_handle_t h = openSegment(e, target);
+	struct transfer_request *req;
+	batch_id_t b;
+	size_t i;
+	int rc = 0;
+	double end = mc_pe_now() + mc_pe_timeout();
+
+	if (h < 0 || n == 0)
+		return n == 0 ? 0 : -1;
+	req = calloc(n, sizeof(*req));
+	b = allocateBatchID(e, n);
+	if (req == NULL || b == INVALID_BATCH) {
+		free(req);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		req[i].opcode = opcode;
+		req[i].source = (void *)(uintptr_t)bufs[i];
+		req[i].target_id = h;
+		req[i].target_offset = peers[i];
+		req[i].length = lens[i];
+	}
+	if (submitTransfer(e, b, req, n))
+		rc = -1;
+	for (i = 0; rc == 0 && i < n; i++) {
+		struct transfer_status st;
+
+		for (;;) {
+			if (getTransferStatus(e, b, i, &st)) {
+				rc = -1;
+				break;
+			}
+			if (st.status != STATUS_PENDING && st.status != STATUS_WAITING)
+				break;
+			if (mc_pe_now() > end) {
+				rc = -1;
+				break;
+			}
+			usleep(20);
+		}
+		if (st.status != STATUS_COMPLETED)
+			rc = -1;
+	}
+	/* A timed-out batch may still hold pending requests: wait them out before freeing. */
+	while (freeBatchID(e, b) == ERR_BATCH_BUSY)
+		usleep(1000);
+	free(req);
+	return rc;
+}
+
+static PyObject *mc_pe_sync_common(struct mc_py_engine *self, PyObject *args, PyObject *kw,
+				   int opcode, const char *fmt)
+{
+	static char *names[] = { "target_hostname", "buffer", "peer_buffer_address", "length",
+				 NULL };
+	const char *target;
+	unsigned long long buf, peer, len;
+	uint64_t b, p, l;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &buf, &peer, &len))
+		return NULL;
+	if (self->e == NULL)
+		return PyLong_FromLong(-1);
+	b = buf;
+	p = peer;
+	l = len;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
+	Py_END_ALLOW_THREADS
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_sync_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	return mc_pe_sync_common(self, args, kw, OPCODE_WRITE, "sKKK:transfer_sync_write");
+}
+
+static PyObject *mc_pe_sync_read(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	return mc_pe_sync_common(self, args, kw, OPCODE_READ, "sKKK:transfer_sync_read");
+}
+
+static PyObject *mc_pe_sync(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "target_hostname", "buffer", "peer_buffer_address", "length",
+				 "opcode", "notify", NULL };
+	const char *target;
+	unsigned long long buf, peer, len;
+	int opcode, rc;
+	PyObject *notify = Py_None;
+	uint64_t b, p, l;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKKKi|O:transfer_sync", names, &target, &buf,
+					 &peer, &len, &opcode, &notify))
+		return NULL;
+	if (self->e == NULL || (opcode != OPCODE_READ && opcode != OPCODE_WRITE))
+		return PyLong_FromLong(-1);
+	b = buf;
+	p = peer;
+	l = len;
+	Py_BEGIN_ALLOW_THREADS
+	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
+	Py_END_ALLOW_THREADS
+	return PyLong_FromLong(rc);
+}
+
+static int mc_pe_u64s(PyObject *seq, uint64_t **out, Py_ssize_t *n)
+{
+	PyObject *fast = PySequence_Fast(seq, "a list of ints is expected");
+	Py_ssize_t i;
+
+	if (fast == NULL)
+		return -1;
+	*n = PySequence_Fast_GET_SIZE(fast);
+	*out = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof(**out));
+	for (i = 0; *out && i < *n; i++)
+		(*out)[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, i));
+	Py_DECREF(fast);
+	if (*out == NULL || PyErr_Occurred()) {
+		PyMem_Free(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *mc_pe_batch(struct mc_py_engine *self, PyObject *args, PyObject *kw,
+			     int opcode, const char *fmt)
+{
+	static char *names[] = { "target_hostname", "buffers", "peer_buffer_addresses", "lengths",
+				 NULL };
+	const char *target;
+	PyObject *bo, *po, *lo;
+	uint64_t *b = NULL, *p = NULL, *l = NULL;
+	Py_ssize_t nb, np, nl;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &bo, &po, &lo))
+		return NULL;
+	if (mc_pe_u64s(bo, &b, &nb) || mc_pe_u64s(po, &p, &np) || mc_pe_u64s(lo, &l, &nl))
+		goto out;
+	if (self->e && nb == np && nb == nl) {
+		Py_BEGIN_ALLOW_THREADS
+		rc = mc_pe_run(self->e, target, opcode, b, p, l, (size_t)nb);
+		Py_END_ALLOW_THREADS
+	}
+out:
+	PyMem_Free(b);
+	PyMem_Free(p);
+	PyMem_Free(l);
+	if (PyErr_Occurred())
+		return NULL;
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_batch_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	return mc_pe_batch(self, args, kw, OPCODE_WRITE, "sOOO:batch_transfer_sync_write");
+}
+
+static PyObject *mc_pe_batch_read(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	return mc_pe_batch(self, args, kw, OPCODE_READ, "sOOO:batch_transfer_sync_read");
+}
+
+static PyObject *mc_pe_write_bytes(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addr", "src_data", "length", NULL };
+	unsigned long long addr, len;
+	Py_buffer v;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Ky*K:write_bytes_to_buffer", names, &addr, &v,
+					 &len))
+		return NULL;
+	if (addr == 0 || len > (unsigned long long)v.len) {
+		PyBuffer_Release(&v);
+		return PyLong_FromLong(-1);
+	}
+	memcpy((void *)(uintptr_t)addr, v.buf, len);
+	PyBuffer_Release(&v);
+	return PyLong_FromLong(0);
+}
+
+static PyObject *mc_pe_read_bytes(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addr", "length", NULL };
+	unsigned long long addr, len;
+
+	(void)self;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KK:read_bytes_from_buffer", names, &addr, &len))
+		return NULL;
+	if (addr == 0)
+		return PyBytes_FromStringAndSize("", 0);
+	return PyBytes_FromStringAndSize((const char *)(uintptr_t)addr, (Py_ssize_t)len);
+}
+
+#define KW (PyCFunction)(void (*)(void))
+static PyMethodDef mc_pe_methods[] = {
+	{ "initialize", KW mc_pe_initialize, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "initialize_ext", KW mc_pe_initialize_ext, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "get_rpc_port", (PyCFunction)mc_pe_get_rpc_port, METH_NOARGS, NULL },
+	{ "get_engine", (PyCFunction)mc_pe_get_engine, METH_NOARGS, NULL },
+	{ "register_memory", KW mc_pe_register, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "unregister_memory", KW mc_pe_unregister, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "allocate_managed_buffer", KW mc_pe_allocate, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "free_managed_buffer", KW mc_pe_free_managed, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "get_first_buffer_address", KW mc_pe_first_buffer, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "transfer_sync_write", KW mc_pe_sync_write, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "transfer_sync_read", KW mc_pe_sync_read, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "transfer_sync", KW mc_pe_sync, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_sync_write", KW mc_pe_batch_write, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_sync_read", KW mc_pe_batch_read, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "write_bytes_to_buffer", KW mc_pe_write_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "read_bytes_from_buffer", KW mc_pe_read_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyTypeObject mc_pe_type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "mooncake._engine.TransferEngine",
+	.tp_basicsize = sizeof(struct mc_py_engine),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Mooncake transfer engine (C core).",
+	.tp_new = PyType_GenericNew,
+	.tp_dealloc = (destructor)mc_pe_dealloc,
+	.tp_methods = mc_pe_methods,
+};
+
+static struct PyModuleDef mc_pe_module = {
+	PyModuleDef_HEAD_INIT, "mooncake._engine", "C core of mooncake.engine.", -1, NULL,
+	NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__engine(void);
+PyMODINIT_FUNC PyInit__engine(void)
+{
+	PyObject *m;
+
+	if (PyType_Ready(&mc_pe_type) < 0)
+		return NULL;
+	m = PyModule_Create(&mc_pe_module);
+	if (m == NULL)
+		return NULL;
+	Py_INCREF(&mc_pe_type);
+	if (PyModule_AddObject(m, "TransferEngine", (PyObject *)&mc_pe_type)) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}

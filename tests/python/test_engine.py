@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: Apache-2.0
+"""mooncake.engine.TransferEngine between two engines (P2PHANDSHAKE)."""
+import os
+
+from mooncake.engine import TransferEngine, TransferOpcode
+
+
+def make():
+    e = TransferEngine()
+    assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    return e
+
+
+def test_transfer_engine_round_trip():
+    tgt, ini = make(), make()
+    assert tgt.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == -1   # only once
+    name = "127.0.0.1:%d" % tgt.get_rpc_port()
+    assert 15000 <= tgt.get_rpc_port() <= 17000 and tgt.get_engine() != 0
+    size = 4 << 20
+    tbuf = tgt.allocate_managed_buffer(size)
+    ibuf = ini.allocate_managed_buffer(size)
+    assert tbuf and ibuf
+    assert ini.get_first_buffer_address(name) == tbuf
+    data = os.urandom(1 << 20)
+    assert ini.write_bytes_to_buffer(ibuf, data, len(data)) == 0
+    assert ini.transfer_sync_write(name, ibuf, tbuf, len(data)) == 0
+    assert tgt.read_bytes_from_buffer(tbuf, len(data)) == data
+    other = os.urandom(4096)
+    tgt.write_bytes_to_buffer(tbuf + 8192, other, len(other))
+    assert ini.transfer_sync(name, ibuf, tbuf + 8192, 4096, TransferOpcode.READ) == 0
+    assert ini.read_bytes_from_buffer(ibuf, 4096) == other
+    assert ini.batch_transfer_sync_write(name, [ibuf, ibuf + 4096], [tbuf, tbuf + 65536],
+                                         [4096, 4096]) == 0
+    assert ini.batch_transfer_sync_read(name, [ibuf], [tbuf + 65536], [4096]) == 0
+    # Out of the target's registered memory, an unknown segment, a bad opcode.
+    assert ini.transfer_sync_write(name, ibuf, tbuf + size - 10, 100) == -1
+    assert ini.transfer_sync_write("127.0.0.1:1", ibuf, tbuf, 10) == -1
+    assert ini.transfer_sync(name, ibuf, tbuf, 10, 7) == -1
+    assert ini.batch_transfer_sync_write(name, [ibuf], [tbuf, tbuf], [1]) == -1
+    assert ini.free_managed_buffer(ibuf, size) == 0
+    assert tgt.free_managed_buffer(tbuf, size) == 0
+    assert TransferOpcode.WRITE == 1 and TransferOpcode.READ == 0
