@@ -342,12 +342,11 @@ int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 	return MC_ERR_NO_AVAILABLE_HANDLE;
 }
 
-void mc_replica_release(struct mc_master *m, struct mc_replica *r)
+/* Take a replica off its segment's list (its bytes stay reserved). */
+static void mc_replica_unlink(struct mc_replica *r)
 {
 	struct mc_segment *seg = r->seg;
 
-	if (seg == NULL)
-		return;
 	if (r->seg_prev)
 		r->seg_prev->seg_next = r->seg_next;
 	else
@@ -355,6 +354,15 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 	if (r->seg_next)
 		r->seg_next->seg_prev = r->seg_prev;
 	seg->nreps--;
+}
+
+void mc_replica_release(struct mc_master *m, struct mc_replica *r)
+{
+	struct mc_segment *seg = r->seg;
+
+	if (seg == NULL)
+		return;
+	mc_replica_unlink(r);
 	m->allocated -= mc_alloc_block_size(r->blk);
 	mc_alloc_release(seg->alloc, r->blk);
 	r->seg = NULL;
@@ -376,14 +384,7 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 	d->release_at = release_at;
 	d->next = m->discards;
 	m->discards = d;
-	/* Unlink from the segment's replica list but keep the bytes reserved. */
-	if (r->seg_prev)
-		r->seg_prev->seg_next = r->seg_next;
-	else
-		seg->reps = r->seg_next;
-	if (r->seg_next)
-		r->seg_next->seg_prev = r->seg_prev;
-	seg->nreps--;
+	mc_replica_unlink(r);
 	r->seg = NULL;
 	r->blk = NULL;
 	m->metrics.put_start_discard_cnt++;

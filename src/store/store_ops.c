@@ -6,6 +6,7 @@
  * number of keys, with all transfers of a step in flight at once.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +35,51 @@ void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int s
 	for (i = 0; preferred && i < npreferred && i < MC_RPC_MAX_PREFERRED; i++)
 		if (preferred[i])
 			cfg->preferred[cfg->n_preferred++] = mc_strv_c(preferred[i]);
+}
+
+/* Transfers gathered for one step of an operation, with the item each belongs to. */
+struct mc_xfer_list {
+	struct mc_xfer_req *xr;
+	uint32_t *item;
+	uint32_t n, cap;
+};
+
+static int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port, int opcode,
+			    void *local, uint64_t remote, uint64_t len, uint32_t item)
+{
+	struct mc_xfer_req *x;
+
+	if (l->n == l->cap) {
+		uint32_t nc = l->cap ? l->cap * 2 : 16;
+		struct mc_xfer_req *nxr = realloc(l->xr, nc * sizeof(*l->xr));
+		uint32_t *nxi;
+
+		if (nxr == NULL)
+			return -ENOMEM;
+		l->xr = nxr;
+		nxi = realloc(l->item, nc * sizeof(*l->item));
+		if (nxi == NULL)
+			return -ENOMEM;
+		l->item = nxi;
+		l->cap = nc;
+	}
+	x = &l->xr[l->n];
+	memset(x, 0, sizeof(*x));
+	snprintf(x->host, sizeof(x->host), "%s", host);
+	x->port = port;
+	x->opcode = opcode;
+	x->local = local;
+	x->remote = remote;
+	x->len = len;
+	l->item[l->n++] = item;
+	return 0;
+}
+
+static void mc_xfer_list_free(struct mc_xfer_list *l)
+{
+	free(l->xr);
+	free(l->item);
+	memset(l, 0, sizeof(*l));
 }
 
 static void mc_put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n)
@@ -87,8 +133,8 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 {
 	struct mc_rpc_call call;
 	struct mc_rbuf r;
-	struct mc_xfer_req *xr = NULL;
-	uint32_t *xr_item = NULL, nx = 0, cap = 0, i, j, m;
+	struct mc_xfer_list xl = { 0 };
+	uint32_t i, j, m;
 	const char **end_keys = NULL, **rev_keys = NULL;
 	uint32_t nend = 0, nrev = 0;
 	int *item_fail = NULL, *end_res = NULL;
@@ -162,30 +208,11 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 						       parts[k].len);
 						continue;
 					}
-					if (nx == cap) {
-						uint32_t nc = cap ? cap * 2 : 16;
-						struct mc_xfer_req *nxr = realloc(xr, nc * sizeof(*xr));
-						uint32_t *nxi;
-
-						if (nxr)
-							xr = nxr;
-						nxi = realloc(xr_item, nc * sizeof(*xr_item));
-						if (nxi)
-							xr_item = nxi;
-						if (!nxr || !nxi) {
-							rc = -ENOMEM;
-							goto out;
-						}
-						cap = nc;
+					if (mc_xfer_list_add(&xl, host, port, MC_XFER_WRITE, parts[k].base,
+							     rep.addr + off, parts[k].len, i)) {
+						rc = -ENOMEM;
+						goto out;
 					}
-					memset(&xr[nx], 0, sizeof(xr[nx]));
-					memcpy(xr[nx].host, host, sizeof(host));
-					xr[nx].port = port;
-					xr[nx].opcode = MC_XFER_WRITE;
-					xr[nx].local = parts[k].base;
-					xr[nx].remote = rep.addr + off;
-					xr[nx].len = parts[k].len;
-					xr_item[nx++] = i;
 				}
 			}
 		}
@@ -194,10 +221,10 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 		rc = MC_ERR_RPC_FAIL;
 		goto out;
 	}
-	mc_store_transfer(st, xr, nx);
-	for (j = 0; j < nx; j++)
-		if (xr[j].status)
-			item_fail[xr_item[j]] = 2;
+	mc_store_transfer(st, xl.xr, xl.n);
+	for (j = 0; j < xl.n; j++)
+		if (xl.xr[j].status)
+			item_fail[xl.item[j]] = 2;
 	for (i = 0; i < n; i++) {
 		if (items[i].result != 0 || item_fail[i] == 1)
 			continue;	/* failed at PutStart, or already existed */
@@ -228,8 +255,7 @@ out:
 		for (i = 0; i < n; i++)
 			if (items[i].result == 0)
 				items[i].result = rc;
-	free(xr);
-	free(xr_item);
+	mc_xfer_list_free(&xl);
 	free(item_fail);
 	free(end_keys);
 	free(rev_keys);
@@ -253,8 +279,8 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	struct mc_rpc_call call;
 	struct mc_rbuf r;
 	struct mc_get_state *gs = NULL;
-	struct mc_xfer_req *xr = NULL;
-	uint32_t *xr_item = NULL, i, j, m, nx, round, capx = 16;
+	struct mc_xfer_list xl = { 0 };
+	uint32_t i, j, m, round;
 	int64_t start = mc_store_now_ms(), lease_ttl;
 	int rc;
 
@@ -270,9 +296,7 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	if (rc)
 		goto out;
 	gs = calloc(n, sizeof(*gs));
-	xr = calloc(capx, sizeof(*xr));
-	xr_item = calloc(capx, sizeof(*xr_item));
-	if (!gs || !xr || !xr_item) {
+	if (!gs) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -319,7 +343,7 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	/* Each round reads every pending key from its next replica (a local one is copied at
 	 * once); a key whose read failed falls back to its next replica in the following round. */
 	for (round = 0; round <= MC_RPC_MAX_REPLICAS; round++) {
-		nx = 0;
+		xl.n = 0;
 		for (i = 0; i < n; i++) {
 			struct mc_rpc_replica *rep;
 			struct mc_get_range whole = { items[i].buf, 0, 0 };
@@ -351,39 +375,20 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			for (k = 0; k < nrg; k++) {
 				if (rg[k].len == 0)
 					continue;
-				if (nx == capx) {
-					uint32_t nc = capx * 2;
-					struct mc_xfer_req *nxr = realloc(xr, nc * sizeof(*xr));
-					uint32_t *nxi;
-
-					if (nxr)
-						xr = nxr;
-					nxi = realloc(xr_item, nc * sizeof(*xr_item));
-					if (nxi)
-						xr_item = nxi;
-					if (!nxr || !nxi) {
-						rc = -ENOMEM;
-						goto out;
-					}
-					capx = nc;
+				if (mc_xfer_list_add(&xl, host, port, MC_XFER_READ, rg[k].dst,
+						     rep->addr + rg[k].src_off, rg[k].len, i)) {
+					rc = -ENOMEM;
+					goto out;
 				}
-				memset(&xr[nx], 0, sizeof(xr[nx]));
-				memcpy(xr[nx].host, host, sizeof(host));
-				xr[nx].port = port;
-				xr[nx].opcode = MC_XFER_READ;
-				xr[nx].local = rg[k].dst;
-				xr[nx].remote = rep->addr + rg[k].src_off;
-				xr[nx].len = rg[k].len;
-				xr_item[nx++] = i;
 			}
 			gs[i].pending = 1;
 		}
-		if (nx == 0)
+		if (xl.n == 0)
 			break;
-		mc_store_transfer(st, xr, nx);
-		for (j = 0; j < nx; j++)
-			if (xr[j].status)
-				gs[xr_item[j]].pending = 0;
+		mc_store_transfer(st, xl.xr, xl.n);
+		for (j = 0; j < xl.n; j++)
+			if (xl.xr[j].status)
+				gs[xl.item[j]].pending = 0;
 		for (i = 0; i < n; i++)
 			if (gs[i].pending) {
 				items[i].result = gs[i].want;
@@ -400,8 +405,7 @@ out:
 		for (i = 0; i < n; i++)
 			items[i].result = rc;
 	free(gs);
-	free(xr);
-	free(xr_item);
+	mc_xfer_list_free(&xl);
 	mc_rpc_call_fini(&call);
 	return 0;
 }
