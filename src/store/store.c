@@ -220,6 +220,7 @@ static void mc_store_teardown_on_loop(void *arg)
 
 	mc_master_client_free(st->mc);
 	st->mc = NULL;
+	mc_store_shm_stop_listener(st);
 	mc_tcp_client_free(st->cli);
 	st->cli = NULL;
 	mc_tcp_server_free(st->srv);
@@ -334,6 +335,7 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 		}
 	}
+	mc_store_shm_start(st);
 	st->initialized = 1;
 	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
 		    st->endpoint, st->master_addr, st->nsegs);
@@ -367,6 +369,7 @@ void mc_store_teardown(struct mc_store *st)
 		mc_loop_thread_stop_and_free(st->lt);
 		st->lt = NULL;
 	}
+	mc_store_shm_stop(st);
 	for (i = 0; i < st->nsegs; i++) {
 		munmap(st->segs[i].base, st->segs[i].size);
 		close(st->segs[i].memfd);

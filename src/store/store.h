@@ -22,6 +22,7 @@
 #define MC_STORE_MAX_SEGMENTS 64
 
 struct mc_master_client;
+struct mc_shm;
 
 struct mc_store_segment {
 	struct mc_uuid id;
@@ -51,6 +52,7 @@ struct mc_store {
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
 	int64_t rpc_timeout_ms;
+	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -94,6 +96,15 @@ void mc_store_teardown(struct mc_store *st);
 void mc_store_put_segment(struct mc_store *st, struct mc_wbuf *w, uint32_t i);
 /* The local virtual address range [addr, addr+len) lies inside one of our segments. */
 int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len);
+
+/* ---- store_shm.c: same-host peers map each other's segments ---- */
+/* After the segments are mounted (any thread). */
+int mc_store_shm_start(struct mc_store *st);
+/* On the loop thread: stop listening.  Then, after the loop stopped: unmap and free. */
+void mc_store_shm_stop_listener(struct mc_store *st);
+void mc_store_shm_stop(struct mc_store *st);
+/* Where [addr, addr+len) of the named peer segment is mapped here, or NULL (use TCP). */
+void *mc_store_shm_ptr(struct mc_store *st, struct mc_strv segment, uint64_t addr, uint64_t len);
 
 /* ---- store_data.c: moving bytes ---- */
 struct mc_xfer_req {

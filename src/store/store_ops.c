@@ -195,17 +195,20 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 				char host[256];
 				uint16_t port;
 				int local = mc_store_is_local(st, rep.endpoint, rep.addr, rep.size);
+				uint8_t *shm = local ? (uint8_t *)(uintptr_t)rep.addr
+						     : mc_store_shm_ptr(st, rep.segment_name, rep.addr,
+									rep.size);
 
-				if (!local && mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
+				if (!shm && mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
 					item_fail[i] = 2;
 					continue;
 				}
 				for (k = 0; k < np; off += parts[k].len, k++) {
 					if (parts[k].len == 0)
 						continue;
-					if (local) {
-						memcpy((void *)(uintptr_t)(rep.addr + off), parts[k].base,
-						       parts[k].len);
+					if (shm) {
+						/* Our own segment, or a same-host peer's mapped here. */
+						memcpy(shm + off, parts[k].base, parts[k].len);
 						continue;
 					}
 					if (mc_xfer_list_add(&xl, host, port, MC_XFER_WRITE, parts[k].base,
@@ -363,12 +366,18 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			whole.len = rep->size;
 			rg = items[i].ranges ? items[i].ranges : &whole;
 			nrg = items[i].ranges ? items[i].nranges : 1;
-			if (mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)) {
-				for (k = 0; k < nrg; k++)
-					memcpy(rg[k].dst, (void *)(uintptr_t)(rep->addr + rg[k].src_off),
-					       rg[k].len);
-				items[i].result = gs[i].want;
-				continue;
+			{
+				uint8_t *src = mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)
+						       ? (uint8_t *)(uintptr_t)rep->addr
+						       : mc_store_shm_ptr(st, rep->segment_name, rep->addr,
+									  rep->size);
+
+				if (src) {
+					for (k = 0; k < nrg; k++)
+						memcpy(rg[k].dst, src + rg[k].src_off, rg[k].len);
+					items[i].result = gs[i].want;
+					continue;
+				}
 			}
 			if (mc_endpoint_parse(rep->endpoint, host, sizeof(host), &port))
 				continue;
