@@ -366,6 +366,169 @@ static PyObject *mc_pe_batch_read(struct mc_py_engine *self, PyObject *args, PyO
 	return mc_pe_batch(self, args, kw, OPCODE_READ, "sOOO:batch_transfer_sync_read");
 }
 
+/* Submit without waiting: the batch id (0 on failure). */
+static batch_id_t mc_pe_submit(transfer_engine_t e, const char *target, int opcode,
+			       const uint64_t *bufs, const uint64_t *peers, const uint64_t *lens,
+			       size_t n)
+{
+	segment_handle_t h = openSegment(e, target);
+	struct transfer_request *req;
+	batch_id_t b;
+	size_t i;
+
+	if (h < 0 || n == 0)
+		return 0;
+	req = calloc(n, sizeof(*req));
+	b = allocateBatchID(e, n);
+	if (req == NULL || b == INVALID_BATCH) {
+		free(req);
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		req[i].opcode = opcode;
+		req[i].source = (void *)(uintptr_t)bufs[i];
+		req[i].target_id = h;
+		req[i].target_offset = peers[i];
+		req[i].length = lens[i];
+	}
+	if (submitTransfer(e, b, req, n)) {
+		freeBatchID(e, b);
+		b = 0;
+	}
+	free(req);
+	return b;
+}
+
+/* 1 all completed (the batch is freed), 0 still running, -1 failed (freed once finished). */
+static int mc_pe_check(transfer_engine_t e, batch_id_t b)
+{
+	size_t i;
+	int failed = 0;
+
+	for (i = 0;; i++) {
+		struct transfer_status st;
+
+		if (getTransferStatus(e, b, i, &st))
+			break;		/* past the last task */
+		if (st.status == STATUS_PENDING || st.status == STATUS_WAITING)
+			return 0;
+		if (st.status != STATUS_COMPLETED)
+			failed = 1;
+	}
+	if (i == 0)
+		return -1;		/* unknown batch */
+	freeBatchID(e, b);
+	return failed ? -1 : 1;
+}
+
+static PyObject *mc_pe_submit_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "target_hostname", "buffer", "peer_buffer_address", "length",
+				 NULL };
+	const char *target;
+	unsigned long long buf, peer, len;
+	uint64_t bb, p, l;
+	batch_id_t b = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKKK:transfer_submit_write", names, &target,
+					 &buf, &peer, &len))
+		return NULL;
+	bb = buf;
+	p = peer;
+	l = len;
+	if (self->e) {
+		Py_BEGIN_ALLOW_THREADS
+		b = mc_pe_submit(self->e, target, OPCODE_WRITE, &bb, &p, &l, 1);
+		Py_END_ALLOW_THREADS
+	}
+	return PyLong_FromUnsignedLongLong(b);
+}
+
+static PyObject *mc_pe_check_status(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "batch_id", NULL };
+	unsigned long long b;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:transfer_check_status", names, &b))
+		return NULL;
+	if (self->e && b)
+		rc = mc_pe_check(self->e, (batch_id_t)b);
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_batch_async(struct mc_py_engine *self, PyObject *args, PyObject *kw,
+				   int opcode, const char *fmt)
+{
+	static char *names[] = { "target_hostname", "buffers", "peer_buffer_addresses", "lengths",
+				 NULL };
+	const char *target;
+	PyObject *bo, *po, *lo;
+	uint64_t *b = NULL, *p = NULL, *l = NULL;
+	Py_ssize_t nb, np, nl;
+	batch_id_t id = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &bo, &po, &lo))
+		return NULL;
+	if (mc_pe_u64s(bo, &b, &nb) || mc_pe_u64s(po, &p, &np) || mc_pe_u64s(lo, &l, &nl))
+		goto out;
+	if (self->e && nb == np && nb == nl) {
+		Py_BEGIN_ALLOW_THREADS
+		id = mc_pe_submit(self->e, target, opcode, b, p, l, (size_t)nb);
+		Py_END_ALLOW_THREADS
+	}
+out:
+	PyMem_Free(b);
+	PyMem_Free(p);
+	PyMem_Free(l);
+	if (PyErr_Occurred())
+		return NULL;
+	return PyLong_FromUnsignedLongLong(id);
+}
+
+static PyObject *mc_pe_async_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	return mc_pe_batch_async(self, args, kw, OPCODE_WRITE, "sOOO:batch_transfer_async_write");
+}
+
+static PyObject *mc_pe_async_read(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	return mc_pe_batch_async(self, args, kw, OPCODE_READ, "sOOO:batch_transfer_async_read");
+}
+
+/* Wait for every batch; 0 when all completed, -1 otherwise.  The batches are freed. */
+static PyObject *mc_pe_batch_status(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "batch_ids", NULL };
+	PyObject *ids_o;
+	uint64_t *ids = NULL;
+	Py_ssize_t n, i;
+	int rc = 0;
+	double end = mc_pe_now() + mc_pe_timeout();
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch_transfer_status", names, &ids_o))
+		return NULL;
+	if (mc_pe_u64s(ids_o, &ids, &n))
+		return NULL;
+	if (self->e == NULL)
+		rc = -1;
+	Py_BEGIN_ALLOW_THREADS
+	for (i = 0; rc == 0 && i < n; i++) {
+		int s;
+
+		while ((s = ids[i] ? mc_pe_check(self->e, (batch_id_t)ids[i]) : -1) == 0) {
+			if (mc_pe_now() > end)
+				break;
+			usleep(20);
+		}
+		if (s != 1)
+			rc = -1;
+	}
+	Py_END_ALLOW_THREADS
+	PyMem_Free(ids);
+	return PyLong_FromLong(rc);
+}
+
 static PyObject *mc_pe_write_bytes(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "buffer_addr", "src_data", "length", NULL };
@@ -414,6 +577,11 @@ static PyMethodDef mc_pe_methods[] = {
 	{ "transfer_sync", KW mc_pe_sync, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_transfer_sync_write", KW mc_pe_batch_write, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_transfer_sync_read", KW mc_pe_batch_read, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "transfer_submit_write", KW mc_pe_submit_write, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "transfer_check_status", KW mc_pe_check_status, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_async_write", KW mc_pe_async_write, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_async_read", KW mc_pe_async_read, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "get_batch_transfer_status", KW mc_pe_batch_status, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "write_bytes_to_buffer", KW mc_pe_write_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "read_bytes_from_buffer", KW mc_pe_read_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ NULL, NULL, 0, NULL },

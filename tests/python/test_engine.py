@@ -37,6 +37,27 @@ def test_transfer_engine_round_trip():
     assert ini.transfer_sync_write("127.0.0.1:1", ibuf, tbuf, 10) == -1
     assert ini.transfer_sync(name, ibuf, tbuf, 10, 7) == -1
     assert ini.batch_transfer_sync_write(name, [ibuf], [tbuf, tbuf], [1]) == -1
+    # Asynchronous forms.
+    data2 = os.urandom(8192)
+    ini.write_bytes_to_buffer(ibuf, data2, len(data2))
+    bid = ini.transfer_submit_write(name, ibuf, tbuf + 100000, 8192)
+    assert bid != 0
+    while True:
+        st = ini.transfer_check_status(bid)
+        if st != 0:
+            break
+    assert st == 1 and tgt.read_bytes_from_buffer(tbuf + 100000, 8192) == data2
+    ids = [ini.batch_transfer_async_write(name, [ibuf], [tbuf + 200000], [4096]),
+           ini.batch_transfer_async_read(name, [ibuf + 4096], [tbuf + 100000], [4096])]
+    assert all(ids) and ini.get_batch_transfer_status(ids) == 0
+    assert ini.read_bytes_from_buffer(ibuf + 4096, 4096) == data2[:4096]
+    bad = ini.transfer_submit_write(name, ibuf, tbuf + size - 1, 100)
+    while True:
+        st = ini.transfer_check_status(bad)
+        if st != 0:
+            break
+    assert st == -1                    # outside the target's registered memory
+    assert ini.get_batch_transfer_status([0]) == -1
     assert ini.free_managed_buffer(ibuf, size) == 0
     assert tgt.free_managed_buffer(tbuf, size) == 0
     assert TransferOpcode.WRITE == 1 and TransferOpcode.READ == 0
