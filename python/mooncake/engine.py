@@ -15,3 +15,13 @@ class TransferOpcode(IntEnum):
 class TransferEngine(_engine.TransferEngine):
     """Moves bytes between this process's registered memory and other processes' by segment
     name (with P2PHANDSHAKE the name is "ip:rpc_port")."""
+
+    def get_local_topology(self, device_name=""):
+        """The NIC priority matrix upstream prints: per NUMA node, [[preferred NICs], [others]].
+        This build moves data over TCP, so no RDMA NIC appears in it."""
+        import glob
+        import json
+        import os
+        nodes = sorted(int(os.path.basename(p)[4:]) for p in
+                       glob.glob("/sys/devices/system/node/node[0-9]*")) or [0]
+        return json.dumps({"cpu:%d" % n: [[], []] for n in nodes})

@@ -206,9 +206,62 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
         return super().setup(*args, **kwargs)
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        """Dummy-client mode (attach to a local mooncake_client) is not available yet."""
-        raise NotImplementedError("setup_dummy: dummy-client mode is not available in this "
-                                  "version; use setup()")
+        """Attach to a mooncake_client on this host, which owns the pool memory.
+
+        The daemon answers on upstream's abstract socket @mooncake_client_<port>.sock (same uid
+        only) with the cluster's addresses; this process then joins as a client without memory
+        of its own, and its puts and gets reach the daemon's segment through shared memory.
+        mem_pool_size bytes are set aside for alloc_from_mem_pool() (registered, zero-copy).
+        """
+        import json
+        import socket
+        try:
+            port = int(str(server_address).rsplit(":", 1)[1])
+        except (IndexError, ValueError):
+            return -600
+        sk = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sk.settimeout(5)
+        try:
+            sk.connect("\0mooncake_client_%d.sock" % port)
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sk.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            info = json.loads(data)
+        except (OSError, ValueError):
+            return -900
+        finally:
+            sk.close()
+        host = str(server_address).rsplit(":", 1)[0] or "127.0.0.1"
+        if host in ("0.0.0.0", "localhost"):
+            host = "127.0.0.1"
+        rc = super().setup(host, info.get("metadata_server", "P2PHANDSHAKE"), 0,
+                           int(local_buffer_size), "tcp", "", info["master_server_address"])
+        if rc != 0:
+            return rc
+        self._pool = None
+        if mem_pool_size:
+            base = _store.host_alloc(int(mem_pool_size))
+            if base == 0 or self.register_buffer(base, int(mem_pool_size)) != 0:
+                if base:
+                    _store.host_free(base)
+                self.close()
+                return -600
+            self._pool = [base, int(mem_pool_size), 0]
+        return 0
+
+    def alloc_from_mem_pool(self, size):
+        """A registered buffer of size bytes from the setup_dummy pool (0 when exhausted)."""
+        pool = getattr(self, "_pool", None)
+        if not pool or size <= 0:
+            return 0
+        off = (pool[2] + 63) & ~63
+        if off + size > pool[1]:
+            return 0
+        pool[2] = off + size
+        return pool[0] + off
 
     def get_replica_desc(self, key):
         code, reps = self._query([key])[key]

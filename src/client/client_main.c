@@ -5,6 +5,7 @@
  * SIGINT, when it unmounts and exits.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -12,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -82,6 +86,65 @@ static const struct mc_opt mc_client_opts[] = {
 };
 
 static volatile sig_atomic_t mc_client_stop;
+
+/* Dummy clients on this host (setup_dummy) ask this socket how to reach the cluster. */
+struct mc_dummy_srv {
+	int fd;
+	char reply[1024];
+};
+
+/* Answer each same-uid connection with the cluster's addresses and this client's segment, as
+ * one JSON line, then close it.  Runs in its own thread; blocking accept is fine here. */
+static void *mc_client_dummy_main(void *arg)
+{
+	struct mc_dummy_srv *d = arg;
+
+	for (;;) {
+		int c = accept4(d->fd, NULL, NULL, SOCK_CLOEXEC);
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break;
+		}
+		if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid()) {
+			if (send(c, d->reply, strlen(d->reply), MSG_NOSIGNAL) < 0)
+				mc_log_warn("dummy client: reply failed: %s", strerror(errno));
+		} else {
+			mc_log_warn("dummy client of another uid refused");
+		}
+		close(c);
+	}
+	return NULL;
+}
+
+/* Listen on upstream's abstract socket @mooncake_client_<port>.sock. */
+static int mc_client_dummy_start(struct mc_dummy_srv *d, int64_t port, const char *master,
+				 const char *meta, const char *segment)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	pthread_t tid;
+	int n;
+
+	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "mooncake_client_%lld.sock",
+		     (long long)port);
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	snprintf(d->reply, sizeof(d->reply),
+		 "{\"master_server_address\":\"%s\",\"metadata_server\":\"%s\","
+		 "\"segment\":\"%s\"}\n", master, meta, segment);
+	d->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (d->fd < 0 || bind(d->fd, (struct sockaddr *)&sa, len) || listen(d->fd, 64) ||
+	    pthread_create(&tid, NULL, mc_client_dummy_main, d)) {
+		mc_log_warn("dummy clients: cannot listen on @mooncake_client_%lld.sock: %s",
+			    (long long)port, strerror(errno));
+		return -1;
+	}
+	pthread_detach(tid);
+	return 0;
+}
 
 static void mc_client_on_signal(int sig)
 {
@@ -250,6 +313,14 @@ int main(int argc, char **argv)
 	}
 	mc_log_notice("serving segment %s (%llu bytes) at %s", st->hostname,
 		      (unsigned long long)cfg.global_segment_size, st->endpoint);
+	{
+		static struct mc_dummy_srv dummy;
+
+		if (mc_client_dummy_start(&dummy, cfg.port, cfg.master_server_address,
+					  cfg.metadata_server, st->hostname) == 0)
+			mc_log_notice("serving dummy clients on @mooncake_client_%lld.sock",
+				      (long long)cfg.port);
+	}
 	mc_sd_notify("READY=1");
 	while (!mc_client_stop)
 		pause();

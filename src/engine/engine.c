@@ -634,3 +634,21 @@ uint16_t mc_te_rpc_port(transfer_engine_t engine)
 {
 	return engine ? MC_E(engine)->rpc_port : 0;
 }
+
+int mc_te_probe(transfer_engine_t engine, const char *segment_name)
+{
+	const char *colon = segment_name ? strrchr(segment_name, ':') : NULL;
+	char host[256], *reply = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (engine == NULL || colon == NULL || (size_t)(colon - segment_name) >= sizeof(host) ||
+	    atoi(colon + 1) <= 0)
+		return ERR_INVALID_ARGUMENT;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - segment_name), segment_name);
+	rc = mc_te_hs_call(host, (uint16_t)atoi(colon + 1), MC_HS_PROBE, "{}", &reply, &len);
+	if (rc == 0 && (reply == NULL || strstr(reply, "\"success\"") == NULL))
+		rc = ERR_REJECT_HANDSHAKE;
+	free(reply);
+	return rc;
+}

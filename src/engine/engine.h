@@ -96,6 +96,9 @@ int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *jso
 /* For the Python binding: the first buffer a segment publishes, and the handshake port. */
 int mc_te_first_buffer(void *engine, int32_t seg, uint64_t *addr);
 uint16_t mc_te_rpc_port(void *engine);
+/* Probe a peer's handshake port (segment name "ip:port", or a name from the metadata
+ * service).  0 when it answered {"status":"success"}. */
+int mc_te_probe(void *engine, const char *segment_name);
 
 enum mc_te_hs_type {
 	MC_HS_CONNECTION = 0,

@@ -529,6 +529,84 @@ static PyObject *mc_pe_batch_status(struct mc_py_engine *self, PyObject *args, P
 	return PyLong_FromLong(rc);
 }
 
+static PyObject *mc_pe_batch_register(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addresses", "capacities", NULL };
+	PyObject *ao, *co;
+	uint64_t *a = NULL, *c = NULL;
+	Py_ssize_t na, nc, i;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:batch_register_memory", names, &ao, &co))
+		return NULL;
+	if (mc_pe_u64s(ao, &a, &na) || mc_pe_u64s(co, &c, &nc))
+		goto out;
+	if (self->e && na == nc) {
+		buffer_entry_t *ents = calloc((size_t)(na ? na : 1), sizeof(*ents));
+
+		for (i = 0; ents && i < na; i++) {
+			ents[i].addr = (void *)(uintptr_t)a[i];
+			ents[i].length = c[i];
+		}
+		if (ents) {
+			Py_BEGIN_ALLOW_THREADS
+			rc = registerLocalMemoryBatch(self->e, ents, (size_t)na, "cpu:0");
+			Py_END_ALLOW_THREADS
+		}
+		free(ents);
+	}
+out:
+	PyMem_Free(a);
+	PyMem_Free(c);
+	if (PyErr_Occurred())
+		return NULL;
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_batch_unregister(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_addresses", NULL };
+	PyObject *ao;
+	uint64_t *a = NULL;
+	Py_ssize_t na, i;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_unregister_memory", names, &ao))
+		return NULL;
+	if (mc_pe_u64s(ao, &a, &na))
+		return NULL;
+	if (self->e) {
+		void **ptrs = calloc((size_t)(na ? na : 1), sizeof(*ptrs));
+
+		for (i = 0; ptrs && i < na; i++)
+			ptrs[i] = (void *)(uintptr_t)a[i];
+		if (ptrs) {
+			Py_BEGIN_ALLOW_THREADS
+			rc = unregisterLocalMemoryBatch(self->e, ptrs, (size_t)na);
+			Py_END_ALLOW_THREADS
+		}
+		free(ptrs);
+	}
+	PyMem_Free(a);
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_send_probe(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "target_hostname", NULL };
+	const char *target;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s:send_probe", names, &target))
+		return NULL;
+	if (self->e) {
+		Py_BEGIN_ALLOW_THREADS
+		rc = mc_te_probe(self->e, target);
+		Py_END_ALLOW_THREADS
+	}
+	return PyLong_FromLong(rc);
+}
+
 static PyObject *mc_pe_write_bytes(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "buffer_addr", "src_data", "length", NULL };
@@ -582,6 +660,10 @@ static PyMethodDef mc_pe_methods[] = {
 	{ "batch_transfer_async_write", KW mc_pe_async_write, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_transfer_async_read", KW mc_pe_async_read, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_batch_transfer_status", KW mc_pe_batch_status, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_register_memory", KW mc_pe_batch_register, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_unregister_memory", KW mc_pe_batch_unregister, METH_VARARGS | METH_KEYWORDS,
+	  NULL },
+	{ "send_probe", KW mc_pe_send_probe, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "write_bytes_to_buffer", KW mc_pe_write_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "read_bytes_from_buffer", KW mc_pe_read_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ NULL, NULL, 0, NULL },

@@ -43,6 +43,7 @@ class Cluster:
                               "--default_kv_lease_ttl=500"])
         wait_port(self.port)
         cport = free_port()
+        self.client_port = cport
         log = self.start("client", [os.path.join(BUILD, "mooncake_client"), "--host=127.0.0.1",
                                     "--port=%d" % cport, "--master_server_address=" + self.master,
                                     "--metadata_server=P2PHANDSHAKE",

@@ -58,6 +58,14 @@ def test_transfer_engine_round_trip():
             break
     assert st == -1                    # outside the target's registered memory
     assert ini.get_batch_transfer_status([0]) == -1
+    assert ini.send_probe(name) == 0 and ini.send_probe("127.0.0.1:1") < 0
+    import ctypes
+    extra = [ctypes.create_string_buffer(4096) for _ in range(2)]
+    addrs = [ctypes.addressof(b) for b in extra]
+    assert ini.batch_register_memory(addrs, [4096, 4096]) == 0
+    assert ini.batch_unregister_memory(addrs) == 0
+    import json
+    assert "cpu:0" in json.loads(ini.get_local_topology())
     assert ini.free_managed_buffer(ibuf, size) == 0
     assert tgt.free_managed_buffer(tbuf, size) == 0
     assert TransferOpcode.WRITE == 1 and TransferOpcode.READ == 0

@@ -288,3 +288,19 @@ def test_mooncake_config(tmp_path, monkeypatch):
     monkeypatch.delenv("MOONCAKE_MASTER")
     with pytest.raises(ValueError):
         MooncakeConfig.load_from_env()
+
+
+def test_setup_dummy_attaches_to_the_local_daemon(cluster):
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(8 << 20, 1 << 20, "127.0.0.1:%d" % cluster.client_port) == 0
+    data = os.urandom(3 << 20)
+    assert s.put("dummy/k", data) == 0 and s.get("dummy/k") == data
+    reps = s.get_replica_desc("dummy/k")
+    assert reps and reps[0].segment_name == "127.0.0.1:%d" % cluster.client_port
+    p = s.alloc_from_mem_pool(1 << 20)
+    assert p != 0 and s.alloc_from_mem_pool(16 << 20) == 0
+    ctypes.memmove(p, data, 1 << 20)
+    assert s.put_from("dummy/zc", p, 1 << 20) == 0 and s.get("dummy/zc") == data[:1 << 20]
+    s.remove_all(force=True)
+    s.close()
+    assert MooncakeDistributedStore().setup_dummy(0, 0, "127.0.0.1:1") == -900
