@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "common/errcode.h"
 #include "common/log.h"
 #include "engine/engine.h"
@@ -99,6 +101,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	if (e == NULL)
 		return NULL;
 	pthread_mutex_init(&e->mu, NULL);
+	e->notifies_tail = &e->notifies;
 	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", metadata_conn_string);
 	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
 	if (!e->p2p && strncmp(metadata_conn_string, "http://", 7) &&
@@ -199,6 +202,7 @@ void destroyTransferEngine(transfer_engine_t engine)
 	for (i = 0; i < e->nsegs; i++)
 		mc_te_desc_fini(&e->segs[i].desc);
 	free(e->segs);
+	mc_te_notify_free(e->notifies);
 	free(e->bufs);
 	mc_memreg_free(e->reg);
 	pthread_mutex_destroy(&e->mu);
@@ -648,6 +652,67 @@ int mc_te_probe(transfer_engine_t engine, const char *segment_name)
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - segment_name), segment_name);
 	rc = mc_te_hs_call(host, (uint16_t)atoi(colon + 1), MC_HS_PROBE, "{}", &reply, &len);
 	if (rc == 0 && (reply == NULL || strstr(reply, "\"success\"") == NULL))
+		rc = ERR_REJECT_HANDSHAKE;
+	free(reply);
+	return rc;
+}
+
+void mc_te_notify_free(struct mc_te_notify *n)
+{
+	while (n) {
+		struct mc_te_notify *next = n->next;
+
+		free(n->name);
+		free(n->msg);
+		free(n);
+		n = next;
+	}
+}
+
+struct mc_te_notify *mc_te_notify_take(transfer_engine_t engine)
+{
+	struct mc_engine *e = MC_E(engine);
+	struct mc_te_notify *n;
+
+	if (e == NULL)
+		return NULL;
+	pthread_mutex_lock(&e->mu);
+	n = e->notifies;
+	e->notifies = NULL;
+	e->notifies_tail = &e->notifies;
+	e->nnotifies = 0;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+int mc_te_notify_send(transfer_engine_t engine, segment_handle_t seg, const char *name,
+		      const char *msg)
+{
+	struct mc_engine *e = MC_E(engine);
+	char host[256], *reply = NULL, *body;
+	uint16_t port = 0;
+	size_t len;
+	json_t *j;
+	int rc;
+
+	if (e == NULL || name == NULL || msg == NULL)
+		return ERR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&e->mu);
+	if (seg > 0 && (uint32_t)seg <= e->nsegs) {
+		snprintf(host, sizeof(host), "%s", e->segs[seg - 1].host);
+		port = e->segs[seg - 1].rpc_port;
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (port == 0)
+		return ERR_INVALID_ARGUMENT;
+	j = json_pack("{ssss}", "name", name, "notify_msg", msg);
+	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	if (body == NULL)
+		return ERR_MEMORY;
+	rc = mc_te_hs_call(host, port, MC_HS_NOTIFY, body, &reply, &len);
+	free(body);
+	if (rc == 0 && (reply == NULL || strstr(reply, "success") == NULL))
 		rc = ERR_REJECT_HANDSHAKE;
 	free(reply);
 	return rc;

@@ -38,6 +38,7 @@ struct mc_te_desc {
 struct mc_te_segment {
 	char name[256];
 	char host[256];		/* where its data server listens */
+	uint16_t rpc_port;	/* its handshake port */
 	struct mc_te_desc desc;
 	int open;
 };
@@ -72,7 +73,23 @@ struct mc_engine {
 	uint32_t nsegs;
 	struct mc_te_batch *batches;
 	int tcp_installed;
+	struct mc_te_notify *notifies;	/* received, oldest first */
+	struct mc_te_notify **notifies_tail;
+	uint32_t nnotifies;
 };
+
+/* A notification another engine sent us (handshake type Notify). */
+struct mc_te_notify {
+	struct mc_te_notify *next;
+	char *name;
+	char *msg;
+};
+
+/* Send {name, notify_msg} to the engine behind an open segment.  0 or a negative ERR_*. */
+int mc_te_notify_send(void *engine, int32_t seg, const char *name, const char *msg);
+/* Take every received notification (a list the caller frees with mc_te_notify_free). */
+struct mc_te_notify *mc_te_notify_take(void *engine);
+void mc_te_notify_free(struct mc_te_notify *n);
 
 /* te_meta.c: descriptors as JSON and the metadata store. */
 char *mc_te_desc_to_json(const struct mc_engine *e);	/* malloc'ed, needs e->mu held */

@@ -22,6 +22,8 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
+#include <jansson.h>
+
 #include "common/log.h"
 #include "common/wire.h"
 #include "engine/engine.h"
@@ -62,6 +64,47 @@ static void mc_hs_reply(struct bufferevent *bev, uint8_t type, const char *json)
 	bufferevent_setcb(bev, NULL, mc_hs_on_write_done, NULL, NULL);
 }
 
+#define MC_HS_MAX_NOTIFIES 65536
+
+/* Keep a Notify frame's {name, notify_msg} for getNotifies (bounded queue). */
+static void mc_hs_store_notify(struct mc_engine *e, struct evbuffer *in, size_t len)
+{
+	json_error_t err;
+	json_t *j;
+	char *buf = malloc(9 + len);	/* length + type, then the JSON */
+	struct mc_te_notify *n;
+
+	if (buf == NULL)
+		return;
+	evbuffer_copyout(in, buf, 9 + len);
+	j = json_loadb(buf + 9, len, 0, &err);
+	free(buf);
+	if (!json_is_string(json_object_get(j, "name")) ||
+	    !json_is_string(json_object_get(j, "notify_msg"))) {
+		json_decref(j);
+		return;
+	}
+	n = calloc(1, sizeof(*n));
+	if (n) {
+		n->name = strdup(json_string_value(json_object_get(j, "name")));
+		n->msg = strdup(json_string_value(json_object_get(j, "notify_msg")));
+	}
+	json_decref(j);
+	if (n == NULL || n->name == NULL || n->msg == NULL) {
+		mc_te_notify_free(n);
+		return;
+	}
+	pthread_mutex_lock(&e->mu);
+	if (e->nnotifies < MC_HS_MAX_NOTIFIES) {
+		*e->notifies_tail = n;
+		e->notifies_tail = &n->next;
+		e->nnotifies++;
+		n = NULL;
+	}
+	pthread_mutex_unlock(&e->mu);
+	mc_te_notify_free(n);
+}
+
 static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_te_hs_server *s = arg;
@@ -91,6 +134,10 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		break;
 	case MC_HS_PROBE:
 		mc_hs_reply(bev, MC_HS_PROBE, "{\"status\":\"success\"}");
+		break;
+	case MC_HS_NOTIFY:
+		mc_hs_store_notify(s->e, in, (size_t)len - 1);
+		mc_hs_reply(bev, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
 		break;
 	case MC_HS_CONNECTION:
 		mc_hs_reply(bev, MC_HS_CONNECTION,

@@ -239,6 +239,7 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		if (colon == NULL || atoi(colon + 1) <= 0 || (size_t)(colon - name) >= sizeof(seg->host))
 			return ERR_INVALID_ARGUMENT;
 		snprintf(seg->host, sizeof(seg->host), "%.*s", (int)(colon - name), name);
+		seg->rpc_port = (uint16_t)atoi(colon + 1);
 		pthread_mutex_lock(&e->mu);
 		mine = mc_te_desc_to_json(e);
 		pthread_mutex_unlock(&e->mu);
@@ -285,6 +286,8 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		}
 		snprintf(seg->host, sizeof(seg->host), "%s",
 			 json_string_value(json_object_get(rpc, "ip_or_host_name")));
+		if (json_is_integer(json_object_get(rpc, "rpc_port")))
+			seg->rpc_port = (uint16_t)json_integer_value(json_object_get(rpc, "rpc_port"));
 		json_decref(rpc);
 		return 0;
 	}

@@ -301,10 +301,56 @@ static PyObject *mc_pe_sync(struct mc_py_engine *self, PyObject *args, PyObject 
 	b = buf;
 	p = peer;
 	l = len;
+	if (notify != Py_None) {
+		/* After the transfer, tell the target: {name, notify_msg}. */
+		PyObject *n = PyObject_GetAttrString(notify, "name");
+		PyObject *m = PyObject_GetAttrString(notify, "msg");
+		const char *ns = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
+		const char *ms = m && PyUnicode_Check(m) ? PyUnicode_AsUTF8(m) : NULL;
+
+		if (ns == NULL || ms == NULL) {
+			Py_XDECREF(n);
+			Py_XDECREF(m);
+			PyErr_Clear();
+			PyErr_SetString(PyExc_TypeError, "notify must have str name and msg");
+			return NULL;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
+		if (rc == 0 && mc_te_notify_send(self->e, openSegment(self->e, target), ns, ms))
+			rc = -1;
+		Py_END_ALLOW_THREADS
+		Py_DECREF(n);
+		Py_DECREF(m);
+		return PyLong_FromLong(rc);
+	}
 	Py_BEGIN_ALLOW_THREADS
 	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
 	Py_END_ALLOW_THREADS
 	return PyLong_FromLong(rc);
+}
+
+static PyObject *mc_pe_get_notifies(struct mc_py_engine *self, PyObject *unused)
+{
+	struct mc_te_notify *list, *n;
+	PyObject *res = PyList_New(0);
+
+	(void)unused;
+	if (res == NULL || self->e == NULL)
+		return res;
+	list = mc_te_notify_take(self->e);
+	for (n = list; n; n = n->next) {
+		PyObject *t = Py_BuildValue("(ss)", n->name, n->msg);
+
+		if (t == NULL || PyList_Append(res, t)) {
+			Py_XDECREF(t);
+			Py_CLEAR(res);
+			break;
+		}
+		Py_DECREF(t);
+	}
+	mc_te_notify_free(list);
+	return res;
 }
 
 static int mc_pe_u64s(PyObject *seq, uint64_t **out, Py_ssize_t *n)
@@ -664,6 +710,7 @@ static PyMethodDef mc_pe_methods[] = {
 	{ "batch_unregister_memory", KW mc_pe_batch_unregister, METH_VARARGS | METH_KEYWORDS,
 	  NULL },
 	{ "send_probe", KW mc_pe_send_probe, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_get_notifies", (PyCFunction)mc_pe_get_notifies, METH_NOARGS, NULL },
 	{ "write_bytes_to_buffer", KW mc_pe_write_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "read_bytes_from_buffer", KW mc_pe_read_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ NULL, NULL, 0, NULL },

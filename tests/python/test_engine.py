@@ -2,7 +2,7 @@
 """mooncake.engine.TransferEngine between two engines (P2PHANDSHAKE)."""
 import os
 
-from mooncake.engine import TransferEngine, TransferOpcode
+from mooncake.engine import TransferEngine, TransferOpcode, TransferNotify
 
 
 def make():
@@ -58,6 +58,11 @@ def test_transfer_engine_round_trip():
             break
     assert st == -1                    # outside the target's registered memory
     assert ini.get_batch_transfer_status([0]) == -1
+    assert tgt.get_notifies() == []
+    assert ini.transfer_sync(name, ibuf, tbuf, 64, TransferOpcode.WRITE,
+                             notify=TransferNotify("req-1", "kv ready")) == 0
+    got = tgt.get_notifies()
+    assert [(n.name, n.msg) for n in got] == [("req-1", "kv ready")] and tgt.get_notifies() == []
     assert ini.send_probe(name) == 0 and ini.send_probe("127.0.0.1:1") < 0
     import ctypes
     extra = [ctypes.create_string_buffer(4096) for _ in range(2)]
