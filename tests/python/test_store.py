@@ -304,3 +304,35 @@ def test_setup_dummy_attaches_to_the_local_daemon(cluster):
     s.remove_all(force=True)
     s.close()
     assert MooncakeDistributedStore().setup_dummy(0, 0, "127.0.0.1:1") == -900
+
+
+def test_remaining_put_forms(store):
+    meta, maddr = cbuf(b"META")
+    data, daddr = cbuf(b"payload-bytes")
+    assert store.put_from_with_metadata("pm", daddr, maddr, 13, 4) == 0
+    assert store.get("pm") == b"METApayload-bytes"
+    assert store.upsert_parts("up/parts", b"ab", b"cd") == 0
+    assert store.upsert_parts("up/parts", b"xy", b"zw") == 0 and store.get("up/parts") == b"xyzw"
+    assert store.upsert_batch(["ub/1", "ub/2"], [b"one", b"two"]) == 0
+    assert store.upsert_batch(["ub/1"], [b"ONE"]) == 0 and store.get("ub/1") == b"ONE"
+    b1, a1 = cbuf(b"first!")
+    assert store.upsert_from("uf", a1, 6) == 0 and store.get("uf") == b"first!"
+    b2, a2 = cbuf(b"second")
+    assert store.batch_upsert_from(["uf", "uf2"], [a2, a2], [6, 6]) == [0, 0]
+    assert store.get("uf") == b"second" and store.get("uf2") == b"second"
+    assert store.put_from("bad", 0, 10) == -600
+
+
+def test_init_all_mounts_more_memory(cluster):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", cluster.master) == 0
+    assert s.init_all("tcp", "", 16 << 20) == 0
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = s.get_hostname()
+    data = os.urandom(12 << 20)
+    # Two 12 MiB objects cannot share one 16 MiB segment: both on our name needs the second.
+    assert s.put("init_all/1", data, cfg) == 0 and s.put("init_all/2", data, cfg) == 0
+    segs = [s.get_replica_desc(k)[0].segment_name for k in ("init_all/1", "init_all/2")]
+    assert segs == [s.get_hostname()] * 2 and s.get("init_all/2") == data
+    s.remove_all(force=True)
+    s.close()
