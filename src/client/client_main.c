@@ -43,6 +43,7 @@ struct mc_client_cfg {
 	char *log_level;
 	char *config;
 	int check_config;
+	int verbose;
 };
 
 #define O(f) offsetof(struct mc_client_cfg, f)
@@ -82,10 +83,11 @@ static const struct mc_opt mc_client_opts[] = {
 	  "mooncake.json (default: $MOONCAKE_CONFIG_PATH); flags given explicitly win" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
 	MC_OPT_END,
 };
 
-static volatile sig_atomic_t mc_client_stop;
+static volatile sig_atomic_t mc_client_stop, mc_client_hup;
 
 /* Dummy clients on this host (setup_dummy) ask this socket how to reach the cluster. */
 struct mc_dummy_srv {
@@ -148,8 +150,10 @@ static int mc_client_dummy_start(struct mc_dummy_srv *d, int64_t port, const cha
 
 static void mc_client_on_signal(int sig)
 {
-	(void)sig;
-	mc_client_stop = 1;
+	if (sig == SIGHUP)
+		mc_client_hup = 1;
+	else
+		mc_client_stop = 1;
 }
 
 /* First non-loopback IPv4 address, or 127.0.0.1. */
@@ -266,7 +270,8 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_client_opts, &cfg);
 		return 0;
 	}
-	mc_log_set_level(!strcmp(cfg.log_level, "error") ? MC_LOG_ERR
+	mc_log_set_level(cfg.verbose ? MC_LOG_DEBUG
+			 : !strcmp(cfg.log_level, "error") ? MC_LOG_ERR
 			 : !strcmp(cfg.log_level, "warn") ? MC_LOG_WARN
 			 : !strcmp(cfg.log_level, "debug") ? MC_LOG_DEBUG
 							   : MC_LOG_INFO);
@@ -297,6 +302,7 @@ int main(int argc, char **argv)
 	sa.sa_handler = mc_client_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	st = calloc(1, sizeof(*st));
 	pthread_mutex_init(&st->mu, NULL);
@@ -322,8 +328,15 @@ int main(int argc, char **argv)
 				      (long long)cfg.port);
 	}
 	mc_sd_notify("READY=1");
-	while (!mc_client_stop)
+	while (!mc_client_stop) {
 		pause();
+		if (mc_client_hup) {
+			/* Segment, addresses and sizes are fixed for the process's life. */
+			mc_client_hup = 0;
+			mc_log_notice("SIGHUP: nothing can change while running; restart to change "
+				      "the segment, the master or the sizes");
+		}
+	}
 	mc_sd_notify("STOPPING=1");
 	mc_log_notice("shutting down");
 	mc_store_teardown(st);

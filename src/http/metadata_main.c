@@ -38,6 +38,7 @@ struct mc_meta_daemon {
 	struct mc_meta_server *srv;
 	struct event *sig_term;
 	struct event *sig_int;
+	struct event *sig_hup;
 };
 
 #define O(f) offsetof(struct mc_meta_cfg, f)
@@ -114,6 +115,14 @@ static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 	return 0;
 }
 
+static void mc_meta_on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	(void)arg;
+	mc_log_notice("SIGHUP: nothing to reload (all settings are flags; restart to change them)");
+}
+
 static void mc_meta_on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	struct mc_meta_daemon *d = arg;
@@ -146,6 +155,12 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 	}
 	d->sig_term = evsignal_new(d->base, SIGTERM, mc_meta_on_signal, d);
 	d->sig_int = evsignal_new(d->base, SIGINT, mc_meta_on_signal, d);
+	/* Nothing of this daemon can change while it runs: SIGHUP is logged, not fatal. */
+	d->sig_hup = evsignal_new(d->base, SIGHUP, mc_meta_on_hup, d);
+	if (d->sig_hup == NULL || event_add(d->sig_hup, NULL) != 0) {
+		mc_log_err("cannot watch SIGHUP");
+		return -1;
+	}
 	if (d->sig_term == NULL || d->sig_int == NULL || event_add(d->sig_term, NULL) != 0 ||
 	    event_add(d->sig_int, NULL) != 0) {
 		mc_log_err("cannot watch SIGTERM and SIGINT");
@@ -164,6 +179,8 @@ static void mc_meta_stop(struct mc_meta_daemon *d)
 		event_free(d->sig_term);
 	if (d->sig_int)
 		event_free(d->sig_int);
+	if (d->sig_hup)
+		event_free(d->sig_hup);
 	mc_meta_server_free(d->srv);
 	if (d->base)
 		event_base_free(d->base);
@@ -176,6 +193,7 @@ int main(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	mc_log_set_ident(MC_META_PROG);
+	mc_log_use_default_sink();
 	if (mc_opts_wants(argc, argv, "help")) {
 		mc_meta_usage(stdout);
 		return 0;

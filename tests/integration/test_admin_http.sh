@@ -4,6 +4,7 @@
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 mc_start_master || { mc_dump_logs; exit 1; }
 mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
+c1pid=$MC_LAST_PID
 sleep 1.5
 seg=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/c1.log" | awk '{print $3}')
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
@@ -31,6 +32,13 @@ t "/get_segments_detail is JSON with one segment" 'curl -sf $H/get_segments_deta
 t "GET on remove_all is refused" '[ "$(curl -s -o /dev/null -w %{http_code} $H/api/v1/remove_all)" = 405 ]'
 t "POST /api/v1/remove_all?force=true removes all" 'curl -sf -XPOST "$H/api/v1/remove_all?force=true" | grep -q "\"removed_count\":20"'
 t "unknown path is 404" '[ "$(curl -s -o /dev/null -w %{http_code} $H/nope)" = 404 ]'
+kill -HUP "$c1pid"; sleep 0.3
+t "SIGHUP to mooncake_client is logged, not fatal" 'kill -0 "$c1pid" && grep -q "SIGHUP: nothing can change" "$MC_TMP/c1.log"'
+P2=$(mc_free_port)
+mc_start meta "$MC_BIN/mooncake_http_metadata_server" --port="$P2" --host=127.0.0.1
+mc_wait_port "$P2"
+kill -HUP "$MC_LAST_PID"; sleep 0.3
+t "SIGHUP to the metadata server is logged, not fatal" 'kill -0 "$MC_LAST_PID" && grep -q "SIGHUP: nothing to reload" "$MC_TMP/meta.log"'
 # SIGHUP re-reads the configuration file and applies what can change at run time.
 echo '{"default_kv_lease_ttl": 10000, "eviction_high_watermark_ratio": 0.9}' >"$MC_TMP/master.json"
 mc_start_master --config_path="$MC_TMP/master.json" || { mc_dump_logs; exit 1; }
