@@ -13,8 +13,9 @@
  * thread-safe; the engine's sockets are owned by its own reactor thread.
  *
  * Transports available in this version: "tcp".  Metadata: "P2PHANDSHAKE" (peers exchange
- * descriptors over the handshake port; the segment name becomes ip:rpc_port) and
- * "http://host:port/metadata" (built with libcurl).
+ * descriptors over the handshake port; the segment name becomes ip:rpc_port),
+ * "http://host:port/metadata" and "etcd://h1:2379,h2:2379" (built with libcurl), and
+ * "redis://host:port" (built with hiredis; MC_REDIS_USERNAME/PASSWORD/DB_INDEX).
  */
 #include <stddef.h>
 #include <stdint.h>

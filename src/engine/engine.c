@@ -104,10 +104,10 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	e->notifies_tail = &e->notifies;
 	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", metadata_conn_string);
 	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
-	if (!e->p2p && strncmp(metadata_conn_string, "http://", 7) &&
-	    strncmp(metadata_conn_string, "https://", 8)) {
+	if (!mc_te_kv_supported(metadata_conn_string)) {
 		mc_log_err("transfer engine: metadata '%s' is not supported in this build "
-			   "(P2PHANDSHAKE or http://)", metadata_conn_string);
+			   "(P2PHANDSHAKE, http://, etcd:// with libcurl, redis:// with hiredis)",
+			   metadata_conn_string);
 		goto fail_early;
 	}
 	if (ip_or_host_name && *ip_or_host_name)

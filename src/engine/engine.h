@@ -100,6 +100,13 @@ int mc_te_meta_unpublish(struct mc_engine *e);
 /* Fetch a peer's descriptor and data host by segment name. */
 int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment *seg);
 
+/* te_kv.c: the metadata store behind e->meta_conn (http://, etcd://, redis://). */
+int mc_te_kv_supported(const char *conn);
+int mc_te_kv_put(struct mc_engine *e, const char *key, const char *value);
+/* 0 with a malloc'ed NUL-terminated value, -ENOENT when missing, or a negative ERR_*. */
+int mc_te_kv_get(struct mc_engine *e, const char *key, char **value, size_t *len);
+int mc_te_kv_del(struct mc_engine *e, const char *key);
+
 /* handshake.c */
 struct mc_te_hs_server;
 /* Listen on ip:*port (0: any in [15000, 17000]) on the engine's loop. */

@@ -6,9 +6,9 @@
  * "tcp_proto_version": 2, "timestamp", "buffers": [{"name", "addr", "length"}]}; rpc_meta is
  * {"ip_or_host_name", "rpc_port"}.  With P2PHANDSHAKE nothing is published: a peer asks for the
  * descriptor on the handshake port (the segment name is ip:rpc_port).  With an http:// metadata
- * service the descriptor goes to mooncake/ram/<name> and rpc_meta to mooncake/rpc_meta/<name>
- * (prefixed with MC_METADATA_CLUSTER_ID when set), through libcurl with upstream's timeouts
- * (1.5 s connect, 3 s request).  Descriptors from the network are untrusted: types checked,
+ * service, etcd or redis the descriptor goes to mooncake/ram/<name> and rpc_meta to mooncake/rpc_meta/<name>
+ * (prefixed with MC_METADATA_CLUSTER_ID when set); the same keys go to etcd or redis
+ * (te_kv.c).  Descriptors from the network are untrusted: types checked,
  * counts bounded.
  */
 #include <errno.h>
@@ -19,9 +19,6 @@
 #include <time.h>
 
 #include <jansson.h>
-#ifdef HAVE_CURL
-#include <curl/curl.h>
-#endif
 
 #include "common/log.h"
 #include "engine/engine.h"
@@ -121,69 +118,10 @@ static void mc_te_key(char *out, size_t n, const char *kind, const char *name)
 		snprintf(out, n, "mooncake/%s/%s", kind, name);
 }
 
-#ifdef HAVE_CURL
-struct mc_te_body {
-	char *data;
-	size_t len;
-};
-
-static size_t mc_te_on_body(char *p, size_t sz, size_t nm, void *arg)
-{
-	struct mc_te_body *b = arg;
-	size_t n = sz * nm;
-	char *q;
-
-	if (b->len + n > (16u << 20))
-		return 0;
-	q = realloc(b->data, b->len + n + 1);
-	if (q == NULL)
-		return 0;
-	memcpy(q + b->len, p, n);
-	b->data = q;
-	b->len += n;
-	q[b->len] = '\0';
-	return n;
-}
-
-/* One HTTP request to the metadata service.  Returns the status code or a negative error. */
-static long mc_te_http(const char *base, const char *method, const char *key, const char *body,
-		       struct mc_te_body *out)
-{
-	CURL *c = curl_easy_init();
-	char url[2048], *esc;
-	long code = ERR_METADATA;
-
-	if (c == NULL)
-		return ERR_MEMORY;
-	esc = curl_easy_escape(c, key, 0);
-	snprintf(url, sizeof(url), "%s?key=%s", base, esc ? esc : key);
-	curl_free(esc);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1500L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	if (body) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-	}
-	if (out) {
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mc_te_on_body);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-	}
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(c);
-	return code;
-}
-#endif
-
 int mc_te_meta_publish(struct mc_engine *e)
 {
-#ifdef HAVE_CURL
 	char key[512], rpc[512], *desc;
-	long a, b;
+	int a, b;
 
 	if (e->p2p)
 		return 0;
@@ -193,33 +131,28 @@ int mc_te_meta_publish(struct mc_engine *e)
 	snprintf(rpc, sizeof(rpc), "{\"ip_or_host_name\":\"%s\",\"rpc_port\":%u}", e->ip,
 		 e->rpc_port);
 	mc_te_key(key, sizeof(key), "ram", e->server_name);
-	a = mc_te_http(e->meta_conn, "PUT", key, desc ? desc : "{}", NULL);
+	a = mc_te_kv_put(e, key, desc ? desc : "{}");
 	mc_te_key(key, sizeof(key), "rpc_meta", e->server_name);
-	b = mc_te_http(e->meta_conn, "PUT", key, rpc, NULL);
+	b = mc_te_kv_put(e, key, rpc);
 	free(desc);
-	if (a != 200 || b != 200) {
-		mc_log_warn("transfer engine: publishing %s to %s failed (%ld, %ld)", e->server_name,
+	if (a || b) {
+		mc_log_warn("transfer engine: publishing %s to %s failed (%d, %d)", e->server_name,
 			    e->meta_conn, a, b);
 		return ERR_METADATA;
 	}
 	return 0;
-#else
-	return e->p2p ? 0 : ERR_NOT_IMPLEMENTED;
-#endif
 }
 
 int mc_te_meta_unpublish(struct mc_engine *e)
 {
-#ifdef HAVE_CURL
 	char key[512];
 
 	if (e->p2p)
 		return 0;
 	mc_te_key(key, sizeof(key), "ram", e->server_name);
-	mc_te_http(e->meta_conn, "DELETE", key, NULL, NULL);
+	mc_te_kv_del(e, key);
 	mc_te_key(key, sizeof(key), "rpc_meta", e->server_name);
-	mc_te_http(e->meta_conn, "DELETE", key, NULL, NULL);
-#endif
+	mc_te_kv_del(e, key);
 	return 0;
 }
 
@@ -252,31 +185,28 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		free(reply);
 		return rc;
 	}
-#ifdef HAVE_CURL
 	{
-		char key[512];
-		struct mc_te_body b = { 0 };
+		char key[512], *val = NULL;
+		size_t vlen = 0;
 		json_t *rpc;
 		json_error_t err;
-		long code;
 
 		mc_te_key(key, sizeof(key), "ram", name);
-		code = mc_te_http(e->meta_conn, "GET", key, NULL, &b);
-		if (code != 200) {
-			free(b.data);
-			mc_log_warn("transfer engine: no descriptor of %s at %s (%ld)", name,
-				    e->meta_conn, code);
+		rc = mc_te_kv_get(e, key, &val, &vlen);
+		if (rc) {
+			free(val);
+			mc_log_warn("transfer engine: no descriptor of %s at %s (%d)", name,
+				    e->meta_conn, rc);
 			return ERR_METADATA;
 		}
-		rc = mc_te_desc_from_json(b.data, b.len, &seg->desc);
-		free(b.data);
+		rc = mc_te_desc_from_json(val, vlen, &seg->desc);
+		free(val);
 		if (rc)
 			return rc;
-		memset(&b, 0, sizeof(b));
 		mc_te_key(key, sizeof(key), "rpc_meta", name);
-		code = mc_te_http(e->meta_conn, "GET", key, NULL, &b);
-		rpc = code == 200 ? json_loadb(b.data, b.len, 0, &err) : NULL;
-		free(b.data);
+		val = NULL;
+		rpc = mc_te_kv_get(e, key, &val, &vlen) == 0 ? json_loadb(val, vlen, 0, &err) : NULL;
+		free(val);
 		if (!json_is_string(json_object_get(rpc, "ip_or_host_name")) ||
 		    strlen(json_string_value(json_object_get(rpc, "ip_or_host_name"))) >=
 			    sizeof(seg->host)) {
@@ -291,7 +221,4 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		json_decref(rpc);
 		return 0;
 	}
-#else
-	return ERR_NOT_IMPLEMENTED;
-#endif
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The transfer engine C API with P2PHANDSHAKE and with the HTTP metadata service, and
-# transfer_engine_bench between two processes.
+# The transfer engine C API with P2PHANDSHAKE, the HTTP metadata service, etcd and redis (real
+# servers started here on loopback), and transfer_engine_bench between two processes.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 rc=0
 "$MC_BIN/tests/integration/engine_test" P2PHANDSHAKE || rc=1
@@ -9,6 +9,38 @@ P=$(mc_free_port)
 mc_start meta "$MC_BIN/mooncake_http_metadata_server" --port="$P" --host=127.0.0.1
 mc_wait_port "$P" || { mc_dump_logs; exit 1; }
 "$MC_BIN/tests/integration/engine_test" "http://127.0.0.1:$P/metadata" || rc=1
+# etcd's v3 JSON gateway (Debian's etcd-server), started here on loopback.
+if command -v etcd >/dev/null; then
+	EP=$(mc_free_port); EPP=$(mc_free_port)
+	mc_start etcd etcd --name mc-test --data-dir "$MC_TMP/etcd" \
+		--listen-client-urls "http://127.0.0.1:$EP" --advertise-client-urls "http://127.0.0.1:$EP" \
+		--listen-peer-urls "http://127.0.0.1:$EPP" --initial-advertise-peer-urls "http://127.0.0.1:$EPP" \
+		--initial-cluster "mc-test=http://127.0.0.1:$EPP"
+	mc_wait_port "$EP" 30 && sleep 1
+	"$MC_BIN/tests/integration/engine_test" "etcd://127.0.0.1:$EP" || rc=1
+else
+	echo "# etcd not installed: etcd backend not tested"
+fi
+# redis, with and without a password.
+if command -v redis-server >/dev/null; then
+	RP=$(mc_free_port)
+	mc_start redis redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no
+	mc_wait_port "$RP"
+	"$MC_BIN/tests/integration/engine_test" "redis://127.0.0.1:$RP" || rc=1
+	RP2=$(mc_free_port)
+	mc_start redis2 redis-server --port "$RP2" --bind 127.0.0.1 --save '' --appendonly no \
+		--requirepass s3cret
+	mc_wait_port "$RP2"
+	MC_REDIS_PASSWORD=s3cret MC_REDIS_DB_INDEX=3 "$MC_BIN/tests/integration/engine_test" \
+		"redis://127.0.0.1:$RP2" || rc=1
+	if "$MC_BIN/tests/integration/engine_test" "redis://127.0.0.1:$RP2" >/dev/null 2>&1; then
+		echo "not ok - a wrong redis password must fail"; rc=1
+	else
+		echo "ok - without MC_REDIS_PASSWORD the protected redis refuses the engine"
+	fi
+else
+	echo "# redis-server not installed: redis backend not tested"
+fi
 # The bench: a target and an initiator process.
 mc_start target "$MC_BIN/transfer_engine_bench" --mode=target --buffer_size=64MB \
 	--local_server_name=127.0.0.1
