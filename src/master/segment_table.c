@@ -113,7 +113,9 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 
 	if (s->base == 0 || s->size == 0 || s->name.n == 0 || s->endpoint.n == 0)
 		return MC_ERR_INVALID_PARAMS;
-	if (s->base + s->size < s->base)
+	/* A segment is a client's virtual memory: it cannot wrap or lie past what x86-64 and
+	 * AArch64 address (57 bits). */
+	if (s->base + s->size < s->base || s->base + s->size > (1ull << 57))
 		return MC_ERR_INVALID_PARAMS;
 	if (seg != NULL && seg->status != MC_SEG_OK)
 		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;	/* still being unmounted */
