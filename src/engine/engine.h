@@ -13,6 +13,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "engine/transport.h"
 #include "reactor/loop_thread.h"
 #include "transfer/memreg.h"
 #include "transfer/tcp.h"
@@ -25,7 +28,9 @@ struct mc_te_buffer {
 	uint64_t length;
 };
 
-/* A segment descriptor (reference §3.2, tcp fields). */
+/* A segment descriptor (reference §3.2).  buffers are what every transport range-checks
+ * against: memory ranges, or for a file segment (protocol "nvmeof") the files laid end to end
+ * from offset 0.  raw keeps the whole JSON object for transport-specific fields. */
 struct mc_te_desc {
 	char name[256];
 	char protocol[16];
@@ -33,6 +38,17 @@ struct mc_te_desc {
 	int tcp_proto_version;
 	struct mc_te_buffer *buffers;
 	uint32_t nbuffers;
+	json_t *raw;
+};
+
+/* Transport slots in selection order: the first installed transport whose match accepts a
+ * segment serves it. */
+enum mc_te_xport_slot {
+	MC_TE_XPORT_FILE = 0,
+	MC_TE_XPORT_SHM,
+	MC_TE_XPORT_RDMA,
+	MC_TE_XPORT_TCP,
+	MC_TE_NXPORTS
 };
 
 struct mc_te_segment {
@@ -41,6 +57,9 @@ struct mc_te_segment {
 	uint16_t rpc_port;	/* its handshake port */
 	struct mc_te_desc desc;
 	int open;
+	int xport;		/* enum mc_te_xport_slot serving it, -1 none */
+	void *xport_ctx;	/* that transport's per-segment state */
+	int64_t fetched_ms;	/* monotonic time of the last descriptor fetch */
 };
 
 struct mc_te_task {
@@ -59,8 +78,10 @@ struct mc_engine {
 	pthread_mutex_t mu;
 	struct mc_loop_thread *lt;
 	struct mc_memreg *reg;
-	struct mc_tcp_server *data;
-	struct mc_tcp_client *cli;
+	struct {
+		const struct mc_te_transport_ops *ops;
+		void *state;	/* NULL: not installed */
+	} xports[MC_TE_NXPORTS];
 	struct mc_te_hs_server *hs;
 	char meta_conn[512];
 	int p2p;
@@ -72,7 +93,6 @@ struct mc_engine {
 	struct mc_te_segment *segs;	/* handle i -> segs[i - 1] */
 	uint32_t nsegs;
 	struct mc_te_batch *batches;
-	int tcp_installed;
 	struct mc_te_notify *notifies;	/* received, oldest first */
 	struct mc_te_notify **notifies_tail;
 	uint32_t nnotifies;
@@ -90,6 +110,11 @@ int mc_te_notify_send(void *engine, int32_t seg, const char *name, const char *m
 /* Take every received notification (a list the caller frees with mc_te_notify_free). */
 struct mc_te_notify *mc_te_notify_take(void *engine);
 void mc_te_notify_free(struct mc_te_notify *n);
+
+int64_t mc_te_now_ms(void);
+
+/* te_tcp.c: the data port of the installed tcp transport (0 if none). */
+uint16_t mc_te_tcp_port(void *state);
 
 /* te_meta.c: descriptors as JSON and the metadata store. */
 char *mc_te_desc_to_json(const struct mc_engine *e);	/* malloc'ed, needs e->mu held */

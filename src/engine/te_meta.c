@@ -38,11 +38,11 @@ char *mc_te_desc_to_json(const struct mc_engine *e)
 						      (json_int_t)e->bufs[i].length));
 	json_object_set_new(root, "name", json_string(e->server_name));
 	json_object_set_new(root, "protocol", json_string("tcp"));
-	json_object_set_new(root, "tcp_data_port",
-			    json_integer(e->data ? mc_tcp_server_port(e->data) : 0));
-	json_object_set_new(root, "tcp_proto_version", json_integer(2));
 	json_object_set_new(root, "timestamp", json_string(ts));
 	json_object_set_new(root, "buffers", bufs);
+	for (i = 0; i < MC_TE_NXPORTS; i++)
+		if (e->xports[i].state && e->xports[i].ops->describe)
+			e->xports[i].ops->describe(e->xports[i].state, root);
 	s = json_dumps(root, JSON_COMPACT);
 	json_decref(root);
 	return s;
@@ -50,6 +50,8 @@ char *mc_te_desc_to_json(const struct mc_engine *e)
 
 void mc_te_desc_fini(struct mc_te_desc *d)
 {
+	json_decref(d->raw);
+	d->raw = NULL;
 	free(d->buffers);
 	d->buffers = NULL;
 	d->nbuffers = 0;
@@ -73,9 +75,10 @@ int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d)
 	snprintf(d->protocol, sizeof(d->protocol), "%s", json_is_string(v) ? json_string_value(v)
 									  : "tcp");
 	v = json_object_get(root, "tcp_data_port");
-	if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 65535)
-		goto out;
-	d->tcp_data_port = (uint16_t)json_integer_value(v);
+	if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) <= 65535)
+		d->tcp_data_port = (uint16_t)json_integer_value(v);
+	else if (v != NULL || strcmp(d->protocol, "nvmeof"))
+		goto out;	/* only a file segment has no data port */
 	v = json_object_get(root, "tcp_proto_version");
 	d->tcp_proto_version = json_is_integer(v) ? (int)json_integer_value(v) : 1;
 	bufs = json_object_get(root, "buffers");
@@ -91,12 +94,15 @@ int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d)
 		json_t *b = json_array_get(bufs, i), *a = json_object_get(b, "addr");
 		json_t *l = json_object_get(b, "length");
 
-		if (!json_is_integer(a) || !json_is_integer(l))
+		/* A file segment's buffers are files: {file_path, length, local_path_map}. */
+		if ((!json_is_integer(a) && d->tcp_data_port) || !json_is_integer(l) ||
+		    json_integer_value(l) < 0)
 			goto out;
-		d->buffers[i].addr = (uint64_t)json_integer_value(a);
+		d->buffers[i].addr = json_is_integer(a) ? (uint64_t)json_integer_value(a) : 0;
 		d->buffers[i].length = (uint64_t)json_integer_value(l);
 	}
 	d->nbuffers = (uint32_t)n;
+	d->raw = json_incref(root);
 	rc = 0;
 out:
 	if (rc)
