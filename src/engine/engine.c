@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -59,7 +61,7 @@ static void mc_te_default_ip(char *out, size_t n)
 
 static const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS] = {
 	[MC_TE_XPORT_FILE] = NULL,
-	[MC_TE_XPORT_SHM] = NULL,
+	[MC_TE_XPORT_SHM] = &mc_te_shm_ops,
 	[MC_TE_XPORT_RDMA] = NULL,	/* src/rdma plugs in here */
 	[MC_TE_XPORT_TCP] = &mc_te_tcp_ops,
 };
@@ -141,6 +143,23 @@ static void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg)
 	seg->xport_ctx = NULL;
 }
 
+/* MC_LOG_LEVEL (upstream's variable): debug, info, warning or error. */
+static void mc_te_log_level_from_env(void)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = { { "debug", MC_LOG_DEBUG }, { "info", MC_LOG_INFO },
+		       { "warning", MC_LOG_WARN }, { "warn", MC_LOG_WARN },
+		       { "error", MC_LOG_ERR } };
+	const char *v = getenv("MC_LOG_LEVEL");
+	size_t i;
+
+	for (i = 0; v && i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (!strcasecmp(v, levels[i].name))
+			mc_log_set_level(levels[i].level);
+}
+
 transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 				       const char *local_server_name, const char *ip_or_host_name,
 				       uint64_t rpc_port, int auto_discover)
@@ -149,6 +168,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	uint16_t port = rpc_port > 65535 ? 0 : (uint16_t)rpc_port;
 
 	(void)auto_discover;
+	mc_te_log_level_from_env();
 	if (metadata_conn_string == NULL || local_server_name == NULL)
 		return NULL;
 	e = calloc(1, sizeof(*e));
@@ -297,6 +317,9 @@ void destroyTransferEngine(transfer_engine_t engine)
 		mc_te_desc_fini(&e->segs[i].desc);
 	free(e->segs);
 	mc_te_notify_free(e->notifies);
+	for (i = 0; i < e->nbufs; i++)
+		if (e->bufs[i].fd >= 0)
+			close(e->bufs[i].fd);
 	free(e->bufs);
 	mc_memreg_free(e->reg);
 	pthread_mutex_destroy(&e->mu);
@@ -308,9 +331,9 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 {
 	struct mc_engine *e = MC_E(engine);
 	struct mc_te_buffer *nb;
-	int rc;
+	uint64_t fd_off = 0;
+	int rc, fd, k;
 
-	(void)location;
 	if (e == NULL || addr == NULL || length == 0)
 		return ERR_INVALID_ARGUMENT;
 	rc = mc_memreg_add(e->reg, (uint64_t)(uintptr_t)addr, length);
@@ -320,18 +343,34 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 		return ERR_INVALID_ARGUMENT;
 	if (!remote_accessible)
 		return 0;
+	/* Shared file memory can be mapped by same-host peers (te_shm.c). */
+	if (mc_te_mem_share_fd((uint64_t)(uintptr_t)addr, length, &fd, &fd_off))
+		fd = -1;
 	pthread_mutex_lock(&e->mu);
 	nb = e->nbufs < MC_TE_MAX_BUFFERS ? realloc(e->bufs, (e->nbufs + 1) * sizeof(*nb)) : NULL;
 	if (nb) {
 		e->bufs = nb;
 		nb[e->nbufs].addr = (uint64_t)(uintptr_t)addr;
 		nb[e->nbufs].length = length;
+		nb[e->nbufs].fd = fd;
+		nb[e->nbufs].fd_off = fd_off;
 		e->nbufs++;
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (nb == NULL) {
+		if (fd >= 0)
+			close(fd);
 		mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr);
 		return ERR_MEMORY;
+	}
+	for (k = 0; k < MC_TE_NXPORTS; k++) {
+		void *state = e->xports[k].state;
+
+		if (state && e->xports[k].ops->register_mem &&
+		    e->xports[k].ops->register_mem(state, addr, length, location)) {
+			unregisterLocalMemory(engine, addr);
+			return ERR_MEMORY;
+		}
 	}
 	return mc_te_meta_publish(e);
 }
@@ -341,6 +380,8 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 	struct mc_engine *e = MC_E(engine);
 	uint32_t i;
 
+	int k, fd = -1, published = 0;
+
 	if (e == NULL || addr == NULL)
 		return ERR_INVALID_ARGUMENT;
 	if (mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr))
@@ -348,11 +389,18 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 	pthread_mutex_lock(&e->mu);
 	for (i = 0; i < e->nbufs; i++)
 		if (e->bufs[i].addr == (uint64_t)(uintptr_t)addr) {
+			fd = e->bufs[i].fd;
 			e->bufs[i] = e->bufs[--e->nbufs];
+			published = 1;
 			break;
 		}
 	pthread_mutex_unlock(&e->mu);
-	return mc_te_meta_publish(e);
+	if (fd >= 0)
+		close(fd);
+	for (k = 0; published && k < MC_TE_NXPORTS; k++)
+		if (e->xports[k].state && e->xports[k].ops->unregister_mem)
+			e->xports[k].ops->unregister_mem(e->xports[k].state, addr);
+	return published ? mc_te_meta_publish(e) : 0;
 }
 
 int registerLocalMemoryBatch(transfer_engine_t engine, buffer_entry_t *buffer_list,
@@ -419,6 +467,8 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int ca
 		mc_te_desc_fini(&seg.desc);
 		return ERR_INVALID_ARGUMENT;
 	}
+	mc_log_info("transfer engine %s: segment %s through %s", e->server_name, name,
+		    mc_te_known[seg.xport]->name);
 	pthread_mutex_lock(&e->mu);
 	for (i = 0; i < e->nsegs; i++)
 		if (!strcmp(e->segs[i].name, name)) {
@@ -522,9 +572,20 @@ static struct mc_te_batch *mc_te_batch_find(struct mc_engine *e, batch_id_t id)
 	return NULL;
 }
 
+static void mc_te_dispatch(struct mc_engine *e, struct mc_te_req *r);
+
 void mc_te_req_done(struct mc_te_req *r, int status)
 {
 	struct mc_engine *e = r->e;
+
+	if (status == -EXDEV && r->xport != MC_TE_XPORT_TCP && r->tcp_port &&
+	    mc_loop_thread_is_current(e->lt)) {
+		/* Not reachable by its transport (e.g. memory the owner cannot share): tcp. */
+		r->xport = MC_TE_XPORT_TCP;
+		r->seg_ctx = NULL;
+		mc_te_dispatch(e, r);
+		return;
+	}
 
 	pthread_mutex_lock(&e->mu);
 	r->b->tasks[r->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
@@ -552,14 +613,8 @@ static void mc_te_dispatch(struct mc_engine *e, struct mc_te_req *r)
 	ops = e->xports[r->xport].ops;
 	pthread_mutex_unlock(&e->mu);
 	rc = state ? ops->submit(state, r) : -ESHUTDOWN;
-	if (rc == -EXDEV && r->xport != MC_TE_XPORT_TCP && r->tcp_port) {
-		r->xport = MC_TE_XPORT_TCP;
-		r->seg_ctx = NULL;
-		mc_te_dispatch(e, r);
-		return;
-	}
 	if (rc)
-		mc_te_req_done(r, rc);
+		mc_te_req_done(r, rc);	/* -EXDEV: on to tcp */
 }
 
 static void mc_te_submit_on_loop(void *arg)

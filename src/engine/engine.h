@@ -26,6 +26,8 @@
 struct mc_te_buffer {
 	uint64_t addr;
 	uint64_t length;
+	int fd;			/* ours: a descriptor of the shared file behind it, or -1 */
+	uint64_t fd_off;	/* and the offset of addr in that file */
 };
 
 /* A segment descriptor (reference §3.2).  buffers are what every transport range-checks
@@ -112,6 +114,15 @@ struct mc_te_notify *mc_te_notify_take(void *engine);
 void mc_te_notify_free(struct mc_te_notify *n);
 
 int64_t mc_te_now_ms(void);
+
+/* te_mem.c: memory same-host peers can map. */
+/* A memfd-backed MAP_SHARED buffer of len bytes (NULL on failure); free with
+ * mc_te_free_managed (0 or -ENOENT). */
+void *mc_te_alloc_managed(size_t len);
+int mc_te_free_managed(void *addr);
+/* A new descriptor (*fd) of the shared file mapped at [addr, addr + len) and the file offset
+ * of addr, or -ENOENT for private memory. */
+int mc_te_mem_share_fd(uint64_t addr, uint64_t len, int *fd, uint64_t *off);
 
 /* te_tcp.c: the data port of the installed tcp transport (0 if none). */
 uint16_t mc_te_tcp_port(void *state);

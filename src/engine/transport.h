@@ -14,6 +14,7 @@
  *   describe(state, desc)      [API thread, e->mu held] add own fields to our descriptor
  *   match(state, seg)          [API thread, openSegment] 1: this transport serves seg
  *   submit(state, req)         [loop thread] start one request
+ *   register_mem/unregister_mem [API thread] registered memory changed
  *   uninstall(e, state)        [API thread] requests still in flight complete (FAILED or not)
  *                              before it returns; state is freed
  *
@@ -67,9 +68,15 @@ struct mc_te_transport_ops {
 	/* Optional: drop per-segment state (segment closed or refreshed). */
 	void (*release)(void *state, struct mc_te_segment *seg);
 	int (*submit)(void *state, struct mc_te_req *req);
+	/* Optional: local memory was registered (remote_accessible) / is being unregistered
+	 * [API thread, after the engine updated its buffer list].  A failing register_mem
+	 * fails registerLocalMemory. */
+	int (*register_mem)(void *state, void *addr, size_t len, const char *location);
+	void (*unregister_mem)(void *state, void *addr);
 };
 
-/* Complete a request: status 0 or negative.  Loop thread (any thread is safe).  Frees req. */
+/* Complete a request: status 0 or negative.  Loop thread (any thread is safe except for
+ * -EXDEV, which re-dispatches the request to tcp and must run on the loop).  Frees req. */
 void mc_te_req_done(struct mc_te_req *req, int status);
 
 extern const struct mc_te_transport_ops mc_te_tcp_ops;
