@@ -60,7 +60,7 @@ static void mc_te_default_ip(char *out, size_t n)
 }
 
 static const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS] = {
-	[MC_TE_XPORT_FILE] = NULL,
+	[MC_TE_XPORT_FILE] = &mc_te_file_ops,
 	[MC_TE_XPORT_SHM] = &mc_te_shm_ops,
 	[MC_TE_XPORT_RDMA] = NULL,	/* src/rdma plugs in here */
 	[MC_TE_XPORT_TCP] = &mc_te_tcp_ops,

@@ -199,6 +199,22 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 
 		mc_te_key(key, sizeof(key), "ram", name);
 		rc = mc_te_kv_get(e, key, &val, &vlen);
+		if (rc == -ENOENT) {
+			/* A file segment (te_file.c): no data host, no rpc_meta. */
+			free(val);
+			val = NULL;
+			mc_te_key(key, sizeof(key), "nvmeof", name);
+			if (mc_te_kv_get(e, key, &val, &vlen) == 0) {
+				rc = mc_te_desc_from_json(val, vlen, &seg->desc);
+				free(val);
+				if (rc == 0 && strcmp(seg->desc.protocol, "nvmeof")) {
+					mc_te_desc_fini(&seg->desc);
+					rc = ERR_MALFORMED_JSON;
+				}
+				return rc;
+			}
+			rc = -ENOENT;
+		}
 		if (rc) {
 			free(val);
 			mc_log_warn("transfer engine: no descriptor of %s at %s (%d)", name,
