@@ -143,6 +143,8 @@ static void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg)
 	seg->xport_ctx = NULL;
 }
 
+static void *mc_te_refresher_main(void *arg);
+
 /* MC_LOG_LEVEL (upstream's variable): debug, info, warning or error. */
 static void mc_te_log_level_from_env(void)
 {
@@ -166,6 +168,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 {
 	struct mc_engine *e;
 	uint16_t port = rpc_port > 65535 ? 0 : (uint16_t)rpc_port;
+	const char *refresh;
 
 	(void)auto_discover;
 	mc_te_log_level_from_env();
@@ -211,6 +214,21 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		snprintf(e->server_name, sizeof(e->server_name), "%s", local_server_name);
 	if (mc_te_meta_publish(e))
 		goto fail;
+	refresh = getenv("MC_TE_METADATA_REFRESH_INTERVAL_SECONDS");
+	e->refresh_s = refresh ? atoi(refresh) : 0;
+	if (e->refresh_s > 0) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&e->refresh_cv, &ca);
+		pthread_condattr_destroy(&ca);
+		if (pthread_create(&e->refresher, NULL, mc_te_refresher_main, e)) {
+			pthread_cond_destroy(&e->refresh_cv);
+			e->refresh_s = 0;
+			mc_log_warn("transfer engine: no metadata refresh thread");
+		}
+	}
 	mc_log_info("transfer engine %s: data port %u, handshake port %u, metadata %s",
 		    e->server_name, mc_te_tcp_port(e->xports[MC_TE_XPORT_TCP].state), port,
 		    e->meta_conn);
@@ -293,6 +311,14 @@ void destroyTransferEngine(transfer_engine_t engine)
 
 	if (e == NULL)
 		return;
+	if (e->refresh_s > 0) {
+		pthread_mutex_lock(&e->mu);
+		e->refresh_stop = 1;
+		pthread_cond_signal(&e->refresh_cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->refresher, NULL);
+		pthread_cond_destroy(&e->refresh_cv);
+	}
 	if (e->lt) {
 		if (e->rpc_port)
 			mc_te_meta_unpublish(e);
@@ -436,30 +462,86 @@ int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list, size_
 	return rc;
 }
 
-static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int cached)
+enum mc_te_open_mode {
+	MC_TE_OPEN_CACHED,	/* openSegment: the cached descriptor unless stale */
+	MC_TE_OPEN_FETCH,	/* openSegmentNoCache: always fetch */
+	MC_TE_OPEN_REFRESH,	/* refresh an open segment; replace it only if it changed */
+};
+
+/* Two descriptors equal but for their timestamp. */
+static int mc_te_desc_same(const struct mc_te_desc *a, const struct mc_te_desc *b)
+{
+	json_t *x, *y;
+	int same;
+
+	if (a->raw == NULL || b->raw == NULL)
+		return 0;
+	x = json_deep_copy(a->raw);
+	y = json_deep_copy(b->raw);
+	json_object_del(x, "timestamp");
+	json_object_del(y, "timestamp");
+	same = json_equal(x, y);
+	json_decref(x);
+	json_decref(y);
+	return same;
+}
+
+/* 1 if segment i may be served from the cache; e->mu held. */
+static int mc_te_cache_ok(struct mc_engine *e, uint32_t i)
+{
+	const char *nc = getenv("MC_DISABLE_METACACHE");
+
+	return e->segs[i].open && !e->segs[i].stale && !(nc && *nc && strcmp(nc, "0"));
+}
+
+static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mode)
 {
 	struct mc_te_segment seg, *ns;
 	uint32_t i;
 	int rc;
 
-	if (e == NULL || name == NULL || *name == '\0')
+	if (e == NULL || name == NULL || *name == '\0' || strlen(name) >= sizeof(seg.name))
 		return ERR_INVALID_ARGUMENT;
 	if (!strcmp(name, e->server_name))
 		return LOCAL_SEGMENT;
 	pthread_mutex_lock(&e->mu);
-	for (i = 0; cached && i < e->nsegs; i++)
-		if (e->segs[i].open && !strcmp(e->segs[i].name, name)) {
+	for (i = 0; mode == MC_TE_OPEN_CACHED && i < e->nsegs; i++)
+		if (!strcmp(e->segs[i].name, name) && mc_te_cache_ok(e, i)) {
 			pthread_mutex_unlock(&e->mu);
 			return (segment_handle_t)(i + 1);
 		}
 	pthread_mutex_unlock(&e->mu);
 	rc = mc_te_meta_fetch(e, name, &seg);
 	if (rc) {
+		if (mode == MC_TE_OPEN_REFRESH)
+			return rc;
 		mc_log_warn("transfer engine: cannot open segment %s: %d", name, rc);
+		/* A stale entry stays usable (its requests fail while the peer is away). */
+		pthread_mutex_lock(&e->mu);
+		for (i = 0; mode == MC_TE_OPEN_CACHED && i < e->nsegs; i++)
+			if (!strcmp(e->segs[i].name, name) && e->segs[i].open) {
+				pthread_mutex_unlock(&e->mu);
+				return (segment_handle_t)(i + 1);
+			}
+		pthread_mutex_unlock(&e->mu);
 		return rc;
 	}
 	seg.open = 1;
 	seg.fetched_ms = mc_te_now_ms();
+	if (mode == MC_TE_OPEN_REFRESH) {
+		pthread_mutex_lock(&e->mu);
+		for (i = 0; i < e->nsegs; i++)
+			if (!strcmp(e->segs[i].name, name) && e->segs[i].open &&
+			    !e->segs[i].stale && mc_te_desc_same(&e->segs[i].desc, &seg.desc)) {
+				e->segs[i].fetched_ms = seg.fetched_ms;
+				pthread_mutex_unlock(&e->mu);
+				mc_te_desc_fini(&seg.desc);
+				return (segment_handle_t)(i + 1);
+			}
+		pthread_mutex_unlock(&e->mu);
+		mc_log_info("transfer engine %s: segment %s changed; reconnecting", e->server_name,
+			    name);
+	}
 	mc_te_pick(e, &seg);
 	if (seg.xport < 0) {
 		mc_log_warn("transfer engine: no installed transport serves segment %s (%s)", name,
@@ -476,7 +558,8 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int ca
 
 			e->segs[i] = seg;
 			pthread_mutex_unlock(&e->mu);
-			mc_te_unpick(e, &old);
+			if (old.xport != seg.xport || old.xport_ctx != seg.xport_ctx)
+				mc_te_unpick(e, &old);
 			mc_te_desc_fini(&old.desc);
 			return (segment_handle_t)(i + 1);
 		}
@@ -496,12 +579,12 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int ca
 
 segment_handle_t openSegment(transfer_engine_t engine, const char *segment_name)
 {
-	return mc_te_open(MC_E(engine), segment_name, 1);
+	return mc_te_open(MC_E(engine), segment_name, MC_TE_OPEN_CACHED);
 }
 
 segment_handle_t openSegmentNoCache(transfer_engine_t engine, const char *segment_name)
 {
-	return mc_te_open(MC_E(engine), segment_name, 0);
+	return mc_te_open(MC_E(engine), segment_name, MC_TE_OPEN_FETCH);
 }
 
 int closeSegment(transfer_engine_t engine, segment_handle_t seg_id)
@@ -522,24 +605,56 @@ int closeSegment(transfer_engine_t engine, segment_handle_t seg_id)
 	return rc;
 }
 
-int syncSegmentCache(transfer_engine_t engine)
+/* Re-fetch every open segment's descriptor; changed ones (a restarted peer: new ports, new
+ * buffers) are replaced and reconnected.  API or refresher thread. */
+static void mc_te_refresh_all(struct mc_engine *e)
 {
-	struct mc_engine *e = MC_E(engine);
 	uint32_t i, n;
 	char name[256];
+	int open;
 
-	if (e == NULL)
-		return ERR_INVALID_ARGUMENT;
 	pthread_mutex_lock(&e->mu);
 	n = e->nsegs;
 	pthread_mutex_unlock(&e->mu);
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&e->mu);
 		snprintf(name, sizeof(name), "%s", e->segs[i].name);
+		open = e->segs[i].open;
 		pthread_mutex_unlock(&e->mu);
-		mc_te_open(e, name, 0);
+		if (open)
+			mc_te_open(e, name, MC_TE_OPEN_REFRESH);
 	}
+}
+
+int syncSegmentCache(transfer_engine_t engine)
+{
+	if (engine == NULL)
+		return ERR_INVALID_ARGUMENT;
+	mc_te_refresh_all(MC_E(engine));
 	return 0;
+}
+
+/* MC_TE_METADATA_REFRESH_INTERVAL_SECONDS: re-sync the cache periodically, off the loop. */
+static void *mc_te_refresher_main(void *arg)
+{
+	struct mc_engine *e = arg;
+	struct timespec until;
+
+	pthread_mutex_lock(&e->mu);
+	while (!e->refresh_stop) {
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += e->refresh_s;
+		while (!e->refresh_stop &&
+		       pthread_cond_timedwait(&e->refresh_cv, &e->mu, &until) != ETIMEDOUT)
+			;
+		if (e->refresh_stop)
+			break;
+		pthread_mutex_unlock(&e->mu);
+		mc_te_refresh_all(e);
+		pthread_mutex_lock(&e->mu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
 }
 
 batch_id_t allocateBatchID(transfer_engine_t engine, size_t batch_size)
@@ -588,6 +703,10 @@ void mc_te_req_done(struct mc_te_req *r, int status)
 	}
 
 	pthread_mutex_lock(&e->mu);
+	/* A failure may mean a restarted peer: fetch its descriptor again on the next open. */
+	if (status && r->seg_id > 0 && (uint32_t)r->seg_id <= e->nsegs &&
+	    !strcmp(e->segs[r->seg_id - 1].name, r->seg_name))
+		e->segs[r->seg_id - 1].stale = 1;
 	r->b->tasks[r->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
 	r->b->tasks[r->task].bytes = status ? 0 : r->len;
 	r->b->pending--;
@@ -682,6 +801,7 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	x->task = task;
 	x->e = e;
 	x->xport = seg->xport;
+	x->seg_id = r->target_id;
 	x->opcode = r->opcode == OPCODE_READ ? MC_XFER_READ : MC_XFER_WRITE;
 	x->local = r->source;
 	x->remote = r->target_offset;

@@ -62,6 +62,7 @@ struct mc_te_segment {
 	int xport;		/* enum mc_te_xport_slot serving it, -1 none */
 	void *xport_ctx;	/* that transport's per-segment state */
 	int64_t fetched_ms;	/* monotonic time of the last descriptor fetch */
+	int stale;		/* a request failed: fetch again before the next use */
 };
 
 struct mc_te_task {
@@ -95,6 +96,10 @@ struct mc_engine {
 	struct mc_te_segment *segs;	/* handle i -> segs[i - 1] */
 	uint32_t nsegs;
 	struct mc_te_batch *batches;
+	int refresh_s;		/* MC_TE_METADATA_REFRESH_INTERVAL_SECONDS, 0 = off */
+	int refresh_stop;
+	pthread_t refresher;
+	pthread_cond_t refresh_cv;
 	struct mc_te_notify *notifies;	/* received, oldest first */
 	struct mc_te_notify **notifies_tail;
 	uint32_t nnotifies;

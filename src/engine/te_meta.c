@@ -124,6 +124,40 @@ static void mc_te_key(char *out, size_t n, const char *kind, const char *name)
 		snprintf(out, n, "mooncake/%s/%s", kind, name);
 }
 
+/* Our rpc_meta was refused (the HTTP service keeps the first one): when the engine it names no
+ * longer answers on its handshake port (a crashed predecessor of ours), delete it.  0 when the
+ * key may be written again. */
+static int mc_te_meta_take_over(struct mc_engine *e, const char *key)
+{
+	char *val = NULL, *reply = NULL;
+	size_t vlen = 0, rlen = 0;
+	json_error_t err;
+	json_t *rpc, *ip, *port;
+	int rc = -1;
+
+	if (mc_te_kv_get(e, key, &val, &vlen))
+		goto out;
+	rpc = json_loadb(val, vlen, 0, &err);
+	ip = json_object_get(rpc, "ip_or_host_name");
+	port = json_object_get(rpc, "rpc_port");
+	if (json_is_string(ip) && json_is_integer(port) && json_integer_value(port) > 0 &&
+	    json_integer_value(port) < 65536 &&
+	    mc_te_hs_call(json_string_value(ip), (uint16_t)json_integer_value(port), MC_HS_PROBE,
+			  "{}", &reply, &rlen) == 0) {
+		mc_log_err("transfer engine: segment name %s is in use by a live engine at %s:%d",
+			   e->server_name, json_string_value(ip), (int)json_integer_value(port));
+	} else {
+		mc_log_warn("transfer engine: %s: replacing the registration of a dead engine",
+			    e->server_name);
+		rc = mc_te_kv_del(e, key);
+	}
+	free(reply);
+	json_decref(rpc);
+out:
+	free(val);
+	return rc;
+}
+
 int mc_te_meta_publish(struct mc_engine *e)
 {
 	char key[512], rpc[512], *desc;
@@ -140,6 +174,8 @@ int mc_te_meta_publish(struct mc_engine *e)
 	a = mc_te_kv_put(e, key, desc ? desc : "{}");
 	mc_te_key(key, sizeof(key), "rpc_meta", e->server_name);
 	b = mc_te_kv_put(e, key, rpc);
+	if (b && mc_te_meta_take_over(e, key) == 0)
+		b = mc_te_kv_put(e, key, rpc);
 	free(desc);
 	if (a || b) {
 		mc_log_warn("transfer engine: publishing %s to %s failed (%d, %d)", e->server_name,

@@ -43,6 +43,7 @@ struct mc_te_req {
 	size_t task;
 	struct mc_engine *e;
 	int xport;			/* enum mc_te_xport_slot */
+	int32_t seg_id;			/* the segment handle */
 	/* the request */
 	int opcode;			/* MC_XFER_READ (peer -> local) or MC_XFER_WRITE */
 	void *local;
