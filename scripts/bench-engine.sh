@@ -1,0 +1,48 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# Transfer engine figures against same-run references: tcp vs iperf3 single stream on loopback,
+# shm vs a single-thread memcpy of the same block size (transfer_engine_bench --reference=memcpy).
+# Two processes on 127.0.0.1; medians of RUNS short runs.  Usage: scripts/bench-engine.sh [BUILD]
+B=${1:-_build/opt}
+TEB="$B/transfer_engine_bench"
+RUNS=${RUNS:-3}
+DUR=${DUR:-1.5}
+[ -x "$TEB" ] || { echo "no $TEB (build first)"; exit 1; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+tmp=$(mktemp -d)
+trap 'kill $tpid $ipid 2>/dev/null; rm -rf "$tmp"' EXIT
+MC_LOG_LEVEL=warning "$TEB" --mode=target --buffer_size=256MB >"$tmp/target.log" 2>&1 &
+tpid=$!
+for i in $(seq 50); do grep -q "target ready" "$tmp/target.log" && break; sleep 0.1; done
+seg=$(sed -n 's/.*segment \([^,]*\),.*/\1/p' "$tmp/target.log")
+base=$(sed -n 's/.*buffer 0x\([0-9a-f]*\).*/\1/p' "$tmp/target.log")
+if command -v iperf3 >/dev/null; then
+	iperf3 -s -D -1 -p 5399 -B 127.0.0.1 --pidfile "$tmp/iperf.pid" >/dev/null 2>&1
+	sleep 0.5
+	ipid=$(cat "$tmp/iperf.pid" 2>/dev/null)
+	ip=$(iperf3 -c 127.0.0.1 -p 5399 -t 5 -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e9)')
+	echo "iperf3 single stream: $ip GB/s"
+fi
+for proto in ${PROTOS:-tcp shm}; do
+	for bs in 64KB 1MB 16MB; do
+		for op in write read; do
+			th=2; [ $proto = shm ] && th=1
+			: >"$tmp/r"; : >"$tmp/m"
+			for r in $(seq "$RUNS"); do
+				out=$(TEB_REMOTE_BASE=$((16#$base)) "$TEB" --mode=initiator --protocol=$proto \
+					--operation=$op --segment_id="$seg" --buffer_size=256MB --block_size=$bs \
+					--batch_size=16 --threads=$th --duration="$DUR" --reference=memcpy 2>&1)
+				echo "$out" | grep -q "through $proto" || echo "# WARNING: not through $proto"
+				echo "$out" | sed -n 's/^Throughput: \([0-9.]*\) GB\/s$/\1/p' >>"$tmp/r"
+				echo "$out" | sed -n 's/^memcpy reference[^:]*: \([0-9.]*\) GB.*/\1/p' >>"$tmp/m"
+			done
+			g=$(median <"$tmp/r"); m=$(median <"$tmp/m")
+			if [ $proto = tcp ] && [ -n "$ip" ]; then
+				ref="iperf3 $ip GB/s, ratio $(echo "$g $ip" | awk '{printf "%.2f", $1/$2}')"
+			else
+				ref="memcpy $m GB/s, ratio $(echo "$g $m" | awk '{printf "%.2f", $1/$2}')"
+			fi
+			echo "$proto $op $bs threads=$th batch=16: median $g GB/s ($(tr '\n' ' ' <"$tmp/r")); $ref"
+		done
+	done
+done
