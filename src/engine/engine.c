@@ -25,6 +25,7 @@
 #include "common/errcode.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "engine/te_gpu.h"
 #include "mooncake/transfer_engine_c.h"
 
 #define MC_E(x) ((struct mc_engine *)(x))
@@ -205,6 +206,8 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	 * on its own for same-host peers. */
 	if (mc_te_install(e, MC_TE_XPORT_TCP) || mc_te_hs_start(e, e->ip, &port))
 		goto fail;
+	if (mc_te_gpu_init(e))
+		goto fail;
 	if (mc_te_known[MC_TE_XPORT_SHM] && mc_te_install(e, MC_TE_XPORT_SHM))
 		mc_log_warn("transfer engine: same-host shared memory unavailable, using tcp");
 	e->rpc_port = port;
@@ -323,6 +326,7 @@ void destroyTransferEngine(transfer_engine_t engine)
 		if (e->rpc_port)
 			mc_te_meta_unpublish(e);
 		mc_te_hs_stop(e);
+		mc_te_gpu_fini(e);	/* its sub-requests need the transports */
 		/* Every transport completes (or fails) what it holds before it goes. */
 		for (k = MC_TE_NXPORTS - 1; k >= 0; k--) {
 			void *state = e->xports[k].state;
@@ -369,6 +373,13 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 		return ERR_INVALID_ARGUMENT;
 	if (!remote_accessible)
 		return 0;
+	if (e->gpu && e->gpu->is_device(addr)) {
+		/* Usable as a local source or destination (staged); peers cannot reach it over
+		 * tcp or shm, so it is not published. */
+		mc_log_warn("transfer engine %s: GPU memory at %p is registered for local use only",
+			    e->server_name, addr);
+		return 0;
+	}
 	/* Shared file memory can be mapped by same-host peers (te_shm.c). */
 	if (mc_te_mem_share_fd((uint64_t)(uintptr_t)addr, length, &fd, &fd_off))
 		fd = -1;
@@ -701,7 +712,11 @@ void mc_te_req_done(struct mc_te_req *r, int status)
 		mc_te_dispatch(e, r);
 		return;
 	}
-
+	if (r->on_done) {
+		r->on_done(r, status);
+		free(r);
+		return;
+	}
 	pthread_mutex_lock(&e->mu);
 	/* A failure may mean a restarted peer: fetch its descriptor again on the next open. */
 	if (status && r->seg_id > 0 && (uint32_t)r->seg_id <= e->nsegs &&
@@ -727,6 +742,12 @@ static void mc_te_dispatch(struct mc_engine *e, struct mc_te_req *r)
 	void *state;
 	int rc;
 
+	if (r->gpu) {
+		rc = mc_te_gpu_submit(e, r);
+		if (rc)
+			mc_te_req_done(r, rc);
+		return;
+	}
 	pthread_mutex_lock(&e->mu);
 	state = e->xports[r->xport].state;
 	ops = e->xports[r->xport].ops;
@@ -734,6 +755,11 @@ static void mc_te_dispatch(struct mc_engine *e, struct mc_te_req *r)
 	rc = state ? ops->submit(state, r) : -ESHUTDOWN;
 	if (rc)
 		mc_te_req_done(r, rc);	/* -EXDEV: on to tcp */
+}
+
+void mc_te_req_dispatch(struct mc_engine *e, struct mc_te_req *r)
+{
+	mc_te_dispatch(e, r);
 }
 
 static void mc_te_submit_on_loop(void *arg)
@@ -767,7 +793,14 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 		/* Our own memory: copy directly, within registered memory only. */
 		if (!mc_memreg_check(e->reg, r->target_offset, r->length))
 			return STATUS_FAILED;
-		if (r->opcode == OPCODE_WRITE)
+		if (e->gpu && (e->gpu->is_device(r->source) ||
+			       e->gpu->is_device((void *)(uintptr_t)r->target_offset))) {
+			void *t = (void *)(uintptr_t)r->target_offset;
+
+			if (r->opcode == OPCODE_WRITE ? mc_te_gpu_local_copy(e, t, r->source, r->length)
+						      : mc_te_gpu_local_copy(e, r->source, t, r->length))
+				return STATUS_FAILED;
+		} else if (r->opcode == OPCODE_WRITE)
 			memmove((void *)(uintptr_t)r->target_offset, r->source, r->length);
 		else
 			memmove(r->source, (void *)(uintptr_t)r->target_offset, r->length);
@@ -810,6 +843,7 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	snprintf(x->host, sizeof(x->host), "%s", seg->host);
 	x->tcp_port = seg->desc.tcp_data_port;
 	x->seg_ctx = seg->xport_ctx;
+	x->gpu = e->gpu && e->gpu->is_device(r->source);
 	*out = x;
 	return STATUS_PENDING;
 }

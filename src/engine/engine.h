@@ -96,6 +96,9 @@ struct mc_engine {
 	struct mc_te_segment *segs;	/* handle i -> segs[i - 1] */
 	uint32_t nsegs;
 	struct mc_te_batch *batches;
+	const struct mc_gpu_ops *gpu;	/* NULL: no GPU at run time */
+	struct mc_te_pool *gpu_pool;
+	struct mc_te_gpu_stager_node *gpu_stagers;
 	int refresh_s;		/* MC_TE_METADATA_REFRESH_INTERVAL_SECONDS, 0 = off */
 	int refresh_stop;
 	pthread_t refresher;
@@ -119,6 +122,12 @@ struct mc_te_notify *mc_te_notify_take(void *engine);
 void mc_te_notify_free(struct mc_te_notify *n);
 
 int64_t mc_te_now_ms(void);
+
+/* te_staging.c: requests on GPU memory. */
+int mc_te_gpu_init(struct mc_engine *e);
+void mc_te_gpu_fini(struct mc_engine *e);
+int mc_te_gpu_submit(struct mc_engine *e, struct mc_te_req *r);	/* loop thread */
+int mc_te_gpu_local_copy(struct mc_engine *e, void *dst, const void *src, uint64_t len);
 
 /* te_mem.c: memory same-host peers can map. */
 /* A memfd-backed MAP_SHARED buffer of len bytes (NULL on failure); free with

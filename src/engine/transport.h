@@ -44,6 +44,10 @@ struct mc_te_req {
 	struct mc_engine *e;
 	int xport;			/* enum mc_te_xport_slot */
 	int32_t seg_id;			/* the segment handle */
+	int gpu;			/* local is GPU memory: staged (te_staging.c) */
+	/* Set for internal sub-requests: called instead of updating a batch. */
+	void (*on_done)(struct mc_te_req *req, int status);
+	void *done_arg;
 	/* the request */
 	int opcode;			/* MC_XFER_READ (peer -> local) or MC_XFER_WRITE */
 	void *local;
@@ -79,6 +83,9 @@ struct mc_te_transport_ops {
 /* Complete a request: status 0 or negative.  Loop thread (any thread is safe except for
  * -EXDEV, which re-dispatches the request to tcp and must run on the loop).  Frees req. */
 void mc_te_req_done(struct mc_te_req *req, int status);
+
+/* Hand a request to its transport (loop thread only). */
+void mc_te_req_dispatch(struct mc_engine *e, struct mc_te_req *req);
 
 extern const struct mc_te_transport_ops mc_te_tcp_ops;
 extern const struct mc_te_transport_ops mc_te_shm_ops;
