@@ -31,6 +31,13 @@ mc_start meta "$MC_BIN/mooncake_http_metadata_server" --port="$P" --host=127.0.0
 mc_wait_port "$P" || { mc_dump_logs; exit 1; }
 http_put() { curl -sf -X PUT --data-binary "$2" "http://127.0.0.1:$P/metadata?key=$1"; }
 engines "http://127.0.0.1:$P/metadata" http_put
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/metadata?key=mooncake/ram/target-seg")
+code2=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/metadata?key=mooncake/rpc_meta/initiator-seg")
+if [ "$code" = 404 ] && [ "$code2" = 404 ]; then
+	echo "ok - destroyed engines removed their descriptors and rpc_meta"
+else
+	echo "not ok - descriptors left behind after shutdown ($code, $code2)"; rc=1
+fi
 # etcd's v3 JSON gateway (Debian's etcd-server), started here on loopback.
 if command -v etcd >/dev/null; then
 	EP=$(mc_free_port); EPP=$(mc_free_port)
