@@ -28,6 +28,19 @@
  * (memory the transport cannot reach, e.g. shm for a buffer the owner cannot share).  The request's range was checked against the peer's
  * published buffers before submit; the transport must still refuse anything it cannot serve.
  * req stays valid and unchanged until mc_te_req_done.
+ *
+ * Adding a transport (rdma): define `const struct mc_te_transport_ops mc_te_rdma_ops` with
+ * name "rdma" in its own file, put it in engine.c's mc_te_known[MC_TE_XPORT_RDMA] (under
+ * #ifdef HAVE_RDMA) and add the file to src/engine/Makefile.inc.  describe adds "devices",
+ * "priority_matrix" and per-buffer rkeys to our descriptor (the tcp fields stay, so peers
+ * without rdma use tcp); match reads the peer's fields from seg->desc.raw (untrusted: check
+ * types and bounds) and may keep per-peer state in seg->xport_ctx; register_mem and
+ * unregister_mem register memory regions; submit posts work requests on the loop thread and
+ * completes from the completion-channel callback.  Requests on GPU memory reach submit only as
+ * host-memory chunks staged by te_staging.c (a transport that registers GPU memory directly
+ * would make mc_te_dispatch skip staging for its slot).
+ * A handshake of type Connection (0) is answered by handshake.c; route it to the transport
+ * there.
  */
 #include <stdint.h>
 
