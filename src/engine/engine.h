@@ -123,6 +123,16 @@ void mc_te_notify_free(struct mc_te_notify *n);
 
 int64_t mc_te_now_ms(void);
 
+/* engine.c: the transports this build knows, by slot (NULL: not built). */
+extern const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS];
+
+/* te_segment.c: peer segments. */
+/* Choose / drop the transport serving seg (API thread, e->mu not held). */
+void mc_te_pick(struct mc_engine *e, struct mc_te_segment *seg);
+void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg);
+void mc_te_refresher_start(struct mc_engine *e);
+void mc_te_refresher_stop(struct mc_engine *e);
+
 /* te_staging.c: requests on GPU memory. */
 int mc_te_gpu_init(struct mc_engine *e);
 void mc_te_gpu_fini(struct mc_engine *e);
