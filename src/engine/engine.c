@@ -201,6 +201,25 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len)
 	return n < 0 || (size_t)n >= buf_len ? ERR_INVALID_ARGUMENT : 0;
 }
 
+static void mc_te_barrier_on_loop(void *arg)
+{
+	mc_waiter_signal(arg, 0);
+}
+
+/* Wait until the loop has run everything queued so far: a dispatch that read a transport's
+ * state before it was cleared has handed its request over by then. */
+static void mc_te_loop_barrier(struct mc_engine *e)
+{
+	struct mc_waiter w;
+
+	if (mc_loop_thread_is_current(e->lt))
+		return;
+	mc_waiter_init(&w);
+	if (mc_loop_thread_call(e->lt, mc_te_barrier_on_loop, &w) == 0)
+		mc_waiter_wait(&w);
+	mc_waiter_fini(&w);
+}
+
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args)
 {
 	struct mc_engine *e = MC_E(engine);
@@ -248,6 +267,7 @@ int uninstallTransport(transfer_engine_t engine, const char *proto)
 	pthread_mutex_unlock(&e->mu);
 	if (state == NULL)
 		return ERR_INVALID_ARGUMENT;
+	mc_te_loop_barrier(e);
 	mc_te_known[i]->uninstall(e, state);
 	return 0;
 }
@@ -267,13 +287,18 @@ void destroyTransferEngine(transfer_engine_t engine)
 		mc_te_hs_stop(e);
 		mc_te_gpu_fini(e);	/* its sub-requests need the transports */
 		/* Every transport completes (or fails) what it holds before it goes. */
-		for (k = MC_TE_NXPORTS - 1; k >= 0; k--) {
-			void *state = e->xports[k].state;
+		void *states[MC_TE_NXPORTS];
 
+		pthread_mutex_lock(&e->mu);
+		for (k = 0; k < MC_TE_NXPORTS; k++) {
+			states[k] = e->xports[k].state;
 			e->xports[k].state = NULL;
-			if (state)
-				mc_te_known[k]->uninstall(e, state);
 		}
+		pthread_mutex_unlock(&e->mu);
+		mc_te_loop_barrier(e);
+		for (k = MC_TE_NXPORTS - 1; k >= 0; k--)
+			if (states[k])
+				mc_te_known[k]->uninstall(e, states[k]);
 		mc_loop_thread_stop_and_free(e->lt);
 	}
 	while (e->batches) {

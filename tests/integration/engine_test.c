@@ -241,6 +241,20 @@ static int file_main(const char *meta, const char *segname, const char *p1, cons
 	req[2] = mkreq(OPCODE_READ, ibuf, seg, 0, 10);
 	ok(run(ini, req, 3) == 1, "ranges beyond the files fail, the valid one completes");
 	ok(openSegment(ini, "no-such-file-segment") < 0, "an unknown segment fails to open");
+	for (k = 0; k < 8; k++)
+		req[k] = mkreq(OPCODE_READ, ibuf + k * (total / 8), seg, k * (total / 8), total / 8);
+	{
+		batch_id_t b = allocateBatchID(ini, 8);
+		int done = -1;
+
+		submitTransfer(ini, b, req, 8);
+		ok(uninstallTransport(ini, "nvmeof") == 0 && wait_batch(ini, b, 8, &done) == 0,
+		   "uninstalling the file transport with reads in flight ends them all (%d completed)",
+		   done);
+		freeBatchID(ini, b);
+	}
+	ok(run(ini, req, 1) == 0 && uninstallTransport(ini, "file") == ERR_INVALID_ARGUMENT,
+	   "then requests to the file segment fail and it uninstalls once");
 	close(fd1);
 	close(fd2);
 	unregisterLocalMemory(ini, ibuf);
