@@ -4,7 +4,9 @@
 # shm vs a single-thread memcpy of the same block size (transfer_engine_bench --reference=memcpy).
 # Two processes on 127.0.0.1; medians of RUNS short runs.  Every tcp run is paired with an
 # iperf3 run just before it and every shm run with its own memcpy loop, so a busy machine skews
-# both sides of a ratio alike.  Usage: scripts/bench-engine.sh [BUILD]
+# both sides of a ratio alike.  One initiator thread (TCP_THREADS for tcp): on a small shared
+# machine a second polling thread mostly competes for the cores.
+# Usage: [PROTOS="tcp shm"] [RUNS=3] [DUR=1.5] scripts/bench-engine.sh [BUILD]
 B=${1:-_build/opt}
 TEB="$B/transfer_engine_bench"
 RUNS=${RUNS:-3}
@@ -31,7 +33,7 @@ fi
 for proto in ${PROTOS:-tcp shm}; do
 	for bs in 64KB 1MB 16MB; do
 		for op in write read; do
-			th=2; [ $proto = shm ] && th=1
+			th=${TCP_THREADS:-1}; [ $proto = shm ] && th=1
 			: >"$tmp/r"; : >"$tmp/m"; : >"$tmp/i"
 			for r in $(seq "$RUNS"); do
 				[ $proto = tcp ] && [ -n "$ipid" ] && iperf 2 >>"$tmp/i"
