@@ -163,12 +163,13 @@ static uint8_t *teb_alloc(uint64_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* Bytes per second of one thread memcpy'ing block_size blocks over the same spans as the
- * workers, into a second buffer, for the bench's duration. */
+/* Bytes per second of one thread memcpy'ing block_size blocks at the offsets worker 0 uses
+ * (batch_size blocks, over and over) between the buffer and a second one, for the bench's
+ * duration. */
 static double teb_memcpy_rate(void)
 {
 	uint8_t *dst = teb_alloc(cfg.buffer_size);
-	uint64_t span = cfg.buffer_size, bytes = 0, i = 0;
+	uint64_t span = cfg.buffer_size / (uint64_t)cfg.threads, bytes = 0, i = 0;
 	double t0, end, secs;
 
 	if (dst == NULL)
@@ -177,7 +178,9 @@ static double teb_memcpy_rate(void)
 	t0 = teb_now();
 	end = t0 + cfg.duration;
 	while (teb_now() < end) {
-		uint64_t off = (i++ * cfg.block_size) % (span - cfg.block_size + 1);
+		/* The offsets worker 0 uses, batch after batch. */
+		uint64_t off = ((i++ % (uint64_t)cfg.batch_size) * cfg.block_size) %
+			       (span - cfg.block_size + 1);
 
 		if (strcmp(cfg.operation, "write"))
 			memcpy(buffer + off, dst + off, cfg.block_size);
