@@ -12,7 +12,9 @@
  * on success and a negative TE error code (ERR_* below) on failure.  Every function is
  * thread-safe; the engine's sockets are owned by its own reactor thread.
  *
- * Transports available in this version: "tcp".  Metadata: "P2PHANDSHAKE" (peers exchange
+ * Transports: "tcp"; "shm", chosen automatically for a segment on this host (same uid);
+ * "nvmeof" (also "file"): file-backed segments described under mooncake/nvmeof/<name>, see
+ * libmooncake(3).  MC_FORCE_TCP=1 keeps everything on tcp.  Metadata: "P2PHANDSHAKE" (peers exchange
  * descriptors over the handshake port; the segment name becomes ip:rpc_port),
  * "http://host:port/metadata" and "etcd://h1:2379,h2:2379" (built with libcurl), and
  * "redis://host:port" (built with hiredis; MC_REDIS_USERNAME/PASSWORD/DB_INDEX).
@@ -89,7 +91,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 				       uint64_t rpc_port, int auto_discover);
 /* "ip:port" of this engine's handshake/RPC port. */
 int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
-/* "tcp" returns a non-NULL handle; anything else NULL. */
+/* "tcp", "shm", "nvmeof"/"file" return a non-NULL handle; a transport this build lacks NULL. */
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args);
 int uninstallTransport(transfer_engine_t engine, const char *proto);
 void destroyTransferEngine(transfer_engine_t engine);

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The transfer engine C API (include/mooncake/transfer_engine_c.h) over the TCP data plane.
+ * The transfer engine C API (include/mooncake/transfer_engine_c.h): engine life cycle,
+ * transports, registered memory, batches.
  *
- * createTransferEngine starts a loop thread with the data server, the data client and the
- * handshake port; registered memory is both served to peers and published in this engine's
- * segment descriptor.  openSegment fetches a peer's descriptor (handshake or metadata service)
- * once and caches it.  submitTransfer checks every request against the target's published
- * buffers, then hands the batch to the loop; completions update per-task status under the
- * engine mutex, which getTransferStatus reads.
+ * createTransferEngine starts a loop thread, installs tcp (data server + client) and shm, and
+ * starts the handshake port; registered memory is both served to peers and published in this
+ * engine's segment descriptor (built from the installed transports' fields).  Segments are
+ * opened in te_segment.c.  submitTransfer checks every request against the target's published
+ * buffers on the calling thread, then hands the valid ones to the loop, which passes each to
+ * the transport serving its segment (transport.h) or, for GPU memory, to the staging pool
+ * (te_staging.c).  Completions update per-task status under the engine mutex, which
+ * getTransferStatus reads.  Transports are called without e->mu held, except describe.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,15 +19,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "common/errcode.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "engine/te_gpu.h"
 #include "mooncake/transfer_engine_c.h"
 
 #define MC_E(x) ((struct mc_engine *)(x))
+
+int64_t mc_te_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void mc_te_default_ip(char *out, size_t n)
 {
@@ -48,42 +63,65 @@ static void mc_te_default_ip(char *out, size_t n)
 	freeifaddrs(ifs);
 }
 
-struct mc_te_loop_ctx {
-	struct mc_engine *e;
-	int rc;
-	struct mc_waiter w;
+const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS] = {
+	[MC_TE_XPORT_FILE] = &mc_te_file_ops,
+	[MC_TE_XPORT_SHM] = &mc_te_shm_ops,
+	[MC_TE_XPORT_RDMA] = NULL,	/* src/rdma plugs in here */
+	[MC_TE_XPORT_TCP] = &mc_te_tcp_ops,
 };
 
-static void mc_te_start_on_loop(void *arg)
+/* The slot of a transport name; "file" is our name for upstream's "nvmeof". */
+static int mc_te_slot_of(const char *proto)
 {
-	struct mc_te_loop_ctx *x = arg;
-	struct event_base *base = mc_loop_thread_base(x->e->lt);
-	int err = 0;
+	int i;
 
-	x->e->data = mc_tcp_server_new(base, x->e->ip, 0, x->e->reg, &err);
-	x->e->cli = mc_tcp_client_new(base, NULL);
-	x->rc = x->e->data && x->e->cli ? 0 : ERR_SOCKET;
-	mc_waiter_signal(&x->w, 0);
+	if (!strcmp(proto, "file"))
+		proto = "nvmeof";
+	for (i = 0; i < MC_TE_NXPORTS; i++)
+		if (mc_te_known[i] && !strcmp(mc_te_known[i]->name, proto))
+			return i;
+	return -1;
 }
 
-static void mc_te_stop_on_loop(void *arg)
+/* Install the transport in slot i (API thread).  0 or a negative errno. */
+static int mc_te_install(struct mc_engine *e, int i)
 {
-	struct mc_te_loop_ctx *x = arg;
+	void *state = NULL;
+	int rc;
 
-	mc_tcp_client_free(x->e->cli);
-	x->e->cli = NULL;
-	mc_tcp_server_free(x->e->data);
-	x->e->data = NULL;
-	mc_waiter_signal(&x->w, 0);
+	if (mc_te_known[i] == NULL)
+		return -ENOTSUP;
+	pthread_mutex_lock(&e->mu);
+	rc = e->xports[i].state != NULL;
+	pthread_mutex_unlock(&e->mu);
+	if (rc)
+		return 0;
+	rc = mc_te_known[i]->install(e, &state);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&e->mu);
+	e->xports[i].ops = mc_te_known[i];
+	e->xports[i].state = state;
+	pthread_mutex_unlock(&e->mu);
+	return 0;
 }
 
-static void mc_te_run(struct mc_engine *e, void (*fn)(void *), struct mc_te_loop_ctx *x)
+
+/* MC_LOG_LEVEL (upstream's variable): debug, info, warning or error. */
+static void mc_te_log_level_from_env(void)
 {
-	x->e = e;
-	mc_waiter_init(&x->w);
-	mc_loop_thread_call(e->lt, fn, x);
-	mc_waiter_wait(&x->w);
-	mc_waiter_fini(&x->w);
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = { { "debug", MC_LOG_DEBUG }, { "info", MC_LOG_INFO },
+		       { "warning", MC_LOG_WARN }, { "warn", MC_LOG_WARN },
+		       { "error", MC_LOG_ERR } };
+	const char *v = getenv("MC_LOG_LEVEL");
+	size_t i;
+
+	for (i = 0; v && i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (!strcasecmp(v, levels[i].name))
+			mc_log_set_level(levels[i].level);
 }
 
 transfer_engine_t createTransferEngine(const char *metadata_conn_string,
@@ -91,10 +129,10 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 				       uint64_t rpc_port, int auto_discover)
 {
 	struct mc_engine *e;
-	struct mc_te_loop_ctx x;
 	uint16_t port = rpc_port > 65535 ? 0 : (uint16_t)rpc_port;
 
 	(void)auto_discover;
+	mc_te_log_level_from_env();
 	if (metadata_conn_string == NULL || local_server_name == NULL)
 		return NULL;
 	e = calloc(1, sizeof(*e));
@@ -124,19 +162,25 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	e->lt = mc_loop_thread_new("mc-engine");
 	if (e->reg == NULL || e->lt == NULL || mc_loop_thread_start(e->lt))
 		goto fail;
-	mc_te_run(e, mc_te_start_on_loop, &x);
-	if (x.rc || mc_te_hs_start(e, e->ip, &port))
+	/* tcp serves our memory to every peer and is every transport's fallback; shm is chosen
+	 * on its own for same-host peers. */
+	if (mc_te_install(e, MC_TE_XPORT_TCP) || mc_te_hs_start(e, e->ip, &port))
 		goto fail;
+	if (mc_te_gpu_init(e))
+		goto fail;
+	if (mc_te_known[MC_TE_XPORT_SHM] && mc_te_install(e, MC_TE_XPORT_SHM))
+		mc_log_warn("transfer engine: same-host shared memory unavailable, using tcp");
 	e->rpc_port = port;
-	e->tcp_installed = 1;
 	if (e->p2p)
 		snprintf(e->server_name, sizeof(e->server_name), "%s:%u", e->ip, port);
 	else
 		snprintf(e->server_name, sizeof(e->server_name), "%s", local_server_name);
 	if (mc_te_meta_publish(e))
 		goto fail;
+	mc_te_refresher_start(e);
 	mc_log_info("transfer engine %s: data port %u, handshake port %u, metadata %s",
-		    e->server_name, mc_tcp_server_port(e->data), port, e->meta_conn);
+		    e->server_name, mc_te_tcp_port(e->xports[MC_TE_XPORT_TCP].state), port,
+		    e->meta_conn);
 	return e;
 fail:
 	destroyTransferEngine(e);
@@ -157,40 +201,104 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len)
 	return n < 0 || (size_t)n >= buf_len ? ERR_INVALID_ARGUMENT : 0;
 }
 
+static void mc_te_barrier_on_loop(void *arg)
+{
+	mc_waiter_signal(arg, 0);
+}
+
+/* Wait until the loop has run everything queued so far: a dispatch that read a transport's
+ * state before it was cleared has handed its request over by then. */
+static void mc_te_loop_barrier(struct mc_engine *e)
+{
+	struct mc_waiter w;
+
+	if (mc_loop_thread_is_current(e->lt))
+		return;
+	mc_waiter_init(&w);
+	if (mc_loop_thread_call(e->lt, mc_te_barrier_on_loop, &w) == 0)
+		mc_waiter_wait(&w);
+	mc_waiter_fini(&w);
+}
+
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args)
 {
+	struct mc_engine *e = MC_E(engine);
+	int i, rc;
+
 	(void)args;
-	if (engine == NULL || proto == NULL || strcmp(proto, "tcp")) {
-		if (proto)
-			mc_log_warn("transfer engine: transport '%s' is not available in this build",
-				    proto);
+	if (e == NULL || proto == NULL)
+		return NULL;
+	i = mc_te_slot_of(proto);
+	if (i < 0) {
+		mc_log_warn("transfer engine: transport '%s' is not available in this build", proto);
 		return NULL;
 	}
-	MC_E(engine)->tcp_installed = 1;
-	return engine;
+	rc = mc_te_install(e, i);
+	if (rc) {
+		mc_log_warn("transfer engine: installing transport '%s' failed: %s", proto,
+			    strerror(-rc));
+		return NULL;
+	}
+	return e->xports[i].state;
 }
 
 int uninstallTransport(transfer_engine_t engine, const char *proto)
 {
-	if (engine == NULL || proto == NULL || strcmp(proto, "tcp"))
+	struct mc_engine *e = MC_E(engine);
+	void *state;
+	uint32_t k;
+	int i;
+
+	if (e == NULL || proto == NULL || (i = mc_te_slot_of(proto)) < 0)
 		return ERR_INVALID_ARGUMENT;
-	MC_E(engine)->tcp_installed = 0;
+	pthread_mutex_lock(&e->mu);
+	state = e->xports[i].state;
+	e->xports[i].state = NULL;	/* requests queued to the loop now fail */
+	for (k = 0; k < e->nsegs; k++)
+		if (e->segs[k].xport == i) {
+			/* Re-chosen at the next openSegment; tcp until then when it serves. */
+			if (i != MC_TE_XPORT_TCP && e->xports[MC_TE_XPORT_TCP].state &&
+			    e->segs[k].desc.tcp_data_port)
+				e->segs[k].xport = MC_TE_XPORT_TCP;
+			else
+				e->segs[k].xport = -1;
+			e->segs[k].xport_ctx = NULL;
+		}
+	pthread_mutex_unlock(&e->mu);
+	if (state == NULL)
+		return ERR_INVALID_ARGUMENT;
+	mc_te_loop_barrier(e);
+	mc_te_known[i]->uninstall(e, state);
 	return 0;
 }
 
 void destroyTransferEngine(transfer_engine_t engine)
 {
 	struct mc_engine *e = MC_E(engine);
-	struct mc_te_loop_ctx x;
 	uint32_t i;
+	int k;
 
 	if (e == NULL)
 		return;
+	mc_te_refresher_stop(e);
 	if (e->lt) {
 		if (e->rpc_port)
 			mc_te_meta_unpublish(e);
 		mc_te_hs_stop(e);
-		mc_te_run(e, mc_te_stop_on_loop, &x);
+		mc_te_gpu_fini(e);	/* its sub-requests need the transports */
+		/* Every transport completes (or fails) what it holds before it goes. */
+		void *states[MC_TE_NXPORTS];
+
+		pthread_mutex_lock(&e->mu);
+		for (k = 0; k < MC_TE_NXPORTS; k++) {
+			states[k] = e->xports[k].state;
+			e->xports[k].state = NULL;
+		}
+		pthread_mutex_unlock(&e->mu);
+		mc_te_loop_barrier(e);
+		for (k = MC_TE_NXPORTS - 1; k >= 0; k--)
+			if (states[k])
+				mc_te_known[k]->uninstall(e, states[k]);
 		mc_loop_thread_stop_and_free(e->lt);
 	}
 	while (e->batches) {
@@ -203,6 +311,9 @@ void destroyTransferEngine(transfer_engine_t engine)
 		mc_te_desc_fini(&e->segs[i].desc);
 	free(e->segs);
 	mc_te_notify_free(e->notifies);
+	for (i = 0; i < e->nbufs; i++)
+		if (e->bufs[i].fd >= 0)
+			close(e->bufs[i].fd);
 	free(e->bufs);
 	mc_memreg_free(e->reg);
 	pthread_mutex_destroy(&e->mu);
@@ -214,9 +325,9 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 {
 	struct mc_engine *e = MC_E(engine);
 	struct mc_te_buffer *nb;
-	int rc;
+	uint64_t fd_off = 0;
+	int rc, fd, k;
 
-	(void)location;
 	if (e == NULL || addr == NULL || length == 0)
 		return ERR_INVALID_ARGUMENT;
 	rc = mc_memreg_add(e->reg, (uint64_t)(uintptr_t)addr, length);
@@ -226,18 +337,41 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 		return ERR_INVALID_ARGUMENT;
 	if (!remote_accessible)
 		return 0;
+	if (e->gpu && e->gpu->is_device(addr)) {
+		/* Usable as a local source or destination (staged); peers cannot reach it over
+		 * tcp or shm, so it is not published. */
+		mc_log_warn("transfer engine %s: GPU memory at %p is registered for local use only",
+			    e->server_name, addr);
+		return 0;
+	}
+	/* Shared file memory can be mapped by same-host peers (te_shm.c). */
+	if (mc_te_mem_share_fd((uint64_t)(uintptr_t)addr, length, &fd, &fd_off))
+		fd = -1;
 	pthread_mutex_lock(&e->mu);
 	nb = e->nbufs < MC_TE_MAX_BUFFERS ? realloc(e->bufs, (e->nbufs + 1) * sizeof(*nb)) : NULL;
 	if (nb) {
 		e->bufs = nb;
 		nb[e->nbufs].addr = (uint64_t)(uintptr_t)addr;
 		nb[e->nbufs].length = length;
+		nb[e->nbufs].fd = fd;
+		nb[e->nbufs].fd_off = fd_off;
 		e->nbufs++;
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (nb == NULL) {
+		if (fd >= 0)
+			close(fd);
 		mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr);
 		return ERR_MEMORY;
+	}
+	for (k = 0; k < MC_TE_NXPORTS; k++) {
+		void *state = e->xports[k].state;
+
+		if (state && e->xports[k].ops->register_mem &&
+		    e->xports[k].ops->register_mem(state, addr, length, location)) {
+			unregisterLocalMemory(engine, addr);
+			return ERR_MEMORY;
+		}
 	}
 	return mc_te_meta_publish(e);
 }
@@ -247,6 +381,8 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 	struct mc_engine *e = MC_E(engine);
 	uint32_t i;
 
+	int k, fd = -1, published = 0;
+
 	if (e == NULL || addr == NULL)
 		return ERR_INVALID_ARGUMENT;
 	if (mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr))
@@ -254,11 +390,18 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 	pthread_mutex_lock(&e->mu);
 	for (i = 0; i < e->nbufs; i++)
 		if (e->bufs[i].addr == (uint64_t)(uintptr_t)addr) {
+			fd = e->bufs[i].fd;
 			e->bufs[i] = e->bufs[--e->nbufs];
+			published = 1;
 			break;
 		}
 	pthread_mutex_unlock(&e->mu);
-	return mc_te_meta_publish(e);
+	if (fd >= 0)
+		close(fd);
+	for (k = 0; published && k < MC_TE_NXPORTS; k++)
+		if (e->xports[k].state && e->xports[k].ops->unregister_mem)
+			e->xports[k].ops->unregister_mem(e->xports[k].state, addr);
+	return published ? mc_te_meta_publish(e) : 0;
 }
 
 int registerLocalMemoryBatch(transfer_engine_t engine, buffer_entry_t *buffer_list,
@@ -294,98 +437,6 @@ int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list, size_
 	return rc;
 }
 
-static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int cached)
-{
-	struct mc_te_segment seg, *ns;
-	uint32_t i;
-	int rc;
-
-	if (e == NULL || name == NULL || *name == '\0')
-		return ERR_INVALID_ARGUMENT;
-	if (!strcmp(name, e->server_name))
-		return LOCAL_SEGMENT;
-	pthread_mutex_lock(&e->mu);
-	for (i = 0; cached && i < e->nsegs; i++)
-		if (e->segs[i].open && !strcmp(e->segs[i].name, name)) {
-			pthread_mutex_unlock(&e->mu);
-			return (segment_handle_t)(i + 1);
-		}
-	pthread_mutex_unlock(&e->mu);
-	rc = mc_te_meta_fetch(e, name, &seg);
-	if (rc) {
-		mc_log_warn("transfer engine: cannot open segment %s: %d", name, rc);
-		return rc;
-	}
-	seg.open = 1;
-	pthread_mutex_lock(&e->mu);
-	for (i = 0; i < e->nsegs; i++)
-		if (!strcmp(e->segs[i].name, name)) {
-			mc_te_desc_fini(&e->segs[i].desc);
-			e->segs[i] = seg;
-			pthread_mutex_unlock(&e->mu);
-			return (segment_handle_t)(i + 1);
-		}
-	ns = e->nsegs < MC_TE_MAX_SEGMENTS ? realloc(e->segs, (e->nsegs + 1) * sizeof(*ns)) : NULL;
-	if (ns == NULL) {
-		pthread_mutex_unlock(&e->mu);
-		mc_te_desc_fini(&seg.desc);
-		return ERR_MEMORY;
-	}
-	e->segs = ns;
-	e->segs[e->nsegs++] = seg;
-	i = e->nsegs;
-	pthread_mutex_unlock(&e->mu);
-	return (segment_handle_t)i;
-}
-
-segment_handle_t openSegment(transfer_engine_t engine, const char *segment_name)
-{
-	return mc_te_open(MC_E(engine), segment_name, 1);
-}
-
-segment_handle_t openSegmentNoCache(transfer_engine_t engine, const char *segment_name)
-{
-	return mc_te_open(MC_E(engine), segment_name, 0);
-}
-
-int closeSegment(transfer_engine_t engine, segment_handle_t seg_id)
-{
-	struct mc_engine *e = MC_E(engine);
-	int rc = ERR_INVALID_ARGUMENT;
-
-	if (e == NULL)
-		return rc;
-	if (seg_id == LOCAL_SEGMENT)
-		return 0;
-	pthread_mutex_lock(&e->mu);
-	if (seg_id > 0 && (uint32_t)seg_id <= e->nsegs && e->segs[seg_id - 1].open) {
-		e->segs[seg_id - 1].open = 0;
-		rc = 0;
-	}
-	pthread_mutex_unlock(&e->mu);
-	return rc;
-}
-
-int syncSegmentCache(transfer_engine_t engine)
-{
-	struct mc_engine *e = MC_E(engine);
-	uint32_t i, n;
-	char name[256];
-
-	if (e == NULL)
-		return ERR_INVALID_ARGUMENT;
-	pthread_mutex_lock(&e->mu);
-	n = e->nsegs;
-	pthread_mutex_unlock(&e->mu);
-	for (i = 0; i < n; i++) {
-		pthread_mutex_lock(&e->mu);
-		snprintf(name, sizeof(name), "%s", e->segs[i].name);
-		pthread_mutex_unlock(&e->mu);
-		mc_te_open(e, name, 0);
-	}
-	return 0;
-}
-
 batch_id_t allocateBatchID(transfer_engine_t engine, size_t batch_size)
 {
 	struct mc_engine *e = MC_E(engine);
@@ -416,33 +467,68 @@ static struct mc_te_batch *mc_te_batch_find(struct mc_engine *e, batch_id_t id)
 	return NULL;
 }
 
-struct mc_te_xfer {
-	struct mc_te_batch *b;
-	size_t task;
-	char host[256];
-	uint16_t port;
-	int opcode;
-	void *local;
-	uint64_t remote, len;
-};
+static void mc_te_dispatch(struct mc_engine *e, struct mc_te_req *r);
+
+void mc_te_req_done(struct mc_te_req *r, int status)
+{
+	struct mc_engine *e = r->e;
+
+	if (status == -EXDEV && r->xport != MC_TE_XPORT_TCP && r->tcp_port &&
+	    mc_loop_thread_is_current(e->lt)) {
+		/* Not reachable by its transport (e.g. memory the owner cannot share): tcp. */
+		r->xport = MC_TE_XPORT_TCP;
+		r->seg_ctx = NULL;
+		mc_te_dispatch(e, r);
+		return;
+	}
+	if (r->on_done) {
+		r->on_done(r, status);
+		free(r);
+		return;
+	}
+	pthread_mutex_lock(&e->mu);
+	/* A failure may mean a restarted peer: fetch its descriptor again on the next open. */
+	if (status && r->seg_id > 0 && (uint32_t)r->seg_id <= e->nsegs &&
+	    !strcmp(e->segs[r->seg_id - 1].name, r->seg_name))
+		e->segs[r->seg_id - 1].stale = 1;
+	r->b->tasks[r->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
+	r->b->tasks[r->task].bytes = status ? 0 : r->len;
+	r->b->pending--;
+	pthread_mutex_unlock(&e->mu);
+	free(r);
+}
 
 struct mc_te_submit {
 	struct mc_engine *e;
-	struct mc_te_xfer *x;
+	struct mc_te_req **r;
 	size_t n;
 };
 
-static void mc_te_on_done(void *arg, int status)
+/* Hand one request to its transport on the loop thread; -EXDEV falls back to tcp. */
+static void mc_te_dispatch(struct mc_engine *e, struct mc_te_req *r)
 {
-	struct mc_te_xfer *x = arg;
-	struct mc_engine *e = x->b->e;
+	const struct mc_te_transport_ops *ops;
+	void *state;
+	int rc;
 
+	if (r->gpu) {
+		rc = mc_te_gpu_submit(e, r);
+		if (rc)
+			mc_te_req_done(r, rc);
+		return;
+	}
 	pthread_mutex_lock(&e->mu);
-	x->b->tasks[x->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
-	x->b->tasks[x->task].bytes = status ? 0 : x->len;
-	x->b->pending--;
+	state = e->xports[r->xport].state;
+	ops = e->xports[r->xport].ops;
 	pthread_mutex_unlock(&e->mu);
-	free(x);
+	rc = state ? ops->submit(state, r) : -ESHUTDOWN;
+	if (rc)
+		mc_te_req_done(r, rc);	/* -EXDEV: on to tcp */
+}
+
+void mc_te_req_dispatch(struct mc_engine *e, struct mc_te_req *r)
+{
+	mc_te_dispatch(e, r);
 }
 
 static void mc_te_submit_on_loop(void *arg)
@@ -450,23 +536,85 @@ static void mc_te_submit_on_loop(void *arg)
 	struct mc_te_submit *s = arg;
 	size_t i;
 
-	for (i = 0; i < s->n; i++) {
-		struct mc_te_xfer *x = malloc(sizeof(*x));
-
-		if (x == NULL) {
-			pthread_mutex_lock(&s->e->mu);
-			s->x[i].b->tasks[s->x[i].task].status = STATUS_FAILED;
-			s->x[i].b->pending--;
-			pthread_mutex_unlock(&s->e->mu);
-			continue;
-		}
-		*x = s->x[i];
-		if (mc_tcp_client_submit(s->e->cli, x->host, x->port, x->opcode, x->local, x->remote,
-					 x->len, mc_te_on_done, x) != 0)
-			mc_te_on_done(x, -1);
-	}
-	free(s->x);
+	for (i = 0; i < s->n; i++)
+		mc_te_dispatch(s->e, s->r[i]);
+	free(s->r);
 	free(s);
+}
+
+/* Check one request against its segment and build it; e->mu held.  Returns the task status
+ * to record now (STATUS_PENDING when *out is to be dispatched). */
+static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task,
+			 const struct transfer_request *r, struct mc_te_req **out)
+{
+	struct mc_te_segment *seg = NULL;
+	struct mc_te_req *x;
+	uint32_t k;
+	int ok = 0;
+
+	*out = NULL;
+	if ((r->opcode != OPCODE_READ && r->opcode != OPCODE_WRITE) ||
+	    (r->source == NULL && r->length) || r->target_offset + r->length < r->length)
+		return STATUS_INVALID;
+	if (r->length == 0)
+		return STATUS_COMPLETED;
+	if (r->target_id == LOCAL_SEGMENT) {
+		/* Our own memory: copy directly, within registered memory only. */
+		if (!mc_memreg_check(e->reg, r->target_offset, r->length))
+			return STATUS_FAILED;
+		if (e->gpu && (e->gpu->is_device(r->source) ||
+			       e->gpu->is_device((void *)(uintptr_t)r->target_offset))) {
+			void *t = (void *)(uintptr_t)r->target_offset;
+
+			if (r->opcode == OPCODE_WRITE ? mc_te_gpu_local_copy(e, t, r->source, r->length)
+						      : mc_te_gpu_local_copy(e, r->source, t, r->length))
+				return STATUS_FAILED;
+		} else if (r->opcode == OPCODE_WRITE)
+			memmove((void *)(uintptr_t)r->target_offset, r->source, r->length);
+		else
+			memmove(r->source, (void *)(uintptr_t)r->target_offset, r->length);
+		b->tasks[task].bytes = r->length;
+		return STATUS_COMPLETED;
+	}
+	if (r->target_id > 0 && (uint32_t)r->target_id <= e->nsegs && e->segs[r->target_id - 1].open)
+		seg = &e->segs[r->target_id - 1];
+	if (seg == NULL || seg->xport < 0)
+		return STATUS_FAILED;
+	if (seg->xport == MC_TE_XPORT_FILE) {
+		/* Files laid end to end from offset 0. */
+		uint64_t total = 0;
+
+		for (k = 0; k < seg->desc.nbuffers; k++)
+			total += seg->desc.buffers[k].length;
+		ok = r->target_offset + r->length <= total;
+	} else {
+		for (k = 0; k < seg->desc.nbuffers; k++)
+			if (r->target_offset >= seg->desc.buffers[k].addr &&
+			    r->target_offset + r->length <=
+				    seg->desc.buffers[k].addr + seg->desc.buffers[k].length)
+				ok = 1;
+	}
+	if (!ok)
+		return STATUS_FAILED;	/* the peer would refuse it too */
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		return STATUS_FAILED;
+	x->b = b;
+	x->task = task;
+	x->e = e;
+	x->xport = seg->xport;
+	x->seg_id = r->target_id;
+	x->opcode = r->opcode == OPCODE_READ ? MC_XFER_READ : MC_XFER_WRITE;
+	x->local = r->source;
+	x->remote = r->target_offset;
+	x->len = r->length;
+	snprintf(x->seg_name, sizeof(x->seg_name), "%s", seg->name);
+	snprintf(x->host, sizeof(x->host), "%s", seg->host);
+	x->tcp_port = seg->desc.tcp_data_port;
+	x->seg_ctx = seg->xport_ctx;
+	x->gpu = e->gpu && e->gpu->is_device(r->source);
+	*out = x;
+	return STATUS_PENDING;
 }
 
 int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfer_request *entries,
@@ -482,8 +630,8 @@ int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfe
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return ERR_MEMORY;
-	s->x = calloc(count ? count : 1, sizeof(*s->x));
-	if (s->x == NULL) {
+	s->r = calloc(count ? count : 1, sizeof(*s->r));
+	if (s->r == NULL) {
 		free(s);
 		return ERR_MEMORY;
 	}
@@ -492,85 +640,31 @@ int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfe
 	b = mc_te_batch_find(e, batch_id);
 	if (b == NULL || b->count + count > b->size) {
 		pthread_mutex_unlock(&e->mu);
-		free(s->x);
+		free(s->r);
 		free(s);
 		return b == NULL ? ERR_INVALID_ARGUMENT : ERR_TOO_MANY_REQUESTS;
 	}
 	first = b->count;
 	for (i = 0; i < count; i++) {
-		struct transfer_request *r = &entries[i];
-		struct mc_te_task *t = &b->tasks[first + i];
-		struct mc_te_segment *seg = NULL;
-		uint32_t k;
-		int ok = 0;
+		struct mc_te_req *x;
 
-		t->status = STATUS_WAITING;
-		if ((r->opcode != OPCODE_READ && r->opcode != OPCODE_WRITE) ||
-		    (r->source == NULL && r->length) || r->target_offset + r->length < r->length) {
-			t->status = STATUS_INVALID;
-			continue;
+		b->tasks[first + i].bytes = 0;
+		b->tasks[first + i].status = mc_te_prepare(e, b, first + i, &entries[i], &x);
+		if (x) {
+			b->pending++;
+			s->r[s->n++] = x;
 		}
-		if (r->length == 0) {
-			t->status = STATUS_COMPLETED;
-			continue;
-		}
-		if (r->target_id == LOCAL_SEGMENT) {
-			/* Our own memory: copy directly, within registered memory only. */
-			if (mc_memreg_check(e->reg, r->target_offset, r->length)) {
-				if (r->opcode == OPCODE_WRITE)
-					memmove((void *)(uintptr_t)r->target_offset, r->source,
-						r->length);
-				else
-					memmove(r->source, (void *)(uintptr_t)r->target_offset,
-						r->length);
-				t->status = STATUS_COMPLETED;
-				t->bytes = r->length;
-			} else {
-				t->status = STATUS_FAILED;
-			}
-			continue;
-		}
-		if (r->target_id > 0 && (uint32_t)r->target_id <= e->nsegs &&
-		    e->segs[r->target_id - 1].open)
-			seg = &e->segs[r->target_id - 1];
-		for (k = 0; seg && k < seg->desc.nbuffers; k++)
-			if (r->target_offset >= seg->desc.buffers[k].addr &&
-			    r->target_offset + r->length <=
-				    seg->desc.buffers[k].addr + seg->desc.buffers[k].length)
-				ok = 1;
-		if (!ok) {
-			/* Unknown segment, or a range outside what the peer published: the peer
-			 * would refuse it too. */
-			t->status = STATUS_FAILED;
-			continue;
-		}
-		t->status = STATUS_PENDING;
-		b->pending++;
-		s->x[s->n].b = b;
-		s->x[s->n].task = first + i;
-		snprintf(s->x[s->n].host, sizeof(s->x[s->n].host), "%s", seg->host);
-		s->x[s->n].port = seg->desc.tcp_data_port;
-		s->x[s->n].opcode = r->opcode == OPCODE_READ ? MC_XFER_READ : MC_XFER_WRITE;
-		s->x[s->n].local = r->source;
-		s->x[s->n].remote = r->target_offset;
-		s->x[s->n].len = r->length;
-		s->n++;
 	}
 	b->count += count;
 	pthread_mutex_unlock(&e->mu);
-	if (s->n == 0 || mc_loop_thread_call(e->lt, mc_te_submit_on_loop, s) != 0) {
-		pthread_mutex_lock(&e->mu);
-		for (i = 0; i < s->n; i++) {
-			b->tasks[s->x[i].task].status = STATUS_FAILED;
-			b->pending--;
-		}
-		pthread_mutex_unlock(&e->mu);
-		free(s->x);
-		free(s);
-	}
+	if (s->n && mc_loop_thread_call(e->lt, mc_te_submit_on_loop, s) == 0)
+		return 0;
+	for (i = 0; i < s->n; i++)
+		mc_te_req_done(s->r[i], -ESHUTDOWN);
+	free(s->r);
+	free(s);
 	return 0;
 }
-
 int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task_id,
 		      struct transfer_status *status)
 {

@@ -13,6 +13,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "engine/transport.h"
 #include "reactor/loop_thread.h"
 #include "transfer/memreg.h"
 #include "transfer/tcp.h"
@@ -23,9 +26,13 @@
 struct mc_te_buffer {
 	uint64_t addr;
 	uint64_t length;
+	int fd;			/* ours: a descriptor of the shared file behind it, or -1 */
+	uint64_t fd_off;	/* and the offset of addr in that file */
 };
 
-/* A segment descriptor (reference §3.2, tcp fields). */
+/* A segment descriptor (reference §3.2).  buffers are what every transport range-checks
+ * against: memory ranges, or for a file segment (protocol "nvmeof") the files laid end to end
+ * from offset 0.  raw keeps the whole JSON object for transport-specific fields. */
 struct mc_te_desc {
 	char name[256];
 	char protocol[16];
@@ -33,6 +40,17 @@ struct mc_te_desc {
 	int tcp_proto_version;
 	struct mc_te_buffer *buffers;
 	uint32_t nbuffers;
+	json_t *raw;
+};
+
+/* Transport slots in selection order: the first installed transport whose match accepts a
+ * segment serves it. */
+enum mc_te_xport_slot {
+	MC_TE_XPORT_FILE = 0,
+	MC_TE_XPORT_SHM,
+	MC_TE_XPORT_RDMA,
+	MC_TE_XPORT_TCP,
+	MC_TE_NXPORTS
 };
 
 struct mc_te_segment {
@@ -41,6 +59,10 @@ struct mc_te_segment {
 	uint16_t rpc_port;	/* its handshake port */
 	struct mc_te_desc desc;
 	int open;
+	int xport;		/* enum mc_te_xport_slot serving it, -1 none */
+	void *xport_ctx;	/* that transport's per-segment state */
+	int64_t fetched_ms;	/* monotonic time of the last descriptor fetch */
+	int stale;		/* a request failed: fetch again before the next use */
 };
 
 struct mc_te_task {
@@ -59,8 +81,10 @@ struct mc_engine {
 	pthread_mutex_t mu;
 	struct mc_loop_thread *lt;
 	struct mc_memreg *reg;
-	struct mc_tcp_server *data;
-	struct mc_tcp_client *cli;
+	struct {
+		const struct mc_te_transport_ops *ops;
+		void *state;	/* NULL: not installed */
+	} xports[MC_TE_NXPORTS];
 	struct mc_te_hs_server *hs;
 	char meta_conn[512];
 	int p2p;
@@ -72,7 +96,13 @@ struct mc_engine {
 	struct mc_te_segment *segs;	/* handle i -> segs[i - 1] */
 	uint32_t nsegs;
 	struct mc_te_batch *batches;
-	int tcp_installed;
+	const struct mc_gpu_ops *gpu;	/* NULL: no GPU at run time */
+	struct mc_te_pool *gpu_pool;
+	struct mc_te_gpu_stager_node *gpu_stagers;
+	int refresh_s;		/* MC_TE_METADATA_REFRESH_INTERVAL_SECONDS, 0 = off */
+	int refresh_stop;
+	pthread_t refresher;
+	pthread_cond_t refresh_cv;
 	struct mc_te_notify *notifies;	/* received, oldest first */
 	struct mc_te_notify **notifies_tail;
 	uint32_t nnotifies;
@@ -90,6 +120,36 @@ int mc_te_notify_send(void *engine, int32_t seg, const char *name, const char *m
 /* Take every received notification (a list the caller frees with mc_te_notify_free). */
 struct mc_te_notify *mc_te_notify_take(void *engine);
 void mc_te_notify_free(struct mc_te_notify *n);
+
+int64_t mc_te_now_ms(void);
+
+/* engine.c: the transports this build knows, by slot (NULL: not built). */
+extern const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS];
+
+/* te_segment.c: peer segments. */
+/* Choose / drop the transport serving seg (API thread, e->mu not held). */
+void mc_te_pick(struct mc_engine *e, struct mc_te_segment *seg);
+void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg);
+void mc_te_refresher_start(struct mc_engine *e);
+void mc_te_refresher_stop(struct mc_engine *e);
+
+/* te_staging.c: requests on GPU memory. */
+int mc_te_gpu_init(struct mc_engine *e);
+void mc_te_gpu_fini(struct mc_engine *e);
+int mc_te_gpu_submit(struct mc_engine *e, struct mc_te_req *r);	/* loop thread */
+int mc_te_gpu_local_copy(struct mc_engine *e, void *dst, const void *src, uint64_t len);
+
+/* te_mem.c: memory same-host peers can map. */
+/* A memfd-backed MAP_SHARED buffer of len bytes (NULL on failure); free with
+ * mc_te_free_managed (0 or -ENOENT). */
+void *mc_te_alloc_managed(size_t len);
+int mc_te_free_managed(void *addr);
+/* A new descriptor (*fd) of the shared file mapped at [addr, addr + len) and the file offset
+ * of addr, or -ENOENT for private memory. */
+int mc_te_mem_share_fd(uint64_t addr, uint64_t len, int *fd, uint64_t *off);
+
+/* te_tcp.c: the data port of the installed tcp transport (0 if none). */
+uint16_t mc_te_tcp_port(void *state);
 
 /* te_meta.c: descriptors as JSON and the metadata store. */
 char *mc_te_desc_to_json(const struct mc_engine *e);	/* malloc'ed, needs e->mu held */

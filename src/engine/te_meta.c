@@ -38,11 +38,11 @@ char *mc_te_desc_to_json(const struct mc_engine *e)
 						      (json_int_t)e->bufs[i].length));
 	json_object_set_new(root, "name", json_string(e->server_name));
 	json_object_set_new(root, "protocol", json_string("tcp"));
-	json_object_set_new(root, "tcp_data_port",
-			    json_integer(e->data ? mc_tcp_server_port(e->data) : 0));
-	json_object_set_new(root, "tcp_proto_version", json_integer(2));
 	json_object_set_new(root, "timestamp", json_string(ts));
 	json_object_set_new(root, "buffers", bufs);
+	for (i = 0; i < MC_TE_NXPORTS; i++)
+		if (e->xports[i].state && e->xports[i].ops->describe)
+			e->xports[i].ops->describe(e->xports[i].state, root);
 	s = json_dumps(root, JSON_COMPACT);
 	json_decref(root);
 	return s;
@@ -50,6 +50,8 @@ char *mc_te_desc_to_json(const struct mc_engine *e)
 
 void mc_te_desc_fini(struct mc_te_desc *d)
 {
+	json_decref(d->raw);
+	d->raw = NULL;
 	free(d->buffers);
 	d->buffers = NULL;
 	d->nbuffers = 0;
@@ -73,9 +75,10 @@ int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d)
 	snprintf(d->protocol, sizeof(d->protocol), "%s", json_is_string(v) ? json_string_value(v)
 									  : "tcp");
 	v = json_object_get(root, "tcp_data_port");
-	if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 65535)
-		goto out;
-	d->tcp_data_port = (uint16_t)json_integer_value(v);
+	if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) <= 65535)
+		d->tcp_data_port = (uint16_t)json_integer_value(v);
+	else if (v != NULL || strcmp(d->protocol, "nvmeof"))
+		goto out;	/* only a file segment has no data port */
 	v = json_object_get(root, "tcp_proto_version");
 	d->tcp_proto_version = json_is_integer(v) ? (int)json_integer_value(v) : 1;
 	bufs = json_object_get(root, "buffers");
@@ -91,12 +94,15 @@ int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d)
 		json_t *b = json_array_get(bufs, i), *a = json_object_get(b, "addr");
 		json_t *l = json_object_get(b, "length");
 
-		if (!json_is_integer(a) || !json_is_integer(l))
+		/* A file segment's buffers are files: {file_path, length, local_path_map}. */
+		if ((!json_is_integer(a) && d->tcp_data_port) || !json_is_integer(l) ||
+		    json_integer_value(l) < 0)
 			goto out;
-		d->buffers[i].addr = (uint64_t)json_integer_value(a);
+		d->buffers[i].addr = json_is_integer(a) ? (uint64_t)json_integer_value(a) : 0;
 		d->buffers[i].length = (uint64_t)json_integer_value(l);
 	}
 	d->nbuffers = (uint32_t)n;
+	d->raw = json_incref(root);
 	rc = 0;
 out:
 	if (rc)
@@ -118,6 +124,40 @@ static void mc_te_key(char *out, size_t n, const char *kind, const char *name)
 		snprintf(out, n, "mooncake/%s/%s", kind, name);
 }
 
+/* Our rpc_meta was refused (the HTTP service keeps the first one): when the engine it names no
+ * longer answers on its handshake port (a crashed predecessor of ours), delete it.  0 when the
+ * key may be written again. */
+static int mc_te_meta_take_over(struct mc_engine *e, const char *key)
+{
+	char *val = NULL, *reply = NULL;
+	size_t vlen = 0, rlen = 0;
+	json_error_t err;
+	json_t *rpc, *ip, *port;
+	int rc = -1;
+
+	if (mc_te_kv_get(e, key, &val, &vlen))
+		goto out;
+	rpc = json_loadb(val, vlen, 0, &err);
+	ip = json_object_get(rpc, "ip_or_host_name");
+	port = json_object_get(rpc, "rpc_port");
+	if (json_is_string(ip) && json_is_integer(port) && json_integer_value(port) > 0 &&
+	    json_integer_value(port) < 65536 &&
+	    mc_te_hs_call(json_string_value(ip), (uint16_t)json_integer_value(port), MC_HS_PROBE,
+			  "{}", &reply, &rlen) == 0) {
+		mc_log_err("transfer engine: segment name %s is in use by a live engine at %s:%d",
+			   e->server_name, json_string_value(ip), (int)json_integer_value(port));
+	} else {
+		mc_log_warn("transfer engine: %s: replacing the registration of a dead engine",
+			    e->server_name);
+		rc = mc_te_kv_del(e, key);
+	}
+	free(reply);
+	json_decref(rpc);
+out:
+	free(val);
+	return rc;
+}
+
 int mc_te_meta_publish(struct mc_engine *e)
 {
 	char key[512], rpc[512], *desc;
@@ -134,6 +174,8 @@ int mc_te_meta_publish(struct mc_engine *e)
 	a = mc_te_kv_put(e, key, desc ? desc : "{}");
 	mc_te_key(key, sizeof(key), "rpc_meta", e->server_name);
 	b = mc_te_kv_put(e, key, rpc);
+	if (b && mc_te_meta_take_over(e, key) == 0)
+		b = mc_te_kv_put(e, key, rpc);
 	free(desc);
 	if (a || b) {
 		mc_log_warn("transfer engine: publishing %s to %s failed (%d, %d)", e->server_name,
@@ -193,6 +235,22 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 
 		mc_te_key(key, sizeof(key), "ram", name);
 		rc = mc_te_kv_get(e, key, &val, &vlen);
+		if (rc == -ENOENT) {
+			/* A file segment (te_file.c): no data host, no rpc_meta. */
+			free(val);
+			val = NULL;
+			mc_te_key(key, sizeof(key), "nvmeof", name);
+			if (mc_te_kv_get(e, key, &val, &vlen) == 0) {
+				rc = mc_te_desc_from_json(val, vlen, &seg->desc);
+				free(val);
+				if (rc == 0 && strcmp(seg->desc.protocol, "nvmeof")) {
+					mc_te_desc_fini(&seg->desc);
+					rc = ERR_MALFORMED_JSON;
+				}
+				return rc;
+			}
+			rc = -ENOENT;
+		}
 		if (rc) {
 			free(val);
 			mc_log_warn("transfer engine: no descriptor of %s at %s (%d)", name,

@@ -147,13 +147,14 @@ static PyObject *mc_pe_allocate(struct mc_py_engine *self, PyObject *args, PyObj
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "K:allocate_managed_buffer", names, &len))
 		return NULL;
-	if (self->e == NULL || len == 0 || posix_memalign(&p, 4096, len))
+	/* memfd-backed, so a same-host peer maps these very pages (shm transport). */
+	if (self->e == NULL || len == 0 || (p = mc_te_alloc_managed(len)) == NULL)
 		return PyLong_FromLong(0);
 	Py_BEGIN_ALLOW_THREADS
 	rc = registerLocalMemory(self->e, p, len, "cpu:0", 1);
 	Py_END_ALLOW_THREADS
 	if (rc) {
-		free(p);
+		mc_te_free_managed(p);
 		return PyLong_FromLong(0);
 	}
 	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)p);
@@ -173,7 +174,7 @@ static PyObject *mc_pe_free_managed(struct mc_py_engine *self, PyObject *args, P
 	rc = unregisterLocalMemory(self->e, (void *)(uintptr_t)addr);
 	Py_END_ALLOW_THREADS
 	if (rc == 0)
-		free((void *)(uintptr_t)addr);
+		mc_te_free_managed((void *)(uintptr_t)addr);
 	return PyLong_FromLong(rc);
 }
 

@@ -9,11 +9,11 @@
  * under its own uid (SO_PEERCRED) and sends each of its segments: base address and size, with the
  * segment's memfd attached (SCM_RIGHTS).  The peer maps them MAP_SHARED and keeps the socket
  * open: the owner's death shows as a hang-up on that socket, which drops the mapping before it
- * is used again, so bytes never go to or come from a dead owner's memory.  Anything that fails
+ * is used again, so bytes never go to or come from a dead owner's memory.  The socket helpers
+ * are shared with the transfer engine's shm transport (src/transfer/fdpass.c).  Anything that fails
  * makes the caller fall back to TCP.  MC_STORE_SHM=0 turns the shortcut off.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "store/store.h"
+#include "transfer/fdpass.h"
 
 #define MC_SHM_MAX_MAPS 256
 #define MC_SHM_RETRY_MS 2000
@@ -61,14 +62,12 @@ static int64_t mc_shm_now(void)
 
 static socklen_t mc_shm_addr(const char *name, struct sockaddr_un *sa)
 {
-	int n;
+	char full[400];
 
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "mooncake_shm_%s", name);
-	if (n < 0 || (size_t)n >= sizeof(sa->sun_path) - 1)
-		n = (int)sizeof(sa->sun_path) - 2;
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	/* Long names are cut to what an address holds, the same way on both sides. */
+	snprintf(full, sizeof(full), "mooncake_shm_%s", name);
+	full[sizeof(sa->sun_path) - 2] = '\0';
+	return mc_fdpass_addr(full, sa);
 }
 
 /* The peer closed its end (or wrote, which it never should): close ours. */
@@ -88,15 +87,14 @@ static void mc_shm_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 			     int salen, void *arg)
 {
 	struct mc_store *st = arg;
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
+	uid_t uid = (uid_t)-1;
 	uint32_t i, n;
 
 	(void)l;
 	(void)sa;
 	(void)salen;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) || cred.uid != getuid()) {
-		mc_log_warn("shm: refusing a peer of uid %u", (unsigned)cred.uid);
+	if (mc_fdpass_peer(fd, &uid, NULL) || uid != getuid()) {
+		mc_log_warn("shm: refusing a peer of uid %d", (int)uid);
 		close(fd);
 		return;
 	}
@@ -105,27 +103,12 @@ static void mc_shm_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	n = st->nsegs;
 	for (i = 0; i <= n; i++) {
 		uint8_t msg[20];
-		struct iovec iov = { msg, sizeof(msg) };
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} ctl;
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 		/* Segments, then an end marker (size 0). */
 		mc_put_le32(msg, i < n ? n : 0);
 		mc_put_le64(msg + 4, i < n ? (uint64_t)(uintptr_t)st->segs[i].base : 0);
 		mc_put_le64(msg + 12, i < n ? st->segs[i].size : 0);
-		if (i < n) {
-			memset(&ctl, 0, sizeof(ctl));
-			mh.msg_control = ctl.buf;
-			mh.msg_controllen = sizeof(ctl.buf);
-			CMSG_FIRSTHDR(&mh)->cmsg_level = SOL_SOCKET;
-			CMSG_FIRSTHDR(&mh)->cmsg_type = SCM_RIGHTS;
-			CMSG_FIRSTHDR(&mh)->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(CMSG_FIRSTHDR(&mh)), &st->segs[i].memfd, sizeof(int));
-		}
-		if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(msg))
+		if (mc_fdpass_send(fd, msg, sizeof(msg), i < n ? st->segs[i].memfd : -1))
 			break;
 	}
 	pthread_mutex_unlock(&st->mu);
@@ -205,35 +188,22 @@ void mc_store_shm_stop(struct mc_store *st)
 /* Connect to the owner and map its segments.  0 or -1. */
 static int mc_shm_attach(struct mc_shm_map *m)
 {
-	struct sockaddr_un sa;
-	socklen_t len = mc_shm_addr(m->name, &sa);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct timeval tv = { 2, 0 };
+	char name[400];
+	int fd;
 
+	snprintf(name, sizeof(name), "mooncake_shm_%s", m->name);
+	name[sizeof(((struct sockaddr_un *)0)->sun_path) - 2] = '\0';
+	fd = mc_fdpass_connect(name, 2000, NULL);	/* the owner must run under our uid */
 	if (fd < 0)
 		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, len) != 0)
-		goto fail;
 	m->n = 0;
 	for (;;) {
 		uint8_t msg[20];
-		struct iovec iov = { msg, sizeof(msg) };
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int))];
-		} ctl;
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-				     .msg_controllen = sizeof(ctl.buf) };
-		struct cmsghdr *c;
 		int sfd = -1;
 		uint64_t size;
 
-		if (recvmsg(fd, &mh, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(msg))
+		if (mc_fdpass_recv(fd, msg, sizeof(msg), &sfd))
 			goto fail;
-		c = CMSG_FIRSTHDR(&mh);
-		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			memcpy(&sfd, CMSG_DATA(c), sizeof(int));
 		size = mc_get_le64(msg + 12);
 		if (size == 0) {
 			if (sfd >= 0)
@@ -263,16 +233,10 @@ fail:
 	return -1;
 }
 
-/* True while the owner is alive (its end of the socket not hung up). */
+/* True while the owner is alive (its end of the socket not hung up; it never writes). */
 static int mc_shm_alive(struct mc_shm_map *m)
 {
-	struct pollfd p = { .fd = m->sock, .events = POLLIN };
-
-	if (m->sock < 0)
-		return 0;
-	if (poll(&p, 1, 0) == 0)
-		return 1;
-	return !(p.revents & (POLLHUP | POLLERR | POLLIN));
+	return mc_fdpass_state(m->sock) == MC_FDPASS_QUIET;
 }
 
 void *mc_store_shm_ptr(struct mc_store *st, struct mc_strv segment, uint64_t addr, uint64_t len)

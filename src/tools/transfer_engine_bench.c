@@ -4,13 +4,21 @@
  * upstream's flags (reference §3.8).  A target registers a buffer and waits; an initiator opens
  * the target's segment and runs batches of block_size READs or WRITEs from several threads for
  * the duration, then prints the throughput.
+ *
+ * --protocol=tcp forces tcp (MC_FORCE_TCP=1); shm or auto let the engine choose same-host
+ * shared memory when the target is on this host (the engine logs the transport it picked; the
+ * bench turns MC_LOG_LEVEL=info on so that line shows).  Buffers are memfd-backed, as the
+ * engine's managed buffers are, so a same-host peer maps them.  --reference=memcpy also times a
+ * single-thread memcpy loop of block_size in the same run and prints the ratio.
  */
 #include <inttypes.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +42,7 @@ struct teb_cfg {
 	char *report_unit;
 	int64_t report_precision;
 	int64_t rpc_port;
+	char *reference;
 };
 
 #define O(f) offsetof(struct teb_cfg, f)
@@ -44,7 +53,8 @@ static const struct mc_opt teb_opts[] = {
 	  "metadata service: P2PHANDSHAKE or http://host:port/metadata" },
 	{ "mode", NULL, NULL, MC_OPT_STRING, O(mode), "initiator", 0, -1, "initiator or target" },
 	{ "operation", NULL, NULL, MC_OPT_STRING, O(operation), "read", 0, -1, "read or write" },
-	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1, "transport (tcp)" },
+	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1,
+	  "tcp (forced), or shm / auto (shared memory when the target is on this host)" },
 	{ "device_name", NULL, NULL, MC_OPT_STRING, O(device_name), "", 0, -1,
 	  "RDMA devices (unused with tcp)" },
 	{ "segment_id", NULL, NULL, MC_OPT_STRING, O(segment_id), "", 0, -1,
@@ -65,6 +75,8 @@ static const struct mc_opt teb_opts[] = {
 	  "digits after the decimal point" },
 	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
 	  "handshake port (0: a free one in 15000-17000)" },
+	{ "reference", NULL, NULL, MC_OPT_STRING, O(reference), "none", 0, -1,
+	  "none, or memcpy: also time a single-thread memcpy of block_size and print the ratio" },
 	MC_OPT_END,
 };
 
@@ -139,6 +151,48 @@ static void *teb_worker(void *arg)
 	return NULL;
 }
 
+/* memfd-backed shared memory (the fd stays open: the engine hands it to same-host peers). */
+static uint8_t *teb_alloc(uint64_t len)
+{
+	int fd = memfd_create("transfer_engine_bench", MFD_CLOEXEC);
+	void *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Bytes per second of one thread memcpy'ing block_size blocks at the offsets worker 0 uses
+ * (batch_size blocks, over and over) between the buffer and a second one, for the bench's
+ * duration. */
+static double teb_memcpy_rate(void)
+{
+	uint8_t *dst = teb_alloc(cfg.buffer_size);
+	uint64_t span = cfg.buffer_size / (uint64_t)cfg.threads, bytes = 0, i = 0;
+	double t0, end, secs;
+
+	if (dst == NULL)
+		return 0;
+	memset(dst, 1, cfg.buffer_size);
+	t0 = teb_now();
+	end = t0 + cfg.duration;
+	while (teb_now() < end) {
+		/* The offsets worker 0 uses, batch after batch. */
+		uint64_t off = ((i++ % (uint64_t)cfg.batch_size) * cfg.block_size) %
+			       (span - cfg.block_size + 1);
+
+		if (strcmp(cfg.operation, "write"))
+			memcpy(buffer + off, dst + off, cfg.block_size);
+		else
+			memcpy(dst + off, buffer + off, cfg.block_size);
+		bytes += cfg.block_size;
+	}
+	secs = teb_now() - t0;
+	munmap(dst, cfg.buffer_size);
+	return (double)bytes / secs;
+}
+
 static double teb_unit(const char *u)
 {
 	static const struct { const char *n; double v; } units[] = {
@@ -172,6 +226,7 @@ int main(int argc, char **argv)
 	    next != argc || teb_unit(cfg.report_unit) == 0 ||
 	    (strcmp(cfg.mode, "initiator") && strcmp(cfg.mode, "target")) ||
 	    (strcmp(cfg.operation, "read") && strcmp(cfg.operation, "write")) ||
+	    (strcmp(cfg.reference, "none") && strcmp(cfg.reference, "memcpy")) ||
 	    cfg.block_size > cfg.buffer_size / (uint64_t)cfg.threads) {
 		fprintf(stderr, "transfer_engine_bench: %s\n",
 			next != argc || err[0] == '\0' ? "invalid arguments (see --help)" : err);
@@ -180,13 +235,24 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, teb_on_signal);
 	signal(SIGTERM, teb_on_signal);
+	if (!strcmp(cfg.protocol, "tcp"))
+		setenv("MC_FORCE_TCP", "1", 1);
+	else if (strcmp(cfg.protocol, "shm") && strcmp(cfg.protocol, "auto"))
+		fprintf(stderr, "transfer_engine_bench: protocol %s: installing it\n", cfg.protocol);
+	setenv("MC_LOG_LEVEL", "info", 0);
 	engine = createTransferEngine(cfg.metadata_server, cfg.local_server_name, "",
 				      (uint64_t)cfg.rpc_port, cfg.auto_discovery);
-	if (engine == NULL || installTransport(engine, cfg.protocol, NULL) == NULL) {
+	if (engine == NULL ||
+	    (strcmp(cfg.protocol, "auto") && installTransport(engine, cfg.protocol, NULL) == NULL)) {
 		fprintf(stderr, "transfer_engine_bench: cannot start the engine\n");
 		return 1;
 	}
-	buffer = aligned_alloc(4096, (cfg.buffer_size + 4095) / 4096 * 4096);
+	buffer = teb_alloc(cfg.buffer_size);
+	if (buffer == NULL) {
+		fprintf(stderr, "transfer_engine_bench: cannot allocate %" PRIu64 " bytes\n",
+			cfg.buffer_size);
+		return 1;
+	}
 	memset(buffer, 0x5a, cfg.buffer_size);
 	if (registerLocalMemory(engine, buffer, cfg.buffer_size, "cpu:0", 1)) {
 		fprintf(stderr, "transfer_engine_bench: cannot register memory\n");
@@ -201,6 +267,8 @@ int main(int argc, char **argv)
 		while (!stop)
 			pause();
 		destroyTransferEngine(engine);
+		munmap(buffer, cfg.buffer_size);
+		mc_opts_free(teb_opts, &cfg);
 		return 0;
 	}
 	if (getenv("TEB_REMOTE_BASE") == NULL) {
@@ -225,9 +293,16 @@ int main(int argc, char **argv)
 	       secs, cfg.block_size, cfg.batch_size, cfg.threads, cfg.operation,
 	       (int)cfg.report_precision, (double)total_bytes / secs / teb_unit(cfg.report_unit),
 	       cfg.report_unit, failed ? " (some transfers FAILED)" : "");
+	if (!strcmp(cfg.reference, "memcpy")) {
+		double rate = teb_memcpy_rate();
+
+		printf("memcpy reference (1 thread, same block size): %.*f %s/s; engine/memcpy %.2f\n",
+		       (int)cfg.report_precision, rate / teb_unit(cfg.report_unit),
+		       cfg.report_unit, rate > 0 ? (double)total_bytes / secs / rate : 0);
+	}
 	destroyTransferEngine(engine);
 	free(tids);
-	free(buffer);
+	munmap(buffer, cfg.buffer_size);
 	mc_opts_free(teb_opts, &cfg);
 	return failed ? 1 : 0;
 }

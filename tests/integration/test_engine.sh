@@ -1,14 +1,43 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The transfer engine C API with P2PHANDSHAKE, the HTTP metadata service, etcd and redis (real
-# servers started here on loopback), and transfer_engine_bench between two processes.
+# The transfer engine C API per transport (tcp, same-host shm, file segments) and per metadata
+# backend (P2PHANDSHAKE, the HTTP metadata service, etcd and redis, real servers started here
+# on loopback), and transfer_engine_bench between two processes.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 rc=0
-"$MC_BIN/tests/integration/engine_test" P2PHANDSHAKE || rc=1
+ET="$MC_BIN/tests/integration/engine_test"
+FLEN=3000000
+# engines META [put-command]: the engine suite over tcp and shm, then (when the backend can
+# hold a descriptor) over a file segment whose descriptor put-command KEY VALUE stores.
+engines() {
+	local meta=$1 put=$2 log="$MC_TMP/engine-$RANDOM.log"
+	"$ET" "$meta" tcp || rc=1
+	MC_LOG_LEVEL=info "$ET" "$meta" shm 2>"$log" || { cat "$log" >&2; rc=1; }
+	if grep -q "through shm" "$log" && ! grep -q "through tcp" "$log"; then
+		echo "ok - $meta: same-host segments were served by shm"
+	else
+		echo "not ok - $meta: same-host segments were not served by shm"; rc=1
+	fi
+	[ -n "$put" ] || return 0
+	local seg="files-$RANDOM" f1="$MC_TMP/seg-a.bin" f2="$MC_TMP/seg-b.bin"
+	head -c $FLEN /dev/zero >"$f1"; head -c $FLEN /dev/zero >"$f2"
+	$put "mooncake/nvmeof/$seg" "{\"name\":\"$seg\",\"protocol\":\"nvmeof\",\"buffers\":[{\"file_path\":\"/nonexistent/$seg\",\"length\":$FLEN,\"local_path_map\":{\"127.0.0.1\":\"$f1\"}},{\"file_path\":\"$f2\",\"length\":$FLEN,\"local_path_map\":{}}]}" >/dev/null ||
+		{ echo "not ok - $meta: storing a file segment descriptor"; rc=1; return; }
+	"$ET" "$meta" file "$seg" "$f1" "$f2" $FLEN || rc=1
+}
+engines P2PHANDSHAKE
 P=$(mc_free_port)
 mc_start meta "$MC_BIN/mooncake_http_metadata_server" --port="$P" --host=127.0.0.1
 mc_wait_port "$P" || { mc_dump_logs; exit 1; }
-"$MC_BIN/tests/integration/engine_test" "http://127.0.0.1:$P/metadata" || rc=1
+http_put() { curl -sf -X PUT --data-binary "$2" "http://127.0.0.1:$P/metadata?key=$1"; }
+engines "http://127.0.0.1:$P/metadata" http_put
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/metadata?key=mooncake/ram/target-seg")
+code2=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/metadata?key=mooncake/rpc_meta/initiator-seg")
+if [ "$code" = 404 ] && [ "$code2" = 404 ]; then
+	echo "ok - destroyed engines removed their descriptors and rpc_meta"
+else
+	echo "not ok - descriptors left behind after shutdown ($code, $code2)"; rc=1
+fi
 # etcd's v3 JSON gateway (Debian's etcd-server), started here on loopback.
 if command -v etcd >/dev/null; then
 	EP=$(mc_free_port); EPP=$(mc_free_port)
@@ -17,7 +46,11 @@ if command -v etcd >/dev/null; then
 		--listen-peer-urls "http://127.0.0.1:$EPP" --initial-advertise-peer-urls "http://127.0.0.1:$EPP" \
 		--initial-cluster "mc-test=http://127.0.0.1:$EPP"
 	mc_wait_port "$EP" 30 && sleep 1
-	"$MC_BIN/tests/integration/engine_test" "etcd://127.0.0.1:$EP" || rc=1
+	etcd_put() {
+		curl -sf -X POST --data-binary "{\"key\":\"$(printf %s "$1" | base64 -w0)\",\"value\":\"$(printf %s "$2" | base64 -w0)\"}" \
+			"http://127.0.0.1:$EP/v3/kv/put"
+	}
+	engines "etcd://127.0.0.1:$EP" etcd_put
 else
 	echo "# etcd not installed: etcd backend not tested"
 fi
@@ -26,14 +59,18 @@ if command -v redis-server >/dev/null; then
 	RP=$(mc_free_port)
 	mc_start redis redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no
 	mc_wait_port "$RP"
-	"$MC_BIN/tests/integration/engine_test" "redis://127.0.0.1:$RP" || rc=1
+	redis_put() { [ "$(redis-cli -h 127.0.0.1 -p "$RP" SET "$1" "$2")" = OK ]; }
+	if command -v redis-cli >/dev/null; then
+		engines "redis://127.0.0.1:$RP" redis_put
+	else
+		engines "redis://127.0.0.1:$RP"
+	fi
 	RP2=$(mc_free_port)
 	mc_start redis2 redis-server --port "$RP2" --bind 127.0.0.1 --save '' --appendonly no \
 		--requirepass s3cret
 	mc_wait_port "$RP2"
-	MC_REDIS_PASSWORD=s3cret MC_REDIS_DB_INDEX=3 "$MC_BIN/tests/integration/engine_test" \
-		"redis://127.0.0.1:$RP2" || rc=1
-	if "$MC_BIN/tests/integration/engine_test" "redis://127.0.0.1:$RP2" >/dev/null 2>&1; then
+	MC_REDIS_PASSWORD=s3cret MC_REDIS_DB_INDEX=3 "$ET" "redis://127.0.0.1:$RP2" tcp || rc=1
+	if "$ET" "redis://127.0.0.1:$RP2" tcp >/dev/null 2>&1; then
 		echo "not ok - a wrong redis password must fail"; rc=1
 	else
 		echo "ok - without MC_REDIS_PASSWORD the protected redis refuses the engine"

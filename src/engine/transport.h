@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_TE_TRANSPORT_H
+#define MC_TE_TRANSPORT_H
+
+/*
+ * The transfer engine's internal transport interface.
+ *
+ * A transport moves the bytes of one request between local memory and a peer segment.  The
+ * engine owns everything else: batches, task status, descriptors, range checks.  A transport is
+ * a const table of operations (struct mc_te_transport_ops) plus the state its install returns.
+ *
+ * Life cycle (threads in brackets):
+ *   install(e, &state)         [API thread, createTransferEngine or installTransport]
+ *   describe(state, desc)      [API thread, e->mu held] add own fields to our descriptor
+ *   match(state, seg)          [API thread, openSegment] 1: this transport serves seg
+ *   submit(state, req)         [loop thread] start one request
+ *   register_mem/unregister_mem [API thread] registered memory changed
+ *   uninstall(e, state)        [API thread] requests still in flight complete (FAILED or not)
+ *                              before it returns; state is freed
+ *
+ * openSegment asks the installed transports, in the engine's fixed priority order (file, shm,
+ * rdma, tcp), whether they serve the peer; the first that does is remembered in the segment and
+ * used by submitTransfer for every request to it.  MC_FORCE_TCP=1 skips all but tcp.
+ *
+ * Contract of submit: return 0 and later call mc_te_req_done(req, status) exactly once, on the
+ * loop thread, never from inside submit; or return a negative errno and never call it (the
+ * engine then fails the request); or return -EXDEV to hand this one request to tcp instead
+ * (memory the transport cannot reach, e.g. shm for a buffer the owner cannot share).  The request's range was checked against the peer's
+ * published buffers before submit; the transport must still refuse anything it cannot serve.
+ * req stays valid and unchanged until mc_te_req_done.
+ *
+ * Adding a transport (rdma): define `const struct mc_te_transport_ops mc_te_rdma_ops` with
+ * name "rdma" in its own file, put it in engine.c's mc_te_known[MC_TE_XPORT_RDMA] (under
+ * #ifdef HAVE_RDMA) and add the file to src/engine/Makefile.inc.  describe adds "devices",
+ * "priority_matrix" and per-buffer rkeys to our descriptor (the tcp fields stay, so peers
+ * without rdma use tcp); match reads the peer's fields from seg->desc.raw (untrusted: check
+ * types and bounds) and may keep per-peer state in seg->xport_ctx; register_mem and
+ * unregister_mem register memory regions; submit posts work requests on the loop thread and
+ * completes from the completion-channel callback.  Requests on GPU memory reach submit only as
+ * host-memory chunks staged by te_staging.c (a transport that registers GPU memory directly
+ * would make mc_te_dispatch skip staging for its slot).
+ * A handshake of type Connection (0) is answered by handshake.c; route it to the transport
+ * there.
+ */
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct mc_engine;
+struct mc_te_segment;
+struct mc_te_batch;
+
+struct mc_te_req {
+	/* engine-owned */
+	struct mc_te_batch *b;
+	size_t task;
+	struct mc_engine *e;
+	int xport;			/* enum mc_te_xport_slot */
+	int32_t seg_id;			/* the segment handle */
+	int gpu;			/* local is GPU memory: staged (te_staging.c) */
+	/* Set for internal sub-requests: called instead of updating a batch. */
+	void (*on_done)(struct mc_te_req *req, int status);
+	void *done_arg;
+	/* the request */
+	int opcode;			/* MC_XFER_READ (peer -> local) or MC_XFER_WRITE */
+	void *local;
+	uint64_t remote;		/* absolute address (memory) or offset (file segment) */
+	uint64_t len;
+	/* the peer, copied from its segment at submit time */
+	char seg_name[256];
+	char host[256];
+	uint16_t tcp_port;
+	void *seg_ctx;			/* the transport's per-segment handle from match */
+	void *xport_priv[4];		/* scratch for the transport */
+};
+
+struct mc_te_transport_ops {
+	const char *name;		/* "tcp", "shm", "nvmeof", "rdma" */
+	int (*install)(struct mc_engine *e, void **state);
+	void (*uninstall)(struct mc_engine *e, void *state);
+	/* Optional: add fields to our descriptor (e->mu held; never block). */
+	void (*describe)(void *state, json_t *desc);
+	/* 1 if this transport serves seg (may set seg->xport_ctx), 0 if not.  Called without
+	 * e->mu; may block briefly (connect a Unix socket, open a file). */
+	int (*match)(void *state, struct mc_te_segment *seg);
+	/* Optional: drop per-segment state (segment closed or refreshed). */
+	void (*release)(void *state, struct mc_te_segment *seg);
+	int (*submit)(void *state, struct mc_te_req *req);
+	/* Optional: local memory was registered (remote_accessible) / is being unregistered
+	 * [API thread, after the engine updated its buffer list].  A failing register_mem
+	 * fails registerLocalMemory. */
+	int (*register_mem)(void *state, void *addr, size_t len, const char *location);
+	void (*unregister_mem)(void *state, void *addr);
+};
+
+/* Complete a request: status 0 or negative.  Loop thread (any thread is safe except for
+ * -EXDEV, which re-dispatches the request to tcp and must run on the loop).  Frees req. */
+void mc_te_req_done(struct mc_te_req *req, int status);
+
+/* Hand a request to its transport (loop thread only). */
+void mc_te_req_dispatch(struct mc_engine *e, struct mc_te_req *req);
+
+extern const struct mc_te_transport_ops mc_te_tcp_ops;
+extern const struct mc_te_transport_ops mc_te_shm_ops;
+extern const struct mc_te_transport_ops mc_te_file_ops;
+
+#endif
