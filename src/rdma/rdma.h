@@ -70,6 +70,9 @@ int mc_rdma_desc_fill(struct mc_rdma *r, json_t *desc);
  * has no usable rdma fields. */
 struct mc_rdma_peer *mc_rdma_peer_new(const json_t *desc, const char *name, const char *host,
 				      uint16_t port);
+/* Where the peer's handshake port is, when the caller learns it after parsing (before the
+ * peer is shared with another thread). */
+void mc_rdma_peer_set_addr(struct mc_rdma_peer *p, const char *host, uint16_t port);
 struct mc_rdma_peer *mc_rdma_peer_ref(struct mc_rdma_peer *p);
 void mc_rdma_peer_unref(struct mc_rdma_peer *p);
 /* 1 if [addr, addr+len) lies in one buffer the peer published. */
@@ -88,9 +91,10 @@ struct mc_rdma_xfer {
 	struct mc_rdma_peer *peer;	/* referenced by the request while it runs */
 };
 
-/* Start a request.  0: done(arg, status) will be called later on the loop; otherwise a
- * negative ERR_* and done is not called (unregistered local memory, range outside the peer's
- * buffers, too many requests). */
+/* Start a request.  0: done(arg, status) is called once on the loop, possibly before
+ * mc_rdma_submit returns (every path refused at once); otherwise a negative ERR_* and done is
+ * not called (unregistered local memory, range outside the peer's buffers, too many
+ * requests). */
 int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done_fn done,
 		   void *arg);
 

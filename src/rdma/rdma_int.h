@@ -236,6 +236,7 @@ struct mc_rdma {
 	struct event *wev;
 	unsigned rr;
 	unsigned seed;
+	uint32_t ntasks;		/* requests not finished */
 	struct mc_rdma_stats st;
 	int freeing;
 };

@@ -17,9 +17,11 @@
 #include "rdma/rdma_int.h"
 
 #define MC_RDMA_MAX_SLICES (1u << 22)
+#define MC_RDMA_MAX_TASKS (1u << 20)
 
 static void mc_task_finish(struct mc_rdma_task *t)
 {
+	t->r->ntasks--;
 	t->done(t->arg, t->status);
 	mc_rdma_peer_unref(t->peer);
 	free(t);
@@ -196,6 +198,8 @@ int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done
 		n--;
 	if (n > MC_RDMA_MAX_SLICES)
 		return ERR_INVALID_ARGUMENT;
+	if (r->ntasks >= MC_RDMA_MAX_TASKS)
+		return ERR_TOO_MANY_REQUESTS;
 	t = calloc(1, sizeof(*t) + n * sizeof(t->slices[0]));
 	if (t == NULL)
 		return ERR_MEMORY;
@@ -211,6 +215,7 @@ int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done
 	t->done = done;
 	t->arg = arg;
 	t->nslices = t->nleft = (uint32_t)n;
+	r->ntasks++;
 	for (i = 0, off = 0; i < n; i++, off += slice) {
 		t->slices[i].task = t;
 		t->slices[i].off = off;

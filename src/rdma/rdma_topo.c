@@ -6,6 +6,7 @@
  * a metadata service: every field is checked, NIC counts and name lengths are bounded.
  * Peers are immutable once built and refcounted atomically, so any thread may hold one.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,6 +195,12 @@ fail:
 	mc_log_warn("rdma: descriptor of %s has no usable %s", name, why);
 	mc_rdma_peer_unref(p);
 	return NULL;
+}
+
+void mc_rdma_peer_set_addr(struct mc_rdma_peer *p, const char *host, uint16_t port)
+{
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->port = port;
 }
 
 struct mc_rdma_peer *mc_rdma_peer_ref(struct mc_rdma_peer *p)
