@@ -38,12 +38,13 @@ static int mc_gid_zero(const union ibv_gid *g)
 	return !memcmp(g->raw, z, sizeof(z));
 }
 
-/* MC_GID_INDEX, or the first non-zero GID preferring an IPv4-mapped one (RoCE v2). */
+/* MC_GID_INDEX, or automatically: an IPv4-mapped RoCE v2 GID, else an IPv4-mapped one, else
+ * the first non-zero one. */
 static int mc_ctx_pick_gid(struct mc_rdma_ctx *c, const struct ibv_port_attr *pa)
 {
 	const struct mc_verbs_ops *ops = c->r->ops;
-	int want = c->r->cfg.gid_index, i, first = -1;
-	union ibv_gid g;
+	int want = c->r->cfg.gid_index, i, first = -1, v4 = -1, type;
+	union ibv_gid g, gv4;
 
 	if (want >= 0) {
 		if (ops->query_gid(c->ctx, (uint8_t)c->r->cfg.ib_port, want, &g))
@@ -60,10 +61,22 @@ static int mc_ctx_pick_gid(struct mc_rdma_ctx *c, const struct ibv_port_attr *pa
 			c->gid = g;
 		}
 		if (g.raw[10] == 0xff && g.raw[11] == 0xff) {
-			c->gid = g;
-			c->gid_index = i;
-			return 0;
+			if (ops->query_gid_type(c->ctx, (uint8_t)c->r->cfg.ib_port, i, &type) == 0 &&
+			    type == IBV_GID_TYPE_ROCE_V2) {
+				c->gid = g;
+				c->gid_index = i;
+				return 0;
+			}
+			if (v4 < 0) {
+				v4 = i;
+				gv4 = g;
+			}
 		}
+	}
+	if (v4 >= 0) {
+		c->gid = gv4;
+		c->gid_index = v4;
+		return 0;
 	}
 	/* InfiniBand ports address by LID; a zero GID is fine there. */
 	c->gid_index = first < 0 ? 0 : first;
@@ -162,6 +175,15 @@ int mc_rdma_ctx_open(struct mc_rdma *r, struct mc_rdma_ctx *c, struct ibv_device
 		goto close_dev;
 	}
 	c->cqe = r->cfg.max_cqe < da.max_cqe ? r->cfg.max_cqe : da.max_cqe;
+	/* What the QPs ask for, within what the device allows. */
+	c->max_wr = r->cfg.max_wr < da.max_qp_wr ? r->cfg.max_wr : da.max_qp_wr;
+	c->max_sge = r->cfg.max_sge < da.max_sge ? r->cfg.max_sge : da.max_sge;
+	c->rd_atom = da.max_qp_rd_atom < 16 ? da.max_qp_rd_atom : 16;
+	c->init_rd_atom = da.max_qp_init_rd_atom < 16 ? da.max_qp_init_rd_atom : 16;
+	if (c->max_wr < 1 || c->max_sge < 1) {
+		mc_log_warn("rdma %s: device allows no send queue", c->name);
+		goto close_dev;
+	}
 	c->pd = ops->alloc_pd(c->ctx);
 	if (c->pd == NULL) {
 		mc_log_warn("rdma %s: ibv_alloc_pd failed", c->name);

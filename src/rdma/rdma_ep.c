@@ -39,9 +39,9 @@ static int mc_ep_qps_create(struct mc_rdma_ep *ep, unsigned n)
 			.qp_type = IBV_QPT_RC,
 			.sq_sig_all = 0,
 			.cap = {
-				.max_send_wr = (uint32_t)r->cfg.max_wr,
+				.max_send_wr = (uint32_t)c->max_wr,
 				.max_recv_wr = 1,
-				.max_send_sge = (uint32_t)r->cfg.max_sge,
+				.max_send_sge = (uint32_t)c->max_sge,
 				.max_recv_sge = 1,
 				.max_inline_data = (uint32_t)r->cfg.max_inline,
 			},
@@ -100,7 +100,7 @@ static int mc_ep_qps_up(struct mc_rdma_ep *ep, const struct mc_rdma_hs_desc *pee
 			.path_mtu = c->mtu,
 			.dest_qp_num = peer->qpn[i],
 			.rq_psn = 0,
-			.max_dest_rd_atomic = 16,
+			.max_dest_rd_atomic = (uint8_t)c->rd_atom,
 			.min_rnr_timer = 12,
 			.ah_attr = {
 				.dlid = peer->lid,
@@ -127,7 +127,7 @@ static int mc_ep_qps_up(struct mc_rdma_ep *ep, const struct mc_rdma_hs_desc *pee
 		a.retry_cnt = 7;
 		a.rnr_retry = 7;
 		a.sq_psn = 0;
-		a.max_rd_atomic = 16;
+		a.max_rd_atomic = (uint8_t)c->init_rd_atom;
 		if (r->ops->modify_qp(ep->qp[i], &a,
 				      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 					      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
@@ -202,9 +202,14 @@ static struct mc_rdma_ep *mc_ep_new(struct mc_rdma_ctx *c, const char *peer_path
 	struct mc_rdma_ep *ep;
 
 	if (!mc_ep_room(c)) {
-		mc_log_warn("rdma %s: %u endpoints busy, none for %s", c->name, c->neps, peer_path);
+		/* Once per episode: every slice that wants a path would say it again. */
+		if (!c->full_logged)
+			mc_log_warn("rdma %s: all %u endpoints busy (MC_MAX_EP_PER_CTX), none for %s",
+				    c->name, c->neps, peer_path);
+		c->full_logged = 1;
 		return NULL;
 	}
+	c->full_logged = 0;
 	ep = calloc(1, sizeof(*ep));
 	if (ep == NULL)
 		return NULL;
@@ -275,7 +280,7 @@ void mc_rdma_ep_kick(struct mc_rdma_ep *ep)
 {
 	struct mc_rdma_ctx *c = ep->ctx;
 	struct mc_rdma_slice *s;
-	int max = c->r->cfg.max_wr;
+	int max = c->max_wr;
 
 	while (ep->state == MC_EP_CONNECTED && (s = TAILQ_FIRST(&ep->waitq)) != NULL) {
 		unsigned k, q = ep->nqp;

@@ -193,8 +193,10 @@ struct mc_rdma_ctx {
 	int gid_index;
 	enum ibv_mtu mtu;
 	int cqe;
+	int max_wr, max_sge;		/* per QP, MC_MAX_WR/MC_MAX_SGE capped by the device */
+	int rd_atom, init_rd_atom;	/* RDMA READs in flight as target / initiator */
 	int inflight;			/* WRs posted on this CQ, not yet polled */
-	int dead;			/* its port went down: no new paths through it */
+	int full_logged;		/* endpoint table full, already said so */
 	struct mc_rdma_ep_q eps;
 	unsigned neps;
 	struct mc_rdma_ep_q blocked;

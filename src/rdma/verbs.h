@@ -22,6 +22,8 @@ struct mc_verbs_ops {
 	int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
 	int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
 	int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
+	/* The entry's enum ibv_gid_type (ibv_query_gid_ex). */
+	int (*query_gid_type)(struct ibv_context *ctx, uint8_t port, int index, int *type);
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);

@@ -47,6 +47,16 @@ static int mc_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, un
 	return ibv_query_gid(ctx, port, index, gid);
 }
 
+static int mc_ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, int index, int *type)
+{
+	struct ibv_gid_entry e;
+	int rc = ibv_query_gid_ex(ctx, port, (uint32_t)index, &e, 0);
+
+	if (rc == 0)
+		*type = (int)e.gid_type;
+	return rc;
+}
+
 static struct ibv_pd *mc_ibv_alloc_pd(struct ibv_context *ctx)
 {
 	return ibv_alloc_pd(ctx);
@@ -137,6 +147,7 @@ static const struct mc_verbs_ops mc_ibv_ops = {
 	.query_device = mc_ibv_query_device,
 	.query_port = mc_ibv_query_port,
 	.query_gid = mc_ibv_query_gid,
+	.query_gid_type = mc_ibv_query_gid_type,
 	.alloc_pd = mc_ibv_alloc_pd,
 	.dealloc_pd = mc_ibv_dealloc_pd,
 	.reg_mr = mc_ibv_reg_mr,

@@ -239,6 +239,8 @@ static void test_striping(void)
 	   "its 64 KiB slices went over both of A's NICs (%llu + %llu bytes)", a0, a1);
 	st = hn_stats(0);
 	ok(st.posted_per_nic[0] > 0 && st.posted_per_nic[1] > 0, "slices posted on vf0 and vf1");
+	ok(vf_last_sgid() == 2, "automatic GID: the IPv4-mapped RoCE v2 entry (index %ld)",
+	   vf_last_sgid());
 	ok(vf_qps_in(IBV_QPS_RTS) >= 8,
 	   "endpoints to both peer NICs from both local NICs: QPs in RTS on both sides (%d)",
 	   vf_qps_in(IBV_QPS_RTS));
@@ -423,6 +425,39 @@ static void test_many(void)
 	ok(memcmp(abuf, bbuf, BUF) == 0, "and every byte is where it belongs");
 }
 
+/* MC_MAX_EP_PER_CTX=1: a third transport on vf0 alone reaches both of B's NICs through one
+ * endpoint at a time, evicting the idle one. */
+static void test_eviction(void)
+{
+	unsigned char *cbuf = malloc(1u << 20);
+	struct mc_rdma_stats st;
+	int rc, good = 1, i;
+
+	setenv("MC_MAX_EP_PER_CTX", "1", 1);
+	setenv("MC_RETRY_CNT", "9", 1);
+	rc = hn_start(2, "c", vf_ops(), "vf0", NULL);
+	unsetenv("MC_MAX_EP_PER_CTX");
+	setenv("MC_RETRY_CNT", "4", 1);
+	ok(rc == 0 && cbuf && mc_rdma_register(hn_sides[2].r, cbuf, 1u << 20, NULL, 1) == 0,
+	   "transport C on vf0 with room for one endpoint");
+	if (rc || cbuf == NULL) {
+		free(cbuf);
+		return;
+	}
+	for (i = 0; i < 6; i++) {
+		fill(cbuf, 1u << 20, 40 + (unsigned)i);
+		rc = hn_xfer(2, MC_RDMA_WRITE, cbuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, pb);
+		good &= rc == 0 && memcmp(cbuf, bbuf, 1u << 20) == 0;
+		st = hn_stats(2);
+		good &= st.endpoints <= 1;
+	}
+	ok(good, "six 1 MiB writes complete with never more than one endpoint");
+	ok(st.connects >= 2, "endpoints were evicted and made again (%llu connects)",
+	   (unsigned long long)st.connects);
+	hn_stop(2);
+	free(cbuf);
+}
+
 static void test_events(void)
 {
 	struct mc_rdma_stats s = hn_stats(0);
@@ -475,6 +510,7 @@ int main(void)
 	test_refusals();
 	test_retry();
 	test_many();
+	test_eviction();
 	test_events();
 
 	mc_rdma_peer_unref(pb);

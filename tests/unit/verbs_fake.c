@@ -81,6 +81,7 @@ static struct {
 	enum ibv_wc_status fail_st;
 	int live;
 	unsigned long events, overruns, destroy_busy, errors;
+	long last_sgid;
 } vf = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 void vf_reset(int n)
@@ -154,6 +155,16 @@ VF_GETTER(vf_events, events)
 VF_GETTER(vf_cq_overruns, overruns)
 VF_GETTER(vf_destroy_busy, destroy_busy)
 VF_GETTER(vf_errors, errors)
+
+long vf_last_sgid(void)
+{
+	long v;
+
+	pthread_mutex_lock(&vf.mu);
+	v = vf.last_sgid;
+	pthread_mutex_unlock(&vf.mu);
+	return v;
+}
 
 int vf_live(void)
 {
@@ -256,18 +267,19 @@ static int vf_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	pthread_mutex_unlock(&vf.mu);
 	a->max_mtu = IBV_MTU_4096;
 	a->active_mtu = IBV_MTU_4096;
-	a->gid_tbl_len = 2;
+	a->gid_tbl_len = 3;
 	a->lid = d->lid;
 	a->link_layer = IBV_LINK_LAYER_ETHERNET;
 	return 0;
 }
 
-/* GID 0: link-local fe80::<lid>; GID 1: ::ffff:10.0.0.<lid> (what RoCE v2 uses). */
+/* GID 0: link-local fe80::<lid> (RoCE v1); GIDs 1 and 2: ::ffff:10.0.0.<lid> as RoCE v1 and
+ * RoCE v2, the layout of a RoCE port with an IPv4 address. */
 static int vf_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *g)
 {
 	struct vf_dev *d = ((struct vf_ctx *)ctx)->d;
 
-	if (port != 1 || index < 0 || index > 1)
+	if (port != 1 || index < 0 || index > 2)
 		return EINVAL;
 	memset(g, 0, sizeof(*g));
 	if (index == 0) {
@@ -278,6 +290,15 @@ static int vf_query_gid(struct ibv_context *ctx, uint8_t port, int index, union 
 		g->raw[12] = 10;
 	}
 	g->raw[15] = (uint8_t)d->lid;
+	return 0;
+}
+
+static int vf_query_gid_type(struct ibv_context *ctx, uint8_t port, int index, int *type)
+{
+	(void)ctx;
+	if (port != 1 || index < 0 || index > 2)
+		return EINVAL;
+	*type = index == 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
 	return 0;
 }
 
@@ -666,7 +687,8 @@ static int vf_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	} else if (cur == IBV_QPS_INIT && to == IBV_QPS_RTR) {
 		if ((mask & VF_RTR_MASK) == VF_RTR_MASK && a->path_mtu <= IBV_MTU_4096 &&
 		    a->ah_attr.port_num == 1 && p->d->up &&
-		    (!a->ah_attr.is_global || a->ah_attr.grh.sgid_index < 2)) {
+		    (!a->ah_attr.is_global || a->ah_attr.grh.sgid_index < 3)) {
+			vf.last_sgid = a->ah_attr.is_global ? a->ah_attr.grh.sgid_index : -1;
 			p->dest = a->dest_qp_num;
 			p->dlid = a->ah_attr.dlid;
 			rc = 0;
@@ -796,6 +818,7 @@ static const struct mc_verbs_ops vf_table = {
 	.query_device = vf_query_device,
 	.query_port = vf_query_port,
 	.query_gid = vf_query_gid,
+	.query_gid_type = vf_query_gid_type,
 	.alloc_pd = vf_alloc_pd,
 	.dealloc_pd = vf_dealloc_pd,
 	.reg_mr = vf_reg_mr,

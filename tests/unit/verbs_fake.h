@@ -32,5 +32,7 @@ int vf_live(void);
 int vf_qps_in(enum ibv_qp_state st);
 /* Error completions generated (not counting flushes). */
 unsigned long vf_errors(void);
+/* The source GID index of the last QP moved to RTR (-1 without GRH). */
+long vf_last_sgid(void);
 
 #endif
