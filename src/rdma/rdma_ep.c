@@ -3,7 +3,7 @@
  * Endpoints: the RC queue pairs between one of our NICs and one peer NIC (reference §3.6).
  * An active endpoint is created when the first slice needs its path: its QPs are created and
  * moved to INIT on the loop, then the Connection frame goes to the peer's handshake port on the
- * worker thread (a connect may take seconds; the loop must not wait), and the reply brings the
+ * worker threads (a connect may take seconds; the loop must not wait), and the reply brings the
  * QPs through RTR to RTS.  Slices queue on the endpoint until then.  A failed completion puts
  * the QPs into ERR; once every outstanding work request has come back (flushed) the QPs are
  * destroyed and the endpoint reconnects if slices wait on it.  A passive endpoint is made from
@@ -584,24 +584,26 @@ int mc_rdma_worker_start(struct mc_rdma *r)
 	r->wev = event_new(r->base, r->wpipe[0], EV_READ | EV_PERSIST, mc_ep_on_worker, r);
 	if (r->wev == NULL || event_add(r->wev, NULL))
 		return ERR_MEMORY;
-	if (pthread_create(&r->worker, NULL, mc_ep_worker_main, r))
-		return ERR_MEMORY;
-	r->worker_started = 1;
+	for (i = 0; i < MC_RDMA_WORKERS; i++) {
+		if (pthread_create(&r->worker[i], NULL, mc_ep_worker_main, r))
+			return r->nworkers ? 0 : ERR_MEMORY;
+		r->nworkers++;
+	}
 	return 0;
 }
 
 void mc_rdma_worker_stop(struct mc_rdma *r)
 {
 	struct mc_rdma_job *j;
+	int i;
 
-	if (r->worker_started) {
-		pthread_mutex_lock(&r->wmu);
-		r->wstop = 1;
-		pthread_cond_signal(&r->wcv);
-		pthread_mutex_unlock(&r->wmu);
-		pthread_join(r->worker, NULL);
-		r->worker_started = 0;
-	}
+	pthread_mutex_lock(&r->wmu);
+	r->wstop = 1;
+	pthread_cond_broadcast(&r->wcv);
+	pthread_mutex_unlock(&r->wmu);
+	for (i = 0; i < r->nworkers; i++)
+		pthread_join(r->worker[i], NULL);
+	r->nworkers = 0;
 	/* Finished jobs resolve their endpoints; jobs never started fail theirs. */
 	mc_ep_reap(r);
 	while ((j = r->jobs) != NULL) {

@@ -15,6 +15,8 @@
 #include "rdma/rdma.h"
 #include "rdma/verbs.h"
 
+#define MC_RDMA_WORKERS 4
+
 struct mc_rdma_config {
 	int num_qp_per_ep;	/* MC_NUM_QP_PER_EP */
 	int max_wr;		/* MC_MAX_WR: outstanding WRs per QP */
@@ -226,9 +228,9 @@ struct mc_rdma {
 	struct mc_rdma_mrtab mr;
 	mc_rdma_hs_fn hs;
 	void *hs_arg;
-	/* worker */
-	pthread_t worker;
-	int worker_started;
+	/* handshake workers: a peer that does not answer holds one, not all */
+	pthread_t worker[MC_RDMA_WORKERS];
+	int nworkers;
 	pthread_mutex_t wmu;
 	pthread_cond_t wcv;
 	struct mc_rdma_job *jobs, **jobs_tail;	/* to the worker */

@@ -458,6 +458,28 @@ static void test_eviction(void)
 	free(cbuf);
 }
 
+/* B restarts (new QPs, new keys): A's endpoints to it are stale, fail, and reconnect. */
+static void test_restart(void)
+{
+	struct mc_rdma_stats s0 = hn_stats(0), s1;
+
+	hn_stop(1);
+	ok(hn_start(1, "b", vf_ops(), "vf2,vf3", NULL) == 0 &&
+		   mc_rdma_register(hn_sides[1].r, bbuf, BUF, "cpu:0", 1) == 0,
+	   "B restarted with its buffer registered again");
+	mc_rdma_peer_unref(pb);
+	pb = hn_peer(1, NULL);
+	fill(abuf, 2u << 20, 77);
+	ok(pb && hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 2u << 20, pb) == 0 &&
+		   memcmp(abuf, bbuf, 2u << 20) == 0,
+	   "a write to the restarted B completes byte for byte");
+	s1 = hn_stats(0);
+	ok(s1.ep_resets > s0.ep_resets && s1.connects > s0.connects,
+	   "stale endpoints were reset (%llu) and reconnected (%llu)",
+	   (unsigned long long)(s1.ep_resets - s0.ep_resets),
+	   (unsigned long long)(s1.connects - s0.connects));
+}
+
 static void test_events(void)
 {
 	struct mc_rdma_stats s = hn_stats(0);
@@ -511,6 +533,7 @@ int main(void)
 	test_retry();
 	test_many();
 	test_eviction();
+	test_restart();
 	test_events();
 
 	mc_rdma_peer_unref(pb);
