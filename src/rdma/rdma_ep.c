@@ -248,20 +248,6 @@ struct mc_rdma_ep *mc_rdma_ep_get(struct mc_rdma_ctx *c, const char *peer_path, 
 	return ep;
 }
 
-struct mc_rdma_ep *mc_rdma_ep_by_qpn(struct mc_rdma_ctx *c, uint32_t qpn, int *qp)
-{
-	struct mc_rdma_ep *ep;
-	unsigned i;
-
-	TAILQ_FOREACH(ep, &c->eps, link)
-		for (i = 0; i < ep->nqp; i++)
-			if (ep->qp[i]->qp_num == qpn) {
-				*qp = (int)i;
-				return ep;
-			}
-	return NULL;
-}
-
 /* --- posting ----------------------------------------------------------------------------- */
 
 void mc_rdma_ep_enqueue(struct mc_rdma_ep *ep, struct mc_rdma_slice *s)
@@ -408,7 +394,11 @@ void mc_rdma_ep_free_all(struct mc_rdma_ctx *c)
 
 			c->inflight--;
 			s->qp = -1;
-			mc_rdma_slice_retry(s, "shutting down");
+			/* Work that completed before the flush did move its bytes. */
+			if (wc[i].status == IBV_WC_SUCCESS)
+				mc_rdma_slice_done(s);
+			else
+				mc_rdma_slice_retry(s, "shutting down");
 			mc_rdma_ep_on_wc(e2, q);
 		}
 	}

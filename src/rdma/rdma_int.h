@@ -265,8 +265,6 @@ void mc_rdma_ep_on_wc(struct mc_rdma_ep *ep, int qp);
 /* The endpoint failed: QPs to ERR, waiting slices back to the scheduler. */
 void mc_rdma_ep_fail(struct mc_rdma_ep *ep, const char *why);
 void mc_rdma_ep_free_all(struct mc_rdma_ctx *c);
-/* Walk a context's endpoints for the QP with number qpn; sets *qp. */
-struct mc_rdma_ep *mc_rdma_ep_by_qpn(struct mc_rdma_ctx *c, uint32_t qpn, int *qp);
 
 /* rdma_slice.c */
 /* Choose a path for s and queue it; fails the slice when it is out of retries. */

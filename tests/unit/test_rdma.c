@@ -425,36 +425,49 @@ static void test_many(void)
 	ok(memcmp(abuf, bbuf, BUF) == 0, "and every byte is where it belongs");
 }
 
-/* MC_MAX_EP_PER_CTX=1: a third transport on vf0 alone reaches both of B's NICs through one
- * endpoint at a time, evicting the idle one. */
+/* Peers whose matrix prefers one of B's NICs. */
+static void prefer_vf2(json_t *d)
+{
+	json_object_set_new(d, "priority_matrix", json_pack("{s[[s][]]}", "cpu:0", "vf2"));
+}
+
+static void prefer_vf3(json_t *d)
+{
+	json_object_set_new(d, "priority_matrix", json_pack("{s[[s][]]}", "cpu:0", "vf3"));
+}
+
+/* MC_MAX_EP_PER_CTX=1: a third transport on vf0 alone writes alternately to B's vf2 and vf3
+ * (by B's priority matrix), closing the idle endpoint each time to open the other. */
 static void test_eviction(void)
 {
 	unsigned char *cbuf = malloc(1u << 20);
-	struct mc_rdma_stats st;
+	struct mc_rdma_peer *p2 = hn_peer(1, prefer_vf2), *p3 = hn_peer(1, prefer_vf3);
+	struct mc_rdma_stats st = { 0 };
 	int rc, good = 1, i;
 
 	setenv("MC_MAX_EP_PER_CTX", "1", 1);
-	setenv("MC_RETRY_CNT", "9", 1);
 	rc = hn_start(2, "c", vf_ops(), "vf0", NULL);
 	unsetenv("MC_MAX_EP_PER_CTX");
-	setenv("MC_RETRY_CNT", "4", 1);
-	ok(rc == 0 && cbuf && mc_rdma_register(hn_sides[2].r, cbuf, 1u << 20, NULL, 1) == 0,
+	ok(rc == 0 && cbuf && p2 && p3 &&
+		   mc_rdma_register(hn_sides[2].r, cbuf, 1u << 20, NULL, 1) == 0,
 	   "transport C on vf0 with room for one endpoint");
-	if (rc || cbuf == NULL) {
-		free(cbuf);
-		return;
-	}
+	if (rc || cbuf == NULL || p2 == NULL || p3 == NULL)
+		goto out;
 	for (i = 0; i < 6; i++) {
 		fill(cbuf, 1u << 20, 40 + (unsigned)i);
-		rc = hn_xfer(2, MC_RDMA_WRITE, cbuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, pb);
+		rc = hn_xfer(2, MC_RDMA_WRITE, cbuf, (uint64_t)(uintptr_t)bbuf, 1u << 20,
+			     i % 2 ? p3 : p2);
 		good &= rc == 0 && memcmp(cbuf, bbuf, 1u << 20) == 0;
 		st = hn_stats(2);
 		good &= st.endpoints <= 1;
 	}
 	ok(good, "six 1 MiB writes complete with never more than one endpoint");
-	ok(st.connects >= 2, "endpoints were evicted and made again (%llu connects)",
+	ok(st.connects == 6, "each write evicted the idle endpoint and made its own (%llu connects)",
 	   (unsigned long long)st.connects);
+out:
 	hn_stop(2);
+	mc_rdma_peer_unref(p2);
+	mc_rdma_peer_unref(p3);
 	free(cbuf);
 }
 
@@ -488,6 +501,44 @@ static void test_events(void)
 	   (unsigned long long)s.cq_events);
 	ok(vf_unacked() == 0, "no unacknowledged event on any CQ");
 	ok(vf_cq_overruns() == 0, "no CQ overran");
+}
+
+/* Requests in flight when the transport is freed: each gets its callback, once. */
+static struct hn_xfer sf_t[2];
+
+static void submit_free_on_loop(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < 2; i++)
+		sf_t[i].rc = mc_rdma_submit(hn_sides[0].r, &sf_t[i].x, hn_done, &sf_t[i]);
+	mc_rdma_free(hn_sides[0].r);
+	hn_sides[0].r = NULL;
+}
+
+static void test_free_in_flight(void)
+{
+	struct mc_rdma_peer *ghost = hn_peer(1, NULL);
+	int i, st[2] = { 1, 1 };
+
+	snprintf(ghost->name, sizeof(ghost->name), "ghost2");
+	for (i = 0; i < 2; i++) {
+		hn_wait_init(&sf_t[i].w);
+		sf_t[i].x.opcode = MC_RDMA_WRITE;
+		sf_t[i].x.local = abuf;
+		sf_t[i].x.remote = (uint64_t)(uintptr_t)bbuf;
+		sf_t[i].x.len = 2u << 20;
+		sf_t[i].x.peer = i ? ghost : pb;
+	}
+	hn_on_loop(&hn_sides[0], submit_free_on_loop, NULL);
+	ok(sf_t[0].rc == 0 && sf_t[1].rc == 0 && sf_t[0].w.done && sf_t[1].w.done,
+	   "requests in flight at mc_rdma_free got their callbacks before it returned");
+	hn_wait_for(&sf_t[0].w, 1, &st[0]);
+	hn_wait_for(&sf_t[1].w, 1, &st[1]);
+	ok((st[0] == 0 || st[0] == ERR_ENDPOINT) && st[1] == ERR_ENDPOINT,
+	   "with done or ERR_ENDPOINT (%d, %d)", st[0], st[1]);
+	mc_rdma_peer_unref(ghost);
 }
 
 int main(void)
@@ -536,10 +587,14 @@ int main(void)
 	test_restart();
 	test_events();
 
-	mc_rdma_peer_unref(pb);
 	ok(mc_rdma_unregister(hn_sides[1].r, bbuf + 1) == ERR_ADDRESS_NOT_REGISTERED,
 	   "unregister needs a buffer's start");
 	ok(mc_rdma_unregister(hn_sides[1].r, bbuf) == 0, "unregister");
+	mc_rdma_register(hn_sides[1].r, bbuf, BUF, "cpu:0", 1);
+	mc_rdma_peer_unref(pb);
+	pb = hn_peer(1, NULL);	/* new rkeys */
+	test_free_in_flight();
+	mc_rdma_peer_unref(pb);
 	hn_stop(0);
 	hn_stop(1);
 	ok(vf_live() == 0, "every QP, MR, CQ, channel, PD and context released (%d left)",
