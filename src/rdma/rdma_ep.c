@@ -619,7 +619,9 @@ static char *mc_ep_refuse(const char *what, const char *arg)
 {
 	struct mc_rdma_hs_desc d = { 0 };
 
-	snprintf(d.reply_msg, sizeof(d.reply_msg), "%s%s", what, arg);
+	/* A long peer-supplied name is cut, which is fine for a message. */
+	if (snprintf(d.reply_msg, sizeof(d.reply_msg), "%s%s", what, arg) >= (int)sizeof(d.reply_msg))
+		mc_log_debug("rdma: refusal message truncated");
 	mc_log_warn("rdma: Connection frame refused: %s", d.reply_msg);
 	return mc_rdma_hs_encode(&d);
 }
