@@ -100,6 +100,13 @@ static unsigned mc_rdma_pick_names(struct mc_rdma *r, const char *devices, json_
 	return n ? n : (unsigned)(ndev < MC_RDMA_MAX_NICS ? ndev : MC_RDMA_MAX_NICS);
 }
 
+static void mc_rdma_on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mc_rdma_run_deferred(arg);
+}
+
 struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params *p, int *err)
 {
 	struct mc_rdma *r = calloc(1, sizeof(*r));
@@ -120,7 +127,11 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 	pthread_mutex_init(&r->mr.mu, NULL);
 	pthread_mutex_init(&r->wmu, NULL);
 	pthread_cond_init(&r->wcv, NULL);
+	TAILQ_INIT(&r->deferred);
 	mc_rdma_config_load(&r->cfg);
+	r->dev = event_new(base, -1, 0, mc_rdma_on_deferred, r);
+	if (r->dev == NULL)
+		goto fail;
 	rc = ERR_INVALID_ARGUMENT;
 	if (p->server_name == NULL || *p->server_name == '\0' || strchr(p->server_name, '@') ||
 	    strlen(p->server_name) >= sizeof(r->server_name) || p->hs == NULL)
@@ -210,6 +221,9 @@ void mc_rdma_free(struct mc_rdma *r)
 	mc_rdma_mr_fini(r);
 	for (i = 0; i < r->nctx; i++)
 		mc_rdma_ctx_close(&r->ctx[i]);
+	mc_rdma_run_deferred(r);
+	if (r->dev)
+		event_free(r->dev);
 	mc_rdma_topo_fini(&r->topo);
 	json_decref(r->matrix);
 	pthread_cond_destroy(&r->wcv);

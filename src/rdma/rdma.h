@@ -91,10 +91,9 @@ struct mc_rdma_xfer {
 	struct mc_rdma_peer *peer;	/* referenced by the request while it runs */
 };
 
-/* Start a request.  0: done(arg, status) is called once on the loop, possibly before
- * mc_rdma_submit returns (every path refused at once); otherwise a negative ERR_* and done is
- * not called (unregistered local memory, range outside the peer's buffers, too many
- * requests). */
+/* Start a request.  0: done(arg, status) is called once on the loop, never from inside
+ * mc_rdma_submit; otherwise a negative ERR_* and done is not called (unregistered local
+ * memory, range outside the peer's buffers, too many requests). */
 int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done_fn done,
 		   void *arg);
 

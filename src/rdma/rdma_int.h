@@ -149,8 +149,12 @@ struct mc_rdma_task {
 	void *arg;
 	uint32_t nslices, nleft;
 	int status;
+	int in_submit;			/* still inside mc_rdma_submit: finish later */
+	TAILQ_ENTRY(mc_rdma_task) dlink;	/* finished inside submit, callback deferred */
 	struct mc_rdma_slice slices[];
 };
+
+TAILQ_HEAD(mc_rdma_task_q, mc_rdma_task);
 
 enum mc_rdma_ep_state {
 	MC_EP_IDLE,		/* no QPs */
@@ -241,6 +245,8 @@ struct mc_rdma {
 	unsigned rr;
 	unsigned seed;
 	uint32_t ntasks;		/* requests not finished */
+	struct mc_rdma_task_q deferred;	/* finished inside submit: callbacks from dev */
+	struct event *dev;
 	struct mc_rdma_stats st;
 	int freeing;
 };
@@ -267,6 +273,8 @@ void mc_rdma_ep_fail(struct mc_rdma_ep *ep, const char *why);
 void mc_rdma_ep_free_all(struct mc_rdma_ctx *c);
 
 /* rdma_slice.c */
+/* Call the deferred callbacks (the dev event, and teardown). */
+void mc_rdma_run_deferred(struct mc_rdma *r);
 /* Choose a path for s and queue it; fails the slice when it is out of retries. */
 void mc_rdma_slice_schedule(struct mc_rdma *r, struct mc_rdma_slice *s);
 /* Fill and post the work request of s on ep's QP i.  0 or the verbs error. */

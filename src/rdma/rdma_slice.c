@@ -19,12 +19,33 @@
 #define MC_RDMA_MAX_SLICES (1u << 22)
 #define MC_RDMA_MAX_TASKS (1u << 20)
 
-static void mc_task_finish(struct mc_rdma_task *t)
+static void mc_task_free(struct mc_rdma_task *t)
 {
 	t->r->ntasks--;
 	t->done(t->arg, t->status);
 	mc_rdma_peer_unref(t->peer);
 	free(t);
+}
+
+/* Callers of mc_rdma_submit never see done run inside it: such a task waits on the loop. */
+static void mc_task_finish(struct mc_rdma_task *t)
+{
+	if (t->in_submit) {
+		TAILQ_INSERT_TAIL(&t->r->deferred, t, dlink);
+		event_active(t->r->dev, EV_TIMEOUT, 0);
+		return;
+	}
+	mc_task_free(t);
+}
+
+void mc_rdma_run_deferred(struct mc_rdma *r)
+{
+	struct mc_rdma_task *t;
+
+	while ((t = TAILQ_FIRST(&r->deferred)) != NULL) {
+		TAILQ_REMOVE(&r->deferred, t, dlink);
+		mc_task_free(t);
+	}
 }
 
 static void mc_slice_fail(struct mc_rdma_slice *s, const char *why)
@@ -222,8 +243,11 @@ int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done
 		t->slices[i].len = i + 1 == n ? x->len - off : slice;
 		t->slices[i].qp = -1;
 	}
-	/* The task cannot finish before its last slice is scheduled: nleft counts them all. */
+	/* The task cannot finish before its last slice is scheduled: nleft counts them all.
+	 * If it finishes in here (every path refused at once) its callback is deferred. */
+	t->in_submit = 1;
 	for (i = 0; i < n; i++)
 		mc_rdma_slice_schedule(r, &t->slices[i]);
+	t->in_submit = 0;
 	return 0;
 }

@@ -436,8 +436,39 @@ static void prefer_vf3(json_t *d)
 	json_object_set_new(d, "priority_matrix", json_pack("{s[[s][]]}", "cpu:0", "vf3"));
 }
 
+static struct hn_xfer ev_t[2];
+static struct mc_rdma_peer *ev_p[2];
+static unsigned char *ev_buf;
+static int ev_in_submit, ev_done_inside;
+
+static void ev_done(void *arg, int status)
+{
+	if (ev_in_submit)
+		ev_done_inside = 1;
+	hn_done(arg, status);
+}
+
+static void two_submits_on_loop(void *arg)
+{
+	int i;
+
+	(void)arg;
+	for (i = 0; i < 2; i++) {
+		hn_wait_init(&ev_t[i].w);
+		ev_t[i].x.opcode = MC_RDMA_WRITE;
+		ev_t[i].x.local = ev_buf;
+		ev_t[i].x.remote = (uint64_t)(uintptr_t)bbuf;
+		ev_t[i].x.len = 1u << 20;
+		ev_t[i].x.peer = ev_p[i];
+		ev_in_submit = 1;
+		ev_t[i].rc = mc_rdma_submit(hn_sides[2].r, &ev_t[i].x, ev_done, &ev_t[i]);
+		ev_in_submit = 0;
+	}
+}
+
 /* MC_MAX_EP_PER_CTX=1: a third transport on vf0 alone writes alternately to B's vf2 and vf3
- * (by B's priority matrix), closing the idle endpoint each time to open the other. */
+ * (by B's priority matrix), closing the idle endpoint each time to open the other.  With
+ * MC_RETRY_CNT=0 every write must find its path at the first try. */
 static void test_eviction(void)
 {
 	unsigned char *cbuf = malloc(1u << 20);
@@ -446,8 +477,10 @@ static void test_eviction(void)
 	int rc, good = 1, i;
 
 	setenv("MC_MAX_EP_PER_CTX", "1", 1);
+	setenv("MC_RETRY_CNT", "0", 1);
 	rc = hn_start(2, "c", vf_ops(), "vf0", NULL);
 	unsetenv("MC_MAX_EP_PER_CTX");
+	setenv("MC_RETRY_CNT", "4", 1);
 	ok(rc == 0 && cbuf && p2 && p3 &&
 		   mc_rdma_register(hn_sides[2].r, cbuf, 1u << 20, NULL, 1) == 0,
 	   "transport C on vf0 with room for one endpoint");
@@ -464,6 +497,18 @@ static void test_eviction(void)
 	ok(good, "six 1 MiB writes complete with never more than one endpoint");
 	ok(st.connects == 6, "each write evicted the idle endpoint and made its own (%llu connects)",
 	   (unsigned long long)st.connects);
+	/* While the vf2 endpoint is busy, a request that wants vf3 finds no endpoint and (C has
+	 * MC_RETRY_CNT=0) fails at once, but its callback still comes from the loop, not from
+	 * inside submit. */
+	ev_p[0] = p2;
+	ev_p[1] = p3;
+	ev_buf = cbuf;
+	hn_on_loop(&hn_sides[2], two_submits_on_loop, NULL);
+	ok(ev_t[0].rc == 0 && ev_t[1].rc == 0 && !ev_done_inside,
+	   "no callback runs inside mc_rdma_submit");
+	ok(hn_wait_for(&ev_t[0].w, 10, &rc) == 0 && rc == 0, "the request with an endpoint completes");
+	ok(hn_wait_for(&ev_t[1].w, 10, &rc) == 0 && rc == ERR_ENDPOINT,
+	   "the one without fails from the loop (%d)", rc);
 out:
 	hn_stop(2);
 	mc_rdma_peer_unref(p2);
