@@ -61,8 +61,10 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 /* 0 or ERR_ADDRESS_NOT_REGISTERED (addr must start a registered buffer). */
 int mc_rdma_unregister(struct mc_rdma *r, void *addr);
 
-/* Put devices, priority_matrix and the rdma buffers (rkey/lkey arrays) into a segment
- * descriptor object (reference §3.2).  0 or ERR_MEMORY. */
+/* Make a segment descriptor object an rdma one (reference §3.2): protocol "rdma", devices,
+ * priority_matrix, and for every remote-accessible buffer name = location plus rkey and lkey
+ * arrays (entries already in desc's buffers keep their other fields; missing ones are added).
+ * 0 or ERR_MEMORY. */
 int mc_rdma_desc_fill(struct mc_rdma *r, json_t *desc);
 
 /* A peer as its descriptor describes it: NICs, buffers with rkeys, priority matrix, and where

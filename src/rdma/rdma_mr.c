@@ -153,52 +153,95 @@ void mc_rdma_mr_fini(struct mc_rdma *r)
 	r->mr.n = r->mr.cap = 0;
 }
 
+struct mc_desc_ent {
+	uint64_t addr;
+	json_t *obj;
+};
+
+static int mc_desc_ent_cmp(const void *a, const void *b)
+{
+	const struct mc_desc_ent *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The entry of desc's buffers for addr (ents sorted), or NULL. */
+static json_t *mc_desc_find(struct mc_desc_ent *ents, size_t n, uint64_t addr)
+{
+	struct mc_desc_ent key = { .addr = addr }, *hit;
+
+	hit = n ? bsearch(&key, ents, n, sizeof(*ents), mc_desc_ent_cmp) : NULL;
+	return hit ? hit->obj : NULL;
+}
+
+/* Buffers already in desc (put there by the engine or another transport) keep their other
+ * fields: ours gain name = location, rkey and lkey; remote buffers not listed are added. */
 int mc_rdma_desc_fill(struct mc_rdma *r, json_t *desc)
 {
-	json_t *devs = json_array(), *bufs = json_array();
+	json_t *devs = json_array(), *bufs = json_object_get(desc, "buffers"), *v;
+	struct mc_desc_ent *ents = NULL;
+	size_t n = 0, i;
 	char gid[64];
-	uint32_t i;
 	unsigned k;
 	int rc = ERR_MEMORY;
 
-	if (devs == NULL || bufs == NULL)
+	if (devs == NULL)
 		goto out;
+	if (!json_is_array(bufs)) {
+		bufs = json_array();
+		if (bufs == NULL || json_object_set_new(desc, "buffers", bufs))
+			goto out;
+	}
 	for (k = 0; k < r->nctx; k++) {
 		mc_rdma_gid_to_str(&r->ctx[k].gid, gid, sizeof(gid));
 		if (json_array_append_new(devs, json_pack("{sssiss}", "name", r->ctx[k].name,
 							  "lid", (int)r->ctx[k].lid, "gid", gid)))
 			goto out;
 	}
+	ents = calloc(json_array_size(bufs) + 1, sizeof(*ents));
+	if (ents == NULL)
+		goto out;
+	json_array_foreach(bufs, i, v)
+		if (json_is_integer(json_object_get(v, "addr"))) {
+			ents[n].addr = (uint64_t)json_integer_value(json_object_get(v, "addr"));
+			ents[n++].obj = v;
+		}
+	qsort(ents, n, sizeof(*ents), mc_desc_ent_cmp);
 	pthread_mutex_lock(&r->mr.mu);
 	for (i = 0; i < r->mr.n; i++) {
 		struct mc_rdma_buf *b = &r->mr.bufs[i];
-		json_t *rk = json_array(), *lk = json_array(), *o;
+		json_t *rk, *lk, *o;
+		int bad = 0;
 
-		if (!b->remote) {
-			json_decref(rk);
-			json_decref(lk);
+		if (!b->remote)
 			continue;
-		}
+		rk = json_array();
+		lk = json_array();
 		for (k = 0; rk && lk && k < r->nctx; k++) {
-			json_array_append_new(rk, json_integer(b->mr[k]->rkey));
-			json_array_append_new(lk, json_integer(b->mr[k]->lkey));
+			bad |= json_array_append_new(rk, json_integer(b->mr[k]->rkey));
+			bad |= json_array_append_new(lk, json_integer(b->mr[k]->lkey));
 		}
-		o = rk && lk ? json_pack("{sssIsIsoso}", "name", b->location, "addr",
-					 (json_int_t)b->addr, "length", (json_int_t)b->len, "rkey",
-					 rk, "lkey", lk)
-			     : NULL;
-		if (o == NULL || json_array_append_new(bufs, o)) {
+		o = mc_desc_find(ents, n, b->addr);
+		if (o == NULL) {
+			o = json_pack("{sIsI}", "addr", (json_int_t)b->addr, "length",
+				      (json_int_t)b->len);
+			bad |= o == NULL || json_array_append_new(bufs, o);
+		}
+		if (bad || rk == NULL || lk == NULL ||
+		    json_object_set_new(o, "name", json_string(b->location)) ||
+		    json_object_set_new(o, "rkey", rk) || json_object_set_new(o, "lkey", lk)) {
 			pthread_mutex_unlock(&r->mr.mu);
 			goto out;
 		}
 	}
 	pthread_mutex_unlock(&r->mr.mu);
-	if (json_object_set(desc, "devices", devs) || json_object_set(desc, "buffers", bufs) ||
+	if (json_object_set_new(desc, "protocol", json_string("rdma")) ||
+	    json_object_set(desc, "devices", devs) ||
 	    json_object_set(desc, "priority_matrix", r->matrix))
 		goto out;
 	rc = 0;
 out:
+	free(ents);
 	json_decref(devs);
-	json_decref(bufs);
 	return rc;
 }

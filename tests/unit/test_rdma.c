@@ -621,6 +621,23 @@ int main(void)
 	ok(pb && pb->nnics == 2 && pb->nbufs == 1 && pb->bufs[0].rkey[0] != pb->bufs[0].rkey[1],
 	   "B's descriptor: 2 devices, a buffer with one rkey per NIC");
 	ok(pa && pa->topo.nrows == 1 && pa->topo.rows[0].pref == 3, "A's matrix is published");
+	{
+		json_t *d = json_pack("{s[{sIsIss}]}", "buffers", "addr",
+				      (json_int_t)(uintptr_t)bbuf, "length", (json_int_t)BUF,
+				      "other", "kept");
+		json_t *b0;
+
+		ok(mc_rdma_desc_fill(hn_sides[1].r, d) == 0 &&
+			   json_array_size(json_object_get(d, "buffers")) == 1,
+		   "descriptor fill augments the buffer already listed");
+		b0 = json_array_get(json_object_get(d, "buffers"), 0);
+		ok(!strcmp(json_string_value(json_object_get(b0, "other")), "kept") &&
+			   json_array_size(json_object_get(b0, "rkey")) == 2 &&
+			   !strcmp(json_string_value(json_object_get(b0, "name")), "cpu:0") &&
+			   !strcmp(json_string_value(json_object_get(d, "protocol")), "rdma"),
+		   "its other fields kept, name = location, rkey per NIC, protocol rdma");
+		json_decref(d);
+	}
 	mc_rdma_peer_unref(pa);
 
 	test_sizes();
