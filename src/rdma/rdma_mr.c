@@ -40,6 +40,16 @@ static void mc_mr_dereg(struct mc_rdma *r, struct mc_rdma_buf *b)
 			mc_log_warn("rdma %s: ibv_dereg_mr failed", r->ctx[i].name);
 }
 
+/* 1 if [a, a+len) overlaps a registered buffer; *at = where it would go.  mu held. */
+static int mc_mr_overlaps(const struct mc_rdma_mrtab *t, uint64_t a, uint64_t len, uint32_t *at)
+{
+	*at = mc_mr_upper(t, a);
+	return (*at > 0 && t->bufs[*at - 1].addr + t->bufs[*at - 1].len > a) ||
+	       (*at < t->n && t->bufs[*at].addr < a + len);
+}
+
+/* ibv_reg_mr pins the pages and can take long for a big buffer: it runs outside the table
+ * lock, so the loop's lookups for new requests never wait for it. */
 int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *location,
 		     int remote_accessible)
 {
@@ -64,9 +74,22 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 	b.remote = remote_accessible;
 	strcpy(b.location, location);
 	pthread_mutex_lock(&t->mu);
-	at = mc_mr_upper(t, a);
-	if ((at > 0 && t->bufs[at - 1].addr + t->bufs[at - 1].len > a) ||
-	    (at < t->n && t->bufs[at].addr < a + len)) {
+	rc = mc_mr_overlaps(t, a, len, &at) ? ERR_ADDRESS_OVERLAPPED : 0;
+	pthread_mutex_unlock(&t->mu);
+	if (rc)
+		return rc;
+	for (i = 0; i < r->nctx; i++) {
+		b.mr[i] = r->ops->reg_mr(r->ctx[i].pd, addr, len, access);
+		if (b.mr[i] == NULL) {
+			mc_log_warn("rdma %s: ibv_reg_mr of %zu bytes at %p failed: %s",
+				    r->ctx[i].name, len, addr, strerror(errno));
+			rc = ERR_CONTEXT;
+			goto dereg;
+		}
+	}
+	pthread_mutex_lock(&t->mu);
+	/* Checked again: another thread may have registered an overlapping range meanwhile. */
+	if (mc_mr_overlaps(t, a, len, &at)) {
 		rc = ERR_ADDRESS_OVERLAPPED;
 		goto unlock;
 	}
@@ -82,43 +105,37 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 		t->bufs = nb;
 		t->cap = ncap;
 	}
-	for (i = 0; i < r->nctx; i++) {
-		b.mr[i] = r->ops->reg_mr(r->ctx[i].pd, addr, len, access);
-		if (b.mr[i] == NULL) {
-			mc_log_warn("rdma %s: ibv_reg_mr of %zu bytes at %p failed: %s",
-				    r->ctx[i].name, len, addr, strerror(errno));
-			rc = ERR_CONTEXT;
-			goto dereg;
-		}
-	}
 	memmove(&t->bufs[at + 1], &t->bufs[at], (t->n - at) * sizeof(*t->bufs));
 	t->bufs[at] = b;
 	t->n++;
-	goto unlock;
-dereg:
-	mc_mr_dereg(r, &b);
+	pthread_mutex_unlock(&t->mu);
+	return 0;
 unlock:
 	pthread_mutex_unlock(&t->mu);
+dereg:
+	mc_mr_dereg(r, &b);
 	return rc;
 }
 
 int mc_rdma_unregister(struct mc_rdma *r, void *addr)
 {
 	struct mc_rdma_mrtab *t = &r->mr;
+	struct mc_rdma_buf b;
 	uint64_t a = (uint64_t)(uintptr_t)addr;
 	uint32_t at;
-	int rc = ERR_ADDRESS_NOT_REGISTERED;
 
 	pthread_mutex_lock(&t->mu);
 	at = mc_mr_upper(t, a);
-	if (at > 0 && t->bufs[at - 1].addr == a) {
-		mc_mr_dereg(r, &t->bufs[at - 1]);
-		memmove(&t->bufs[at - 1], &t->bufs[at], (t->n - at) * sizeof(*t->bufs));
-		t->n--;
-		rc = 0;
+	if (at == 0 || t->bufs[at - 1].addr != a) {
+		pthread_mutex_unlock(&t->mu);
+		return ERR_ADDRESS_NOT_REGISTERED;
 	}
+	b = t->bufs[at - 1];
+	memmove(&t->bufs[at - 1], &t->bufs[at], (t->n - at) * sizeof(*t->bufs));
+	t->n--;
 	pthread_mutex_unlock(&t->mu);
-	return rc;
+	mc_mr_dereg(r, &b);
+	return 0;
 }
 
 int mc_rdma_mr_lookup(struct mc_rdma *r, uint64_t addr, uint64_t len,
