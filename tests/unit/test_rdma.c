@@ -516,6 +516,48 @@ out:
 	free(cbuf);
 }
 
+/* Connection frames from the network: mutated valid frames and junk never crash the passive
+ * side, and every reply is JSON; refusals create nothing. */
+static int fz_bad, fz_n;
+
+static void fuzz_on_loop(void *arg)
+{
+	static const char valid[] =
+		"{\"local_nic_path\":\"fz@vf0\",\"peer_nic_path\":\"b@vf2\",\"local_lid\":16,"
+		"\"local_gid\":\"00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:10\","
+		"\"qp_num\":[1,2],\"reply_msg\":\"\"}";
+	unsigned seed = 12345;
+	char buf[sizeof(valid) + 16];
+	int i, k;
+
+	(void)arg;
+	for (i = 0; i < 3000; i++) {
+		size_t len = sizeof(valid) - 1;
+		char *reply;
+		json_t *j;
+
+		memcpy(buf, valid, sizeof(valid));
+		for (k = 0; k < 1 + i % 4; k++)
+			buf[(size_t)rand_r(&seed) % len] = (char)(rand_r(&seed) % 256);
+		if (i % 7 == 0)
+			len = (size_t)rand_r(&seed) % len;
+		reply = mc_rdma_on_connection(hn_sides[1].r, buf, len);
+		j = reply ? json_loads(reply, 0, NULL) : NULL;
+		if (!json_is_object(j))
+			fz_bad++;
+		json_decref(j);
+		free(reply);
+		fz_n++;
+	}
+}
+
+static void test_fuzz(void)
+{
+	hn_on_loop(&hn_sides[1], fuzz_on_loop, NULL);
+	ok(fz_n == 3000 && fz_bad == 0, "3000 mutated Connection frames: every reply is JSON (%d bad)",
+	   fz_bad);
+}
+
 /* B restarts (new QPs, new keys): A's endpoints to it are stale, fail, and reconnect. */
 static void test_restart(void)
 {
@@ -646,6 +688,7 @@ int main(void)
 	test_retry();
 	test_many();
 	test_eviction();
+	test_fuzz();
 	test_restart();
 	test_events();
 
