@@ -38,6 +38,8 @@ static const struct mc_rdma_opt {
 	{ "MC_RETRY_CNT", offsetof(struct mc_rdma_config, retry_cnt), 9, 0, 1000 },
 	{ "MC_FRAGMENT_RATIO", offsetof(struct mc_rdma_config, fragment_ratio), 4, 1, 1 << 16 },
 	{ "MC_PATH_ROUNDROBIN", offsetof(struct mc_rdma_config, path_rr), 0, 0, 1 },
+	{ "MC_ENABLE_DEST_DEVICE_AFFINITY", offsetof(struct mc_rdma_config, dest_affinity), 0, 0,
+	  1 },
 };
 
 void mc_rdma_config_load(struct mc_rdma_config *c)

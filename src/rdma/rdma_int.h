@@ -34,6 +34,7 @@ struct mc_rdma_config {
 	int retry_cnt;
 	int fragment_ratio;
 	int path_rr;		/* MC_PATH_ROUNDROBIN */
+	int dest_affinity;	/* MC_ENABLE_DEST_DEVICE_AFFINITY */
 };
 
 void mc_rdma_config_load(struct mc_rdma_config *c);

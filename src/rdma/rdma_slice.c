@@ -81,9 +81,10 @@ static int mc_path_bad(const uint64_t *bad, unsigned path)
 }
 
 /* Choose a (local NIC, peer NIC) path for s.  Tiers, first non-empty wins: both ends
- * preferred and the path not failed by this slice or its request; any ends, not failed;
- * not failed by this slice; anything.  Within a tier, random or round-robin.  Returns the path
- * or -1 when there is none. */
+ * preferred and the path not failed by this slice or its request (with
+ * MC_ENABLE_DEST_DEVICE_AFFINITY first only peer NICs named like the local one); any ends, not
+ * failed; not failed by this slice; anything.  Within a tier, random or round-robin.  Returns
+ * the path or -1 when there is none. */
 static int mc_slice_pick(struct mc_rdma *r, struct mc_rdma_slice *s)
 {
 	struct mc_rdma_task *t = s->task;
@@ -91,19 +92,22 @@ static int mc_slice_pick(struct mc_rdma *r, struct mc_rdma_slice *s)
 	unsigned cand[MC_RDMA_MAX_NICS * MC_RDMA_MAX_NICS];
 	unsigned n, tier, l, p;
 
-	for (tier = 0; tier < 4; tier++) {
+	/* Tier 0 is the affinity tier; without affinity it starts at 1. */
+	for (tier = r->cfg.dest_affinity ? 0 : 1; tier < 5; tier++) {
 		n = 0;
 		for (l = 0; l < r->nctx; l++)
 			for (p = 0; p < t->peer->nnics; p++) {
 				unsigned path = MC_PATH(l, p);
-				uint32_t lm = tier == 0 ? t->lpref : lall;
-				uint32_t rm = tier == 0 ? t->rpref : rall;
+				uint32_t lm = tier <= 1 ? t->lpref : lall;
+				uint32_t rm = tier <= 1 ? t->rpref : rall;
 
 				if (!((lm >> l) & 1) || !((rm >> p) & 1))
 					continue;
-				if (tier < 3 && mc_path_bad(s->bad, path))
+				if (tier == 0 && strcmp(r->ctx[l].name, t->peer->nic[p]))
 					continue;
-				if (tier < 2 && mc_path_bad(t->bad, path))
+				if (tier < 4 && mc_path_bad(s->bad, path))
+					continue;
+				if (tier < 3 && mc_path_bad(t->bad, path))
 					continue;
 				cand[n++] = path;
 			}

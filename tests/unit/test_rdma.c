@@ -516,6 +516,34 @@ out:
 	free(cbuf);
 }
 
+/* MC_ENABLE_DEST_DEVICE_AFFINITY=1: D on vf0,vf1 writes to A (also vf0,vf1) only over
+ * vf0 -> vf0 and vf1 -> vf1. */
+static void test_affinity(void)
+{
+	unsigned char *dbuf = malloc(4u << 20);
+	struct mc_rdma_peer *pa = hn_peer(0, NULL);
+	struct mc_rdma_stats st = { 0 };
+	int rc;
+
+	setenv("MC_ENABLE_DEST_DEVICE_AFFINITY", "1", 1);
+	rc = hn_start(2, "d", vf_ops(), "vf0,vf1", NULL);
+	unsetenv("MC_ENABLE_DEST_DEVICE_AFFINITY");
+	ok(rc == 0 && dbuf && pa && mc_rdma_register(hn_sides[2].r, dbuf, 4u << 20, NULL, 1) == 0,
+	   "transport D on vf0, vf1 with destination affinity");
+	if (rc == 0 && dbuf && pa) {
+		fill(dbuf, 4u << 20, 61);
+		rc = hn_xfer(2, MC_RDMA_WRITE, dbuf, (uint64_t)(uintptr_t)abuf, 4u << 20, pa);
+		st = hn_stats(2);
+		ok(rc == 0 && memcmp(dbuf, abuf, 4u << 20) == 0, "4 MiB write to A");
+		ok(st.endpoints == 2 && st.posted_per_nic[0] > 0 && st.posted_per_nic[1] > 0,
+		   "two endpoints (vf0 -> a@vf0, vf1 -> a@vf1), both NICs used (%u endpoints)",
+		   st.endpoints);
+	}
+	hn_stop(2);
+	mc_rdma_peer_unref(pa);
+	free(dbuf);
+}
+
 /* Connection frames from the network: mutated valid frames and junk never crash the passive
  * side, and every reply is JSON; refusals create nothing. */
 static int fz_bad, fz_n;
@@ -688,6 +716,7 @@ int main(void)
 	test_retry();
 	test_many();
 	test_eviction();
+	test_affinity();
 	test_fuzz();
 	test_restart();
 	test_events();
