@@ -38,49 +38,52 @@ static int mc_gid_zero(const union ibv_gid *g)
 	return !memcmp(g->raw, z, sizeof(z));
 }
 
-/* MC_GID_INDEX, or automatically: an IPv4-mapped RoCE v2 GID, else an IPv4-mapped one, else
- * the first non-zero one. */
+/* MC_GID_INDEX, or automatically as upstream does: an IPv4-mapped RoCE v2 GID, else the first
+ * RoCE v2 or InfiniBand one; RoCE v1 entries are passed over.  A device that cannot tell GID
+ * types gets its first non-zero GID. */
 static int mc_ctx_pick_gid(struct mc_rdma_ctx *c, const struct ibv_port_attr *pa)
 {
 	const struct mc_verbs_ops *ops = c->r->ops;
-	int want = c->r->cfg.gid_index, i, first = -1, v4 = -1, type;
-	union ibv_gid g, gv4;
+	uint8_t port = (uint8_t)c->r->cfg.ib_port;
+	int want = c->r->cfg.gid_index, i, other = -1, untyped = -1, type;
+	union ibv_gid g, go, gu;
 
 	if (want >= 0) {
-		if (ops->query_gid(c->ctx, (uint8_t)c->r->cfg.ib_port, want, &g))
+		if (ops->query_gid(c->ctx, port, want, &g))
 			return -1;
 		c->gid = g;
 		c->gid_index = want;
 		return 0;
 	}
 	for (i = 0; i < pa->gid_tbl_len && i < 256; i++) {
-		if (ops->query_gid(c->ctx, (uint8_t)c->r->cfg.ib_port, i, &g) || mc_gid_zero(&g))
+		if (ops->query_gid(c->ctx, port, i, &g) || mc_gid_zero(&g))
 			continue;
-		if (first < 0) {
-			first = i;
-			c->gid = g;
+		if (ops->query_gid_type(c->ctx, port, i, &type)) {
+			if (untyped < 0) {
+				untyped = i;
+				gu = g;
+			}
+			continue;
 		}
-		if (g.raw[10] == 0xff && g.raw[11] == 0xff) {
-			if (ops->query_gid_type(c->ctx, (uint8_t)c->r->cfg.ib_port, i, &type) == 0 &&
-			    type == IBV_GID_TYPE_ROCE_V2) {
-				c->gid = g;
-				c->gid_index = i;
-				return 0;
-			}
-			if (v4 < 0) {
-				v4 = i;
-				gv4 = g;
-			}
+		if (type == IBV_GID_TYPE_ROCE_V2 && g.raw[10] == 0xff && g.raw[11] == 0xff) {
+			c->gid = g;
+			c->gid_index = i;
+			return 0;
+		}
+		if ((type == IBV_GID_TYPE_ROCE_V2 || type == IBV_GID_TYPE_IB) && other < 0) {
+			other = i;
+			go = g;
 		}
 	}
-	if (v4 >= 0) {
-		c->gid = gv4;
-		c->gid_index = v4;
+	if (other >= 0 || untyped >= 0) {
+		c->gid = other >= 0 ? go : gu;
+		c->gid_index = other >= 0 ? other : untyped;
 		return 0;
 	}
 	/* InfiniBand ports address by LID; a zero GID is fine there. */
-	c->gid_index = first < 0 ? 0 : first;
-	return first < 0 && pa->link_layer != IBV_LINK_LAYER_INFINIBAND ? -1 : 0;
+	memset(&c->gid, 0, sizeof(c->gid));
+	c->gid_index = 0;
+	return pa->link_layer == IBV_LINK_LAYER_INFINIBAND ? 0 : -1;
 }
 
 static void mc_ctx_on_cq(evutil_socket_t fd, short what, void *arg)
