@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The transfer engine C API (include/mooncake/transfer_engine_c.h) over the TCP data plane.
+ * The transfer engine C API (include/mooncake/transfer_engine_c.h) over the TCP data plane,
+ * and over RDMA once installTransport("rdma") succeeded (te_rdma.c, src/rdma).
  *
  * createTransferEngine starts a loop thread with the data server, the data client and the
  * handshake port; registered memory is both served to peers and published in this engine's
@@ -70,6 +71,7 @@ static void mc_te_stop_on_loop(void *arg)
 {
 	struct mc_te_loop_ctx *x = arg;
 
+	mc_te_rdma_stop_on_loop(x->e);
 	mc_tcp_client_free(x->e->cli);
 	x->e->cli = NULL;
 	mc_tcp_server_free(x->e->data);
@@ -159,7 +161,10 @@ int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len)
 
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args)
 {
-	(void)args;
+	/* rdma: args[0], when given, is the NIC priority matrix JSON. */
+	if (engine && proto && !strcmp(proto, "rdma"))
+		return mc_te_rdma_install(MC_E(engine), args ? (const char *)args[0] : NULL) ? NULL
+											: engine;
 	if (engine == NULL || proto == NULL || strcmp(proto, "tcp")) {
 		if (proto)
 			mc_log_warn("transfer engine: transport '%s' is not available in this build",
@@ -172,6 +177,8 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
 
 int uninstallTransport(transfer_engine_t engine, const char *proto)
 {
+	if (engine && proto && !strcmp(proto, "rdma"))
+		return mc_te_rdma_uninstall(MC_E(engine));
 	if (engine == NULL || proto == NULL || strcmp(proto, "tcp"))
 		return ERR_INVALID_ARGUMENT;
 	MC_E(engine)->tcp_installed = 0;
@@ -216,7 +223,6 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 	struct mc_te_buffer *nb;
 	int rc;
 
-	(void)location;
 	if (e == NULL || addr == NULL || length == 0)
 		return ERR_INVALID_ARGUMENT;
 	rc = mc_memreg_add(e->reg, (uint64_t)(uintptr_t)addr, length);
@@ -224,6 +230,11 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 		return ERR_ADDRESS_OVERLAPPED;
 	if (rc)
 		return ERR_INVALID_ARGUMENT;
+	rc = mc_te_rdma_register(e, addr, length, location, remote_accessible);
+	if (rc) {
+		mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr);
+		return rc;
+	}
 	if (!remote_accessible)
 		return 0;
 	pthread_mutex_lock(&e->mu);
@@ -236,6 +247,7 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (nb == NULL) {
+		mc_te_rdma_unregister(e, addr);
 		mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr);
 		return ERR_MEMORY;
 	}
@@ -251,6 +263,7 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 		return ERR_INVALID_ARGUMENT;
 	if (mc_memreg_remove(e->reg, (uint64_t)(uintptr_t)addr))
 		return ERR_ADDRESS_NOT_REGISTERED;
+	mc_te_rdma_unregister(e, addr);
 	pthread_mutex_lock(&e->mu);
 	for (i = 0; i < e->nbufs; i++)
 		if (e->bufs[i].addr == (uint64_t)(uintptr_t)addr) {
@@ -424,6 +437,7 @@ struct mc_te_xfer {
 	int opcode;
 	void *local;
 	uint64_t remote, len;
+	struct mc_rdma_peer *rdma;	/* set: go over rdma (a reference) */
 };
 
 struct mc_te_submit {
@@ -458,9 +472,21 @@ static void mc_te_submit_on_loop(void *arg)
 			s->x[i].b->tasks[s->x[i].task].status = STATUS_FAILED;
 			s->x[i].b->pending--;
 			pthread_mutex_unlock(&s->e->mu);
+			mc_te_rdma_peer_unref(s->x[i].rdma);
 			continue;
 		}
 		*x = s->x[i];
+		if (x->rdma) {
+			/* The request holds its own reference; done (later, on the loop) frees x. */
+			struct mc_rdma_peer *p = x->rdma;
+			int rc = mc_te_rdma_submit(s->e, p, x->opcode, x->local, x->remote, x->len,
+						   mc_te_on_done, x);
+
+			mc_te_rdma_peer_unref(p);
+			if (rc)
+				mc_te_on_done(x, rc);
+			continue;
+		}
 		if (mc_tcp_client_submit(s->e->cli, x->host, x->port, x->opcode, x->local, x->remote,
 					 x->len, mc_te_on_done, x) != 0)
 			mc_te_on_done(x, -1);
@@ -554,6 +580,9 @@ int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfe
 		s->x[s->n].local = r->source;
 		s->x[s->n].remote = r->target_offset;
 		s->x[s->n].len = r->length;
+		/* rdma when the target publishes it and we have it installed; tcp otherwise. */
+		s->x[s->n].rdma = seg->desc.rdma && e->rdma ? mc_te_rdma_peer_ref(seg->desc.rdma)
+							     : NULL;
 		s->n++;
 	}
 	b->count += count;
@@ -563,6 +592,7 @@ int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfe
 		for (i = 0; i < s->n; i++) {
 			b->tasks[s->x[i].task].status = STATUS_FAILED;
 			b->pending--;
+			mc_te_rdma_peer_unref(s->x[i].rdma);
 		}
 		pthread_mutex_unlock(&e->mu);
 		free(s->x);

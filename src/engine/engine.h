@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "reactor/loop_thread.h"
 #include "transfer/memreg.h"
 #include "transfer/tcp.h"
@@ -25,7 +27,10 @@ struct mc_te_buffer {
 	uint64_t length;
 };
 
-/* A segment descriptor (reference §3.2, tcp fields). */
+struct mc_rdma;
+struct mc_rdma_peer;
+
+/* A segment descriptor (reference §3.2, tcp fields; rdma ones parsed into rdma). */
 struct mc_te_desc {
 	char name[256];
 	char protocol[16];
@@ -33,6 +38,7 @@ struct mc_te_desc {
 	int tcp_proto_version;
 	struct mc_te_buffer *buffers;
 	uint32_t nbuffers;
+	struct mc_rdma_peer *rdma;	/* protocol "rdma": NICs, rkeys, matrix (a reference) */
 };
 
 struct mc_te_segment {
@@ -76,6 +82,7 @@ struct mc_engine {
 	struct mc_te_notify *notifies;	/* received, oldest first */
 	struct mc_te_notify **notifies_tail;
 	uint32_t nnotifies;
+	struct mc_rdma *rdma;	/* installed rdma transport (loop-owned; set under mu) */
 };
 
 /* A notification another engine sent us (handshake type Notify). */
@@ -116,6 +123,29 @@ void mc_te_hs_stop(struct mc_engine *e);
  * Returns 0 with a malloc'ed reply, or a negative ERR_*. */
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
 		  size_t *reply_len);
+
+/* te_rdma.c: the rdma transport (src/rdma) in the engine; failures logged there. */
+struct mc_verbs_ops;
+/* Process-wide: the verbs the next installs use (NULL: libibverbs).  For tests. */
+void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops);
+int mc_te_rdma_install(struct mc_engine *e, const char *matrix);
+int mc_te_rdma_uninstall(struct mc_engine *e);
+void mc_te_rdma_stop_on_loop(struct mc_engine *e);
+int mc_te_rdma_register(struct mc_engine *e, void *addr, size_t len, const char *location,
+			int remote_accessible);
+void mc_te_rdma_unregister(struct mc_engine *e, void *addr);
+/* Our descriptor's rdma fields (protocol, devices, buffers, priority_matrix); e->mu held. */
+int mc_te_rdma_desc_fill(const struct mc_engine *e, json_t *desc);
+/* A peer descriptor's rdma fields into d->rdma (left NULL if unusable). */
+void mc_te_rdma_peer_parse(json_t *desc, struct mc_te_desc *d);
+void mc_te_rdma_peer_set_addr(struct mc_te_desc *d, const char *host, uint16_t port);
+struct mc_rdma_peer *mc_te_rdma_peer_ref(struct mc_rdma_peer *p);
+void mc_te_rdma_peer_unref(struct mc_rdma_peer *p);
+/* A Connection frame's reply (malloc'ed), or NULL without rdma.  Loop thread. */
+char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len);
+/* Loop thread.  0 (done runs later on the loop) or a negative ERR_* (done not called). */
+int mc_te_rdma_submit(struct mc_engine *e, struct mc_rdma_peer *peer, int opcode, void *local,
+		      uint64_t remote, uint64_t len, void (*done)(void *, int), void *arg);
 
 /* For the Python binding: the first buffer a segment publishes, and the handshake port. */
 int mc_te_first_buffer(void *engine, int32_t seg, uint64_t *addr);

@@ -3,8 +3,8 @@
  * The transfer engine's handshake port (reference §3.3): frames of u64 length (little-endian,
  * counting the type byte and the JSON), u8 type, JSON.  Metadata requests are answered with this
  * engine's segment descriptor (how P2PHANDSHAKE peers find each other without a metadata
- * service); Probe with {"status":"success"}; RDMA connection requests are rejected in a build
- * without RDMA.  One reply per connection, then the connection is closed.  Frames are bounded
+ * service); Probe with {"status":"success"}; Connection frames (RDMA QP exchange) go to the
+ * rdma transport, and are refused with a reply_msg when it is not installed.  One reply per connection, then the connection is closed.  Frames are bounded
  * by MC_HANDSHAKE_MAX_LENGTH (1 MiB default).
  */
 #include <arpa/inet.h>
@@ -140,8 +140,18 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		mc_hs_reply(bev, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
 		break;
 	case MC_HS_CONNECTION:
+		desc = malloc(8 + (size_t)len);
+		if (desc) {
+			char *reply;
+
+			evbuffer_copyout(in, desc, 8 + (size_t)len);
+			reply = mc_te_rdma_on_connection(s->e, desc + 9, (size_t)len - 1);
+			free(desc);
+			desc = reply;
+		}
 		mc_hs_reply(bev, MC_HS_CONNECTION,
-			    "{\"reply_msg\":\"RDMA is not available on this peer\"}");
+			    desc ? desc : "{\"reply_msg\":\"RDMA is not available on this peer\"}");
+		free(desc);
 		break;
 	default:
 		mc_hs_reply(bev, hdr[8], "{\"reply_msg\":\"unsupported handshake type\"}");

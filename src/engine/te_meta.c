@@ -43,6 +43,11 @@ char *mc_te_desc_to_json(const struct mc_engine *e)
 	json_object_set_new(root, "tcp_proto_version", json_integer(2));
 	json_object_set_new(root, "timestamp", json_string(ts));
 	json_object_set_new(root, "buffers", bufs);
+	/* With rdma installed: protocol rdma, devices, buffers with rkey/lkey, priority_matrix. */
+	if (mc_te_rdma_desc_fill(e, root)) {
+		json_decref(root);
+		return NULL;
+	}
 	s = json_dumps(root, JSON_COMPACT);
 	json_decref(root);
 	return s;
@@ -50,6 +55,8 @@ char *mc_te_desc_to_json(const struct mc_engine *e)
 
 void mc_te_desc_fini(struct mc_te_desc *d)
 {
+	mc_te_rdma_peer_unref(d->rdma);
+	d->rdma = NULL;
 	free(d->buffers);
 	d->buffers = NULL;
 	d->nbuffers = 0;
@@ -97,6 +104,7 @@ int mc_te_desc_from_json(const char *json, size_t len, struct mc_te_desc *d)
 		d->buffers[i].length = (uint64_t)json_integer_value(l);
 	}
 	d->nbuffers = (uint32_t)n;
+	mc_te_rdma_peer_parse(root, d);
 	rc = 0;
 out:
 	if (rc)
@@ -183,6 +191,8 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 			return rc;
 		rc = mc_te_desc_from_json(reply, len, &seg->desc);
 		free(reply);
+		if (rc == 0)
+			mc_te_rdma_peer_set_addr(&seg->desc, seg->host, seg->rpc_port);
 		return rc;
 	}
 	{
@@ -219,6 +229,7 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		if (json_is_integer(json_object_get(rpc, "rpc_port")))
 			seg->rpc_port = (uint16_t)json_integer_value(json_object_get(rpc, "rpc_port"));
 		json_decref(rpc);
+		mc_te_rdma_peer_set_addr(&seg->desc, seg->host, seg->rpc_port);
 		return 0;
 	}
 }
