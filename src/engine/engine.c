@@ -66,7 +66,9 @@ static void mc_te_default_ip(char *out, size_t n)
 const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS] = {
 	[MC_TE_XPORT_FILE] = &mc_te_file_ops,
 	[MC_TE_XPORT_SHM] = &mc_te_shm_ops,
-	[MC_TE_XPORT_RDMA] = NULL,	/* src/rdma plugs in here */
+#ifdef HAVE_RDMA
+	[MC_TE_XPORT_RDMA] = &mc_te_rdma_ops,
+#endif
 	[MC_TE_XPORT_TCP] = &mc_te_tcp_ops,
 };
 
@@ -225,9 +227,10 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
 	struct mc_engine *e = MC_E(engine);
 	int i, rc;
 
-	(void)args;
 	if (e == NULL || proto == NULL)
 		return NULL;
+	/* rdma: args[0], when given, is the NIC priority matrix JSON (read by the install). */
+	e->rdma_matrix = !strcmp(proto, "rdma") && args ? (const char *)args[0] : NULL;
 	i = mc_te_slot_of(proto);
 	if (i < 0) {
 		mc_log_warn("transfer engine: transport '%s' is not available in this build", proto);

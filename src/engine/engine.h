@@ -86,6 +86,7 @@ struct mc_engine {
 		void *state;	/* NULL: not installed */
 	} xports[MC_TE_NXPORTS];
 	struct mc_te_hs_server *hs;
+	const char *rdma_matrix;	/* during installTransport("rdma", args) only */
 	char meta_conn[512];
 	int p2p;
 	char server_name[256];	/* our segment name */

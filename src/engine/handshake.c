@@ -140,8 +140,18 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		mc_hs_reply(bev, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
 		break;
 	case MC_HS_CONNECTION:
+		desc = malloc(8 + (size_t)len);
+		if (desc) {
+			char *reply;
+
+			evbuffer_copyout(in, desc, 8 + (size_t)len);
+			reply = mc_te_rdma_on_connection(s->e, desc + 9, (size_t)len - 1);
+			free(desc);
+			desc = reply;
+		}
 		mc_hs_reply(bev, MC_HS_CONNECTION,
-			    "{\"reply_msg\":\"RDMA is not available on this peer\"}");
+			    desc ? desc : "{\"reply_msg\":\"RDMA is not available on this peer\"}");
+		free(desc);
 		break;
 	default:
 		mc_hs_reply(bev, hdr[8], "{\"reply_msg\":\"unsupported handshake type\"}");

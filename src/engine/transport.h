@@ -103,5 +103,13 @@ void mc_te_req_dispatch(struct mc_engine *e, struct mc_te_req *req);
 extern const struct mc_te_transport_ops mc_te_tcp_ops;
 extern const struct mc_te_transport_ops mc_te_shm_ops;
 extern const struct mc_te_transport_ops mc_te_file_ops;
+extern const struct mc_te_transport_ops mc_te_rdma_ops;	/* built with libibverbs */
+
+/* te_rdma.c */
+struct mc_verbs_ops;
+/* Process-wide: the verbs the next rdma installs use (NULL: libibverbs).  For tests. */
+void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops);
+/* A Connection frame's reply (malloc'ed), or NULL without rdma installed.  Loop thread. */
+char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len);
 
 #endif

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The transfer engine with the rdma transport over the fake NICs of verbs_fake.c: two engines
+ * in P2PHANDSHAKE mode on 127.0.0.1 install "rdma", publish descriptors with devices, rkeys and
+ * the priority matrix, exchange QPs with Connection frames over their real handshake ports,
+ * and move data with submitTransfer, checked byte for byte and seen on the fake NICs (not
+ * over TCP).  Bad Connection frames get a reply_msg; an unknown NIC fails the install.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "engine/engine.h"
+#include "mooncake/transfer_engine_c.h"
+#include "tap.h"
+#include "verbs_fake.h"
+
+#define BUF (8u << 20)
+
+static int run(transfer_engine_t e, segment_handle_t seg, int op, void *local, uint64_t remote,
+	       size_t len)
+{
+	struct transfer_request r = { .opcode = op, .source = local, .target_id = seg,
+				      .target_offset = remote, .length = len };
+	struct transfer_status st = { 0 };
+	batch_id_t b = allocateBatchID(e, 1);
+	time_t end = time(NULL) + 20;
+
+	if (b == INVALID_BATCH || submitTransfer(e, b, &r, 1))
+		return -1;
+	do {
+		if (getTransferStatus(e, b, 0, &st) || time(NULL) > end)
+			return -2;
+	} while (st.status == STATUS_PENDING || st.status == STATUS_WAITING);
+	freeBatchID(e, b);
+	return st.status;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (unsigned char)(i * 13 + seed + (i >> 11));
+}
+
+int main(void)
+{
+	static const size_t sizes[] = { 1, 4097, 65536, 65536 * 5 + 17, (2u << 20) + 5 };
+	const char *matrix = "{\"cpu:0\":[[\"vf0\",\"vf1\"],[]]}";
+	void *args[2] = { (void *)matrix, NULL };
+	void *bad_args[2] = { (void *)"{\"cpu:0\":[[\"vf7\"],[]]}", NULL };
+	transfer_engine_t tgt, ini;
+	unsigned char *tb = aligned_alloc(4096, BUF), *ib = aligned_alloc(4096, BUF);
+	char name[128], *reply = NULL;
+	segment_handle_t seg;
+	size_t k, len;
+	json_t *d;
+	int good;
+
+	vf_reset(2);
+	mc_te_rdma_set_verbs(vf_ops());
+	tgt = createTransferEngine("P2PHANDSHAKE", "t", "127.0.0.1", 0, 0);
+	ini = createTransferEngine("P2PHANDSHAKE", "i", "127.0.0.1", 0, 0);
+	ok(tgt && ini, "two engines");
+	if (!tgt || !ini)
+		return tap_done();
+	/* Same host: shm would be chosen before rdma. */
+	uninstallTransport(tgt, "shm");
+	uninstallTransport(ini, "shm");
+	ok(installTransport(ini, "rdma", bad_args) == NULL, "a matrix naming a missing NIC: refused");
+	ok(registerLocalMemory(tgt, tb, BUF, "cpu:0", 1) == 0, "target registers before install");
+	ok(installTransport(tgt, "rdma", args) != NULL, "target installs rdma on vf0, vf1");
+	ok(installTransport(ini, "rdma", NULL) != NULL, "initiator installs rdma on every NIC");
+	ok(registerLocalMemory(ini, ib, BUF, "cpu:0", 1) == 0, "initiator registers after install");
+	getLocalIpAndPort(tgt, name, sizeof(name));
+
+	/* The descriptor as a peer receives it (§3.2). */
+	ok(mc_te_hs_call("127.0.0.1", mc_te_rpc_port(tgt), MC_HS_METADATA, "{}", &reply, &len) == 0,
+	   "descriptor fetched over the handshake port");
+	d = reply ? json_loads(reply, 0, NULL) : NULL;
+	ok(d && !strcmp(json_string_value(json_object_get(d, "protocol")), "rdma"),
+	   "protocol rdma");
+	ok(json_array_size(json_object_get(d, "devices")) == 2 &&
+		   json_is_string(json_object_get(json_array_get(json_object_get(d, "devices"), 0),
+						  "gid")),
+	   "devices [{name, lid, gid}] for vf0 and vf1");
+	ok(json_array_size(json_object_get(json_array_get(json_object_get(d, "buffers"), 0),
+					   "rkey")) == 2 &&
+		   json_array_size(json_object_get(json_array_get(json_object_get(d, "buffers"), 0),
+						   "lkey")) == 2,
+	   "the buffer registered before the install carries rkey and lkey per NIC");
+	ok(json_is_object(json_object_get(d, "priority_matrix")) &&
+		   json_object_get(json_object_get(d, "priority_matrix"), "cpu:0"),
+	   "priority_matrix published");
+	json_decref(d);
+	free(reply);
+	reply = NULL;
+	ok(mc_te_hs_call("127.0.0.1", mc_te_rpc_port(tgt), MC_HS_CONNECTION, "{\"local_nic_path\":1}",
+			 &reply, &len) == 0 && reply && strstr(reply, "\"reply_msg\":\"malformed"),
+	   "a malformed Connection frame gets a reply_msg (%s)", reply ? reply : "");
+	free(reply);
+	reply = NULL;
+	ok(mc_te_hs_call("127.0.0.1", mc_te_rpc_port(tgt), MC_HS_CONNECTION,
+			 "{\"local_nic_path\":\"x@vf0\",\"peer_nic_path\":\"someone-else@vf0\","
+			 "\"local_lid\":1,\"local_gid\":\"00:00:00:00:00:00:00:00:00:00:00:00:00:00:"
+			 "00:00\",\"qp_num\":[5]}",
+			 &reply, &len) == 0 && reply && strstr(reply, "not this server"),
+	   "a Connection frame for another server is refused");
+	free(reply);
+
+	seg = openSegment(ini, name);
+	ok(seg > 0, "initiator opens %s", name);
+	good = 1;
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		unsigned long long before = vf_bytes(0) + vf_bytes(1);
+		size_t n = sizes[k], off = k * 4099;
+
+		fill(ib, n, (unsigned)k);
+		memset(tb, 0, BUF);
+		if (run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)(tb + off), n) !=
+			    STATUS_COMPLETED ||
+		    memcmp(ib, tb + off, n) || vf_bytes(0) + vf_bytes(1) - before != n) {
+			printf("# write of %zu failed\n", n);
+			good = 0;
+		}
+		fill(tb + off, n, (unsigned)k + 50);
+		memset(ib, 0, BUF);
+		if (run(ini, seg, OPCODE_READ, ib, (uint64_t)(uintptr_t)(tb + off), n) !=
+			    STATUS_COMPLETED ||
+		    memcmp(ib, tb + off, n)) {
+			printf("# read of %zu failed\n", n);
+			good = 0;
+		}
+	}
+	ok(good, "writes and reads of 1 B .. 2 MiB through submitTransfer, all over the fake NICs");
+	ok(vf_bytes(0) > 0 && vf_bytes(1) > 0, "both NICs carried slices");
+	ok(run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)(tb + BUF - 10), 11) ==
+		   STATUS_FAILED,
+	   "a range past the target's buffer FAILS");
+	vf_fail_nth(2, IBV_WC_RETRY_EXC_ERR);
+	fill(ib, 1u << 20, 99);
+	ok(run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)tb, 1u << 20) == STATUS_COMPLETED &&
+		   memcmp(ib, tb, 1u << 20) == 0,
+	   "an injected completion error is retried and the transfer completes");
+	ok(uninstallTransport(ini, "rdma") == 0, "initiator uninstalls rdma");
+	fill(ib, 70000, 7);
+	ok(run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)tb, 70000) == STATUS_COMPLETED &&
+		   memcmp(ib, tb, 70000) == 0,
+	   "without rdma on its side the initiator falls back to tcp");
+	destroyTransferEngine(ini);
+	destroyTransferEngine(tgt);
+	ok(vf_live() == 0, "every fake verbs object released (%d left)", vf_live());
+
+	mc_te_rdma_set_verbs(NULL);
+	free(tb);
+	free(ib);
+	return tap_done();
+}
