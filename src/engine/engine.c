@@ -245,20 +245,20 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
 	return e->xports[i].state;
 }
 
-int uninstallTransport(transfer_engine_t engine, const char *proto)
+/* Take every segment off transport slot i (e->mu held): they fall back to tcp where it serves
+ * them, else to none until the next openSegment.  Their per-segment contexts are returned in a
+ * malloc'ed array (*nctx entries) for mc_te_release_ctxs once no dispatch can use them; NULL
+ * when there are none or on out-of-memory (the contexts are then leaked, never freed early). */
+static void **mc_te_detach_segments(struct mc_engine *e, int i, uint32_t *nctx)
 {
-	struct mc_engine *e = MC_E(engine);
-	void *state;
+	void **ctx = e->nsegs ? calloc(e->nsegs, sizeof(*ctx)) : NULL;
 	uint32_t k;
-	int i;
 
-	if (e == NULL || proto == NULL || (i = mc_te_slot_of(proto)) < 0)
-		return ERR_INVALID_ARGUMENT;
-	pthread_mutex_lock(&e->mu);
-	state = e->xports[i].state;
-	e->xports[i].state = NULL;	/* requests queued to the loop now fail */
+	*nctx = 0;
 	for (k = 0; k < e->nsegs; k++)
 		if (e->segs[k].xport == i) {
+			if (ctx && e->segs[k].xport_ctx)
+				ctx[(*nctx)++] = e->segs[k].xport_ctx;
 			/* Re-chosen at the next openSegment; tcp until then when it serves. */
 			if (i != MC_TE_XPORT_TCP && e->xports[MC_TE_XPORT_TCP].state &&
 			    e->segs[k].desc.tcp_data_port)
@@ -267,10 +267,44 @@ int uninstallTransport(transfer_engine_t engine, const char *proto)
 				e->segs[k].xport = -1;
 			e->segs[k].xport_ctx = NULL;
 		}
-	pthread_mutex_unlock(&e->mu);
-	if (state == NULL)
+	return ctx;
+}
+
+/* Hand detached per-segment contexts back to transport slot i before it is uninstalled. */
+static void mc_te_release_ctxs(int i, void *state, void **ctx, uint32_t nctx)
+{
+	struct mc_te_segment tmp;
+	uint32_t k;
+
+	for (k = 0; k < nctx && mc_te_known[i]->release; k++) {
+		memset(&tmp, 0, sizeof(tmp));
+		tmp.xport = i;
+		tmp.xport_ctx = ctx[k];
+		mc_te_known[i]->release(state, &tmp);
+	}
+	free(ctx);
+}
+
+int uninstallTransport(transfer_engine_t engine, const char *proto)
+{
+	struct mc_engine *e = MC_E(engine);
+	void *state, **ctx;
+	uint32_t nctx;
+	int i;
+
+	if (e == NULL || proto == NULL || (i = mc_te_slot_of(proto)) < 0)
 		return ERR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&e->mu);
+	state = e->xports[i].state;
+	e->xports[i].state = NULL;	/* requests queued to the loop now fail */
+	ctx = mc_te_detach_segments(e, i, &nctx);
+	pthread_mutex_unlock(&e->mu);
+	if (state == NULL) {
+		free(ctx);
+		return ERR_INVALID_ARGUMENT;
+	}
 	mc_te_loop_barrier(e);
+	mc_te_release_ctxs(i, state, ctx, nctx);
 	mc_te_known[i]->uninstall(e, state);
 	return 0;
 }
@@ -290,18 +324,25 @@ void destroyTransferEngine(transfer_engine_t engine)
 		mc_te_hs_stop(e);
 		mc_te_gpu_fini(e);	/* its sub-requests need the transports */
 		/* Every transport completes (or fails) what it holds before it goes. */
-		void *states[MC_TE_NXPORTS];
+		void *states[MC_TE_NXPORTS], **ctxs[MC_TE_NXPORTS];
+		uint32_t nctxs[MC_TE_NXPORTS];
 
 		pthread_mutex_lock(&e->mu);
 		for (k = 0; k < MC_TE_NXPORTS; k++) {
 			states[k] = e->xports[k].state;
 			e->xports[k].state = NULL;
+			ctxs[k] = mc_te_detach_segments(e, k, &nctxs[k]);
 		}
 		pthread_mutex_unlock(&e->mu);
 		mc_te_loop_barrier(e);
-		for (k = MC_TE_NXPORTS - 1; k >= 0; k--)
-			if (states[k])
+		for (k = MC_TE_NXPORTS - 1; k >= 0; k--) {
+			if (states[k]) {
+				mc_te_release_ctxs(k, states[k], ctxs[k], nctxs[k]);
 				mc_te_known[k]->uninstall(e, states[k]);
+			} else {
+				free(ctxs[k]);
+			}
+		}
 		mc_loop_thread_stop_and_free(e->lt);
 	}
 	while (e->batches) {
