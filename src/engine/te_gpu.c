@@ -97,6 +97,30 @@ static uint64_t mc_gpu_len(const struct mc_gpu_stager *s, uint64_t len, uint64_t
 	return len - off < s->chunk ? len - off : s->chunk;
 }
 
+/* Wait for every chunk still in flight (transport and copy engine), whatever happened before:
+ * the pinned chunks must be idle before they are reused.  Returns rc, or the first error seen
+ * while draining if rc was 0. */
+static int mc_gpu_drain(struct mc_gpu_stager *s, const struct mc_gpu_io *io, const int *started,
+			const int *copying, int rc)
+{
+	unsigned slot;
+	int r;
+
+	for (slot = 0; slot < s->k; slot++) {
+		if (started[slot]) {
+			r = io->wait(io->arg, slot);
+			if (rc == 0)
+				rc = r;
+		}
+		if (copying[slot]) {
+			r = s->ops->stream_sync(s->stream[slot]);
+			if (rc == 0)
+				rc = r;
+		}
+	}
+	return rc;
+}
+
 static int mc_gpu_send(struct mc_gpu_stager *s, const uint8_t *gpu, uint64_t len,
 		       const struct mc_gpu_io *io)
 {
@@ -135,20 +159,8 @@ static int mc_gpu_send(struct mc_gpu_stager *s, const uint8_t *gpu, uint64_t len
 		}
 	}
 	/* Drain: the last transport, and anything left after an error. */
-	for (slot = 0; slot < s->k; slot++) {
-		if (started[slot]) {
-			r = io->wait(io->arg, slot);
-			if (rc == 0)
-				rc = r;
-		}
-		if (copying[slot]) {
-			r = o->stream_sync(s->stream[slot]);
-			if (rc == 0)
-				rc = r;
-		}
-	}
 	(void)queued;
-	return rc;
+	return mc_gpu_drain(s, io, started, copying, rc);
 }
 
 static int mc_gpu_recv(struct mc_gpu_stager *s, uint8_t *gpu, uint64_t len,
@@ -157,7 +169,7 @@ static int mc_gpu_recv(struct mc_gpu_stager *s, uint8_t *gpu, uint64_t len,
 	const struct mc_gpu_ops *o = s->ops;
 	uint64_t n = (len + s->chunk - 1) / s->chunk, i;
 	int started[MC_GPU_MAX_CHUNKS] = { 0 }, copying[MC_GPU_MAX_CHUNKS] = { 0 };
-	int rc = 0, r;
+	int rc = 0;
 	unsigned slot;
 
 	for (i = 0; i < n && i < s->k && rc == 0; i++) {
@@ -186,19 +198,7 @@ static int mc_gpu_recv(struct mc_gpu_stager *s, uint8_t *gpu, uint64_t len,
 			started[ps] = rc == 0;
 		}
 	}
-	for (slot = 0; slot < s->k; slot++) {
-		if (started[slot]) {
-			r = io->wait(io->arg, slot);
-			if (rc == 0)
-				rc = r;
-		}
-		if (copying[slot]) {
-			r = o->stream_sync(s->stream[slot]);
-			if (rc == 0)
-				rc = r;
-		}
-	}
-	return rc;
+	return mc_gpu_drain(s, io, started, copying, rc);
 }
 
 int mc_gpu_stage(struct mc_gpu_stager *s, int to_gpu, void *gpu, uint64_t len,
