@@ -54,11 +54,16 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 		if (r->seg == NULL)
 			continue;
 		reps[n].id = r->id;
-		reps[n].type = MC_REPLICA_MEMORY;
+		reps[n].type = r->type;
 		reps[n].status = r->status;
 		memcpy(reps[n].segment_id, r->seg->id.b, 16);
-		reps[n].offset = mc_alloc_block_offset(r->blk);
-		reps[n].len = mc_alloc_block_size(r->blk);
+		if (r->type == MC_REPLICA_LOCAL_DISK) {
+			reps[n].offset = r->disk_addr;
+			reps[n].len = o->size;
+		} else {
+			reps[n].offset = mc_alloc_block_offset(r->blk);
+			reps[n].len = mc_alloc_block_size(r->blk);
+		}
 		n++;
 	}
 	memset(&po, 0, sizeof(po));
@@ -98,6 +103,7 @@ void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
 	ps.size = seg->size;
 	ps.endpoint = seg->endpoint;
 	ps.protocol = seg->protocol;
+	ps.kind = seg->is_disk ? 1 : 0;
 	if (mc_persist_put_segment(m->persist, &ps))
 		mc_persist_fail(m);
 }
@@ -170,6 +176,13 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 	c->ok = 0;		/* must re-mount */
 	/* Declared dead remount_grace_period_sec from now unless it re-mounts (pings) first. */
 	c->last_ping = L->now + (m->cfg.remount_grace_period_sec - m->cfg.client_ttl) * 1000;
+	if (ps->kind == 1) {
+		int rc;
+
+		if (mc_disk_mount(m, c, &s.id, s.name, s.endpoint, s.size, &rc) == NULL)
+			mc_log_warn("persisted SSD area of %s could not be restored", ps->name);
+		return 0;
+	}
 	if (mc_segment_mount(m, c, &s) != 0)
 		mc_log_warn("persisted segment %s could not be restored", ps->name);
 	return 0;
@@ -200,16 +213,35 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	uint32_t i, n = 0, processing = 0;
 
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
+		const struct mc_persist_replica *pr = &po->replicas[i];
 		struct mc_uuid id;
 
-		memcpy(id.b, po->replicas[i].segment_id, 16);
+		memcpy(id.b, pr->segment_id, 16);
+		if (pr->type == MC_REPLICA_LOCAL_DISK) {
+			segs[i] = mc_disk_find(m, &id);
+			if (segs[i] && pr->status == MC_REPLICA_COMPLETE && pr->offset != 0)
+				n++;
+			else
+				segs[i] = NULL;
+			continue;
+		}
 		segs[i] = mc_segment_find(m, &id);
-		if (segs[i] && po->replicas[i].offset + po->replicas[i].len <= segs[i]->size)
+		if (segs[i] && pr->offset + pr->len <= segs[i]->size &&
+		    pr->status == MC_REPLICA_COMPLETE)
 			n++;
-		if (po->replicas[i].status == MC_REPLICA_PROCESSING)
+		if (pr->status == MC_REPLICA_PROCESSING)
 			processing++;
 	}
-	if (processing) {
+	if (processing && n > 0) {
+		/* A promotion was filling a memory replica: park that range, keep the rest. */
+		for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++)
+			if (segs[i] && po->replicas[i].status == MC_REPLICA_PROCESSING) {
+				mc_load_range_add(L, segs[i], po->replicas[i].offset,
+						  po->replicas[i].len, NULL,
+						  L->now + m->cfg.put_start_release_timeout_sec * 1000);
+				segs[i] = NULL;
+			}
+	} else if (processing) {
 		/* A put in flight when the master died: keep its buffers out of use until its
 		 * writer can no longer be writing, then free them.  The object is forgotten. */
 		int64_t release = po->put_start_ms + m->cfg.put_start_release_timeout_sec * 1000;
@@ -250,7 +282,16 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
 		struct mc_replica *r;
 
-		if (segs[i] == NULL || po->replicas[i].offset + po->replicas[i].len > segs[i]->size)
+		if (segs[i] == NULL)
+			continue;
+		if (po->replicas[i].type == MC_REPLICA_LOCAL_DISK) {
+			r = mc_object_replica(o, n++);
+			r->id = po->replicas[i].id;
+			mc_disk_replica_attach(m, segs[i], r, po->replicas[i].offset, po->size);
+			continue;
+		}
+		if (po->replicas[i].offset + po->replicas[i].len > segs[i]->size ||
+		    po->replicas[i].status != MC_REPLICA_COMPLETE)
 			continue;
 		r = mc_object_replica(o, n++);
 		r->id = po->replicas[i].id;
@@ -365,9 +406,12 @@ int mc_master_persist_open(struct mc_master *m)
 		if (live == 0) {
 			mc_persist_object_gone(m, o);
 			mc_object_erase(&m->objects, o);
+			continue;
 		} else if (live < o->nrep) {
 			mc_object_compact(o);
 		}
+		if (!mc_object_in_memory(o))
+			mc_object_lru_unlink(&m->objects, o);
 	}
 	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
 	if (m->next_replica_id == 0)

@@ -22,17 +22,26 @@ struct mc_alloc_block;
 
 struct mc_replica {
 	struct mc_object *obj;
-	struct mc_segment *seg;		/* NULL once its segment is gone */
-	struct mc_alloc_block *blk;
+	struct mc_segment *seg;		/* NULL once its segment is gone; LOCAL_DISK: the owner's
+					   disk area */
+	union {
+		struct mc_alloc_block *blk;	/* MEMORY */
+		uint64_t disk_addr;		/* LOCAL_DISK: address in the owner's disk range */
+	};
 	struct mc_replica *seg_prev, *seg_next;
 	uint64_t id;
 	uint8_t status;			/* enum mc_replica_status */
+	uint8_t type;			/* enum mc_replica_type: MEMORY or LOCAL_DISK */
+	uint8_t hits;			/* LOCAL_DISK: reads served from it (promotion) */
 };
 
 enum mc_object_flags {
 	MC_OBJ_HARD_PIN = 1u << 0,
 	MC_OBJ_SOFT_PIN = 1u << 1,
 	MC_OBJ_IN_LRU = 1u << 2,
+	MC_OBJ_OFFLOADING = 1u << 3,	/* an offload task is queued or running */
+	MC_OBJ_DEMOTE = 1u << 4,	/* free the memory replicas once the SSD copy is in */
+	MC_OBJ_PROMOTING = 1u << 5,	/* a memory replica is being filled from the SSD */
 };
 
 struct mc_object {
@@ -79,6 +88,11 @@ struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i);
 void mc_object_touch(struct mc_object_table *t, struct mc_object *o);
 /* Take off the LRU list for good (hard-pinned objects are never evicted). */
 void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o);
+/* Put back on the LRU list at the most-recently-used end (no-op if on it). */
+void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o);
+/* Append a zeroed replica (status UNDEFINED).  Moves the replicas of extra[]: the segment lists
+ * are re-pointed.  Returns NULL if the object already has MC_RPC_MAX_REPLICAS (64). */
+struct mc_replica *mc_object_add_replica(struct mc_object *o);
 /* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.
  * Erasing the returned object during iteration is allowed. */
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos);

@@ -63,9 +63,16 @@ static void mc_put_replica_desc(struct mc_wbuf *w, const struct mc_object *o,
 
 	memset(&d, 0, sizeof(d));
 	d.id = r->id;
-	d.type = MC_REPLICA_MEMORY;
+	d.type = r->type;
 	d.status = r->status;
 	d.size = o->size;
+	if (r->type == MC_REPLICA_LOCAL_DISK) {
+		d.client_id = r->seg->client->id;
+		d.endpoint = mc_strv_c(r->seg->endpoint);
+		d.addr = r->disk_addr;
+		mc_rpc_put_replica(w, &d);
+		return;
+	}
 	d.addr = r->seg->base + mc_alloc_block_offset(r->blk);
 	d.segment_name = mc_strv_c(r->seg->name);
 	d.endpoint = mc_strv_c(r->seg->endpoint);
@@ -145,7 +152,9 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 				goto fail;
 			}
 		}
-		if (upsert && !in_progress && complete == o->nrep && o->size == size) {
+		if (upsert && !in_progress && complete == o->nrep && o->size == size &&
+		    mc_object_disk_replica(o) == NULL &&
+		    !(o->flags & (MC_OBJ_OFFLOADING | MC_OBJ_PROMOTING))) {
 			/* In-place upsert: same buffers, back to PROCESSING. */
 			for (i = 0; i < o->nrep; i++)
 				mc_object_replica(o, i)->status = MC_REPLICA_PROCESSING;
@@ -286,6 +295,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	processing = mc_count_status(o, MC_REPLICA_PROCESSING);
+	if (o->flags & MC_OBJ_PROMOTING)
+		processing = 0;	/* that one is the SSD owner's, not the writer's */
 	if (processing == 0)
 		return mc_count_status(o, MC_REPLICA_COMPLETE) == o->nrep ? 0
 									  : MC_ERR_INVALID_WRITE;
@@ -301,6 +312,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
 	mc_object_touch(&q->m->objects, o);
 	mc_value_size_observe(q->m, o->size);
+	if (q->m->cfg.enable_offload && !q->m->cfg.offload_on_evict)
+		mc_tier_queue_offload(q->m, o, 0);
 	return 0;
 }
 
@@ -314,7 +327,7 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 		return MC_ERR_OBJECT_NOT_FOUND;
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
-	if (mc_count_status(o, MC_REPLICA_PROCESSING) == 0)
+	if (mc_count_status(o, MC_REPLICA_PROCESSING) == 0 || (o->flags & MC_OBJ_PROMOTING))
 		return MC_ERR_INVALID_WRITE;
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
@@ -371,18 +384,34 @@ static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
 	mc_object_touch(&q->m->objects, o);
 }
 
-/* Appends u32 nrep + complete replicas; returns how many. */
-static uint32_t mc_put_complete_replicas(struct mc_wbuf *w, struct mc_object *o)
+/* Appends u32 nrep + the replicas a reader should use: the complete memory replicas, or when
+ * there is none the SSD one (a hit may start its promotion).  Returns how many. */
+static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
+					 struct mc_object *o)
 {
-	uint32_t i, n = mc_count_readable(o);
+	struct mc_replica *disk;
+	uint32_t i, n = 0;
+	size_t at = w->len;
 
-	mc_wbuf_u32(w, n);
+	mc_wbuf_u32(w, 0);
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (mc_replica_readable(r))
+		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r)) {
 			mc_put_replica_desc(w, o, r);
+			n++;
+		}
 	}
+	if (n == 0 && (disk = mc_object_disk_replica(o)) != NULL) {
+		mc_put_replica_desc(w, o, disk);
+		n = 1;
+		mc_wbuf_patch_u32(w, at, n);
+		mc_tier_on_disk_hit(m, o, disk);
+		return n;
+	}
+	if (n)
+		m->metrics.mem_cache_hit_nums++;
+	mc_wbuf_patch_u32(w, at, n);
 	return n;
 }
 
@@ -414,11 +443,10 @@ static int mc_op_get_replica_list(struct mc_req *q)
 			mc_wbuf_u32(q->out, 0);
 		} else {
 			mc_wbuf_i32(q->out, 0);
-			mc_put_complete_replicas(q->out, o);
 			mc_grant_lease(q, o);
 			o->fetch_until = o->lease_until;
+			mc_put_complete_replicas(m, q->out, o);
 			m->metrics.valid_get_nums++;
-			m->metrics.mem_cache_hit_nums++;
 		}
 		mc_item_result(q, rc);
 	}
@@ -489,9 +517,9 @@ static int mc_op_get_by_regex(struct mc_req *q)
 		if (mc_count_readable(o) == 0 || !mc_regex_match(&re, o))
 			continue;
 		mc_wbuf_str(q->out, o->key, o->key_len);
-		mc_put_complete_replicas(q->out, o);
 		mc_grant_lease(q, o);
 		o->fetch_until = o->lease_until;
+		mc_put_complete_replicas(m, q->out, o);
 		count++;
 	}
 	mc_wbuf_patch_u32(q->out, count_at, count);
@@ -816,6 +844,14 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	case MC_OP_REMOVE_ALL: rc = mc_op_remove_all(&q); break;
 	case MC_OP_BATCH_QUERY_IP: rc = mc_op_batch_query_ip(&q); break;
 	case MC_OP_BATCH_REPLICA_CLEAR: rc = mc_op_batch_replica_clear(&q); break;
+	case MC_OP_MOUNT_LOCAL_DISK: rc = mc_op_mount_local_disk(m, &q.r, out, q.now, peer); break;
+	case MC_OP_OFFLOAD_HEARTBEAT:
+		rc = mc_op_offload_heartbeat(m, &q.r, out, q.now, peer);
+		break;
+	case MC_OP_NOTIFY_OFFLOAD: rc = mc_op_notify_offload(m, &q.r, out, q.now, peer); break;
+	case MC_OP_EVICT_DISK_REPLICA:
+		rc = mc_op_evict_disk_replica(m, &q.r, out, q.now, peer);
+		break;
 	default:
 		mc_log_warn("unknown opcode %u from %s", h->opcode, peer);
 		rc = MC_ERR_NOT_SUPPORTED;

@@ -27,6 +27,7 @@ struct mc_persist_segment {
 	uint64_t size;
 	const char *endpoint;
 	const char *protocol;
+	uint8_t kind;		/* 0 memory segment, 1 SSD area (LOCAL_DISK replicas) */
 };
 
 struct mc_persist_replica {
