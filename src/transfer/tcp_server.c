@@ -7,6 +7,11 @@
  * or send status + payload straight from the source (READ).  While a reply is being sent the
  * connection reads nothing more, which bounds its memory to a few bytes.  Any malformed header
  * closes that connection only.  Runs on the owning loop's thread.
+ *
+ * A READ inside the registered file window (a client's SSD objects, memreg.h) is answered from
+ * the file with sendfile(2); the descriptor is opened when the header arrives, so a file deleted
+ * during the read is still read to the end.  A cold read may block the loop for one disk read
+ * of at most the socket's send space per step.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +21,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -50,6 +56,8 @@ struct mc_srv_conn {
 	uint64_t left;		/* payload bytes left */
 	int send_payload;
 	int read_paused;
+	int file_fd;		/* READ from a file-backed range, or -1 */
+	off_t file_off;
 	char peer[64];
 };
 
@@ -68,6 +76,8 @@ static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 
 	if (why)
 		mc_log_warn("tcp data connection from %s closed: %s", c->peer, why);
+	if (c->file_fd >= 0)
+		close(c->file_fd);
 	event_free(c->ev_read);
 	event_free(c->ev_write);
 	evutil_closesocket(c->fd);
@@ -98,12 +108,34 @@ static int mc_srv_send(struct mc_srv_conn *c)
 			iov[n].iov_base = c->status + c->status_sent;
 			iov[n++].iov_len = sizeof(c->status) - c->status_sent;
 		}
-		if (c->send_payload && c->left) {
+		if (c->send_payload && c->left && c->file_fd < 0) {
 			iov[n].iov_base = c->ptr;
 			iov[n++].iov_len = c->left > (1u << 30) ? (1u << 30) : (size_t)c->left;
 		}
-		if (n == 0)
+		if (n == 0 && c->file_fd >= 0 && c->left) {
+			w = sendfile(c->fd, c->file_fd, &c->file_off,
+				     c->left > (1u << 30) ? (1u << 30) : (size_t)c->left);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == EWOULDBLOCK)
+					return 0;
+				return -1;
+			}
+			if (w == 0) {
+				errno = EIO;	/* file shorter than promised */
+				return -1;
+			}
+			c->left -= (uint64_t)w;
+			continue;
+		}
+		if (n == 0) {
+			if (c->file_fd >= 0) {
+				close(c->file_fd);
+				c->file_fd = -1;
+			}
 			return 1;
+		}
 		w = writev(c->fd, iov, n);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -141,6 +173,21 @@ static int mc_srv_on_header(struct mc_srv_conn *c)
 		return -1;	/* v1 or unknown: we only speak v2 */
 	op &= 0x7f;
 	ok = size > 0 && mc_memreg_check(c->srv->reg, addr, size);
+	if (!ok && op == 0 && mc_memreg_in_files(addr, size)) {
+		int fd;
+		uint64_t off;
+
+		if (mc_memreg_open_file(c->srv->reg, addr, size, &fd, &off) == 0) {
+			c->file_fd = fd;
+			c->file_off = (off_t)off;
+			c->left = size;
+			c->send_payload = 1;
+			c->hdr_got = 0;
+			mc_srv_set_status(c, 0);
+			c->state = SRV_SEND;
+			return 0;
+		}
+	}
 	if (!ok)
 		mc_log_warn("tcp data request from %s refused: %s of %llu bytes at 0x%llx is not "
 			    "inside registered memory",
@@ -268,6 +315,7 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	}
 	c->srv = s;
 	c->fd = fd;
+	c->file_fd = -1;
 	if (sa->sa_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)sa;
 		char ip[INET_ADDRSTRLEN];

@@ -1,0 +1,752 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The SSD area of a store client (format and contract in ssd_store.h).
+ *
+ * The index maps keys and address slots to objects (two chained hash tables) and keeps the
+ * objects on an LRU list (reads through the data server and writes move an object to the
+ * most-recently-used end).  The mutex guards the index only: writes build the file as
+ * "<seq>.tmp" without it and publish with rename + insert under it; a reader opens the file
+ * under it, so a concurrent delete at worst leaves the reader an open, unlinked file.
+ * Called from the store's SSD worker thread and (open_range) from its data server.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "ssd/ssd_store.h"
+#include "transfer/memreg.h"
+
+#define MC_SSD_MAGIC 0x4453434Du
+#define MC_SSD_VERSION 1
+#define MC_SSD_HDR 64
+#define MC_SSD_ALIGN 4096
+#define MC_SSD_SLOT_SHIFT 36
+#define MC_SSD_SCAN_BUF (1u << 20)
+
+struct mc_ssd_obj {
+	struct mc_ssd_obj *knext, *snext;
+	struct mc_ssd_obj *lru_prev, *lru_next;
+	uint64_t seq, slot, size, foot;
+	uint32_t khash;
+	size_t key_len;
+	char key[];
+};
+
+struct mc_ssd {
+	pthread_mutex_t mu;
+	char *dir;
+	uint64_t limit, used;
+	uint64_t next_seq, next_slot;
+	struct mc_ssd_obj **kb, **sb;	/* buckets by key hash, by slot */
+	size_t nb, count;
+	struct mc_ssd_obj lru;		/* sentinel: lru.lru_next is the least recently used */
+	size_t discarded;
+};
+
+/* ---------------------------------------------------------------- CRC-32C */
+
+static uint32_t mc_crc_table[8][256];
+static pthread_once_t mc_crc_once = PTHREAD_ONCE_INIT;
+static int mc_crc_hw;
+
+static void mc_crc_init(void)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (j = 0; j < 8; j++)
+			c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+		mc_crc_table[0][i] = c;
+	}
+	for (i = 0; i < 256; i++)
+		for (j = 1; j < 8; j++)
+			mc_crc_table[j][i] = (mc_crc_table[j - 1][i] >> 8) ^
+					     mc_crc_table[0][mc_crc_table[j - 1][i] & 0xff];
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	mc_crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t mc_crc_sse42(uint32_t crc, const uint8_t *p,
+								 size_t len)
+{
+	uint64_t c = crc;
+
+	while (len && ((uintptr_t)p & 7)) {
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+		len--;
+	}
+	while (len >= 8) {
+		uint64_t v;
+
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	return (uint32_t)c;
+}
+#endif
+
+uint32_t mc_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint32_t c = ~crc;
+
+	pthread_once(&mc_crc_once, mc_crc_init);
+#if defined(__x86_64__)
+	if (mc_crc_hw)
+		return ~mc_crc_sse42(c, p, len);
+#endif
+	while (len >= 8) {
+		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				   (uint32_t)p[3] << 24);
+
+		c = mc_crc_table[7][lo & 0xff] ^ mc_crc_table[6][(lo >> 8) & 0xff] ^
+		    mc_crc_table[5][(lo >> 16) & 0xff] ^ mc_crc_table[4][lo >> 24] ^
+		    mc_crc_table[3][p[4]] ^ mc_crc_table[2][p[5]] ^ mc_crc_table[1][p[6]] ^
+		    mc_crc_table[0][p[7]];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = (c >> 8) ^ mc_crc_table[0][(c ^ *p++) & 0xff];
+	return ~c;
+}
+
+/* ---------------------------------------------------------------- index */
+
+static uint32_t mc_ssd_hash(const char *key, size_t len)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (uint8_t)key[i]) * 16777619u;
+	return h;
+}
+
+static size_t mc_slot_bucket(const struct mc_ssd *s, uint64_t slot)
+{
+	return (size_t)((slot * 0x9E3779B97F4A7C15ull) >> 32) & (s->nb - 1);
+}
+
+static void mc_ssd_link(struct mc_ssd *s, struct mc_ssd_obj *o)
+{
+	size_t kb = o->khash & (s->nb - 1), sb = mc_slot_bucket(s, o->slot);
+
+	o->knext = s->kb[kb];
+	s->kb[kb] = o;
+	o->snext = s->sb[sb];
+	s->sb[sb] = o;
+	o->lru_prev = s->lru.lru_prev;
+	o->lru_next = &s->lru;
+	s->lru.lru_prev->lru_next = o;
+	s->lru.lru_prev = o;
+	s->count++;
+	s->used += o->foot;
+}
+
+static int mc_ssd_grow(struct mc_ssd *s)
+{
+	size_t nb = s->nb * 2, i;
+	struct mc_ssd_obj **kb = calloc(nb, sizeof(*kb)), **sb = calloc(nb, sizeof(*sb));
+	struct mc_ssd_obj *o;
+
+	if (kb == NULL || sb == NULL) {
+		free(kb);
+		free(sb);
+		return -ENOMEM;
+	}
+	for (o = s->lru.lru_next; o != &s->lru; o = o->lru_next) {
+		i = o->khash & (nb - 1);
+		o->knext = kb[i];
+		kb[i] = o;
+		i = (size_t)((o->slot * 0x9E3779B97F4A7C15ull) >> 32) & (nb - 1);
+		o->snext = sb[i];
+		sb[i] = o;
+	}
+	free(s->kb);
+	free(s->sb);
+	s->kb = kb;
+	s->sb = sb;
+	s->nb = nb;
+	return 0;
+}
+
+static void mc_ssd_unlink(struct mc_ssd *s, struct mc_ssd_obj *o)
+{
+	struct mc_ssd_obj **pp;
+
+	for (pp = &s->kb[o->khash & (s->nb - 1)]; *pp != o; pp = &(*pp)->knext)
+		;
+	*pp = o->knext;
+	for (pp = &s->sb[mc_slot_bucket(s, o->slot)]; *pp != o; pp = &(*pp)->snext)
+		;
+	*pp = o->snext;
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	s->count--;
+	s->used -= o->foot;
+}
+
+static struct mc_ssd_obj *mc_ssd_find_key(struct mc_ssd *s, const char *key, size_t len)
+{
+	uint32_t h = mc_ssd_hash(key, len);
+	struct mc_ssd_obj *o;
+
+	for (o = s->kb[h & (s->nb - 1)]; o; o = o->knext)
+		if (o->khash == h && o->key_len == len && !memcmp(o->key, key, len))
+			return o;
+	return NULL;
+}
+
+static struct mc_ssd_obj *mc_ssd_find_slot(struct mc_ssd *s, uint64_t slot)
+{
+	struct mc_ssd_obj *o;
+
+	for (o = s->sb[mc_slot_bucket(s, slot)]; o; o = o->snext)
+		if (o->slot == slot)
+			return o;
+	return NULL;
+}
+
+static uint64_t mc_ssd_addr(const struct mc_ssd_obj *o)
+{
+	return MC_DISK_SPACE_BASE + (o->slot << MC_SSD_SLOT_SHIFT);
+}
+
+static void mc_ssd_path(const struct mc_ssd *s, uint64_t seq, const char *ext, char *out,
+			size_t n)
+{
+	snprintf(out, n, "%s/%016" PRIx64 ".%s", s->dir, seq, ext);
+}
+
+static uint64_t mc_data_off(size_t key_len)
+{
+	return (MC_SSD_HDR + key_len + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
+}
+
+uint64_t mc_ssd_footprint(size_t key_len, uint64_t size)
+{
+	return mc_data_off(key_len) + size;
+}
+
+static struct mc_ssd_obj *mc_ssd_obj_new(const char *key, size_t len, uint64_t seq, uint64_t size)
+{
+	struct mc_ssd_obj *o = calloc(1, sizeof(*o) + len + 1);
+
+	if (o == NULL)
+		return NULL;
+	memcpy(o->key, key, len);
+	o->key_len = len;
+	o->khash = mc_ssd_hash(key, len);
+	o->seq = seq;
+	o->size = size;
+	o->foot = mc_ssd_footprint(len, size);
+	return o;
+}
+
+/* Under the lock: add o (a new slot); drop an older object of the same key (and its file). */
+static int mc_ssd_insert(struct mc_ssd *s, struct mc_ssd_obj *o, struct mc_ssd_obj **old)
+{
+	struct mc_ssd_obj *prev = mc_ssd_find_key(s, o->key, o->key_len);
+
+	*old = NULL;
+	if (prev && prev->seq > o->seq)
+		return -EEXIST;
+	if (prev) {
+		mc_ssd_unlink(s, prev);
+		*old = prev;
+	}
+	if (s->count + 1 > s->nb)
+		mc_ssd_grow(s);
+	o->slot = s->next_slot++;
+	mc_ssd_link(s, o);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, size_t key_len)
+{
+	memset(hdr, 0, MC_SSD_HDR);
+	mc_put_le32(hdr, MC_SSD_MAGIC);
+	mc_put_le32(hdr + 4, MC_SSD_VERSION);
+	mc_put_le64(hdr + 8, seq);
+	mc_put_le64(hdr + 16, size);
+	mc_put_le32(hdr + 24, (uint32_t)key_len);
+}
+
+static int mc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+static int mc_pread_all(int fd, void *buf, size_t len, off_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t r = pread(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		p += r;
+		len -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
+/* Check one file.  Returns a new object (not linked) or NULL with why set. */
+static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **why)
+{
+	uint8_t hdr[MC_SSD_HDR];
+	char key[MC_SSD_MAX_KEY];
+	struct stat sb;
+	uint64_t seq, size, off;
+	uint32_t key_len, crc, want, i;
+
+	if (fstat(fd, &sb) != 0 || mc_pread_all(fd, hdr, MC_SSD_HDR, 0) != 0) {
+		*why = "short header";
+		return NULL;
+	}
+	seq = mc_get_le64(hdr + 8);
+	size = mc_get_le64(hdr + 16);
+	key_len = mc_get_le32(hdr + 24);
+	want = mc_get_le32(hdr + 28);
+	if (mc_get_le32(hdr) != MC_SSD_MAGIC || mc_get_le32(hdr + 4) != MC_SSD_VERSION) {
+		*why = "bad magic or version";
+		return NULL;
+	}
+	for (i = 32; i < MC_SSD_HDR; i++)
+		if (hdr[i]) {
+			*why = "bad header padding";
+			return NULL;
+		}
+	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT ||
+	    (uint64_t)sb.st_size != mc_data_off(key_len) + size) {
+		*why = "sizes do not match the file (torn write?)";
+		return NULL;
+	}
+	if (mc_pread_all(fd, key, key_len, MC_SSD_HDR) != 0) {
+		*why = "unreadable key";
+		return NULL;
+	}
+	memset(hdr + 28, 0, 4);
+	crc = mc_crc32c(0, hdr, MC_SSD_HDR);
+	crc = mc_crc32c(crc, key, key_len);
+	for (off = 0; off < size;) {
+		size_t n = size - off > MC_SSD_SCAN_BUF ? MC_SSD_SCAN_BUF : (size_t)(size - off);
+
+		if (mc_pread_all(fd, buf, n, (off_t)(mc_data_off(key_len) + off)) != 0) {
+			*why = "unreadable value";
+			return NULL;
+		}
+		crc = mc_crc32c(crc, buf, n);
+		off += n;
+	}
+	if (crc != want) {
+		*why = "checksum mismatch";
+		return NULL;
+	}
+	return mc_ssd_obj_new(key, key_len, seq, size);
+}
+
+static int mc_ssd_scan(struct mc_ssd *s)
+{
+	DIR *d = opendir(s->dir);
+	struct dirent *de;
+	uint8_t *buf;
+	size_t kept = 0;
+
+	if (d == NULL)
+		return -errno;
+	buf = malloc(MC_SSD_SCAN_BUF);
+	if (buf == NULL) {
+		closedir(d);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name);
+		char path[4200];
+		struct mc_ssd_obj *o, *old;
+		const char *why = NULL;
+		int fd;
+
+		if (nl != 20 || de->d_name[16] != '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", s->dir, de->d_name);
+		if (!strcmp(de->d_name + 17, "tmp")) {
+			mc_log_info("SSD area %s: removing unfinished write %s", s->dir, de->d_name);
+			unlink(path);
+			continue;
+		}
+		if (strcmp(de->d_name + 17, "mco"))
+			continue;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		o = mc_ssd_check_file(fd, buf, &why);
+		close(fd);
+		if (o != NULL && strtoull(de->d_name, NULL, 16) != o->seq) {
+			why = "name does not match its sequence number";
+			free(o);
+			o = NULL;
+		}
+		if (o == NULL) {
+			mc_log_warn("SSD area %s: %s is corrupt (%s): discarded", s->dir, de->d_name,
+				    why);
+			unlink(path);
+			s->discarded++;
+			continue;
+		}
+		if (o->seq >= s->next_seq)
+			s->next_seq = o->seq + 1;
+		if (mc_ssd_insert(s, o, &old) != 0) {
+			/* An older copy of a key we already hold. */
+			unlink(path);
+			free(o);
+			continue;
+		}
+		if (old) {
+			mc_ssd_path(s, old->seq, "mco", path, sizeof(path));
+			unlink(path);
+			free(old);
+		}
+		kept++;
+	}
+	closedir(d);
+	free(buf);
+	mc_log_info("SSD area %s: %zu objects, %llu of %llu bytes used, %zu corrupt discarded",
+		    s->dir, kept, (unsigned long long)s->used, (unsigned long long)s->limit,
+		    s->discarded);
+	return 0;
+}
+
+struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
+{
+	struct mc_ssd *s;
+	int rc;
+
+	if (dir == NULL || *dir == '\0' || limit == 0) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		*err = -errno;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	s->dir = strdup(dir);
+	s->limit = limit;
+	s->next_seq = 1;
+	s->nb = 1024;
+	s->kb = calloc(s->nb, sizeof(*s->kb));
+	s->sb = calloc(s->nb, sizeof(*s->sb));
+	s->lru.lru_prev = s->lru.lru_next = &s->lru;
+	if (s->dir == NULL || s->kb == NULL || s->sb == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = mc_ssd_scan(s);
+	if (rc)
+		goto fail;
+	return s;
+fail:
+	*err = rc;
+	mc_ssd_close(s);
+	return NULL;
+}
+
+void mc_ssd_close(struct mc_ssd *s)
+{
+	struct mc_ssd_obj *o, *n;
+
+	if (s == NULL)
+		return;
+	for (o = s->lru.lru_next; o && o != &s->lru; o = n) {
+		n = o->lru_next;
+		free(o);
+	}
+	free(s->kb);
+	free(s->sb);
+	free(s->dir);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+uint64_t mc_ssd_used(struct mc_ssd *s)
+{
+	uint64_t u;
+
+	pthread_mutex_lock(&s->mu);
+	u = s->used;
+	pthread_mutex_unlock(&s->mu);
+	return u;
+}
+
+uint64_t mc_ssd_limit(const struct mc_ssd *s)
+{
+	return s->limit;
+}
+
+size_t mc_ssd_count(struct mc_ssd *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->mu);
+	n = s->count;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+size_t mc_ssd_discarded(const struct mc_ssd *s)
+{
+	return s->discarded;
+}
+
+int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
+	       uint64_t size, uint64_t *addr)
+{
+	uint8_t *head;
+	char tmp[4200], path[4200];
+	struct mc_ssd_obj *o, *old;
+	uint64_t seq, foot, off = mc_data_off(key_len);
+	uint32_t crc;
+	int fd, rc;
+
+	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT)
+		return -EINVAL;
+	foot = mc_ssd_footprint(key_len, size);
+	pthread_mutex_lock(&s->mu);
+	old = mc_ssd_find_key(s, key, key_len);
+	if (s->used - (old ? old->foot : 0) + foot > s->limit) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOSPC;
+	}
+	seq = s->next_seq++;
+	pthread_mutex_unlock(&s->mu);
+
+	head = calloc(1, (size_t)off);
+	if (head == NULL)
+		return -ENOMEM;
+	mc_ssd_header(head, seq, size, key_len);
+	memcpy(head + MC_SSD_HDR, key, key_len);
+	crc = mc_crc32c(0, head, MC_SSD_HDR);
+	crc = mc_crc32c(crc, key, key_len);
+	crc = mc_crc32c(crc, value, (size_t)size);
+	mc_put_le32(head + 28, crc);
+	mc_ssd_path(s, seq, "tmp", tmp, sizeof(tmp));
+	mc_ssd_path(s, seq, "mco", path, sizeof(path));
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto fail_head;
+	}
+	rc = mc_pwrite_all(fd, head, (size_t)off, 0);
+	if (rc == 0)
+		rc = mc_pwrite_all(fd, value, (size_t)size, (off_t)off);
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc)
+		goto fail_file;
+	free(head);
+	o = mc_ssd_obj_new(key, key_len, seq, size);
+	if (o == NULL) {
+		unlink(path);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->mu);
+	rc = mc_ssd_insert(s, o, &old);
+	if (rc == 0)
+		*addr = mc_ssd_addr(o);
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		unlink(path);
+		free(o);
+		return rc;
+	}
+	if (old) {
+		mc_ssd_path(s, old->seq, "mco", path, sizeof(path));
+		unlink(path);
+		free(old);
+	}
+	return 0;
+
+fail_file:
+	unlink(tmp);
+fail_head:
+	free(head);
+	mc_log_warn("SSD area %s: writing %.*s failed: %s", s->dir,
+		    (int)(key_len > 128 ? 128 : key_len), key, strerror(-rc));
+	return rc;
+}
+
+int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr)
+{
+	struct mc_ssd_obj *o;
+	char path[4200];
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_find_key(s, key, key_len);
+	if (o == NULL || (addr != 0 && mc_ssd_addr(o) != addr)) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	mc_ssd_unlink(s, o);
+	pthread_mutex_unlock(&s->mu);
+	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
+	unlink(path);
+	free(o);
+	return 0;
+}
+
+/* Under the lock: the object holding [addr, addr+len) and the offset of addr in its value. */
+static struct mc_ssd_obj *mc_ssd_locate(struct mc_ssd *s, uint64_t addr, uint64_t len,
+					uint64_t *in)
+{
+	uint64_t rel, slot, off;
+	struct mc_ssd_obj *o;
+
+	if (!mc_memreg_in_files(addr, len))
+		return NULL;
+	rel = addr - MC_DISK_SPACE_BASE;
+	slot = rel >> MC_SSD_SLOT_SHIFT;
+	off = rel & ((1ull << MC_SSD_SLOT_SHIFT) - 1);
+	o = mc_ssd_find_slot(s, slot);
+	if (o == NULL || off + len > o->size || off + len < off)
+		return NULL;
+	*in = off;
+	return o;
+}
+
+int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *off)
+{
+	struct mc_ssd *s = arg;
+	struct mc_ssd_obj *o;
+	char path[4200];
+	uint64_t in;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_locate(s, addr, len, &in);
+	if (o == NULL) {
+		rc = -ENOENT;
+		goto out;
+	}
+	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	*off = mc_data_off(o->key_len) + in;
+	/* Most recently used. */
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = s->lru.lru_prev;
+	o->lru_next = &s->lru;
+	s->lru.lru_prev->lru_next = o;
+	s->lru.lru_prev = o;
+out:
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len)
+{
+	uint64_t off;
+	int fd, rc;
+
+	rc = mc_ssd_open_range(s, addr, len, &fd, &off);
+	if (rc)
+		return rc;
+	rc = mc_pread_all(fd, buf, (size_t)len, (off_t)off);
+	close(fd);
+	return rc;
+}
+
+void mc_ssd_items_free(struct mc_ssd_item *items, size_t n)
+{
+	size_t i;
+
+	for (i = 0; items && i < n; i++)
+		free(items[i].key);
+	free(items);
+}
+
+long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item **out)
+{
+	struct mc_ssd_item *items;
+	struct mc_ssd_obj *o;
+	size_t n = 0, cap;
+
+	(void)lru_order;	/* the list is kept in LRU order: both orders are the same walk */
+	pthread_mutex_lock(&s->mu);
+	cap = s->count < max ? s->count : max;
+	items = calloc(cap ? cap : 1, sizeof(*items));
+	if (items == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOMEM;
+	}
+	for (o = s->lru.lru_next; o != &s->lru && n < cap; o = o->lru_next) {
+		items[n].key = malloc(o->key_len + 1);
+		if (items[n].key == NULL) {
+			pthread_mutex_unlock(&s->mu);
+			mc_ssd_items_free(items, n);
+			return -ENOMEM;
+		}
+		memcpy(items[n].key, o->key, o->key_len);
+		items[n].key[o->key_len] = '\0';
+		items[n].key_len = o->key_len;
+		items[n].size = o->size;
+		items[n].addr = mc_ssd_addr(o);
+		n++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	*out = items;
+	return (long)n;
+}

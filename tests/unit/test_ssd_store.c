@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the SSD area (src/ssd): the file format, the recovery scan (torn, corrupt,
+ * renamed and unfinished files are dropped, the rest load), the size limit, replacement of a key,
+ * LRU order, and address resolution for the data server.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "ssd/ssd_store.h"
+#include "tap.h"
+#include "transfer/memreg.h"
+
+static char dir[256];
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31 + seed * 7 + (i >> 9));
+}
+
+static int count_files(const char *ext)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		if (l > 4 && !strcmp(de->d_name + l - 3, ext))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Path of the file holding the object whose value starts with byte first. */
+static int file_of(struct mc_ssd *s, const char *key, char *out, size_t n)
+{
+	struct mc_ssd_item *items;
+	long cnt = mc_ssd_list(s, 0, 1000, &items), i;
+	int rc = -1;
+
+	(void)out;
+	(void)n;
+	for (i = 0; i < cnt; i++)
+		if (!strcmp(items[i].key, key)) {
+			int fd;
+			uint64_t off;
+
+			if (mc_ssd_open_range(s, items[i].addr, 1, &fd, &off) == 0) {
+				char link[64];
+				ssize_t l;
+
+				snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+				l = readlink(link, out, n - 1);
+				if (l > 0) {
+					out[l] = '\0';
+					rc = 0;
+				}
+				close(fd);
+			}
+		}
+	mc_ssd_items_free(items, (size_t)cnt);
+	return rc;
+}
+
+int main(void)
+{
+	static uint8_t a[300000], b[5000], back[300000];
+	struct mc_ssd *s;
+	struct mc_ssd_item *items;
+	uint64_t addr_a = 0, addr_b = 0, addr_c = 0, off;
+	char path[4200], path2[4200];
+	long n;
+	int err = 0, fd, rc, i;
+
+	snprintf(dir, sizeof(dir), "%s/mc-ssd-test.%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+		 (int)getpid());
+	fill(a, sizeof(a), 1);
+	fill(b, sizeof(b), 2);
+
+	/* crc32c check value of "123456789" */
+	ok(mc_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c of 123456789 is e3069283");
+
+	ok(mc_ssd_open(dir, 0, &err) == NULL && err == -EINVAL, "a zero limit is refused");
+	s = mc_ssd_open(dir, 1 << 20, &err);
+	ok(s != NULL && mc_ssd_count(s) == 0, "an empty area opens");
+	ok(mc_ssd_put(s, "alpha", 5, a, sizeof(a), &addr_a) == 0, "put alpha (300000 bytes)");
+	ok(mc_ssd_put(s, "beta", 4, b, sizeof(b), &addr_b) == 0, "put beta");
+	ok(addr_a >= MC_DISK_SPACE_BASE && addr_b != addr_a, "addresses in the file window");
+	ok(mc_ssd_used(s) == mc_ssd_footprint(5, sizeof(a)) + mc_ssd_footprint(4, sizeof(b)),
+	   "used bytes are the footprints");
+	memset(back, 0, sizeof(back));
+	ok(mc_ssd_read(s, addr_a, back, sizeof(a)) == 0 && !memcmp(back, a, sizeof(a)),
+	   "alpha reads back byte for byte");
+	ok(mc_ssd_read(s, addr_a + 1000, back, 5000) == 0 && !memcmp(back, a + 1000, 5000),
+	   "a range inside alpha reads back");
+	ok(mc_ssd_read(s, addr_a + 1, back, sizeof(a)) == -ENOENT,
+	   "a range past the object's end is refused");
+	ok(mc_ssd_read(s, addr_b + (1ull << 36), back, 1) == -ENOENT, "an unknown slot is refused");
+	rc = mc_ssd_open_range(s, addr_b + 10, 100, &fd, &off);
+	ok(rc == 0 && off % 4096 == 10, "open_range gives a descriptor and a value offset");
+	if (rc == 0)
+		close(fd);
+	ok(mc_ssd_put(s, "big", 3, a, 1 << 20, &addr_c) == -ENOSPC, "over the limit: -ENOSPC");
+	ok(mc_ssd_put(s, "", 0, a, 10, &addr_c) == -EINVAL, "an empty key is refused");
+
+	/* Replacing a key drops the old file. */
+	ok(mc_ssd_put(s, "beta", 4, a, 1000, &addr_c) == 0 && addr_c != addr_b,
+	   "beta replaced gets a new address");
+	ok(mc_ssd_read(s, addr_b, back, 10) == -ENOENT, "the old beta address is gone");
+	ok(count_files("mco") == 2, "two object files on disk");
+
+	/* LRU: reading alpha makes beta the least recently used. */
+	ok(mc_ssd_read(s, addr_a, back, 1) == 0, "touch alpha");
+	n = mc_ssd_list(s, 1, 1, &items);
+	ok(n == 1 && !strcmp(items[0].key, "beta"), "beta is the least recently used");
+	mc_ssd_items_free(items, (size_t)n);
+
+	ok(mc_ssd_put(s, "gamma", 5, b, sizeof(b), &addr_c) == 0, "put gamma");
+	ok(mc_ssd_put(s, "delta", 5, b, sizeof(b), &addr_c) == 0, "put delta");
+	ok(mc_ssd_remove(s, "delta", 5, addr_c + 1) == -ENOENT, "remove with a stale address refused");
+	ok(mc_ssd_remove(s, "delta", 5, addr_c) == 0 && mc_ssd_count(s) == 3, "remove delta");
+	ok(file_of(s, "gamma", path, sizeof(path)) == 0, "gamma's file found");
+	ok(file_of(s, "beta", path2, sizeof(path2)) == 0, "beta's file found");
+	mc_ssd_close(s);
+
+	/* Corrupt gamma's value, truncate beta, leave a .tmp behind: recovery keeps alpha only. */
+	fd = open(path, O_WRONLY);
+	ok(fd >= 0 && pwrite(fd, "X", 1, 4096 + 100) == 1, "flip a byte in gamma's value");
+	close(fd);
+	ok(truncate(path2, 4096 + 10) == 0, "tear beta's file");
+	snprintf(path2, sizeof(path2), "%s/00000000000000ff.tmp", dir);
+	fd = open(path2, O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	s = mc_ssd_open(dir, 1 << 20, &err);
+	ok(s != NULL, "the area reopens");
+	ok(s && mc_ssd_count(s) == 1 && mc_ssd_discarded(s) == 2,
+	   "one object loads, two are discarded");
+	ok(count_files("tmp") == 0 && count_files("mco") == 1, "the corrupt files and the .tmp are gone");
+	n = s ? mc_ssd_list(s, 0, 10, &items) : 0;
+	ok(n == 1 && !strcmp(items[0].key, "alpha") && items[0].size == sizeof(a),
+	   "alpha is listed with its size");
+	if (n == 1) {
+		memset(back, 0, sizeof(back));
+		ok(mc_ssd_read(s, items[0].addr, back, sizeof(a)) == 0 &&
+		   !memcmp(back, a, sizeof(a)), "alpha reads back after the restart");
+	}
+	mc_ssd_items_free(items, (size_t)n);
+	/* Header corruption: the key length. */
+	ok(file_of(s, "alpha", path, sizeof(path)) == 0, "alpha's file found");
+	mc_ssd_close(s);
+	fd = open(path, O_WRONLY);
+	ok(fd >= 0 && pwrite(fd, "\x07", 1, 24) == 1, "alter alpha's key length");
+	close(fd);
+	s = mc_ssd_open(dir, 1 << 20, &err);
+	ok(s && mc_ssd_count(s) == 0 && mc_ssd_discarded(s) == 1, "a bad header is discarded");
+	/* Sequence numbers continue past what was found: new writes never reuse a name. */
+	for (i = 0; i < 3; i++)
+		ok(mc_ssd_put(s, "k", 1, b, 100, &addr_c) == 0, "write %d after recovery", i);
+	ok(count_files("mco") == 1, "rewrites of one key leave one file");
+	mc_ssd_close(s);
+	s = mc_ssd_open(dir, 1 << 20, &err);
+	ok(s && mc_ssd_count(s) == 1, "it loads again");
+	mc_ssd_remove(s, "k", 1, 0);
+	mc_ssd_close(s);
+	rmdir(dir);
+	return tap_done();
+}
