@@ -645,6 +645,8 @@ static int mc_op_unmount(struct mc_req *q)
 		return MC_ERR_INVALID_PARAMS;
 	seg = mc_segment_find(q->m, &sid);
 	if (seg == NULL)
+		seg = mc_disk_find(q->m, &sid);	/* an SSD area (UnmountLocalDiskSegment) */
+	if (seg == NULL)
 		return 0;
 	if (memcmp(seg->client->id.b, cid.b, 16))
 		return MC_ERR_INVALID_PARAMS;

@@ -336,6 +336,9 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		}
 	}
 	mc_store_shm_start(st);
+	rc = mc_store_ssd_start(st);
+	if (rc)
+		goto fail;
 	st->initialized = 1;
 	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
 		    st->endpoint, st->master_addr, st->nsegs);
@@ -349,6 +352,7 @@ void mc_store_teardown(struct mc_store *st)
 {
 	uint32_t i;
 
+	mc_store_ssd_stop(st);
 	if (st->lt) {
 		struct mc_setup_ctx x = { .st = st };
 
@@ -370,6 +374,7 @@ void mc_store_teardown(struct mc_store *st)
 		st->lt = NULL;
 	}
 	mc_store_shm_stop(st);
+	mc_store_ssd_free(st);
 	for (i = 0; i < st->nsegs; i++) {
 		munmap(st->segs[i].base, st->segs[i].size);
 		close(st->segs[i].memfd);

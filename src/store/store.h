@@ -53,6 +53,11 @@ struct mc_store {
 	uint64_t local_buf_size;
 	int64_t rpc_timeout_ms;
 	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
+	/* SSD tier (store_ssd.c): set before mc_store_setup, or taken from the environment */
+	int ssd_enable;
+	char ssd_path[1024];
+	uint64_t ssd_limit;
+	struct mc_store_ssd *ssdw;
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -105,6 +110,14 @@ void mc_store_shm_stop_listener(struct mc_store *st);
 void mc_store_shm_stop(struct mc_store *st);
 /* Where [addr, addr+len) of the named peer segment is mapped here, or NULL (use TCP). */
 void *mc_store_shm_ptr(struct mc_store *st, struct mc_strv segment, uint64_t addr, uint64_t len);
+
+/* ---- store_ssd.c: the SSD tier ---- */
+/* After the segments are mounted: open the SSD area (if enabled), register its objects at the
+ * master and start the worker.  0 (also when disabled) or a negative code. */
+int mc_store_ssd_start(struct mc_store *st);
+/* Stop the worker (before the loop stops), then, after the loop stopped, free. */
+void mc_store_ssd_stop(struct mc_store *st);
+void mc_store_ssd_free(struct mc_store *st);
 
 /* ---- store_data.c: moving bytes ---- */
 struct mc_xfer_req {

@@ -358,7 +358,8 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			if (items[i].result != MC_ERR_TRANSFER_FAIL || gs[i].code != 0)
 				continue;
 			while (gs[i].tried < gs[i].nrep &&
-			       gs[i].reps[gs[i].tried].type != MC_REPLICA_MEMORY)
+			       gs[i].reps[gs[i].tried].type != MC_REPLICA_MEMORY &&
+			       gs[i].reps[gs[i].tried].type != MC_REPLICA_LOCAL_DISK)
 				gs[i].tried++;
 			if (gs[i].tried >= gs[i].nrep)
 				continue;
@@ -366,7 +367,9 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			whole.len = rep->size;
 			rg = items[i].ranges ? items[i].ranges : &whole;
 			nrg = items[i].ranges ? items[i].nranges : 1;
-			{
+			/* An SSD replica (LOCAL_DISK) is read from its owner's data server, which
+			 * serves its SSD objects at these addresses. */
+			if (rep->type == MC_REPLICA_MEMORY) {
 				uint8_t *src = mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)
 						       ? (uint8_t *)(uintptr_t)rep->addr
 						       : mc_store_shm_ptr(st, rep->segment_name, rep->addr,

@@ -1,0 +1,91 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The SSD tier end to end: a master with --offload_on_evict --promotion_on_hit, a client with a
+# 16 MiB memory segment and an SSD area, a writer filling memory four times over.
+#  1. every object stays readable byte for byte (from memory or from SSD) by another process;
+#  2. kill -9 the SSD client and restart it on the same area: its SSD objects come back;
+#  3. corrupt one object file and restart: it is reported and dropped, the rest load;
+#  4. restart with a smaller SSD limit: watermark eviction asks the master first, and no reader
+#     is ever handed a deleted object (every key reads back or is -704, nothing else).
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+T="$MC_BIN/tests/integration/fault_tool"
+N=64
+SZ=1048576
+mc_start_master --offload_on_evict --promotion_on_hit --client_ttl=2 --default_kv_lease_ttl=500 \
+	--eviction_ratio=0.2 || { mc_dump_logs; exit 1; }
+export MC_MASTER=127.0.0.1:$MC_MASTER_PORT MC_STORE_SHM=0
+SSD=$MC_TMP/ssd
+mkdir -p "$SSD"
+rc=0
+metric() { curl -s "http://127.0.0.1:$MC_METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
+
+mc_start_client c1 16MB --enable_offload --ssd_offload_path="$SSD" \
+	--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
+c1=$MC_LAST_PID
+"$T" fill ssd $N $SZ || rc=1
+"$T" verify ssd $N $SZ || rc=1
+off=$(metric master_offloaded_key_count)
+[ "${off:-0}" -ge $((N / 2)) ] && echo "ok - $off objects were offloaded to SSD" \
+	|| { echo "not ok - only ${off:-0} objects offloaded"; rc=1; }
+# Read twice more: SSD-only objects get promoted back into memory.
+"$T" verify ssd $N $SZ >/dev/null
+sleep 0.5
+"$T" verify ssd $N $SZ || rc=1
+pro=$(metric master_promotion_completed_total)
+[ "${pro:-0}" -gt 0 ] && echo "ok - $pro objects promoted back into memory after repeated reads" \
+	|| { echo "not ok - no promotion"; rc=1; }
+grep -q "SSD Storage: [1-9]" "$MC_TMP/master.log" || sleep 10
+grep -q "SSD Storage: [1-9]" "$MC_TMP/master.log" && echo "ok - the summary line reports SSD usage" \
+	|| { echo "not ok - summary line without SSD usage"; rc=1; }
+
+# 2. kill -9 and restart on the same area: the objects only it held come back.
+files=$(ls "$SSD" | grep -c '\.mco$')
+echo "# $files object files in the SSD area"
+kill -9 "$c1"; wait "$c1" 2>/dev/null
+sleep 3	# client_ttl: the master drops the dead client's replicas
+gone=$("$T" verify ssd $N $SZ $N | grep -o '[0-9]* absent' | head -1 | awk '{print $1}')
+echo "# after the kill: $gone of $N objects unreachable"
+mc_start_client c1b 16MB --enable_offload --ssd_offload_path="$SSD" \
+	--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
+c1=$MC_LAST_PID
+mc_wait_log c1b "registered" 10
+back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c1b.log" | head -1 | awk '{print $1}')
+[ "${back:-0}" -eq "$files" ] && [ "${gone:-0}" -gt 0 ] \
+	&& echo "ok - restarted after kill -9, the client registered its $back SSD objects again" \
+	|| { echo "not ok - $back registered of $files files ($gone were gone)"; rc=1; }
+"$T" verify ssd $N $SZ $((N - files)) || rc=1
+
+# 3. corrupt one object file: reported and dropped, the rest load.
+kill -9 "$c1"; wait "$c1" 2>/dev/null
+victim=$(ls "$SSD"/*.mco | head -1)
+printf 'X' | dd of="$victim" bs=1 seek=5000 conv=notrunc 2>/dev/null
+sleep 3
+mc_start_client c1c 16MB --enable_offload --ssd_offload_path="$SSD" \
+	--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
+c1=$MC_LAST_PID
+mc_wait_log c1c "registered" 10
+grep -q "corrupt (checksum mismatch): discarded" "$MC_TMP/c1c.log" && [ ! -e "$victim" ] \
+	&& echo "ok - the corrupt object is reported and discarded" \
+	|| { echo "not ok - corrupt object not reported"; rc=1; }
+back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c1c.log" | head -1 | awk '{print $1}')
+[ "${back:-0}" -eq $((files - 1)) ] && echo "ok - the other $back objects load" \
+	|| { echo "not ok - $back objects loaded, want $((files - 1))"; rc=1; }
+"$T" verify ssd $N $SZ $((N - files + 1)) || rc=1
+
+# 4. a smaller SSD limit: the watermark evicts, each deletion released by the master first.
+kill -TERM "$c1"; wait "$c1" 2>/dev/null
+mc_start_client c1d 16MB --enable_offload --ssd_offload_path="$SSD" \
+	--ssd_offload_size_limit=24MB || { mc_dump_logs; exit 1; }
+c1=$MC_LAST_PID
+sleep 1.5
+left=$(ls "$SSD" | grep -c '\.mco$')
+[ "$left" -le 19 ] && [ "$left" -ge 10 ] && echo "ok - SSD watermark eviction: $left objects left (limit 24 MiB, low mark 0.8)" \
+	|| { echo "not ok - $left objects left on SSD"; rc=1; }
+ev=$(metric master_disk_evicted_key_count)
+[ "${ev:-0}" -gt 0 ] && echo "ok - the master released $ev SSD copies before they were deleted" \
+	|| { echo "not ok - the master was not asked"; rc=1; }
+"$T" verify ssd $N $SZ $N || rc=1
+kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
+kill -0 "$c1" 2>/dev/null || { echo "not ok - client died"; rc=1; }
+[ $rc -eq 0 ] || mc_dump_logs
+exit $rc
