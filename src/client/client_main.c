@@ -77,7 +77,7 @@ static const struct mc_opt mc_client_opts[] = {
 	  "bytes the SSD area may use (0: $MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES, else 2 TB, at "
 	  "most 90% of its file system)" },
 	{ "start_offload_rpc_server", NULL, NULL, MC_OPT_BOOL, O(start_offload_rpc_server), "true",
-	  0, -1, "serve SSD reads for other clients (with --enable_offload)" },
+	  0, -1, "accepted for compatibility: SSD objects are always served on the data port" },
 	{ "enable_http_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_server), "false", 0, -1,
 	  "client HTTP metrics server (not available yet: true is refused)" },
 	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
