@@ -403,8 +403,16 @@ static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 		}
 	}
 	if (n == 0 && (disk = mc_object_disk_replica(o)) != NULL) {
-		mc_put_replica_desc(w, o, disk);
-		n = 1;
+		/* Every SSD copy (a restarted owner may have registered a second one while the
+		 * old process is not yet declared dead): the reader falls back in order. */
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
+
+			if (r->type == MC_REPLICA_LOCAL_DISK && mc_replica_readable(r)) {
+				mc_put_replica_desc(w, o, r);
+				n++;
+			}
+		}
 		mc_wbuf_patch_u32(w, at, n);
 		mc_tier_on_disk_hit(m, o, disk);
 		return n;

@@ -220,9 +220,15 @@ static void mc_task_undemote(struct mc_master *m, struct mc_tier_task *t)
 
 /* Eviction had chosen o (DEMOTE) but its SSD copy did not come: evict it the ordinary way,
  * unless a reader holds it now. */
+static void mc_demote(struct mc_master *m, struct mc_object *o);
+
 static void mc_demote_failed(struct mc_master *m, struct mc_object *o)
 {
 	o->flags &= (uint8_t) ~MC_OBJ_DEMOTE;
+	if (mc_object_disk_replica(o) != NULL && o->fetch_until <= mc_master_now(m)) {
+		mc_demote(m, o);	/* an SSD copy exists after all (registered meanwhile) */
+		return;
+	}
 	if (o->fetch_until > mc_master_now(m) || (o->flags & MC_OBJ_HARD_PIN)) {
 		mc_object_lru_link(&m->objects, o);
 		return;
@@ -289,8 +295,20 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 			return MC_ERR_OBJECT_NOT_FOUND;
 		}
 		o->flags &= (uint8_t) ~MC_OBJ_OFFLOADING;
-		if (result != 0 || disk_addr == 0 || disk->status != MC_SEG_OK ||
-		    mc_object_disk_replica(o) != NULL) {
+		if (result == 0 && mc_object_disk_replica(o) != NULL) {
+			/* An SSD copy appeared meanwhile (registered by a restarted owner): keep
+			 * that one; the memory can go as planned. */
+			rc = MC_ERR_OBJECT_NOT_FOUND;
+			if (o->flags & MC_OBJ_DEMOTE) {
+				o->flags &= (uint8_t) ~MC_OBJ_DEMOTE;
+				if (o->fetch_until > mc_master_now(m))
+					mc_object_lru_link(&m->objects, o);
+				else
+					mc_demote(m, o);
+			}
+			break;
+		}
+		if (result != 0 || disk_addr == 0 || disk->status != MC_SEG_OK) {
 			m->metrics.offload_failures++;
 			if (o->flags & MC_OBJ_DEMOTE)
 				mc_demote_failed(m, o);
@@ -730,7 +748,9 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 		if (r->seg && r->status != MC_REPLICA_COMPLETE)
 			return MC_ERR_OBJECT_ALREADY_EXISTS;	/* being written */
 	}
-	if (o->flags & (MC_OBJ_OFFLOADING | MC_OBJ_PROMOTING) || mc_object_disk_replica(o))
+	/* Another SSD copy (an earlier process of this client, not yet declared dead, or
+	 * another client) does not stop ours: readers fall back from one to the next. */
+	if (o->flags & MC_OBJ_PROMOTING)
 		return MC_ERR_OBJECT_ALREADY_EXISTS;
 	r = mc_object_add_replica(o);
 	if (r == NULL)
