@@ -162,6 +162,7 @@ struct mc_master {
 	uint64_t allocated;
 	uint64_t disk_capacity;		/* mounted SSD areas */
 	uint64_t disk_allocated;	/* bytes of LOCAL_DISK replicas */
+	struct mc_segment *fs_seg;	/* --root_fs_dir: holder of the DISK replicas */
 	uint64_t demote_pending;	/* memory bytes eviction chose, freed once on SSD */
 	int quiet_disk_release;		/* releasing at the owner's request: no DROP task */
 	uint64_t rng;
@@ -242,6 +243,16 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 		      struct mc_wbuf *out, const char *peer);
 /* Remove an object and release all its replicas. */
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
+
+/* fs_tier.c: legacy shared-directory DISK replicas (--root_fs_dir, reference §6.1) */
+void mc_fs_init(struct mc_master *m);
+void mc_fs_fini(struct mc_master *m);
+/* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out; 0 or -1 if too long. */
+int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out, size_t n);
+/* Add a PROCESSING DISK replica to a new object (no-op without --root_fs_dir). */
+void mc_fs_add_replica(struct mc_master *m, struct mc_object *o);
+/* Attach a DISK replica (status COMPLETE) at reload.  0, or -1 without --root_fs_dir. */
+int mc_fs_attach(struct mc_master *m, struct mc_replica *r, uint64_t size);
 
 /* tiering.c: SSD areas, offload, promotion (reference §6.2) */
 int mc_op_mount_local_disk(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,

@@ -364,6 +364,7 @@ int main(int argc, char **argv)
 		goto out_cfg;
 	m->rng = (uint64_t)mc_master_clock_ms() ^ ((uint64_t)getpid() << 32);
 	mc_master_tables_init(m);
+	mc_fs_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);

@@ -57,7 +57,10 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 		reps[n].type = r->type;
 		reps[n].status = r->status;
 		memcpy(reps[n].segment_id, r->seg->id.b, 16);
-		if (r->type == MC_REPLICA_LOCAL_DISK) {
+		if (r->type == MC_REPLICA_DISK) {
+			reps[n].offset = 0;
+			reps[n].len = o->size;
+		} else if (r->type == MC_REPLICA_LOCAL_DISK) {
 			reps[n].offset = r->disk_addr;
 			reps[n].len = o->size;
 		} else {
@@ -217,6 +220,11 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		struct mc_uuid id;
 
 		memcpy(id.b, pr->segment_id, 16);
+		if (pr->type == MC_REPLICA_DISK) {
+			segs[i] = pr->status == MC_REPLICA_COMPLETE ? m->fs_seg : NULL;
+			n += segs[i] != NULL;
+			continue;
+		}
 		if (pr->type == MC_REPLICA_LOCAL_DISK) {
 			segs[i] = mc_disk_find(m, &id);
 			if (segs[i] && pr->status == MC_REPLICA_COMPLETE && pr->offset != 0)
@@ -284,6 +292,12 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 
 		if (segs[i] == NULL)
 			continue;
+		if (po->replicas[i].type == MC_REPLICA_DISK) {
+			r = mc_object_replica(o, n++);
+			r->id = po->replicas[i].id;
+			mc_fs_attach(m, r, po->size);
+			continue;
+		}
 		if (po->replicas[i].type == MC_REPLICA_LOCAL_DISK) {
 			r = mc_object_replica(o, n++);
 			r->id = po->replicas[i].id;

@@ -56,8 +56,8 @@ static void mc_item_result(struct mc_req *q, int code)
 		q->ctr->failed_items++;
 }
 
-static void mc_put_replica_desc(struct mc_wbuf *w, const struct mc_object *o,
-				const struct mc_replica *r)
+static void mc_put_replica_desc(const struct mc_master *m, struct mc_wbuf *w,
+				const struct mc_object *o, const struct mc_replica *r)
 {
 	struct mc_rpc_replica d;
 
@@ -66,6 +66,15 @@ static void mc_put_replica_desc(struct mc_wbuf *w, const struct mc_object *o,
 	d.type = r->type;
 	d.status = r->status;
 	d.size = o->size;
+	if (r->type == MC_REPLICA_DISK) {
+		char path[MC_RPC_MAX_PATH + 1];
+
+		if (mc_fs_path(m, o->key, o->key_len, path, sizeof(path)) != 0)
+			path[0] = '\0';
+		d.path = mc_strv_c(path);
+		mc_rpc_put_replica(w, &d);
+		return;
+	}
 	if (r->type == MC_REPLICA_LOCAL_DISK) {
 		d.client_id = r->seg->client->id;
 		d.endpoint = mc_strv_c(r->seg->endpoint);
@@ -219,6 +228,7 @@ allocated:
 	o->size = size;
 	o->put_start = q->now;
 	o->writer = c;
+	mc_fs_add_replica(m, o);	/* --root_fs_dir: the writer also stores the file */
 	if (cfg->with_hard_pin) {
 		o->flags |= MC_OBJ_HARD_PIN;
 		mc_object_lru_unlink(&m->objects, o);
@@ -235,7 +245,7 @@ reply:
 	mc_wbuf_i32(q->out, 0);
 	mc_wbuf_u32(q->out, o->nrep);
 	for (i = 0; i < o->nrep; i++)
-		mc_put_replica_desc(q->out, o, mc_object_replica(o, i));
+		mc_put_replica_desc(q->m, q->out, o, mc_object_replica(o, i));
 	mc_item_result(q, 0);
 	return 0;
 
@@ -398,7 +408,7 @@ static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 		struct mc_replica *r = mc_object_replica(o, i);
 
 		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r)) {
-			mc_put_replica_desc(w, o, r);
+			mc_put_replica_desc(m, w, o, r);
 			n++;
 		}
 	}
@@ -408,8 +418,8 @@ static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 		for (i = 0; i < o->nrep; i++) {
 			struct mc_replica *r = mc_object_replica(o, i);
 
-			if (r->type == MC_REPLICA_LOCAL_DISK && mc_replica_readable(r)) {
-				mc_put_replica_desc(w, o, r);
+			if (r->type != MC_REPLICA_MEMORY && mc_replica_readable(r)) {
+				mc_put_replica_desc(m, w, o, r);
 				n++;
 			}
 		}
@@ -678,6 +688,18 @@ static int mc_op_ping(struct mc_req *q)
 	return 0;
 }
 
+static int mc_op_get_fsdir(struct mc_req *q)
+{
+	char dir[MC_RPC_MAX_PATH + 1] = "";
+
+	if (!mc_req_done(q))
+		return MC_ERR_INVALID_PARAMS;
+	if (q->m->fs_seg)
+		snprintf(dir, sizeof(dir), "%s/%s", q->m->cfg.root_fs_dir, q->m->cfg.cluster_id);
+	mc_wbuf_cstr(q->out, dir);
+	return 0;
+}
+
 static int mc_op_service_ready(struct mc_req *q)
 {
 	if (!mc_req_done(q))
@@ -828,6 +850,7 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	switch (h->opcode) {
 	case MC_OP_PING: rc = mc_op_ping(&q); break;
 	case MC_OP_SERVICE_READY: rc = mc_op_service_ready(&q); break;
+	case MC_OP_GET_FSDIR: rc = mc_op_get_fsdir(&q); break;
 	case MC_OP_MOUNT_SEGMENT: rc = mc_op_mount(&q, 0); break;
 	case MC_OP_REMOUNT_SEGMENT: rc = mc_op_mount(&q, 1); break;
 	case MC_OP_UNMOUNT_SEGMENT: rc = mc_op_unmount(&q); break;

@@ -43,6 +43,7 @@ void mc_master_tables_fini(struct mc_master *m)
 
 	mc_master_release_discards(m, 0, 1);
 	mc_object_table_fini(&m->objects);
+	mc_fs_fini(m);
 	for (i = 0; i < m->nsegs; i++)
 		mc_segment_free(m->segs[i]);
 	free(m->segs);
@@ -390,8 +391,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 
 	if (seg == NULL)
 		return;
-	if (r->type == MC_REPLICA_LOCAL_DISK) {
-		if (!m->quiet_disk_release)
+	if (r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) {
+		if (r->type == MC_REPLICA_LOCAL_DISK && !m->quiet_disk_release)
 			mc_tier_queue_drop(m, r);
 		mc_replica_unlink(r);
 		seg->used -= r->obj->size < seg->used ? r->obj->size : seg->used;
@@ -417,7 +418,7 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 
 	if (seg == NULL)
 		return;
-	if (r->type == MC_REPLICA_LOCAL_DISK) {
+	if (r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) {
 		/* Nothing to park: readers of the old copy read through the owner, which keeps
 		 * serving an open file until the read is done. */
 		mc_replica_release(m, r);

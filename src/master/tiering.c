@@ -139,7 +139,8 @@ struct mc_replica *mc_object_disk_replica(struct mc_object *o)
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->type == MC_REPLICA_LOCAL_DISK && mc_replica_readable(r))
+		if ((r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) &&
+		    mc_replica_readable(r))
 			return r;
 	}
 	return NULL;
@@ -471,7 +472,7 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 	struct mc_tier_task *t;
 
 	m->metrics.file_cache_hit_nums++;
-	if (!m->cfg.promotion_on_hit)
+	if (!m->cfg.promotion_on_hit || disk->type != MC_REPLICA_LOCAL_DISK)
 		return;
 	if (disk->hits < 255)
 		disk->hits++;

@@ -269,6 +269,7 @@ const char *mc_rpc_op_name(uint16_t op)
 	switch (op) {
 	case MC_OP_PING: return "Ping";
 	case MC_OP_SERVICE_READY: return "ServiceReady";
+	case MC_OP_GET_FSDIR: return "GetFsdir";
 	case MC_OP_MOUNT_SEGMENT: return "MountSegment";
 	case MC_OP_REMOUNT_SEGMENT: return "ReMountSegment";
 	case MC_OP_UNMOUNT_SEGMENT: return "UnmountSegment";

@@ -25,6 +25,7 @@
  *
  *   PING                 uuid client_id                    -> i64 view_version, u8 client_status
  *   SERVICE_READY        (empty)                           -> str version
+ *   GET_FSDIR            (empty)                           -> str "<root_fs_dir>/<cluster_id>" or ""
  *   MOUNT_SEGMENT        uuid client_id, segment           -> (empty)
  *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment -> (empty)
  *   UNMOUNT_SEGMENT      uuid client_id, uuid segment_id   -> (empty)
@@ -91,6 +92,7 @@ enum mc_rpc_kind {
 enum mc_rpc_op {
 	MC_OP_PING = 1,
 	MC_OP_SERVICE_READY = 2,
+	MC_OP_GET_FSDIR = 3,
 	MC_OP_MOUNT_SEGMENT = 10,
 	MC_OP_REMOUNT_SEGMENT = 11,
 	MC_OP_UNMOUNT_SEGMENT = 12,

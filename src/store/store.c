@@ -335,6 +335,24 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 		}
 	}
+	{
+		/* --root_fs_dir on the master: where DISK replicas live (older masters: none). */
+		struct mc_rpc_call call;
+		struct mc_rbuf r;
+
+		mc_rpc_call_init(&call, MC_OP_GET_FSDIR);
+		if (mc_store_call(st, &call) == 0 && call.status == 0) {
+			struct mc_strv d;
+
+			mc_rbuf_init(&r, call.resp, call.resp_len);
+			d = mc_rpc_get_strv(&r, MC_RPC_MAX_PATH);
+			if (r.err == 0 && d.n < sizeof(st->fsdir)) {
+				memcpy(st->fsdir, d.p, d.n);
+				st->fsdir[d.n] = '\0';
+			}
+		}
+		mc_rpc_call_fini(&call);
+	}
 	mc_store_shm_start(st);
 	rc = mc_store_ssd_start(st);
 	if (rc)
