@@ -172,6 +172,12 @@ static struct mc_replica *mc_object_replica_by_id(struct mc_object *o, uint64_t 
 	return NULL;
 }
 
+/* A LOCAL_DISK address must lie in the disk window of the data port, [2^62, 2^63). */
+static int mc_disk_addr_ok(uint64_t addr, uint64_t size)
+{
+	return addr >= (1ull << 62) && addr < (1ull << 63) && size <= (1ull << 63) - addr;
+}
+
 /* ---------------------------------------------------------------- tasks */
 
 static struct mc_tier_task *mc_task_new(uint8_t kind, const char *key, size_t len, uint64_t size,
@@ -309,7 +315,8 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 			}
 			break;
 		}
-		if (result != 0 || disk_addr == 0 || disk->status != MC_SEG_OK) {
+		if (result != 0 || !mc_disk_addr_ok(disk_addr, o->size) ||
+		    disk->status != MC_SEG_OK) {
 			m->metrics.offload_failures++;
 			if (o->flags & MC_OBJ_DEMOTE)
 				mc_demote_failed(m, o);
@@ -806,9 +813,10 @@ int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf 
 		if (items[i].key.n == 0 || items[i].size == 0) {
 			rc = MC_ERR_INVALID_PARAMS;
 		} else if (items[i].kind == MC_TIER_REGISTER) {
-			rc = items[i].addr ? mc_register_one(m, c, disk, items[i].key, items[i].size,
-							     items[i].addr, now)
-					   : MC_ERR_INVALID_PARAMS;
+			rc = mc_disk_addr_ok(items[i].addr, items[i].size)
+				     ? mc_register_one(m, c, disk, items[i].key, items[i].size,
+						       items[i].addr, now)
+				     : MC_ERR_INVALID_PARAMS;
 		} else if (items[i].kind == MC_TIER_OFFLOAD || items[i].kind == MC_TIER_PROMOTE) {
 			t = mc_inflight_take(disk, items[i].kind, items[i].key);
 			rc = t ? mc_task_done(m, disk, t, items[i].result, items[i].addr)

@@ -171,9 +171,10 @@ def main():
     # Objects found on the SSD at start-up.
     st, res = notify(c, disk, [(REGISTER, "reg/a", 5000, (1 << 62) + (40 << 36), 0),
                                (REGISTER, "o/3", 12345, (1 << 62) + (41 << 36), 0),
-                               (REGISTER, "", 10, 1, 0)])
-    ok(res == [0, -705, -600], "REGISTER: a new key is added, a different size refused, an "
-       "empty key invalid")
+                               (REGISTER, "", 10, 1, 0),
+                               (REGISTER, "reg/b", 10, 0x7f0000001000, 0)])
+    ok(res == [0, -705, -600, -600], "REGISTER: a new key is added, a different size refused, an "
+       "empty key or an address outside the disk window invalid")
     code, reps = get_list(c, "reg/a")
     ok(code == 0 and reps[0]["type"] == 2 and reps[0]["size"] == 5000,
        "a registered object is readable from its SSD")
