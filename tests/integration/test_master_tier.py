@@ -106,7 +106,7 @@ def main():
     ok(st == 0, "MountLocalDiskSegment of 64 MiB")
     st, tasks = heartbeat(c, disk)
     ok(st == 0 and tasks == [], "an idle heartbeat has no tasks")
-    ok(metric("master_total_file_capacity_bytes") in (None, 64 << 20),
+    ok(metric("master_total_file_capacity_bytes") == 64 << 20,
        "master_total_file_capacity_bytes counts the SSD area")
 
     # Fill the 1 MiB segment; the next put makes eviction choose a victim, which waits for SSD.
@@ -205,11 +205,36 @@ def reload():
        "a restarted master still has the LOCAL_DISK replica, exactly")
     st, tasks = heartbeat(c, disk)
     ok(st == 0, "the SSD area survived the restart (heartbeat accepted)")
-    # Now the client goes silent: after client_ttl its SSD objects are gone.
+    # A second client fills memory until eviction hands out offloads that are never answered.
+    d = Client(ADDR)
+    ddisk = os.urandom(16)
+    seg = segment(os.urandom(16), "fake2:1", 0x20000000, 1 << 20, "127.0.0.1:3002")
+    d.call("MOUNT_SEGMENT", d.client_id + seg)
+    d.call("REMOUNT_SEGMENT", d.client_id + struct.pack("<I", 1) + seg)
+    d.call("MOUNT_LOCAL_DISK", d.client_id + ddisk + s("fake2:1") + s("127.0.0.1:3002") +
+           struct.pack("<Q", 64 << 20))
+    codes = []
+    for i in range(12):
+        codes.append(put(d, "d/%d" % i, 300 * KB))
+        if codes[-1] == -200:
+            break
+        time.sleep(0.35 if i % 3 == 2 else 0)
+    inflight = []
+    for cl, dk in ((c, disk), (d, ddisk)):
+        st, tasks = heartbeat(cl, dk)
+        inflight += [t["key"] for t in tasks if t["kind"] == OFFLOAD]
+    ok(codes[-1] == -200 and inflight, "offloads are in flight when the clients die (%s)" %
+       ",".join(inflight))
+    # Now both clients go silent: after client_ttl their objects, memory and SSD, are gone.
     time.sleep(4.5)
     ok(get_list(c, "keep/1")[0] == -704, "a dead client's SSD objects are dropped")
+    ok(all(get_list(c, k)[0] == -704 for k in inflight),
+       "objects whose offload was in flight leave no dangling replica")
     st, tasks = heartbeat(c, disk)
     ok(st == -101, "its SSD area is unmounted")
+    ok(metric("master_key_count") == 0 and metric("master_allocated_bytes") == 0
+       and metric("master_allocated_file_size_bytes") == 0,
+       "no key, no memory and no SSD bytes are left accounted")
     print("1..%d" % n_checks)
     return 1 if n_failed else 0
 
