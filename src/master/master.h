@@ -116,6 +116,7 @@ struct mc_tier_task {
 	uint64_t size;
 	uint64_t addr;			/* DROP: the disk address to delete */
 	uint64_t replica_id;		/* PROMOTE: the memory replica being filled */
+	uint64_t gen;			/* OFFLOAD: the generation handed out */
 	uint8_t kind;			/* enum mc_tier_task_kind */
 	uint8_t demote;			/* counted in master->demote_pending */
 	uint16_t key_len;
@@ -129,6 +130,18 @@ struct mc_discard {
 	struct mc_alloc_block *blk;
 	uint64_t len;
 	int64_t release_at;
+};
+
+/* ghosts.c: see there.  Bounds of what the master remembers of forgotten SSD objects. */
+#define MC_GHOST_MAX (1u << 20)		/* ghosts (key, generation) of dead SSD areas' objects */
+#define MC_TOMB_MAX (1u << 16)		/* removals remembered while adopting older objects */
+
+struct mc_ghost;
+struct mc_ghost_table {
+	struct mc_ghost **b;		/* hash chains */
+	size_t nb;
+	struct mc_ghost *fifo;		/* sentinel of the age list */
+	size_t nkeep, ntomb;
 };
 
 struct mc_master {
@@ -165,6 +178,11 @@ struct mc_master {
 	struct mc_segment *fs_seg;	/* --root_fs_dir: holder of the DISK replicas */
 	uint64_t demote_pending;	/* memory bytes eviction chose, freed once on SSD */
 	int quiet_disk_release;		/* releasing at the owner's request: no DROP task */
+	uint64_t next_gen;		/* generation of the next put (ghosts.c) */
+	uint64_t gen_epoch;		/* generations below were issued before our state began */
+	int adopt_open;			/* objects older than gen_epoch are still taken */
+	int erase_keep;			/* objects erased now leave a ghost (their SSD went away) */
+	struct mc_ghost_table ghosts;
 	uint64_t rng;
 
 	struct mc_persist *persist;
@@ -287,6 +305,29 @@ struct mc_segment *mc_disk_find(struct mc_master *m, const struct mc_uuid *id);
 /* Attach a LOCAL_DISK replica to disk (status COMPLETE). */
 void mc_disk_replica_attach(struct mc_master *m, struct mc_segment *disk, struct mc_replica *r,
 			    uint64_t addr, uint64_t size);
+
+/* ghosts.c: generations, ghosts of dead SSD areas' objects, adoption of older objects */
+void mc_ghosts_init(struct mc_master *m);
+void mc_ghosts_fini(struct mc_master *m);
+/* A new generation for a put. */
+uint64_t mc_gen_next(struct mc_master *m);
+/* The object table's erase hook (arg is the master): a ghost if m->erase_keep, else the key is
+ * forgotten (mc_ghost_forget). */
+void mc_ghost_on_erase(void *arg, struct mc_object *o);
+/* The key was removed: forget its ghost; while adopting, remember the removal. */
+void mc_ghost_forget(struct mc_master *m, const char *key, size_t len);
+/* A new object of the key exists: its ghost (not a removal) goes. */
+void mc_ghost_drop(struct mc_master *m, const char *key, size_t len);
+/* Forget the ghosts whose key matches re (a regex_t *; NULL: all).  Returns how many. */
+uint64_t mc_ghost_remove_matching(struct mc_master *m, const void *re);
+/* May an unknown key's SSD copy of generation gen be taken?  0 (and its ghost is consumed) or
+ * -1. */
+int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t gen);
+/* Stop taking objects older than gen_epoch (and drop the removals kept for them). */
+void mc_adopt_close(struct mc_master *m, const char *why);
+/* A persisted ghost at reload. */
+void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen);
+size_t mc_ghost_count(const struct mc_master *m);
 
 /* rpc_server.c */
 int mc_rpc_server_start(struct mc_master *m);

@@ -74,6 +74,7 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 	po.key_len = o->key_len;
 	po.size = o->size;
 	po.flags = o->flags & MC_OBJ_HARD_PIN;
+	po.gen = o->gen;
 	/* Monotonic times do not survive a restart: store wall-clock ones. */
 	po.put_start_ms = mc_wall_ms() - (mc_master_now(m) - o->put_start);
 	po.soft_pin_until_ms = o->soft_pin_until ? mc_wall_ms() + (o->soft_pin_until -
@@ -122,6 +123,7 @@ int mc_master_commit(struct mc_master *m)
 	if (m->persist == NULL || mc_persist_pending(m->persist) == 0)
 		return 0;
 	if (mc_persist_set_meta(m->persist, "next_replica_id", (int64_t)m->next_replica_id) ||
+	    mc_persist_set_meta(m->persist, "next_gen", (int64_t)m->next_gen) ||
 	    mc_persist_commit(m->persist)) {
 		mc_persist_fail(m);
 		return MC_ERR_PERSISTENT_FAIL;
@@ -142,7 +144,7 @@ struct mc_load {
 	struct mc_master *m;
 	struct mc_load_range *ranges;
 	size_t n, cap;
-	uint64_t objects, zombies, dropped;
+	uint64_t objects, zombies, dropped, ghosts;
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;
@@ -215,6 +217,16 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	struct mc_object *o;
 	uint32_t i, n = 0, processing = 0;
 
+	if (po->flags & MC_OBJ_GHOST) {
+		if (po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
+			L->dropped++;
+			mc_load_stale(L, po->key, po->key_len);
+			return 0;
+		}
+		mc_ghost_load(m, po->key, po->key_len, po->gen);
+		L->ghosts++;
+		return 0;
+	}
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
 		const struct mc_persist_replica *pr = &po->replicas[i];
 		struct mc_uuid id;
@@ -270,6 +282,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	}
 	o = mc_object_insert(&m->objects, po->key, po->key_len, n);
 	o->size = po->size;
+	o->gen = po->gen;
 	o->put_start = L->now - (L->wall - po->put_start_ms);
 	if (po->flags & MC_OBJ_HARD_PIN) {
 		o->flags |= MC_OBJ_HARD_PIN;
@@ -386,6 +399,18 @@ int mc_master_persist_open(struct mc_master *m)
 		return rc;
 	L.now = mc_master_now(m);
 	L.wall = mc_wall_ms();
+	/* A database that has issued generations knows every object since its epoch: nothing
+	 * older is adopted.  A new one (or one from before generations) starts adopting. */
+	if (mc_persist_get_meta(m->persist, "gen_epoch") > 0) {
+		uint64_t next = (uint64_t)mc_persist_get_meta(m->persist, "next_gen");
+
+		m->gen_epoch = (uint64_t)mc_persist_get_meta(m->persist, "gen_epoch");
+		if (next > m->next_gen)
+			m->next_gen = next;
+		m->adopt_open = 0;
+	} else if (mc_persist_set_meta(m->persist, "gen_epoch", (int64_t)m->gen_epoch)) {
+		mc_persist_fail(m);
+	}
 	/* Loading records nothing: the database already holds it. */
 	{
 		struct mc_persist *p = m->persist;
@@ -431,10 +456,11 @@ int mc_master_persist_open(struct mc_master *m)
 	if (m->next_replica_id == 0)
 		m->next_replica_id = 1;
 	mc_master_commit(m);
-	mc_log_notice("recovered %u segments and %llu objects from %s (%llu unfinished puts "
-		      "quarantined, %llu unusable rows dropped)",
-		      m->nsegs, (unsigned long long)L.objects, m->cfg.persist_path,
-		      (unsigned long long)L.zombies, (unsigned long long)L.dropped);
+	mc_log_notice("recovered %u segments, %llu objects and %llu SSD ghosts from %s (%llu "
+		      "unfinished puts quarantined, %llu unusable rows dropped)",
+		      m->nsegs, (unsigned long long)L.objects, (unsigned long long)L.ghosts,
+		      m->cfg.persist_path, (unsigned long long)L.zombies,
+		      (unsigned long long)L.dropped);
 	return 0;
 }
 

@@ -128,6 +128,9 @@ void mc_object_erase(struct mc_object_table *t, struct mc_object *o)
 {
 	size_t i = o->hash & (t->cap - 1);
 
+	if (t->on_erase)
+		t->on_erase(t->on_erase_arg, o);
+
 	while (t->slots[i] != o)
 		i = (i + 1) & (t->cap - 1);
 	/* A following empty slot means no probe chain passes through: no tombstone needed. */

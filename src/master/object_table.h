@@ -42,6 +42,7 @@ enum mc_object_flags {
 	MC_OBJ_OFFLOADING = 1u << 3,	/* an offload task is queued or running */
 	MC_OBJ_DEMOTE = 1u << 4,	/* free the memory replicas once the SSD copy is in */
 	MC_OBJ_PROMOTING = 1u << 5,	/* a memory replica is being filled from the SSD */
+	MC_OBJ_GHOST = 1u << 6,		/* persisted rows only: a ghost (ghosts.c), no object */
 };
 
 struct mc_object {
@@ -52,6 +53,7 @@ struct mc_object {
 					   flight to a reader: eviction never frees them) */
 	int64_t put_start;		/* monotonic ms */
 	int64_t soft_pin_until;		/* monotonic ms, 0 = none */
+	uint64_t gen;			/* generation of its bytes (ghosts.c) */
 	struct mc_client *writer;
 	struct mc_replica *extra;	/* replicas beyond the first, array of nrep - 1 */
 	uint32_t hash;
@@ -70,6 +72,9 @@ struct mc_object_table {
 	struct mc_object lru;		/* sentinel of the LRU list */
 	uint64_t key_bytes;
 	size_t soft_pinned;		/* objects with MC_OBJ_SOFT_PIN */
+	/* Called by mc_object_erase before an object goes (NULL: none). */
+	void (*on_erase)(void *arg, struct mc_object *o);
+	void *on_erase_arg;
 };
 
 int mc_object_table_init(struct mc_object_table *t);

@@ -167,6 +167,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 			/* In-place upsert: same buffers, back to PROCESSING. */
 			for (i = 0; i < o->nrep; i++)
 				mc_object_replica(o, i)->status = MC_REPLICA_PROCESSING;
+			o->gen = mc_gen_next(m);
 			o->put_start = q->now;
 			o->writer = c;
 			goto reply;
@@ -186,7 +187,9 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		mc_object_erase(&m->objects, o);
 	}
 	want = cfg->replica_num > MC_RPC_MAX_REPLICAS ? MC_RPC_MAX_REPLICAS : cfg->replica_num;
+	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
+	o->gen = mc_gen_next(m);
 	for (i = 0; i < want; i++) {
 		struct mc_replica *r = mc_object_replica(o, got);
 
@@ -574,6 +577,8 @@ static int mc_op_remove(struct mc_req *q)
 		struct mc_object *o = mc_object_find(&q->m->objects, keys[i].p, keys[i].n);
 		int rc = o ? mc_remove_one(q, o, force) : MC_ERR_OBJECT_NOT_FOUND;
 
+		if (o == NULL)	/* an SSD copy on an area that is away must not come back */
+			mc_ghost_forget(q->m, keys[i].p, keys[i].n);
 		mc_wbuf_i32(q->out, rc);
 		mc_item_result(q, rc);
 	}
@@ -595,6 +600,9 @@ static int mc_op_remove_by_regex(struct mc_req *q)
 	while ((o = mc_object_next(&q->m->objects, &pos)) != NULL)
 		if (mc_regex_match(&re, o) && mc_remove_one(q, o, force) == 0)
 			count++;
+	mc_ghost_remove_matching(q->m, &re);
+	/* Keys it matches that the master never saw may sit on an SSD that is away. */
+	mc_adopt_close(q->m, "remove_by_regex");
 	regfree(&re);
 	mc_wbuf_i64(q->out, count);
 	return 0;
@@ -612,6 +620,8 @@ static int mc_op_remove_all(struct mc_req *q)
 	while ((o = mc_object_next(&q->m->objects, &pos)) != NULL)
 		if (mc_remove_one(q, o, force) == 0)
 			count++;
+	mc_ghost_remove_matching(q->m, NULL);
+	mc_adopt_close(q->m, "remove_all");
 	mc_wbuf_i64(q->out, count);
 	mc_log_info("remove_all%s from %s removed %lld objects", force ? " (force)" : "", q->peer,
 		    (long long)count);

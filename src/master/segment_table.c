@@ -22,6 +22,9 @@
 int mc_master_tables_init(struct mc_master *m)
 {
 	mc_object_table_init(&m->objects);
+	mc_ghosts_init(m);
+	m->objects.on_erase = mc_ghost_on_erase;
+	m->objects.on_erase_arg = m;
 	m->nclient_buckets = MC_CLIENT_BUCKETS;
 	m->client_buckets = mc_xcalloc(m->nclient_buckets, sizeof(*m->client_buckets));
 	m->next_replica_id = 1;
@@ -43,6 +46,7 @@ void mc_master_tables_fini(struct mc_master *m)
 
 	mc_master_release_discards(m, 0, 1);
 	mc_object_table_fini(&m->objects);
+	mc_ghosts_fini(m);
 	mc_fs_fini(m);
 	for (i = 0; i < m->nsegs; i++)
 		mc_segment_free(m->segs[i]);
@@ -243,8 +247,12 @@ int mc_master_reap(struct mc_master *m, uint32_t budget)
 			for (i = 0; i < o->nrep; i++)
 				live += mc_object_replica(o, i)->seg != NULL;
 			if (live == 0) {
+				/* Its last copy was on an SSD area that went away: keep a ghost
+				 * so the area's owner may bring it back (ghosts.c). */
 				mc_persist_object_gone(m, o);
+				m->erase_keep = seg->is_disk;
 				mc_object_erase(&m->objects, o);
+				m->erase_keep = 0;
 			} else {
 				mc_object_compact(o);
 				/* Left only on SSD: no memory to evict. */

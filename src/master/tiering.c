@@ -293,7 +293,7 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 	switch (t->kind) {
 	case MC_TIER_OFFLOAD:
 		if (o == NULL || !(o->flags & MC_OBJ_OFFLOADING) || r == NULL ||
-		    r->type != MC_REPLICA_MEMORY || o->size != t->size) {
+		    r->type != MC_REPLICA_MEMORY || o->size != t->size || o->gen != t->gen) {
 			/* Removed, re-put or its memory unmounted meanwhile. */
 			if (o && (o->flags & MC_OBJ_OFFLOADING) && o->size == t->size)
 				mc_task_cancel(m, t);
@@ -665,6 +665,7 @@ int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wb
 			mc_wbuf_u64(out, t->addr);
 			mc_wbuf_str(out, "", 0);
 			mc_wbuf_u64(out, 0);
+			mc_wbuf_u64(out, 0);
 			n++;
 			free(t);
 			continue;
@@ -690,6 +691,7 @@ int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wb
 		mc_wbuf_u8(out, t->kind);
 		mc_wbuf_str(out, t->key, t->key_len);
 		mc_wbuf_u64(out, t->size);
+		t->gen = o->gen;
 		if (src) {
 			t->replica_id = src->id;
 			mc_wbuf_u64(out, src->seg->base + mc_alloc_block_offset(src->blk));
@@ -700,6 +702,7 @@ int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wb
 			mc_wbuf_cstr(out, dst->seg->endpoint);
 			mc_wbuf_u64(out, dst->seg->base + mc_alloc_block_offset(dst->blk));
 		}
+		mc_wbuf_u64(out, o->gen);
 		t->deadline = now + m->cfg.offload_task_timeout_sec * 1000;
 		t->next = disk->inflight;
 		disk->inflight = t;
@@ -724,17 +727,52 @@ static struct mc_tier_task *mc_inflight_take(struct mc_segment *disk, uint8_t ki
 	return NULL;
 }
 
-/* An object found on the SSD when its client started. */
+/* Replace the SSD copies of o (all older, adopted ones) by nothing: their owners delete them. */
+static void mc_register_drop_older(struct mc_master *m, struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg)
+			mc_replica_release(m, r);	/* queues a DROP for the owner */
+	}
+	mc_object_compact(o);
+}
+
+/* An object found on the SSD when its client started, holding the bytes of generation gen.
+ * Taken only if those are the bytes the master knows for the key (ghosts.c). */
 static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_segment *disk,
-			   struct mc_strv key, uint64_t size, uint64_t addr, int64_t now)
+			   struct mc_strv key, uint64_t size, uint64_t addr, uint64_t gen,
+			   int64_t now)
 {
 	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
 	struct mc_replica *r;
 	uint32_t i;
 
+	if (o != NULL && o->gen != gen) {
+		/* Two adopted copies of a key written before this master: the newer wins, if
+		 * nothing but SSD copies exist yet. */
+		if (!(m->adopt_open && gen < m->gen_epoch && o->gen < gen) ||
+		    mc_object_in_memory(o) || (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_OFFLOADING)) ||
+		    o->fetch_until > now)
+			return MC_ERR_OBJECT_ALREADY_EXISTS;
+		for (i = 0; i < o->nrep; i++)
+			if (mc_object_replica(o, i)->status != MC_REPLICA_COMPLETE)
+				return MC_ERR_OBJECT_ALREADY_EXISTS;
+		mc_register_drop_older(m, o);
+		o->gen = gen;
+		o->size = size;
+	} else if (o == NULL && mc_ghost_check(m, key.p, key.n, gen) != 0) {
+		return MC_ERR_OBJECT_NOT_FOUND;	/* removed or replaced while it was away */
+	}
+	if (gen >= m->next_gen)
+		m->next_gen = gen + 1;
 	if (o == NULL) {
 		o = mc_object_insert(&m->objects, key.p, key.n, 0);
 		o->size = size;
+		o->gen = gen;
 		o->put_start = now;
 		o->lease_until = now;
 		o->writer = c;
@@ -777,14 +815,14 @@ int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf 
 	struct {
 		uint8_t kind;
 		struct mc_strv key;
-		uint64_t size, addr;
+		uint64_t size, addr, gen;
 		int32_t result;
 	} *items;
 	uint32_t n, i;
 
 	mc_rpc_get_uuid(r, &cid);
 	mc_rpc_get_uuid(r, &did);
-	n = mc_rbuf_count(r, MC_RPC_MAX_BATCH, 25);
+	n = mc_rbuf_count(r, MC_RPC_MAX_BATCH, 33);
 	if (r->err)
 		return MC_ERR_INVALID_PARAMS;
 	items = mc_xcalloc(n ? n : 1, sizeof(*items));
@@ -794,6 +832,7 @@ int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf 
 		items[i].size = mc_rbuf_u64(r);
 		items[i].addr = mc_rbuf_u64(r);
 		items[i].result = (int32_t)mc_rbuf_u32(r);
+		items[i].gen = mc_rbuf_u64(r);
 	}
 	if (!mc_body_done(r)) {
 		free(items);
@@ -815,7 +854,7 @@ int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf 
 		} else if (items[i].kind == MC_TIER_REGISTER) {
 			rc = mc_disk_addr_ok(items[i].addr, items[i].size)
 				     ? mc_register_one(m, c, disk, items[i].key, items[i].size,
-						       items[i].addr, now)
+						       items[i].addr, items[i].gen, now)
 				     : MC_ERR_INVALID_PARAMS;
 		} else if (items[i].kind == MC_TIER_OFFLOAD || items[i].kind == MC_TIER_PROMOTE) {
 			t = mc_inflight_take(disk, items[i].kind, items[i].key);

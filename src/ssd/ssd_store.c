@@ -26,7 +26,7 @@
 #include "transfer/memreg.h"
 
 #define MC_SSD_MAGIC 0x4453434Du
-#define MC_SSD_VERSION 1
+#define MC_SSD_VERSION 2
 #define MC_SSD_HDR 64
 #define MC_SSD_ALIGN 4096
 #define MC_SSD_SLOT_SHIFT 36
@@ -35,7 +35,7 @@
 struct mc_ssd_obj {
 	struct mc_ssd_obj *knext, *snext;
 	struct mc_ssd_obj *lru_prev, *lru_next;
-	uint64_t seq, slot, size, foot;
+	uint64_t seq, slot, size, foot, gen;
 	uint32_t khash;
 	size_t key_len;
 	char key[];
@@ -283,7 +283,8 @@ static int mc_ssd_insert(struct mc_ssd *s, struct mc_ssd_obj *o, struct mc_ssd_o
 
 /* ---------------------------------------------------------------- files */
 
-static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, size_t key_len)
+static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, size_t key_len,
+			  uint64_t gen)
 {
 	memset(hdr, 0, MC_SSD_HDR);
 	mc_put_le32(hdr, MC_SSD_MAGIC);
@@ -291,6 +292,7 @@ static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, 
 	mc_put_le64(hdr + 8, seq);
 	mc_put_le64(hdr + 16, size);
 	mc_put_le32(hdr + 24, (uint32_t)key_len);
+	mc_put_le64(hdr + 32, gen);
 }
 
 static int mc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
@@ -339,8 +341,9 @@ static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **w
 	uint8_t hdr[MC_SSD_HDR];
 	char key[MC_SSD_MAX_KEY];
 	struct stat sb;
-	uint64_t seq, size, off;
+	uint64_t seq, size, off, gen;
 	uint32_t key_len, crc, want, i;
+	struct mc_ssd_obj *o;
 
 	if (fstat(fd, &sb) != 0 || mc_pread_all(fd, hdr, MC_SSD_HDR, 0) != 0) {
 		*why = "short header";
@@ -350,11 +353,12 @@ static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **w
 	size = mc_get_le64(hdr + 16);
 	key_len = mc_get_le32(hdr + 24);
 	want = mc_get_le32(hdr + 28);
+	gen = mc_get_le64(hdr + 32);
 	if (mc_get_le32(hdr) != MC_SSD_MAGIC || mc_get_le32(hdr + 4) != MC_SSD_VERSION) {
 		*why = "bad magic or version";
 		return NULL;
 	}
-	for (i = 32; i < MC_SSD_HDR; i++)
+	for (i = 40; i < MC_SSD_HDR; i++)
 		if (hdr[i]) {
 			*why = "bad header padding";
 			return NULL;
@@ -385,7 +389,10 @@ static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **w
 		*why = "checksum mismatch";
 		return NULL;
 	}
-	return mc_ssd_obj_new(key, key_len, seq, size);
+	o = mc_ssd_obj_new(key, key_len, seq, size);
+	if (o)
+		o->gen = gen;
+	return o;
 }
 
 static int mc_ssd_scan(struct mc_ssd *s)
@@ -547,7 +554,7 @@ size_t mc_ssd_discarded(const struct mc_ssd *s)
 }
 
 int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
-	       uint64_t size, uint64_t *addr)
+	       uint64_t size, uint64_t gen, uint64_t *addr)
 {
 	uint8_t *head;
 	char tmp[4200], path[4200];
@@ -571,7 +578,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	head = calloc(1, (size_t)off);
 	if (head == NULL)
 		return -ENOMEM;
-	mc_ssd_header(head, seq, size, key_len);
+	mc_ssd_header(head, seq, size, key_len, gen);
 	memcpy(head + MC_SSD_HDR, key, key_len);
 	crc = mc_crc32c(0, head, MC_SSD_HDR);
 	crc = mc_crc32c(crc, key, key_len);
@@ -599,6 +606,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 		unlink(path);
 		return -ENOMEM;
 	}
+	o->gen = gen;
 	pthread_mutex_lock(&s->mu);
 	rc = mc_ssd_insert(s, o, &old);
 	if (rc == 0)
@@ -744,6 +752,7 @@ long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item
 		items[n].key_len = o->key_len;
 		items[n].size = o->size;
 		items[n].addr = mc_ssd_addr(o);
+		items[n].gen = o->gen;
 		n++;
 	}
 	pthread_mutex_unlock(&s->mu);

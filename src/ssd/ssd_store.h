@@ -6,11 +6,12 @@
  * A client's SSD area: one directory holding one file per object, under a size limit.
  *
  * File format (little-endian), name "<16 hex digits of seq>.mco":
- *   off 0  u32 magic "MCSD" (0x4453434D)   4  u32 version (1)
+ *   off 0  u32 magic "MCSD" (0x4453434D)   4  u32 version (2)
  *       8  u64 seq (newer wins when two files hold the same key)
  *       16 u64 value_len                   24 u32 key_len (1..4096)
  *       28 u32 crc32c over the 64-byte header (this field zero), the key and the value
- *       32 32 zero bytes
+ *       32 u64 gen: the master's generation of these bytes (quoted back at registration)
+ *       40 24 zero bytes
  *   64 key bytes, zero padding up to data_off = round_up(64 + key_len, 4096), then the value;
  *   the file is exactly data_off + value_len bytes.
  * Files are written as "<seq>.tmp" and renamed, so a crash leaves at most a .tmp (removed at
@@ -34,6 +35,7 @@ struct mc_ssd_item {
 	size_t key_len;
 	uint64_t size;
 	uint64_t addr;
+	uint64_t gen;
 };
 
 /* Open (creating the directory if needed) and scan dir.  limit: bytes of files allowed (0 is
@@ -49,10 +51,11 @@ size_t mc_ssd_discarded(const struct mc_ssd *s);
 
 /* Bytes a value of size takes on disk. */
 uint64_t mc_ssd_footprint(size_t key_len, uint64_t size);
-/* Store value[0..size) under key (replacing an older copy of key).  *addr receives its address.
- * 0, -ENOSPC (over the limit: evict first), -EINVAL, or -errno of the write. */
+/* Store value[0..size), generation gen, under key (replacing an older copy of key).  *addr
+ * receives its address.  0, -ENOSPC (over the limit: evict first), -EINVAL, or -errno of the
+ * write. */
 int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
-	       uint64_t size, uint64_t *addr);
+	       uint64_t size, uint64_t gen, uint64_t *addr);
 /* Delete key's object; with addr != 0 only if it is still the one at addr.  0 or -ENOENT. */
 int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr);
 /* Resolve [addr, addr+len) to a new descriptor and a file offset (mc_memreg_file_fn).  Counts as

@@ -51,7 +51,7 @@ struct mc_store_ssd {
 struct mc_task {
 	uint8_t kind;
 	struct mc_strv key;
-	uint64_t size, src, dst;
+	uint64_t size, src, dst, gen;
 	struct mc_strv dst_ep;
 	/* result */
 	uint64_t disk_addr;
@@ -156,6 +156,7 @@ static int mc_ssd_mount(struct mc_store_ssd *w)
 			mc_wbuf_u64(&call.req, it->size);
 			mc_wbuf_u64(&call.req, it->addr);
 			mc_wbuf_u32(&call.req, 0);
+			mc_wbuf_u64(&call.req, it->gen);
 		}
 		rc = mc_ssd_call_codes(st, &call, codes, cnt);
 		mc_rpc_call_fini(&call);
@@ -254,7 +255,7 @@ static void mc_ssd_do_offload(struct mc_store_ssd *w, struct mc_task *t)
 	if (used + need > limit)
 		mc_ssd_evict(w, used + need - (uint64_t)(MC_SSD_LOW * (double)limit));
 	rc = mc_ssd_put(w->ssd, t->key.p, t->key.n, (const void *)(uintptr_t)t->src, t->size,
-			&t->disk_addr);
+			t->gen, &t->disk_addr);
 	t->result = rc ? MC_ERR_WRITE_FAIL : 0;
 }
 
@@ -319,7 +320,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		return -1;
 	}
 	mc_rbuf_init(&r, call.resp, call.resp_len);
-	n = mc_rbuf_count(&r, MC_SSD_MAX_TASKS, 38);
+	n = mc_rbuf_count(&r, MC_SSD_MAX_TASKS, 46);
 	for (i = 0; i < n && r.err == 0; i++) {
 		memset(&tasks[i], 0, sizeof(tasks[i]));
 		tasks[i].kind = mc_rbuf_u8(&r);
@@ -328,6 +329,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		tasks[i].src = mc_rbuf_u64(&r);
 		tasks[i].dst_ep = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
 		tasks[i].dst = mc_rbuf_u64(&r);
+		tasks[i].gen = mc_rbuf_u64(&r);
 	}
 	if (r.err || r.left) {
 		mc_log_warn("malformed OffloadObjectHeartbeat answer from %s", st->master_addr);
@@ -367,6 +369,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 			mc_wbuf_u64(&note.req, t->size);
 			mc_wbuf_u64(&note.req, t->disk_addr);
 			mc_wbuf_i32(&note.req, t->result);
+			mc_wbuf_u64(&note.req, 0);
 		}
 		rc = mc_ssd_call_codes(st, &note, codes, nnote);
 		mc_rpc_call_fini(&note);

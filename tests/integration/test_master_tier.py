@@ -59,15 +59,18 @@ def heartbeat(c, disk):
         key = r.str().decode()
         size, src = r.take("QQ")
         dst_ep = r.str().decode()
-        dst = r.take("Q")
-        tasks.append(dict(kind=kind, key=key, size=size, src=src, dst_ep=dst_ep, dst=dst))
+        dst, gen = r.take("QQ")
+        tasks.append(dict(kind=kind, key=key, size=size, src=src, dst_ep=dst_ep, dst=dst,
+                          gen=gen))
     return 0, tasks
 
 
 def notify(c, disk, items):
     body = c.client_id + disk + struct.pack("<I", len(items))
-    for kind, key, size, addr, result in items:
-        body += struct.pack("<B", kind) + s(key) + struct.pack("<QQi", size, addr, result)
+    for item in items:
+        kind, key, size, addr, result = item[:5]
+        gen = item[5] if len(item) > 5 else 0
+        body += struct.pack("<B", kind) + s(key) + struct.pack("<QQiQ", size, addr, result, gen)
     st, r = c.call("NOTIFY_OFFLOAD", body)
     return st, (r.codes() if st == 0 else [])
 
@@ -120,8 +123,9 @@ def main():
     st, tasks = heartbeat(c, disk)
     off = [t for t in tasks if t["kind"] == OFFLOAD]
     ok(len(off) >= 1 and off[0]["key"] == "o/0" and off[0]["src"] == first_addr and
-       off[0]["size"] == 300 * KB,
-       "the heartbeat hands out an offload of the LRU object with its memory address")
+       off[0]["size"] == 300 * KB and off[0]["gen"] > 0,
+       "the heartbeat hands out an offload of the LRU object with its memory address and "
+       "generation")
     ok(get_list(c, "o/0")[0] == 0 and get_list(c, "o/0")[1][0]["type"] == 0,
        "while offloading the object is still read from memory")
     time.sleep(0.4)
@@ -133,6 +137,9 @@ def main():
        reps[0]["client_id"] == c.client_id and reps[0]["endpoint"] == "127.0.0.1:3001",
        "after the offload the object is read from the SSD (LOCAL_DISK, owner, address)")
     ok(put(c, "o/3", 300 * KB) == 0, "its memory was freed: the put now fits")
+    st, res = notify(c, disk, [(REGISTER, "o/0", 300 * KB, (1 << 62) + (9 << 36), 0,
+                                off[0]["gen"] + 1)])
+    ok(res == [-705], "REGISTER of a copy with another generation than the master's is refused")
     time.sleep(0.4)
     st, r = c.call("REMOVE", b"\x00" + keys(["o/2"]))
     ok(r.codes() == [0], "make room for a promotion")
@@ -187,6 +194,27 @@ def main():
            for t in tasks), "the owner gets a DROP task for its SSD copy")
     st, res = notify(c, disk, [(REGISTER, "keep/1", 7000, (1 << 62) + (42 << 36), 0)])
     ok(res == [0], "keep/1 registered for the restart check")
+
+    # Generations (the master started on a new database, so it adopts what older masters
+    # wrote, newest first, and remembers what was removed meanwhile).
+    st, res = notify(c, disk, [(REGISTER, "pre/1", 100, (1 << 62) + (50 << 36), 0, 5)])
+    ok(res == [0], "an object written before this master is adopted")
+    st, res = notify(c, disk, [(REGISTER, "pre/1", 100, (1 << 62) + (51 << 36), 0, 9),
+                               (REGISTER, "pre/1", 100, (1 << 62) + (52 << 36), 0, 7)])
+    code, reps = get_list(c, "pre/1")
+    ok(res == [0, -705] and code == 0 and [r["addr"] for r in reps] == [(1 << 62) + (51 << 36)],
+       "of two adopted copies the newer generation wins, an older one is refused")
+    st, tasks = heartbeat(c, disk)
+    ok(any(t["kind"] == DROP and t["key"] == "pre/1" and t["src"] == (1 << 62) + (50 << 36)
+           for t in tasks), "the replaced older copy gets a DROP task")
+    time.sleep(0.35)
+    st, r = c.call("REMOVE", b"\x00" + keys(["pre/1"]))
+    st, res = notify(c, disk, [(REGISTER, "pre/1", 100, (1 << 62) + (53 << 36), 0, 9)])
+    ok(r.codes() == [0] and res == [-704],
+       "a removed key is not adopted again from another SSD copy")
+    st, res = notify(c, disk, [(REGISTER, "keep/%d" % i, 7000, (1 << 62) + ((42 + i) << 36), 0)
+                               for i in (2, 3, 4)])
+    ok(res == [0, 0, 0], "keep/2..4 registered for the ghost checks")
     if STATE:
         with open(STATE, "wb") as f:
             f.write(c.client_id + disk + mem_id)
@@ -235,9 +263,51 @@ def reload():
     ok(metric("master_key_count") == 0 and metric("master_allocated_bytes") == 0
        and metric("master_allocated_file_size_bytes") == 0,
        "no key, no memory and no SSD bytes are left accounted")
+
+    # Ghosts: the dead client's SSD objects may come back only as they were.
+    st, r = c.call("REMOVE", b"\x00" + keys(["keep/2"]))
+    ok(r.codes() == [-704], "keep/2, only on the dead SSD, is removed (not found)")
+    e = Client(ADDR)
+    edisk = os.urandom(16)
+    seg = segment(os.urandom(16), "fake3:1", 0x30000000, 1 << 20, "127.0.0.1:3003")
+    e.call("MOUNT_SEGMENT", e.client_id + seg)
+    e.call("REMOUNT_SEGMENT", e.client_id + struct.pack("<I", 1) + seg)
+    e.call("MOUNT_LOCAL_DISK", e.client_id + edisk + s("fake3:1") + s("127.0.0.1:3003") +
+           struct.pack("<Q", 64 << 20))
+    ok(put(e, "keep/3", 500) == 0, "keep/3 is put again while its SSD copy was away")
+    st, res = notify(e, edisk, [(REGISTER, "keep/1", 7000, (1 << 62) + (42 << 36), 0, 0),
+                                (REGISTER, "keep/2", 7000, (1 << 62) + (44 << 36), 0, 0),
+                                (REGISTER, "keep/3", 7000, (1 << 62) + (45 << 36), 0, 0),
+                                (REGISTER, "never/1", 10, (1 << 62) + (47 << 36), 0, 0)])
+    ok(res == [0, -704, -705, -704], "the restarted owner gets keep/1 back; keep/2 (removed "
+       "meanwhile), keep/3 (put again) and a key this master never knew are refused")
+    code, reps = get_list(e, "keep/3")
+    ok(code == 0 and len(reps) == 1 and reps[0]["type"] == 0 and reps[0]["size"] == 500,
+       "keep/3 reads the new bytes")
+    with open(STATE, "ab") as f:
+        f.write(e.client_id + edisk)
+    print("1..%d" % n_checks)
+    return 1 if n_failed else 0
+
+
+def ghosts():
+    """A second restart: the ghosts of the dead SSD area were persisted."""
+    with open(STATE, "rb") as f:
+        raw = f.read()
+    e = Client(ADDR, client_id=raw[48:64])
+    edisk = raw[64:80]
+    st, _ = heartbeat(e, edisk)
+    ok(st == 0, "the SSD area survived the restart")
+    st, res = notify(e, edisk, [(REGISTER, "keep/4", 7000, (1 << 62) + (46 << 36), 0, 3),
+                                (REGISTER, "keep/4", 7000, (1 << 62) + (46 << 36), 0, 0),
+                                (REGISTER, "keep/2", 7000, (1 << 62) + (44 << 36), 0, 0)])
+    ok(res == [-704, 0, -704], "after a restart the persisted ghost of keep/4 takes exactly its "
+       "generation back, and removed keep/2 stays removed")
+    code, reps = get_list(e, "keep/1")
+    ok(code == 0 and reps[0]["type"] == 2, "keep/1 registered before the restart is still there")
     print("1..%d" % n_checks)
     return 1 if n_failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit({"main": main, "reload": reload}[sys.argv[2]]())
+    sys.exit({"main": main, "reload": reload, "ghosts": ghosts}[sys.argv[2]]())

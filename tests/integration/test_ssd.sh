@@ -6,7 +6,8 @@
 #  2. kill -9 the SSD client and restart it on the same area: its SSD objects come back;
 #  3. corrupt one object file and restart: it is reported and dropped, the rest load;
 #  4. restart with a smaller SSD limit: watermark eviction asks the master first, and no reader
-#     is ever handed a deleted object (every key reads back or is -704, nothing else).
+#     is ever handed a deleted object (every key reads back or is -704, nothing else);
+#  5. keys removed or put again while the SSD client was dead do not come back from its SSD.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T="$MC_BIN/tests/integration/fault_tool"
 N=64
@@ -85,7 +86,38 @@ ev=$(metric master_disk_evicted_key_count)
 [ "${ev:-0}" -gt 0 ] && echo "ok - the master released $ev SSD copies before they were deleted" \
 	|| { echo "not ok - the master was not asked"; rc=1; }
 "$T" verify ssd $N $SZ $N || rc=1
-kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 kill -0 "$c1" 2>/dev/null || { echo "not ok - client died"; rc=1; }
+
+# 5. while the SSD client is dead, some of its keys are removed and some put again with new
+# bytes: when it restarts, those must not come back (nor the old bytes), the rest must.
+kill -9 "$c1"; wait "$c1" 2>/dev/null
+mapfile -t held < <(python3 -c '
+import glob, struct, sys
+for f in sorted(glob.glob(sys.argv[1] + "/*.mco")):
+    h = open(f, "rb").read(4160)
+    print(h[64:64 + struct.unpack_from("<I", h, 24)[0]].decode().split("/")[1])' "$SSD")
+third=$(( ${#held[@]} / 3 ))
+echo "# the dead client holds ${#held[@]} objects: ${held[*]}"
+sleep 3	# declared dead: its objects are now ghosts at the master
+mc_start_client c2 16MB || { mc_dump_logs; exit 1; }
+for i in "${held[@]:0:$third}"; do "$T" remove ssd "$i" $((i + 1)) >/dev/null || rc=1; done
+for i in "${held[@]:$third:$third}"; do "$T" put-gen ssd "$i" $((i + 1)) $SZ 4 >/dev/null || rc=1; done
+mc_start_client c1e 16MB --enable_offload --ssd_offload_path="$SSD" \
+	--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
+c1=$MC_LAST_PID
+mc_wait_log c1e "registered" 10
+sleep 0.3
+keep=$(( ${#held[@]} - 2 * third ))
+back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c1e.log" | head -1 | awk '{print $1}')
+[ "${back:-0}" -eq "$keep" ] && [ "$(ls "$SSD" | grep -c '\.mco$')" -eq "$keep" ] \
+	&& echo "ok - the restarted client registered the $keep untouched objects and deleted the $((2 * third)) stale ones" \
+	|| { echo "not ok - $back registered, $(ls "$SSD" | grep -c '\.mco$') files, want $keep"; rc=1; }
+bad=0
+for i in "${held[@]:0:$third}"; do "$T" expect ssd "$i" $((i + 1)) $SZ absent >/dev/null || bad=1; done
+for i in "${held[@]:$third:$third}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 4 >/dev/null || bad=1; done
+for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >/dev/null || bad=1; done
+[ $bad -eq 0 ] && echo "ok - keys removed while their SSD owner was dead stay removed, keys put again read the new bytes, the rest the old ones" \
+	|| { echo "not ok - stale SSD data came back"; rc=1; }
+kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

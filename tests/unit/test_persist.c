@@ -47,7 +47,8 @@ static int on_obj(void *arg, const struct mc_persist_object *o)
 	x->objects++;
 	x->size_sum += o->size;
 	if (o->n_replicas != 1 || o->replicas[0].offset != o->size * 2 ||
-	    o->replicas[0].segment_id[0] != 7 || o->replicas[0].status != 3)
+	    o->replicas[0].segment_id[0] != 7 || o->replicas[0].status != 3 ||
+	    o->gen != (o->size - 1) * 3 + 1)
 		x->bad++;
 	return 0;
 }
@@ -61,6 +62,7 @@ static void put_obj(struct mc_persist *p, int i)
 	snprintf(key, sizeof(key), "key-%d", i);
 	o.key_len = strlen(key);
 	o.size = (uint64_t)i + 1;
+	o.gen = (uint64_t)i * 3 + 1;	/* checked by on_obj: generations round-trip */
 	r.segment_id[0] = 7;
 	r.offset = o.size * 2;
 	r.len = o.size;

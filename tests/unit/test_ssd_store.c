@@ -96,8 +96,8 @@ int main(void)
 	ok(mc_ssd_open(dir, 0, &err) == NULL && err == -EINVAL, "a zero limit is refused");
 	s = mc_ssd_open(dir, 1 << 20, &err);
 	ok(s != NULL && mc_ssd_count(s) == 0, "an empty area opens");
-	ok(mc_ssd_put(s, "alpha", 5, a, sizeof(a), &addr_a) == 0, "put alpha (300000 bytes)");
-	ok(mc_ssd_put(s, "beta", 4, b, sizeof(b), &addr_b) == 0, "put beta");
+	ok(mc_ssd_put(s, "alpha", 5, a, sizeof(a), 0x123456789aull, &addr_a) == 0, "put alpha (300000 bytes)");
+	ok(mc_ssd_put(s, "beta", 4, b, sizeof(b), 7, &addr_b) == 0, "put beta");
 	ok(addr_a >= MC_DISK_SPACE_BASE && addr_b != addr_a, "addresses in the file window");
 	ok(mc_ssd_used(s) == mc_ssd_footprint(5, sizeof(a)) + mc_ssd_footprint(4, sizeof(b)),
 	   "used bytes are the footprints");
@@ -113,11 +113,11 @@ int main(void)
 	ok(rc == 0 && off % 4096 == 10, "open_range gives a descriptor and a value offset");
 	if (rc == 0)
 		close(fd);
-	ok(mc_ssd_put(s, "big", 3, a, 1 << 20, &addr_c) == -ENOSPC, "over the limit: -ENOSPC");
-	ok(mc_ssd_put(s, "", 0, a, 10, &addr_c) == -EINVAL, "an empty key is refused");
+	ok(mc_ssd_put(s, "big", 3, a, 1 << 20, 7, &addr_c) == -ENOSPC, "over the limit: -ENOSPC");
+	ok(mc_ssd_put(s, "", 0, a, 10, 7, &addr_c) == -EINVAL, "an empty key is refused");
 
 	/* Replacing a key drops the old file. */
-	ok(mc_ssd_put(s, "beta", 4, a, 1000, &addr_c) == 0 && addr_c != addr_b,
+	ok(mc_ssd_put(s, "beta", 4, a, 1000, 7, &addr_c) == 0 && addr_c != addr_b,
 	   "beta replaced gets a new address");
 	ok(mc_ssd_read(s, addr_b, back, 10) == -ENOENT, "the old beta address is gone");
 	ok(count_files("mco") == 2, "two object files on disk");
@@ -128,8 +128,8 @@ int main(void)
 	ok(n == 1 && !strcmp(items[0].key, "beta"), "beta is the least recently used");
 	mc_ssd_items_free(items, (size_t)n);
 
-	ok(mc_ssd_put(s, "gamma", 5, b, sizeof(b), &addr_c) == 0, "put gamma");
-	ok(mc_ssd_put(s, "delta", 5, b, sizeof(b), &addr_c) == 0, "put delta");
+	ok(mc_ssd_put(s, "gamma", 5, b, sizeof(b), 7, &addr_c) == 0, "put gamma");
+	ok(mc_ssd_put(s, "delta", 5, b, sizeof(b), 7, &addr_c) == 0, "put delta");
 	ok(mc_ssd_remove(s, "delta", 5, addr_c + 1) == -ENOENT, "remove with a stale address refused");
 	ok(mc_ssd_remove(s, "delta", 5, addr_c) == 0 && mc_ssd_count(s) == 3, "remove delta");
 	ok(file_of(s, "gamma", path, sizeof(path)) == 0, "gamma's file found");
@@ -150,8 +150,8 @@ int main(void)
 	   "one object loads, two are discarded");
 	ok(count_files("tmp") == 0 && count_files("mco") == 1, "the corrupt files and the .tmp are gone");
 	n = s ? mc_ssd_list(s, 0, 10, &items) : 0;
-	ok(n == 1 && !strcmp(items[0].key, "alpha") && items[0].size == sizeof(a),
-	   "alpha is listed with its size");
+	ok(n == 1 && !strcmp(items[0].key, "alpha") && items[0].size == sizeof(a) &&
+	   items[0].gen == 0x123456789aull, "alpha is listed with its size and generation");
 	if (n == 1) {
 		memset(back, 0, sizeof(back));
 		ok(mc_ssd_read(s, items[0].addr, back, sizeof(a)) == 0 &&
@@ -168,7 +168,7 @@ int main(void)
 	ok(s && mc_ssd_count(s) == 0 && mc_ssd_discarded(s) == 1, "a bad header is discarded");
 	/* Sequence numbers continue past what was found: new writes never reuse a name. */
 	for (i = 0; i < 3; i++)
-		ok(mc_ssd_put(s, "k", 1, b, 100, &addr_c) == 0, "write %d after recovery", i);
+		ok(mc_ssd_put(s, "k", 1, b, 100, 7, &addr_c) == 0, "write %d after recovery", i);
 	ok(count_files("mco") == 1, "rewrites of one key leave one file");
 	mc_ssd_close(s);
 	s = mc_ssd_open(dir, 1 << 20, &err);
