@@ -51,10 +51,20 @@ bench_read() {
 	export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 	mc_start_client c1 16MB --enable_offload --ssd_offload_path="$SSD_DIR/objects" \
 		--ssd_offload_size_limit=$(((N + 64) << 20)) || { mc_dump_logs; exit 1; }
-	"$B" fill obj "$N" 1048576 || { mc_dump_logs; exit 1; }
+	fill=$("$B" fill obj "$N" 1048576) || { echo "$fill"; mc_dump_logs; exit 1; }
 	sleep 1
 	files=$(ls "$SSD_DIR/objects" | grep -c '\.mco$')
 	echo "# $files of $N objects on SSD"
+	# Offload throughput: the fill is paced by offloads (memory is freed only once a copy is
+	# durable on SSD).  Same-run references: dd writing the same bytes to one file on the same
+	# device, synced once at the end, and synced after every 1 MiB block (oflag=dsync).
+	ddw=$(dd if=/dev/zero of="$SSD_DIR/wref" bs=1M count="$N" conv=fdatasync 2>&1 | mbps)
+	dds=$(dd if=/dev/zero of="$SSD_DIR/wref" bs=1M count="$N" oflag=dsync 2>&1 | mbps)
+	rm -f "$SSD_DIR/wref"
+	fmb=$(echo "$fill" | awk '/^fill:/ {printf "%.1f", $2 * $5 / 1048576 / $8}')
+	echo "offload: put $N MiB through a 16 MiB pool at $fmb MiB/s; dd write (one fdatasync)" \
+		"$ddw MiB/s, dd oflag=dsync $dds MiB/s; ratio $(echo "$fmb $ddw" |
+		awk '{printf "%.2f", $1 / $2}'), $(echo "$fmb $dds" | awk '{printf "%.2f", $1 / $2}')   [$fill]"
 	# Reference file: the same number of bytes on the same file system.
 	dd if=/dev/urandom of="$SSD_DIR/ref" bs=1M count="$N" status=none
 	for run in 1 2 3; do

@@ -50,6 +50,8 @@ struct mc_ssd {
 	size_t nb, count;
 	struct mc_ssd_obj lru;		/* sentinel: lru.lru_next is the least recently used */
 	size_t discarded;
+	int dir_dirty;			/* renames since the last mc_ssd_sync */
+	uint64_t dir_syncs;
 };
 
 /* ---------------------------------------------------------------- CRC-32C */
@@ -594,6 +596,10 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	rc = mc_pwrite_all(fd, head, (size_t)off, 0);
 	if (rc == 0)
 		rc = mc_pwrite_all(fd, value, (size_t)size, (off_t)off);
+	/* The bytes are on the device before the name says the object exists; the name itself
+	 * is made durable by mc_ssd_sync, once per batch. */
+	if (rc == 0 && fdatasync(fd) != 0)
+		rc = -errno;
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	if (rc == 0 && rename(tmp, path) != 0)
@@ -608,6 +614,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	}
 	o->gen = gen;
 	pthread_mutex_lock(&s->mu);
+	s->dir_dirty = 1;
 	rc = mc_ssd_insert(s, o, &old);
 	if (rc == 0)
 		*addr = mc_ssd_addr(o);
@@ -630,6 +637,34 @@ fail_head:
 	free(head);
 	mc_log_warn("SSD area %s: writing %.*s failed: %s", s->dir,
 		    (int)(key_len > 128 ? 128 : key_len), key, strerror(-rc));
+	return rc;
+}
+
+int mc_ssd_sync(struct mc_ssd *s)
+{
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (!s->dir_dirty) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	s->dir_dirty = 0;
+	pthread_mutex_unlock(&s->mu);
+	fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) != 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_lock(&s->mu);
+	if (rc)
+		s->dir_dirty = 1;	/* try again next time */
+	else
+		s->dir_syncs++;
+	pthread_mutex_unlock(&s->mu);
+	if (rc)
+		mc_log_warn("SSD area %s: fsync of the directory failed: %s", s->dir,
+			    strerror(-rc));
 	return rc;
 }
 

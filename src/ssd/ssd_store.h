@@ -14,8 +14,8 @@
  *       40 24 zero bytes
  *   64 key bytes, zero padding up to data_off = round_up(64 + key_len, 4096), then the value;
  *   the file is exactly data_off + value_len bytes.
- * Files are written as "<seq>.tmp" and renamed, so a crash leaves at most a .tmp (removed at
- * open); a torn or altered file fails its checksum at open and is deleted with a log line.
+ * Files are written as "<seq>.tmp", fdatasync'ed and renamed (the directory is fsync'ed by
+ * mc_ssd_sync), so a crash leaves at most a .tmp (removed at open); a torn or altered file fails its checksum at open and is deleted with a log line.
  *
  * Every object stored gets an address in the file window of memreg.h:
  * MC_DISK_SPACE_BASE + slot << 36 (objects up to 64 GiB), so a data server can serve reads of it
@@ -56,6 +56,10 @@ uint64_t mc_ssd_footprint(size_t key_len, uint64_t size);
  * write. */
 int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
 	       uint64_t size, uint64_t gen, uint64_t *addr);
+/* Make the names of the objects stored since the last call durable (one fsync of the
+ * directory; mc_ssd_put already made their bytes durable).  Call before telling anyone an object
+ * is stored.  0 or -errno (then the next call tries again). */
+int mc_ssd_sync(struct mc_ssd *s);
 /* Delete key's object; with addr != 0 only if it is still the one at addr.  0 or -ENOENT. */
 int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr);
 /* Resolve [addr, addr+len) to a new descriptor and a file offset (mc_memreg_file_fn).  Counts as

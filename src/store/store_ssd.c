@@ -355,6 +355,16 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		int32_t codes[MC_SSD_MAX_TASKS];
 		uint32_t k = 0;
 
+		/* The master frees memory once it hears an offload is done: the copies' names must
+		 * survive a crash first (one directory fsync for the whole round). */
+		if (mc_ssd_sync(w->ssd) != 0)
+			for (i = 0; i < n; i++)
+				if (tasks[i].kind == MC_TIER_OFFLOAD && tasks[i].result == 0) {
+					mc_ssd_remove(w->ssd, tasks[i].key.p, tasks[i].key.n,
+						      tasks[i].disk_addr);
+					tasks[i].result = MC_ERR_WRITE_FAIL;
+				}
+
 		mc_rpc_call_init(&note, MC_OP_NOTIFY_OFFLOAD);
 		mc_rpc_put_uuid(&note.req, &st->client_id);
 		mc_rpc_put_uuid(&note.req, &w->disk_id);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <dirent.h>
 
@@ -18,6 +19,39 @@
 #include "transfer/memreg.h"
 
 static char dir[256];
+
+/* Durability order: the test binary's fdatasync, fsync and rename come before libc's, record
+ * the order of the calls and do the real system call. */
+static char trace[256];
+static size_t ntrace;
+
+static void note(char c)
+{
+	if (ntrace + 1 < sizeof(trace)) {
+		trace[ntrace++] = c;
+		trace[ntrace] = '\0';
+	}
+}
+
+int fdatasync(int fd)
+{
+	note('D');
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+int fsync(int fd)
+{
+	struct stat sb;
+
+	note(fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode) ? 'F' : 'f');
+	return (int)syscall(SYS_fsync, fd);
+}
+
+int rename(const char *from, const char *to)
+{
+	note('R');
+	return (int)syscall(SYS_renameat, AT_FDCWD, from, AT_FDCWD, to);
+}
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
 {
@@ -173,6 +207,16 @@ int main(void)
 	mc_ssd_close(s);
 	s = mc_ssd_open(dir, 1 << 20, &err);
 	ok(s && mc_ssd_count(s) == 1, "it loads again");
+	/* Durability: data, then name, then (once per batch) the directory. */
+	ntrace = 0;
+	trace[0] = '\0';
+	ok(s && mc_ssd_put(s, "d1", 2, b, 100, 1, &addr_c) == 0 &&
+	   mc_ssd_put(s, "d2", 2, b, 100, 2, &addr_c) == 0, "two more objects stored");
+	ok(!strcmp(trace, "DRDR"), "each object file is fdatasync'ed before its rename (%s)", trace);
+	ok(s && mc_ssd_sync(s) == 0 && mc_ssd_sync(s) == 0 && !strcmp(trace, "DRDRF"),
+	   "one directory fsync makes both names durable, none when nothing changed (%s)", trace);
+	mc_ssd_remove(s, "d1", 2, 0);
+	mc_ssd_remove(s, "d2", 2, 0);
 	mc_ssd_remove(s, "k", 1, 0);
 	mc_ssd_close(s);
 	rmdir(dir);
