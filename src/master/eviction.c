@@ -112,7 +112,10 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
 			keys++;
 			m->metrics.evicted_size_bytes += o->size;
 			mc_persist_object_gone(m, o);
+			/* Evicted, not removed: a copy on an SSD that is away may come back. */
+			m->erase_keep = (o->flags & MC_OBJ_SSD_AWAY) != 0;
 			mc_master_object_remove(m, o);
+			m->erase_keep = 0;
 		}
 	}
 	if (keys) {

@@ -9,9 +9,9 @@
  * stores it in the object file, and a REGISTER of that file quotes it back: an SSD copy is taken
  * only if it holds exactly the generation the master knows for the key.
  *
- * When the master forgets an object because its last copy was on an SSD area that went away
- * (its client died or unmounted), it keeps a ghost (key, generation), so the owner can bring it
- * back when it restarts.  A Remove of the key, a new put of it, or RemoveAll forgets the ghost;
+ * When the master forgets an object that had a copy on an SSD area that went away (its client
+ * died or unmounted) — because its last replica went too, or eviction took it — it keeps a
+ * ghost (key, generation), so the owner can bring it back when it restarts.  A Remove of the key, a new put of it, or RemoveAll forgets the ghost;
  * a key the master knows neither as object nor as ghost is refused.  Ghosts are persisted as
  * rows of the objects table with the MC_OBJ_GHOST flag and no replica (a key is never object and
  * ghost at once); at most MC_GHOST_MAX are kept, the oldest forgotten first (its SSD copy is

@@ -43,6 +43,8 @@ enum mc_object_flags {
 	MC_OBJ_DEMOTE = 1u << 4,	/* free the memory replicas once the SSD copy is in */
 	MC_OBJ_PROMOTING = 1u << 5,	/* a memory replica is being filled from the SSD */
 	MC_OBJ_GHOST = 1u << 6,		/* persisted rows only: a ghost (ghosts.c), no object */
+	MC_OBJ_SSD_AWAY = 1u << 7,	/* had a copy on an SSD area that went away: if it goes
+					   for lack of replicas or space, it leaves a ghost */
 };
 
 struct mc_object {

@@ -244,13 +244,15 @@ int mc_master_reap(struct mc_master *m, uint32_t budget)
 			mc_replica_release(m, r);
 			r->status = MC_REPLICA_REMOVED;
 			budget--;
+			if (seg->is_disk)
+				o->flags |= MC_OBJ_SSD_AWAY;
 			for (i = 0; i < o->nrep; i++)
 				live += mc_object_replica(o, i)->seg != NULL;
 			if (live == 0) {
 				/* Its last copy was on an SSD area that went away: keep a ghost
 				 * so the area's owner may bring it back (ghosts.c). */
 				mc_persist_object_gone(m, o);
-				m->erase_keep = seg->is_disk;
+				m->erase_keep = (o->flags & MC_OBJ_SSD_AWAY) != 0;
 				mc_object_erase(&m->objects, o);
 				m->erase_keep = 0;
 			} else {
