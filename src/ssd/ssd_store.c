@@ -26,7 +26,7 @@
 #include "transfer/memreg.h"
 
 #define MC_SSD_MAGIC 0x4453434Du
-#define MC_SSD_VERSION 2
+#define MC_SSD_VERSION 3
 #define MC_SSD_HDR 64
 #define MC_SSD_ALIGN 4096
 #define MC_SSD_SLOT_SHIFT 36
@@ -37,6 +37,8 @@ struct mc_ssd_obj {
 	struct mc_ssd_obj *lru_prev, *lru_next;
 	uint64_t seq, slot, size, foot, gen;
 	uint32_t khash;
+	uint32_t vcrc;			/* checksum of the value, from the header */
+	int verified;			/* value checked against vcrc (or written by us) */
 	size_t key_len;
 	char key[];
 };
@@ -337,14 +339,15 @@ static int mc_pread_all(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Check one file.  Returns a new object (not linked) or NULL with why set. */
-static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **why)
+/* Check one file's header and key (not its value: mc_ssd_verify).  Returns a new object (not
+ * linked, not verified) or NULL with why set. */
+static struct mc_ssd_obj *mc_ssd_check_file(int fd, const char **why)
 {
 	uint8_t hdr[MC_SSD_HDR];
 	char key[MC_SSD_MAX_KEY];
 	struct stat sb;
-	uint64_t seq, size, off, gen;
-	uint32_t key_len, crc, want, i;
+	uint64_t seq, size, gen;
+	uint32_t key_len, crc, want, vcrc, i;
 	struct mc_ssd_obj *o;
 
 	if (fstat(fd, &sb) != 0 || mc_pread_all(fd, hdr, MC_SSD_HDR, 0) != 0) {
@@ -356,11 +359,12 @@ static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **w
 	key_len = mc_get_le32(hdr + 24);
 	want = mc_get_le32(hdr + 28);
 	gen = mc_get_le64(hdr + 32);
+	vcrc = mc_get_le32(hdr + 40);
 	if (mc_get_le32(hdr) != MC_SSD_MAGIC || mc_get_le32(hdr + 4) != MC_SSD_VERSION) {
 		*why = "bad magic or version";
 		return NULL;
 	}
-	for (i = 40; i < MC_SSD_HDR; i++)
+	for (i = 44; i < MC_SSD_HDR; i++)
 		if (hdr[i]) {
 			*why = "bad header padding";
 			return NULL;
@@ -377,23 +381,15 @@ static struct mc_ssd_obj *mc_ssd_check_file(int fd, uint8_t *buf, const char **w
 	memset(hdr + 28, 0, 4);
 	crc = mc_crc32c(0, hdr, MC_SSD_HDR);
 	crc = mc_crc32c(crc, key, key_len);
-	for (off = 0; off < size;) {
-		size_t n = size - off > MC_SSD_SCAN_BUF ? MC_SSD_SCAN_BUF : (size_t)(size - off);
-
-		if (mc_pread_all(fd, buf, n, (off_t)(mc_data_off(key_len) + off)) != 0) {
-			*why = "unreadable value";
-			return NULL;
-		}
-		crc = mc_crc32c(crc, buf, n);
-		off += n;
-	}
 	if (crc != want) {
-		*why = "checksum mismatch";
+		*why = "header checksum mismatch";
 		return NULL;
 	}
 	o = mc_ssd_obj_new(key, key_len, seq, size);
-	if (o)
+	if (o) {
 		o->gen = gen;
+		o->vcrc = vcrc;
+	}
 	return o;
 }
 
@@ -401,16 +397,10 @@ static int mc_ssd_scan(struct mc_ssd *s)
 {
 	DIR *d = opendir(s->dir);
 	struct dirent *de;
-	uint8_t *buf;
 	size_t kept = 0;
 
 	if (d == NULL)
 		return -errno;
-	buf = malloc(MC_SSD_SCAN_BUF);
-	if (buf == NULL) {
-		closedir(d);
-		return -ENOMEM;
-	}
 	while ((de = readdir(d)) != NULL) {
 		size_t nl = strlen(de->d_name);
 		char path[4200];
@@ -431,7 +421,7 @@ static int mc_ssd_scan(struct mc_ssd *s)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		o = mc_ssd_check_file(fd, buf, &why);
+		o = mc_ssd_check_file(fd, &why);
 		close(fd);
 		if (o != NULL && strtoull(de->d_name, NULL, 16) != o->seq) {
 			why = "name does not match its sequence number";
@@ -461,8 +451,8 @@ static int mc_ssd_scan(struct mc_ssd *s)
 		kept++;
 	}
 	closedir(d);
-	free(buf);
-	mc_log_info("SSD area %s: %zu objects, %llu of %llu bytes used, %zu corrupt discarded",
+	mc_log_info("SSD area %s: %zu objects (values not yet verified), %llu of %llu bytes used, "
+		    "%zu corrupt discarded",
 		    s->dir, kept, (unsigned long long)s->used, (unsigned long long)s->limit,
 		    s->discarded);
 	return 0;
@@ -562,7 +552,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	char tmp[4200], path[4200];
 	struct mc_ssd_obj *o, *old;
 	uint64_t seq, foot, off = mc_data_off(key_len);
-	uint32_t crc;
+	uint32_t crc, vcrc;
 	int fd, rc;
 
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT)
@@ -582,9 +572,10 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 		return -ENOMEM;
 	mc_ssd_header(head, seq, size, key_len, gen);
 	memcpy(head + MC_SSD_HDR, key, key_len);
+	vcrc = mc_crc32c(0, value, (size_t)size);
+	mc_put_le32(head + 40, vcrc);
 	crc = mc_crc32c(0, head, MC_SSD_HDR);
 	crc = mc_crc32c(crc, key, key_len);
-	crc = mc_crc32c(crc, value, (size_t)size);
 	mc_put_le32(head + 28, crc);
 	mc_ssd_path(s, seq, "tmp", tmp, sizeof(tmp));
 	mc_ssd_path(s, seq, "mco", path, sizeof(path));
@@ -613,6 +604,8 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 		return -ENOMEM;
 	}
 	o->gen = gen;
+	o->vcrc = vcrc;
+	o->verified = 1;
 	pthread_mutex_lock(&s->mu);
 	s->dir_dirty = 1;
 	rc = mc_ssd_insert(s, o, &old);
@@ -638,6 +631,75 @@ fail_head:
 	mc_log_warn("SSD area %s: writing %.*s failed: %s", s->dir,
 		    (int)(key_len > 128 ? 128 : key_len), key, strerror(-rc));
 	return rc;
+}
+
+int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr)
+{
+	struct mc_ssd_obj *o;
+	char path[4200];
+	uint8_t *buf = NULL;
+	uint64_t seq, size, doff, off;
+	uint32_t want, crc = 0;
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_find_key(s, key, key_len);
+	if (o == NULL || mc_ssd_addr(o) != addr) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	if (o->verified) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	seq = o->seq;
+	size = o->size;
+	want = o->vcrc;
+	doff = mc_data_off(o->key_len);
+	mc_ssd_path(s, seq, "mco", path, sizeof(path));
+	pthread_mutex_unlock(&s->mu);
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;	/* deleted meanwhile, or unreadable: not served either way */
+	buf = malloc(MC_SSD_SCAN_BUF);
+	if (buf == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (off = 0; off < size && rc == 0;) {
+		size_t n = size - off > MC_SSD_SCAN_BUF ? MC_SSD_SCAN_BUF : (size_t)(size - off);
+
+		rc = mc_pread_all(fd, buf, n, (off_t)(doff + off));
+		if (rc == 0)
+			crc = mc_crc32c(crc, buf, n);
+		off += n;
+	}
+	close(fd);
+	free(buf);
+	if (rc == 0 && crc != want)
+		rc = -EBADMSG;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_find_key(s, key, key_len);
+	if (o == NULL || o->seq != seq) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;	/* replaced or removed meanwhile */
+	}
+	if (rc == 0) {
+		o->verified = 1;
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	mc_ssd_unlink(s, o);
+	s->discarded++;
+	pthread_mutex_unlock(&s->mu);
+	mc_log_warn("SSD area %s: %016llx.mco is corrupt (%s): discarded", s->dir,
+		    (unsigned long long)seq,
+		    rc == -EBADMSG ? "checksum mismatch" : strerror(-rc));
+	unlink(path);
+	free(o);
+	return -EBADMSG;
 }
 
 int mc_ssd_sync(struct mc_ssd *s)
@@ -716,7 +778,7 @@ int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t 
 
 	pthread_mutex_lock(&s->mu);
 	o = mc_ssd_locate(s, addr, len, &in);
-	if (o == NULL) {
+	if (o == NULL || !o->verified) {	/* never serve a value not checked yet */
 		rc = -ENOENT;
 		goto out;
 	}
@@ -788,6 +850,7 @@ long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item
 		items[n].size = o->size;
 		items[n].addr = mc_ssd_addr(o);
 		items[n].gen = o->gen;
+		items[n].verified = o->verified;
 		n++;
 	}
 	pthread_mutex_unlock(&s->mu);

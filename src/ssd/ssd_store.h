@@ -6,16 +6,18 @@
  * A client's SSD area: one directory holding one file per object, under a size limit.
  *
  * File format (little-endian), name "<16 hex digits of seq>.mco":
- *   off 0  u32 magic "MCSD" (0x4453434D)   4  u32 version (2)
+ *   off 0  u32 magic "MCSD" (0x4453434D)   4  u32 version (3)
  *       8  u64 seq (newer wins when two files hold the same key)
  *       16 u64 value_len                   24 u32 key_len (1..4096)
- *       28 u32 crc32c over the 64-byte header (this field zero), the key and the value
+ *       28 u32 crc32c over the 64-byte header (this field zero) and the key
  *       32 u64 gen: the master's generation of these bytes (quoted back at registration)
- *       40 24 zero bytes
+ *       40 u32 crc32c of the value         44 20 zero bytes
  *   64 key bytes, zero padding up to data_off = round_up(64 + key_len, 4096), then the value;
  *   the file is exactly data_off + value_len bytes.
  * Files are written as "<seq>.tmp", fdatasync'ed and renamed (the directory is fsync'ed by
- * mc_ssd_sync), so a crash leaves at most a .tmp (removed at open); a torn or altered file fails its checksum at open and is deleted with a log line.
+ * mc_ssd_sync), so a crash leaves at most a .tmp (removed at open).  A torn file or one whose
+ * header or key fails its checksum is deleted with a log line when the area is opened; a value
+ * that fails its checksum, when mc_ssd_verify checks it (before the object is ever served).
  *
  * Every object stored gets an address in the file window of memreg.h:
  * MC_DISK_SPACE_BASE + slot << 36 (objects up to 64 GiB), so a data server can serve reads of it
@@ -36,10 +38,12 @@ struct mc_ssd_item {
 	uint64_t size;
 	uint64_t addr;
 	uint64_t gen;
+	int verified;		/* its value was checked (mc_ssd_verify) */
 };
 
-/* Open (creating the directory if needed) and scan dir.  limit: bytes of files allowed (0 is
- * refused).  Returns NULL with *err = -errno on failure; corrupt files are not a failure. */
+/* Open (creating the directory if needed) and scan dir: headers and keys only, so the cost is
+ * one small read per object; values are checked by mc_ssd_verify before anything is served.
+ * limit: bytes of files allowed (0 is refused).  Returns NULL with *err = -errno on failure; corrupt files are not a failure. */
 struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err);
 void mc_ssd_close(struct mc_ssd *s);
 
@@ -56,6 +60,11 @@ uint64_t mc_ssd_footprint(size_t key_len, uint64_t size);
  * write. */
 int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
 	       uint64_t size, uint64_t gen, uint64_t *addr);
+/* Check the value of key's object at addr against its checksum (once; objects written by this
+ * process need none).  A corrupt object is deleted with a log line.  0, -EBADMSG (corrupt:
+ * deleted), -ENOENT (gone or replaced), or -errno.  Until it returns 0 an object found at open
+ * is not served (mc_ssd_open_range and mc_ssd_read answer -ENOENT). */
+int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr);
 /* Make the names of the objects stored since the last call durable (one fsync of the
  * directory; mc_ssd_put already made their bytes durable).  Call before telling anyone an object
  * is stored.  0 or -errno (then the next call tries again). */

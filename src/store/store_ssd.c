@@ -3,9 +3,12 @@
  * The store client's SSD tier (reference §6.2): an SSD area (src/ssd) contributed to the
  * cluster, and the worker thread that carries out the master's tasks for it.
  *
+ * The area is opened with a scan of headers only, so start-up costs one small read per object.
  * The worker mounts the area at the master (MOUNT_LOCAL_DISK) and registers every object the
  * area holds (so a client restarted on the same directory, even after kill -9, brings its
- * objects back); then it polls OFFLOAD_HEARTBEAT.  OFFLOAD: read the object from our own
+ * objects back) in steps between heartbeat rounds, checking each value's checksum just before
+ * its registration (a corrupt object is deleted, never registered or served); it polls
+ * OFFLOAD_HEARTBEAT meanwhile.  OFFLOAD: read the object from our own
  * segment memory and write it to the SSD; PROMOTE: read it from the SSD and write it into the
  * memory replica the master allocated (ours: memcpy; another client's: a TCP WRITE); DROP: the
  * master forgot a copy, delete it.  Results go back in one NOTIFY_OFFLOAD per round.  When the
@@ -15,7 +18,7 @@
  * Readers reach SSD objects through this client's data server: the area is installed as the
  * memreg file window (its objects' addresses are in the LOCAL_DISK descriptors).
  * Threads: the worker runs blocking RPCs and file I/O on its own thread; the data server reads
- * files on the loop thread.
+ * files on its file-read workers (tcp_server.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,6 +38,7 @@
 #define MC_SSD_LOW 0.80
 #define MC_SSD_MAX_TASKS 64
 #define MC_SSD_REGISTER_BATCH 512
+#define MC_SSD_VERIFY_BYTES (64u << 20)	/* values checked per registration step */
 
 struct mc_store_ssd {
 	struct mc_store *st;
@@ -46,6 +50,9 @@ struct mc_store_ssd {
 	int stop;
 	int mounted;
 	int64_t interval_ms;
+	/* Objects found at start-up (or at a re-mount) still to verify and register. */
+	struct mc_ssd_item *reg_items;
+	size_t reg_n, reg_at, reg_done, reg_dropped;
 };
 
 struct mc_task {
@@ -115,13 +122,13 @@ static int mc_ssd_call_codes(struct mc_store *st, struct mc_rpc_call *call, int3
 	return r.err ? MC_ERR_RPC_FAIL : 0;
 }
 
-/* Mount the area and register what it holds.  Objects the master refuses are deleted. */
+/* Mount the area at the master; its objects are registered afterwards, in steps
+ * (mc_ssd_register_step). */
 static int mc_ssd_mount(struct mc_store_ssd *w)
 {
 	struct mc_store *st = w->st;
-	struct mc_ssd_item *items = NULL;
 	struct mc_rpc_call call;
-	long n, i, done = 0, dropped = 0;
+	long n;
 	int rc;
 
 	mc_rpc_call_init(&call, MC_OP_MOUNT_LOCAL_DISK);
@@ -136,51 +143,86 @@ static int mc_ssd_mount(struct mc_store_ssd *w)
 	mc_rpc_call_fini(&call);
 	if (rc)
 		return rc;
-	n = mc_ssd_list(w->ssd, 0, SIZE_MAX, &items);
-	if (n < 0)
+	mc_ssd_items_free(w->reg_items, w->reg_n);
+	w->reg_items = NULL;
+	w->reg_n = w->reg_at = 0;
+	w->reg_done = w->reg_dropped = 0;
+	n = mc_ssd_list(w->ssd, 0, SIZE_MAX, &w->reg_items);
+	if (n < 0) {
+		w->reg_items = NULL;
 		return (int)n;
-	for (i = 0; i < n; i += MC_SSD_REGISTER_BATCH) {
-		uint32_t k, cnt = (uint32_t)(n - i < MC_SSD_REGISTER_BATCH ? n - i
-									 : MC_SSD_REGISTER_BATCH);
-		int32_t codes[MC_SSD_REGISTER_BATCH];
+	}
+	w->reg_n = (size_t)n;
+	return 0;
+}
 
+/* Register the next batch of the area's objects (each value checked first: a corrupt one is
+ * deleted, never registered).  Objects the master refuses are deleted.  Returns 1 while more
+ * remain, 0 when all are registered, <0 when the master did not answer. */
+static int mc_ssd_register_step(struct mc_store_ssd *w)
+{
+	struct mc_store *st = w->st;
+	struct mc_rpc_call call;
+	struct mc_ssd_item *batch[MC_SSD_REGISTER_BATCH];
+	int32_t codes[MC_SSD_REGISTER_BATCH];
+	uint64_t bytes = 0;
+	uint32_t k, cnt = 0;
+	int rc;
+
+	if (w->reg_items == NULL)
+		return 0;
+	while (w->reg_at < w->reg_n && cnt < MC_SSD_REGISTER_BATCH &&
+	       bytes < MC_SSD_VERIFY_BYTES) {
+		struct mc_ssd_item *it = &w->reg_items[w->reg_at++];
+
+		if (!it->verified) {
+			bytes += it->size;
+			if (mc_ssd_verify(w->ssd, it->key, it->key_len, it->addr) != 0) {
+				w->reg_dropped++;
+				continue;
+			}
+		}
+		batch[cnt++] = it;
+	}
+	if (cnt) {
 		mc_rpc_call_init(&call, MC_OP_NOTIFY_OFFLOAD);
 		mc_rpc_put_uuid(&call.req, &st->client_id);
 		mc_rpc_put_uuid(&call.req, &w->disk_id);
 		mc_wbuf_u32(&call.req, cnt);
 		for (k = 0; k < cnt; k++) {
-			struct mc_ssd_item *it = &items[i + k];
-
 			mc_wbuf_u8(&call.req, MC_TIER_REGISTER);
-			mc_wbuf_str(&call.req, it->key, it->key_len);
-			mc_wbuf_u64(&call.req, it->size);
-			mc_wbuf_u64(&call.req, it->addr);
+			mc_wbuf_str(&call.req, batch[k]->key, batch[k]->key_len);
+			mc_wbuf_u64(&call.req, batch[k]->size);
+			mc_wbuf_u64(&call.req, batch[k]->addr);
 			mc_wbuf_u32(&call.req, 0);
-			mc_wbuf_u64(&call.req, it->gen);
+			mc_wbuf_u64(&call.req, batch[k]->gen);
 		}
 		rc = mc_ssd_call_codes(st, &call, codes, cnt);
 		mc_rpc_call_fini(&call);
 		if (rc)
-			break;
+			return rc;	/* the whole list is registered again after a re-mount */
 		for (k = 0; k < cnt; k++) {
-			struct mc_ssd_item *it = &items[i + k];
+			struct mc_ssd_item *it = batch[k];
 
 			if (codes[k] == 0) {
-				done++;
+				w->reg_done++;
 				continue;
 			}
 			mc_log_info("SSD object %.*s not taken by the master (%s): deleted",
 				    (int)(it->key_len > 128 ? 128 : it->key_len), it->key,
 				    mc_strerror(codes[k]));
 			mc_ssd_remove(w->ssd, it->key, it->key_len, it->addr);
-			dropped++;
+			w->reg_dropped++;
 		}
 	}
-	mc_ssd_items_free(items, (size_t)n);
-	if (rc == 0)
-		mc_log_info("SSD area mounted at master %s: %ld objects registered, %ld dropped",
-			    st->master_addr, done, dropped);
-	return rc;
+	if (w->reg_at < w->reg_n)
+		return 1;
+	mc_log_info("SSD area mounted at master %s: %zu objects registered, %zu dropped",
+		    st->master_addr, w->reg_done, w->reg_dropped);
+	mc_ssd_items_free(w->reg_items, w->reg_n);
+	w->reg_items = NULL;
+	w->reg_n = w->reg_at = 0;
+	return 0;
 }
 
 /* Free at least bytes of the area, least recently used first, each deletion released by the
@@ -414,10 +456,18 @@ static void *mc_ssd_main(void *arg)
 		pthread_mutex_unlock(&w->mu);
 		if (!w->mounted && mc_ssd_mount(w) == 0)
 			w->mounted = 1;
+		if (w->mounted && w->reg_items) {
+			/* One step between rounds: offloads keep flowing meanwhile. */
+			int r = mc_ssd_register_step(w);
+
+			busy = r > 0;
+			if (r < 0)
+				w->mounted = 0;
+		}
 		if (w->mounted) {
 			int n = mc_ssd_round(w);
 
-			busy = n > 0;
+			busy |= n > 0;
 			mc_ssd_watermark(w);
 		}
 		pthread_mutex_lock(&w->mu);
@@ -509,6 +559,7 @@ void mc_store_ssd_free(struct mc_store *st)
 		return;
 	if (st->reg)
 		mc_memreg_set_files(st->reg, NULL, NULL);
+	mc_ssd_items_free(w->reg_items, w->reg_n);
 	mc_ssd_close(w->ssd);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);

@@ -371,7 +371,11 @@ def test_setup_with_ssd_offload(cluster, tmp_path):
         assert w2.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
                          "global_segment_size": "16MB", "master_server_addr": addr,
                          "enable_ssd_offload": True, "ssd_offload_path": ssd}) == 0
-        for i in range(4):              # registered again, read from the SSD
+        # Registered again (in the background, each value checked first), read from the SSD.
+        end = time.time() + 10
+        while r.get("ssd/3") == b"" and time.time() < end:
+            time.sleep(0.05)
+        for i in range(4):
             assert r.get("ssd/%d" % i) == buf(100000, i)
         r.close()
         w2.close()
