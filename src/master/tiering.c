@@ -487,16 +487,20 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_OFFLOADING)) ||
 	    dseg->ntasks >= (uint64_t)m->cfg.offloading_queue_limit)
 		return;
-	m->metrics.promotion_admitted++;
 	r = mc_object_add_replica(o);	/* may move disk: not used below */
 	if (r == NULL)
 		return;
 	mc_rpc_config_default(&cfg);
 	if (mc_replica_alloc(m, r, o->size, &cfg, NULL, 0) != 0) {
+		/* Memory is full: no promotion (it never evicts for one, so hot SSD reads cannot
+		 * push out what memory holds); the object stays readable from SSD and the next
+		 * read tries again. */
+		memset(r, 0, sizeof(*r));
 		o->nrep--;
 		m->metrics.promotion_rejected++;
 		return;
 	}
+	m->metrics.promotion_admitted++;
 	r->type = MC_REPLICA_MEMORY;
 	r->status = MC_REPLICA_PROCESSING;
 	mseg = r->seg;

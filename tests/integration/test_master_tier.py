@@ -140,6 +140,15 @@ def main():
     st, res = notify(c, disk, [(REGISTER, "o/0", 300 * KB, (1 << 62) + (9 << 36), 0,
                                 off[0]["gen"] + 1)])
     ok(res == [-705], "REGISTER of a copy with another generation than the master's is refused")
+    # Memory is full: a second SSD read does not start a promotion (no eviction for it).
+    adm0, rej0 = metric("master_promotion_admitted_total"), metric("master_promotion_rejected_cap_total")
+    code, reps = get_list(c, "o/0")
+    st, tasks = heartbeat(c, disk)
+    ok(code == 0 and reps[0]["type"] == 2 and not [t for t in tasks if t["kind"] == PROMOTE] and
+       metric("master_promotion_admitted_total") == adm0 and
+       metric("master_promotion_rejected_cap_total") == rej0 + 1,
+       "with memory full a hot SSD object is not promoted: counted as rejected, not admitted, "
+       "still read from SSD")
     time.sleep(0.4)
     st, r = c.call("REMOVE", b"\x00" + keys(["o/2"]))
     ok(r.codes() == [0], "make room for a promotion")
