@@ -7,7 +7,8 @@
 #  3. corrupt one object file and restart: it is reported and dropped, the rest load;
 #  4. restart with a smaller SSD limit: watermark eviction asks the master first, and no reader
 #     is ever handed a deleted object (every key reads back or is -704, nothing else);
-#  5. keys removed or put again while the SSD client was dead do not come back from its SSD.
+#  5. keys removed or put again while the SSD client was dead do not come back from its SSD;
+#  6. a master restarted without --persist_path adopts the SSD objects registered again.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T="$MC_BIN/tests/integration/fault_tool"
 N=64
@@ -118,6 +119,24 @@ for i in "${held[@]:$third:$third}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 4 >/
 for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >/dev/null || bad=1; done
 [ $bad -eq 0 ] && echo "ok - keys removed while their SSD owner was dead stay removed, keys put again read the new bytes, the rest the old ones" \
 	|| { echo "not ok - stale SSD data came back"; rc=1; }
+
+# 6. the master restarts without --persist_path: it knows nothing, the client mounts its area
+# again and the master adopts the objects written before it started.
+kill -9 "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
+mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
+	--metrics_port=0 --offload_on_evict --promotion_on_hit --client_ttl=2 \
+	--default_kv_lease_ttl=500 --eviction_ratio=0.2
+MC_MASTER_PID=$MC_LAST_PID
+mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+i=0
+while [ "$(grep -c 'objects registered' "$MC_TMP/c1e.log")" -lt 2 ] && [ $i -lt 100 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+bad=0
+for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >/dev/null || bad=1; done
+[ $bad -eq 0 ] && grep 'objects registered' "$MC_TMP/c1e.log" | tail -1 | grep -q "^.* $keep objects registered" \
+	&& echo "ok - after a master restart without state the client registers its $keep objects again and they read back" \
+	|| { echo "not ok - objects not adopted by a restarted master"; rc=1; }
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
