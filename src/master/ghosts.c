@@ -11,18 +11,20 @@
  *
  * When the master forgets an object that had a copy on an SSD area that went away (its client
  * died or unmounted) — because its last replica went too, or eviction took it — it keeps a
- * ghost (key, generation), so the owner can bring it back when it restarts.  A Remove of the key, a new put of it, or RemoveAll forgets the ghost;
- * a key the master knows neither as object nor as ghost is refused.  Ghosts are persisted as
- * rows of the objects table with the MC_OBJ_GHOST flag and no replica (a key is never object and
- * ghost at once); at most MC_GHOST_MAX are kept, the oldest forgotten first (its SSD copy is
- * then refused and deleted: lost, never stale).
+ * ghost (key, generation), so the owner can bring it back when it restarts.  A Remove of the
+ * key, a new put of it, or RemoveAll forgets the ghost; a key the master knows neither as
+ * object nor as ghost is refused.  Ghosts are persisted as rows of the objects table with the
+ * MC_OBJ_GHOST flag and no replica (a key is never object and ghost at once); at most
+ * MC_GHOST_MAX are kept, the oldest forgotten first (its SSD copy is then refused and deleted:
+ * lost, never stale).
  *
  * Adoption: a master that started without state (no --persist_path, or a new database) knows
  * nothing of objects written before it; generations below m->gen_epoch are such objects, and
  * they are taken while the adoption window is open (the newest generation wins when several
  * SSDs hold the key).  While it is open every key the master forgets leaves a tombstone, so a
- * removed key is not adopted again; when tombstones would exceed MC_TOMB_MAX, or on RemoveAll,
- * the window closes for good and older objects are refused from then on.
+ * removed key is not adopted again; when tombstones would exceed MC_TOMB_MAX, or on RemoveAll or
+ * RemoveByRegex (keys the master never saw may match), the window closes for good and older
+ * objects are refused from then on.
  * Single-threaded: the master's reactor thread.
  */
 #include <regex.h>

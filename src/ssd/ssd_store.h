@@ -43,7 +43,8 @@ struct mc_ssd_item {
 
 /* Open (creating the directory if needed) and scan dir: headers and keys only, so the cost is
  * one small read per object; values are checked by mc_ssd_verify before anything is served.
- * limit: bytes of files allowed (0 is refused).  Returns NULL with *err = -errno on failure; corrupt files are not a failure. */
+ * limit: bytes of files allowed (0 is refused).  Returns NULL with *err = -errno on failure;
+ * corrupt files are not a failure. */
 struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err);
 void mc_ssd_close(struct mc_ssd *s);
 
