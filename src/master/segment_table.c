@@ -48,9 +48,7 @@ void mc_master_tables_fini(struct mc_master *m)
 	mc_object_table_fini(&m->objects);
 	mc_ghosts_fini(m);
 	mc_fs_fini(m);
-	for (i = 0; i < m->nsegs; i++)
-		mc_segment_free(m->segs[i]);
-	free(m->segs);
+	/* Clients first: their segment lists pass through the memory segments freed below. */
 	for (i = 0; i < m->nclient_buckets; i++) {
 		struct mc_client *c = m->client_buckets[i], *n;
 
@@ -78,6 +76,9 @@ void mc_master_tables_fini(struct mc_master *m)
 		}
 	}
 	free(m->client_buckets);
+	for (i = 0; i < m->nsegs; i++)
+		mc_segment_free(m->segs[i]);
+	free(m->segs);
 }
 
 static uint32_t mc_client_bucket(const struct mc_master *m, const struct mc_uuid *id)
