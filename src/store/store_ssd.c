@@ -362,7 +362,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		return -1;
 	}
 	mc_rbuf_init(&r, call.resp, call.resp_len);
-	n = mc_rbuf_count(&r, MC_SSD_MAX_TASKS, 46);
+	n = mc_rbuf_count(&r, MC_SSD_MAX_TASKS, 41);	/* u8 + str + 3 u64 + str + u64 */
 	for (i = 0; i < n && r.err == 0; i++) {
 		memset(&tasks[i], 0, sizeof(tasks[i]));
 		tasks[i].kind = mc_rbuf_u8(&r);
