@@ -72,7 +72,8 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "enable_offload", NULL, NULL, MC_OPT_BOOL, O(enable_offload), "false", 0, -1,
 	  "contribute an SSD area (mooncake.json enable_ssd_offload)" },
 	{ "ssd_offload_path", NULL, NULL, MC_OPT_STRING, O(ssd_offload_path), "", 0, -1,
-	  "directory of the SSD area (default: $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)" },
+	  "directory of the SSD area, or a preallocated file (default: "
+	  "$MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)" },
 	{ "ssd_offload_size_limit", NULL, NULL, MC_OPT_SIZE, O(ssd_offload_size_limit), "0", 0, -1,
 	  "bytes the SSD area may use (0: $MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES, else 2 TB, at "
 	  "most 90% of its file system)" },

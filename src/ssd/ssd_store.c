@@ -6,8 +6,12 @@
  * objects on an LRU list (reads through the data server and writes move an object to the
  * most-recently-used end).  The mutex guards the index only: writes build the file as
  * "<seq>.tmp" without it and publish with rename + insert under it; a reader opens the file
- * under it, so a concurrent delete at worst leaves the reader an open, unlinked file.
- * Called from the store's SSD worker thread and (open_range) from its data server.
+ * under it, so a concurrent delete at worst leaves the reader an open, unlinked file.  In a
+ * single-file area (see its section) a record is written into an extent taken under the lock
+ * and readers get a duplicate of the area's descriptor: like memory, a deleted object's extent
+ * may be reused, so deletions rely on the master's leases (as memory replicas do).
+ * Called from the store's SSD worker thread and (open_range) from the data server's file-read
+ * workers.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,12 +36,17 @@
 #define MC_SSD_SLOT_SHIFT 36
 #define MC_SSD_SCAN_BUF (1u << 20)
 
+struct mc_ssd_ext {
+	uint64_t off, len;
+};
+
 struct mc_ssd_obj {
 	struct mc_ssd_obj *knext, *snext;
 	struct mc_ssd_obj *lru_prev, *lru_next;
 	uint64_t seq, slot, size, foot, gen;
 	uint32_t khash;
 	uint32_t vcrc;			/* checksum of the value, from the header */
+	uint64_t off;			/* single-file area: where its record starts */
 	int verified;			/* value checked against vcrc (or written by us) */
 	size_t key_len;
 	char key[];
@@ -53,6 +62,13 @@ struct mc_ssd {
 	struct mc_ssd_obj lru;		/* sentinel: lru.lru_next is the least recently used */
 	size_t discarded;
 	int dir_dirty;			/* renames since the last mc_ssd_sync */
+	/* Single-file area (dir names a preallocated file): its descriptor, size, free extents
+	 * (sorted by offset, adjacent ones merged). */
+	int single;
+	int afd;
+	uint64_t asize;
+	struct mc_ssd_ext *free_ext;
+	size_t nfree, capfree;
 	uint64_t dir_syncs;
 };
 
@@ -241,6 +257,39 @@ static void mc_ssd_path(const struct mc_ssd *s, uint64_t seq, const char *ext, c
 	snprintf(out, n, "%s/%016" PRIx64 ".%s", s->dir, seq, ext);
 }
 
+static void mc_sa_release(struct mc_ssd *s, uint64_t off, uint64_t len);
+
+/* Delete the bytes of o (already unlinked from the index): its file, or its extent. */
+static void mc_ssd_drop_data(struct mc_ssd *s, const struct mc_ssd_obj *o)
+{
+	char path[4200];
+
+	if (s->single) {
+		mc_sa_release(s, o->off, o->foot);
+		return;
+	}
+	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
+	unlink(path);
+}
+
+/* Under the lock: a new descriptor to read o's record, and where the record starts in it.
+ * -errno if its file cannot be opened. */
+static int mc_ssd_open_data(struct mc_ssd *s, const struct mc_ssd_obj *o, uint64_t *base)
+{
+	char path[4200];
+	int fd;
+
+	if (s->single) {
+		fd = fcntl(s->afd, F_DUPFD_CLOEXEC, 0);
+		*base = o->off;
+	} else {
+		mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		*base = 0;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
 static uint64_t mc_data_off(size_t key_len)
 {
 	return (MC_SSD_HDR + key_len + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
@@ -339,18 +388,19 @@ static int mc_pread_all(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Check one file's header and key (not its value: mc_ssd_verify).  Returns a new object (not
+/* Check a record's header and key at off of fd (not its value: mc_ssd_verify); want_len: the
+ * exact record length the header must give (a file's size), or 0.  Returns a new object (not
  * linked, not verified) or NULL with why set. */
-static struct mc_ssd_obj *mc_ssd_check_file(int fd, const char **why)
+static struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
+					      const char **why)
 {
 	uint8_t hdr[MC_SSD_HDR];
 	char key[MC_SSD_MAX_KEY];
-	struct stat sb;
 	uint64_t seq, size, gen;
 	uint32_t key_len, crc, want, vcrc, i;
 	struct mc_ssd_obj *o;
 
-	if (fstat(fd, &sb) != 0 || mc_pread_all(fd, hdr, MC_SSD_HDR, 0) != 0) {
+	if (mc_pread_all(fd, hdr, MC_SSD_HDR, (off_t)off) != 0) {
 		*why = "short header";
 		return NULL;
 	}
@@ -370,11 +420,11 @@ static struct mc_ssd_obj *mc_ssd_check_file(int fd, const char **why)
 			return NULL;
 		}
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT ||
-	    (uint64_t)sb.st_size != mc_data_off(key_len) + size) {
+	    (want_len && want_len != mc_data_off(key_len) + size)) {
 		*why = "sizes do not match the file (torn write?)";
 		return NULL;
 	}
-	if (mc_pread_all(fd, key, key_len, MC_SSD_HDR) != 0) {
+	if (mc_pread_all(fd, key, key_len, (off_t)off + MC_SSD_HDR) != 0) {
 		*why = "unreadable key";
 		return NULL;
 	}
@@ -421,7 +471,13 @@ static int mc_ssd_scan(struct mc_ssd *s)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		o = mc_ssd_check_file(fd, &why);
+		{
+			struct stat sb;
+
+			o = fstat(fd, &sb) == 0 && sb.st_size > 0
+				    ? mc_ssd_check_record(fd, 0, (uint64_t)sb.st_size, &why)
+				    : (why = "empty file", NULL);
+		}
 		close(fd);
 		if (o != NULL && strtoull(de->d_name, NULL, 16) != o->seq) {
 			why = "name does not match its sequence number";
@@ -458,6 +514,226 @@ static int mc_ssd_scan(struct mc_ssd *s)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- single-file area
+ *
+ * The area is one preallocated file: a 4 KiB superblock, then extents of whole 4 KiB blocks, each
+ * starting with either an object record (the same bytes as an object file) or a free-extent
+ * header.  The scan walks the chain of extents; a block that holds neither (a torn write) is
+ * freed one block at a time.  Space is taken first-fit from the free list; an extent given back
+ * gets a free header on disk at once, and one split off gets its header before the record that
+ * takes its front is written, so the chain is whole after any crash. */
+
+#define MC_SA_MAGIC 0x4153434Du		/* "MCSA": superblock */
+#define MC_SA_FREE_MAGIC 0x4653434Du	/* "MCSF": free extent */
+#define MC_SA_VERSION 1
+
+static uint64_t mc_sa_extent(size_t key_len, uint64_t size)
+{
+	return (mc_data_off(key_len) + size + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
+}
+
+/* Write the free header of [off, off+len). */
+static int mc_sa_mark_free(struct mc_ssd *s, uint64_t off, uint64_t len)
+{
+	uint8_t h[MC_SSD_HDR];
+
+	memset(h, 0, sizeof(h));
+	mc_put_le32(h, MC_SA_FREE_MAGIC);
+	mc_put_le32(h + 4, MC_SA_VERSION);
+	mc_put_le64(h + 8, len);
+	mc_put_le32(h + 16, mc_crc32c(0, h, 16));
+	return mc_pwrite_all(s->afd, h, sizeof(h), (off_t)off);
+}
+
+/* Under the lock: give [off, off+len) back to the free list, merged with its neighbours. */
+static int mc_sa_give(struct mc_ssd *s, uint64_t off, uint64_t len)
+{
+	size_t i = 0;
+
+	while (i < s->nfree && s->free_ext[i].off < off)
+		i++;
+	if (i > 0 && s->free_ext[i - 1].off + s->free_ext[i - 1].len == off) {
+		s->free_ext[i - 1].len += len;
+		if (i < s->nfree && off + len == s->free_ext[i].off) {
+			s->free_ext[i - 1].len += s->free_ext[i].len;
+			memmove(&s->free_ext[i], &s->free_ext[i + 1],
+				(s->nfree - i - 1) * sizeof(*s->free_ext));
+			s->nfree--;
+		}
+		return 0;
+	}
+	if (i < s->nfree && off + len == s->free_ext[i].off) {
+		s->free_ext[i].off = off;
+		s->free_ext[i].len += len;
+		return 0;
+	}
+	if (s->nfree == s->capfree) {
+		size_t cap = s->capfree ? s->capfree * 2 : 64;
+		struct mc_ssd_ext *n = realloc(s->free_ext, cap * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;	/* the space is lost until the next open */
+		s->free_ext = n;
+		s->capfree = cap;
+	}
+	memmove(&s->free_ext[i + 1], &s->free_ext[i], (s->nfree - i) * sizeof(*s->free_ext));
+	s->free_ext[i].off = off;
+	s->free_ext[i].len = len;
+	s->nfree++;
+	return 0;
+}
+
+/* Under the lock: take len bytes first-fit.  *rest: bytes left of the extent it came from
+ * (their free header must be written at *off + len).  0 or -ENOSPC. */
+static int mc_sa_take(struct mc_ssd *s, uint64_t len, uint64_t *off, uint64_t *rest)
+{
+	size_t i;
+
+	for (i = 0; i < s->nfree; i++)
+		if (s->free_ext[i].len >= len) {
+			*off = s->free_ext[i].off;
+			*rest = s->free_ext[i].len - len;
+			if (*rest) {
+				s->free_ext[i].off += len;
+				s->free_ext[i].len = *rest;
+			} else {
+				memmove(&s->free_ext[i], &s->free_ext[i + 1],
+					(s->nfree - i - 1) * sizeof(*s->free_ext));
+				s->nfree--;
+			}
+			return 0;
+		}
+	return -ENOSPC;
+}
+
+/* Free a record's extent: on disk, then in the list. */
+static void mc_sa_release(struct mc_ssd *s, uint64_t off, uint64_t len)
+{
+	if (mc_sa_mark_free(s, off, len) != 0)
+		mc_log_warn("SSD area %s: marking %llu bytes at %llu free failed", s->dir,
+			    (unsigned long long)len, (unsigned long long)off);
+	pthread_mutex_lock(&s->mu);
+	mc_sa_give(s, off, len);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Write a record (head: header, key and padding; then the value) into a free extent of ext
+ * bytes and make it durable.  *at: where it starts.  0, -ENOSPC or -errno. */
+static int mc_sa_write(struct mc_ssd *s, const uint8_t *head, uint64_t hlen, const void *value,
+		       uint64_t size, uint64_t ext, uint64_t *at)
+{
+	uint64_t off, rest;
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	rc = mc_sa_take(s, ext, &off, &rest);
+	pthread_mutex_unlock(&s->mu);
+	if (rc)
+		return rc;
+	rc = rest ? mc_sa_mark_free(s, off + ext, rest) : 0;
+	if (rc == 0)
+		rc = mc_pwrite_all(s->afd, head, (size_t)hlen, (off_t)off);
+	if (rc == 0)
+		rc = mc_pwrite_all(s->afd, value, (size_t)size, (off_t)(off + hlen));
+	if (rc == 0 && fdatasync(s->afd) != 0)
+		rc = -errno;
+	if (rc) {
+		mc_sa_release(s, off, ext);
+		return rc;
+	}
+	*at = off;
+	return 0;
+}
+
+static int mc_sa_scan(struct mc_ssd *s)
+{
+	uint8_t sb[MC_SSD_ALIGN], h[MC_SSD_HDR];
+	uint64_t pos = MC_SSD_ALIGN, torn = 0;
+	size_t kept = 0, i;
+	int rc;
+
+	rc = mc_pread_all(s->afd, sb, sizeof(sb), 0);
+	if (rc)
+		return rc;
+	if (mc_get_le32(sb) != MC_SA_MAGIC) {
+		for (i = 0; i < sizeof(sb) && sb[i] == 0; i++)
+			;
+		if (i < sizeof(sb)) {
+			mc_log_err("SSD area %s: the file is neither empty nor an SSD area", s->dir);
+			return -EINVAL;
+		}
+		/* A new (zeroed, preallocated) file: one free extent after the superblock. */
+		mc_put_le32(sb, MC_SA_MAGIC);
+		mc_put_le32(sb + 4, MC_SA_VERSION);
+		mc_put_le64(sb + 8, s->asize);
+		mc_put_le32(sb + 16, mc_crc32c(0, sb, 16));
+		rc = mc_sa_mark_free(s, MC_SSD_ALIGN, s->asize - MC_SSD_ALIGN);
+		if (rc == 0)
+			rc = mc_pwrite_all(s->afd, sb, 64, 0);
+		if (rc == 0 && fdatasync(s->afd) != 0)
+			rc = -errno;
+		if (rc)
+			return rc;
+		mc_log_info("SSD area %s: new single-file area of %llu bytes", s->dir,
+			    (unsigned long long)s->asize);
+	} else if (mc_get_le32(sb + 4) != MC_SA_VERSION || mc_get_le64(sb + 8) != s->asize ||
+		   mc_get_le32(sb + 16) != mc_crc32c(0, sb, 16)) {
+		mc_log_err("SSD area %s: bad superblock (version, size or checksum)", s->dir);
+		return -EINVAL;
+	}
+	while (pos + MC_SSD_ALIGN <= s->asize) {
+		const char *why = NULL;
+		struct mc_ssd_obj *o, *old;
+		uint64_t len;
+
+		rc = mc_pread_all(s->afd, h, sizeof(h), (off_t)pos);
+		if (rc)
+			return rc;
+		if (mc_get_le32(h) == MC_SA_FREE_MAGIC && mc_get_le32(h + 4) == MC_SA_VERSION &&
+		    mc_get_le32(h + 16) == mc_crc32c(0, h, 16)) {
+			len = mc_get_le64(h + 8);
+			if (len && len % MC_SSD_ALIGN == 0 && len <= s->asize - pos) {
+				mc_sa_give(s, pos, len);
+				pos += len;
+				continue;
+			}
+		}
+		o = mc_get_le32(h) == MC_SSD_MAGIC ? mc_ssd_check_record(s->afd, pos, 0, &why) : NULL;
+		if (o != NULL && (len = mc_sa_extent(o->key_len, o->size)) <= s->asize - pos) {
+			o->off = pos;
+			o->foot = len;
+			if (o->seq >= s->next_seq)
+				s->next_seq = o->seq + 1;
+			if (mc_ssd_insert(s, o, &old) != 0) {
+				free(o);	/* an older copy of a key we hold */
+				mc_sa_mark_free(s, pos, len);
+				mc_sa_give(s, pos, len);
+			} else if (old) {
+				mc_sa_mark_free(s, old->off, old->foot);
+				mc_sa_give(s, old->off, old->foot);
+				free(old);
+			} else {
+				kept++;
+			}
+			pos += len;
+			continue;
+		}
+		free(o);
+		/* Neither: a torn write.  Free one block and look at the next. */
+		mc_sa_mark_free(s, pos, MC_SSD_ALIGN);
+		mc_sa_give(s, pos, MC_SSD_ALIGN);
+		pos += MC_SSD_ALIGN;
+		torn++;
+	}
+	if (torn) {
+		s->discarded++;
+		mc_log_warn("SSD area %s: %llu torn blocks freed", s->dir, (unsigned long long)torn);
+	}
+	mc_log_info("SSD area %s: %zu objects (values not yet verified), %llu of %llu bytes used",
+		    s->dir, kept, (unsigned long long)s->used, (unsigned long long)s->limit);
+	return 0;
+}
+
 struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
 {
 	struct mc_ssd *s;
@@ -476,6 +752,26 @@ struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
+	s->afd = -1;
+	{
+		struct stat st;
+
+		if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+			/* A preallocated file: the single-file area. */
+			s->single = 1;
+			s->asize = (uint64_t)st.st_size / MC_SSD_ALIGN * MC_SSD_ALIGN;
+			s->afd = open(dir, O_RDWR | O_CLOEXEC);
+			if (s->afd < 0 || s->asize < 2 * MC_SSD_ALIGN) {
+				*err = s->afd < 0 ? -errno : -EINVAL;
+				if (s->afd >= 0)
+					close(s->afd);
+				free(s);
+				return NULL;
+			}
+			if (limit > s->asize - MC_SSD_ALIGN)
+				limit = s->asize - MC_SSD_ALIGN;
+		}
+	}
 	pthread_mutex_init(&s->mu, NULL);
 	s->dir = strdup(dir);
 	s->limit = limit;
@@ -488,7 +784,7 @@ struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = mc_ssd_scan(s);
+	rc = s->single ? mc_sa_scan(s) : mc_ssd_scan(s);
 	if (rc)
 		goto fail;
 	return s;
@@ -508,6 +804,9 @@ void mc_ssd_close(struct mc_ssd *s)
 		n = o->lru_next;
 		free(o);
 	}
+	if (s->afd >= 0)
+		close(s->afd);
+	free(s->free_ext);
 	free(s->kb);
 	free(s->sb);
 	free(s->dir);
@@ -551,13 +850,13 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	uint8_t *head;
 	char tmp[4200], path[4200];
 	struct mc_ssd_obj *o, *old;
-	uint64_t seq, foot, off = mc_data_off(key_len);
+	uint64_t seq, foot, off = mc_data_off(key_len), at = 0;
 	uint32_t crc, vcrc;
 	int fd, rc;
 
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT)
 		return -EINVAL;
-	foot = mc_ssd_footprint(key_len, size);
+	foot = s->single ? mc_sa_extent(key_len, size) : mc_ssd_footprint(key_len, size);
 	pthread_mutex_lock(&s->mu);
 	old = mc_ssd_find_key(s, key, key_len);
 	if (s->used - (old ? old->foot : 0) + foot > s->limit) {
@@ -577,6 +876,12 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	crc = mc_crc32c(0, head, MC_SSD_HDR);
 	crc = mc_crc32c(crc, key, key_len);
 	mc_put_le32(head + 28, crc);
+	if (s->single) {
+		rc = mc_sa_write(s, head, off, value, size, foot, &at);
+		if (rc)
+			goto fail_head;
+		goto written;
+	}
 	mc_ssd_path(s, seq, "tmp", tmp, sizeof(tmp));
 	mc_ssd_path(s, seq, "mco", path, sizeof(path));
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -597,29 +902,37 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 		rc = -errno;
 	if (rc)
 		goto fail_file;
+written:
 	free(head);
 	o = mc_ssd_obj_new(key, key_len, seq, size);
 	if (o == NULL) {
-		unlink(path);
+		if (s->single)
+			mc_sa_release(s, at, foot);
+		else
+			unlink(path);
 		return -ENOMEM;
 	}
 	o->gen = gen;
 	o->vcrc = vcrc;
 	o->verified = 1;
+	o->off = at;
+	o->foot = foot;
 	pthread_mutex_lock(&s->mu);
-	s->dir_dirty = 1;
+	s->dir_dirty = !s->single;
 	rc = mc_ssd_insert(s, o, &old);
 	if (rc == 0)
 		*addr = mc_ssd_addr(o);
 	pthread_mutex_unlock(&s->mu);
 	if (rc) {
-		unlink(path);
+		if (s->single)
+			mc_sa_release(s, at, foot);
+		else
+			unlink(path);
 		free(o);
 		return rc;
 	}
 	if (old) {
-		mc_ssd_path(s, old->seq, "mco", path, sizeof(path));
-		unlink(path);
+		mc_ssd_drop_data(s, old);
 		free(old);
 	}
 	return 0;
@@ -636,9 +949,8 @@ fail_head:
 int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr)
 {
 	struct mc_ssd_obj *o;
-	char path[4200];
 	uint8_t *buf = NULL;
-	uint64_t seq, size, doff, off;
+	uint64_t seq, size, doff, off, base;
 	uint32_t want, crc = 0;
 	int fd, rc = 0;
 
@@ -655,13 +967,11 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	seq = o->seq;
 	size = o->size;
 	want = o->vcrc;
-	doff = mc_data_off(o->key_len);
-	mc_ssd_path(s, seq, "mco", path, sizeof(path));
+	fd = mc_ssd_open_data(s, o, &base);
+	doff = base + mc_data_off(o->key_len);
 	pthread_mutex_unlock(&s->mu);
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -errno;	/* deleted meanwhile, or unreadable: not served either way */
+		return fd;	/* deleted meanwhile, or unreadable: not served either way */
 	buf = malloc(MC_SSD_SCAN_BUF);
 	if (buf == NULL) {
 		close(fd);
@@ -694,10 +1004,10 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	mc_ssd_unlink(s, o);
 	s->discarded++;
 	pthread_mutex_unlock(&s->mu);
-	mc_log_warn("SSD area %s: %016llx.mco is corrupt (%s): discarded", s->dir,
-		    (unsigned long long)seq,
+	mc_log_warn("SSD area %s: %s%016llx%s is corrupt (%s): discarded", s->dir,
+		    s->single ? "object " : "", (unsigned long long)seq, s->single ? "" : ".mco",
 		    rc == -EBADMSG ? "checksum mismatch" : strerror(-rc));
-	unlink(path);
+	mc_ssd_drop_data(s, o);
 	free(o);
 	return -EBADMSG;
 }
@@ -733,7 +1043,6 @@ int mc_ssd_sync(struct mc_ssd *s)
 int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr)
 {
 	struct mc_ssd_obj *o;
-	char path[4200];
 
 	pthread_mutex_lock(&s->mu);
 	o = mc_ssd_find_key(s, key, key_len);
@@ -743,8 +1052,7 @@ int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	}
 	mc_ssd_unlink(s, o);
 	pthread_mutex_unlock(&s->mu);
-	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
-	unlink(path);
+	mc_ssd_drop_data(s, o);
 	free(o);
 	return 0;
 }
@@ -772,8 +1080,7 @@ int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t 
 {
 	struct mc_ssd *s = arg;
 	struct mc_ssd_obj *o;
-	char path[4200];
-	uint64_t in;
+	uint64_t in, base;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->mu);
@@ -782,13 +1089,12 @@ int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t 
 		rc = -ENOENT;
 		goto out;
 	}
-	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	*fd = mc_ssd_open_data(s, o, &base);
 	if (*fd < 0) {
-		rc = -errno;
+		rc = *fd;
 		goto out;
 	}
-	*off = mc_data_off(o->key_len) + in;
+	*off = base + mc_data_off(o->key_len) + in;
 	/* Most recently used. */
 	o->lru_prev->lru_next = o->lru_next;
 	o->lru_next->lru_prev = o->lru_prev;

@@ -3,7 +3,9 @@
 #define MC_SSD_STORE_H
 
 /*
- * A client's SSD area: one directory holding one file per object, under a size limit.
+ * A client's SSD area: one directory holding one file per object, under a size limit; or a
+ * single-file area, a preallocated file holding the same records in 4 KiB-aligned extents (see
+ * the single-file section of ssd_store.c), chosen when the path names an existing regular file.
  *
  * File format (little-endian), name "<16 hex digits of seq>.mco":
  *   off 0  u32 magic "MCSD" (0x4453434D)   4  u32 version (3)
@@ -41,10 +43,12 @@ struct mc_ssd_item {
 	int verified;		/* its value was checked (mc_ssd_verify) */
 };
 
-/* Open (creating the directory if needed) and scan dir: headers and keys only, so the cost is
- * one small read per object; values are checked by mc_ssd_verify before anything is served.
- * limit: bytes of files allowed (0 is refused).  Returns NULL with *err = -errno on failure;
- * corrupt files are not a failure. */
+/* Open (creating the directory if needed; a regular file at dir is a single-file area, a zeroed
+ * one is formatted, one with other contents refused with -EINVAL) and scan it: headers and
+ * keys only, so the cost is one small read per object; values are checked by mc_ssd_verify
+ * before anything is served.  limit: bytes the objects may take (0 is refused; a single-file
+ * area caps it at its size).  Returns NULL with *err = -errno on failure; corrupt objects are
+ * not a failure. */
 struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err);
 void mc_ssd_close(struct mc_ssd *s);
 

@@ -8,7 +8,8 @@
 #  4. restart with a smaller SSD limit: watermark eviction asks the master first, and no reader
 #     is ever handed a deleted object (every key reads back or is -704, nothing else);
 #  5. keys removed or put again while the SSD client was dead do not come back from its SSD;
-#  6. a master restarted without --persist_path adopts the SSD objects registered again.
+#  6. a master restarted without --persist_path adopts the SSD objects registered again;
+#  7. a preallocated single-file area works like a directory, across kill -9.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T="$MC_BIN/tests/integration/fault_tool"
 N=64
@@ -101,6 +102,7 @@ third=$(( ${#held[@]} / 3 ))
 echo "# the dead client holds ${#held[@]} objects: ${held[*]}"
 sleep 3	# declared dead: its objects are now ghosts at the master
 mc_start_client c2 16MB || { mc_dump_logs; exit 1; }
+c2=$MC_LAST_PID
 for i in "${held[@]:0:$third}"; do "$T" remove ssd "$i" $((i + 1)) >/dev/null || rc=1; done
 for i in "${held[@]:$third:$third}"; do "$T" put-gen ssd "$i" $((i + 1)) $SZ 4 >/dev/null || rc=1; done
 mc_start_client c1e 16MB --enable_offload --ssd_offload_path="$SSD" \
@@ -137,6 +139,25 @@ for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >
 [ $bad -eq 0 ] && grep 'objects registered' "$MC_TMP/c1e.log" | tail -1 | grep -q "^.* $keep objects registered" \
 	&& echo "ok - after a master restart without state the client registers its $keep objects again and they read back" \
 	|| { echo "not ok - objects not adopted by a restarted master"; rc=1; }
+
+# 7. a single-file area: a preallocated file instead of a directory.
+kill -TERM "$c1" "$c2"; wait "$c1" "$c2" 2>/dev/null	# clean exits: their segments unmount
+AREA=$MC_TMP/area.bin
+truncate -s 64M "$AREA"
+mc_start_client c3 16MB --enable_offload --ssd_offload_path="$AREA" || { mc_dump_logs; exit 1; }
+c3=$MC_LAST_PID
+"$T" fill sf 40 $SZ || rc=1
+"$T" verify sf 40 $SZ || rc=1
+sleep 0.5
+kill -9 "$c3"; wait "$c3" 2>/dev/null
+mc_start_client c3b 16MB --enable_offload --ssd_offload_path="$AREA" || { mc_dump_logs; exit 1; }
+c3=$MC_LAST_PID
+mc_wait_log c3b "registered" 10
+back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c3b.log" | head -1 | awk '{print $1}')
+[ "${back:-0}" -ge 24 ] && echo "ok - a single-file area holds $back objects across kill -9" \
+	|| { echo "not ok - single-file area: ${back:-0} objects registered"; rc=1; }
+sleep 3	# client_ttl: the dead process's memory replicas are dropped
+"$T" verify sf 40 $SZ $((40 - ${back:-0})) || rc=1
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
