@@ -199,10 +199,13 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
                 if req not in cfg:
                     raise ValueError("setup(dict): %r is required" % req)
             get = lambda k: cfg.get(k, _SETUP_DEFAULTS.get(k, ""))
+            ssd = cfg.get("enable_ssd_offload", "").lower() in ("1", "true", "yes")
             return super().setup(cfg["local_hostname"], cfg["metadata_server"],
                                  _size(get("global_segment_size")),
                                  _size(get("local_buffer_size")), get("protocol"),
-                                 get("rdma_devices"), get("master_server_addr"))
+                                 get("rdma_devices"), get("master_server_addr"),
+                                 enable_ssd_offload=ssd,
+                                 ssd_offload_path=cfg.get("ssd_offload_path", ""))
         return super().setup(*args, **kwargs)
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):

@@ -36,6 +36,8 @@ struct mc_client_cfg {
 	int64_t threads;
 	char *tenant_id;
 	int enable_offload;
+	char *ssd_offload_path;
+	uint64_t ssd_offload_size_limit;
 	int start_offload_rpc_server;
 	int enable_http_server;
 	int64_t http_port;
@@ -68,9 +70,15 @@ static const struct mc_opt mc_client_opts[] = {
 	  "accepted for compatibility; the client is one reactor thread" },
 	{ "tenant_id", NULL, NULL, MC_OPT_STRING, O(tenant_id), "default", 0, -1, "tenant" },
 	{ "enable_offload", NULL, NULL, MC_OPT_BOOL, O(enable_offload), "false", 0, -1,
-	  "SSD offload (not available yet: true is refused)" },
+	  "contribute an SSD area (mooncake.json enable_ssd_offload)" },
+	{ "ssd_offload_path", NULL, NULL, MC_OPT_STRING, O(ssd_offload_path), "", 0, -1,
+	  "directory of the SSD area, or a preallocated file (default: "
+	  "$MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)" },
+	{ "ssd_offload_size_limit", NULL, NULL, MC_OPT_SIZE, O(ssd_offload_size_limit), "0", 0, -1,
+	  "bytes the SSD area may use (0: $MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES, else 2 TB, at "
+	  "most 90% of its file system)" },
 	{ "start_offload_rpc_server", NULL, NULL, MC_OPT_BOOL, O(start_offload_rpc_server), "true",
-	  0, -1, "serve SSD reads for other clients (with --enable_offload)" },
+	  0, -1, "accepted for compatibility: SSD objects are always served on the data port" },
 	{ "enable_http_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_server), "false", 0, -1,
 	  "client HTTP metrics server (not available yet: true is refused)" },
 	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
@@ -200,6 +208,10 @@ static int mc_client_apply_file(struct mc_client_cfg *cfg, const struct mc_opts_
 	SET("protocol", sc.protocol);
 	SET("device_names", sc.device_name);
 	SET("tenant_id", sc.tenant_id);
+	if (sc.enable_ssd_offload)
+		SET("enable_offload", "true");
+	if (sc.ssd_offload_path[0])
+		SET("ssd_offload_path", sc.ssd_offload_path);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)sc.global_segment_size);
 	SET("global_segment_size", num);
 #undef SET
@@ -222,9 +234,14 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv)
 	}
 	if (mc_client_apply_file(cfg, &st, err, sizeof(err)))
 		goto out;
-	if (cfg->enable_offload || cfg->enable_http_server) {
-		snprintf(err, sizeof(err), "--enable_offload and --enable_http_server are not "
-					   "available in this version");
+	if (cfg->enable_http_server) {
+		snprintf(err, sizeof(err), "--enable_http_server is not available in this version");
+		goto out;
+	}
+	if (cfg->enable_offload && !cfg->ssd_offload_path[0] &&
+	    !getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")) {
+		snprintf(err, sizeof(err), "--enable_offload needs --ssd_offload_path or "
+					   "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
 		goto out;
 	}
 	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") &&
@@ -307,6 +324,9 @@ int main(int argc, char **argv)
 	st = calloc(1, sizeof(*st));
 	pthread_mutex_init(&st->mu, NULL);
 	st->reserve_fd = -1;
+	st->ssd_enable = cfg.enable_offload;
+	snprintf(st->ssd_path, sizeof(st->ssd_path), "%s", cfg.ssd_offload_path);
+	st->ssd_limit = cfg.ssd_offload_size_limit;
 	rc = mc_store_setup(st, name, cfg.metadata_server, cfg.global_segment_size,
 			    cfg.local_buffer_size, cfg.protocol, cfg.device_names,
 			    cfg.master_server_address);

@@ -47,6 +47,10 @@ static const struct mc_op_metric mc_op_metrics[] = {
 	{ MC_OP_UNMOUNT_SEGMENT, "unmount_segment", 0 },
 	{ MC_OP_REMOUNT_SEGMENT, "remount_segment", 0 },
 	{ MC_OP_PING, "ping", 0 },
+	{ MC_OP_MOUNT_LOCAL_DISK, "mount_local_disk_segment", 0 },
+	{ MC_OP_OFFLOAD_HEARTBEAT, "offload_object_heartbeat", 0 },
+	{ MC_OP_NOTIFY_OFFLOAD, "notify_offload_success", 0 },
+	{ MC_OP_EVICT_DISK_REPLICA, "evict_disk_replica", 0 },
 	{ MC_OP_BATCH_EXIST_KEY, "batch_exist_key", 1 },
 	{ MC_OP_BATCH_QUERY_IP, "batch_query_ip", 1 },
 	{ MC_OP_BATCH_REPLICA_CLEAR, "batch_replica_clear", 1 },
@@ -98,7 +102,7 @@ static uint64_t mc_ok_count(const struct mc_master *m, uint16_t op)
 
 void mc_master_summary(const struct mc_master *m, char *out, size_t n)
 {
-	char used[32], total[32], evsize[32];
+	char used[32], total[32], evsize[32], dused[32], dtotal[32];
 	const struct mc_metrics *x = &m->metrics;
 	double pct = m->total_capacity ? 100.0 * (double)m->allocated / (double)m->total_capacity : 0;
 #define PAIR(a, b) mc_ok_count(m, a) + mc_ok_count(m, b), x->op[a].requests + x->op[b].requests
@@ -106,15 +110,17 @@ void mc_master_summary(const struct mc_master *m, char *out, size_t n)
 	mc_fmt_bytes(used, sizeof(used), m->allocated);
 	mc_fmt_bytes(total, sizeof(total), m->total_capacity);
 	mc_fmt_bytes(evsize, sizeof(evsize), x->evicted_size_bytes);
+	mc_fmt_bytes(dused, sizeof(dused), m->disk_allocated);
+	mc_fmt_bytes(dtotal, sizeof(dtotal), m->disk_capacity);
 	snprintf(out, n,
-		 "Mem Storage: %s / %s (%.1f%%) | SSD Storage: 0 B / 0 B | Keys: %zu "
+		 "Mem Storage: %s / %s (%.1f%%) | SSD Storage: %s / %s | Keys: %zu "
 		 "(soft-pinned: %zu) | Clients: %u | Requests (Success/Total): "
 		 "PutStart=%" PRIu64 "/%" PRIu64 ", PutEnd=%" PRIu64 "/%" PRIu64
 		 ", PutRevoke=%" PRIu64 "/%" PRIu64 ", Get=%" PRIu64 "/%" PRIu64
 		 ", Exist=%" PRIu64 "/%" PRIu64 ", Del=%" PRIu64 "/%" PRIu64
 		 ", DelAll=%" PRIu64 "/%" PRIu64 ", Ping=%" PRIu64 "/%" PRIu64
 		 ", | Eviction: Success/Attempts=%" PRIu64 "/%" PRIu64 ", keys=%" PRIu64 ", size=%s",
-		 used, total, pct, m->objects.count, m->objects.soft_pinned,
+		 used, total, pct, dused, dtotal, m->objects.count, m->objects.soft_pinned,
 		 mc_master_active_clients(m), PAIR(MC_OP_PUT_START, MC_OP_BATCH_PUT_START),
 		 PAIR(MC_OP_PUT_END, MC_OP_BATCH_PUT_END), PAIR(MC_OP_PUT_REVOKE, MC_OP_BATCH_PUT_REVOKE),
 		 PAIR(MC_OP_GET_REPLICA_LIST, MC_OP_BATCH_GET_REPLICA_LIST),
@@ -211,7 +217,32 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_put_start_partial_allocations_total", "counter",
 		"PutStart items with fewer replicas than asked", x->put_start_partial_allocations);
 	mc_prom(b, "mem_cache_hit_nums_", "gauge", "Reads served from memory", x->mem_cache_hit_nums);
-	mc_prom(b, "file_cache_hit_nums_", "gauge", "Reads served from disk", 0);
+	mc_prom(b, "file_cache_hit_nums_", "gauge", "Reads served from SSD", x->file_cache_hit_nums);
+	mc_prom(b, "master_allocated_file_size_bytes", "gauge", "Bytes of objects on client SSDs",
+		m->disk_allocated);
+	mc_prom(b, "master_total_file_capacity_bytes", "gauge", "Bytes of mounted client SSD areas",
+		m->disk_capacity);
+	mc_prom(b, "master_offloaded_key_count", "counter", "Objects copied to SSD",
+		x->offloaded_key_count);
+	mc_prom(b, "master_offloaded_bytes", "counter", "Bytes copied to SSD", x->offloaded_bytes);
+	mc_prom(b, "master_offload_failures_total", "counter", "Offloads that failed",
+		x->offload_failures);
+	mc_prom(b, "master_demoted_key_count", "counter",
+		"Objects whose memory was freed while an SSD copy stays", x->demoted_key_count);
+	mc_prom(b, "master_disk_evicted_key_count", "counter", "SSD copies evicted by their owner",
+		x->disk_evicted_key_count);
+	mc_prom(b, "master_disk_evicted_size_bytes", "counter", "Bytes of SSD copies evicted",
+		x->disk_evicted_bytes);
+	mc_prom(b, "master_promotion_admitted_total", "counter", "Promotions started",
+		x->promotion_admitted);
+	mc_prom(b, "master_promotion_rejected_cap_total", "counter",
+		"Promotions refused for lack of memory", x->promotion_rejected);
+	mc_prom(b, "master_promotion_completed_total", "counter", "Promotions done",
+		x->promotion_completed);
+	mc_prom(b, "master_promotion_completed_bytes_total", "counter", "Bytes promoted",
+		x->promotion_completed_bytes);
+	mc_prom(b, "master_promotion_failed_total", "counter", "Promotions failed",
+		x->promotion_failed);
 	mc_prom(b, "valid_get_nums_", "gauge", "Reads that found a replica", x->valid_get_nums);
 	mc_prom(b, "total_get_nums_", "gauge", "Reads", x->total_get_nums);
 	mc_prom(b, "master_successful_evictions_total", "counter", "Eviction rounds that freed space",

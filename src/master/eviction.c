@@ -10,6 +10,12 @@
  * ExistKey, since probes lease everything: here a probe lease protects an object only as long
  * as something else can be evicted.  Soft-pinned objects go last, and only with
  * --allow_evict_soft_pinned_objects.
+ *
+ * With an SSD tier (tiering.c) eviction frees memory only: an object with an SSD copy keeps it
+ * and leaves the LRU list; with --offload_on_evict an object without one is queued for offload
+ * and its memory is freed only when the copy is acknowledged (counted meanwhile in
+ * demote_pending, so the watermark does not pick more victims for the same bytes).  An object
+ * whose owner has no SSD, or whose offload fails, is evicted the ordinary way.
  */
 #include <stdint.h>
 
@@ -27,7 +33,7 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 {
 	uint32_t i;
 
-	if (o->flags & MC_OBJ_HARD_PIN)
+	if (o->flags & (MC_OBJ_HARD_PIN | MC_OBJ_PROMOTING | MC_OBJ_DEMOTE))
 		return 0;
 	if (o->fetch_until > now)
 		return 0;
@@ -47,11 +53,12 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
 {
 	int64_t now = mc_master_now(m);
-	uint64_t freed = 0, keys = 0;
+	uint64_t freed = 0, keys = 0, pending = 0;
 	int pass;
 
 	m->metrics.attempted_evictions++;
-	for (pass = MC_EVICT_EXPIRED; pass <= MC_EVICT_SOFT_PINNED && freed < bytes; pass++) {
+	for (pass = MC_EVICT_EXPIRED; pass <= MC_EVICT_SOFT_PINNED && freed + pending < bytes;
+	     pass++) {
 		struct mc_object *o = m->objects.lru.lru_next, *next;
 		/* Bound the walk: objects that cannot go now (leased, being written) are skipped,
 		 * and a round must not turn into a scan of the whole table. */
@@ -59,7 +66,9 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
 
 		if (pass == MC_EVICT_SOFT_PINNED && !m->cfg.allow_evict_soft_pinned_objects)
 			break;
-		for (; o != &m->objects.lru && freed < bytes && budget; o = next, budget--) {
+		for (; o != &m->objects.lru && freed + pending < bytes && budget;
+		     o = next, budget--) {
+			uint64_t mem = 0;
 			uint32_t i;
 
 			next = o->lru_next;
@@ -68,13 +77,45 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
 			for (i = 0; i < o->nrep; i++) {
 				struct mc_replica *r = mc_object_replica(o, i);
 
-				if (r->seg)
-					freed += mc_alloc_block_size(r->blk);
+				if (r->seg && r->type == MC_REPLICA_MEMORY)
+					mem += mc_alloc_block_size(r->blk);
 			}
+			if (o->flags & MC_OBJ_OFFLOADING) {
+				/* A background offload is running: free when it is in. */
+				mc_tier_queue_offload(m, o, 1);
+				mc_object_lru_unlink(&m->objects, o);
+				pending += mem;
+				continue;
+			}
+			if (mc_object_disk_replica(o) != NULL) {
+				for (i = 0; i < o->nrep; i++) {
+					struct mc_replica *r = mc_object_replica(o, i);
+
+					if (r->seg && r->type == MC_REPLICA_MEMORY)
+						mc_replica_release(m, r);
+				}
+				mc_object_compact(o);
+				mc_object_lru_unlink(&m->objects, o);
+				mc_persist_object_changed(m, o);
+				freed += mem;
+				keys++;
+				m->metrics.demoted_key_count++;
+				m->metrics.evicted_size_bytes += o->size;
+				continue;
+			}
+			if (m->cfg.offload_on_evict && mc_tier_queue_offload(m, o, 1) == 0) {
+				mc_object_lru_unlink(&m->objects, o);
+				pending += mem;
+				continue;
+			}
+			freed += mem;
 			keys++;
 			m->metrics.evicted_size_bytes += o->size;
 			mc_persist_object_gone(m, o);
+			/* Evicted, not removed: a copy on an SSD that is away may come back. */
+			m->erase_keep = (o->flags & MC_OBJ_SSD_AWAY) != 0;
 			mc_master_object_remove(m, o);
+			m->erase_keep = 0;
 		}
 	}
 	if (keys) {
@@ -93,7 +134,9 @@ void mc_master_evict_check(struct mc_master *m)
 
 	if (m->total_capacity == 0)
 		return;
-	used = (double)m->allocated / (double)m->total_capacity;
+	used = (double)(m->allocated - (m->demote_pending < m->allocated ? m->demote_pending
+									 : m->allocated)) /
+	       (double)m->total_capacity;
 	if (used <= hw && !m->need_eviction)
 		return;
 	m->need_eviction = 0;

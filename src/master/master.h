@@ -57,6 +57,12 @@ struct mc_master_config {
 	char *root_fs_dir;
 	int enable_ha;
 	char *persist_path;
+	int enable_offload;
+	int offload_on_evict;
+	int64_t offloading_queue_limit;
+	int promotion_on_hit;
+	int64_t promotion_admission_threshold;
+	int64_t offload_task_timeout_sec;
 	uint64_t rpc_max_frame_bytes;
 	int64_t max_connections;
 	char *log_level;
@@ -92,7 +98,29 @@ struct mc_segment {
 	struct mc_replica *reps;	/* memory replicas on it */
 	uint64_t nreps;
 	int status;
-	uint32_t index;			/* position in master->segs */
+	uint32_t index;			/* position in master->segs (memory segments only) */
+	/* A client's SSD area (LOCAL_DISK replicas): no allocator, base 0; size is its capacity
+	 * and used the bytes of its replicas.  Not in master->segs: never chosen for memory. */
+	int is_disk;
+	uint64_t used;
+	struct mc_tier_task *tasks, *tasks_tail;	/* queued for the next heartbeat */
+	struct mc_tier_task *inflight;			/* handed out, waiting for NOTIFY */
+	uint64_t ntasks;
+};
+
+/* A task for a disk owner.  Tasks name their object by key and are checked again when handed
+ * out and when answered, so an object removed meanwhile leaves no dangling pointer. */
+struct mc_tier_task {
+	struct mc_tier_task *next;
+	int64_t deadline;		/* in flight: monotonic ms after which it counts as failed */
+	uint64_t size;
+	uint64_t addr;			/* DROP: the disk address to delete */
+	uint64_t replica_id;		/* PROMOTE: the memory replica being filled */
+	uint64_t gen;			/* OFFLOAD: the generation handed out */
+	uint8_t kind;			/* enum mc_tier_task_kind */
+	uint8_t demote;			/* counted in master->demote_pending */
+	uint16_t key_len;
+	char key[];
 };
 
 /* A PROCESSING replica taken from a preempted put, freed at release_at. */
@@ -102,6 +130,18 @@ struct mc_discard {
 	struct mc_alloc_block *blk;
 	uint64_t len;
 	int64_t release_at;
+};
+
+/* ghosts.c: see there.  Bounds of what the master remembers of forgotten SSD objects. */
+#define MC_GHOST_MAX (1u << 20)		/* ghosts (key, generation) of dead SSD areas' objects */
+#define MC_TOMB_MAX (1u << 16)		/* removals remembered while adopting older objects */
+
+struct mc_ghost;
+struct mc_ghost_table {
+	struct mc_ghost **b;		/* hash chains */
+	size_t nb;
+	struct mc_ghost *fifo;		/* sentinel of the age list */
+	size_t nkeep, ntomb;
 };
 
 struct mc_master {
@@ -133,6 +173,16 @@ struct mc_master {
 	uint64_t next_replica_id;
 	uint64_t total_capacity;
 	uint64_t allocated;
+	uint64_t disk_capacity;		/* mounted SSD areas */
+	uint64_t disk_allocated;	/* bytes of LOCAL_DISK replicas */
+	struct mc_segment *fs_seg;	/* --root_fs_dir: holder of the DISK replicas */
+	uint64_t demote_pending;	/* memory bytes eviction chose, freed once on SSD */
+	int quiet_disk_release;		/* releasing at the owner's request: no DROP task */
+	uint64_t next_gen;		/* generation of the next put (ghosts.c) */
+	uint64_t gen_epoch;		/* generations below were issued before our state began */
+	int adopt_open;			/* objects older than gen_epoch are still taken */
+	int erase_keep;			/* objects erased now leave a ghost (their SSD went away) */
+	struct mc_ghost_table ghosts;
 	uint64_t rng;
 
 	struct mc_persist *persist;
@@ -211,6 +261,73 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 		      struct mc_wbuf *out, const char *peer);
 /* Remove an object and release all its replicas. */
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
+
+/* fs_tier.c: legacy shared-directory DISK replicas (--root_fs_dir, reference §6.1) */
+void mc_fs_init(struct mc_master *m);
+void mc_fs_fini(struct mc_master *m);
+/* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out; 0 or -1 if too long. */
+int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out, size_t n);
+/* Add a PROCESSING DISK replica to a new object (no-op without --root_fs_dir). */
+void mc_fs_add_replica(struct mc_master *m, struct mc_object *o);
+/* Attach a DISK replica (status COMPLETE) at reload.  0, or -1 without --root_fs_dir. */
+int mc_fs_attach(struct mc_master *m, struct mc_replica *r, uint64_t size);
+
+/* tiering.c: SSD areas, offload, promotion (reference §6.2) */
+int mc_op_mount_local_disk(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			   int64_t now, const char *peer);
+int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			    int64_t now, const char *peer);
+int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			 int64_t now, const char *peer);
+int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			     int64_t now, const char *peer);
+/* The object's SSD replica that readers may use, or NULL. */
+struct mc_replica *mc_object_disk_replica(struct mc_object *o);
+/* A memory replica readers may use exists. */
+int mc_object_in_memory(struct mc_object *o);
+/* Queue an offload of o (to the SSD of the client owning its first memory replica).  demote:
+ * free the memory replicas once the copy is in.  Returns 0, or -1 when it cannot be offloaded
+ * (no SSD on that client, queue full, already offloading, no memory replica). */
+int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote);
+/* The master forgot r (a LOCAL_DISK replica): tell its owner to delete the data. */
+void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r);
+/* A read found o only on SSD: count the hit and maybe start a promotion. */
+void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
+/* Fail in-flight tasks past their deadline (from the 1 s tick). */
+void mc_tier_expire(struct mc_master *m, int64_t now);
+/* The disk segment is going away: fail its tasks and free them. */
+void mc_tier_disk_gone(struct mc_master *m, struct mc_segment *disk);
+/* Create (or find) the disk segment of client c from persisted or mounted values. */
+struct mc_segment *mc_disk_mount(struct mc_master *m, struct mc_client *c,
+				 const struct mc_uuid *id, struct mc_strv name,
+				 struct mc_strv endpoint, uint64_t capacity, int *rc);
+struct mc_segment *mc_disk_find(struct mc_master *m, const struct mc_uuid *id);
+/* Attach a LOCAL_DISK replica to disk (status COMPLETE). */
+void mc_disk_replica_attach(struct mc_master *m, struct mc_segment *disk, struct mc_replica *r,
+			    uint64_t addr, uint64_t size);
+
+/* ghosts.c: generations, ghosts of dead SSD areas' objects, adoption of older objects */
+void mc_ghosts_init(struct mc_master *m);
+void mc_ghosts_fini(struct mc_master *m);
+/* A new generation for a put. */
+uint64_t mc_gen_next(struct mc_master *m);
+/* The object table's erase hook (arg is the master): a ghost if m->erase_keep, else the key is
+ * forgotten (mc_ghost_forget). */
+void mc_ghost_on_erase(void *arg, struct mc_object *o);
+/* The key was removed: forget its ghost; while adopting, remember the removal. */
+void mc_ghost_forget(struct mc_master *m, const char *key, size_t len);
+/* A new object of the key exists: its ghost (not a removal) goes. */
+void mc_ghost_drop(struct mc_master *m, const char *key, size_t len);
+/* Forget the ghosts whose key matches re (a regex_t *; NULL: all).  Returns how many. */
+uint64_t mc_ghost_remove_matching(struct mc_master *m, const void *re);
+/* May an unknown key's SSD copy of generation gen be taken?  0 (and its ghost is consumed) or
+ * -1. */
+int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t gen);
+/* Stop taking objects older than gen_epoch (and drop the removals kept for them). */
+void mc_adopt_close(struct mc_master *m, const char *why);
+/* A persisted ghost at reload. */
+void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen);
+size_t mc_ghost_count(const struct mc_master *m);
 
 /* rpc_server.c */
 int mc_rpc_server_start(struct mc_master *m);

@@ -95,6 +95,19 @@ static const struct mc_opt mc_master_opts[] = {
 	  "cluster namespace" },
 	{ "root_fs_dir", NULL, NULL, MC_OPT_STRING, O(root_fs_dir), "", 0, -1,
 	  "shared file-system directory for DISK replicas" },
+	{ "enable_offload", NULL, NULL, MC_OPT_BOOL, O(enable_offload), "false", 0, -1,
+	  "copy completed objects to the SSD of the client owning their memory (LOCAL_DISK)" },
+	{ "offload_on_evict", NULL, NULL, MC_OPT_BOOL, O(offload_on_evict), "false", 0, -1,
+	  "offload only eviction victims, freeing their memory once on SSD (with --enable_offload)" },
+	{ "offloading_queue_limit", NULL, NULL, MC_OPT_INT, O(offloading_queue_limit), "50000", 1,
+	  100000000, "tasks queued per SSD area" },
+	{ "offload_task_timeout_sec", NULL, NULL, MC_OPT_INT, O(offload_task_timeout_sec), "30", 1,
+	  86400, "an offload or promotion not answered this long counts as failed" },
+	{ "promotion_on_hit", NULL, NULL, MC_OPT_BOOL, O(promotion_on_hit), "false", 0, -1,
+	  "bring objects read from SSD back into memory" },
+	{ "promotion_admission_threshold", NULL, NULL, MC_OPT_INT,
+	  O(promotion_admission_threshold), "2", 1, 255,
+	  "SSD reads of an object before it is promoted" },
 	{ "enable_ha", NULL, NULL, MC_OPT_BOOL, O(enable_ha), "false", 0, -1,
 	  "leader election (not supported yet)" },
 	{ "persist_path", NULL, NULL, MC_OPT_STRING, O(persist_path), "", 0, -1,
@@ -267,6 +280,7 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	mc_master_release_discards(m, mc_master_now(m), 0);
 	mc_master_check_clients(m);
+	mc_tier_expire(m, mc_master_now(m));
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
 		char line[2048];
@@ -350,6 +364,7 @@ int main(int argc, char **argv)
 		goto out_cfg;
 	m->rng = (uint64_t)mc_master_clock_ms() ^ ((uint64_t)getpid() << 32);
 	mc_master_tables_init(m);
+	mc_fs_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);

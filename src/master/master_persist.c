@@ -54,11 +54,19 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 		if (r->seg == NULL)
 			continue;
 		reps[n].id = r->id;
-		reps[n].type = MC_REPLICA_MEMORY;
+		reps[n].type = r->type;
 		reps[n].status = r->status;
 		memcpy(reps[n].segment_id, r->seg->id.b, 16);
-		reps[n].offset = mc_alloc_block_offset(r->blk);
-		reps[n].len = mc_alloc_block_size(r->blk);
+		if (r->type == MC_REPLICA_DISK) {
+			reps[n].offset = 0;
+			reps[n].len = o->size;
+		} else if (r->type == MC_REPLICA_LOCAL_DISK) {
+			reps[n].offset = r->disk_addr;
+			reps[n].len = o->size;
+		} else {
+			reps[n].offset = mc_alloc_block_offset(r->blk);
+			reps[n].len = mc_alloc_block_size(r->blk);
+		}
 		n++;
 	}
 	memset(&po, 0, sizeof(po));
@@ -66,6 +74,7 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 	po.key_len = o->key_len;
 	po.size = o->size;
 	po.flags = o->flags & MC_OBJ_HARD_PIN;
+	po.gen = o->gen;
 	/* Monotonic times do not survive a restart: store wall-clock ones. */
 	po.put_start_ms = mc_wall_ms() - (mc_master_now(m) - o->put_start);
 	po.soft_pin_until_ms = o->soft_pin_until ? mc_wall_ms() + (o->soft_pin_until -
@@ -98,6 +107,7 @@ void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
 	ps.size = seg->size;
 	ps.endpoint = seg->endpoint;
 	ps.protocol = seg->protocol;
+	ps.kind = seg->is_disk ? 1 : 0;
 	if (mc_persist_put_segment(m->persist, &ps))
 		mc_persist_fail(m);
 }
@@ -113,6 +123,7 @@ int mc_master_commit(struct mc_master *m)
 	if (m->persist == NULL || mc_persist_pending(m->persist) == 0)
 		return 0;
 	if (mc_persist_set_meta(m->persist, "next_replica_id", (int64_t)m->next_replica_id) ||
+	    mc_persist_set_meta(m->persist, "next_gen", (int64_t)m->next_gen) ||
 	    mc_persist_commit(m->persist)) {
 		mc_persist_fail(m);
 		return MC_ERR_PERSISTENT_FAIL;
@@ -133,7 +144,7 @@ struct mc_load {
 	struct mc_master *m;
 	struct mc_load_range *ranges;
 	size_t n, cap;
-	uint64_t objects, zombies, dropped;
+	uint64_t objects, zombies, dropped, ghosts;
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;
@@ -170,6 +181,13 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 	c->ok = 0;		/* must re-mount */
 	/* Declared dead remount_grace_period_sec from now unless it re-mounts (pings) first. */
 	c->last_ping = L->now + (m->cfg.remount_grace_period_sec - m->cfg.client_ttl) * 1000;
+	if (ps->kind == 1) {
+		int rc;
+
+		if (mc_disk_mount(m, c, &s.id, s.name, s.endpoint, s.size, &rc) == NULL)
+			mc_log_warn("persisted SSD area of %s could not be restored", ps->name);
+		return 0;
+	}
 	if (mc_segment_mount(m, c, &s) != 0)
 		mc_log_warn("persisted segment %s could not be restored", ps->name);
 	return 0;
@@ -199,17 +217,51 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	struct mc_object *o;
 	uint32_t i, n = 0, processing = 0;
 
+	if (po->flags & MC_OBJ_GHOST) {
+		if (po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
+			L->dropped++;
+			mc_load_stale(L, po->key, po->key_len);
+			return 0;
+		}
+		mc_ghost_load(m, po->key, po->key_len, po->gen);
+		L->ghosts++;
+		return 0;
+	}
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
+		const struct mc_persist_replica *pr = &po->replicas[i];
 		struct mc_uuid id;
 
-		memcpy(id.b, po->replicas[i].segment_id, 16);
+		memcpy(id.b, pr->segment_id, 16);
+		if (pr->type == MC_REPLICA_DISK) {
+			segs[i] = pr->status == MC_REPLICA_COMPLETE ? m->fs_seg : NULL;
+			n += segs[i] != NULL;
+			continue;
+		}
+		if (pr->type == MC_REPLICA_LOCAL_DISK) {
+			segs[i] = mc_disk_find(m, &id);
+			if (segs[i] && pr->status == MC_REPLICA_COMPLETE && pr->offset != 0)
+				n++;
+			else
+				segs[i] = NULL;
+			continue;
+		}
 		segs[i] = mc_segment_find(m, &id);
-		if (segs[i] && po->replicas[i].offset + po->replicas[i].len <= segs[i]->size)
+		if (segs[i] && pr->offset + pr->len <= segs[i]->size &&
+		    pr->status == MC_REPLICA_COMPLETE)
 			n++;
-		if (po->replicas[i].status == MC_REPLICA_PROCESSING)
+		if (pr->status == MC_REPLICA_PROCESSING)
 			processing++;
 	}
-	if (processing) {
+	if (processing && n > 0) {
+		/* A promotion was filling a memory replica: park that range, keep the rest. */
+		for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++)
+			if (segs[i] && po->replicas[i].status == MC_REPLICA_PROCESSING) {
+				mc_load_range_add(L, segs[i], po->replicas[i].offset,
+						  po->replicas[i].len, NULL,
+						  L->now + m->cfg.put_start_release_timeout_sec * 1000);
+				segs[i] = NULL;
+			}
+	} else if (processing) {
 		/* A put in flight when the master died: keep its buffers out of use until its
 		 * writer can no longer be writing, then free them.  The object is forgotten. */
 		int64_t release = po->put_start_ms + m->cfg.put_start_release_timeout_sec * 1000;
@@ -230,6 +282,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	}
 	o = mc_object_insert(&m->objects, po->key, po->key_len, n);
 	o->size = po->size;
+	o->gen = po->gen;
 	o->put_start = L->now - (L->wall - po->put_start_ms);
 	if (po->flags & MC_OBJ_HARD_PIN) {
 		o->flags |= MC_OBJ_HARD_PIN;
@@ -250,7 +303,22 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
 		struct mc_replica *r;
 
-		if (segs[i] == NULL || po->replicas[i].offset + po->replicas[i].len > segs[i]->size)
+		if (segs[i] == NULL)
+			continue;
+		if (po->replicas[i].type == MC_REPLICA_DISK) {
+			r = mc_object_replica(o, n++);
+			r->id = po->replicas[i].id;
+			mc_fs_attach(m, r, po->size);
+			continue;
+		}
+		if (po->replicas[i].type == MC_REPLICA_LOCAL_DISK) {
+			r = mc_object_replica(o, n++);
+			r->id = po->replicas[i].id;
+			mc_disk_replica_attach(m, segs[i], r, po->replicas[i].offset, po->size);
+			continue;
+		}
+		if (po->replicas[i].offset + po->replicas[i].len > segs[i]->size ||
+		    po->replicas[i].status != MC_REPLICA_COMPLETE)
 			continue;
 		r = mc_object_replica(o, n++);
 		r->id = po->replicas[i].id;
@@ -331,6 +399,18 @@ int mc_master_persist_open(struct mc_master *m)
 		return rc;
 	L.now = mc_master_now(m);
 	L.wall = mc_wall_ms();
+	/* A database that has issued generations knows every object since its epoch: nothing
+	 * older is adopted.  A new one (or one from before generations) starts adopting. */
+	if (mc_persist_get_meta(m->persist, "gen_epoch") > 0) {
+		uint64_t next = (uint64_t)mc_persist_get_meta(m->persist, "next_gen");
+
+		m->gen_epoch = (uint64_t)mc_persist_get_meta(m->persist, "gen_epoch");
+		if (next > m->next_gen)
+			m->next_gen = next;
+		m->adopt_open = 0;
+	} else if (mc_persist_set_meta(m->persist, "gen_epoch", (int64_t)m->gen_epoch)) {
+		mc_persist_fail(m);
+	}
 	/* Loading records nothing: the database already holds it. */
 	{
 		struct mc_persist *p = m->persist;
@@ -365,18 +445,22 @@ int mc_master_persist_open(struct mc_master *m)
 		if (live == 0) {
 			mc_persist_object_gone(m, o);
 			mc_object_erase(&m->objects, o);
+			continue;
 		} else if (live < o->nrep) {
 			mc_object_compact(o);
 		}
+		if (!mc_object_in_memory(o))
+			mc_object_lru_unlink(&m->objects, o);
 	}
 	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
 	if (m->next_replica_id == 0)
 		m->next_replica_id = 1;
 	mc_master_commit(m);
-	mc_log_notice("recovered %u segments and %llu objects from %s (%llu unfinished puts "
-		      "quarantined, %llu unusable rows dropped)",
-		      m->nsegs, (unsigned long long)L.objects, m->cfg.persist_path,
-		      (unsigned long long)L.zombies, (unsigned long long)L.dropped);
+	mc_log_notice("recovered %u segments, %llu objects and %llu SSD ghosts from %s (%llu "
+		      "unfinished puts quarantined, %llu unusable rows dropped)",
+		      m->nsegs, (unsigned long long)L.objects, (unsigned long long)L.ghosts,
+		      m->cfg.persist_path, (unsigned long long)L.zombies,
+		      (unsigned long long)L.dropped);
 	return 0;
 }
 

@@ -10,7 +10,7 @@
  * server as master_<op>_requests_total / _failures_total (single ops) and master_batch_<op>_*
  * (batch ops: requests, failures, partial successes, items, failed items).
  */
-#define MC_METRICS_MAX_OP 64
+#define MC_METRICS_MAX_OP 80
 
 struct mc_op_counters {
 	uint64_t requests;
@@ -36,6 +36,18 @@ struct mc_metrics {
 	uint64_t evicted_key_count;
 	uint64_t evicted_size_bytes;
 	uint64_t clients_expired;
+	uint64_t file_cache_hit_nums;
+	uint64_t offloaded_key_count;
+	uint64_t offloaded_bytes;
+	uint64_t offload_failures;
+	uint64_t demoted_key_count;
+	uint64_t disk_evicted_key_count;
+	uint64_t disk_evicted_bytes;
+	uint64_t promotion_admitted;
+	uint64_t promotion_rejected;
+	uint64_t promotion_completed;
+	uint64_t promotion_completed_bytes;
+	uint64_t promotion_failed;
 	uint64_t value_size_buckets[8];	/* 4K 64K 256K 1M 4M 16M 64M +Inf */
 	uint64_t value_size_sum;
 	uint64_t value_size_count;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "master/master.h"
 #include "master/object_table.h"
 
 #define MC_TOMBSTONE ((struct mc_object *)(uintptr_t)1)
@@ -127,6 +128,9 @@ void mc_object_erase(struct mc_object_table *t, struct mc_object *o)
 {
 	size_t i = o->hash & (t->cap - 1);
 
+	if (t->on_erase)
+		t->on_erase(t->on_erase_arg, o);
+
 	while (t->slots[i] != o)
 		i = (i + 1) & (t->cap - 1);
 	/* A following empty slot means no probe chain passes through: no tombstone needed. */
@@ -186,4 +190,53 @@ void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o)
 	o->lru_next->lru_prev = o->lru_prev;
 	o->lru_prev = o->lru_next = NULL;
 	o->flags &= (uint8_t)~MC_OBJ_IN_LRU;
+}
+
+void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o)
+{
+	if (o->flags & MC_OBJ_IN_LRU)
+		return;
+	o->lru_prev = t->lru.lru_prev;
+	o->lru_next = &t->lru;
+	t->lru.lru_prev->lru_next = o;
+	t->lru.lru_prev = o;
+	o->flags |= MC_OBJ_IN_LRU;
+}
+
+/* The replica moved to r: make its segment-list neighbours point at the new place. */
+static void mc_replica_relink(struct mc_replica *r)
+{
+	if (r->seg == NULL)
+		return;
+	if (r->seg_prev)
+		r->seg_prev->seg_next = r;
+	else
+		r->seg->reps = r;
+	if (r->seg_next)
+		r->seg_next->seg_prev = r;
+}
+
+struct mc_replica *mc_object_add_replica(struct mc_object *o)
+{
+	struct mc_replica *extra, *r;
+	uint32_t i;
+
+	if (o->nrep >= 64)
+		return NULL;
+	if (o->nrep == 0) {
+		r = &o->rep0;
+	} else {
+		extra = mc_xcalloc(o->nrep, sizeof(*extra));
+		for (i = 0; i + 1 < o->nrep; i++) {
+			extra[i] = o->extra[i];
+			mc_replica_relink(&extra[i]);
+		}
+		free(o->extra);
+		o->extra = extra;
+		r = &extra[o->nrep - 1];
+	}
+	memset(r, 0, sizeof(*r));
+	r->obj = o;
+	o->nrep++;
+	return r;
 }

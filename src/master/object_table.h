@@ -22,17 +22,29 @@ struct mc_alloc_block;
 
 struct mc_replica {
 	struct mc_object *obj;
-	struct mc_segment *seg;		/* NULL once its segment is gone */
-	struct mc_alloc_block *blk;
+	struct mc_segment *seg;		/* NULL once its segment is gone; LOCAL_DISK: the owner's
+					   disk area */
+	union {
+		struct mc_alloc_block *blk;	/* MEMORY */
+		uint64_t disk_addr;		/* LOCAL_DISK: address in the owner's disk range */
+	};
 	struct mc_replica *seg_prev, *seg_next;
 	uint64_t id;
 	uint8_t status;			/* enum mc_replica_status */
+	uint8_t type;			/* enum mc_replica_type: MEMORY or LOCAL_DISK */
+	uint8_t hits;			/* LOCAL_DISK: reads served from it (promotion) */
 };
 
 enum mc_object_flags {
 	MC_OBJ_HARD_PIN = 1u << 0,
 	MC_OBJ_SOFT_PIN = 1u << 1,
 	MC_OBJ_IN_LRU = 1u << 2,
+	MC_OBJ_OFFLOADING = 1u << 3,	/* an offload task is queued or running */
+	MC_OBJ_DEMOTE = 1u << 4,	/* free the memory replicas once the SSD copy is in */
+	MC_OBJ_PROMOTING = 1u << 5,	/* a memory replica is being filled from the SSD */
+	MC_OBJ_GHOST = 1u << 6,		/* persisted rows only: a ghost (ghosts.c), no object */
+	MC_OBJ_SSD_AWAY = 1u << 7,	/* had a copy on an SSD area that went away: if it goes
+					   for lack of replicas or space, it leaves a ghost */
 };
 
 struct mc_object {
@@ -43,6 +55,7 @@ struct mc_object {
 					   flight to a reader: eviction never frees them) */
 	int64_t put_start;		/* monotonic ms */
 	int64_t soft_pin_until;		/* monotonic ms, 0 = none */
+	uint64_t gen;			/* generation of its bytes (ghosts.c) */
 	struct mc_client *writer;
 	struct mc_replica *extra;	/* replicas beyond the first, array of nrep - 1 */
 	uint32_t hash;
@@ -61,6 +74,9 @@ struct mc_object_table {
 	struct mc_object lru;		/* sentinel of the LRU list */
 	uint64_t key_bytes;
 	size_t soft_pinned;		/* objects with MC_OBJ_SOFT_PIN */
+	/* Called by mc_object_erase before an object goes (NULL: none). */
+	void (*on_erase)(void *arg, struct mc_object *o);
+	void *on_erase_arg;
 };
 
 int mc_object_table_init(struct mc_object_table *t);
@@ -79,6 +95,11 @@ struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i);
 void mc_object_touch(struct mc_object_table *t, struct mc_object *o);
 /* Take off the LRU list for good (hard-pinned objects are never evicted). */
 void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o);
+/* Put back on the LRU list at the most-recently-used end (no-op if on it). */
+void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o);
+/* Append a zeroed replica (status UNDEFINED).  Moves the replicas of extra[]: the segment lists
+ * are re-pointed.  Returns NULL if the object already has MC_RPC_MAX_REPLICAS (64). */
+struct mc_replica *mc_object_add_replica(struct mc_object *o);
 /* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.
  * Erasing the returned object during iteration is allowed. */
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos);

@@ -56,16 +56,32 @@ static void mc_item_result(struct mc_req *q, int code)
 		q->ctr->failed_items++;
 }
 
-static void mc_put_replica_desc(struct mc_wbuf *w, const struct mc_object *o,
-				const struct mc_replica *r)
+static void mc_put_replica_desc(const struct mc_master *m, struct mc_wbuf *w,
+				const struct mc_object *o, const struct mc_replica *r)
 {
 	struct mc_rpc_replica d;
 
 	memset(&d, 0, sizeof(d));
 	d.id = r->id;
-	d.type = MC_REPLICA_MEMORY;
+	d.type = r->type;
 	d.status = r->status;
 	d.size = o->size;
+	if (r->type == MC_REPLICA_DISK) {
+		char path[MC_RPC_MAX_PATH + 1];
+
+		if (mc_fs_path(m, o->key, o->key_len, path, sizeof(path)) != 0)
+			path[0] = '\0';
+		d.path = mc_strv_c(path);
+		mc_rpc_put_replica(w, &d);
+		return;
+	}
+	if (r->type == MC_REPLICA_LOCAL_DISK) {
+		d.client_id = r->seg->client->id;
+		d.endpoint = mc_strv_c(r->seg->endpoint);
+		d.addr = r->disk_addr;
+		mc_rpc_put_replica(w, &d);
+		return;
+	}
 	d.addr = r->seg->base + mc_alloc_block_offset(r->blk);
 	d.segment_name = mc_strv_c(r->seg->name);
 	d.endpoint = mc_strv_c(r->seg->endpoint);
@@ -145,10 +161,13 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 				goto fail;
 			}
 		}
-		if (upsert && !in_progress && complete == o->nrep && o->size == size) {
+		if (upsert && !in_progress && complete == o->nrep && o->size == size &&
+		    mc_object_disk_replica(o) == NULL &&
+		    !(o->flags & (MC_OBJ_OFFLOADING | MC_OBJ_PROMOTING))) {
 			/* In-place upsert: same buffers, back to PROCESSING. */
 			for (i = 0; i < o->nrep; i++)
 				mc_object_replica(o, i)->status = MC_REPLICA_PROCESSING;
+			o->gen = mc_gen_next(m);
 			o->put_start = q->now;
 			o->writer = c;
 			goto reply;
@@ -168,7 +187,9 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		mc_object_erase(&m->objects, o);
 	}
 	want = cfg->replica_num > MC_RPC_MAX_REPLICAS ? MC_RPC_MAX_REPLICAS : cfg->replica_num;
+	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
+	o->gen = mc_gen_next(m);
 	for (i = 0; i < want; i++) {
 		struct mc_replica *r = mc_object_replica(o, got);
 
@@ -210,6 +231,7 @@ allocated:
 	o->size = size;
 	o->put_start = q->now;
 	o->writer = c;
+	mc_fs_add_replica(m, o);	/* --root_fs_dir: the writer also stores the file */
 	if (cfg->with_hard_pin) {
 		o->flags |= MC_OBJ_HARD_PIN;
 		mc_object_lru_unlink(&m->objects, o);
@@ -226,7 +248,7 @@ reply:
 	mc_wbuf_i32(q->out, 0);
 	mc_wbuf_u32(q->out, o->nrep);
 	for (i = 0; i < o->nrep; i++)
-		mc_put_replica_desc(q->out, o, mc_object_replica(o, i));
+		mc_put_replica_desc(q->m, q->out, o, mc_object_replica(o, i));
 	mc_item_result(q, 0);
 	return 0;
 
@@ -286,6 +308,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	processing = mc_count_status(o, MC_REPLICA_PROCESSING);
+	if (o->flags & MC_OBJ_PROMOTING)
+		processing = 0;	/* that one is the SSD owner's, not the writer's */
 	if (processing == 0)
 		return mc_count_status(o, MC_REPLICA_COMPLETE) == o->nrep ? 0
 									  : MC_ERR_INVALID_WRITE;
@@ -301,6 +325,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
 	mc_object_touch(&q->m->objects, o);
 	mc_value_size_observe(q->m, o->size);
+	if (q->m->cfg.enable_offload && !q->m->cfg.offload_on_evict)
+		mc_tier_queue_offload(q->m, o, 0);
 	return 0;
 }
 
@@ -314,7 +340,7 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 		return MC_ERR_OBJECT_NOT_FOUND;
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
-	if (mc_count_status(o, MC_REPLICA_PROCESSING) == 0)
+	if (mc_count_status(o, MC_REPLICA_PROCESSING) == 0 || (o->flags & MC_OBJ_PROMOTING))
 		return MC_ERR_INVALID_WRITE;
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
@@ -371,18 +397,42 @@ static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
 	mc_object_touch(&q->m->objects, o);
 }
 
-/* Appends u32 nrep + complete replicas; returns how many. */
-static uint32_t mc_put_complete_replicas(struct mc_wbuf *w, struct mc_object *o)
+/* Appends u32 nrep + the replicas a reader should use: the complete memory replicas, or when
+ * there is none the SSD one (a hit may start its promotion).  Returns how many. */
+static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
+					 struct mc_object *o)
 {
-	uint32_t i, n = mc_count_readable(o);
+	struct mc_replica *disk;
+	uint32_t i, n = 0;
+	size_t at = w->len;
 
-	mc_wbuf_u32(w, n);
+	mc_wbuf_u32(w, 0);
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (mc_replica_readable(r))
-			mc_put_replica_desc(w, o, r);
+		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r)) {
+			mc_put_replica_desc(m, w, o, r);
+			n++;
+		}
 	}
+	if (n == 0 && (disk = mc_object_disk_replica(o)) != NULL) {
+		/* Every SSD copy (a restarted owner may have registered a second one while the
+		 * old process is not yet declared dead): the reader falls back in order. */
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
+
+			if (r->type != MC_REPLICA_MEMORY && mc_replica_readable(r)) {
+				mc_put_replica_desc(m, w, o, r);
+				n++;
+			}
+		}
+		mc_wbuf_patch_u32(w, at, n);
+		mc_tier_on_disk_hit(m, o, disk);
+		return n;
+	}
+	if (n)
+		m->metrics.mem_cache_hit_nums++;
+	mc_wbuf_patch_u32(w, at, n);
 	return n;
 }
 
@@ -414,11 +464,10 @@ static int mc_op_get_replica_list(struct mc_req *q)
 			mc_wbuf_u32(q->out, 0);
 		} else {
 			mc_wbuf_i32(q->out, 0);
-			mc_put_complete_replicas(q->out, o);
 			mc_grant_lease(q, o);
 			o->fetch_until = o->lease_until;
+			mc_put_complete_replicas(m, q->out, o);
 			m->metrics.valid_get_nums++;
-			m->metrics.mem_cache_hit_nums++;
 		}
 		mc_item_result(q, rc);
 	}
@@ -489,9 +538,9 @@ static int mc_op_get_by_regex(struct mc_req *q)
 		if (mc_count_readable(o) == 0 || !mc_regex_match(&re, o))
 			continue;
 		mc_wbuf_str(q->out, o->key, o->key_len);
-		mc_put_complete_replicas(q->out, o);
 		mc_grant_lease(q, o);
 		o->fetch_until = o->lease_until;
+		mc_put_complete_replicas(m, q->out, o);
 		count++;
 	}
 	mc_wbuf_patch_u32(q->out, count_at, count);
@@ -528,6 +577,8 @@ static int mc_op_remove(struct mc_req *q)
 		struct mc_object *o = mc_object_find(&q->m->objects, keys[i].p, keys[i].n);
 		int rc = o ? mc_remove_one(q, o, force) : MC_ERR_OBJECT_NOT_FOUND;
 
+		if (o == NULL)	/* an SSD copy on an area that is away must not come back */
+			mc_ghost_forget(q->m, keys[i].p, keys[i].n);
 		mc_wbuf_i32(q->out, rc);
 		mc_item_result(q, rc);
 	}
@@ -549,6 +600,9 @@ static int mc_op_remove_by_regex(struct mc_req *q)
 	while ((o = mc_object_next(&q->m->objects, &pos)) != NULL)
 		if (mc_regex_match(&re, o) && mc_remove_one(q, o, force) == 0)
 			count++;
+	mc_ghost_remove_matching(q->m, &re);
+	/* Keys it matches that the master never saw may sit on an SSD that is away. */
+	mc_adopt_close(q->m, "remove_by_regex");
 	regfree(&re);
 	mc_wbuf_i64(q->out, count);
 	return 0;
@@ -566,6 +620,8 @@ static int mc_op_remove_all(struct mc_req *q)
 	while ((o = mc_object_next(&q->m->objects, &pos)) != NULL)
 		if (mc_remove_one(q, o, force) == 0)
 			count++;
+	mc_ghost_remove_matching(q->m, NULL);
+	mc_adopt_close(q->m, "remove_all");
 	mc_wbuf_i64(q->out, count);
 	mc_log_info("remove_all%s from %s removed %lld objects", force ? " (force)" : "", q->peer,
 		    (long long)count);
@@ -617,6 +673,8 @@ static int mc_op_unmount(struct mc_req *q)
 		return MC_ERR_INVALID_PARAMS;
 	seg = mc_segment_find(q->m, &sid);
 	if (seg == NULL)
+		seg = mc_disk_find(q->m, &sid);	/* an SSD area (UnmountLocalDiskSegment) */
+	if (seg == NULL)
 		return 0;
 	if (memcmp(seg->client->id.b, cid.b, 16))
 		return MC_ERR_INVALID_PARAMS;
@@ -637,6 +695,18 @@ static int mc_op_ping(struct mc_req *q)
 		c->last_ping = q->now;
 	mc_wbuf_i64(q->out, 0);
 	mc_wbuf_u8(q->out, c && c->ok ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT);
+	return 0;
+}
+
+static int mc_op_get_fsdir(struct mc_req *q)
+{
+	char dir[MC_RPC_MAX_PATH + 1] = "";
+
+	if (!mc_req_done(q))
+		return MC_ERR_INVALID_PARAMS;
+	if (q->m->fs_seg)
+		snprintf(dir, sizeof(dir), "%s/%s", q->m->cfg.root_fs_dir, q->m->cfg.cluster_id);
+	mc_wbuf_cstr(q->out, dir);
 	return 0;
 }
 
@@ -790,6 +860,7 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	switch (h->opcode) {
 	case MC_OP_PING: rc = mc_op_ping(&q); break;
 	case MC_OP_SERVICE_READY: rc = mc_op_service_ready(&q); break;
+	case MC_OP_GET_FSDIR: rc = mc_op_get_fsdir(&q); break;
 	case MC_OP_MOUNT_SEGMENT: rc = mc_op_mount(&q, 0); break;
 	case MC_OP_REMOUNT_SEGMENT: rc = mc_op_mount(&q, 1); break;
 	case MC_OP_UNMOUNT_SEGMENT: rc = mc_op_unmount(&q); break;
@@ -816,6 +887,14 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	case MC_OP_REMOVE_ALL: rc = mc_op_remove_all(&q); break;
 	case MC_OP_BATCH_QUERY_IP: rc = mc_op_batch_query_ip(&q); break;
 	case MC_OP_BATCH_REPLICA_CLEAR: rc = mc_op_batch_replica_clear(&q); break;
+	case MC_OP_MOUNT_LOCAL_DISK: rc = mc_op_mount_local_disk(m, &q.r, out, q.now, peer); break;
+	case MC_OP_OFFLOAD_HEARTBEAT:
+		rc = mc_op_offload_heartbeat(m, &q.r, out, q.now, peer);
+		break;
+	case MC_OP_NOTIFY_OFFLOAD: rc = mc_op_notify_offload(m, &q.r, out, q.now, peer); break;
+	case MC_OP_EVICT_DISK_REPLICA:
+		rc = mc_op_evict_disk_replica(m, &q.r, out, q.now, peer);
+		break;
 	default:
 		mc_log_warn("unknown opcode %u from %s", h->opcode, peer);
 		rc = MC_ERR_NOT_SUPPORTED;

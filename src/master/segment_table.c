@@ -22,6 +22,9 @@
 int mc_master_tables_init(struct mc_master *m)
 {
 	mc_object_table_init(&m->objects);
+	mc_ghosts_init(m);
+	m->objects.on_erase = mc_ghost_on_erase;
+	m->objects.on_erase_arg = m;
 	m->nclient_buckets = MC_CLIENT_BUCKETS;
 	m->client_buckets = mc_xcalloc(m->nclient_buckets, sizeof(*m->client_buckets));
 	m->next_replica_id = 1;
@@ -43,18 +46,39 @@ void mc_master_tables_fini(struct mc_master *m)
 
 	mc_master_release_discards(m, 0, 1);
 	mc_object_table_fini(&m->objects);
-	for (i = 0; i < m->nsegs; i++)
-		mc_segment_free(m->segs[i]);
-	free(m->segs);
+	mc_ghosts_fini(m);
+	mc_fs_fini(m);
+	/* Clients first: their segment lists pass through the memory segments freed below. */
 	for (i = 0; i < m->nclient_buckets; i++) {
 		struct mc_client *c = m->client_buckets[i], *n;
 
 		for (; c; c = n) {
+			struct mc_segment *s, *sn;
+
 			n = c->hnext;
+			for (s = c->segs; s; s = sn) {
+				struct mc_tier_task *lists[2] = { NULL, NULL }, *t, *tn;
+				int l;
+
+				sn = s->cnext;
+				if (!s->is_disk)
+					continue;
+				lists[0] = s->tasks;
+				lists[1] = s->inflight;
+				for (l = 0; l < 2; l++)
+					for (t = lists[l]; t; t = tn) {
+						tn = t->next;
+						free(t);
+					}
+				mc_segment_free(s);
+			}
 			free(c);
 		}
 	}
 	free(m->client_buckets);
+	for (i = 0; i < m->nsegs; i++)
+		mc_segment_free(m->segs[i]);
+	free(m->segs);
 }
 
 static uint32_t mc_client_bucket(const struct mc_master *m, const struct mc_uuid *id)
@@ -168,11 +192,16 @@ void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char 
 	if (seg->status == MC_SEG_UNMOUNTING)
 		return;
 	seg->status = MC_SEG_UNMOUNTING;
-	/* Out of the allocation array now: no new replica can land on it. */
-	m->segs[seg->index] = m->segs[m->nsegs - 1];
-	m->segs[seg->index]->index = seg->index;
-	m->nsegs--;
-	m->total_capacity -= seg->size;
+	if (seg->is_disk) {
+		/* Its tasks fail now (no more heartbeats will come); replicas go in steps. */
+		mc_tier_disk_gone(m, seg);
+	} else {
+		/* Out of the allocation array now: no new replica can land on it. */
+		m->segs[seg->index] = m->segs[m->nsegs - 1];
+		m->segs[seg->index]->index = seg->index;
+		m->nsegs--;
+		m->total_capacity -= seg->size;
+	}
 	seg->reap_next = m->reap_head;
 	m->reap_head = seg;
 	mc_log_info("segment %s (%s) unmounting: %s, %llu replicas to drop", seg->name,
@@ -216,13 +245,22 @@ int mc_master_reap(struct mc_master *m, uint32_t budget)
 			mc_replica_release(m, r);
 			r->status = MC_REPLICA_REMOVED;
 			budget--;
+			if (seg->is_disk)
+				o->flags |= MC_OBJ_SSD_AWAY;
 			for (i = 0; i < o->nrep; i++)
 				live += mc_object_replica(o, i)->seg != NULL;
 			if (live == 0) {
+				/* Its last copy was on an SSD area that went away: keep a ghost
+				 * so the area's owner may bring it back (ghosts.c). */
 				mc_persist_object_gone(m, o);
+				m->erase_keep = (o->flags & MC_OBJ_SSD_AWAY) != 0;
 				mc_object_erase(&m->objects, o);
+				m->erase_keep = 0;
 			} else {
 				mc_object_compact(o);
+				/* Left only on SSD: no memory to evict. */
+				if (!mc_object_in_memory(o))
+					mc_object_lru_unlink(&m->objects, o);
 				mc_persist_object_changed(m, o);
 			}
 		}
@@ -364,6 +402,18 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 
 	if (seg == NULL)
 		return;
+	if (r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) {
+		if (r->type == MC_REPLICA_LOCAL_DISK && !m->quiet_disk_release)
+			mc_tier_queue_drop(m, r);
+		mc_replica_unlink(r);
+		seg->used -= r->obj->size < seg->used ? r->obj->size : seg->used;
+		m->disk_allocated -= r->obj->size < m->disk_allocated ? r->obj->size
+								       : m->disk_allocated;
+		r->seg = NULL;
+		r->disk_addr = 0;
+		r->seg_prev = r->seg_next = NULL;
+		return;
+	}
 	mc_replica_unlink(r);
 	m->allocated -= mc_alloc_block_size(r->blk);
 	mc_alloc_release(seg->alloc, r->blk);
@@ -379,6 +429,12 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 
 	if (seg == NULL)
 		return;
+	if (r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) {
+		/* Nothing to park: readers of the old copy read through the owner, which keeps
+		 * serving an open file until the read is done. */
+		mc_replica_release(m, r);
+		return;
+	}
 	d = mc_xcalloc(1, sizeof(*d));
 	d->seg = seg;
 	d->blk = r->blk;

@@ -7,12 +7,16 @@
  * mc_persist_commit(); every SQLite error is logged with the database path and mapped to
  * MC_ERR_PERSISTENT_FAIL.  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 1):
- *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol)
+ * Schema (PRAGMA user_version = 3; older files are upgraded in place: version 1 gets kind,
+ * versions 1 and 2 get gen):
+ *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind)
+ *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
  *   objects(key BLOB PK, size, flags, put_start_ms, soft_pin_until_ms, writer BLOB,
- *           replicas BLOB)                                   -- WITHOUT ROWID
+ *           replicas BLOB, gen)                              -- WITHOUT ROWID
+ *            -- gen: the generation of the object's bytes (0 in upgraded rows)
  *   meta(name TEXT PK, value INTEGER)
- * A replica is packed as u64 id, u8 type, u8 status, 16-byte segment id, u64 offset, u64 len.
+ * A replica is packed as u64 id, u8 type, u8 status, 16-byte segment id, u64 offset, u64 len;
+ * a LOCAL_DISK replica names its SSD area and stores its disk address as offset, size as len.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,7 +29,7 @@
 #include "common/wire.h"
 #include "persist/persist.h"
 
-#define MC_PERSIST_SCHEMA 1
+#define MC_PERSIST_SCHEMA 3
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -50,26 +54,29 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_PUT_SEGMENT] = "INSERT OR REPLACE INTO segments(id, client_id, name, base, size, "
-			   "endpoint, protocol) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			   "endpoint, protocol, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_DEL_SEGMENT] = "DELETE FROM segments WHERE id = ?1",
 	[ST_PUT_OBJECT] = "INSERT OR REPLACE INTO objects(key, size, flags, put_start_ms, "
-			  "soft_pin_until_ms, writer, replicas) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			  "soft_pin_until_ms, writer, replicas, gen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+			  "?8)",
 	[ST_DEL_OBJECT] = "DELETE FROM objects WHERE key = ?1",
 	[ST_DEL_ALL_OBJECTS] = "DELETE FROM objects",
 	[ST_SET_META] = "INSERT OR REPLACE INTO meta(name, value) VALUES (?1, ?2)",
 	[ST_GET_META] = "SELECT value FROM meta WHERE name = ?1",
-	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol FROM segments",
+	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind "
+			     "FROM segments",
 	[ST_LOAD_OBJECTS] = "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
-			    "replicas FROM objects",
+			    "replicas, gen FROM objects",
 };
 
 static const char mc_persist_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY, client_id BLOB NOT NULL, "
 	"name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER NOT NULL, "
-	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL);"
+	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
 	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
-	"writer BLOB NOT NULL, replicas BLOB NOT NULL) WITHOUT ROWID;"
+	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0) "
+	"WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
 
 struct mc_persist {
@@ -163,8 +170,22 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 			   version, MC_PERSIST_SCHEMA);
 		goto fail_db;
 	}
-	if (mc_persist_exec(p, mc_persist_schema_sql) ||
-	    mc_persist_exec(p, "PRAGMA user_version=1"))
+	if (version == 1 &&
+	    mc_persist_exec(p, "ALTER TABLE segments ADD COLUMN kind INTEGER NOT NULL DEFAULT 0"))
+		goto fail_db;
+	if (mc_persist_exec(p, mc_persist_schema_sql))
+		goto fail_db;
+	if (version >= 1 && version < 3) {
+		/* An objects table from before generations lacks gen. */
+		if (sqlite3_prepare_v2(p->db, "SELECT gen FROM objects", -1, &st, NULL) ==
+		    SQLITE_OK) {
+			sqlite3_finalize(st);
+		} else if (mc_persist_exec(p, "ALTER TABLE objects ADD COLUMN gen INTEGER NOT NULL "
+					      "DEFAULT 0")) {
+			goto fail_db;
+		}
+	}
+	if (mc_persist_exec(p, "PRAGMA user_version=3"))
 		goto fail_db;
 	for (i = 0; i < ST_COUNT; i++) {
 		if (sqlite3_prepare_v3(p->db, mc_persist_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
@@ -218,6 +239,7 @@ int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment
 	sqlite3_bind_int64(st, 5, (sqlite3_int64)s->size);
 	sqlite3_bind_text(st, 6, s->endpoint, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 7, s->protocol, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 8, s->kind);
 	p->pending++;
 	return mc_persist_step_done(p, ST_PUT_SEGMENT);
 }
@@ -262,6 +284,7 @@ int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *
 	sqlite3_bind_int64(st, 5, o->soft_pin_until_ms);
 	sqlite3_bind_blob(st, 6, o->writer, 16, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 7, w->len ? (const void *)w->data : "", (int)w->len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)o->gen);
 	p->pending++;
 	return mc_persist_step_done(p, ST_PUT_OBJECT);
 }
@@ -359,6 +382,7 @@ static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn 
 		s.size = (uint64_t)sqlite3_column_int64(st, 4);
 		s.endpoint = (const char *)sqlite3_column_text(st, 5);
 		s.protocol = (const char *)sqlite3_column_text(st, 6);
+		s.kind = (uint8_t)sqlite3_column_int(st, 7);
 		if (s.name == NULL || s.endpoint == NULL || s.protocol == NULL)
 			continue;
 		ret = fn(arg, &s);
@@ -389,6 +413,7 @@ static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn
 		o.flags = (uint32_t)sqlite3_column_int64(st, 2);
 		o.put_start_ms = sqlite3_column_int64(st, 3);
 		o.soft_pin_until_ms = sqlite3_column_int64(st, 4);
+		o.gen = (uint64_t)sqlite3_column_int64(st, 7);
 		n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
 		if (o.key == NULL || mc_persist_blob16(st, 5, o.writer) ||
 		    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS) {

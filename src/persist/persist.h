@@ -27,6 +27,7 @@ struct mc_persist_segment {
 	uint64_t size;
 	const char *endpoint;
 	const char *protocol;
+	uint8_t kind;		/* 0 memory segment, 1 SSD area (LOCAL_DISK replicas) */
 };
 
 struct mc_persist_replica {
@@ -46,6 +47,7 @@ struct mc_persist_object {
 	int64_t put_start_ms;	/* wall-clock ms of PutStart */
 	int64_t soft_pin_until_ms;	/* wall-clock ms, 0 = none */
 	uint8_t writer[16];	/* writer client id */
+	uint64_t gen;		/* generation of the bytes (master-defined) */
 	uint32_t n_replicas;
 	const struct mc_persist_replica *replicas;
 };

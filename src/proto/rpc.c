@@ -225,6 +225,7 @@ void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep)
 	case MC_REPLICA_LOCAL_DISK:
 		mc_rpc_put_uuid(w, &rep->client_id);
 		mc_rpc_put_strv(w, rep->endpoint);
+		mc_wbuf_u64(w, rep->addr);
 		break;
 	default:
 		w->err = -EINVAL;
@@ -255,6 +256,7 @@ void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep)
 	case MC_REPLICA_LOCAL_DISK:
 		mc_rpc_get_uuid(r, &rep->client_id);
 		rep->endpoint = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+		rep->addr = mc_rbuf_u64(r);
 		break;
 	default:
 		r->err = -EBADMSG;
@@ -267,6 +269,7 @@ const char *mc_rpc_op_name(uint16_t op)
 	switch (op) {
 	case MC_OP_PING: return "Ping";
 	case MC_OP_SERVICE_READY: return "ServiceReady";
+	case MC_OP_GET_FSDIR: return "GetFsdir";
 	case MC_OP_MOUNT_SEGMENT: return "MountSegment";
 	case MC_OP_REMOUNT_SEGMENT: return "ReMountSegment";
 	case MC_OP_UNMOUNT_SEGMENT: return "UnmountSegment";
@@ -293,6 +296,10 @@ const char *mc_rpc_op_name(uint16_t op)
 	case MC_OP_REMOVE_ALL: return "RemoveAll";
 	case MC_OP_BATCH_QUERY_IP: return "BatchQueryIp";
 	case MC_OP_BATCH_REPLICA_CLEAR: return "BatchReplicaClear";
+	case MC_OP_MOUNT_LOCAL_DISK: return "MountLocalDiskSegment";
+	case MC_OP_OFFLOAD_HEARTBEAT: return "OffloadObjectHeartbeat";
+	case MC_OP_NOTIFY_OFFLOAD: return "NotifyOffloadSuccess";
+	case MC_OP_EVICT_DISK_REPLICA: return "BatchEvictDiskReplica";
 	default: return "Unknown";
 	}
 }

@@ -25,6 +25,7 @@
  *
  *   PING                 uuid client_id                    -> i64 view_version, u8 client_status
  *   SERVICE_READY        (empty)                           -> str version
+ *   GET_FSDIR            (empty)                           -> str "<root_fs_dir>/<cluster_id>" or ""
  *   MOUNT_SEGMENT        uuid client_id, segment           -> (empty)
  *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment -> (empty)
  *   UNMOUNT_SEGMENT      uuid client_id, uuid segment_id   -> (empty)
@@ -44,6 +45,17 @@
  *   REMOVE_ALL           u8 force -> i64 count
  *   BATCH_QUERY_IP       u32 n, n x uuid -> u32 n, n x (uuid client_id, u32 m, m x str ip)
  *   BATCH_REPLICA_CLEAR  uuid client_id, str segment_name, keys -> keys (the cleared ones)
+ *   MOUNT_LOCAL_DISK     uuid client_id, uuid disk_id, str name, str endpoint, u64 capacity
+ *                        -> (empty)
+ *   OFFLOAD_HEARTBEAT    uuid client_id, uuid disk_id, u32 max_tasks, u64 used_bytes
+ *                        -> u32 n, n x task (u8 kind, str key, u64 size, u64 src_addr,
+ *                           str dst_endpoint, u64 dst_addr); status MC_ERR_SEGMENT_NOT_FOUND
+ *                           when the disk is not mounted (mount it and register its objects)
+ *   NOTIFY_OFFLOAD       uuid client_id, uuid disk_id, u32 n,
+ *                        n x (u8 kind, str key, u64 size, u64 disk_addr, i32 result)
+ *                        -> u32 n, n x i32 code
+ *   EVICT_DISK_REPLICA   uuid client_id, uuid disk_id, keys -> u32 n, n x i32 code (0: the master
+ *                        forgot the copy, delete it; OBJECT_HAS_LEASE: a reader may use it, keep it)
  *
  * The single-key opcodes use the same bodies as the batch ones with n = 1; they exist separately
  * so the master can count them under upstream's metric names.  A request whose body does not
@@ -80,6 +92,7 @@ enum mc_rpc_kind {
 enum mc_rpc_op {
 	MC_OP_PING = 1,
 	MC_OP_SERVICE_READY = 2,
+	MC_OP_GET_FSDIR = 3,
 	MC_OP_MOUNT_SEGMENT = 10,
 	MC_OP_REMOUNT_SEGMENT = 11,
 	MC_OP_UNMOUNT_SEGMENT = 12,
@@ -106,6 +119,19 @@ enum mc_rpc_op {
 	MC_OP_REMOVE_ALL = 53,
 	MC_OP_BATCH_QUERY_IP = 60,
 	MC_OP_BATCH_REPLICA_CLEAR = 61,
+	/* SSD tier (client-owned LOCAL_DISK replicas) */
+	MC_OP_MOUNT_LOCAL_DISK = 70,
+	MC_OP_OFFLOAD_HEARTBEAT = 71,
+	MC_OP_NOTIFY_OFFLOAD = 72,
+	MC_OP_EVICT_DISK_REPLICA = 73,
+};
+
+/* Tier tasks handed to a disk owner by OFFLOAD_HEARTBEAT, and their results in NOTIFY_OFFLOAD. */
+enum mc_tier_task_kind {
+	MC_TIER_OFFLOAD = 0,	/* copy memory at src_addr (own segment) to the SSD */
+	MC_TIER_PROMOTE = 1,	/* copy the SSD object at src_addr to dst_endpoint/dst_addr */
+	MC_TIER_DROP = 2,	/* the master forgot the SSD copy at src_addr: delete it */
+	MC_TIER_REGISTER = 3,	/* (notify only) an object found on the SSD at start-up */
 };
 
 /* Upstream enums carried on the wire with upstream's numbers. */
@@ -184,7 +210,8 @@ struct mc_rpc_replica {
 	uint8_t status;		/* enum mc_replica_status */
 	uint64_t size;		/* object bytes (all types) */
 	/* MEMORY */
-	uint64_t addr;		/* owner's virtual address of the buffer */
+	uint64_t addr;		/* MEMORY: owner's virtual address of the buffer; LOCAL_DISK: address
+				   of the object in the owner's disk range (served by its data port) */
 	struct mc_strv segment_name;
 	struct mc_strv endpoint;
 	struct mc_strv protocol;

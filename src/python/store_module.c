@@ -249,7 +249,7 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 					 &gsize, &lsize, &proto, &dev, &master, &engine, &ssd,
 					 &ssd_path, &tenant, &http, &http_port))
 		return NULL;
-	if (ssd || http) {
+	if (http) {
 		/* Not available yet: refuse rather than pretend. */
 		return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
 	}
@@ -267,6 +267,10 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 		pthread_mutex_init(&self->st->mu, NULL);
 		self->st->reserve_fd = -1;
 	}
+	/* SSD tier: MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES
+	 * fill what is not given here. */
+	self->st->ssd_enable = ssd;
+	snprintf(self->st->ssd_path, sizeof(self->st->ssd_path), "%s", ssd_path ? ssd_path : "");
 	Py_BEGIN_ALLOW_THREADS
 	rc = mc_store_setup(self->st, host, meta, gsize, lsize, proto, dev, master);
 	Py_END_ALLOW_THREADS

@@ -335,7 +335,28 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 		}
 	}
+	{
+		/* --root_fs_dir on the master: where DISK replicas live (older masters: none). */
+		struct mc_rpc_call call;
+		struct mc_rbuf r;
+
+		mc_rpc_call_init(&call, MC_OP_GET_FSDIR);
+		if (mc_store_call(st, &call) == 0 && call.status == 0) {
+			struct mc_strv d;
+
+			mc_rbuf_init(&r, call.resp, call.resp_len);
+			d = mc_rpc_get_strv(&r, MC_RPC_MAX_PATH);
+			if (r.err == 0 && d.n < sizeof(st->fsdir)) {
+				memcpy(st->fsdir, d.p, d.n);
+				st->fsdir[d.n] = '\0';
+			}
+		}
+		mc_rpc_call_fini(&call);
+	}
 	mc_store_shm_start(st);
+	rc = mc_store_ssd_start(st);
+	if (rc)
+		goto fail;
 	st->initialized = 1;
 	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
 		    st->endpoint, st->master_addr, st->nsegs);
@@ -349,6 +370,7 @@ void mc_store_teardown(struct mc_store *st)
 {
 	uint32_t i;
 
+	mc_store_ssd_stop(st);
 	if (st->lt) {
 		struct mc_setup_ctx x = { .st = st };
 
@@ -370,6 +392,7 @@ void mc_store_teardown(struct mc_store *st)
 		st->lt = NULL;
 	}
 	mc_store_shm_stop(st);
+	mc_store_ssd_free(st);
 	for (i = 0; i < st->nsegs; i++) {
 		munmap(st->segs[i].base, st->segs[i].size);
 		close(st->segs[i].memfd);

@@ -53,6 +53,12 @@ struct mc_store {
 	uint64_t local_buf_size;
 	int64_t rpc_timeout_ms;
 	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
+	/* SSD tier (store_ssd.c): set before mc_store_setup, or taken from the environment */
+	int ssd_enable;
+	char ssd_path[1024];
+	uint64_t ssd_limit;
+	struct mc_store_ssd *ssdw;
+	char fsdir[1024];		/* GetFsdir: the master's shared directory, or "" */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -105,6 +111,24 @@ void mc_store_shm_stop_listener(struct mc_store *st);
 void mc_store_shm_stop(struct mc_store *st);
 /* Where [addr, addr+len) of the named peer segment is mapped here, or NULL (use TCP). */
 void *mc_store_shm_ptr(struct mc_store *st, struct mc_strv segment, uint64_t addr, uint64_t len);
+
+/* ---- store_ssd.c: the SSD tier ---- */
+/* After the segments are mounted: open the SSD area (if enabled), register its objects at the
+ * master and start the worker.  0 (also when disabled) or a negative code. */
+int mc_store_ssd_start(struct mc_store *st);
+/* Stop the worker (before the loop stops), then, after the loop stopped, free. */
+void mc_store_ssd_stop(struct mc_store *st);
+void mc_store_ssd_free(struct mc_store *st);
+
+/* ---- store_fs.c: legacy shared-directory DISK replicas ---- */
+struct mc_iov;
+struct mc_get_range;
+/* Write the value (parts) to the file a DISK replica names.  0 or MC_ERR_*. */
+int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const struct mc_iov *parts,
+		      uint32_t np);
+/* Read ranges of a DISK replica's file of size bytes.  0 or MC_ERR_*. */
+int mc_store_fs_read(struct mc_store *st, struct mc_strv path, uint64_t size,
+		     const struct mc_get_range *rg, uint32_t nrg);
 
 /* ---- store_data.c: moving bytes ---- */
 struct mc_xfer_req {

@@ -110,6 +110,11 @@ static int mc_cfg_from_json(struct mc_store_config *c, const char *path, char *e
 			rc = mc_cfg_size(&c->global_segment_size, s, key, err, el);
 		else if (!strcmp(key, "local_buffer_size"))
 			rc = mc_cfg_size(&c->local_buffer_size, s, key, err, el);
+		else if (!strcmp(key, "enable_ssd_offload"))
+			c->enable_ssd_offload = !strcmp(s, "true") || !strcmp(s, "1");
+		else if (!strcmp(key, "ssd_offload_path"))
+			rc = mc_cfg_str(c->ssd_offload_path, sizeof(c->ssd_offload_path), s, key, err,
+					el);
 		if (rc)
 			goto out;
 	}
@@ -148,6 +153,11 @@ static int mc_cfg_from_env(struct mc_store_config *c, char *err, size_t el)
 		rc = mc_cfg_size(&c->global_segment_size, v, "MOONCAKE_GLOBAL_SEGMENT_SIZE", err, el);
 	if (!rc && (v = getenv("MOONCAKE_LOCAL_BUFFER_SIZE")) && *v)
 		rc = mc_cfg_size(&c->local_buffer_size, v, "MOONCAKE_LOCAL_BUFFER_SIZE", err, el);
+	if (!rc && (v = getenv("MOONCAKE_ENABLE_SSD_OFFLOAD")) && *v)
+		c->enable_ssd_offload = !strcmp(v, "true") || !strcmp(v, "1");
+	if (!rc && (v = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")) && *v)
+		rc = mc_cfg_str(c->ssd_offload_path, sizeof(c->ssd_offload_path), v,
+				"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", err, el);
 	mc_lower(c->protocol);
 	return rc;
 }

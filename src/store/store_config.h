@@ -19,6 +19,8 @@ struct mc_store_config {
 	uint64_t global_segment_size;
 	uint64_t local_buffer_size;
 	char tenant_id[128];
+	int enable_ssd_offload;		/* "enable_ssd_offload" / MOONCAKE_ENABLE_SSD_OFFLOAD */
+	char ssd_offload_path[1024];	/* "ssd_offload_path" / MOONCAKE_OFFLOAD_FILE_STORAGE_PATH */
 };
 
 /* path NULL: MOONCAKE_CONFIG_PATH if set, else the environment.  Returns 0, -ENOENT (no file,

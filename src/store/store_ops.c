@@ -185,6 +185,15 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 			mc_rpc_get_replica(&r, &rep);
 			if (r.err)
 				break;
+			if (rep.type == MC_REPLICA_DISK && rep.size == items[i].size && code == 0) {
+				/* --root_fs_dir: the value goes to the shared file as well. */
+				struct mc_iov one = { (void *)items[i].buf, items[i].size };
+
+				if (mc_store_fs_write(st, rep.path, items[i].iov ? items[i].iov : &one,
+						      items[i].iov ? items[i].iovcnt : 1))
+					item_fail[i] = 2;
+				continue;
+			}
 			if (rep.type != MC_REPLICA_MEMORY || rep.size != items[i].size)
 				continue;
 			{
@@ -358,7 +367,9 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			if (items[i].result != MC_ERR_TRANSFER_FAIL || gs[i].code != 0)
 				continue;
 			while (gs[i].tried < gs[i].nrep &&
-			       gs[i].reps[gs[i].tried].type != MC_REPLICA_MEMORY)
+			       gs[i].reps[gs[i].tried].type != MC_REPLICA_MEMORY &&
+			       gs[i].reps[gs[i].tried].type != MC_REPLICA_LOCAL_DISK &&
+			       gs[i].reps[gs[i].tried].type != MC_REPLICA_DISK)
 				gs[i].tried++;
 			if (gs[i].tried >= gs[i].nrep)
 				continue;
@@ -366,7 +377,16 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			whole.len = rep->size;
 			rg = items[i].ranges ? items[i].ranges : &whole;
 			nrg = items[i].ranges ? items[i].nranges : 1;
-			{
+			if (rep->type == MC_REPLICA_DISK) {
+				/* --root_fs_dir: the shared file (a failure tries the next replica
+				 * in the next round). */
+				if (mc_store_fs_read(st, rep->path, rep->size, rg, nrg) == 0)
+					items[i].result = gs[i].want;
+				continue;
+			}
+			/* An SSD replica (LOCAL_DISK) is read from its owner's data server, which
+			 * serves its SSD objects at these addresses. */
+			if (rep->type == MC_REPLICA_MEMORY) {
 				uint8_t *src = mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)
 						       ? (uint8_t *)(uintptr_t)rep->addr
 						       : mc_store_shm_ptr(st, rep->segment_name, rep->addr,

@@ -4,6 +4,7 @@
  * (every served request) are a binary search under a read lock; registration is rare.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@ struct mc_memreg {
 	pthread_rwlock_t lock;
 	struct mc_range *r;
 	size_t n, cap;
+	mc_memreg_file_fn file_fn;	/* under lock */
+	void *file_arg;
 };
 
 struct mc_memreg *mc_memreg_new(void)
@@ -116,4 +119,34 @@ int mc_memreg_check(struct mc_memreg *reg, uint64_t addr, uint64_t len)
 		ok = 1;
 	pthread_rwlock_unlock(&reg->lock);
 	return ok;
+}
+
+void mc_memreg_set_files(struct mc_memreg *reg, mc_memreg_file_fn fn, void *arg)
+{
+	pthread_rwlock_wrlock(&reg->lock);
+	reg->file_fn = fn;
+	reg->file_arg = arg;
+	pthread_rwlock_unlock(&reg->lock);
+}
+
+int mc_memreg_in_files(uint64_t addr, uint64_t len)
+{
+	return len > 0 && addr >= MC_DISK_SPACE_BASE && addr + len > addr &&
+	       addr - MC_DISK_SPACE_BASE < MC_DISK_SPACE_LEN &&
+	       addr + len - MC_DISK_SPACE_BASE <= MC_DISK_SPACE_LEN;
+}
+
+int mc_memreg_open_file(struct mc_memreg *reg, uint64_t addr, uint64_t len, int *fd,
+			uint64_t *off)
+{
+	int rc = -ENOENT;
+
+	if (!mc_memreg_in_files(addr, len))
+		return -ENOENT;
+	/* The read lock keeps the window's owner alive during fn (set_files(NULL) waits). */
+	pthread_rwlock_rdlock(&reg->lock);
+	if (reg->file_fn)
+		rc = reg->file_fn(reg->file_arg, addr, len, fd, off);
+	pthread_rwlock_unlock(&reg->lock);
+	return rc;
 }

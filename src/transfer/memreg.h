@@ -21,4 +21,22 @@ int mc_memreg_remove(struct mc_memreg *reg, uint64_t addr);
 /* 1 if [addr, addr+len) lies inside one registered range, else 0.  len 0 gives 0. */
 int mc_memreg_check(struct mc_memreg *reg, uint64_t addr, uint64_t len);
 
+/*
+ * File-backed ranges: one address window [base, base+len) whose bytes live in files (a client's
+ * SSD objects), far above any user-space memory address.  The data server resolves a READ inside
+ * it with fn, which returns 0 and a new file descriptor (the caller closes it) and the file offset
+ * of addr, or a negative errno when [addr, addr+len) is not one stored object's bytes.  Opening
+ * per request keeps a file readable to the end of a read even if it is deleted meanwhile.
+ */
+#define MC_DISK_SPACE_BASE (1ull << 62)
+#define MC_DISK_SPACE_LEN (1ull << 62)
+typedef int (*mc_memreg_file_fn)(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *off);
+/* Install (fn non-NULL) or remove (fn NULL) the file window. */
+void mc_memreg_set_files(struct mc_memreg *reg, mc_memreg_file_fn fn, void *arg);
+/* For an address in the file window: -ENOENT if no file window or no such object, else as fn. */
+int mc_memreg_open_file(struct mc_memreg *reg, uint64_t addr, uint64_t len, int *fd,
+			uint64_t *off);
+/* 1 if addr lies in the file window. */
+int mc_memreg_in_files(uint64_t addr, uint64_t len);
+
 #endif

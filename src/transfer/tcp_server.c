@@ -7,6 +7,18 @@
  * or send status + payload straight from the source (READ).  While a reply is being sent the
  * connection reads nothing more, which bounds its memory to a few bytes.  Any malformed header
  * closes that connection only.  Runs on the owning loop's thread.
+ *
+ * A READ inside the registered file window (a client's SSD objects, memreg.h) never touches
+ * the disk on the loop thread: the descriptor is opened when the header arrives (so a file
+ * deleted during the read is still read to the end) and the loop sends the status; then one of
+ * a small pool of worker threads (MC_FILE_WORKERS, started on the first such READ) sendfile()s
+ * the payload from the file to the non-blocking socket until it is done or the socket is full,
+ * while the connection waits in SRV_FILE_WAIT.  A full socket hands the connection back to the
+ * loop (SRV_FILE_WRITABLE) until it is writable again.  A cold read thus blocks a worker, never
+ * the loop, and the bytes still go from the page cache to the socket without a copy.  Since a
+ * connection handles one request at a time, replies stay in request order.  A connection closed
+ * while a worker uses it is shut down at once and freed (its socket closed) when the worker
+ * hands it back through the done queue and its eventfd.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +28,9 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -28,12 +43,16 @@
 
 #define MC_DISCARD_BUF 65536
 #define MC_MAX_DISCARD (1ull << 40)
+#define MC_FILE_WORKERS 4
+#define MC_FILE_STEP (1u << 30)	/* bytes per sendfile call */
 
 enum mc_srv_state {
 	SRV_HDR,
 	SRV_RECV,	/* WRITE payload into memory */
 	SRV_DISCARD,	/* refused WRITE payload */
 	SRV_SEND,	/* status (+ READ payload) */
+	SRV_FILE_WAIT,		/* a worker is sending file bytes of a READ */
+	SRV_FILE_WRITABLE,	/* ... and found the socket full: wait until it is writable */
 };
 
 struct mc_srv_conn {
@@ -50,7 +69,26 @@ struct mc_srv_conn {
 	uint64_t left;		/* payload bytes left */
 	int send_payload;
 	int read_paused;
+	int file_fd;		/* READ from a file-backed range, or -1 */
+	off_t file_off;		/* next file byte to send */
+	uint64_t file_left;	/* file bytes not yet sent */
+	int job_result;		/* 0 (done or socket full) or -errno */
+	struct mc_srv_conn *job_next;	/* in the pool's todo or done list */
+	int job_busy;		/* a worker owns fd, file_fd, file_off, file_left */
+	int closing;		/* closed while job_busy: freed when the worker is done */
 	char peer[64];
+};
+
+/* The file-read workers of one server.  todo and done are guarded by mu. */
+struct mc_file_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t threads[MC_FILE_WORKERS];
+	int nthreads;
+	int stop;
+	struct mc_srv_conn *todo, *todo_tail, *done;
+	int efd;
+	struct event *ev_done;
 };
 
 struct mc_tcp_server {
@@ -60,7 +98,11 @@ struct mc_tcp_server {
 	struct mc_srv_conn *conns;
 	uint16_t port;
 	uint8_t *scratch;
+	struct mc_file_pool *pool;	/* NULL until the first file-backed READ */
 };
+
+static void mc_srv_drive(struct mc_srv_conn *c);
+static void mc_srv_set_status(struct mc_srv_conn *c, uint32_t code);
 
 static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 {
@@ -70,14 +112,191 @@ static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 		mc_log_warn("tcp data connection from %s closed: %s", c->peer, why);
 	event_free(c->ev_read);
 	event_free(c->ev_write);
-	evutil_closesocket(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (c->job_busy) {
+		/* A worker is sending on c->fd: make it stop soon, free c when it is done. */
+		shutdown(c->fd, SHUT_RDWR);
+		c->closing = 1;
+		return;
+	}
+	evutil_closesocket(c->fd);
+	if (c->file_fd >= 0)
+		close(c->file_fd);
 	free(c);
+}
+
+/* ---------------------------------------------------------------- file-read workers */
+
+static void *mc_file_worker(void *arg)
+{
+	struct mc_file_pool *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct mc_srv_conn *c;
+		uint64_t one = 1;
+		ssize_t w;
+
+		while (!p->stop && p->todo == NULL)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->stop)
+			break;
+		c = p->todo;
+		p->todo = c->job_next;
+		if (p->todo == NULL)
+			p->todo_tail = NULL;
+		pthread_mutex_unlock(&p->mu);
+		c->job_result = 0;
+		while (c->file_left) {
+			w = sendfile(c->fd, c->file_fd, &c->file_off,
+				     c->file_left > MC_FILE_STEP ? MC_FILE_STEP : (size_t)c->file_left);
+			if (w > 0) {
+				c->file_left -= (uint64_t)w;
+				continue;
+			}
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				break;	/* socket full: the loop waits for room */
+			c->job_result = w < 0 ? -errno : -EIO;	/* 0: file shorter than promised */
+			break;
+		}
+		pthread_mutex_lock(&p->mu);
+		c->job_next = p->done;
+		p->done = c;
+		if (write(p->efd, &one, sizeof(one)) < 0) {
+			/* The counter cannot overflow; nothing else can fail here. */
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* A worker handed c back: the READ is done, failed, or waits for room in the socket. */
+static void mc_srv_on_chunk(struct mc_srv_conn *c)
+{
+	c->job_busy = 0;
+	if (c->closing) {
+		evutil_closesocket(c->fd);
+		if (c->file_fd >= 0)
+			close(c->file_fd);
+		free(c);
+		return;
+	}
+	if (c->job_result < 0) {
+		/* The status went out already: the reader must see the connection fail. */
+		mc_srv_conn_close(c, strerror(-c->job_result));
+		return;
+	}
+	if (c->file_left) {
+		c->state = SRV_FILE_WRITABLE;
+		event_add(c->ev_write, NULL);
+		return;
+	}
+	close(c->file_fd);
+	c->file_fd = -1;
+	c->state = SRV_SEND;	/* nothing left to send: finishes the request */
+	mc_srv_drive(c);
+}
+
+static void mc_file_on_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_file_pool *p = arg;
+	struct mc_srv_conn *c, *next;
+	uint64_t n;
+
+	(void)what;
+	if (read(fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: another wake-up already drained it. */
+	}
+	pthread_mutex_lock(&p->mu);
+	c = p->done;
+	p->done = NULL;
+	pthread_mutex_unlock(&p->mu);
+	for (; c; c = next) {
+		next = c->job_next;
+		mc_srv_on_chunk(c);
+	}
+}
+
+static void mc_file_pool_free(struct mc_file_pool *p)
+{
+	int i;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	/* Chunks never read or not handed back: their connections are closing (server
+	 * teardown), and are freed now. */
+	if (p->todo_tail) {
+		p->todo_tail->job_next = p->done;
+		p->done = p->todo;
+		p->todo = p->todo_tail = NULL;
+	}
+	mc_file_on_done(p->efd, 0, p);
+	if (p->ev_done)
+		event_free(p->ev_done);
+	close(p->efd);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+static struct mc_file_pool *mc_file_pool_new(struct event_base *base)
+{
+	struct mc_file_pool *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return NULL;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->efd >= 0)
+		p->ev_done = event_new(base, p->efd, EV_READ | EV_PERSIST, mc_file_on_done, p);
+	if (p->ev_done == NULL || event_add(p->ev_done, NULL) != 0)
+		goto fail;
+	for (; p->nthreads < MC_FILE_WORKERS; p->nthreads++)
+		if (pthread_create(&p->threads[p->nthreads], NULL, mc_file_worker, p) != 0)
+			break;
+	if (p->nthreads == 0)
+		goto fail;
+	return p;
+fail:
+	mc_file_pool_free(p);
+	return NULL;
+}
+
+/* Hand c's file bytes to a worker.  0, or -1 (no pool could be started). */
+static int mc_srv_read_chunk(struct mc_srv_conn *c)
+{
+	struct mc_tcp_server *s = c->srv;
+	struct mc_file_pool *p;
+
+	if (s->pool == NULL && (s->pool = mc_file_pool_new(s->base)) == NULL)
+		return -1;
+	p = s->pool;
+	c->job_busy = 1;
+	c->job_next = NULL;
+	c->state = SRV_FILE_WAIT;
+	pthread_mutex_lock(&p->mu);
+	if (p->todo_tail)
+		p->todo_tail->job_next = c;
+	else
+		p->todo = c;
+	p->todo_tail = c;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
 }
 
 static void mc_srv_set_status(struct mc_srv_conn *c, uint32_t code)
@@ -141,6 +360,23 @@ static int mc_srv_on_header(struct mc_srv_conn *c)
 		return -1;	/* v1 or unknown: we only speak v2 */
 	op &= 0x7f;
 	ok = size > 0 && mc_memreg_check(c->srv->reg, addr, size);
+	if (!ok && op == 0 && mc_memreg_in_files(addr, size)) {
+		int fd;
+		uint64_t off;
+
+		if (mc_memreg_open_file(c->srv->reg, addr, size, &fd, &off) == 0) {
+			c->file_fd = fd;
+			c->file_off = (off_t)off;
+			c->file_left = size;
+			c->left = 0;
+			c->send_payload = 0;
+			c->hdr_got = 0;
+			/* The status first, from the loop; then the bytes, from a worker. */
+			mc_srv_set_status(c, 0);
+			c->state = SRV_SEND;
+			return 0;
+		}
+	}
 	if (!ok)
 		mc_log_warn("tcp data request from %s refused: %s of %llu bytes at 0x%llx is not "
 			    "inside registered memory",
@@ -227,11 +463,36 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 				event_add(c->ev_write, NULL);
 				return;
 			}
+			if (c->file_fd >= 0 && c->file_left > 0) {
+				if (mc_srv_read_chunk(c) != 0) {
+					mc_srv_conn_close(c, "no file reader thread");
+					return;
+				}
+				break;
+			}
+			if (c->file_fd >= 0) {
+				close(c->file_fd);
+				c->file_fd = -1;
+			}
 			if (c->read_paused) {
 				event_add(c->ev_read, NULL);
 				c->read_paused = 0;
 			}
 			c->state = SRV_HDR;
+			break;
+		case SRV_FILE_WAIT:
+			/* mc_srv_on_chunk drives us again; read nothing meanwhile. */
+			if (!c->read_paused) {
+				event_del(c->ev_read);
+				c->read_paused = 1;
+			}
+			return;
+		case SRV_FILE_WRITABLE:
+			/* Room in the socket (or a spurious wake-up: the worker finds out). */
+			if (mc_srv_read_chunk(c) != 0) {
+				mc_srv_conn_close(c, "no file reader thread");
+				return;
+			}
 			break;
 		}
 	}
@@ -268,6 +529,7 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	}
 	c->srv = s;
 	c->fd = fd;
+	c->file_fd = -1;
 	if (sa->sa_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)sa;
 		char ip[INET_ADDRSTRLEN];
@@ -364,6 +626,7 @@ void mc_tcp_server_free(struct mc_tcp_server *s)
 	evconnlistener_free(s->listener);
 	while (s->conns)
 		mc_srv_conn_close(s->conns, NULL);
+	mc_file_pool_free(s->pool);
 	free(s->scratch);
 	free(s);
 }

@@ -9,6 +9,15 @@
  *   put-preferred PREFIX N SEG [REPLICAS]   put N keys PREFIX/i preferring segment SEG
  *   check PREFIX N EXPECT           get every PREFIX/i: EXPECT "ok" (identical bytes) or a code
  *   eviction                        fill a small pool and check the eviction order
+ *   fill PREFIX N SIZE              put PREFIX/0..N-1 of SIZE bytes, retrying a put refused
+ *                                   for space (-200) for up to 20 s (the SSD tier frees memory
+ *                                   only once an evicted object is on SSD)
+ *   verify PREFIX N SIZE [MISSING]  every key reads back byte-identical, except that up to
+ *                                   MISSING keys may be absent (-704); any other result fails
+ *   remove PREFIX FROM TO           remove PREFIX/FROM..TO-1 (0 or -704 each)
+ *   put-gen PREFIX FROM TO SIZE GEN put PREFIX/FROM..TO-1 with the contents of generation GEN
+ *   expect PREFIX FROM TO SIZE GEN  each of PREFIX/FROM..TO-1 reads back as generation GEN, or
+ *                                   is absent when GEN is "absent"
  *
  * Object contents are derived from the key, so any reader can check them.  Prints TAP lines
  * or "# ..." diagnostics; exit 0 on success.
@@ -225,6 +234,118 @@ static int eviction(void)
 	return tap_done();
 }
 
+static int fill(const char *prefix, int n, size_t size)
+{
+	char key[128];
+	void *v = malloc(size);
+	int i, bad = 0, retries = 0;
+
+	for (i = 0; i < n && v; i++) {
+		double end = now_s() + 20;
+		int rc;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		cc_fill(v, size, key, 3);
+		while ((rc = mooncake_store_put(st, key, v, size, NULL)) == -200 && now_s() < end) {
+			retries++;
+			usleep(10000);
+		}
+		if (rc != 0 && bad++ < 3)
+			printf("# put %s: %d\n", key, rc);
+	}
+	free(v);
+	ok(v && bad == 0, "put %d objects of %zu bytes under %s (%d failed, %d retries for space)",
+	   n, size, prefix, bad, retries);
+	return bad != 0;
+}
+
+static int verify(const char *prefix, int n, size_t size, int missing_ok)
+{
+	char key[128];
+	void *v = malloc(size);
+	int i, good = 0, missing = 0, bad = 0;
+
+	for (i = 0; i < n && v; i++) {
+		int64_t got;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		memset(v, 0, size);
+		got = mooncake_store_get_into(st, key, v, size);
+		if (got == (int64_t)size && cc_check(v, size, key, 3)) {
+			good++;
+		} else if (got == -704) {
+			missing++;
+		} else if (bad++ < 3) {
+			printf("# get %s: %" PRId64 "%s\n", key, got, got > 0 ? " (wrong bytes)" : "");
+		}
+	}
+	free(v);
+	printf("# verify %s: %d identical, %d absent, %d bad\n", prefix, good, missing, bad);
+	ok(v && bad == 0 && missing <= missing_ok,
+	   "%s/*: %d of %d read back byte-identical, %d absent (at most %d allowed), none wrong",
+	   prefix, good, n, missing, missing_ok);
+	return !(bad == 0 && missing <= missing_ok);
+}
+
+static int remove_span(const char *prefix, int from, int to)
+{
+	char key[128];
+	int i, bad = 0, removed = 0;
+
+	for (i = from; i < to; i++) {
+		int rc;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		rc = mooncake_store_remove(st, key, 1);
+		removed += rc == 0;
+		if (rc != 0 && rc != -704 && bad++ < 3)
+			printf("# remove %s: %d\n", key, rc);
+	}
+	ok(bad == 0, "removed %s/%d..%d (%d were known)", prefix, from, to - 1, removed);
+	return bad != 0;
+}
+
+static int put_gen(const char *prefix, int from, int to, size_t size, uint64_t gen)
+{
+	char key[128];
+	void *v = malloc(size);
+	int i, bad = 0;
+
+	for (i = from; i < to && v; i++) {
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		cc_fill(v, size, key, gen);
+		if (mooncake_store_put(st, key, v, size, NULL) != 0)
+			bad++;
+	}
+	free(v);
+	ok(v && bad == 0, "put %s/%d..%d as generation %" PRIu64 " (%d failed)", prefix, from,
+	   to - 1, gen, bad);
+	return bad != 0;
+}
+
+static int expect_span(const char *prefix, int from, int to, size_t size, const char *what)
+{
+	char key[128];
+	void *v = malloc(size);
+	int absent = !strcmp(what, "absent"), i, good = 0;
+	uint64_t gen = absent ? 0 : strtoull(what, NULL, 10);
+
+	for (i = from; i < to && v; i++) {
+		int64_t got;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		got = mooncake_store_get_into(st, key, v, size);
+		if (absent ? got == -704 : got == (int64_t)size && cc_check(v, size, key, gen))
+			good++;
+		else
+			printf("# get %s: %" PRId64 "%s\n", key, got, got > 0 ? " (other bytes)" : "");
+	}
+	free(v);
+	ok(v && good == to - from, "%s/%d..%d: %d of %d %s", prefix, from, to - 1, good, to - from,
+	   absent ? "absent" : "read back as that generation");
+	return good != to - from;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -237,8 +358,21 @@ int main(int argc, char **argv)
 		rc = verify_acked(argv[2], (size_t)atol(argv[3]));
 	else if (!strcmp(argv[1], "put-preferred") && argc >= 5)
 		rc = put_preferred(argv[2], atoi(argv[3]), argv[4], argc > 5 ? atoi(argv[5]) : 1);
+	else if (!strcmp(argv[1], "fill") && argc == 5)
+		rc = fill(argv[2], atoi(argv[3]), (size_t)atol(argv[4]));
+	else if (!strcmp(argv[1], "verify") && argc >= 5)
+		rc = verify(argv[2], atoi(argv[3]), (size_t)atol(argv[4]),
+			    argc > 5 ? atoi(argv[5]) : 0);
 	else if (!strcmp(argv[1], "check") && argc == 5)
 		rc = check(argv[2], atoi(argv[3]), argv[4]);
+	else if (!strcmp(argv[1], "remove") && argc == 5)
+		rc = remove_span(argv[2], atoi(argv[3]), atoi(argv[4]));
+	else if (!strcmp(argv[1], "put-gen") && argc == 7)
+		rc = put_gen(argv[2], atoi(argv[3]), atoi(argv[4]), (size_t)atol(argv[5]),
+			     strtoull(argv[6], NULL, 10));
+	else if (!strcmp(argv[1], "expect") && argc == 7)
+		rc = expect_span(argv[2], atoi(argv[3]), atoi(argv[4]), (size_t)atol(argv[5]),
+				 argv[6]);
 	else if (!strcmp(argv[1], "eviction"))
 		rc = eviction();
 	mooncake_store_destroy(st);

@@ -10,13 +10,14 @@ import struct
 MAGIC = 0x5052434D
 HDR = struct.Struct("<IBBHIiQ")
 
-OP = dict(PING=1, SERVICE_READY=2, MOUNT_SEGMENT=10, REMOUNT_SEGMENT=11, UNMOUNT_SEGMENT=12,
+OP = dict(PING=1, SERVICE_READY=2, GET_FSDIR=3, MOUNT_SEGMENT=10, REMOUNT_SEGMENT=11, UNMOUNT_SEGMENT=12,
           PUT_START=20, BATCH_PUT_START=21, PUT_END=22, BATCH_PUT_END=23, PUT_REVOKE=24,
           BATCH_PUT_REVOKE=25, UPSERT_START=26, BATCH_UPSERT_START=27, UPSERT_END=28,
           BATCH_UPSERT_END=29, UPSERT_REVOKE=30, BATCH_UPSERT_REVOKE=31, GET_REPLICA_LIST=40,
           BATCH_GET_REPLICA_LIST=41, GET_REPLICA_LIST_BY_REGEX=42, EXIST_KEY=43,
           BATCH_EXIST_KEY=44, REMOVE=50, BATCH_REMOVE=51, REMOVE_BY_REGEX=52, REMOVE_ALL=53,
-          BATCH_QUERY_IP=60, BATCH_REPLICA_CLEAR=61)
+          BATCH_QUERY_IP=60, BATCH_REPLICA_CLEAR=61, MOUNT_LOCAL_DISK=70,
+          OFFLOAD_HEARTBEAT=71, NOTIFY_OFFLOAD=72, EVICT_DISK_REPLICA=73)
 
 
 def s(b):
@@ -61,6 +62,11 @@ class Reader:
             r["segment"] = self.str().decode()
             r["endpoint"] = self.str().decode()
             r["protocol"] = self.str().decode()
+        elif typ == 2:
+            r["client_id"] = self.b[self.o:self.o + 16]
+            self.o += 16
+            r["endpoint"] = self.str().decode()
+            r["addr"] = self.take("Q")
         return r
 
     def replica_lists(self):

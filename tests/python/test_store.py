@@ -336,3 +336,49 @@ def test_init_all_mounts_more_memory(cluster):
     assert segs == [s.get_hostname()] * 2 and s.get("init_all/2") == data
     s.remove_all(force=True)
     s.close()
+
+
+def test_setup_with_ssd_offload(cluster, tmp_path):
+    """setup(enable_ssd_offload=True, ssd_offload_path=...) contributes an SSD area: with a master
+    running --enable_offload every object gets an SSD copy; a store reopened on the same area
+    registers them again and they stay readable after its memory is gone."""
+    import subprocess
+    from conftest import BUILD, free_port, wait_port
+    port = free_port()
+    master = subprocess.Popen([os.path.join(BUILD, "mooncake_master"), "--rpc_address=127.0.0.1",
+                               "--rpc_port=%d" % port, "--metrics_port=0", "--enable_offload",
+                               "--default_kv_lease_ttl=200"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=cluster.env)
+    try:
+        wait_port(port)
+        addr = "127.0.0.1:%d" % port
+        ssd = str(tmp_path / "ssd")
+        w = MooncakeDistributedStore()
+        assert w.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", addr,
+                       enable_ssd_offload=True, ssd_offload_path=ssd) == 0
+        for i in range(4):
+            assert w.put("ssd/%d" % i, buf(100000, i)) == 0
+        end = time.time() + 10
+        while len([f for f in os.listdir(ssd) if f.endswith(".mco")]) < 4 and time.time() < end:
+            time.sleep(0.05)
+        assert len([f for f in os.listdir(ssd) if f.endswith(".mco")]) == 4
+        w.close()                       # its memory and SSD area are unmounted
+        r = MooncakeDistributedStore()
+        assert r.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", addr) == 0
+        assert r.get("ssd/0") == b""    # gone with its owner
+        w2 = MooncakeDistributedStore()
+        assert w2.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                         "global_segment_size": "16MB", "master_server_addr": addr,
+                         "enable_ssd_offload": True, "ssd_offload_path": ssd}) == 0
+        # Registered again (in the background, each value checked first), read from the SSD.
+        end = time.time() + 10
+        while r.get("ssd/3") == b"" and time.time() < end:
+            time.sleep(0.05)
+        for i in range(4):
+            assert r.get("ssd/%d" % i) == buf(100000, i)
+        r.close()
+        w2.close()
+    finally:
+        master.terminate()
+        master.wait(5)

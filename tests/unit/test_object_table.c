@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "master/master.h"
 #include "master/object_table.h"
 #include "tap.h"
 
@@ -20,6 +21,55 @@ static size_t rss_kb(void)
 	if (f)
 		fclose(f);
 	return kb;
+}
+
+/* mc_object_add_replica moves the replicas of extra[]: a segment's list must follow them. */
+static void test_add_replica(void)
+{
+	struct mc_object_table t;
+	struct mc_segment seg;
+	struct mc_object *o, *other;
+	struct mc_replica *r, *x;
+	uint32_t i;
+	int linked = 1;
+
+	mc_object_table_init(&t);
+	memset(&seg, 0, sizeof(seg));
+	o = mc_object_insert(&t, "grow", 4, 3);
+	other = mc_object_insert(&t, "other", 5, 1);
+	/* List: other.rep0 <-> o.rep2 <-> o.rep1 <-> o.rep0 (pushed at the head). */
+	for (i = 0; i < 3; i++) {
+		r = mc_object_replica(o, i);
+		r->seg = &seg;
+		r->id = 10 + i;
+		r->seg_next = seg.reps;
+		if (seg.reps)
+			seg.reps->seg_prev = r;
+		seg.reps = r;
+	}
+	r = &other->rep0;
+	r->seg = &seg;
+	r->seg_next = seg.reps;
+	seg.reps->seg_prev = r;
+	seg.reps = r;
+	x = mc_object_add_replica(o);
+	ok(x != NULL && o->nrep == 4 && x->obj == o && x->seg == NULL && x->status == 0,
+	   "add_replica appends a zeroed replica");
+	for (i = 0, r = seg.reps; r && i < 4; r = r->seg_next, i++)
+		linked &= r->seg_next == NULL || r->seg_next->seg_prev == r;
+	ok(linked && seg.reps == &other->rep0 && other->rep0.seg_next == mc_object_replica(o, 2) &&
+		   mc_object_replica(o, 2)->id == 12 && mc_object_replica(o, 1)->seg_next == &o->rep0,
+	   "the segment list points at the moved replicas");
+	while (o->nrep < 64)
+		mc_object_add_replica(o);
+	ok(mc_object_add_replica(o) == NULL, "no more than 64 replicas");
+	for (i = 0; i < o->nrep; i++)
+		mc_object_replica(o, i)->seg = NULL;
+	mc_object_lru_unlink(&t, o);
+	ok(!(o->flags & MC_OBJ_IN_LRU), "lru_unlink takes it off the list");
+	mc_object_lru_link(&t, o);
+	ok((o->flags & MC_OBJ_IN_LRU) && t.lru.lru_prev == o, "lru_link puts it back at the MRU end");
+	mc_object_table_fini(&t);
 }
 
 int main(void)
@@ -94,5 +144,6 @@ int main(void)
 	}
 	ok(t.count == n + 1 - 10, "erasing from the LRU head keeps the table consistent");
 	mc_object_table_fini(&t);
+	test_add_replica();
 	return tap_done();
 }

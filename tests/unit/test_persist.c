@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "persist/persist.h"
 #include "tap.h"
 
@@ -26,6 +28,18 @@ static int on_seg(void *arg, const struct mc_persist_segment *s)
 	return 0;
 }
 
+/* Counts kind 1 segments in bad, checks kind 0 ones. */
+static int on_seg_kind(void *arg, const struct mc_persist_segment *s)
+{
+	struct seen *x = arg;
+
+	x->segments++;
+	x->bad += s->kind == 1 && s->base == 0;
+	if (s->kind > 1)
+		x->bad += 100;
+	return 0;
+}
+
 static int on_obj(void *arg, const struct mc_persist_object *o)
 {
 	struct seen *x = arg;
@@ -33,7 +47,8 @@ static int on_obj(void *arg, const struct mc_persist_object *o)
 	x->objects++;
 	x->size_sum += o->size;
 	if (o->n_replicas != 1 || o->replicas[0].offset != o->size * 2 ||
-	    o->replicas[0].segment_id[0] != 7 || o->replicas[0].status != 3)
+	    o->replicas[0].segment_id[0] != 7 || o->replicas[0].status != 3 ||
+	    o->gen != (o->size - 1) * 3 + 1)
 		x->bad++;
 	return 0;
 }
@@ -47,6 +62,7 @@ static void put_obj(struct mc_persist *p, int i)
 	snprintf(key, sizeof(key), "key-%d", i);
 	o.key_len = strlen(key);
 	o.size = (uint64_t)i + 1;
+	o.gen = (uint64_t)i * 3 + 1;	/* checked by on_obj: generations round-trip */
 	r.segment_id[0] = 7;
 	r.offset = o.size * 2;
 	r.len = o.size;
@@ -136,6 +152,45 @@ int main(void)
 	   "1M objects reload intact");
 	printf("# 1M object rows reloaded in %.2f s\n", now_s() - t0);
 	mc_persist_close(p);
+
+	/* A version 1 file (no segments.kind) is upgraded in place; SSD areas (kind 1) survive. */
+	{
+		char v1[600];
+		sqlite3 *db;
+		struct mc_persist_segment ps = { .name = "host:9", .base = 0, .size = 1u << 30,
+						 .endpoint = "h:1", .protocol = "tcp", .kind = 1 };
+		struct seen y;
+		int rc;
+
+		snprintf(v1, sizeof(v1), "%s/v1.db", dir);
+		rc = sqlite3_open(v1, &db);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db,
+					  "CREATE TABLE segments(id BLOB PRIMARY KEY, client_id BLOB NOT "
+					  "NULL, name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER "
+					  "NOT NULL, endpoint TEXT NOT NULL, protocol TEXT NOT NULL);"
+					  "INSERT INTO segments VALUES (x'07000000000000000000000000000000',"
+					  " x'01000000000000000000000000000000', 'old:1', 4096, 1073741824, 'h:1',"
+					  " 'tcp');"
+					  "PRAGMA user_version=1;",
+					  NULL, NULL, NULL);
+		sqlite3_close(db);
+		memset(&y, 0, sizeof(y));
+		ok(rc == SQLITE_OK && mc_persist_open(v1, MC_PERSIST_SYNC_NORMAL, &p) == 0 &&
+			   mc_persist_load(p, on_seg, on_obj, &y) == 0 && y.segments == 1 && y.bad == 0,
+		   "a schema 1 database opens and its segment loads");
+		ps.id[0] = 7;
+		ps.id[1] = 2;
+		ok(mc_persist_put_segment(p, &ps) == 0 && mc_persist_commit(p) == 0,
+		   "an SSD area (kind 1) is recorded");
+		mc_persist_close(p);
+		memset(&y, 0, sizeof(y));
+		ok(mc_persist_open(v1, MC_PERSIST_SYNC_NORMAL, &p) == 0 &&
+			   mc_persist_load(p, on_seg_kind, on_obj, &y) == 0 && y.segments == 2 &&
+			   y.bad == 1,
+		   "after the upgrade the memory segment has kind 0 and the SSD area kind 1");
+		mc_persist_close(p);
+	}
 
 	/* A database from a newer schema is refused rather than misread. */
 	snprintf(cmd, sizeof(cmd), "sqlite3 %s 'PRAGMA user_version=9' 2>/dev/null", path);

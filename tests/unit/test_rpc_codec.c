@@ -92,6 +92,34 @@ int main(void)
 	}
 	ok(bad == 0, "every one of %zu truncations is detected", full);
 
+	/* A LOCAL_DISK replica (SSD tier): owner, endpoint and disk address. */
+	mc_wbuf_reset(&w);
+	memset(&rep, 0, sizeof(rep));
+	rep.id = 7;
+	rep.type = MC_REPLICA_LOCAL_DISK;
+	rep.status = MC_REPLICA_COMPLETE;
+	rep.size = 1 << 20;
+	rep.addr = (1ull << 62) + (5ull << 36);
+	rep.endpoint = mc_strv_c("10.0.0.2:15001");
+	memset(rep.client_id.b, 0xab, 16);
+	mc_rpc_put_replica(&w, &rep);
+	full = w.len;
+	mc_rbuf_init(&r, w.data, w.len);
+	mc_rpc_get_replica(&r, &rep2);
+	ok(r.err == 0 && r.left == 0 && rep2.type == MC_REPLICA_LOCAL_DISK && rep2.addr == rep.addr &&
+		   rep2.size == rep.size && mc_strv_eq(rep2.endpoint, rep.endpoint) &&
+		   !memcmp(rep2.client_id.b, rep.client_id.b, 16),
+	   "a LOCAL_DISK replica survives (client id, endpoint, disk address)");
+	for (bad = 0, cut = 0; cut < full; cut++) {
+		mc_rbuf_init(&r, w.data, cut);
+		mc_rpc_get_replica(&r, &rep2);
+		bad += r.err == 0;
+	}
+	ok(bad == 0, "every truncation of a LOCAL_DISK replica is detected");
+	ok(!strcmp(mc_rpc_op_name(MC_OP_OFFLOAD_HEARTBEAT), "OffloadObjectHeartbeat") &&
+		   !strcmp(mc_rpc_op_name(MC_OP_EVICT_DISK_REPLICA), "BatchEvictDiskReplica"),
+	   "SSD tier operation names");
+
 	/* Hostile values. */
 	mc_wbuf_reset(&w);
 	mc_wbuf_u32(&w, 1);

@@ -1,0 +1,938 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The SSD tier on the master (reference §6.2): clients' SSD areas ("disk segments"), the
+ * LOCAL_DISK replicas on them, and the tasks that move bytes between memory and SSD.
+ *
+ * The master never touches bytes.  A client that mounted an SSD area polls OFFLOAD_HEARTBEAT;
+ * the answer lists tasks: OFFLOAD (copy an object from your own memory segment to your SSD),
+ * PROMOTE (copy an object from your SSD into this memory replica) and DROP (the master forgot
+ * this SSD copy: delete it).  The client answers OFFLOAD/PROMOTE with NOTIFY_OFFLOAD, which also
+ * carries REGISTER items for objects found on the SSD at start-up.  Before deleting SSD data on
+ * its own (watermark eviction) a client asks with EVICT_DISK_REPLICA and deletes only what the
+ * master released, so no reader is handed a deleted object.
+ *
+ * Invariants: memory of an object being offloaded is never freed before the SSD copy is
+ * acknowledged (eviction skips objects with MC_OBJ_OFFLOADING and only marks them DEMOTE); a
+ * task names its object by key plus the id of the memory replica involved, and is checked again
+ * when handed out and when answered, so removals and re-puts in between are detected and the
+ * client is told to delete what it wrote.  Every task ends in mc_tier_task_done, through an
+ * answer, its deadline, or its disk going away.
+ * Single-threaded: the master's reactor thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "master/master.h"
+#include "segment/alloc.h"
+
+#define MC_TIER_MAX_TASKS 4096	/* per heartbeat answer */
+
+static char *mc_strv_dup(struct mc_strv s)
+{
+	return mc_xstrndup(s.p, s.n);
+}
+
+struct mc_segment *mc_disk_find(struct mc_master *m, const struct mc_uuid *id)
+{
+	uint32_t b;
+
+	for (b = 0; b < m->nclient_buckets; b++) {
+		struct mc_client *c;
+
+		for (c = m->client_buckets[b]; c; c = c->hnext) {
+			struct mc_segment *s;
+
+			for (s = c->segs; s; s = s->cnext)
+				if (s->is_disk && !memcmp(s->id.b, id->b, 16))
+					return s;
+		}
+	}
+	return NULL;
+}
+
+static struct mc_segment *mc_client_disk(struct mc_client *c, const struct mc_uuid *id)
+{
+	struct mc_segment *s;
+
+	for (s = c ? c->segs : NULL; s; s = s->cnext)
+		if (s->is_disk && (id == NULL || !memcmp(s->id.b, id->b, 16)) &&
+		    (id != NULL || s->status == MC_SEG_OK))
+			return s;
+	return NULL;
+}
+
+struct mc_segment *mc_disk_mount(struct mc_master *m, struct mc_client *c,
+				 const struct mc_uuid *id, struct mc_strv name,
+				 struct mc_strv endpoint, uint64_t capacity, int *rc)
+{
+	struct mc_segment *seg = mc_disk_find(m, id);
+	char idbuf[40];
+
+	*rc = 0;
+	if (capacity == 0 || name.n == 0 || endpoint.n == 0 || mc_uuid_is_nil(id)) {
+		*rc = MC_ERR_INVALID_PARAMS;
+		return NULL;
+	}
+	if (seg != NULL) {
+		if (seg->client != c) {
+			*rc = MC_ERR_INVALID_PARAMS;
+			return NULL;
+		}
+		if (seg->status != MC_SEG_OK) {
+			*rc = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+			return NULL;
+		}
+		if (seg->size != capacity) {
+			m->disk_capacity += capacity - seg->size;
+			seg->size = capacity;
+			mc_persist_segment_changed(m, seg);
+		}
+		return seg;
+	}
+	seg = mc_xcalloc(1, sizeof(*seg));
+	seg->is_disk = 1;
+	seg->id = *id;
+	seg->name = mc_strv_dup(name);
+	seg->endpoint = mc_strv_dup(endpoint);
+	seg->protocol = mc_xstrdup("tcp");
+	seg->size = capacity;
+	seg->client = c;
+	seg->status = MC_SEG_OK;
+	seg->cnext = c->segs;
+	c->segs = seg;
+	c->refs++;
+	m->disk_capacity += capacity;
+	mc_persist_segment_changed(m, seg);
+	mc_uuid_format(id, idbuf);
+	mc_log_info("SSD area %s mounted: name %s, %llu bytes, endpoint %s", idbuf, seg->name,
+		    (unsigned long long)capacity, seg->endpoint);
+	return seg;
+}
+
+void mc_disk_replica_attach(struct mc_master *m, struct mc_segment *disk, struct mc_replica *r,
+			    uint64_t addr, uint64_t size)
+{
+	r->type = MC_REPLICA_LOCAL_DISK;
+	r->status = MC_REPLICA_COMPLETE;
+	r->seg = disk;
+	r->disk_addr = addr;
+	r->hits = 0;
+	r->seg_prev = NULL;
+	r->seg_next = disk->reps;
+	if (disk->reps)
+		disk->reps->seg_prev = r;
+	disk->reps = r;
+	disk->nreps++;
+	disk->used += size;
+	m->disk_allocated += size;
+	if (r->id == 0)
+		r->id = m->next_replica_id++;
+}
+
+struct mc_replica *mc_object_disk_replica(struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if ((r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) &&
+		    mc_replica_readable(r))
+			return r;
+	}
+	return NULL;
+}
+
+int mc_object_in_memory(struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r))
+			return 1;
+	}
+	return 0;
+}
+
+static struct mc_replica *mc_object_replica_by_id(struct mc_object *o, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg && r->id == id)
+			return r;
+	}
+	return NULL;
+}
+
+/* A LOCAL_DISK address must lie in the disk window of the data port, [2^62, 2^63). */
+static int mc_disk_addr_ok(uint64_t addr, uint64_t size)
+{
+	return addr >= (1ull << 62) && addr < (1ull << 63) && size <= (1ull << 63) - addr;
+}
+
+/* ---------------------------------------------------------------- tasks */
+
+static struct mc_tier_task *mc_task_new(uint8_t kind, const char *key, size_t len, uint64_t size,
+					uint64_t addr)
+{
+	struct mc_tier_task *t = mc_xcalloc(1, sizeof(*t) + len);
+
+	t->kind = kind;
+	t->key_len = (uint16_t)len;
+	memcpy(t->key, key, len);
+	t->size = size;
+	t->addr = addr;
+	return t;
+}
+
+static void mc_task_push(struct mc_segment *disk, struct mc_tier_task *t)
+{
+	t->next = NULL;
+	if (disk->tasks_tail)
+		disk->tasks_tail->next = t;
+	else
+		disk->tasks = t;
+	disk->tasks_tail = t;
+	disk->ntasks++;
+}
+
+static struct mc_tier_task *mc_task_pop(struct mc_segment *disk)
+{
+	struct mc_tier_task *t = disk->tasks;
+
+	if (t == NULL)
+		return NULL;
+	disk->tasks = t->next;
+	if (disk->tasks == NULL)
+		disk->tasks_tail = NULL;
+	return t;
+}
+
+/* Drop the DEMOTE accounting of a task (the object's bytes are no longer "about to be freed"). */
+static void mc_task_undemote(struct mc_master *m, struct mc_tier_task *t)
+{
+	if (t->demote) {
+		m->demote_pending -= t->size < m->demote_pending ? t->size : m->demote_pending;
+		t->demote = 0;
+	}
+}
+
+/* Eviction had chosen o (DEMOTE) but its SSD copy did not come: evict it the ordinary way,
+ * unless a reader holds it now. */
+static void mc_demote(struct mc_master *m, struct mc_object *o);
+
+static void mc_demote_failed(struct mc_master *m, struct mc_object *o)
+{
+	o->flags &= (uint8_t) ~MC_OBJ_DEMOTE;
+	if (mc_object_disk_replica(o) != NULL && o->fetch_until <= mc_master_now(m)) {
+		mc_demote(m, o);	/* an SSD copy exists after all (registered meanwhile) */
+		return;
+	}
+	if (o->fetch_until > mc_master_now(m) || (o->flags & MC_OBJ_HARD_PIN)) {
+		mc_object_lru_link(&m->objects, o);
+		return;
+	}
+	m->metrics.evicted_key_count++;
+	m->metrics.evicted_size_bytes += o->size;
+	mc_persist_object_gone(m, o);
+	mc_master_object_remove(m, o);
+}
+
+/* Free o's memory replicas: its SSD copy stays the one readers get. */
+static void mc_demote(struct mc_master *m, struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg && r->type == MC_REPLICA_MEMORY)
+			mc_replica_release(m, r);
+	}
+	mc_object_compact(o);
+	mc_object_lru_unlink(&m->objects, o);
+	m->metrics.demoted_key_count++;
+	m->metrics.evicted_key_count++;
+	m->metrics.evicted_size_bytes += o->size;
+	mc_persist_object_changed(m, o);
+}
+
+/* An OFFLOAD task that will not run: the object goes back to normal (evicted if eviction had
+ * chosen it).  Frees t. */
+static void mc_task_cancel(struct mc_master *m, struct mc_tier_task *t)
+{
+	struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+
+	mc_task_undemote(m, t);
+	if (t->kind == MC_TIER_OFFLOAD && o && (o->flags & MC_OBJ_OFFLOADING) &&
+	    o->size == t->size) {
+		o->flags &= (uint8_t) ~MC_OBJ_OFFLOADING;
+		if (o->flags & MC_OBJ_DEMOTE)
+			mc_demote_failed(m, o);
+	}
+	free(t);
+}
+
+/* A task is over: result 0 (success), or a failure code.  Returns the code for the client
+ * (0: keep what you wrote; OBJECT_NOT_FOUND: delete it). */
+static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_tier_task *t,
+			int result, uint64_t disk_addr)
+{
+	struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+	struct mc_replica *r = o ? mc_object_replica_by_id(o, t->replica_id) : NULL;
+	int rc = 0;
+
+	switch (t->kind) {
+	case MC_TIER_OFFLOAD:
+		if (o == NULL || !(o->flags & MC_OBJ_OFFLOADING) || r == NULL ||
+		    r->type != MC_REPLICA_MEMORY || o->size != t->size || o->gen != t->gen) {
+			/* Removed, re-put or its memory unmounted meanwhile. */
+			if (o && (o->flags & MC_OBJ_OFFLOADING) && o->size == t->size)
+				mc_task_cancel(m, t);
+			else
+				mc_task_undemote(m, t), free(t);
+			return MC_ERR_OBJECT_NOT_FOUND;
+		}
+		o->flags &= (uint8_t) ~MC_OBJ_OFFLOADING;
+		if (result == 0 && mc_object_disk_replica(o) != NULL) {
+			/* An SSD copy appeared meanwhile (registered by a restarted owner): keep
+			 * that one; the memory can go as planned. */
+			rc = MC_ERR_OBJECT_NOT_FOUND;
+			if (o->flags & MC_OBJ_DEMOTE) {
+				o->flags &= (uint8_t) ~MC_OBJ_DEMOTE;
+				if (o->fetch_until > mc_master_now(m))
+					mc_object_lru_link(&m->objects, o);
+				else
+					mc_demote(m, o);
+			}
+			break;
+		}
+		if (result != 0 || !mc_disk_addr_ok(disk_addr, o->size) ||
+		    disk->status != MC_SEG_OK) {
+			m->metrics.offload_failures++;
+			if (o->flags & MC_OBJ_DEMOTE)
+				mc_demote_failed(m, o);
+			rc = result ? 0 : MC_ERR_OBJECT_NOT_FOUND;
+			break;
+		}
+		r = mc_object_add_replica(o);
+		if (r == NULL) {
+			if (o->flags & MC_OBJ_DEMOTE)
+				mc_demote_failed(m, o);
+			rc = MC_ERR_OBJECT_NOT_FOUND;
+			break;
+		}
+		mc_disk_replica_attach(m, disk, r, disk_addr, o->size);
+		m->metrics.offloaded_key_count++;
+		m->metrics.offloaded_bytes += o->size;
+		if (o->flags & MC_OBJ_DEMOTE) {
+			o->flags &= (uint8_t) ~MC_OBJ_DEMOTE;
+			if (o->fetch_until > mc_master_now(m)) {
+				/* A reader may be copying the memory: keep it; the next eviction
+				 * frees it (it has an SSD copy now). */
+				mc_object_lru_link(&m->objects, o);
+				mc_persist_object_changed(m, o);
+			} else {
+				mc_demote(m, o);
+			}
+		} else {
+			mc_persist_object_changed(m, o);
+		}
+		break;
+	case MC_TIER_PROMOTE:
+		if (o == NULL || !(o->flags & MC_OBJ_PROMOTING) || r == NULL ||
+		    r->status != MC_REPLICA_PROCESSING) {
+			rc = MC_ERR_OBJECT_NOT_FOUND;
+			break;
+		}
+		o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
+		if (result != 0) {
+			m->metrics.promotion_failed++;
+			/* The owner stopped writing (it answered): free at once. */
+			mc_replica_release(m, r);
+			mc_object_compact(o);
+			mc_persist_object_changed(m, o);
+			break;
+		}
+		r->status = MC_REPLICA_COMPLETE;
+		m->metrics.promotion_completed++;
+		m->metrics.promotion_completed_bytes += o->size;
+		mc_object_lru_link(&m->objects, o);
+		mc_persist_object_changed(m, o);
+		break;
+	default:
+		break;
+	}
+	mc_task_undemote(m, t);
+	free(t);
+	return rc;
+}
+
+/* A promotion that will get no answer (deadline, disk gone): the owner may still be writing
+ * into the memory replica, so its bytes are parked like a preempted put's. */
+static void mc_task_abandon(struct mc_master *m, struct mc_segment *disk, struct mc_tier_task *t)
+{
+	if (t->kind == MC_TIER_PROMOTE) {
+		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+		struct mc_replica *r = o ? mc_object_replica_by_id(o, t->replica_id) : NULL;
+
+		if (o && (o->flags & MC_OBJ_PROMOTING) && r && r->status == MC_REPLICA_PROCESSING) {
+			int64_t now = mc_master_now(m);
+
+			o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
+			m->metrics.promotion_failed++;
+			mc_replica_discard(m, r, now + m->cfg.put_start_release_timeout_sec * 1000);
+			mc_object_compact(o);
+			if (o->nrep == 0) {
+				mc_persist_object_gone(m, o);
+				mc_object_erase(&m->objects, o);
+			} else {
+				mc_persist_object_changed(m, o);
+			}
+		}
+		mc_task_undemote(m, t);
+		free(t);
+		return;
+	}
+	mc_task_done(m, disk, t, MC_ERR_TRANSFER_FAIL, 0);
+}
+
+int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
+{
+	struct mc_segment *disk = NULL;
+	struct mc_tier_task *t;
+	uint32_t i;
+
+	if (o->flags & MC_OBJ_OFFLOADING) {
+		struct mc_segment *s;
+
+		if (!demote || (o->flags & MC_OBJ_DEMOTE))
+			return 0;
+		/* Already queued for a background offload: free the memory when it is done. */
+		for (i = 0; i < o->nrep && disk == NULL; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
+
+			if (r->seg && r->type == MC_REPLICA_MEMORY)
+				disk = mc_client_disk(r->seg->client, NULL);
+		}
+		for (s = disk; s; s = NULL) {
+			struct mc_tier_task *lists[2] = { s->tasks, s->inflight };
+			int l;
+
+			for (l = 0; l < 2; l++)
+				for (t = lists[l]; t; t = t->next)
+					if (t->kind == MC_TIER_OFFLOAD && t->key_len == o->key_len &&
+					    !memcmp(t->key, o->key, o->key_len) && !t->demote) {
+						t->demote = 1;
+						m->demote_pending += t->size;
+					}
+		}
+		o->flags |= MC_OBJ_DEMOTE;
+		return 0;
+	}
+	if (mc_object_disk_replica(o) != NULL || (o->flags & MC_OBJ_PROMOTING))
+		return -1;
+	for (i = 0; i < o->nrep && disk == NULL; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r))
+			disk = mc_client_disk(r->seg->client, NULL);
+	}
+	if (disk == NULL || disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit ||
+	    o->size > disk->size)
+		return -1;
+	t = mc_task_new(MC_TIER_OFFLOAD, o->key, o->key_len, o->size, 0);
+	if (demote) {
+		t->demote = 1;
+		m->demote_pending += o->size;
+		o->flags |= MC_OBJ_DEMOTE;
+	}
+	o->flags |= MC_OBJ_OFFLOADING;
+	mc_task_push(disk, t);
+	return 0;
+}
+
+void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r)
+{
+	struct mc_segment *disk = r->seg;
+
+	(void)m;
+	if (disk->status != MC_SEG_OK || disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit * 2)
+		return;	/* a dying client forgets everything; a flooded one scans at restart */
+	mc_task_push(disk, mc_task_new(MC_TIER_DROP, r->obj->key, r->obj->key_len, r->obj->size,
+				       r->disk_addr));
+}
+
+void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
+{
+	struct mc_segment *dseg = disk->seg, *mseg;
+	struct mc_rpc_config cfg;
+	struct mc_replica *r;
+	struct mc_tier_task *t;
+
+	m->metrics.file_cache_hit_nums++;
+	if (!m->cfg.promotion_on_hit || disk->type != MC_REPLICA_LOCAL_DISK)
+		return;
+	if (disk->hits < 255)
+		disk->hits++;
+	if (disk->hits < m->cfg.promotion_admission_threshold ||
+	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_OFFLOADING)) ||
+	    dseg->ntasks >= (uint64_t)m->cfg.offloading_queue_limit)
+		return;
+	r = mc_object_add_replica(o);	/* may move disk: not used below */
+	if (r == NULL)
+		return;
+	mc_rpc_config_default(&cfg);
+	if (mc_replica_alloc(m, r, o->size, &cfg, NULL, 0) != 0) {
+		/* Memory is full: no promotion (it never evicts for one, so hot SSD reads cannot
+		 * push out what memory holds); the object stays readable from SSD and the next
+		 * read tries again. */
+		memset(r, 0, sizeof(*r));
+		o->nrep--;
+		m->metrics.promotion_rejected++;
+		return;
+	}
+	m->metrics.promotion_admitted++;
+	r->type = MC_REPLICA_MEMORY;
+	r->status = MC_REPLICA_PROCESSING;
+	mseg = r->seg;
+	(void)mseg;
+	o->flags |= MC_OBJ_PROMOTING;
+	t = mc_task_new(MC_TIER_PROMOTE, o->key, o->key_len, o->size, 0);
+	t->replica_id = r->id;
+	mc_task_push(dseg, t);
+	mc_persist_object_changed(m, o);
+}
+
+void mc_tier_expire(struct mc_master *m, int64_t now)
+{
+	uint32_t b;
+
+	for (b = 0; b < m->nclient_buckets; b++) {
+		struct mc_client *c;
+
+		for (c = m->client_buckets[b]; c; c = c->hnext) {
+			struct mc_segment *s;
+
+			for (s = c->segs; s; s = s->cnext) {
+				struct mc_tier_task **pp = &s->inflight, *t;
+
+				if (!s->is_disk)
+					continue;
+				while ((t = *pp) != NULL) {
+					if (t->deadline > now) {
+						pp = &t->next;
+						continue;
+					}
+					*pp = t->next;
+					s->ntasks--;
+					mc_log_warn("%s task for %.*s on SSD area of %s timed out",
+						    t->kind == MC_TIER_OFFLOAD ? "offload" : "promotion",
+						    (int)(t->key_len > 128 ? 128 : t->key_len), t->key,
+						    s->name);
+					mc_task_abandon(m, s, t);
+				}
+			}
+		}
+	}
+}
+
+void mc_tier_disk_gone(struct mc_master *m, struct mc_segment *disk)
+{
+	struct mc_tier_task *t;
+
+	while ((t = mc_task_pop(disk)) != NULL) {
+		disk->ntasks--;
+		if (t->kind == MC_TIER_DROP) {
+			free(t);
+			continue;
+		}
+		/* Never handed out: nobody writes anything for it. */
+		if (t->kind == MC_TIER_PROMOTE) {
+			struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+			struct mc_replica *r = o ? mc_object_replica_by_id(o, t->replica_id) : NULL;
+
+			if (o && r && r->status == MC_REPLICA_PROCESSING) {
+				o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
+				mc_replica_release(m, r);
+				mc_object_compact(o);
+				if (o->nrep == 0) {
+					mc_persist_object_gone(m, o);
+					mc_object_erase(&m->objects, o);
+				} else {
+					mc_persist_object_changed(m, o);
+				}
+			}
+			mc_task_undemote(m, t);
+			free(t);
+			continue;
+		}
+		mc_task_cancel(m, t);
+	}
+	while ((t = disk->inflight) != NULL) {
+		disk->inflight = t->next;
+		disk->ntasks--;
+		mc_task_abandon(m, disk, t);
+	}
+	m->disk_capacity -= disk->size < m->disk_capacity ? disk->size : m->disk_capacity;
+}
+
+/* ---------------------------------------------------------------- RPC operations */
+
+static int mc_body_done(struct mc_rbuf *r)
+{
+	return r->err == 0 && r->left == 0;
+}
+
+int mc_op_mount_local_disk(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			   int64_t now, const char *peer)
+{
+	struct mc_uuid cid, did;
+	struct mc_strv name, endpoint;
+	struct mc_client *c;
+	uint64_t cap;
+	int rc;
+
+	(void)out;
+	mc_rpc_get_uuid(r, &cid);
+	mc_rpc_get_uuid(r, &did);
+	name = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	endpoint = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	cap = mc_rbuf_u64(r);
+	if (!mc_body_done(r))
+		return MC_ERR_INVALID_PARAMS;
+	c = mc_client_get(m, &cid);
+	c->last_ping = now;
+	mc_disk_mount(m, c, &did, name, endpoint, cap, &rc);
+	if (rc)
+		mc_log_warn("MountLocalDiskSegment from %s refused: %d", peer, rc);
+	return rc;
+}
+
+/* The memory replica of o on one of c's segments that an offload reads, or NULL. */
+static struct mc_replica *mc_offload_source(struct mc_object *o, struct mc_client *c)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r) && r->seg->client == c)
+			return r;
+	}
+	return NULL;
+}
+
+int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			    int64_t now, const char *peer)
+{
+	struct mc_uuid cid, did;
+	struct mc_client *c;
+	struct mc_segment *disk;
+	struct mc_tier_task *t;
+	uint32_t max, n = 0;
+	size_t at;
+
+	(void)peer;
+	mc_rpc_get_uuid(r, &cid);
+	mc_rpc_get_uuid(r, &did);
+	max = mc_rbuf_u32(r);
+	(void)mc_rbuf_u64(r);	/* used bytes as the client counts them (informational) */
+	if (!mc_body_done(r))
+		return MC_ERR_INVALID_PARAMS;
+	c = mc_client_find(m, &cid);
+	disk = mc_client_disk(c, &did);
+	if (disk == NULL || disk->status != MC_SEG_OK)
+		return MC_ERR_SEGMENT_NOT_FOUND;
+	c->last_ping = now;
+	if (max > MC_TIER_MAX_TASKS)
+		max = MC_TIER_MAX_TASKS;
+	at = out->len;
+	mc_wbuf_u32(out, 0);
+	while (n < max && (t = mc_task_pop(disk)) != NULL) {
+		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+		struct mc_replica *src = NULL, *dst = NULL, *dr = NULL;
+
+		if (t->kind == MC_TIER_DROP) {
+			disk->ntasks--;
+			mc_wbuf_u8(out, t->kind);
+			mc_wbuf_str(out, t->key, t->key_len);
+			mc_wbuf_u64(out, t->size);
+			mc_wbuf_u64(out, t->addr);
+			mc_wbuf_str(out, "", 0);
+			mc_wbuf_u64(out, 0);
+			mc_wbuf_u64(out, 0);
+			n++;
+			free(t);
+			continue;
+		}
+		if (t->kind == MC_TIER_OFFLOAD && o && (o->flags & MC_OBJ_OFFLOADING) &&
+		    o->size == t->size)
+			src = mc_offload_source(o, c);
+		if (t->kind == MC_TIER_PROMOTE && o && (o->flags & MC_OBJ_PROMOTING)) {
+			dst = mc_object_replica_by_id(o, t->replica_id);
+			dr = mc_object_disk_replica(o);
+			if (dr && dr->seg != disk)
+				dr = NULL;
+		}
+		if (src == NULL && (dst == NULL || dr == NULL)) {
+			/* The object changed while the task waited. */
+			disk->ntasks--;
+			if (t->kind == MC_TIER_PROMOTE)
+				mc_task_abandon(m, disk, t);
+			else
+				mc_task_cancel(m, t);
+			continue;
+		}
+		mc_wbuf_u8(out, t->kind);
+		mc_wbuf_str(out, t->key, t->key_len);
+		mc_wbuf_u64(out, t->size);
+		t->gen = o->gen;
+		if (src) {
+			t->replica_id = src->id;
+			mc_wbuf_u64(out, src->seg->base + mc_alloc_block_offset(src->blk));
+			mc_wbuf_str(out, "", 0);
+			mc_wbuf_u64(out, 0);
+		} else {
+			mc_wbuf_u64(out, dr->disk_addr);
+			mc_wbuf_cstr(out, dst->seg->endpoint);
+			mc_wbuf_u64(out, dst->seg->base + mc_alloc_block_offset(dst->blk));
+		}
+		mc_wbuf_u64(out, o->gen);
+		t->deadline = now + m->cfg.offload_task_timeout_sec * 1000;
+		t->next = disk->inflight;
+		disk->inflight = t;
+		n++;
+	}
+	mc_wbuf_patch_u32(out, at, n);
+	return 0;
+}
+
+/* Take the in-flight task of kind for key off disk's list, or NULL. */
+static struct mc_tier_task *mc_inflight_take(struct mc_segment *disk, uint8_t kind,
+					     struct mc_strv key)
+{
+	struct mc_tier_task **pp, *t;
+
+	for (pp = &disk->inflight; (t = *pp) != NULL; pp = &t->next)
+		if (t->kind == kind && t->key_len == key.n && !memcmp(t->key, key.p, key.n)) {
+			*pp = t->next;
+			disk->ntasks--;
+			return t;
+		}
+	return NULL;
+}
+
+/* Replace the SSD copies of o (all older, adopted ones) by nothing: their owners delete them. */
+static void mc_register_drop_older(struct mc_master *m, struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg)
+			mc_replica_release(m, r);	/* queues a DROP for the owner */
+	}
+	mc_object_compact(o);
+}
+
+/* An object found on the SSD when its client started, holding the bytes of generation gen.
+ * Taken only if those are the bytes the master knows for the key (ghosts.c). */
+static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_segment *disk,
+			   struct mc_strv key, uint64_t size, uint64_t addr, uint64_t gen,
+			   int64_t now)
+{
+	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
+	struct mc_replica *r;
+	uint32_t i;
+
+	if (o != NULL && o->gen != gen) {
+		/* Two adopted copies of a key written before this master: the newer wins, if
+		 * nothing but SSD copies exist yet. */
+		if (!(m->adopt_open && gen < m->gen_epoch && o->gen < gen) ||
+		    mc_object_in_memory(o) || (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_OFFLOADING)) ||
+		    o->fetch_until > now)
+			return MC_ERR_OBJECT_ALREADY_EXISTS;
+		for (i = 0; i < o->nrep; i++)
+			if (mc_object_replica(o, i)->status != MC_REPLICA_COMPLETE)
+				return MC_ERR_OBJECT_ALREADY_EXISTS;
+		mc_register_drop_older(m, o);
+		o->gen = gen;
+		o->size = size;
+	} else if (o == NULL && mc_ghost_check(m, key.p, key.n, gen) != 0) {
+		return MC_ERR_OBJECT_NOT_FOUND;	/* removed or replaced while it was away */
+	}
+	if (gen >= m->next_gen)
+		m->next_gen = gen + 1;
+	if (o == NULL) {
+		o = mc_object_insert(&m->objects, key.p, key.n, 0);
+		o->size = size;
+		o->gen = gen;
+		o->put_start = now;
+		o->lease_until = now;
+		o->writer = c;
+		mc_object_lru_unlink(&m->objects, o);
+		r = mc_object_add_replica(o);
+		mc_disk_replica_attach(m, disk, r, addr, size);
+		mc_persist_object_changed(m, o);
+		return 0;
+	}
+	if (o->size != size)
+		return MC_ERR_OBJECT_ALREADY_EXISTS;
+	for (i = 0; i < o->nrep; i++) {
+		r = mc_object_replica(o, i);
+		if (r->seg == disk) {
+			r->disk_addr = addr;
+			mc_persist_object_changed(m, o);
+			return 0;
+		}
+		if (r->seg && r->status != MC_REPLICA_COMPLETE)
+			return MC_ERR_OBJECT_ALREADY_EXISTS;	/* being written */
+	}
+	/* Another SSD copy (an earlier process of this client, not yet declared dead, or
+	 * another client) does not stop ours: readers fall back from one to the next. */
+	if (o->flags & MC_OBJ_PROMOTING)
+		return MC_ERR_OBJECT_ALREADY_EXISTS;
+	r = mc_object_add_replica(o);
+	if (r == NULL)
+		return MC_ERR_OBJECT_ALREADY_EXISTS;
+	mc_disk_replica_attach(m, disk, r, addr, size);
+	mc_persist_object_changed(m, o);
+	return 0;
+}
+
+int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			 int64_t now, const char *peer)
+{
+	struct mc_uuid cid, did;
+	struct mc_client *c;
+	struct mc_segment *disk;
+	struct {
+		uint8_t kind;
+		struct mc_strv key;
+		uint64_t size, addr, gen;
+		int32_t result;
+	} *items;
+	uint32_t n, i;
+
+	mc_rpc_get_uuid(r, &cid);
+	mc_rpc_get_uuid(r, &did);
+	n = mc_rbuf_count(r, MC_RPC_MAX_BATCH, 33);
+	if (r->err)
+		return MC_ERR_INVALID_PARAMS;
+	items = mc_xcalloc(n ? n : 1, sizeof(*items));
+	for (i = 0; i < n; i++) {
+		items[i].kind = mc_rbuf_u8(r);
+		items[i].key = mc_rpc_get_strv(r, MC_RPC_MAX_KEY);
+		items[i].size = mc_rbuf_u64(r);
+		items[i].addr = mc_rbuf_u64(r);
+		items[i].result = (int32_t)mc_rbuf_u32(r);
+		items[i].gen = mc_rbuf_u64(r);
+	}
+	if (!mc_body_done(r)) {
+		free(items);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	c = mc_client_find(m, &cid);
+	disk = mc_client_disk(c, &did);
+	if (disk == NULL || disk->status != MC_SEG_OK) {
+		free(items);
+		return MC_ERR_SEGMENT_NOT_FOUND;
+	}
+	mc_wbuf_u32(out, n);
+	for (i = 0; i < n; i++) {
+		struct mc_tier_task *t;
+		int rc;
+
+		if (items[i].key.n == 0 || items[i].size == 0) {
+			rc = MC_ERR_INVALID_PARAMS;
+		} else if (items[i].kind == MC_TIER_REGISTER) {
+			rc = mc_disk_addr_ok(items[i].addr, items[i].size)
+				     ? mc_register_one(m, c, disk, items[i].key, items[i].size,
+						       items[i].addr, items[i].gen, now)
+				     : MC_ERR_INVALID_PARAMS;
+		} else if (items[i].kind == MC_TIER_OFFLOAD || items[i].kind == MC_TIER_PROMOTE) {
+			t = mc_inflight_take(disk, items[i].kind, items[i].key);
+			rc = t ? mc_task_done(m, disk, t, items[i].result, items[i].addr)
+			       : MC_ERR_OBJECT_NOT_FOUND;
+		} else {
+			rc = MC_ERR_INVALID_PARAMS;
+		}
+		if (rc == MC_ERR_INVALID_PARAMS)
+			mc_log_warn("NotifyOffload item %u from %s refused", i, peer);
+		mc_wbuf_i32(out, rc);
+	}
+	free(items);
+	return 0;
+}
+
+int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
+			     int64_t now, const char *peer)
+{
+	struct mc_uuid cid, did;
+	struct mc_client *c;
+	struct mc_segment *disk;
+	struct mc_strv *keys = NULL;
+	uint32_t n, i;
+
+	(void)peer;
+	mc_rpc_get_uuid(r, &cid);
+	mc_rpc_get_uuid(r, &did);
+	n = mc_rbuf_count(r, MC_RPC_MAX_BATCH, 4);
+	if (r->err == 0 && n) {
+		keys = mc_xcalloc(n, sizeof(*keys));
+		for (i = 0; i < n; i++)
+			keys[i] = mc_rpc_get_strv(r, MC_RPC_MAX_KEY);
+	}
+	if (!mc_body_done(r)) {
+		free(keys);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	c = mc_client_find(m, &cid);
+	disk = mc_client_disk(c, &did);
+	if (disk == NULL) {
+		free(keys);
+		return MC_ERR_SEGMENT_NOT_FOUND;
+	}
+	mc_wbuf_u32(out, n);
+	for (i = 0; i < n; i++) {
+		struct mc_object *o = mc_object_find(&m->objects, keys[i].p, keys[i].n);
+		struct mc_replica *dr = NULL;
+		uint32_t j;
+		int rc = 0;
+
+		for (j = 0; o && j < o->nrep; j++)
+			if (mc_object_replica(o, j)->seg == disk)
+				dr = mc_object_replica(o, j);
+		if (dr == NULL) {
+			rc = MC_ERR_OBJECT_NOT_FOUND;
+		} else if (o->fetch_until > now || (o->flags & MC_OBJ_PROMOTING)) {
+			rc = MC_ERR_OBJECT_HAS_LEASE;	/* a reader may be using it */
+		} else {
+			m->quiet_disk_release = 1;
+			mc_replica_release(m, dr);
+			m->quiet_disk_release = 0;
+			mc_object_compact(o);
+			m->metrics.disk_evicted_key_count++;
+			m->metrics.disk_evicted_bytes += o->size;
+			if (o->nrep == 0) {
+				mc_persist_object_gone(m, o);
+				mc_object_erase(&m->objects, o);
+			} else {
+				mc_persist_object_changed(m, o);
+			}
+		}
+		mc_wbuf_i32(out, rc);
+	}
+	free(keys);
+	return 0;
+}

@@ -1,0 +1,1165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The SSD area of a store client (format and contract in ssd_store.h).
+ *
+ * The index maps keys and address slots to objects (two chained hash tables) and keeps the
+ * objects on an LRU list (reads through the data server and writes move an object to the
+ * most-recently-used end).  The mutex guards the index only: writes build the file as
+ * "<seq>.tmp" without it and publish with rename + insert under it; a reader opens the file
+ * under it, so a concurrent delete at worst leaves the reader an open, unlinked file.  In a
+ * single-file area (see its section) a record is written into an extent taken under the lock
+ * and readers get a duplicate of the area's descriptor: like memory, a deleted object's extent
+ * may be reused, so deletions rely on the master's leases (as memory replicas do).
+ * Called from the store's SSD worker thread and (open_range) from the data server's file-read
+ * workers.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "ssd/ssd_store.h"
+#include "transfer/memreg.h"
+
+#define MC_SSD_MAGIC 0x4453434Du
+#define MC_SSD_VERSION 3
+#define MC_SSD_HDR 64
+#define MC_SSD_ALIGN 4096
+#define MC_SSD_SLOT_SHIFT 36
+#define MC_SSD_SCAN_BUF (1u << 20)
+
+struct mc_ssd_ext {
+	uint64_t off, len;
+};
+
+struct mc_ssd_obj {
+	struct mc_ssd_obj *knext, *snext;
+	struct mc_ssd_obj *lru_prev, *lru_next;
+	uint64_t seq, slot, size, foot, gen;
+	uint32_t khash;
+	uint32_t vcrc;			/* checksum of the value, from the header */
+	uint64_t off;			/* single-file area: where its record starts */
+	int verified;			/* value checked against vcrc (or written by us) */
+	size_t key_len;
+	char key[];
+};
+
+struct mc_ssd {
+	pthread_mutex_t mu;
+	char *dir;
+	uint64_t limit, used;
+	uint64_t next_seq, next_slot;
+	struct mc_ssd_obj **kb, **sb;	/* buckets by key hash, by slot */
+	size_t nb, count;
+	struct mc_ssd_obj lru;		/* sentinel: lru.lru_next is the least recently used */
+	size_t discarded;
+	int dir_dirty;			/* renames since the last mc_ssd_sync */
+	/* Single-file area (dir names a preallocated file): its descriptor, size, free extents
+	 * (sorted by offset, adjacent ones merged). */
+	int single;
+	int afd;
+	uint64_t asize;
+	struct mc_ssd_ext *free_ext;
+	size_t nfree, capfree;
+	uint64_t dir_syncs;
+};
+
+/* ---------------------------------------------------------------- CRC-32C */
+
+static uint32_t mc_crc_table[8][256];
+static pthread_once_t mc_crc_once = PTHREAD_ONCE_INIT;
+static int mc_crc_hw;
+
+static void mc_crc_init(void)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (j = 0; j < 8; j++)
+			c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+		mc_crc_table[0][i] = c;
+	}
+	for (i = 0; i < 256; i++)
+		for (j = 1; j < 8; j++)
+			mc_crc_table[j][i] = (mc_crc_table[j - 1][i] >> 8) ^
+					     mc_crc_table[0][mc_crc_table[j - 1][i] & 0xff];
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	mc_crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t mc_crc_sse42(uint32_t crc, const uint8_t *p,
+								 size_t len)
+{
+	uint64_t c = crc;
+
+	while (len && ((uintptr_t)p & 7)) {
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+		len--;
+	}
+	while (len >= 8) {
+		uint64_t v;
+
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	return (uint32_t)c;
+}
+#endif
+
+uint32_t mc_crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint32_t c = ~crc;
+
+	pthread_once(&mc_crc_once, mc_crc_init);
+#if defined(__x86_64__)
+	if (mc_crc_hw)
+		return ~mc_crc_sse42(c, p, len);
+#endif
+	while (len >= 8) {
+		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				   (uint32_t)p[3] << 24);
+
+		c = mc_crc_table[7][lo & 0xff] ^ mc_crc_table[6][(lo >> 8) & 0xff] ^
+		    mc_crc_table[5][(lo >> 16) & 0xff] ^ mc_crc_table[4][lo >> 24] ^
+		    mc_crc_table[3][p[4]] ^ mc_crc_table[2][p[5]] ^ mc_crc_table[1][p[6]] ^
+		    mc_crc_table[0][p[7]];
+		p += 8;
+		len -= 8;
+	}
+	while (len--)
+		c = (c >> 8) ^ mc_crc_table[0][(c ^ *p++) & 0xff];
+	return ~c;
+}
+
+/* ---------------------------------------------------------------- index */
+
+static uint32_t mc_ssd_hash(const char *key, size_t len)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (uint8_t)key[i]) * 16777619u;
+	return h;
+}
+
+static size_t mc_slot_bucket(const struct mc_ssd *s, uint64_t slot)
+{
+	return (size_t)((slot * 0x9E3779B97F4A7C15ull) >> 32) & (s->nb - 1);
+}
+
+static void mc_ssd_link(struct mc_ssd *s, struct mc_ssd_obj *o)
+{
+	size_t kb = o->khash & (s->nb - 1), sb = mc_slot_bucket(s, o->slot);
+
+	o->knext = s->kb[kb];
+	s->kb[kb] = o;
+	o->snext = s->sb[sb];
+	s->sb[sb] = o;
+	o->lru_prev = s->lru.lru_prev;
+	o->lru_next = &s->lru;
+	s->lru.lru_prev->lru_next = o;
+	s->lru.lru_prev = o;
+	s->count++;
+	s->used += o->foot;
+}
+
+static int mc_ssd_grow(struct mc_ssd *s)
+{
+	size_t nb = s->nb * 2, i;
+	struct mc_ssd_obj **kb = calloc(nb, sizeof(*kb)), **sb = calloc(nb, sizeof(*sb));
+	struct mc_ssd_obj *o;
+
+	if (kb == NULL || sb == NULL) {
+		free(kb);
+		free(sb);
+		return -ENOMEM;
+	}
+	for (o = s->lru.lru_next; o != &s->lru; o = o->lru_next) {
+		i = o->khash & (nb - 1);
+		o->knext = kb[i];
+		kb[i] = o;
+		i = (size_t)((o->slot * 0x9E3779B97F4A7C15ull) >> 32) & (nb - 1);
+		o->snext = sb[i];
+		sb[i] = o;
+	}
+	free(s->kb);
+	free(s->sb);
+	s->kb = kb;
+	s->sb = sb;
+	s->nb = nb;
+	return 0;
+}
+
+static void mc_ssd_unlink(struct mc_ssd *s, struct mc_ssd_obj *o)
+{
+	struct mc_ssd_obj **pp;
+
+	for (pp = &s->kb[o->khash & (s->nb - 1)]; *pp != o; pp = &(*pp)->knext)
+		;
+	*pp = o->knext;
+	for (pp = &s->sb[mc_slot_bucket(s, o->slot)]; *pp != o; pp = &(*pp)->snext)
+		;
+	*pp = o->snext;
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	s->count--;
+	s->used -= o->foot;
+}
+
+static struct mc_ssd_obj *mc_ssd_find_key(struct mc_ssd *s, const char *key, size_t len)
+{
+	uint32_t h = mc_ssd_hash(key, len);
+	struct mc_ssd_obj *o;
+
+	for (o = s->kb[h & (s->nb - 1)]; o; o = o->knext)
+		if (o->khash == h && o->key_len == len && !memcmp(o->key, key, len))
+			return o;
+	return NULL;
+}
+
+static struct mc_ssd_obj *mc_ssd_find_slot(struct mc_ssd *s, uint64_t slot)
+{
+	struct mc_ssd_obj *o;
+
+	for (o = s->sb[mc_slot_bucket(s, slot)]; o; o = o->snext)
+		if (o->slot == slot)
+			return o;
+	return NULL;
+}
+
+static uint64_t mc_ssd_addr(const struct mc_ssd_obj *o)
+{
+	return MC_DISK_SPACE_BASE + (o->slot << MC_SSD_SLOT_SHIFT);
+}
+
+static void mc_ssd_path(const struct mc_ssd *s, uint64_t seq, const char *ext, char *out,
+			size_t n)
+{
+	snprintf(out, n, "%s/%016" PRIx64 ".%s", s->dir, seq, ext);
+}
+
+static void mc_sa_release(struct mc_ssd *s, uint64_t off, uint64_t len);
+
+/* Delete the bytes of o (already unlinked from the index): its file, or its extent. */
+static void mc_ssd_drop_data(struct mc_ssd *s, const struct mc_ssd_obj *o)
+{
+	char path[4200];
+
+	if (s->single) {
+		mc_sa_release(s, o->off, o->foot);
+		return;
+	}
+	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
+	unlink(path);
+}
+
+/* Under the lock: a new descriptor to read o's record, and where the record starts in it.
+ * -errno if its file cannot be opened. */
+static int mc_ssd_open_data(struct mc_ssd *s, const struct mc_ssd_obj *o, uint64_t *base)
+{
+	char path[4200];
+	int fd;
+
+	if (s->single) {
+		fd = fcntl(s->afd, F_DUPFD_CLOEXEC, 0);
+		*base = o->off;
+	} else {
+		mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		*base = 0;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static uint64_t mc_data_off(size_t key_len)
+{
+	return (MC_SSD_HDR + key_len + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
+}
+
+uint64_t mc_ssd_footprint(size_t key_len, uint64_t size)
+{
+	return mc_data_off(key_len) + size;
+}
+
+static struct mc_ssd_obj *mc_ssd_obj_new(const char *key, size_t len, uint64_t seq, uint64_t size)
+{
+	struct mc_ssd_obj *o = calloc(1, sizeof(*o) + len + 1);
+
+	if (o == NULL)
+		return NULL;
+	memcpy(o->key, key, len);
+	o->key_len = len;
+	o->khash = mc_ssd_hash(key, len);
+	o->seq = seq;
+	o->size = size;
+	o->foot = mc_ssd_footprint(len, size);
+	return o;
+}
+
+/* Under the lock: add o (a new slot); drop an older object of the same key (and its file). */
+static int mc_ssd_insert(struct mc_ssd *s, struct mc_ssd_obj *o, struct mc_ssd_obj **old)
+{
+	struct mc_ssd_obj *prev = mc_ssd_find_key(s, o->key, o->key_len);
+
+	*old = NULL;
+	if (prev && prev->seq > o->seq)
+		return -EEXIST;
+	if (prev) {
+		mc_ssd_unlink(s, prev);
+		*old = prev;
+	}
+	if (s->count + 1 > s->nb)
+		mc_ssd_grow(s);
+	o->slot = s->next_slot++;
+	mc_ssd_link(s, o);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- files */
+
+static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, size_t key_len,
+			  uint64_t gen)
+{
+	memset(hdr, 0, MC_SSD_HDR);
+	mc_put_le32(hdr, MC_SSD_MAGIC);
+	mc_put_le32(hdr + 4, MC_SSD_VERSION);
+	mc_put_le64(hdr + 8, seq);
+	mc_put_le64(hdr + 16, size);
+	mc_put_le32(hdr + 24, (uint32_t)key_len);
+	mc_put_le64(hdr + 32, gen);
+}
+
+static int mc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+static int mc_pread_all(int fd, void *buf, size_t len, off_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t r = pread(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EIO;
+		p += r;
+		len -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
+/* Check a record's header and key at off of fd (not its value: mc_ssd_verify); want_len: the
+ * exact record length the header must give (a file's size), or 0.  Returns a new object (not
+ * linked, not verified) or NULL with why set. */
+static struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
+					      const char **why)
+{
+	uint8_t hdr[MC_SSD_HDR];
+	char key[MC_SSD_MAX_KEY];
+	uint64_t seq, size, gen;
+	uint32_t key_len, crc, want, vcrc, i;
+	struct mc_ssd_obj *o;
+
+	if (mc_pread_all(fd, hdr, MC_SSD_HDR, (off_t)off) != 0) {
+		*why = "short header";
+		return NULL;
+	}
+	seq = mc_get_le64(hdr + 8);
+	size = mc_get_le64(hdr + 16);
+	key_len = mc_get_le32(hdr + 24);
+	want = mc_get_le32(hdr + 28);
+	gen = mc_get_le64(hdr + 32);
+	vcrc = mc_get_le32(hdr + 40);
+	if (mc_get_le32(hdr) != MC_SSD_MAGIC || mc_get_le32(hdr + 4) != MC_SSD_VERSION) {
+		*why = "bad magic or version";
+		return NULL;
+	}
+	for (i = 44; i < MC_SSD_HDR; i++)
+		if (hdr[i]) {
+			*why = "bad header padding";
+			return NULL;
+		}
+	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT ||
+	    (want_len && want_len != mc_data_off(key_len) + size)) {
+		*why = "sizes do not match the file (torn write?)";
+		return NULL;
+	}
+	if (mc_pread_all(fd, key, key_len, (off_t)off + MC_SSD_HDR) != 0) {
+		*why = "unreadable key";
+		return NULL;
+	}
+	memset(hdr + 28, 0, 4);
+	crc = mc_crc32c(0, hdr, MC_SSD_HDR);
+	crc = mc_crc32c(crc, key, key_len);
+	if (crc != want) {
+		*why = "header checksum mismatch";
+		return NULL;
+	}
+	o = mc_ssd_obj_new(key, key_len, seq, size);
+	if (o) {
+		o->gen = gen;
+		o->vcrc = vcrc;
+	}
+	return o;
+}
+
+static int mc_ssd_scan(struct mc_ssd *s)
+{
+	DIR *d = opendir(s->dir);
+	struct dirent *de;
+	size_t kept = 0;
+
+	if (d == NULL)
+		return -errno;
+	while ((de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name);
+		char path[4200];
+		struct mc_ssd_obj *o, *old;
+		const char *why = NULL;
+		int fd;
+
+		if (nl != 20 || de->d_name[16] != '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", s->dir, de->d_name);
+		if (!strcmp(de->d_name + 17, "tmp")) {
+			mc_log_info("SSD area %s: removing unfinished write %s", s->dir, de->d_name);
+			unlink(path);
+			continue;
+		}
+		if (strcmp(de->d_name + 17, "mco"))
+			continue;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		{
+			struct stat sb;
+
+			o = fstat(fd, &sb) == 0 && sb.st_size > 0
+				    ? mc_ssd_check_record(fd, 0, (uint64_t)sb.st_size, &why)
+				    : (why = "empty file", NULL);
+		}
+		close(fd);
+		if (o != NULL && strtoull(de->d_name, NULL, 16) != o->seq) {
+			why = "name does not match its sequence number";
+			free(o);
+			o = NULL;
+		}
+		if (o == NULL) {
+			mc_log_warn("SSD area %s: %s is corrupt (%s): discarded", s->dir, de->d_name,
+				    why);
+			unlink(path);
+			s->discarded++;
+			continue;
+		}
+		if (o->seq >= s->next_seq)
+			s->next_seq = o->seq + 1;
+		if (mc_ssd_insert(s, o, &old) != 0) {
+			/* An older copy of a key we already hold. */
+			unlink(path);
+			free(o);
+			continue;
+		}
+		if (old) {
+			mc_ssd_path(s, old->seq, "mco", path, sizeof(path));
+			unlink(path);
+			free(old);
+		}
+		kept++;
+	}
+	closedir(d);
+	mc_log_info("SSD area %s: %zu objects (values not yet verified), %llu of %llu bytes used, "
+		    "%zu corrupt discarded",
+		    s->dir, kept, (unsigned long long)s->used, (unsigned long long)s->limit,
+		    s->discarded);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- single-file area
+ *
+ * The area is one preallocated file: a 4 KiB superblock, then extents of whole 4 KiB blocks, each
+ * starting with either an object record (the same bytes as an object file) or a free-extent
+ * header.  The scan walks the chain of extents; a block that holds neither (a torn write) is
+ * freed one block at a time.  Space is taken first-fit from the free list; an extent given back
+ * gets a free header on disk at once, and one split off gets its header before the record that
+ * takes its front is written, so the chain is whole after any crash. */
+
+#define MC_SA_MAGIC 0x4153434Du		/* "MCSA": superblock */
+#define MC_SA_FREE_MAGIC 0x4653434Du	/* "MCSF": free extent */
+#define MC_SA_VERSION 1
+
+static uint64_t mc_sa_extent(size_t key_len, uint64_t size)
+{
+	return (mc_data_off(key_len) + size + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
+}
+
+/* Write the free header of [off, off+len). */
+static int mc_sa_mark_free(struct mc_ssd *s, uint64_t off, uint64_t len)
+{
+	uint8_t h[MC_SSD_HDR];
+
+	memset(h, 0, sizeof(h));
+	mc_put_le32(h, MC_SA_FREE_MAGIC);
+	mc_put_le32(h + 4, MC_SA_VERSION);
+	mc_put_le64(h + 8, len);
+	mc_put_le32(h + 16, mc_crc32c(0, h, 16));
+	return mc_pwrite_all(s->afd, h, sizeof(h), (off_t)off);
+}
+
+/* Under the lock: give [off, off+len) back to the free list, merged with its neighbours. */
+static int mc_sa_give(struct mc_ssd *s, uint64_t off, uint64_t len)
+{
+	size_t i = 0;
+
+	while (i < s->nfree && s->free_ext[i].off < off)
+		i++;
+	if (i > 0 && s->free_ext[i - 1].off + s->free_ext[i - 1].len == off) {
+		s->free_ext[i - 1].len += len;
+		if (i < s->nfree && off + len == s->free_ext[i].off) {
+			s->free_ext[i - 1].len += s->free_ext[i].len;
+			memmove(&s->free_ext[i], &s->free_ext[i + 1],
+				(s->nfree - i - 1) * sizeof(*s->free_ext));
+			s->nfree--;
+		}
+		return 0;
+	}
+	if (i < s->nfree && off + len == s->free_ext[i].off) {
+		s->free_ext[i].off = off;
+		s->free_ext[i].len += len;
+		return 0;
+	}
+	if (s->nfree == s->capfree) {
+		size_t cap = s->capfree ? s->capfree * 2 : 64;
+		struct mc_ssd_ext *n = realloc(s->free_ext, cap * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;	/* the space is lost until the next open */
+		s->free_ext = n;
+		s->capfree = cap;
+	}
+	memmove(&s->free_ext[i + 1], &s->free_ext[i], (s->nfree - i) * sizeof(*s->free_ext));
+	s->free_ext[i].off = off;
+	s->free_ext[i].len = len;
+	s->nfree++;
+	return 0;
+}
+
+/* Under the lock: take len bytes first-fit.  *rest: bytes left of the extent it came from
+ * (their free header must be written at *off + len).  0 or -ENOSPC. */
+static int mc_sa_take(struct mc_ssd *s, uint64_t len, uint64_t *off, uint64_t *rest)
+{
+	size_t i;
+
+	for (i = 0; i < s->nfree; i++)
+		if (s->free_ext[i].len >= len) {
+			*off = s->free_ext[i].off;
+			*rest = s->free_ext[i].len - len;
+			if (*rest) {
+				s->free_ext[i].off += len;
+				s->free_ext[i].len = *rest;
+			} else {
+				memmove(&s->free_ext[i], &s->free_ext[i + 1],
+					(s->nfree - i - 1) * sizeof(*s->free_ext));
+				s->nfree--;
+			}
+			return 0;
+		}
+	return -ENOSPC;
+}
+
+/* Free a record's extent: on disk, then in the list. */
+static void mc_sa_release(struct mc_ssd *s, uint64_t off, uint64_t len)
+{
+	if (mc_sa_mark_free(s, off, len) != 0)
+		mc_log_warn("SSD area %s: marking %llu bytes at %llu free failed", s->dir,
+			    (unsigned long long)len, (unsigned long long)off);
+	pthread_mutex_lock(&s->mu);
+	mc_sa_give(s, off, len);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Write a record (head: header, key and padding; then the value) into a free extent of ext
+ * bytes and make it durable.  *at: where it starts.  0, -ENOSPC or -errno. */
+static int mc_sa_write(struct mc_ssd *s, const uint8_t *head, uint64_t hlen, const void *value,
+		       uint64_t size, uint64_t ext, uint64_t *at)
+{
+	uint64_t off, rest;
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	rc = mc_sa_take(s, ext, &off, &rest);
+	pthread_mutex_unlock(&s->mu);
+	if (rc)
+		return rc;
+	rc = rest ? mc_sa_mark_free(s, off + ext, rest) : 0;
+	if (rc == 0)
+		rc = mc_pwrite_all(s->afd, head, (size_t)hlen, (off_t)off);
+	if (rc == 0)
+		rc = mc_pwrite_all(s->afd, value, (size_t)size, (off_t)(off + hlen));
+	if (rc == 0 && fdatasync(s->afd) != 0)
+		rc = -errno;
+	if (rc) {
+		mc_sa_release(s, off, ext);
+		return rc;
+	}
+	*at = off;
+	return 0;
+}
+
+static int mc_sa_scan(struct mc_ssd *s)
+{
+	uint8_t sb[MC_SSD_ALIGN], h[MC_SSD_HDR];
+	uint64_t pos = MC_SSD_ALIGN, torn = 0;
+	size_t kept = 0, i;
+	int rc;
+
+	rc = mc_pread_all(s->afd, sb, sizeof(sb), 0);
+	if (rc)
+		return rc;
+	if (mc_get_le32(sb) != MC_SA_MAGIC) {
+		for (i = 0; i < sizeof(sb) && sb[i] == 0; i++)
+			;
+		if (i < sizeof(sb)) {
+			mc_log_err("SSD area %s: the file is neither empty nor an SSD area", s->dir);
+			return -EINVAL;
+		}
+		/* A new (zeroed, preallocated) file: one free extent after the superblock. */
+		mc_put_le32(sb, MC_SA_MAGIC);
+		mc_put_le32(sb + 4, MC_SA_VERSION);
+		mc_put_le64(sb + 8, s->asize);
+		mc_put_le32(sb + 16, mc_crc32c(0, sb, 16));
+		rc = mc_sa_mark_free(s, MC_SSD_ALIGN, s->asize - MC_SSD_ALIGN);
+		if (rc == 0)
+			rc = mc_pwrite_all(s->afd, sb, 64, 0);
+		if (rc == 0 && fdatasync(s->afd) != 0)
+			rc = -errno;
+		if (rc)
+			return rc;
+		mc_log_info("SSD area %s: new single-file area of %llu bytes", s->dir,
+			    (unsigned long long)s->asize);
+	} else if (mc_get_le32(sb + 4) != MC_SA_VERSION || mc_get_le64(sb + 8) != s->asize ||
+		   mc_get_le32(sb + 16) != mc_crc32c(0, sb, 16)) {
+		mc_log_err("SSD area %s: bad superblock (version, size or checksum)", s->dir);
+		return -EINVAL;
+	}
+	while (pos + MC_SSD_ALIGN <= s->asize) {
+		const char *why = NULL;
+		struct mc_ssd_obj *o, *old;
+		uint64_t len;
+
+		rc = mc_pread_all(s->afd, h, sizeof(h), (off_t)pos);
+		if (rc)
+			return rc;
+		if (mc_get_le32(h) == MC_SA_FREE_MAGIC && mc_get_le32(h + 4) == MC_SA_VERSION &&
+		    mc_get_le32(h + 16) == mc_crc32c(0, h, 16)) {
+			len = mc_get_le64(h + 8);
+			if (len && len % MC_SSD_ALIGN == 0 && len <= s->asize - pos) {
+				mc_sa_give(s, pos, len);
+				pos += len;
+				continue;
+			}
+		}
+		o = mc_get_le32(h) == MC_SSD_MAGIC ? mc_ssd_check_record(s->afd, pos, 0, &why) : NULL;
+		if (o != NULL && (len = mc_sa_extent(o->key_len, o->size)) <= s->asize - pos) {
+			o->off = pos;
+			o->foot = len;
+			if (o->seq >= s->next_seq)
+				s->next_seq = o->seq + 1;
+			if (mc_ssd_insert(s, o, &old) != 0) {
+				free(o);	/* an older copy of a key we hold */
+				mc_sa_mark_free(s, pos, len);
+				mc_sa_give(s, pos, len);
+			} else if (old) {
+				mc_sa_mark_free(s, old->off, old->foot);
+				mc_sa_give(s, old->off, old->foot);
+				free(old);
+			} else {
+				kept++;
+			}
+			pos += len;
+			continue;
+		}
+		free(o);
+		/* Neither: a torn write.  Free one block and look at the next. */
+		mc_sa_mark_free(s, pos, MC_SSD_ALIGN);
+		mc_sa_give(s, pos, MC_SSD_ALIGN);
+		pos += MC_SSD_ALIGN;
+		torn++;
+	}
+	if (torn) {
+		s->discarded++;
+		mc_log_warn("SSD area %s: %llu torn blocks freed", s->dir, (unsigned long long)torn);
+	}
+	mc_log_info("SSD area %s: %zu objects (values not yet verified), %llu of %llu bytes used",
+		    s->dir, kept, (unsigned long long)s->used, (unsigned long long)s->limit);
+	return 0;
+}
+
+struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
+{
+	struct mc_ssd *s;
+	int rc;
+
+	if (dir == NULL || *dir == '\0' || limit == 0) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		*err = -errno;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	s->afd = -1;
+	{
+		struct stat st;
+
+		if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+			/* A preallocated file: the single-file area. */
+			s->single = 1;
+			s->asize = (uint64_t)st.st_size / MC_SSD_ALIGN * MC_SSD_ALIGN;
+			s->afd = open(dir, O_RDWR | O_CLOEXEC);
+			if (s->afd < 0 || s->asize < 2 * MC_SSD_ALIGN) {
+				*err = s->afd < 0 ? -errno : -EINVAL;
+				if (s->afd >= 0)
+					close(s->afd);
+				free(s);
+				return NULL;
+			}
+			if (limit > s->asize - MC_SSD_ALIGN)
+				limit = s->asize - MC_SSD_ALIGN;
+		}
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	s->dir = strdup(dir);
+	s->limit = limit;
+	s->next_seq = 1;
+	s->nb = 1024;
+	s->kb = calloc(s->nb, sizeof(*s->kb));
+	s->sb = calloc(s->nb, sizeof(*s->sb));
+	s->lru.lru_prev = s->lru.lru_next = &s->lru;
+	if (s->dir == NULL || s->kb == NULL || s->sb == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = s->single ? mc_sa_scan(s) : mc_ssd_scan(s);
+	if (rc)
+		goto fail;
+	return s;
+fail:
+	*err = rc;
+	mc_ssd_close(s);
+	return NULL;
+}
+
+void mc_ssd_close(struct mc_ssd *s)
+{
+	struct mc_ssd_obj *o, *n;
+
+	if (s == NULL)
+		return;
+	for (o = s->lru.lru_next; o && o != &s->lru; o = n) {
+		n = o->lru_next;
+		free(o);
+	}
+	if (s->afd >= 0)
+		close(s->afd);
+	free(s->free_ext);
+	free(s->kb);
+	free(s->sb);
+	free(s->dir);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+uint64_t mc_ssd_used(struct mc_ssd *s)
+{
+	uint64_t u;
+
+	pthread_mutex_lock(&s->mu);
+	u = s->used;
+	pthread_mutex_unlock(&s->mu);
+	return u;
+}
+
+uint64_t mc_ssd_limit(const struct mc_ssd *s)
+{
+	return s->limit;
+}
+
+size_t mc_ssd_count(struct mc_ssd *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->mu);
+	n = s->count;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+size_t mc_ssd_discarded(const struct mc_ssd *s)
+{
+	return s->discarded;
+}
+
+int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
+	       uint64_t size, uint64_t gen, uint64_t *addr)
+{
+	uint8_t *head;
+	char tmp[4200], path[4200];
+	struct mc_ssd_obj *o, *old;
+	uint64_t seq, foot, off = mc_data_off(key_len), at = 0;
+	uint32_t crc, vcrc;
+	int fd, rc;
+
+	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT)
+		return -EINVAL;
+	foot = s->single ? mc_sa_extent(key_len, size) : mc_ssd_footprint(key_len, size);
+	pthread_mutex_lock(&s->mu);
+	old = mc_ssd_find_key(s, key, key_len);
+	if (s->used - (old ? old->foot : 0) + foot > s->limit) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOSPC;
+	}
+	seq = s->next_seq++;
+	pthread_mutex_unlock(&s->mu);
+
+	head = calloc(1, (size_t)off);
+	if (head == NULL)
+		return -ENOMEM;
+	mc_ssd_header(head, seq, size, key_len, gen);
+	memcpy(head + MC_SSD_HDR, key, key_len);
+	vcrc = mc_crc32c(0, value, (size_t)size);
+	mc_put_le32(head + 40, vcrc);
+	crc = mc_crc32c(0, head, MC_SSD_HDR);
+	crc = mc_crc32c(crc, key, key_len);
+	mc_put_le32(head + 28, crc);
+	if (s->single) {
+		rc = mc_sa_write(s, head, off, value, size, foot, &at);
+		if (rc)
+			goto fail_head;
+		goto written;
+	}
+	mc_ssd_path(s, seq, "tmp", tmp, sizeof(tmp));
+	mc_ssd_path(s, seq, "mco", path, sizeof(path));
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto fail_head;
+	}
+	rc = mc_pwrite_all(fd, head, (size_t)off, 0);
+	if (rc == 0)
+		rc = mc_pwrite_all(fd, value, (size_t)size, (off_t)off);
+	/* The bytes are on the device before the name says the object exists; the name itself
+	 * is made durable by mc_ssd_sync, once per batch. */
+	if (rc == 0 && fdatasync(fd) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc)
+		goto fail_file;
+written:
+	free(head);
+	o = mc_ssd_obj_new(key, key_len, seq, size);
+	if (o == NULL) {
+		if (s->single)
+			mc_sa_release(s, at, foot);
+		else
+			unlink(path);
+		return -ENOMEM;
+	}
+	o->gen = gen;
+	o->vcrc = vcrc;
+	o->verified = 1;
+	o->off = at;
+	o->foot = foot;
+	pthread_mutex_lock(&s->mu);
+	s->dir_dirty = !s->single;
+	rc = mc_ssd_insert(s, o, &old);
+	if (rc == 0)
+		*addr = mc_ssd_addr(o);
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		if (s->single)
+			mc_sa_release(s, at, foot);
+		else
+			unlink(path);
+		free(o);
+		return rc;
+	}
+	if (old) {
+		mc_ssd_drop_data(s, old);
+		free(old);
+	}
+	return 0;
+
+fail_file:
+	unlink(tmp);
+fail_head:
+	free(head);
+	mc_log_warn("SSD area %s: writing %.*s failed: %s", s->dir,
+		    (int)(key_len > 128 ? 128 : key_len), key, strerror(-rc));
+	return rc;
+}
+
+int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr)
+{
+	struct mc_ssd_obj *o;
+	uint8_t *buf = NULL;
+	uint64_t seq, size, doff, off, base;
+	uint32_t want, crc = 0;
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_find_key(s, key, key_len);
+	if (o == NULL || mc_ssd_addr(o) != addr) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	if (o->verified) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	seq = o->seq;
+	size = o->size;
+	want = o->vcrc;
+	fd = mc_ssd_open_data(s, o, &base);
+	doff = base + mc_data_off(o->key_len);
+	pthread_mutex_unlock(&s->mu);
+	if (fd < 0)
+		return fd;	/* deleted meanwhile, or unreadable: not served either way */
+	buf = malloc(MC_SSD_SCAN_BUF);
+	if (buf == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (off = 0; off < size && rc == 0;) {
+		size_t n = size - off > MC_SSD_SCAN_BUF ? MC_SSD_SCAN_BUF : (size_t)(size - off);
+
+		rc = mc_pread_all(fd, buf, n, (off_t)(doff + off));
+		if (rc == 0)
+			crc = mc_crc32c(crc, buf, n);
+		off += n;
+	}
+	close(fd);
+	free(buf);
+	if (rc == 0 && crc != want)
+		rc = -EBADMSG;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_find_key(s, key, key_len);
+	if (o == NULL || o->seq != seq) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;	/* replaced or removed meanwhile */
+	}
+	if (rc == 0) {
+		o->verified = 1;
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	mc_ssd_unlink(s, o);
+	s->discarded++;
+	pthread_mutex_unlock(&s->mu);
+	mc_log_warn("SSD area %s: %s%016llx%s is corrupt (%s): discarded", s->dir,
+		    s->single ? "object " : "", (unsigned long long)seq, s->single ? "" : ".mco",
+		    rc == -EBADMSG ? "checksum mismatch" : strerror(-rc));
+	mc_ssd_drop_data(s, o);
+	free(o);
+	return -EBADMSG;
+}
+
+int mc_ssd_sync(struct mc_ssd *s)
+{
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (!s->dir_dirty) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	s->dir_dirty = 0;
+	pthread_mutex_unlock(&s->mu);
+	fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) != 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_lock(&s->mu);
+	if (rc)
+		s->dir_dirty = 1;	/* try again next time */
+	else
+		s->dir_syncs++;
+	pthread_mutex_unlock(&s->mu);
+	if (rc)
+		mc_log_warn("SSD area %s: fsync of the directory failed: %s", s->dir,
+			    strerror(-rc));
+	return rc;
+}
+
+int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t addr)
+{
+	struct mc_ssd_obj *o;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_find_key(s, key, key_len);
+	if (o == NULL || (addr != 0 && mc_ssd_addr(o) != addr)) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOENT;
+	}
+	mc_ssd_unlink(s, o);
+	pthread_mutex_unlock(&s->mu);
+	mc_ssd_drop_data(s, o);
+	free(o);
+	return 0;
+}
+
+/* Under the lock: the object holding [addr, addr+len) and the offset of addr in its value. */
+static struct mc_ssd_obj *mc_ssd_locate(struct mc_ssd *s, uint64_t addr, uint64_t len,
+					uint64_t *in)
+{
+	uint64_t rel, slot, off;
+	struct mc_ssd_obj *o;
+
+	if (!mc_memreg_in_files(addr, len))
+		return NULL;
+	rel = addr - MC_DISK_SPACE_BASE;
+	slot = rel >> MC_SSD_SLOT_SHIFT;
+	off = rel & ((1ull << MC_SSD_SLOT_SHIFT) - 1);
+	o = mc_ssd_find_slot(s, slot);
+	if (o == NULL || off + len > o->size || off + len < off)
+		return NULL;
+	*in = off;
+	return o;
+}
+
+int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *off)
+{
+	struct mc_ssd *s = arg;
+	struct mc_ssd_obj *o;
+	uint64_t in, base;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	o = mc_ssd_locate(s, addr, len, &in);
+	if (o == NULL || !o->verified) {	/* never serve a value not checked yet */
+		rc = -ENOENT;
+		goto out;
+	}
+	*fd = mc_ssd_open_data(s, o, &base);
+	if (*fd < 0) {
+		rc = *fd;
+		goto out;
+	}
+	*off = base + mc_data_off(o->key_len) + in;
+	/* Most recently used. */
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = s->lru.lru_prev;
+	o->lru_next = &s->lru;
+	s->lru.lru_prev->lru_next = o;
+	s->lru.lru_prev = o;
+out:
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len)
+{
+	uint64_t off;
+	int fd, rc;
+
+	rc = mc_ssd_open_range(s, addr, len, &fd, &off);
+	if (rc)
+		return rc;
+	rc = mc_pread_all(fd, buf, (size_t)len, (off_t)off);
+	close(fd);
+	return rc;
+}
+
+void mc_ssd_items_free(struct mc_ssd_item *items, size_t n)
+{
+	size_t i;
+
+	for (i = 0; items && i < n; i++)
+		free(items[i].key);
+	free(items);
+}
+
+long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item **out)
+{
+	struct mc_ssd_item *items;
+	struct mc_ssd_obj *o;
+	size_t n = 0, cap;
+
+	(void)lru_order;	/* the list is kept in LRU order: both orders are the same walk */
+	pthread_mutex_lock(&s->mu);
+	cap = s->count < max ? s->count : max;
+	items = calloc(cap ? cap : 1, sizeof(*items));
+	if (items == NULL) {
+		pthread_mutex_unlock(&s->mu);
+		return -ENOMEM;
+	}
+	for (o = s->lru.lru_next; o != &s->lru && n < cap; o = o->lru_next) {
+		items[n].key = malloc(o->key_len + 1);
+		if (items[n].key == NULL) {
+			pthread_mutex_unlock(&s->mu);
+			mc_ssd_items_free(items, n);
+			return -ENOMEM;
+		}
+		memcpy(items[n].key, o->key, o->key_len);
+		items[n].key[o->key_len] = '\0';
+		items[n].key_len = o->key_len;
+		items[n].size = o->size;
+		items[n].addr = mc_ssd_addr(o);
+		items[n].gen = o->gen;
+		items[n].verified = o->verified;
+		n++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	*out = items;
+	return (long)n;
+}
