@@ -22,10 +22,6 @@ enum mc_xfer_opcode {
 
 #define MC_TCP_STATUS_MAGIC 0x4D435456u
 #define MC_TCP_HDR_LEN 24
-#define MC_TCP_STATUS_LEN 8		/* u64: MAGIC << 32 | code */
-#define MC_TCP_OP_V2 0x80		/* opcode flag marking protocol v2 */
-#define MC_TCP_STATUS_OK 0u
-#define MC_TCP_STATUS_REJECTED 1u	/* range outside registered memory */
 
 struct mc_tcp_server;
 struct mc_tcp_client;
@@ -43,8 +39,6 @@ struct mc_tcp_client_opts {
 					   MC_TCP_SLICE_SIZE) */
 	unsigned connect_timeout_ms;	/* default 5000 */
 	unsigned io_timeout_ms;		/* no progress for this long fails the lane (default 30000) */
-	uint64_t lane_window;		/* payload bytes in flight per lane (default max(2 slices,
-					   4 MiB)) */
 };
 
 /* Called exactly once per transfer, on the loop thread, never from inside submit.
