@@ -195,6 +195,16 @@ void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops)
 
 #endif
 
+char *mc_te_rdma_matrix_str(void *state)
+{
+#ifdef HAVE_RDMA
+	return state ? json_dumps(mc_rdma_matrix(state), JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+#else
+	(void)state;
+	return NULL;
+#endif
+}
+
 char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len)
 {
 	struct mc_rdma *r;

@@ -109,6 +109,8 @@ extern const struct mc_te_transport_ops mc_te_rdma_ops;	/* built with libibverbs
 struct mc_verbs_ops;
 /* Process-wide: the verbs the next rdma installs use (NULL: libibverbs).  For tests. */
 void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops);
+/* The installed rdma transport's priority matrix as JSON text (malloc'ed), NULL without. */
+char *mc_te_rdma_matrix_str(void *state);
 /* A Connection frame's reply (malloc'ed), or NULL without rdma installed.  Loop thread. */
 char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len);
 

@@ -149,7 +149,9 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 	}
 	list = r->ops->get_device_list(&ndev);
 	if (list == NULL || ndev <= 0) {
-		mc_log_err("rdma: no RDMA device found");
+		n = mc_rdma_pick_names(r, p->devices, m, list, 0);
+		mc_log_err("rdma: no RDMA device found%s%s%s", n ? " (wanted " : "",
+			   n ? r->names[0] : "", n > 1 ? ", ...)" : n ? ")" : "");
 		rc = ERR_DEVICE_NOT_FOUND;
 		goto fail;
 	}
@@ -163,6 +165,7 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 				break;
 		if (k == ndev) {
 			mc_log_err("rdma: device %s not found", r->names[i]);
+			rc = ERR_DEVICE_NOT_FOUND;	/* a NIC before it may have set rc to 0 */
 			goto fail;
 		}
 		c->index = r->nctx;
@@ -242,4 +245,9 @@ void mc_rdma_get_stats(struct mc_rdma *r, struct mc_rdma_stats *s)
 unsigned mc_rdma_nic_count(const struct mc_rdma *r)
 {
 	return r->nctx;
+}
+
+const json_t *mc_rdma_matrix(const struct mc_rdma *r)
+{
+	return r->matrix;
 }

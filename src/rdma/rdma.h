@@ -118,5 +118,7 @@ struct mc_rdma_stats {
 };
 void mc_rdma_get_stats(struct mc_rdma *r, struct mc_rdma_stats *s);
 unsigned mc_rdma_nic_count(const struct mc_rdma *r);
+/* The priority matrix as published (immutable while r lives; borrowed). */
+const json_t *mc_rdma_matrix(const struct mc_rdma *r);
 
 #endif

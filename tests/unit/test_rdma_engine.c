@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 #include "tap.h"
+#include "transfer/nic_topo.h"
 #include "verbs_fake.h"
 
 #define BUF (8u << 20)
@@ -45,6 +46,114 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
 
 	for (i = 0; i < n; i++)
 		p[i] = (unsigned char)(i * 13 + seed + (i >> 11));
+}
+
+static char root[128];
+
+static void sys_put(const char *rel, const char *text)
+{
+	char p[512], cmd[700];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", p);
+	if (system(cmd) == 0 && (f = fopen(p, "w")) != NULL) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static int topo_is(transfer_engine_t e, const char *want)
+{
+	char buf[1024] = "";
+	int r = getLocalTopology(e, buf, sizeof(buf)) == 0 && !strcmp(buf, want);
+
+	if (!r)
+		printf("# topology %s, want %s\n", buf, want);
+	return r;
+}
+
+/* Device lists and topology discovery (NICs vf0 on NUMA node 0, vf1 on node 1, in a fake
+ * sysfs tree) decide which NICs the engine opens and what it publishes. */
+static void devices_and_discovery(void)
+{
+	void *list1[2] = { (void *)"vf1", NULL }, *list9[2] = { (void *)"vf0,vf9", NULL };
+	char buf[16], cmd[200];
+	transfer_engine_t a, b;
+	char *reply = NULL;
+	size_t len;
+	json_t *d;
+
+	snprintf(root, sizeof(root), "/tmp/mc_rdma_topo.XXXXXX");
+	if (mkdtemp(root) == NULL)
+		return;
+	mc_nic_topo_set_root(root);
+	unsetenv("MC_TE_FILTERS");
+	unsetenv("MC_CUSTOM_TOPO_JSON");
+	sys_put("sys/devices/system/node/node0/x", "");
+	sys_put("sys/devices/system/node/node1/x", "");
+	sys_put("sys/class/infiniband/vf0/device/numa_node", "0\n");
+	sys_put("sys/class/infiniband/vf1/device/numa_node", "1\n");
+
+	vf_reset(2);
+	a = createTransferEngine("P2PHANDSHAKE", "a", "127.0.0.1", 0, 1);
+	ok(a != NULL, "auto_discover: engine created");
+	ok(a && topo_is(a, "{\"cpu:0\":[[\"vf0\"],[\"vf1\"]],\"cpu:1\":[[\"vf1\"],[\"vf0\"]]}"),
+	   "auto_discover: rdma installed on the discovered matrix (getLocalTopology)");
+	ok(a && mc_te_hs_call("127.0.0.1", mc_te_rpc_port(a), MC_HS_METADATA, "{}", &reply,
+			      &len) == 0,
+	   "descriptor fetched");
+	d = reply ? json_loads(reply, 0, NULL) : NULL;
+	ok(d && !strcmp(json_string_value(json_object_get(d, "protocol")), "rdma") &&
+		   json_array_size(json_array_get(json_object_get(json_object_get(d,
+						  "priority_matrix"), "cpu:1"), 0)) == 1,
+	   "the discovered matrix is published");
+	json_decref(d);
+	free(reply);
+	ok(a && getLocalTopology(a, buf, sizeof(buf)) == ERR_INVALID_ARGUMENT,
+	   "getLocalTopology refuses a buffer too small");
+	destroyTransferEngine(a);
+
+	setenv("MC_TE_FILTERS", "vf1", 1);
+	a = createTransferEngine("P2PHANDSHAKE", "a", "127.0.0.1", 0, 1);
+	ok(a && topo_is(a, "{\"cpu:0\":[[],[\"vf1\"]],\"cpu:1\":[[\"vf1\"],[]]}"),
+	   "MC_TE_FILTERS keeps vf1 only");
+	destroyTransferEngine(a);
+	unsetenv("MC_TE_FILTERS");
+
+	a = createTransferEngine("P2PHANDSHAKE", "a", "127.0.0.1", 0, 0);
+	ok(a && installTransport(a, "rdma", list9) == NULL,
+	   "a device list naming a missing NIC: rdma refused (upstream: error)");
+	ok(a && installTransport(a, "rdma", list1) != NULL &&
+		   topo_is(a, "{\"*\":[[\"vf1\"],[]],\"cpu:0\":[[\"vf1\"],[]],"
+			      "\"cpu:1\":[[\"vf1\"],[]]}"),
+	   "a device list: vf1 preferred for every location");
+	destroyTransferEngine(a);
+	a = createTransferEngine("P2PHANDSHAKE", "a", "127.0.0.1", 0, 0);
+	ok(a && mc_te_install_rdma_devices(a, "vf0,vf1") == 0 &&
+		   topo_is(a, "{\"*\":[[\"vf0\",\"vf1\"],[]],\"cpu:0\":[[\"vf0\",\"vf1\"],[]],"
+			      "\"cpu:1\":[[\"vf0\",\"vf1\"],[]]}"),
+	   "Python/store path: a device list installs rdma");
+	destroyTransferEngine(a);
+
+	/* No NIC on the host. */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/sys/class'", root);
+	ok(system(cmd) == 0, "NICs gone from sysfs");
+	a = createTransferEngine("P2PHANDSHAKE", "a", "127.0.0.1", 0, 1);
+	ok(a && topo_is(a, "{\"cpu:0\":[[],[]],\"cpu:1\":[[],[]]}"),
+	   "auto_discover without NICs: tcp, the empty matrix");
+	ok(a && mc_te_install_rdma_devices(a, "") == 1, "rdma without a device list: tcp fallback");
+	destroyTransferEngine(a);
+	setenv("MC_FORCE_HCA", "1", 1);
+	b = createTransferEngine("P2PHANDSHAKE", "b", "127.0.0.1", 0, 1);
+	ok(b == NULL, "auto_discover without NICs and MC_FORCE_HCA: no engine");
+	destroyTransferEngine(b);
+	unsetenv("MC_FORCE_HCA");
+
+	mc_nic_topo_set_root(NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	if (system(cmd))
+		printf("# cannot remove %s\n", root);
 }
 
 int main(void)
@@ -155,6 +264,9 @@ int main(void)
 	destroyTransferEngine(tgt);
 	ok(vf_live() == 0, "every fake verbs object released (%d left)", vf_live());
 
+	devices_and_discovery();
+	ok(vf_live() == 0, "every fake verbs object released after the discovery tests (%d left)",
+	   vf_live());
 	mc_te_rdma_set_verbs(NULL);
 	free(tb);
 	free(ib);
