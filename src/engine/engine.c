@@ -473,6 +473,39 @@ void destroyTransferEngine(transfer_engine_t engine)
 	free(e);
 }
 
+/* GPU memory (location "cuda:N", or device memory by mc_gpu_ops): with rdma installed it is
+ * registered on the NICs directly, as upstream does with nvidia-peermem or dma-buf, and
+ * published through the rdma fields only (tcp and shm cannot reach it); requests on it to rdma
+ * peers then skip staging.  When the driver refuses (no peer memory support) or rdma is not
+ * installed it stays registered for local use, staged through pinned host memory.  0, or the
+ * publish error. */
+static int mc_te_register_gpu(struct mc_engine *e, void *addr, size_t length,
+			      const char *location)
+{
+	void *rdma = e->xports[MC_TE_XPORT_RDMA].state;
+	int rc;
+
+	if (rdma) {
+		rc = mc_te_rdma_register_local(rdma, addr, length, location, 1);
+		if (rc == 0) {
+			mc_log_info("transfer engine %s: GPU memory at %p (%zu bytes) registered on "
+				    "the RDMA NICs directly",
+				    e->server_name, addr, length);
+			return mc_te_meta_publish(e);
+		}
+		mc_log_warn("transfer engine %s: the RDMA NICs cannot register GPU memory at %p "
+			    "(%d; nvidia-peermem or dma-buf missing?): staged through pinned host "
+			    "memory, for local use only",
+			    e->server_name, addr, rc);
+		return 0;
+	}
+	/* Usable as a local source or destination (staged); peers cannot reach it over tcp or
+	 * shm, so it is not published. */
+	mc_log_warn("transfer engine %s: GPU memory at %p is registered for local use only",
+		    e->server_name, addr);
+	return 0;
+}
+
 int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, const char *location,
 			int remote_accessible)
 {
@@ -490,13 +523,8 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 		return ERR_INVALID_ARGUMENT;
 	if (!remote_accessible)
 		return 0;
-	if (e->gpu && e->gpu->is_device(addr)) {
-		/* Usable as a local source or destination (staged); peers cannot reach it over
-		 * tcp or shm, so it is not published. */
-		mc_log_warn("transfer engine %s: GPU memory at %p is registered for local use only",
-			    e->server_name, addr);
-		return 0;
-	}
+	if ((e->gpu && e->gpu->is_device(addr)) || (location && !strncmp(location, "cuda:", 5)))
+		return mc_te_register_gpu(e, addr, length, location);
 	/* Shared file memory can be mapped by same-host peers (te_shm.c). */
 	if (mc_te_mem_share_fd((uint64_t)(uintptr_t)addr, length, &fd, &fd_off))
 		fd = -1;
@@ -554,6 +582,10 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 	for (k = 0; published && k < MC_TE_NXPORTS; k++)
 		if (e->xports[k].state && e->xports[k].ops->unregister_mem)
 			e->xports[k].ops->unregister_mem(e->xports[k].state, addr);
+	/* GPU memory registered on the NICs directly is in no list but rdma's. */
+	if (!published && e->xports[MC_TE_XPORT_RDMA].state &&
+	    mc_te_rdma_unregister(e->xports[MC_TE_XPORT_RDMA].state, addr) == 0)
+		published = 1;
 	return published ? mc_te_meta_publish(e) : 0;
 }
 
@@ -765,7 +797,11 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	snprintf(x->host, sizeof(x->host), "%s", seg->host);
 	x->tcp_port = seg->desc.tcp_data_port;
 	x->seg_ctx = seg->xport_ctx;
-	x->gpu = e->gpu && e->gpu->is_device(r->source);
+	/* GPU memory is staged, unless rdma carries this request and the GPU buffer is
+	 * registered on the NICs. */
+	x->gpu = e->gpu && e->gpu->is_device(r->source) &&
+		 !(x->xport == MC_TE_XPORT_RDMA && e->xports[MC_TE_XPORT_RDMA].state &&
+		   mc_te_rdma_covers(e->xports[MC_TE_XPORT_RDMA].state, r->source, r->length));
 	*out = x;
 	return STATUS_PENDING;
 }

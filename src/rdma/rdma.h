@@ -60,6 +60,8 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 		     int remote_accessible);
 /* 0 or ERR_ADDRESS_NOT_REGISTERED (addr must start a registered buffer). */
 int mc_rdma_unregister(struct mc_rdma *r, void *addr);
+/* 1 if [addr, addr+len) lies in one buffer registered here (local or remote access). */
+int mc_rdma_covers(struct mc_rdma *r, const void *addr, uint64_t len);
 
 /* Make a segment descriptor object an rdma one (reference §3.2): protocol "rdma", devices,
  * priority_matrix, and for every remote-accessible buffer name = location plus rkey and lkey

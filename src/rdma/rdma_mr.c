@@ -159,6 +159,14 @@ int mc_rdma_mr_lookup(struct mc_rdma *r, uint64_t addr, uint64_t len,
 	return rc;
 }
 
+int mc_rdma_covers(struct mc_rdma *r, const void *addr, uint64_t len)
+{
+	uint32_t lkey[MC_RDMA_MAX_NICS];
+	char loc[64];
+
+	return mc_rdma_mr_lookup(r, (uint64_t)(uintptr_t)addr, len, lkey, loc, sizeof(loc)) == 0;
+}
+
 void mc_rdma_mr_fini(struct mc_rdma *r)
 {
 	uint32_t i;

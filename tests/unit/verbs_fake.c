@@ -82,7 +82,30 @@ static struct {
 	int live;
 	unsigned long events, overruns, destroy_busy, errors;
 	long last_sgid;
+	/* "GPU memory": reg_mr on it succeeds only with peer memory support (dev_reg_ok) */
+	uintptr_t dev_lo, dev_hi;
+	int dev_reg_ok;
+	unsigned long dev_regs;
 } vf = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+void vf_set_device_mem(void *addr, size_t len, int reg_ok)
+{
+	pthread_mutex_lock(&vf.mu);
+	vf.dev_lo = (uintptr_t)addr;
+	vf.dev_hi = (uintptr_t)addr + len;
+	vf.dev_reg_ok = reg_ok;
+	pthread_mutex_unlock(&vf.mu);
+}
+
+unsigned long vf_device_regs(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&vf.mu);
+	n = vf.dev_regs;
+	pthread_mutex_unlock(&vf.mu);
+	return n;
+}
 
 void vf_reset(int n)
 {
@@ -100,6 +123,8 @@ void vf_reset(int n)
 	vf.next_qpn = 0x100;
 	vf.fail_in = 0;
 	vf.events = vf.overruns = vf.destroy_busy = vf.errors = 0;
+	vf.dev_lo = vf.dev_hi = 0;
+	vf.dev_regs = 0;
 	pthread_mutex_unlock(&vf.mu);
 }
 
@@ -348,6 +373,17 @@ static struct ibv_mr *vf_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int a
 		errno = EINVAL;
 		return NULL;
 	}
+	pthread_mutex_lock(&vf.mu);
+	if ((uintptr_t)addr < vf.dev_hi && (uintptr_t)addr + len > vf.dev_lo) {
+		if (!vf.dev_reg_ok) {
+			/* What ibv_reg_mr says for device memory without nvidia-peermem. */
+			pthread_mutex_unlock(&vf.mu);
+			errno = EFAULT;
+			return NULL;
+		}
+		vf.dev_regs++;
+	}
+	pthread_mutex_unlock(&vf.mu);
 	m = calloc(1, sizeof(*m));
 	if (m == NULL)
 		return NULL;

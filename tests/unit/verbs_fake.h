@@ -32,6 +32,11 @@ int vf_live(void);
 int vf_qps_in(enum ibv_qp_state st);
 /* Error completions generated (not counting flushes). */
 unsigned long vf_errors(void);
+/* Mark [addr, addr+len) as GPU memory: reg_mr on it fails with EFAULT unless reg_ok (peer
+ * memory support, as nvidia-peermem or dma-buf give).  vf_reset clears it. */
+void vf_set_device_mem(void *addr, size_t len, int reg_ok);
+/* Registrations of the device range that succeeded. */
+unsigned long vf_device_regs(void);
 /* The source GID index of the last QP moved to RTR (-1 without GRH). */
 long vf_last_sgid(void);
 
