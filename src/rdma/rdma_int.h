@@ -100,9 +100,12 @@ int mc_rdma_hs_decode(const char *json, size_t len, struct mc_rdma_hs_desc *d);
 void mc_rdma_gid_to_str(const union ibv_gid *g, char *out, size_t n);
 int mc_rdma_gid_from_str(const char *s, union ibv_gid *g);
 
-/* Registered memory: one entry per buffer with an MR per NIC. */
+/* Registered memory: one entry per buffer with an MR per NIC.  A registration longer than a
+ * NIC's max_mr_size is several entries (chunks), as upstream registers it: group is the
+ * address the caller registered, shared by its chunks. */
 struct mc_rdma_buf {
 	uint64_t addr, len;
+	uint64_t group;
 	char location[64];
 	int remote;
 	struct ibv_mr *mr[MC_RDMA_MAX_NICS];
@@ -201,6 +204,7 @@ struct mc_rdma_ctx {
 	enum ibv_mtu mtu;
 	int cqe;
 	int max_wr, max_sge;		/* per QP, MC_MAX_WR/MC_MAX_SGE capped by the device */
+	uint64_t max_mr;		/* the device's max_mr_size */
 	int rd_atom, init_rd_atom;	/* RDMA READs in flight as target / initiator */
 	int inflight;			/* WRs posted on this CQ, not yet polled */
 	int full_logged;		/* endpoint table full, already said so */

@@ -156,6 +156,82 @@ static void devices_and_discovery(void)
 		printf("# cannot remove %s\n", root);
 }
 
+/* NICs whose max_mr_size is 1 MiB: a 3.5 MiB buffer is registered as four regions, published
+ * as four buffers with their own rkeys (upstream registers it the same way). */
+static void mr_chunks(void)
+{
+	const size_t mib = 1u << 20, len = 3 * mib + mib / 2;
+	unsigned char *tb = aligned_alloc(4096, len), *ib = aligned_alloc(4096, len);
+	void *args[2] = { (void *)"vf0,vf1", NULL };
+	transfer_engine_t tgt, ini;
+	unsigned long long before;
+	char name[128], *reply = NULL;
+	segment_handle_t seg;
+	size_t n, i;
+	json_t *d, *b;
+	int good = 1;
+
+	vf_reset(2);
+	vf_set_max_mr_size(mib);
+	tgt = createTransferEngine("P2PHANDSHAKE", "t", "127.0.0.1", 0, 0);
+	ini = createTransferEngine("P2PHANDSHAKE", "i", "127.0.0.1", 0, 0);
+	if (tgt == NULL || ini == NULL || tb == NULL || ib == NULL) {
+		ok(0, "engines for the max_mr_size test");
+		return;
+	}
+	uninstallTransport(tgt, "shm");
+	uninstallTransport(ini, "shm");
+	ok(installTransport(tgt, "rdma", args) && installTransport(ini, "rdma", args),
+	   "rdma on NICs with max_mr_size 1 MiB");
+	ok(registerLocalMemory(tgt, tb, len, "cpu:0", 1) == 0 &&
+		   registerLocalMemory(ini, ib, len, "cpu:0", 1) == 0,
+	   "3.5 MiB buffers register");
+	ok(mc_te_hs_call("127.0.0.1", mc_te_rpc_port(tgt), MC_HS_METADATA, "{}", &reply, &n) == 0,
+	   "descriptor fetched");
+	d = reply ? json_loads(reply, 0, NULL) : NULL;
+	ok(json_array_size(json_object_get(d, "buffers")) == 4, "four buffers published");
+	json_array_foreach(json_object_get(d, "buffers"), i, b) {
+		uint64_t a = (uint64_t)json_integer_value(json_object_get(b, "addr"));
+		uint64_t l = (uint64_t)json_integer_value(json_object_get(b, "length"));
+
+		if (a != (uint64_t)(uintptr_t)tb + i * mib || l != (i < 3 ? mib : mib / 2) ||
+		    json_array_size(json_object_get(b, "rkey")) != 2)
+			good = 0;
+	}
+	ok(good, "each chunk at its address, of its length, with an rkey per NIC");
+	json_decref(d);
+	free(reply);
+	getLocalIpAndPort(tgt, name, sizeof(name));
+	seg = openSegment(ini, name);
+	fill(ib, len, 3);
+	before = vf_bytes(0) + vf_bytes(1);
+	ok(run(ini, seg, OPCODE_WRITE, ib + mib, (uint64_t)(uintptr_t)(tb + 2 * mib + 4096),
+	       mib / 2) == STATUS_COMPLETED &&
+		   memcmp(ib + mib, tb + 2 * mib + 4096, mib / 2) == 0 &&
+		   vf_bytes(0) + vf_bytes(1) - before == mib / 2,
+	   "a write within one chunk goes over the NICs");
+	before = vf_bytes(0) + vf_bytes(1);
+	fill(ib, len, 4);
+	ok(run(ini, seg, OPCODE_WRITE, ib + mib / 2, (uint64_t)(uintptr_t)tb, mib) ==
+			   STATUS_COMPLETED &&
+		   memcmp(ib + mib / 2, tb, mib) == 0 && vf_bytes(0) + vf_bytes(1) == before,
+	   "local memory across two chunks: carried by tcp instead");
+	ok(run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)(tb + mib / 2), mib) ==
+		   STATUS_FAILED,
+	   "a target range across two of its chunks FAILS (as upstream), no hang");
+	ok(unregisterLocalMemory(tgt, tb) == 0 && unregisterLocalMemory(ini, ib) == 0,
+	   "unregistered: every chunk's MRs go");
+	ok(unregisterLocalMemory(tgt, tb + mib) == ERR_ADDRESS_NOT_REGISTERED,
+	   "a chunk is not a registration of its own");
+	destroyTransferEngine(ini);
+	destroyTransferEngine(tgt);
+	ok(vf_live() == 0, "every fake verbs object released after the chunk test (%d left)",
+	   vf_live());
+	vf_reset(2);
+	free(tb);
+	free(ib);
+}
+
 int main(void)
 {
 	static const size_t sizes[] = { 1, 4097, 65536, 65536 * 5 + 17, (2u << 20) + 5 };
@@ -265,6 +341,7 @@ int main(void)
 	ok(vf_live() == 0, "every fake verbs object released (%d left)", vf_live());
 
 	devices_and_discovery();
+	mr_chunks();
 	ok(vf_live() == 0, "every fake verbs object released after the discovery tests (%d left)",
 	   vf_live());
 	mc_te_rdma_set_verbs(NULL);

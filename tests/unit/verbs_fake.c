@@ -86,7 +86,15 @@ static struct {
 	uintptr_t dev_lo, dev_hi;
 	int dev_reg_ok;
 	unsigned long dev_regs;
+	uint64_t max_mr;		/* 0: unlimited */
 } vf = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+void vf_set_max_mr_size(uint64_t n)
+{
+	pthread_mutex_lock(&vf.mu);
+	vf.max_mr = n;
+	pthread_mutex_unlock(&vf.mu);
+}
 
 void vf_set_device_mem(void *addr, size_t len, int reg_ok)
 {
@@ -125,6 +133,7 @@ void vf_reset(int n)
 	vf.events = vf.overruns = vf.destroy_busy = vf.errors = 0;
 	vf.dev_lo = vf.dev_hi = 0;
 	vf.dev_regs = 0;
+	vf.max_mr = 0;
 	pthread_mutex_unlock(&vf.mu);
 }
 
@@ -275,7 +284,9 @@ static int vf_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->max_sge = 30;
 	a->max_cq = 1 << 16;
 	a->max_cqe = 1 << 22;
-	a->max_mr_size = ~0ull;
+	pthread_mutex_lock(&vf.mu);
+	a->max_mr_size = vf.max_mr ? vf.max_mr : ~0ull;
+	pthread_mutex_unlock(&vf.mu);
 	a->phys_port_cnt = 1;
 	return 0;
 }
@@ -374,6 +385,12 @@ static struct ibv_mr *vf_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int a
 		return NULL;
 	}
 	pthread_mutex_lock(&vf.mu);
+	if (vf.max_mr && len > vf.max_mr) {
+		/* What a NIC says for a region past max_mr_size. */
+		pthread_mutex_unlock(&vf.mu);
+		errno = EIO;
+		return NULL;
+	}
 	if ((uintptr_t)addr < vf.dev_hi && (uintptr_t)addr + len > vf.dev_lo) {
 		if (!vf.dev_reg_ok) {
 			/* What ibv_reg_mr says for device memory without nvidia-peermem. */

@@ -37,6 +37,9 @@ unsigned long vf_errors(void);
 void vf_set_device_mem(void *addr, size_t len, int reg_ok);
 /* Registrations of the device range that succeeded. */
 unsigned long vf_device_regs(void);
+/* The NICs' max_mr_size (0: unlimited); reg_mr of more fails with EIO.  Read when a NIC is
+ * opened.  vf_reset clears it. */
+void vf_set_max_mr_size(uint64_t n);
 /* The source GID index of the last QP moved to RTR (-1 without GRH). */
 long vf_last_sgid(void);
 
