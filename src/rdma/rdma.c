@@ -40,6 +40,7 @@ static const struct mc_rdma_opt {
 	{ "MC_PATH_ROUNDROBIN", offsetof(struct mc_rdma_config, path_rr), 0, 0, 1 },
 	{ "MC_ENABLE_DEST_DEVICE_AFFINITY", offsetof(struct mc_rdma_config, dest_affinity), 0, 0,
 	  1 },
+	{ "MC_SLICE_TIMEOUT", offsetof(struct mc_rdma_config, slice_timeout), -1, -1, 86400 },
 };
 
 void mc_rdma_config_load(struct mc_rdma_config *c)
@@ -100,6 +101,13 @@ static unsigned mc_rdma_pick_names(struct mc_rdma *r, const char *devices, json_
 	for (i = 0; n == 0 && i < ndev && i < MC_RDMA_MAX_NICS; i++)
 		snprintf(r->names[i], sizeof(r->names[i]), "%s", r->ops->get_device_name(list[i]));
 	return n ? n : (unsigned)(ndev < MC_RDMA_MAX_NICS ? ndev : MC_RDMA_MAX_NICS);
+}
+
+static void mc_rdma_on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mc_rdma_slice_sweep(arg);
 }
 
 static void mc_rdma_on_deferred(evutil_socket_t fd, short what, void *arg)
@@ -199,6 +207,21 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 	rc = mc_rdma_worker_start(r);
 	if (rc)
 		goto fail;
+	if (r->cfg.slice_timeout > 0) {
+		/* A quarter of the timeout between sweeps, at most a second. */
+		struct timeval tv = { 0, 0 };
+		int ms = r->cfg.slice_timeout * 250;
+
+		if (ms > 1000)
+			ms = 1000;
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		r->tev = event_new(base, -1, EV_PERSIST, mc_rdma_on_sweep, r);
+		if (r->tev == NULL || event_add(r->tev, &tv)) {
+			rc = ERR_MEMORY;
+			goto fail;
+		}
+	}
 	r->ops->free_device_list(list);
 	mc_log_info("rdma: %s with %u NIC(s), %d QP(s) per endpoint, slices of %d bytes",
 		    r->server_name, r->nctx, r->cfg.num_qp_per_ep, r->cfg.slice_size);
@@ -220,6 +243,9 @@ void mc_rdma_free(struct mc_rdma *r)
 	if (r == NULL)
 		return;
 	r->freeing = 1;
+	if (r->tev)
+		event_free(r->tev);
+	r->tev = NULL;
 	mc_rdma_worker_stop(r);
 	for (i = 0; i < r->nctx; i++)
 		mc_rdma_ep_free_all(&r->ctx[i]);

@@ -115,6 +115,7 @@ struct mc_rdma_stats {
 	uint64_t cq_acked;
 	uint64_t ep_resets;
 	uint64_t connects;
+	uint64_t slice_timeouts;	/* endpoints reset by MC_SLICE_TIMEOUT */
 	uint32_t endpoints;
 	uint64_t posted_per_nic[MC_RDMA_MAX_NICS];
 };

@@ -115,6 +115,7 @@ static void mc_ctx_on_cq(evutil_socket_t fd, short what, void *arg)
 			int q = s->qp;
 
 			c->inflight--;
+			mc_rdma_slice_polled(s);
 			/* The slice stays tied to its QP until its completion is polled. */
 			s->qp = -1;
 			if (wc[i].status == IBV_WC_SUCCESS) {

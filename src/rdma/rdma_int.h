@@ -35,6 +35,7 @@ struct mc_rdma_config {
 	int fragment_ratio;
 	int path_rr;		/* MC_PATH_ROUNDROBIN */
 	int dest_affinity;	/* MC_ENABLE_DEST_DEVICE_AFFINITY */
+	int slice_timeout;	/* MC_SLICE_TIMEOUT, seconds; <= 0: off */
 };
 
 void mc_rdma_config_load(struct mc_rdma_config *c);
@@ -135,6 +136,8 @@ struct mc_rdma_slice {
 	struct mc_rdma_ep *ep;		/* where it waits or runs */
 	int qp;				/* -1 while waiting */
 	int status;			/* 0 running, 1 done, -1 failed */
+	int posted;			/* on ep->posted (link), until its completion is polled */
+	int64_t posted_ms;		/* when its work request was posted (monotonic) */
 };
 
 TAILQ_HEAD(mc_rdma_slice_q, mc_rdma_slice);
@@ -184,6 +187,7 @@ struct mc_rdma_ep {
 	unsigned nqp, rr;
 	struct mc_rdma_slice_q waitq;
 	unsigned nwait;
+	struct mc_rdma_slice_q posted;		/* work requests out, oldest first */
 	int hs_pending;				/* a worker job refers to us */
 };
 
@@ -252,6 +256,7 @@ struct mc_rdma {
 	uint32_t ntasks;		/* requests not finished */
 	struct mc_rdma_task_q deferred;	/* finished inside submit: callbacks from dev */
 	struct event *dev;
+	struct event *tev;		/* MC_SLICE_TIMEOUT sweep, NULL when off */
 	struct mc_rdma_stats st;
 	int freeing;
 };
@@ -285,6 +290,11 @@ void mc_rdma_slice_schedule(struct mc_rdma *r, struct mc_rdma_slice *s);
 /* Fill and post the work request of s on ep's QP i.  0 or the verbs error. */
 int mc_rdma_slice_post(struct mc_rdma_slice *s, struct mc_rdma_ep *ep, int qp);
 void mc_rdma_slice_done(struct mc_rdma_slice *s);
+/* Its completion was polled: off its endpoint's posted list. */
+void mc_rdma_slice_polled(struct mc_rdma_slice *s);
+/* MC_SLICE_TIMEOUT: reset every connected endpoint whose oldest work request has had no
+ * completion for that long (the flush retries its slices on other paths). */
+void mc_rdma_slice_sweep(struct mc_rdma *r);
 /* The slice's attempt failed: retry elsewhere or fail it. */
 void mc_rdma_slice_retry(struct mc_rdma_slice *s, const char *why);
 

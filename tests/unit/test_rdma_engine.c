@@ -232,6 +232,60 @@ static void mr_chunks(void)
 	free(ib);
 }
 
+/* MC_NUM_QP_PER_EP=3 gives endpoints of three QPs.  MC_SLICE_TIMEOUT=1: a work request the network lost (no completion) resets its endpoint
+ * after a second; the flush retries the slice on another path and the request completes.
+ * Without the timeout it would wait forever. */
+static void slice_timeout(void)
+{
+	const size_t len = 256u << 10;
+	unsigned char *tb = aligned_alloc(4096, len), *ib = aligned_alloc(4096, len);
+	void *args[2] = { (void *)"vf0,vf1", NULL };
+	transfer_engine_t tgt, ini;
+	segment_handle_t seg;
+	char name[128];
+	time_t t0;
+	int st;
+
+	vf_reset(2);
+	setenv("MC_SLICE_TIMEOUT", "1", 1);
+	setenv("MC_NUM_QP_PER_EP", "3", 1);
+	tgt = createTransferEngine("P2PHANDSHAKE", "t", "127.0.0.1", 0, 0);
+	ini = createTransferEngine("P2PHANDSHAKE", "i", "127.0.0.1", 0, 0);
+	if (tgt == NULL || ini == NULL || tb == NULL || ib == NULL) {
+		ok(0, "engines for the slice timeout test");
+		return;
+	}
+	uninstallTransport(tgt, "shm");
+	uninstallTransport(ini, "shm");
+	ok(installTransport(tgt, "rdma", args) && installTransport(ini, "rdma", args) &&
+		   registerLocalMemory(tgt, tb, len, "cpu:0", 1) == 0 &&
+		   registerLocalMemory(ini, ib, len, "cpu:0", 1) == 0,
+	   "rdma with MC_SLICE_TIMEOUT=1, MC_NUM_QP_PER_EP=3");
+	unsetenv("MC_SLICE_TIMEOUT");
+	unsetenv("MC_NUM_QP_PER_EP");
+	getLocalIpAndPort(tgt, name, sizeof(name));
+	seg = openSegment(ini, name);
+	fill(ib, len, 9);
+	ok(run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)tb, 4096) == STATUS_COMPLETED,
+	   "endpoints connected");
+	ok(vf_qps_in(IBV_QPS_RTS) == 6,
+	   "one slice, one endpoint pair of 3 QPs each (MC_NUM_QP_PER_EP): %d in RTS",
+	   vf_qps_in(IBV_QPS_RTS));
+	vf_hold_nth(2);
+	t0 = time(NULL);
+	st = run(ini, seg, OPCODE_WRITE, ib, (uint64_t)(uintptr_t)tb, len);
+	ok(st == STATUS_COMPLETED && memcmp(ib, tb, len) == 0,
+	   "a request with a lost work request completes (status %d)", st);
+	ok(time(NULL) - t0 >= 1 && time(NULL) - t0 <= 6,
+	   "... after the slice timeout (%ld s)", (long)(time(NULL) - t0));
+	destroyTransferEngine(ini);
+	destroyTransferEngine(tgt);
+	ok(vf_live() == 0, "every fake verbs object released after the timeout test (%d left)",
+	   vf_live());
+	free(tb);
+	free(ib);
+}
+
 int main(void)
 {
 	static const size_t sizes[] = { 1, 4097, 65536, 65536 * 5 + 17, (2u << 20) + 5 };
@@ -342,6 +396,7 @@ int main(void)
 
 	devices_and_discovery();
 	mr_chunks();
+	slice_timeout();
 	ok(vf_live() == 0, "every fake verbs object released after the discovery tests (%d left)",
 	   vf_live());
 	mc_te_rdma_set_verbs(NULL);

@@ -67,6 +67,9 @@ struct vf_qp {
 	uint32_t dest;
 	uint16_t dlid;
 	int access;
+	int held;		/* a work request lost by the "network": no completion until ERR */
+	uint64_t held_id;
+	enum ibv_wc_opcode held_op;
 };
 
 static struct {
@@ -87,7 +90,15 @@ static struct {
 	int dev_reg_ok;
 	unsigned long dev_regs;
 	uint64_t max_mr;		/* 0: unlimited */
+	int hold_in;
 } vf = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+void vf_hold_nth(int n)
+{
+	pthread_mutex_lock(&vf.mu);
+	vf.hold_in = n;
+	pthread_mutex_unlock(&vf.mu);
+}
 
 void vf_set_max_mr_size(uint64_t n)
 {
@@ -134,6 +145,7 @@ void vf_reset(int n)
 	vf.dev_lo = vf.dev_hi = 0;
 	vf.dev_regs = 0;
 	vf.max_mr = 0;
+	vf.hold_in = 0;
 	pthread_mutex_unlock(&vf.mu);
 }
 
@@ -756,6 +768,10 @@ static int vf_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		qp->state = to;
 		if (to == IBV_QPS_RESET)
 			p->dest = 0;
+		if (to == IBV_QPS_ERR && p->held) {
+			p->held = 0;
+			vf_complete(p, p->held_id, IBV_WC_WR_FLUSH_ERR, p->held_op, 0);
+		}
 	}
 	pthread_mutex_unlock(&vf.mu);
 	return rc;
@@ -839,6 +855,15 @@ static int vf_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 		if (p->out >= p->max_wr) {
 			rc = ENOMEM;
 			break;
+		}
+		if (qp->state == IBV_QPS_RTS && vf.hold_in > 0 && --vf.hold_in == 0 && !p->held) {
+			/* Lost: neither executed nor completed until the QP goes to ERR. */
+			p->held = 1;
+			p->held_id = wr->wr_id;
+			p->held_op = wr->opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+								    : IBV_WC_RDMA_WRITE;
+			p->out++;
+			continue;
 		}
 		if (qp->state == IBV_QPS_ERR) {
 			st = IBV_WC_WR_FLUSH_ERR;

@@ -40,6 +40,9 @@ unsigned long vf_device_regs(void);
 /* The NICs' max_mr_size (0: unlimited); reg_mr of more fails with EIO.  Read when a NIC is
  * opened.  vf_reset clears it. */
 void vf_set_max_mr_size(uint64_t n);
+/* The n-th work request posted from now (1 = the next) is lost: no completion until its QP is
+ * moved to ERR, which flushes it (WR_FLUSH_ERR). */
+void vf_hold_nth(int n);
 /* The source GID index of the last QP moved to RTR (-1 without GRH). */
 long vf_last_sgid(void);
 
