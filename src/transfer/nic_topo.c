@@ -9,7 +9,8 @@
  * - by discovery (auto_discover, --auto_discovery): the NICs under
  *   <root>/sys/class/infiniband, each on the NUMA node its device/numa_node names (-1 or
  *   unreadable: node 0), kept only if MC_TE_FILTERS (a comma list) names them, giving
- *   {"cpu:N": [[NICs on node N], [the others]]} for every node;
+ *   {"cpu:N": [[NICs on node N], [the others]]} for every node, and for every NVIDIA GPU
+ *   (PCI bus order) "cuda:N": [[the NICs nearest it on the PCIe tree], [the others]];
  * - MC_CUSTOM_TOPO_JSON (a JSON object, or the path of a file holding one) replaces discovery.
  *
  * Everything read here (sysfs, the variable, the file) is bounded and checked; a NIC name must
@@ -20,6 +21,8 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +227,151 @@ static json_t *mc_topo_custom(const char *v)
 	return m;
 }
 
+/* Path components of a sysfs PCI device path ("/sys/devices/pci0000:00/0000:00:01.0/...")
+ * that two paths share. */
+static unsigned mc_topo_common(const char *a, const char *b)
+{
+	unsigned c = 0;
+
+	while (*a && *a == *b) {
+		if (*a == '/')
+			c++;
+		a++;
+		b++;
+	}
+	if ((*a == '\0' || *a == '/') && (*b == '\0' || *b == '/'))
+		c++;
+	return c;
+}
+
+static unsigned mc_topo_depth(const char *a)
+{
+	unsigned d = 1;
+
+	for (; *a; a++)
+		d += *a == '/';
+	return d;
+}
+
+static json_t *mc_topo_mask_array(char (*names)[MC_NIC_NAME_MAX], unsigned n, uint32_t mask)
+{
+	json_t *a = json_array();
+	unsigned i;
+
+	for (i = 0; a && i < n; i++)
+		if (((mask >> i) & 1) && json_array_append_new(a, json_string(names[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static int mc_topo_bdf_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* "cuda:N" rows: the NVIDIA GPUs of <root>/sys/bus/pci/devices (vendor 0x10de, class 0x0300xx
+ * or 0x0302xx) numbered in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID), each preferring the
+ * NICs closest to it on the PCIe tree (fewest hops between the two sysfs device paths: the same
+ * switch first), else the NICs of its NUMA node.  0, or -1 out of memory. */
+static int mc_topo_cuda_rows(json_t *m, char (*names)[MC_NIC_NAME_MAX], const int *numa,
+			     unsigned n)
+{
+	struct mc_topo_gpus {
+		char bdf[64][32];
+		char nicpath[MC_NIC_MAX][PATH_MAX];
+		char gpath[PATH_MAX];
+	} *g = calloc(1, sizeof(*g));
+	char (*bdf)[32], (*nicpath)[PATH_MAX], *gpath, path[800], buf[64];
+	unsigned ngpu = 0, i, k, best;
+	int havepath[MC_NIC_MAX], rc = -1;
+	struct dirent *d;
+	DIR *dir;
+
+	if (g == NULL)
+		return -1;
+	bdf = g->bdf;
+	nicpath = g->nicpath;
+	gpath = g->gpath;
+	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", mc_topo_root);
+	dir = opendir(path);
+	while (dir && (d = readdir(dir)) != NULL && ngpu < 64) {
+		if (d->d_name[0] == '.' || strlen(d->d_name) >= sizeof(bdf[0]))
+			continue;
+		snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/vendor", mc_topo_root,
+			 d->d_name);
+		if (mc_topo_read(path, buf, sizeof(buf)) || strcmp(buf, "0x10de"))
+			continue;
+		snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/class", mc_topo_root,
+			 d->d_name);
+		if (mc_topo_read(path, buf, sizeof(buf)) ||
+		    (strncmp(buf, "0x0302", 6) && strncmp(buf, "0x0300", 6)))
+			continue;
+		strcpy(bdf[ngpu++], d->d_name);
+	}
+	if (dir)
+		closedir(dir);
+	rc = 0;
+	if (ngpu == 0)
+		goto out;
+	qsort(bdf, ngpu, sizeof(bdf[0]), mc_topo_bdf_cmp);
+	for (k = 0; k < n; k++) {
+		snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s/device", mc_topo_root,
+			 names[k]);
+		havepath[k] = realpath(path, nicpath[k]) != NULL;
+	}
+	for (i = 0; i < ngpu; i++) {
+		uint32_t pref = 0, all = n >= 32 ? ~0u : (1u << n) - 1;
+		unsigned dist[MC_NIC_MAX];
+		char loc[32];
+		json_t *row;
+		int node = 0;
+
+		snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s", mc_topo_root, bdf[i]);
+		best = ~0u;
+		if (realpath(path, gpath))
+			for (k = 0; k < n; k++) {
+				unsigned c;
+
+				if (!havepath[k])
+					continue;
+				c = mc_topo_common(gpath, nicpath[k]);
+				dist[k] = mc_topo_depth(gpath) + mc_topo_depth(nicpath[k]) - 2 * c;
+				if (dist[k] < best)
+					best = dist[k];
+			}
+		for (k = 0; best != ~0u && k < n; k++)
+			if (havepath[k] && dist[k] == best)
+				pref |= 1u << k;
+		if (pref == 0) {
+			char *end;
+			long v;
+
+			snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/%s/numa_node",
+				 mc_topo_root, bdf[i]);
+			if (mc_topo_read(path, buf, sizeof(buf)) == 0) {
+				v = strtol(buf, &end, 10);
+				if (end != buf && *end == '\0' && v >= 0 && v < 4096)
+					node = (int)v;
+			}
+			for (k = 0; k < n; k++)
+				if (numa[k] == node)
+					pref |= 1u << k;
+		}
+		row = json_pack("[oo]", mc_topo_mask_array(names, n, pref),
+				mc_topo_mask_array(names, n, all & ~pref));
+		snprintf(loc, sizeof(loc), "cuda:%u", i);
+		if (row == NULL || json_object_set_new(m, loc, row)) {
+			rc = -1;
+			goto out;
+		}
+	}
+out:
+	free(g);
+	return rc;
+}
+
 json_t *mc_nic_topo_discover(const char *filters, unsigned *nnics)
 {
 	char names[MC_NIC_MAX][MC_NIC_NAME_MAX], allow[MC_NIC_MAX][MC_NIC_NAME_MAX];
@@ -322,6 +470,10 @@ json_t *mc_nic_topo_discover(const char *filters, unsigned *nnics)
 			json_decref(m);
 			return NULL;
 		}
+	}
+	if (m && mc_topo_cuda_rows(m, names, numa, n)) {
+		json_decref(m);
+		return NULL;
 	}
 	*nnics = n;
 	return m;

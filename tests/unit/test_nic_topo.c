@@ -79,6 +79,88 @@ static int check(char *got, const char *want, const char *what)
 	return r;
 }
 
+/* A PCI device directory under root2 with its sysfs files, and its /sys/bus/pci link. */
+static char root2[256];
+
+static void pci_dev(const char *dir, const char *vendor, const char *cls, const char *numa)
+{
+	char p[700], link[700], *bdf = strrchr(dir, '/') + 1;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "mkdir -p '%s/%s' '%s/sys/bus/pci/devices'", root2, dir, root2);
+	if (system(p))
+		return;
+	snprintf(p, sizeof(p), "%s/%s/vendor", root2, dir);
+	if ((f = fopen(p, "w")) != NULL) {
+		fprintf(f, "%s\n", vendor);
+		fclose(f);
+	}
+	snprintf(p, sizeof(p), "%s/%s/class", root2, dir);
+	if ((f = fopen(p, "w")) != NULL) {
+		fprintf(f, "%s\n", cls);
+		fclose(f);
+	}
+	snprintf(p, sizeof(p), "%s/%s/numa_node", root2, dir);
+	if ((f = fopen(p, "w")) != NULL) {
+		fprintf(f, "%s\n", numa);
+		fclose(f);
+	}
+	snprintf(p, sizeof(p), "%s/%s", root2, dir);
+	snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/%s", root2, bdf);
+	if (symlink(p, link))
+		printf("# symlink %s failed\n", link);
+}
+
+static void ib_dev(const char *nic, const char *dir)
+{
+	char p[700], link[700];
+
+	snprintf(p, sizeof(p), "mkdir -p '%s/sys/class/infiniband/%s'", root2, nic);
+	if (system(p))
+		return;
+	snprintf(p, sizeof(p), "%s/%s", root2, dir);
+	snprintf(link, sizeof(link), "%s/sys/class/infiniband/%s/device", root2, nic);
+	if (symlink(p, link))
+		printf("# symlink %s failed\n", link);
+}
+
+/* Two root complexes (NUMA nodes 0 and 1), each with a GPU and a NIC behind one switch, and a
+ * third NIC elsewhere on the first: cuda:N rows by PCIe distance, NUMA nodes read through the
+ * device links. */
+static void cuda_rows(void)
+{
+	char cmd[300];
+	unsigned n;
+
+	snprintf(root2, sizeof(root2), "/tmp/mc_nic_cuda.XXXXXX");
+	if (mkdtemp(root2) == NULL)
+		return;
+	mc_nic_topo_set_root(root2);
+	pci_dev("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0", "0x10de", "0x030200", "0");
+	pci_dev("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.1", "0x15b3", "0x020700", "0");
+	pci_dev("sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0", "0x15b3", "0x020700", "0");
+	pci_dev("sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0", "0x10de", "0x030200", "1");
+	pci_dev("sys/devices/pci0000:80/0000:80:01.0/0000:81:00.1", "0x15b3", "0x020700", "1");
+	pci_dev("sys/devices/pci0000:00/0000:00:03.0", "0x8086", "0x060400", "0");
+	ib_dev("mlx5_0", "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.1");
+	ib_dev("mlx5_1", "sys/devices/pci0000:80/0000:80:01.0/0000:81:00.1");
+	ib_dev("mlx5_2", "sys/devices/pci0000:00/0000:00:02.0/0000:02:00.0");
+	check(disc(NULL, &n),
+	      "{\"cpu:0\":[[\"mlx5_0\",\"mlx5_2\"],[\"mlx5_1\"]],"
+	      "\"cpu:1\":[[\"mlx5_1\"],[\"mlx5_0\",\"mlx5_2\"]],"
+	      "\"cuda:0\":[[\"mlx5_0\"],[\"mlx5_1\",\"mlx5_2\"]],"
+	      "\"cuda:1\":[[\"mlx5_1\"],[\"mlx5_0\",\"mlx5_2\"]]}",
+	      "cuda:N rows: each GPU prefers the NIC behind its own PCIe switch");
+	check(disc("mlx5_1,mlx5_2", &n),
+	      "{\"cpu:0\":[[\"mlx5_2\"],[\"mlx5_1\"]],\"cpu:1\":[[\"mlx5_1\"],[\"mlx5_2\"]],"
+	      "\"cuda:0\":[[\"mlx5_2\"],[\"mlx5_1\"]],"
+	      "\"cuda:1\":[[\"mlx5_1\"],[\"mlx5_2\"]]}",
+	      "without its switch-mate GPU 0 prefers the NIC on its root complex");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root2);
+	if (system(cmd))
+		printf("# cannot remove %s\n", root2);
+}
+
 int main(void)
 {
 	char names[MC_NIC_MAX][MC_NIC_NAME_MAX], cmd[600], path[512];
@@ -169,6 +251,8 @@ int main(void)
 
 	ok(mc_nic_present("mlx5_0") && !mc_nic_present("mlx5_9") && !mc_nic_present("../.."),
 	   "mc_nic_present");
+	cuda_rows();
+	mc_nic_topo_set_root(root);
 
 	/* The store client's protocol=rdma decisions, before any connection is made. */
 	memset(&st, 0, sizeof(st));
