@@ -91,6 +91,10 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 				       uint64_t rpc_port, int auto_discover);
 /* "ip:port" of this engine's handshake/RPC port. */
 int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
+/* The NIC priority matrix {"cpu:0": [["mlx5_0"], ["mlx5_1"]], ...} as JSON: the installed rdma
+ * transport's, else the discovered topology (NICs of /sys/class/infiniband by NUMA node,
+ * MC_TE_FILTERS, MC_CUSTOM_TOPO_JSON).  0, or ERR_INVALID_ARGUMENT when buf_len is too small. */
+int getLocalTopology(transfer_engine_t engine, char *buf_out, size_t buf_len);
 /* "tcp", "shm", "nvmeof"/"file" return a non-NULL handle; a transport this build lacks NULL. */
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args);
 int uninstallTransport(transfer_engine_t engine, const char *proto);

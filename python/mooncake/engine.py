@@ -30,13 +30,3 @@ class TransferEngine(_engine.TransferEngine):
     def get_notifies(self):
         """Notifications other engines sent to this one since the last call."""
         return [TransferNotify(n, m) for n, m in self._get_notifies()]
-
-    def get_local_topology(self, device_name=""):
-        """The NIC priority matrix upstream prints: per NUMA node, [[preferred NICs], [others]].
-        This build moves data over TCP, so no RDMA NIC appears in it."""
-        import glob
-        import json
-        import os
-        nodes = sorted(int(os.path.basename(p)[4:]) for p in
-                       glob.glob("/sys/devices/system/node/node[0-9]*")) or [0]
-        return json.dumps({"cpu:%d" % n: [[], []] for n in nodes})

@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "engine/te_gpu.h"
+#include "transfer/nic_topo.h"
 #include "mooncake/transfer_engine_c.h"
 
 #define MC_E(x) ((struct mc_engine *)(x))
@@ -126,6 +127,59 @@ static void mc_te_log_level_from_env(void)
 			mc_log_set_level(levels[i].level);
 }
 
+static int mc_te_env_true(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no");
+}
+
+int mc_te_install_rdma_devices(struct mc_engine *e, const char *devices)
+{
+	char *matrix;
+	unsigned nnics = 0;
+	void *args[2] = { NULL, NULL };
+
+	if (devices && *devices) {
+		matrix = mc_nic_matrix_from_list(devices);
+		if (matrix == NULL)
+			return ERR_INVALID_ARGUMENT;
+	} else {
+		matrix = mc_nic_topo_discover_str(NULL, &nnics);
+		if (matrix == NULL)
+			return ERR_INVALID_ARGUMENT;
+		if (nnics == 0) {
+			free(matrix);
+			if (mc_te_env_true("MC_FORCE_HCA")) {
+				mc_log_err("transfer engine %s: no RDMA NIC found and MC_FORCE_HCA is "
+					   "set", e->server_name);
+				return ERR_DEVICE_NOT_FOUND;
+			}
+			mc_log_warn("transfer engine %s: no RDMA NIC found, using tcp",
+				    e->server_name);
+			return 1;
+		}
+	}
+	if (mc_te_known[MC_TE_XPORT_RDMA] == NULL) {
+		free(matrix);
+		if (devices && *devices) {
+			mc_log_err("transfer engine %s: rdma devices %s given but this build has no "
+				   "rdma transport", e->server_name, devices);
+			return ERR_DEVICE_NOT_FOUND;
+		}
+		mc_log_warn("transfer engine %s: this build has no rdma transport, using tcp",
+			    e->server_name);
+		return 1;
+	}
+	args[0] = matrix;
+	if (installTransport(e, "rdma", args) == NULL) {
+		free(matrix);
+		return ERR_DEVICE_NOT_FOUND;
+	}
+	free(matrix);
+	return 0;
+}
+
 transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 				       const char *local_server_name, const char *ip_or_host_name,
 				       uint64_t rpc_port, int auto_discover)
@@ -133,7 +187,6 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	struct mc_engine *e;
 	uint16_t port = rpc_port > 65535 ? 0 : (uint16_t)rpc_port;
 
-	(void)auto_discover;
 	mc_te_log_level_from_env();
 	if (metadata_conn_string == NULL || local_server_name == NULL)
 		return NULL;
@@ -142,6 +195,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		return NULL;
 	pthread_mutex_init(&e->mu, NULL);
 	e->notifies_tail = &e->notifies;
+	e->auto_discover = auto_discover != 0;
 	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", metadata_conn_string);
 	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
 	if (!mc_te_kv_supported(metadata_conn_string)) {
@@ -177,6 +231,11 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		snprintf(e->server_name, sizeof(e->server_name), "%s:%u", e->ip, port);
 	else
 		snprintf(e->server_name, sizeof(e->server_name), "%s", local_server_name);
+	/* Upstream's auto-discovery installs rdma itself when the host has NICs (tcp otherwise,
+	 * and always with MC_FORCE_TCP). */
+	if (e->auto_discover && !mc_te_env_true("MC_FORCE_TCP") &&
+	    mc_te_install_rdma_devices(e, NULL) < 0)
+		goto fail;
 	if (mc_te_meta_publish(e))
 		goto fail;
 	mc_te_refresher_start(e);
@@ -191,6 +250,35 @@ fail_early:
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 	return NULL;
+}
+
+char *mc_te_local_topology(struct mc_engine *e)
+{
+	char *s = NULL;
+
+	/* The state is freed only after it is cleared under mu. */
+	pthread_mutex_lock(&e->mu);
+	if (e->xports[MC_TE_XPORT_RDMA].state)
+		s = mc_te_rdma_matrix_str(e->xports[MC_TE_XPORT_RDMA].state);
+	pthread_mutex_unlock(&e->mu);
+	return s ? s : mc_nic_topo_discover_str(NULL, NULL);
+}
+
+int getLocalTopology(transfer_engine_t engine, char *buf_out, size_t buf_len)
+{
+	char *s;
+	int rc;
+
+	if (engine == NULL || buf_out == NULL || buf_len == 0)
+		return ERR_INVALID_ARGUMENT;
+	s = mc_te_local_topology(MC_E(engine));
+	if (s == NULL)
+		return ERR_MEMORY;
+	rc = strlen(s) < buf_len ? 0 : ERR_INVALID_ARGUMENT;
+	if (rc == 0)
+		strcpy(buf_out, s);
+	free(s);
+	return rc;
 }
 
 int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len)
@@ -225,18 +313,39 @@ static void mc_te_loop_barrier(struct mc_engine *e)
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args)
 {
 	struct mc_engine *e = MC_E(engine);
+	char *found = NULL;
+	unsigned nnics = 0;
 	int i, rc;
 
 	if (e == NULL || proto == NULL)
 		return NULL;
-	/* rdma: args[0], when given, is the NIC priority matrix JSON (read by the install). */
+	/* rdma: args[0], when given, is the NIC priority matrix JSON (read by the install);
+	 * without one an auto-discovering engine uses the discovered matrix, else every NIC. */
 	e->rdma_matrix = !strcmp(proto, "rdma") && args ? (const char *)args[0] : NULL;
+	/* Our extension: a device list ("mlx5_0,mlx5_1") in place of the matrix. */
+	if (e->rdma_matrix && e->rdma_matrix[strspn(e->rdma_matrix, " \t\n")] != '{' &&
+	    *e->rdma_matrix) {
+		found = mc_nic_matrix_from_list(e->rdma_matrix);
+		e->rdma_matrix = found;
+		if (found == NULL)
+			return NULL;
+	}
 	i = mc_te_slot_of(proto);
 	if (i < 0) {
 		mc_log_warn("transfer engine: transport '%s' is not available in this build", proto);
+		free(found);
 		return NULL;
 	}
+	if (i == MC_TE_XPORT_RDMA && e->rdma_matrix == NULL && e->auto_discover) {
+		found = mc_nic_topo_discover_str(NULL, &nnics);
+		if (found == NULL)
+			return NULL;
+		if (nnics)
+			e->rdma_matrix = found;
+	}
 	rc = mc_te_install(e, i);
+	e->rdma_matrix = NULL;
+	free(found);
 	if (rc) {
 		mc_log_warn("transfer engine: installing transport '%s' failed: %s", proto,
 			    strerror(-rc));
@@ -364,6 +473,39 @@ void destroyTransferEngine(transfer_engine_t engine)
 	free(e);
 }
 
+/* GPU memory (location "cuda:N", or device memory by mc_gpu_ops): with rdma installed it is
+ * registered on the NICs directly, as upstream does with nvidia-peermem or dma-buf, and
+ * published through the rdma fields only (tcp and shm cannot reach it); requests on it to rdma
+ * peers then skip staging.  When the driver refuses (no peer memory support) or rdma is not
+ * installed it stays registered for local use, staged through pinned host memory.  0, or the
+ * publish error. */
+static int mc_te_register_gpu(struct mc_engine *e, void *addr, size_t length,
+			      const char *location)
+{
+	void *rdma = e->xports[MC_TE_XPORT_RDMA].state;
+	int rc;
+
+	if (rdma) {
+		rc = mc_te_rdma_register_local(rdma, addr, length, location, 1);
+		if (rc == 0) {
+			mc_log_info("transfer engine %s: GPU memory at %p (%zu bytes) registered on "
+				    "the RDMA NICs directly",
+				    e->server_name, addr, length);
+			return mc_te_meta_publish(e);
+		}
+		mc_log_warn("transfer engine %s: the RDMA NICs cannot register GPU memory at %p "
+			    "(%d; nvidia-peermem or dma-buf missing?): staged through pinned host "
+			    "memory, for local use only",
+			    e->server_name, addr, rc);
+		return 0;
+	}
+	/* Usable as a local source or destination (staged); peers cannot reach it over tcp or
+	 * shm, so it is not published. */
+	mc_log_warn("transfer engine %s: GPU memory at %p is registered for local use only",
+		    e->server_name, addr);
+	return 0;
+}
+
 int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, const char *location,
 			int remote_accessible)
 {
@@ -381,13 +523,8 @@ int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, con
 		return ERR_INVALID_ARGUMENT;
 	if (!remote_accessible)
 		return 0;
-	if (e->gpu && e->gpu->is_device(addr)) {
-		/* Usable as a local source or destination (staged); peers cannot reach it over
-		 * tcp or shm, so it is not published. */
-		mc_log_warn("transfer engine %s: GPU memory at %p is registered for local use only",
-			    e->server_name, addr);
-		return 0;
-	}
+	if ((e->gpu && e->gpu->is_device(addr)) || (location && !strncmp(location, "cuda:", 5)))
+		return mc_te_register_gpu(e, addr, length, location);
 	/* Shared file memory can be mapped by same-host peers (te_shm.c). */
 	if (mc_te_mem_share_fd((uint64_t)(uintptr_t)addr, length, &fd, &fd_off))
 		fd = -1;
@@ -445,6 +582,10 @@ int unregisterLocalMemory(transfer_engine_t engine, void *addr)
 	for (k = 0; published && k < MC_TE_NXPORTS; k++)
 		if (e->xports[k].state && e->xports[k].ops->unregister_mem)
 			e->xports[k].ops->unregister_mem(e->xports[k].state, addr);
+	/* GPU memory registered on the NICs directly is in no list but rdma's. */
+	if (!published && e->xports[MC_TE_XPORT_RDMA].state &&
+	    mc_te_rdma_unregister(e->xports[MC_TE_XPORT_RDMA].state, addr) == 0)
+		published = 1;
 	return published ? mc_te_meta_publish(e) : 0;
 }
 
@@ -656,7 +797,11 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	snprintf(x->host, sizeof(x->host), "%s", seg->host);
 	x->tcp_port = seg->desc.tcp_data_port;
 	x->seg_ctx = seg->xport_ctx;
-	x->gpu = e->gpu && e->gpu->is_device(r->source);
+	/* GPU memory is staged, unless rdma carries this request and the GPU buffer is
+	 * registered on the NICs. */
+	x->gpu = e->gpu && e->gpu->is_device(r->source) &&
+		 !(x->xport == MC_TE_XPORT_RDMA && e->xports[MC_TE_XPORT_RDMA].state &&
+		   mc_te_rdma_covers(e->xports[MC_TE_XPORT_RDMA].state, r->source, r->length));
 	*out = x;
 	return STATUS_PENDING;
 }

@@ -87,6 +87,7 @@ struct mc_engine {
 	} xports[MC_TE_NXPORTS];
 	struct mc_te_hs_server *hs;
 	const char *rdma_matrix;	/* during installTransport("rdma", args) only */
+	int auto_discover;		/* createTransferEngine's flag */
 	char meta_conn[512];
 	int p2p;
 	char server_name[256];	/* our segment name */
@@ -126,6 +127,16 @@ int64_t mc_te_now_ms(void);
 
 /* engine.c: the transports this build knows, by slot (NULL: not built). */
 extern const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS];
+
+/* Install rdma on a device list ("mlx5_0,mlx5_1": every NIC preferred everywhere), or with
+ * devices NULL/"" on the discovered topology (src/transfer/nic_topo.c).  0 installed; 1 no NIC was found
+ * (or this build has no rdma) and tcp carries the data, with a warning; a negative ERR_* when
+ * a listed NIC is missing or bad, when NICs exist but cannot be opened, or when none exists
+ * and MC_FORCE_HCA is set. */
+int mc_te_install_rdma_devices(struct mc_engine *e, const char *devices);
+/* The local NIC priority matrix: the installed rdma transport's, else the discovered one
+ * (malloc'ed JSON, or NULL). */
+char *mc_te_local_topology(struct mc_engine *e);
 
 /* te_segment.c: peer segments. */
 /* Choose / drop the transport serving seg (API thread, e->mu not held). */

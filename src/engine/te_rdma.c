@@ -174,6 +174,22 @@ static void mc_te_rdma_unregister_mem(void *state, void *addr)
 	mc_rdma_unregister(state, addr);
 }
 
+int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
+			      int remote)
+{
+	return mc_rdma_register(state, addr, len, location, remote);
+}
+
+int mc_te_rdma_unregister(void *state, void *addr)
+{
+	return mc_rdma_unregister(state, addr);
+}
+
+int mc_te_rdma_covers(void *state, const void *addr, uint64_t len)
+{
+	return mc_rdma_covers(state, addr, len);
+}
+
 const struct mc_te_transport_ops mc_te_rdma_ops = {
 	.name = "rdma",
 	.install = mc_te_rdma_install,
@@ -188,12 +204,41 @@ const struct mc_te_transport_ops mc_te_rdma_ops = {
 
 #else /* !HAVE_RDMA: no rdma slot; Connection frames are refused by the caller. */
 
+int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
+			      int remote)
+{
+	(void)state, (void)addr, (void)len, (void)location, (void)remote;
+	return ERR_NOT_IMPLEMENTED;
+}
+
+int mc_te_rdma_unregister(void *state, void *addr)
+{
+	(void)state, (void)addr;
+	return ERR_ADDRESS_NOT_REGISTERED;
+}
+
+int mc_te_rdma_covers(void *state, const void *addr, uint64_t len)
+{
+	(void)state, (void)addr, (void)len;
+	return 0;
+}
+
 void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops)
 {
 	(void)ops;
 }
 
 #endif
+
+char *mc_te_rdma_matrix_str(void *state)
+{
+#ifdef HAVE_RDMA
+	return state ? json_dumps(mc_rdma_matrix(state), JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+#else
+	(void)state;
+	return NULL;
+#endif
+}
 
 char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len)
 {

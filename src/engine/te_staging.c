@@ -34,7 +34,40 @@ struct mc_te_gpu_job {
 struct mc_te_gpu_stager_node {
 	struct mc_te_gpu_stager_node *next;
 	struct mc_gpu_stager s;
+	void *rdma;		/* the rdma transport its chunks are registered on, or NULL */
 };
+
+/* Staged chunks to an rdma peer must be on the NICs: register the stager's pinned chunks
+ * (local access only) with the rdma transport installed now.  A chunk that cannot be
+ * registered makes its sub-requests fall back to tcp (-EXDEV), which is still correct. */
+static void mc_te_gpu_rdma_reg(struct mc_engine *e, struct mc_te_gpu_stager_node *n)
+{
+	void *rdma;
+	unsigned i;
+
+	pthread_mutex_lock(&e->mu);
+	rdma = e->xports[MC_TE_XPORT_RDMA].state;
+	pthread_mutex_unlock(&e->mu);
+	if (rdma == NULL || rdma == n->rdma)
+		return;
+	for (i = 0; i < n->s.k; i++)
+		if (mc_te_rdma_register_local(rdma, n->s.host[i], n->s.chunk, "*", 0))
+			mc_log_warn("transfer engine %s: pinned staging chunk not registered on "
+				    "the RDMA NICs: its chunks go over tcp",
+				    e->server_name);
+	n->rdma = rdma;
+}
+
+static void mc_te_gpu_rdma_unreg(struct mc_engine *e, struct mc_te_gpu_stager_node *n)
+{
+	void *rdma = e->xports[MC_TE_XPORT_RDMA].state;
+	unsigned i;
+
+	/* Only from the instance they were put on; a freed one dropped them itself. */
+	for (i = 0; rdma && rdma == n->rdma && i < n->s.k; i++)
+		mc_te_rdma_unregister(rdma, n->s.host[i]);
+	n->rdma = NULL;
+}
 
 static void mc_te_gpu_sub_done(struct mc_te_req *sub, int status)
 {
@@ -120,6 +153,8 @@ static int mc_te_gpu_job(struct mc_te_req *r)
 			    e->server_name);
 		return -ENOMEM;
 	}
+	if (r->xport == MC_TE_XPORT_RDMA)
+		mc_te_gpu_rdma_reg(e, n);
 	memset(&j, 0, sizeof(j));
 	j.r = r;
 	rc = mc_gpu_stage(&n->s, r->opcode == MC_XFER_READ, r->local, r->len, &io);
@@ -152,6 +187,7 @@ void mc_te_gpu_fini(struct mc_engine *e)
 		struct mc_te_gpu_stager_node *n = e->gpu_stagers;
 
 		e->gpu_stagers = n->next;
+		mc_te_gpu_rdma_unreg(e, n);
 		mc_gpu_stager_fini(&n->s);
 		free(n);
 	}

@@ -36,9 +36,9 @@
  * without rdma use tcp); match reads the peer's fields from seg->desc.raw (untrusted: check
  * types and bounds) and may keep per-peer state in seg->xport_ctx; register_mem and
  * unregister_mem register memory regions; submit posts work requests on the loop thread and
- * completes from the completion-channel callback.  Requests on GPU memory reach submit only as
- * host-memory chunks staged by te_staging.c (a transport that registers GPU memory directly
- * would make mc_te_dispatch skip staging for its slot).
+ * completes from the completion-channel callback.  Requests on GPU memory reach submit as
+ * host-memory chunks staged by te_staging.c, except on rdma when the GPU buffer itself is
+ * registered on the NICs (registerLocalMemory tries that first; mc_te_prepare skips staging).
  * A handshake of type Connection (0) is answered by handshake.c; route it to the transport
  * there.
  */
@@ -109,6 +109,17 @@ extern const struct mc_te_transport_ops mc_te_rdma_ops;	/* built with libibverbs
 struct mc_verbs_ops;
 /* Process-wide: the verbs the next rdma installs use (NULL: libibverbs).  For tests. */
 void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops);
+/* Register memory on the rdma transport's NICs (remote: peers may reach it); GPU memory goes
+ * straight to ibv_reg_mr, which works where nvidia-peermem or dma-buf lets the NIC reach it.
+ * 0 or a negative ERR_*. */
+int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
+			      int remote);
+/* 0 or ERR_ADDRESS_NOT_REGISTERED. */
+int mc_te_rdma_unregister(void *state, void *addr);
+/* 1 if [addr, addr+len) is registered on the NICs. */
+int mc_te_rdma_covers(void *state, const void *addr, uint64_t len);
+/* The installed rdma transport's priority matrix as JSON text (malloc'ed), NULL without. */
+char *mc_te_rdma_matrix_str(void *state);
 /* A Connection frame's reply (malloc'ed), or NULL without rdma installed.  Loop thread. */
 char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len);
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "transfer/nic_topo.h"
 #include "mooncake/transfer_engine_c.h"
 
 struct mc_py_engine {
@@ -47,8 +48,12 @@ static void mc_pe_dealloc(struct mc_py_engine *self)
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* protocol rdma: device_name "mlx5_0,mlx5_1" puts every listed NIC first for every location
+ * (a listed NIC missing is an error, as upstream); "" discovers the NICs, and a host without
+ * any moves data over tcp with a warning (an error with MC_FORCE_HCA).  Other protocols ignore
+ * device_name. */
 static PyObject *mc_pe_initialize_common(struct mc_py_engine *self, const char *host,
-					 const char *meta, const char *proto)
+					 const char *meta, const char *proto, const char *dev)
 {
 	transfer_engine_t e;
 
@@ -56,7 +61,8 @@ static PyObject *mc_pe_initialize_common(struct mc_py_engine *self, const char *
 		return PyLong_FromLong(-1);
 	Py_BEGIN_ALLOW_THREADS
 	e = createTransferEngine(meta, host, "", 0, 0);
-	if (e && installTransport(e, proto, NULL) == NULL) {
+	if (e && (!strcmp(proto, "rdma") ? mc_te_install_rdma_devices(e, dev) < 0 :
+					    installTransport(e, proto, NULL) == NULL)) {
 		destroyTransferEngine(e);
 		e = NULL;
 	}
@@ -74,7 +80,7 @@ static PyObject *mc_pe_initialize(struct mc_py_engine *self, PyObject *args, PyO
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "ssss:initialize", names, &host, &meta, &proto,
 					 &dev))
 		return NULL;
-	return mc_pe_initialize_common(self, host, meta, proto);
+	return mc_pe_initialize_common(self, host, meta, proto, dev);
 }
 
 static PyObject *mc_pe_initialize_ext(struct mc_py_engine *self, PyObject *args, PyObject *kw)
@@ -91,7 +97,33 @@ static PyObject *mc_pe_initialize_ext(struct mc_py_engine *self, PyObject *args,
 		snprintf(conn, sizeof(conn), "http://%s", meta);
 	else
 		snprintf(conn, sizeof(conn), "%s", meta);
-	return mc_pe_initialize_common(self, host, conn, proto);
+	return mc_pe_initialize_common(self, host, conn, proto, dev);
+}
+
+/* get_local_topology(device_name=""): this engine's matrix once rdma is installed, else the
+ * discovered one, filtered by device_name (a comma list) when given. */
+static PyObject *mc_pe_local_topology(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "device_name", NULL };
+	const char *dev = "";
+	char *s = NULL;
+	PyObject *o;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|s:get_local_topology", names, &dev))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	if (self->e && *dev == '\0')
+		s = mc_te_local_topology(self->e);
+	else
+		s = mc_nic_topo_discover_str(dev, NULL);
+	Py_END_ALLOW_THREADS
+	if (s == NULL) {
+		PyErr_SetString(PyExc_ValueError, "cannot build the topology (see the log)");
+		return NULL;
+	}
+	o = PyUnicode_FromString(s);
+	free(s);
+	return o;
 }
 
 static PyObject *mc_pe_get_rpc_port(struct mc_py_engine *self, PyObject *unused)
@@ -691,6 +723,7 @@ static PyMethodDef mc_pe_methods[] = {
 	{ "initialize", KW mc_pe_initialize, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "initialize_ext", KW mc_pe_initialize_ext, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_rpc_port", (PyCFunction)mc_pe_get_rpc_port, METH_NOARGS, NULL },
+	{ "get_local_topology", KW mc_pe_local_topology, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_engine", (PyCFunction)mc_pe_get_engine, METH_NOARGS, NULL },
 	{ "register_memory", KW mc_pe_register, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "unregister_memory", KW mc_pe_unregister, METH_VARARGS | METH_KEYWORDS, NULL },

@@ -40,6 +40,7 @@ static const struct mc_rdma_opt {
 	{ "MC_PATH_ROUNDROBIN", offsetof(struct mc_rdma_config, path_rr), 0, 0, 1 },
 	{ "MC_ENABLE_DEST_DEVICE_AFFINITY", offsetof(struct mc_rdma_config, dest_affinity), 0, 0,
 	  1 },
+	{ "MC_SLICE_TIMEOUT", offsetof(struct mc_rdma_config, slice_timeout), -1, -1, 86400 },
 };
 
 void mc_rdma_config_load(struct mc_rdma_config *c)
@@ -102,6 +103,13 @@ static unsigned mc_rdma_pick_names(struct mc_rdma *r, const char *devices, json_
 	return n ? n : (unsigned)(ndev < MC_RDMA_MAX_NICS ? ndev : MC_RDMA_MAX_NICS);
 }
 
+static void mc_rdma_on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mc_rdma_slice_sweep(arg);
+}
+
 static void mc_rdma_on_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -149,7 +157,9 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 	}
 	list = r->ops->get_device_list(&ndev);
 	if (list == NULL || ndev <= 0) {
-		mc_log_err("rdma: no RDMA device found");
+		n = mc_rdma_pick_names(r, p->devices, m, list, 0);
+		mc_log_err("rdma: no RDMA device found%s%s%s", n ? " (wanted " : "",
+			   n ? r->names[0] : "", n > 1 ? ", ...)" : n ? ")" : "");
 		rc = ERR_DEVICE_NOT_FOUND;
 		goto fail;
 	}
@@ -163,6 +173,7 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 				break;
 		if (k == ndev) {
 			mc_log_err("rdma: device %s not found", r->names[i]);
+			rc = ERR_DEVICE_NOT_FOUND;	/* a NIC before it may have set rc to 0 */
 			goto fail;
 		}
 		c->index = r->nctx;
@@ -196,6 +207,21 @@ struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params
 	rc = mc_rdma_worker_start(r);
 	if (rc)
 		goto fail;
+	if (r->cfg.slice_timeout > 0) {
+		/* A quarter of the timeout between sweeps, at most a second. */
+		struct timeval tv = { 0, 0 };
+		int ms = r->cfg.slice_timeout * 250;
+
+		if (ms > 1000)
+			ms = 1000;
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		r->tev = event_new(base, -1, EV_PERSIST, mc_rdma_on_sweep, r);
+		if (r->tev == NULL || event_add(r->tev, &tv)) {
+			rc = ERR_MEMORY;
+			goto fail;
+		}
+	}
 	r->ops->free_device_list(list);
 	mc_log_info("rdma: %s with %u NIC(s), %d QP(s) per endpoint, slices of %d bytes",
 		    r->server_name, r->nctx, r->cfg.num_qp_per_ep, r->cfg.slice_size);
@@ -217,6 +243,9 @@ void mc_rdma_free(struct mc_rdma *r)
 	if (r == NULL)
 		return;
 	r->freeing = 1;
+	if (r->tev)
+		event_free(r->tev);
+	r->tev = NULL;
 	mc_rdma_worker_stop(r);
 	for (i = 0; i < r->nctx; i++)
 		mc_rdma_ep_free_all(&r->ctx[i]);
@@ -242,4 +271,9 @@ void mc_rdma_get_stats(struct mc_rdma *r, struct mc_rdma_stats *s)
 unsigned mc_rdma_nic_count(const struct mc_rdma *r)
 {
 	return r->nctx;
+}
+
+const json_t *mc_rdma_matrix(const struct mc_rdma *r)
+{
+	return r->matrix;
 }

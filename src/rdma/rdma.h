@@ -60,6 +60,8 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 		     int remote_accessible);
 /* 0 or ERR_ADDRESS_NOT_REGISTERED (addr must start a registered buffer). */
 int mc_rdma_unregister(struct mc_rdma *r, void *addr);
+/* 1 if [addr, addr+len) lies in one buffer registered here (local or remote access). */
+int mc_rdma_covers(struct mc_rdma *r, const void *addr, uint64_t len);
 
 /* Make a segment descriptor object an rdma one (reference §3.2): protocol "rdma", devices,
  * priority_matrix, and for every remote-accessible buffer name = location plus rkey and lkey
@@ -113,10 +115,13 @@ struct mc_rdma_stats {
 	uint64_t cq_acked;
 	uint64_t ep_resets;
 	uint64_t connects;
+	uint64_t slice_timeouts;	/* endpoints reset by MC_SLICE_TIMEOUT */
 	uint32_t endpoints;
 	uint64_t posted_per_nic[MC_RDMA_MAX_NICS];
 };
 void mc_rdma_get_stats(struct mc_rdma *r, struct mc_rdma_stats *s);
 unsigned mc_rdma_nic_count(const struct mc_rdma *r);
+/* The priority matrix as published (immutable while r lives; borrowed). */
+const json_t *mc_rdma_matrix(const struct mc_rdma *r);
 
 #endif

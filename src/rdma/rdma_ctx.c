@@ -115,6 +115,7 @@ static void mc_ctx_on_cq(evutil_socket_t fd, short what, void *arg)
 			int q = s->qp;
 
 			c->inflight--;
+			mc_rdma_slice_polled(s);
 			/* The slice stays tied to its QP until its completion is polled. */
 			s->qp = -1;
 			if (wc[i].status == IBV_WC_SUCCESS) {
@@ -177,6 +178,7 @@ int mc_rdma_ctx_open(struct mc_rdma *r, struct mc_rdma_ctx *c, struct ibv_device
 		mc_log_warn("rdma %s: no usable GID on port %d", c->name, r->cfg.ib_port);
 		goto close_dev;
 	}
+	c->max_mr = da.max_mr_size ? da.max_mr_size : ~0ull;
 	c->cqe = r->cfg.max_cqe < da.max_cqe ? r->cfg.max_cqe : da.max_cqe;
 	/* What the QPs ask for, within what the device allows. */
 	c->max_wr = r->cfg.max_wr < da.max_qp_wr ? r->cfg.max_wr : da.max_qp_wr;

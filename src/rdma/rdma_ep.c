@@ -217,6 +217,7 @@ static struct mc_rdma_ep *mc_ep_new(struct mc_rdma_ctx *c, const char *peer_path
 	ep->passive = passive;
 	snprintf(ep->peer_path, sizeof(ep->peer_path), "%s", peer_path);
 	TAILQ_INIT(&ep->waitq);
+	TAILQ_INIT(&ep->posted);
 	TAILQ_INSERT_TAIL(&c->eps, ep, link);
 	c->neps++;
 	c->r->st.endpoints++;
@@ -393,6 +394,7 @@ void mc_rdma_ep_free_all(struct mc_rdma_ctx *c)
 			int q = s->qp;
 
 			c->inflight--;
+			mc_rdma_slice_polled(s);
 			s->qp = -1;
 			/* Work that completed before the flush did move its bytes. */
 			if (wc[i].status == IBV_WC_SUCCESS)

@@ -35,6 +35,7 @@ struct mc_rdma_config {
 	int fragment_ratio;
 	int path_rr;		/* MC_PATH_ROUNDROBIN */
 	int dest_affinity;	/* MC_ENABLE_DEST_DEVICE_AFFINITY */
+	int slice_timeout;	/* MC_SLICE_TIMEOUT, seconds; <= 0: off */
 };
 
 void mc_rdma_config_load(struct mc_rdma_config *c);
@@ -100,9 +101,12 @@ int mc_rdma_hs_decode(const char *json, size_t len, struct mc_rdma_hs_desc *d);
 void mc_rdma_gid_to_str(const union ibv_gid *g, char *out, size_t n);
 int mc_rdma_gid_from_str(const char *s, union ibv_gid *g);
 
-/* Registered memory: one entry per buffer with an MR per NIC. */
+/* Registered memory: one entry per buffer with an MR per NIC.  A registration longer than a
+ * NIC's max_mr_size is several entries (chunks), as upstream registers it: group is the
+ * address the caller registered, shared by its chunks. */
 struct mc_rdma_buf {
 	uint64_t addr, len;
+	uint64_t group;
 	char location[64];
 	int remote;
 	struct ibv_mr *mr[MC_RDMA_MAX_NICS];
@@ -132,6 +136,8 @@ struct mc_rdma_slice {
 	struct mc_rdma_ep *ep;		/* where it waits or runs */
 	int qp;				/* -1 while waiting */
 	int status;			/* 0 running, 1 done, -1 failed */
+	int posted;			/* on ep->posted (link), until its completion is polled */
+	int64_t posted_ms;		/* when its work request was posted (monotonic) */
 };
 
 TAILQ_HEAD(mc_rdma_slice_q, mc_rdma_slice);
@@ -181,6 +187,7 @@ struct mc_rdma_ep {
 	unsigned nqp, rr;
 	struct mc_rdma_slice_q waitq;
 	unsigned nwait;
+	struct mc_rdma_slice_q posted;		/* work requests out, oldest first */
 	int hs_pending;				/* a worker job refers to us */
 };
 
@@ -201,6 +208,7 @@ struct mc_rdma_ctx {
 	enum ibv_mtu mtu;
 	int cqe;
 	int max_wr, max_sge;		/* per QP, MC_MAX_WR/MC_MAX_SGE capped by the device */
+	uint64_t max_mr;		/* the device's max_mr_size */
 	int rd_atom, init_rd_atom;	/* RDMA READs in flight as target / initiator */
 	int inflight;			/* WRs posted on this CQ, not yet polled */
 	int full_logged;		/* endpoint table full, already said so */
@@ -248,6 +256,7 @@ struct mc_rdma {
 	uint32_t ntasks;		/* requests not finished */
 	struct mc_rdma_task_q deferred;	/* finished inside submit: callbacks from dev */
 	struct event *dev;
+	struct event *tev;		/* MC_SLICE_TIMEOUT sweep, NULL when off */
 	struct mc_rdma_stats st;
 	int freeing;
 };
@@ -281,6 +290,11 @@ void mc_rdma_slice_schedule(struct mc_rdma *r, struct mc_rdma_slice *s);
 /* Fill and post the work request of s on ep's QP i.  0 or the verbs error. */
 int mc_rdma_slice_post(struct mc_rdma_slice *s, struct mc_rdma_ep *ep, int qp);
 void mc_rdma_slice_done(struct mc_rdma_slice *s);
+/* Its completion was polled: off its endpoint's posted list. */
+void mc_rdma_slice_polled(struct mc_rdma_slice *s);
+/* MC_SLICE_TIMEOUT: reset every connected endpoint whose oldest work request has had no
+ * completion for that long (the flush retries its slices on other paths). */
+void mc_rdma_slice_sweep(struct mc_rdma *r);
 /* The slice's attempt failed: retry elsewhere or fail it. */
 void mc_rdma_slice_retry(struct mc_rdma_slice *s, const char *why);
 

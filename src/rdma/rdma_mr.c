@@ -48,16 +48,48 @@ static int mc_mr_overlaps(const struct mc_rdma_mrtab *t, uint64_t a, uint64_t le
 	       (*at < t->n && t->bufs[*at].addr < a + len);
 }
 
+/* The largest region every NIC registers (max_mr_size), page-aligned. */
+static uint64_t mc_mr_chunk(const struct mc_rdma *r)
+{
+	uint64_t m = ~0ull;
+	unsigned i;
+
+	for (i = 0; i < r->nctx; i++)
+		if (r->ctx[i].max_mr < m)
+			m = r->ctx[i].max_mr;
+	m &= ~(uint64_t)4095;
+	return m ? m : 4096;
+}
+
+/* Remove the entries of group a (mu held); their MRs go into out (at most max). */
+static uint32_t mc_mr_take_group(struct mc_rdma_mrtab *t, uint64_t a, struct mc_rdma_buf *out,
+				 uint32_t max)
+{
+	uint32_t at = mc_mr_upper(t, a), end, n;
+
+	if (at == 0 || t->bufs[at - 1].addr != a || t->bufs[at - 1].group != a)
+		return 0;
+	at--;
+	for (end = at; end < t->n && t->bufs[end].group == a && end - at < max; end++)
+		out[end - at] = t->bufs[end];
+	n = end - at;
+	memmove(&t->bufs[at], &t->bufs[end], (t->n - end) * sizeof(*t->bufs));
+	t->n -= n;
+	return n;
+}
+
 /* ibv_reg_mr pins the pages and can take long for a big buffer: it runs outside the table
- * lock, so the loop's lookups for new requests never wait for it. */
+ * lock, so the loop's lookups for new requests never wait for it.  A buffer larger than a
+ * NIC's max_mr_size is registered as several chunks, each published as a buffer of its own
+ * (a request must then lie within one chunk, as upstream). */
 int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *location,
 		     int remote_accessible)
 {
 	struct mc_rdma_mrtab *t = &r->mr;
-	struct mc_rdma_buf b = { 0 };
-	uint64_t a = (uint64_t)(uintptr_t)addr;
+	struct mc_rdma_buf *b = NULL;
+	uint64_t a = (uint64_t)(uintptr_t)addr, chunk, off;
 	int access = IBV_ACCESS_LOCAL_WRITE;
-	uint32_t at;
+	uint32_t at, nb = 0, k, want;
 	unsigned i;
 	int rc = 0;
 
@@ -65,26 +97,50 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 		return ERR_INVALID_ARGUMENT;
 	if (location == NULL || *location == '\0')
 		location = "*";
-	if (strlen(location) >= sizeof(b.location))
+	if (strlen(location) >= sizeof(b->location))
 		return ERR_INVALID_ARGUMENT;
 	if (remote_accessible)
 		access |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-	b.addr = a;
-	b.len = len;
-	b.remote = remote_accessible;
-	strcpy(b.location, location);
+	chunk = mc_mr_chunk(r);
+	/* No len + chunk - 1: chunk may be near 2^64. */
+	if (len / chunk + (len % chunk != 0) > 65536) {
+		mc_log_warn("rdma: %zu bytes at %p would need more than 65536 regions of "
+			    "max_mr_size %llu",
+			    len, addr, (unsigned long long)chunk);
+		return ERR_INVALID_ARGUMENT;
+	}
+	want = (uint32_t)(len / chunk + (len % chunk != 0));
+	b = calloc(want, sizeof(*b));
+	if (b == NULL)
+		return ERR_MEMORY;
 	pthread_mutex_lock(&t->mu);
 	rc = mc_mr_overlaps(t, a, len, &at) ? ERR_ADDRESS_OVERLAPPED : 0;
 	pthread_mutex_unlock(&t->mu);
 	if (rc)
-		return rc;
-	for (i = 0; i < r->nctx; i++) {
-		b.mr[i] = r->ops->reg_mr(r->ctx[i].pd, addr, len, access);
-		if (b.mr[i] == NULL) {
-			mc_log_warn("rdma %s: ibv_reg_mr of %zu bytes at %p failed: %s",
-				    r->ctx[i].name, len, addr, strerror(errno));
-			rc = ERR_CONTEXT;
-			goto dereg;
+		goto out;
+	if (want > 1)
+		mc_log_info("rdma: %zu bytes at %p registered as %u regions of at most %llu bytes "
+			    "(max_mr_size)",
+			    len, addr, want, (unsigned long long)chunk);
+	for (off = 0; nb < want; off += chunk, nb++) {
+		struct mc_rdma_buf *c = &b[nb];
+
+		c->addr = a + off;
+		c->len = len - off < chunk ? len - off : chunk;
+		c->group = a;
+		c->remote = remote_accessible;
+		strcpy(c->location, location);
+		for (i = 0; i < r->nctx; i++) {
+			c->mr[i] = r->ops->reg_mr(r->ctx[i].pd, (void *)(uintptr_t)c->addr,
+						  (size_t)c->len, access);
+			if (c->mr[i] == NULL) {
+				mc_log_warn("rdma %s: ibv_reg_mr of %llu bytes at %p failed: %s",
+					    r->ctx[i].name, (unsigned long long)c->len,
+					    (void *)(uintptr_t)c->addr, strerror(errno));
+				rc = ERR_CONTEXT;
+				nb++;
+				goto dereg;
+			}
 		}
 	}
 	pthread_mutex_lock(&t->mu);
@@ -93,48 +149,63 @@ int mc_rdma_register(struct mc_rdma *r, void *addr, size_t len, const char *loca
 		rc = ERR_ADDRESS_OVERLAPPED;
 		goto unlock;
 	}
-	if (t->n == t->cap) {
-		uint32_t ncap = t->cap ? t->cap * 2 : 16;
-		struct mc_rdma_buf *nb = ncap <= (1u << 20) ?
-						 realloc(t->bufs, ncap * sizeof(*nb)) : NULL;
+	if (t->n + nb > t->cap) {
+		uint32_t ncap = t->cap ? t->cap : 16;
+		struct mc_rdma_buf *nbufs;
 
-		if (nb == NULL) {
+		while (ncap < t->n + nb)
+			ncap *= 2;
+		nbufs = ncap <= (1u << 20) ? realloc(t->bufs, ncap * sizeof(*nbufs)) : NULL;
+		if (nbufs == NULL) {
 			rc = ERR_MEMORY;
 			goto unlock;
 		}
-		t->bufs = nb;
+		t->bufs = nbufs;
 		t->cap = ncap;
 	}
-	memmove(&t->bufs[at + 1], &t->bufs[at], (t->n - at) * sizeof(*t->bufs));
-	t->bufs[at] = b;
-	t->n++;
+	memmove(&t->bufs[at + nb], &t->bufs[at], (t->n - at) * sizeof(*t->bufs));
+	memcpy(&t->bufs[at], b, nb * sizeof(*b));
+	t->n += nb;
 	pthread_mutex_unlock(&t->mu);
+	free(b);
 	return 0;
 unlock:
 	pthread_mutex_unlock(&t->mu);
 dereg:
-	mc_mr_dereg(r, &b);
+	for (k = 0; k < nb; k++)
+		mc_mr_dereg(r, &b[k]);
+out:
+	free(b);
 	return rc;
 }
 
 int mc_rdma_unregister(struct mc_rdma *r, void *addr)
 {
 	struct mc_rdma_mrtab *t = &r->mr;
-	struct mc_rdma_buf b;
+	struct mc_rdma_buf one, *b = &one;
 	uint64_t a = (uint64_t)(uintptr_t)addr;
-	uint32_t at;
+	uint32_t at, n = 0, k, max = 1;
 
 	pthread_mutex_lock(&t->mu);
 	at = mc_mr_upper(t, a);
-	if (at == 0 || t->bufs[at - 1].addr != a) {
+	if (at == 0 || t->bufs[at - 1].addr != a || t->bufs[at - 1].group != a) {
 		pthread_mutex_unlock(&t->mu);
 		return ERR_ADDRESS_NOT_REGISTERED;
 	}
-	b = t->bufs[at - 1];
-	memmove(&t->bufs[at - 1], &t->bufs[at], (t->n - at) * sizeof(*t->bufs));
-	t->n--;
+	while (at - 1 + max < t->n && t->bufs[at - 1 + max].group == a)
+		max++;
+	if (max > 1)
+		b = malloc(max * sizeof(*b));
+	if (b == NULL) {
+		pthread_mutex_unlock(&t->mu);
+		return ERR_MEMORY;
+	}
+	n = mc_mr_take_group(t, a, b, max);
 	pthread_mutex_unlock(&t->mu);
-	mc_mr_dereg(r, &b);
+	for (k = 0; k < n; k++)
+		mc_mr_dereg(r, &b[k]);
+	if (b != &one)
+		free(b);
 	return 0;
 }
 
@@ -157,6 +228,14 @@ int mc_rdma_mr_lookup(struct mc_rdma *r, uint64_t addr, uint64_t len,
 	}
 	pthread_mutex_unlock(&t->mu);
 	return rc;
+}
+
+int mc_rdma_covers(struct mc_rdma *r, const void *addr, uint64_t len)
+{
+	uint32_t lkey[MC_RDMA_MAX_NICS];
+	char loc[64];
+
+	return mc_rdma_mr_lookup(r, (uint64_t)(uintptr_t)addr, len, lkey, loc, sizeof(loc)) == 0;
 }
 
 void mc_rdma_mr_fini(struct mc_rdma *r)
@@ -239,6 +318,10 @@ int mc_rdma_desc_fill(struct mc_rdma *r, json_t *desc)
 			bad |= json_array_append_new(lk, json_integer(b->mr[k]->lkey));
 		}
 		o = mc_desc_find(ents, n, b->addr);
+		/* The first chunk of a registration split by max_mr_size: the entry shrinks to
+		 * it, the other chunks follow as buffers of their own. */
+		if (o && (uint64_t)json_integer_value(json_object_get(o, "length")) != b->len)
+			bad |= json_object_set_new(o, "length", json_integer((json_int_t)b->len));
 		if (o == NULL) {
 			o = json_pack("{sIsI}", "addr", (json_int_t)b->addr, "length",
 				      (json_int_t)b->len);

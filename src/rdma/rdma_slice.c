@@ -11,12 +11,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mooncake/transfer_engine_c.h"
 #include "common/log.h"
 #include "rdma/rdma_int.h"
 
 #define MC_RDMA_MAX_SLICES (1u << 22)
+
+static int64_t mc_rdma_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 #define MC_RDMA_MAX_TASKS (1u << 20)
 
 static void mc_task_free(struct mc_rdma_task *t)
@@ -195,7 +204,40 @@ int mc_rdma_slice_post(struct mc_rdma_slice *s, struct mc_rdma_ep *ep, int qp)
 	}
 	t->r->st.slices_posted++;
 	t->r->st.posted_per_nic[ep->ctx->index]++;
+	s->posted = 1;
+	s->posted_ms = mc_rdma_now_ms();
+	TAILQ_INSERT_TAIL(&ep->posted, s, link);
 	return 0;
+}
+
+void mc_rdma_slice_polled(struct mc_rdma_slice *s)
+{
+	if (s->posted && s->ep)
+		TAILQ_REMOVE(&s->ep->posted, s, link);
+	s->posted = 0;
+}
+
+void mc_rdma_slice_sweep(struct mc_rdma *r)
+{
+	int64_t now = mc_rdma_now_ms(), limit = (int64_t)r->cfg.slice_timeout * 1000;
+	struct mc_rdma_ep *ep, *next;
+	struct mc_rdma_slice *s;
+	char why[96];
+	unsigned i;
+
+	for (i = 0; i < r->nctx && !r->freeing; i++)
+		for (ep = TAILQ_FIRST(&r->ctx[i].eps); ep; ep = next) {
+			next = TAILQ_NEXT(ep, link);	/* failing a passive one frees it */
+			s = TAILQ_FIRST(&ep->posted);
+			if (ep->state != MC_EP_CONNECTED || s == NULL ||
+			    now - s->posted_ms < limit)
+				continue;
+			r->st.slice_timeouts++;
+			snprintf(why, sizeof(why),
+				 "a slice had no completion for %d s (MC_SLICE_TIMEOUT)",
+				 r->cfg.slice_timeout);
+			mc_rdma_ep_fail(ep, why);
+		}
 }
 
 int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done_fn done,

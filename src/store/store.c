@@ -21,6 +21,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "transfer/nic_topo.h"
 #include "store/store.h"
 
 int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port)
@@ -243,6 +244,54 @@ static void mc_numeric_host(const char *host, char *out, size_t n)
 	}
 }
 
+/* protocol rdma, as upstream decides it: listed NICs (rdma_devices / device_name /
+ * --device_names, a comma list) must all exist, else setup fails; an empty list discovers the
+ * NICs (unless MC_MS_AUTO_DISC=0, which makes the list required) and a host with none uses tcp
+ * with a warning (an error with MC_FORCE_HCA).  The store's data path itself is tcp in this
+ * build, which the log says.  0 or MC_ERR_INVALID_PARAMS. */
+static int mc_store_check_rdma(const char *devices)
+{
+	char names[MC_NIC_MAX][MC_NIC_NAME_MAX];
+	const char *v;
+	unsigned n = 0, i;
+	char *m;
+
+	if (mc_nic_list_parse(devices, names, MC_NIC_MAX, &n))
+		return MC_ERR_INVALID_PARAMS;
+	if (n) {
+		for (i = 0; i < n; i++)
+			if (!mc_nic_present(names[i])) {
+				mc_log_err("protocol rdma: no RDMA device %s on this host "
+					   "(rdma_devices '%s')",
+					   names[i], devices);
+				return MC_ERR_INVALID_PARAMS;
+			}
+	} else {
+		v = getenv("MC_MS_AUTO_DISC");
+		if (v && !strcmp(v, "0")) {
+			mc_log_err("protocol rdma: MC_MS_AUTO_DISC=0 needs rdma_devices");
+			return MC_ERR_INVALID_PARAMS;
+		}
+		m = mc_nic_topo_discover_str(NULL, &n);
+		free(m);
+		if (m == NULL)
+			return MC_ERR_INVALID_PARAMS;
+		if (n == 0) {
+			v = getenv("MC_FORCE_HCA");
+			if (v && *v && strcmp(v, "0")) {
+				mc_log_err("protocol rdma: no RDMA NIC found and MC_FORCE_HCA is set");
+				return MC_ERR_INVALID_PARAMS;
+			}
+			mc_log_warn("protocol rdma: no RDMA NIC found, using tcp");
+			return 0;
+		}
+	}
+	mc_log_warn("protocol rdma: %u NIC(s) present, but this build's store client moves data "
+		    "over tcp",
+		    n);
+	return 0;
+}
+
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr)
@@ -253,12 +302,16 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	const char *colon;
 	int rc;
 
-	(void)device_name;
 	if (st->initialized)
 		return MC_ERR_INVALID_PARAMS;
-	if (protocol && strcmp(protocol, "tcp"))
+	if (protocol && !strcmp(protocol, "rdma")) {
+		rc = mc_store_check_rdma(device_name);
+		if (rc)
+			return rc;
+	} else if (protocol && strcmp(protocol, "tcp")) {
 		mc_log_warn("protocol '%s' is not available in this build's store client; using tcp",
 			    protocol);
+	}
 	snprintf(st->protocol, sizeof(st->protocol), "tcp");
 	snprintf(st->metadata_server, sizeof(st->metadata_server), "%s",
 		 metadata_server ? metadata_server : "");

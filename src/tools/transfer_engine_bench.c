@@ -11,6 +11,7 @@
  * engine's managed buffers are, so a same-host peer maps them.  --reference=memcpy also times a
  * single-thread memcpy loop of block_size in the same run and prints the ratio.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,6 +33,7 @@ struct teb_cfg {
 	char *operation;
 	char *protocol;
 	char *device_name;
+	char *nic_priority_matrix;
 	char *segment_id;
 	uint64_t buffer_size;
 	int64_t batch_size;
@@ -54,9 +56,11 @@ static const struct mc_opt teb_opts[] = {
 	{ "mode", NULL, NULL, MC_OPT_STRING, O(mode), "initiator", 0, -1, "initiator or target" },
 	{ "operation", NULL, NULL, MC_OPT_STRING, O(operation), "read", 0, -1, "read or write" },
 	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1,
-	  "tcp (forced), or shm / auto (shared memory when the target is on this host)" },
+	  "tcp (forced), shm / auto (shared memory when the target is on this host), or rdma" },
 	{ "device_name", NULL, NULL, MC_OPT_STRING, O(device_name), "", 0, -1,
-	  "RDMA devices (unused with tcp)" },
+	  "rdma: comma list of NICs, each preferred for every location" },
+	{ "nic_priority_matrix", NULL, NULL, MC_OPT_STRING, O(nic_priority_matrix), "", 0, -1,
+	  "rdma: file holding the NIC priority matrix JSON (overrides device_name)" },
 	{ "segment_id", NULL, NULL, MC_OPT_STRING, O(segment_id), "", 0, -1,
 	  "the target's segment name (initiator)" },
 	{ "buffer_size", NULL, NULL, MC_OPT_SIZE, O(buffer_size), "1GB", 4096, 1099511627776.0,
@@ -68,7 +72,7 @@ static const struct mc_opt teb_opts[] = {
 	{ "duration", NULL, NULL, MC_OPT_DOUBLE, O(duration), "10", 0.1, 86400, "seconds" },
 	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "12", 1, 256, "initiator threads" },
 	{ "auto_discovery", NULL, NULL, MC_OPT_BOOL, O(auto_discovery), "false", 0, -1,
-	  "topology auto-discovery (no effect with tcp)" },
+	  "rdma: NICs and their NUMA nodes from sysfs (MC_TE_FILTERS, MC_CUSTOM_TOPO_JSON)" },
 	{ "report_unit", NULL, NULL, MC_OPT_STRING, O(report_unit), "GB", 0, -1,
 	  "GB, GiB, Gb, MB, MiB, Mb, KB, KiB or Kb" },
 	{ "report_precision", NULL, NULL, MC_OPT_INT, O(report_precision), "2", 0, 9,
@@ -208,10 +212,31 @@ static double teb_unit(const char *u)
 	return 0;
 }
 
+/* The --nic_priority_matrix file (at most 1 MiB), malloc'ed and NUL-terminated, or NULL. */
+static char *teb_read_matrix(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = f ? malloc((1 << 20) + 1) : NULL;
+	size_t n = buf ? fread(buf, 1, 1 << 20, f) : 0;
+
+	if (f == NULL || buf == NULL || n == 0 || (n == (1 << 20) && fgetc(f) != EOF)) {
+		fprintf(stderr, "transfer_engine_bench: --nic_priority_matrix %s: %s\n", path,
+			f == NULL ? strerror(errno) : "empty, or larger than 1 MiB");
+		free(buf);
+		buf = NULL;
+	} else {
+		buf[n] = '\0';
+	}
+	if (f)
+		fclose(f);
+	return buf;
+}
+
 int main(int argc, char **argv)
 {
-	char err[512] = "", name[128];
-	int next = argc, i;
+	char err[512] = "", name[128], *matrix = NULL;
+	void *args[2] = { NULL, NULL };
+	int next = argc, i, rdma;
 	pthread_t *tids;
 	double t0, secs;
 
@@ -240,13 +265,28 @@ int main(int argc, char **argv)
 	else if (strcmp(cfg.protocol, "shm") && strcmp(cfg.protocol, "auto"))
 		fprintf(stderr, "transfer_engine_bench: protocol %s: installing it\n", cfg.protocol);
 	setenv("MC_LOG_LEVEL", "info", 0);
+	/* rdma as upstream's bench: the matrix file, else the device list, else discovery. */
+	rdma = !strcmp(cfg.protocol, "rdma");
+	if (rdma && *cfg.nic_priority_matrix) {
+		matrix = teb_read_matrix(cfg.nic_priority_matrix);
+		if (matrix == NULL)
+			return 1;
+		args[0] = matrix;
+	} else if (rdma && *cfg.device_name) {
+		args[0] = cfg.device_name;
+	}
 	engine = createTransferEngine(cfg.metadata_server, cfg.local_server_name, "",
-				      (uint64_t)cfg.rpc_port, cfg.auto_discovery);
+				      (uint64_t)cfg.rpc_port,
+				      cfg.auto_discovery || (rdma && args[0] == NULL));
 	if (engine == NULL ||
-	    (strcmp(cfg.protocol, "auto") && installTransport(engine, cfg.protocol, NULL) == NULL)) {
-		fprintf(stderr, "transfer_engine_bench: cannot start the engine\n");
+	    (strcmp(cfg.protocol, "auto") &&
+	     installTransport(engine, cfg.protocol, args[0] ? args : NULL) == NULL)) {
+		fprintf(stderr, "transfer_engine_bench: cannot start the engine%s\n",
+			rdma ? " (no usable RDMA NIC? see the log)" : "");
+		free(matrix);
 		return 1;
 	}
+	free(matrix);
 	buffer = teb_alloc(cfg.buffer_size);
 	if (buffer == NULL) {
 		fprintf(stderr, "transfer_engine_bench: cannot allocate %" PRIu64 " bytes\n",

@@ -95,5 +95,19 @@ for op in write read; do
 		echo "not ok - transfer_engine_bench $op"; rc=1
 	fi
 done
+# protocol rdma with a NIC this host lacks, or a matrix file that cannot be read: a clear
+# error at start (upstream's behaviour), never a silent fallback.
+for args in "--device_name=mc_no_such_nic0,mc_no_such_nic1" \
+	    "--nic_priority_matrix=$MC_TMP/no-such-matrix.json"; do
+	out=$("$MC_BIN/transfer_engine_bench" --mode=target --protocol=rdma --buffer_size=1MB \
+		--threads=1 --local_server_name=127.0.0.1 $args 2>&1)
+	st=$?
+	if [ $st -eq 1 ] && echo "$out" | grep -q "mc_no_such_nic0\|no-such-matrix.json"; then
+		echo "ok - transfer_engine_bench --protocol=rdma $args fails clearly"
+	else
+		echo "$out" | sed 's/^/# /'
+		echo "not ok - transfer_engine_bench --protocol=rdma $args (exit $st)"; rc=1
+	fi
+done
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -74,3 +74,29 @@ def test_transfer_engine_round_trip():
     assert ini.free_managed_buffer(ibuf, size) == 0
     assert tgt.free_managed_buffer(tbuf, size) == 0
     assert TransferOpcode.WRITE == 1 and TransferOpcode.READ == 0
+
+
+def test_rdma_device_names(monkeypatch):
+    """protocol rdma as upstream: a listed NIC that is missing fails initialize; without a
+    list the NICs are discovered and a host without any moves data over tcp (MC_FORCE_HCA
+    makes that an error)."""
+    import json
+    monkeypatch.delenv("MC_FORCE_HCA", raising=False)
+    monkeypatch.setenv("MC_TE_FILTERS", "no_such_nic0")   # hide any real NIC of this host
+    e = TransferEngine()
+    assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "no_such_nic0,no_such_nic1") == -1
+    assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "bad name!") == -1
+    assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "") == 0      # tcp fallback
+    topo = json.loads(e.get_local_topology())
+    assert "cpu:0" in topo and topo["cpu:0"] == [[], []]
+    f = TransferEngine()
+    monkeypatch.setenv("MC_FORCE_HCA", "1")
+    assert f.initialize_ext("127.0.0.1", "P2PHANDSHAKE", "rdma", "", "p2p") == -1
+    monkeypatch.setenv("MC_CUSTOM_TOPO_JSON", '{"cpu:0": [["mlx5_7"], []]}')
+    assert json.loads(f.get_local_topology()) == {"cpu:0": [["mlx5_7"], []]}
+    monkeypatch.delenv("MC_CUSTOM_TOPO_JSON")
+    try:
+        f.get_local_topology("bad name!")
+        assert False, "a bad device filter raises"
+    except ValueError:
+        pass

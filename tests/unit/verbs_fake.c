@@ -67,6 +67,9 @@ struct vf_qp {
 	uint32_t dest;
 	uint16_t dlid;
 	int access;
+	int held;		/* a work request lost by the "network": no completion until ERR */
+	uint64_t held_id;
+	enum ibv_wc_opcode held_op;
 };
 
 static struct {
@@ -82,7 +85,46 @@ static struct {
 	int live;
 	unsigned long events, overruns, destroy_busy, errors;
 	long last_sgid;
+	/* "GPU memory": reg_mr on it succeeds only with peer memory support (dev_reg_ok) */
+	uintptr_t dev_lo, dev_hi;
+	int dev_reg_ok;
+	unsigned long dev_regs;
+	uint64_t max_mr;		/* 0: unlimited */
+	int hold_in;
 } vf = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+void vf_hold_nth(int n)
+{
+	pthread_mutex_lock(&vf.mu);
+	vf.hold_in = n;
+	pthread_mutex_unlock(&vf.mu);
+}
+
+void vf_set_max_mr_size(uint64_t n)
+{
+	pthread_mutex_lock(&vf.mu);
+	vf.max_mr = n;
+	pthread_mutex_unlock(&vf.mu);
+}
+
+void vf_set_device_mem(void *addr, size_t len, int reg_ok)
+{
+	pthread_mutex_lock(&vf.mu);
+	vf.dev_lo = (uintptr_t)addr;
+	vf.dev_hi = (uintptr_t)addr + len;
+	vf.dev_reg_ok = reg_ok;
+	pthread_mutex_unlock(&vf.mu);
+}
+
+unsigned long vf_device_regs(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&vf.mu);
+	n = vf.dev_regs;
+	pthread_mutex_unlock(&vf.mu);
+	return n;
+}
 
 void vf_reset(int n)
 {
@@ -100,6 +142,10 @@ void vf_reset(int n)
 	vf.next_qpn = 0x100;
 	vf.fail_in = 0;
 	vf.events = vf.overruns = vf.destroy_busy = vf.errors = 0;
+	vf.dev_lo = vf.dev_hi = 0;
+	vf.dev_regs = 0;
+	vf.max_mr = 0;
+	vf.hold_in = 0;
 	pthread_mutex_unlock(&vf.mu);
 }
 
@@ -250,7 +296,9 @@ static int vf_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 	a->max_sge = 30;
 	a->max_cq = 1 << 16;
 	a->max_cqe = 1 << 22;
-	a->max_mr_size = ~0ull;
+	pthread_mutex_lock(&vf.mu);
+	a->max_mr_size = vf.max_mr ? vf.max_mr : ~0ull;
+	pthread_mutex_unlock(&vf.mu);
 	a->phys_port_cnt = 1;
 	return 0;
 }
@@ -348,6 +396,23 @@ static struct ibv_mr *vf_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int a
 		errno = EINVAL;
 		return NULL;
 	}
+	pthread_mutex_lock(&vf.mu);
+	if (vf.max_mr && len > vf.max_mr) {
+		/* What a NIC says for a region past max_mr_size. */
+		pthread_mutex_unlock(&vf.mu);
+		errno = EIO;
+		return NULL;
+	}
+	if ((uintptr_t)addr < vf.dev_hi && (uintptr_t)addr + len > vf.dev_lo) {
+		if (!vf.dev_reg_ok) {
+			/* What ibv_reg_mr says for device memory without nvidia-peermem. */
+			pthread_mutex_unlock(&vf.mu);
+			errno = EFAULT;
+			return NULL;
+		}
+		vf.dev_regs++;
+	}
+	pthread_mutex_unlock(&vf.mu);
 	m = calloc(1, sizeof(*m));
 	if (m == NULL)
 		return NULL;
@@ -703,6 +768,10 @@ static int vf_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		qp->state = to;
 		if (to == IBV_QPS_RESET)
 			p->dest = 0;
+		if (to == IBV_QPS_ERR && p->held) {
+			p->held = 0;
+			vf_complete(p, p->held_id, IBV_WC_WR_FLUSH_ERR, p->held_op, 0);
+		}
 	}
 	pthread_mutex_unlock(&vf.mu);
 	return rc;
@@ -786,6 +855,15 @@ static int vf_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 		if (p->out >= p->max_wr) {
 			rc = ENOMEM;
 			break;
+		}
+		if (qp->state == IBV_QPS_RTS && vf.hold_in > 0 && --vf.hold_in == 0 && !p->held) {
+			/* Lost: neither executed nor completed until the QP goes to ERR. */
+			p->held = 1;
+			p->held_id = wr->wr_id;
+			p->held_op = wr->opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+								    : IBV_WC_RDMA_WRITE;
+			p->out++;
+			continue;
 		}
 		if (qp->state == IBV_QPS_ERR) {
 			st = IBV_WC_WR_FLUSH_ERR;

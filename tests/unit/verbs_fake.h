@@ -32,6 +32,17 @@ int vf_live(void);
 int vf_qps_in(enum ibv_qp_state st);
 /* Error completions generated (not counting flushes). */
 unsigned long vf_errors(void);
+/* Mark [addr, addr+len) as GPU memory: reg_mr on it fails with EFAULT unless reg_ok (peer
+ * memory support, as nvidia-peermem or dma-buf give).  vf_reset clears it. */
+void vf_set_device_mem(void *addr, size_t len, int reg_ok);
+/* Registrations of the device range that succeeded. */
+unsigned long vf_device_regs(void);
+/* The NICs' max_mr_size (0: unlimited); reg_mr of more fails with EIO.  Read when a NIC is
+ * opened.  vf_reset clears it. */
+void vf_set_max_mr_size(uint64_t n);
+/* The n-th work request posted from now (1 = the next) is lost: no completion until its QP is
+ * moved to ERR, which flushes it (WR_FLUSH_ERR). */
+void vf_hold_nth(int n);
 /* The source GID index of the last QP moved to RTR (-1 without GRH). */
 long vf_last_sgid(void);
 
