@@ -250,9 +250,11 @@ static void mc_fs_evict(struct mc_store *st, struct mc_store_fs *w, uint64_t nee
 	int rounds = 0;
 
 	while (w->used + need > w->quota && w->own_at < w->nown && rounds++ < 16) {
-		n = w->nown - w->own_at;
-		if (n > MC_FS_EVICT_BATCH)
-			n = MC_FS_EVICT_BATCH;
+		uint64_t over = w->used + need - w->quota, sum = 0;
+
+		/* Ask for just enough of the oldest files: each one answered 0 must be deleted. */
+		for (n = 0; w->own_at + n < w->nown && n < MC_FS_EVICT_BATCH && sum < over; n++)
+			sum += w->own[w->own_at + n].size;
 		mc_rpc_call_init(&call, MC_OP_FS_EVICT);
 		mc_rpc_put_uuid(&call.req, &st->client_id);
 		mc_wbuf_u32(&call.req, n);
@@ -287,8 +289,6 @@ static void mc_fs_evict(struct mc_store *st, struct mc_store_fs *w, uint64_t nee
 			} else {
 				mc_fs_own_pop(w);
 			}
-			if (w->used + need <= w->quota)
-				break;
 		}
 		mc_rpc_call_fini(&call);
 	}
@@ -357,12 +357,16 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 	const char *key = j->key;
 	int res = MC_ERR_RPC_FAIL, rc;
 
+	/* w->used is an upper bound between heartbeats (files ended since the last one are added
+	 * to a figure that may count their reservations already); near the quota a heartbeat gets
+	 * the master's exact figure, which includes this file's reservation, and evicts. */
 	if (st->fs_evict && w->quota && w->used + j->size > w->quota)
-		mc_fs_evict(st, w, j->size);
+		mc_fs_beat(st, w);
 	rc = mc_store_fs_write(st, path, &one, 1);
 	if (rc == 0) {
 		if (mc_store_put_finish(st, &key, 1, 0, j->upsert, MC_REPLICA_DISK, &res) == 0 &&
 		    res == 0) {
+			w->used += j->size;
 			mc_fs_own_add(w, j->key, j->path, j->size);
 			return;
 		}
