@@ -316,3 +316,32 @@ int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int
 	free(keys);
 	return 0;
 }
+
+int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now)
+{
+	struct mc_client *w = o->writer;
+	int dead = w == NULL || now - w->last_ping > m->cfg.client_ttl * 1000 ||
+		   now - o->put_start > m->cfg.put_start_release_timeout_sec * 1000;
+	uint32_t i, n = 0;
+
+	if (m->fs_seg == NULL || !dead)
+		return 0;
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg == m->fs_seg && r->status == MC_REPLICA_PROCESSING) {
+			mc_replica_release(m, r);	/* not quiet: its file may exist */
+			n++;
+		}
+	}
+	if (n == 0)
+		return 0;
+	mc_object_compact(o);
+	if (o->nrep == 0) {
+		mc_persist_object_gone(m, o);
+		mc_object_erase(&m->objects, o);
+		return 1;
+	}
+	mc_persist_object_changed(m, o);
+	return 0;
+}

@@ -280,6 +280,10 @@ int mc_fs_attach(struct mc_master *m, struct mc_replica *r, uint64_t size);
 /* A DISK replica is being forgotten (remove, discard, a dead writer's PutStart): queue its file
  * for deletion by a client, not before the object's read lease ends. */
 void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r);
+/* A PROCESSING DISK replica whose writer is dead (no ping for client_ttl) or whose put began
+ * more than put_start_release_timeout_sec ago will never be ended: release it (its file, if
+ * renamed already, is queued for deletion).  Returns 1 if that erased the object. */
+int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now);
 int mc_fs_storage_config(struct mc_master *m, struct mc_wbuf *out);
 int mc_fs_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
 int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);

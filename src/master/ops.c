@@ -335,6 +335,10 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 		for (i = 0; i < o->nrep; i++)
 			if (mc_put_targets(mc_object_replica(o, i), rtype))
 				processing++;
+		/* Nothing of that type (a DISK replica revoked or reaped meanwhile) is no success:
+		 * the writer must not keep a file the master does not know. */
+		if (processing == 0 && rtype != MC_REPLICA_ALL)
+			return MC_ERR_INVALID_WRITE;
 		return mc_count_targeted(o, rtype, MC_REPLICA_COMPLETE) == processing
 			       ? 0 : MC_ERR_INVALID_WRITE;
 	}
@@ -590,6 +594,8 @@ static int mc_remove_one(struct mc_req *q, struct mc_object *o, int force)
 {
 	if (!force && o->lease_until > q->now)
 		return MC_ERR_OBJECT_HAS_LEASE;
+	if (mc_fs_reap_abandoned(q->m, o, q->now))
+		return 0;	/* only an abandoned DISK replica was left */
 	if (mc_count_status(o, MC_REPLICA_COMPLETE) != o->nrep)
 		return MC_ERR_REPLICA_IS_NOT_READY;
 	mc_persist_object_gone(q->m, o);

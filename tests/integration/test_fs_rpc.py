@@ -137,6 +137,25 @@ def main():
     code, reps = put_start(c, "r/c")
     ok(code == 0 and sorted(x["type"] for x in reps) == [MEMORY, DISK],
        "once deleted, a new put of the key gets a DISK replica again")
+    # A DISK write never ended (writer gone or --put_start_release_timeout_sec=1 passed).
+    code, reps = put_start(c, "r/d")
+    finish(c, "PUT_END", "r/d", MEMORY)
+    st, r = c.call("REMOVE", b"\x00" + keys(["r/d"]))
+    ok(r.codes() == [-703], "Remove while the DISK write may still end: REPLICA_IS_NOT_READY")
+    time.sleep(1.2)
+    st, r = c.call("REMOVE", b"\x00" + keys(["r/d"]))
+    ok(r.codes() == [0], "Remove after put_start_release_timeout_sec reaps the abandoned DISK "
+       "replica and removes the object")
+    ok(finish(c, "PUT_END", "r/d", DISK) == -704, "a late PutEnd(DISK) finds no object")
+    st, _, _, drops = beat(c)
+    ok([p for _, p in drops if p.endswith("/r_d")] != [],
+       "the abandoned replica's file (if any) is handed out for deletion")
+    beat(c, [d for d, _ in drops])
+    code, reps = put_start(c, "r/e")
+    finish(c, "PUT_END", "r/e", MEMORY)
+    finish(c, "PUT_REVOKE", "r/e", DISK)
+    ok(finish(c, "PUT_END", "r/e", DISK) == -700,
+       "PutEnd(DISK) with no DISK replica left is INVALID_WRITE (the writer deletes its file)")
     st, r = c.call("FS_HEARTBEAT", c.client_id + struct.pack("<I", 5))
     ok(st == -600, "a short FsHeartbeat is INVALID_PARAMS")
     st, r = c.call("PUT_END", c.client_id + b"\x07" + keys(["r/c"]))

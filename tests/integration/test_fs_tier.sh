@@ -3,7 +3,7 @@
 # The legacy shared-directory tier (--root_fs_dir, --cluster_id).
 # 1. Protocol: PutEnd/PutRevoke by replica type, a PROCESSING DISK replica never read,
 #    GetStorageConfig, FS_EVICT under leases, deletions handed out by FsHeartbeat after the lease
-#    (test_fs_rpc.py).
+#    (test_fs_rpc.py); an abandoned DISK write is reaped by Remove.
 # 2. Every object is also written to <root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key> by its
 #    writer's worker; after memory is evicted (three pools' worth of objects) another process
 #    still reads every object byte for byte from the files; a file changed behind the store's back
@@ -22,7 +22,7 @@ metric() {
 	curl -s "http://127.0.0.1:$MC_METRICS_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'
 }
 mc_start_master --root_fs_dir="$FS" --cluster_id=fstest --default_kv_lease_ttl=300 \
-	--quota_bytes=64MB || { mc_dump_logs; exit 1; }
+	--quota_bytes=64MB --put_start_release_timeout_sec=1 || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT MC_STORE_SHM=0
 rc=0
 PYTHONPATH="$MC_TOP_SRCDIR/tests/integration" python3 \
