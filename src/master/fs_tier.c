@@ -2,8 +2,9 @@
 /*
  * The legacy shared-directory tier (reference §6.1): with --root_fs_dir, every new object also
  * gets a DISK replica, a file at "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" on a
- * file system all clients share.  The writer stores the raw value there before its PutEnd; a
- * reader uses the file when no memory replica is left (eviction frees memory only).
+ * file system all clients share.  The writer stores the raw value there after its memory writes
+ * (PutEnd(DISK) once it is in); a reader uses the file when no memory replica is left (eviction
+ * frees memory only).
  *
  * Upstream derives d1 and d2 from std::hash<std::string>, which is implementation-defined; here
  * they come from the 64-bit FNV-1a hash of the key (d1 = 'a' + (h & 15), d2 = 'a' + (h >> 4 &
