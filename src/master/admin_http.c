@@ -218,10 +218,12 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		"PutStart items with fewer replicas than asked", x->put_start_partial_allocations);
 	mc_prom(b, "mem_cache_hit_nums_", "gauge", "Reads served from memory", x->mem_cache_hit_nums);
 	mc_prom(b, "file_cache_hit_nums_", "gauge", "Reads served from SSD", x->file_cache_hit_nums);
-	mc_prom(b, "master_allocated_file_size_bytes", "gauge", "Bytes of objects on client SSDs",
+	mc_prom(b, "master_allocated_file_size_bytes", "gauge",
+		"Bytes of DISK (shared directory) and LOCAL_DISK (client SSD) replicas",
 		m->disk_allocated);
-	mc_prom(b, "master_total_file_capacity_bytes", "gauge", "Bytes of mounted client SSD areas",
-		m->disk_capacity);
+	mc_prom(b, "master_total_file_capacity_bytes", "gauge",
+		"Quota of the shared directory plus mounted client SSD areas",
+		m->disk_capacity + (m->fs_seg ? m->fs_quota : 0));
 	mc_prom(b, "master_offloaded_key_count", "counter", "Objects copied to SSD",
 		x->offloaded_key_count);
 	mc_prom(b, "master_offloaded_bytes", "counter", "Bytes copied to SSD", x->offloaded_bytes);

@@ -55,6 +55,8 @@ struct mc_master_config {
 	int enable_metadata_cleanup_on_timeout;
 	char *cluster_id;
 	char *root_fs_dir;
+	int enable_disk_eviction;
+	uint64_t quota_bytes;
 	int enable_ha;
 	char *persist_path;
 	int enable_offload;
@@ -176,6 +178,10 @@ struct mc_master {
 	uint64_t disk_capacity;		/* mounted SSD areas */
 	uint64_t disk_allocated;	/* bytes of LOCAL_DISK replicas */
 	struct mc_segment *fs_seg;	/* --root_fs_dir: holder of the DISK replicas */
+	uint64_t fs_quota;		/* bytes the DISK files may take (clients evict past it) */
+	struct mc_fs_drop *fs_drops;	/* files of forgotten DISK replicas, for clients to delete */
+	uint32_t nfs_drops, fs_drops_cap;
+	uint64_t next_fs_drop_id;
 	uint64_t demote_pending;	/* memory bytes eviction chose, freed once on SSD */
 	int quiet_disk_release;		/* releasing at the owner's request: no DROP task */
 	uint64_t next_gen;		/* generation of the next put (ghosts.c) */
@@ -271,6 +277,16 @@ int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out
 void mc_fs_add_replica(struct mc_master *m, struct mc_object *o);
 /* Attach a DISK replica (status COMPLETE) at reload.  0, or -1 without --root_fs_dir. */
 int mc_fs_attach(struct mc_master *m, struct mc_replica *r, uint64_t size);
+/* A DISK replica is being forgotten (remove, discard, a dead writer's PutStart): queue its file
+ * for deletion by a client, not before the object's read lease ends. */
+void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r);
+/* A PROCESSING DISK replica whose writer is dead (no ping for client_ttl) or whose put began
+ * more than put_start_release_timeout_sec ago will never be ended: release it (its file, if
+ * renamed already, is queued for deletion).  Returns 1 if that erased the object. */
+int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now);
+int mc_fs_storage_config(struct mc_master *m, struct mc_wbuf *out);
+int mc_fs_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
+int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
 
 /* tiering.c: SSD areas, offload, promotion (reference §6.2) */
 int mc_op_mount_local_disk(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,

@@ -298,29 +298,61 @@ static int mc_op_put_start(struct mc_req *q, int upsert)
 
 /* ---------------------------------------------------------------- put / upsert end, revoke */
 
-static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv key)
+/* Does replica r belong to the replicas a PutEnd/PutRevoke of replica_type rtype targets? */
+static int mc_put_targets(struct mc_replica *r, uint8_t rtype)
+{
+	return rtype == MC_REPLICA_ALL || r->type == rtype;
+}
+
+static uint32_t mc_count_targeted(struct mc_object *o, uint8_t rtype, uint8_t status)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		n += mc_put_targets(r, rtype) && r->status == status;
+	}
+	return n;
+}
+
+/* PutEnd of the replicas of type rtype (MEMORY, DISK or ALL).  With --root_fs_dir the writer
+ * ends MEMORY first (the object becomes readable from memory) and DISK once its file is written:
+ * the DISK replica stays PROCESSING, and is never handed to a reader, until then. */
+static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv key, uint8_t rtype)
 {
 	struct mc_object *o = mc_object_find(&q->m->objects, key.p, key.n);
-	uint32_t i, processing;
+	uint32_t i, processing, was_readable;
 
 	if (o == NULL)
 		return MC_ERR_OBJECT_NOT_FOUND;
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
-	processing = mc_count_status(o, MC_REPLICA_PROCESSING);
+	processing = mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING);
 	if (o->flags & MC_OBJ_PROMOTING)
 		processing = 0;	/* that one is the SSD owner's, not the writer's */
-	if (processing == 0)
-		return mc_count_status(o, MC_REPLICA_COMPLETE) == o->nrep ? 0
-									  : MC_ERR_INVALID_WRITE;
+	if (processing == 0) {
+		for (i = 0; i < o->nrep; i++)
+			if (mc_put_targets(mc_object_replica(o, i), rtype))
+				processing++;
+		/* Nothing of that type (a DISK replica revoked or reaped meanwhile) is no success:
+		 * the writer must not keep a file the master does not know. */
+		if (processing == 0 && rtype != MC_REPLICA_ALL)
+			return MC_ERR_INVALID_WRITE;
+		return mc_count_targeted(o, rtype, MC_REPLICA_COMPLETE) == processing
+			       ? 0 : MC_ERR_INVALID_WRITE;
+	}
+	was_readable = mc_count_status(o, MC_REPLICA_COMPLETE);
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->seg && r->status == MC_REPLICA_PROCESSING)
+		if (r->seg && r->status == MC_REPLICA_PROCESSING && mc_put_targets(r, rtype))
 			r->status = MC_REPLICA_COMPLETE;
 	}
-	o->lease_until = q->now;
 	mc_persist_object_changed(q->m, o);
+	if (was_readable)
+		return 0;	/* e.g. PutEnd(DISK) after PutEnd(MEMORY): already readable */
+	o->lease_until = q->now;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
 	mc_object_touch(&q->m->objects, o);
@@ -330,7 +362,9 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	return 0;
 }
 
-static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_strv key)
+/* PutRevoke of the PROCESSING replicas of type rtype; the object goes when none is left. */
+static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_strv key,
+			     uint8_t rtype)
 {
 	struct mc_master *m = q->m;
 	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
@@ -340,16 +374,19 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 		return MC_ERR_OBJECT_NOT_FOUND;
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
-	if (mc_count_status(o, MC_REPLICA_PROCESSING) == 0 || (o->flags & MC_OBJ_PROMOTING))
+	if (mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING) == 0 ||
+	    (o->flags & MC_OBJ_PROMOTING))
 		return MC_ERR_INVALID_WRITE;
+	m->quiet_disk_release = 1;	/* the writer cleans up its own unfinished file */
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->seg && r->status == MC_REPLICA_PROCESSING)
+		if (r->seg && r->status == MC_REPLICA_PROCESSING && mc_put_targets(r, rtype))
 			mc_replica_release(m, r);
 		else if (r->seg)
 			left++;
 	}
+	m->quiet_disk_release = 0;
 	if (left == 0) {
 		mc_persist_object_gone(m, o);
 		mc_object_erase(&m->objects, o);
@@ -366,18 +403,21 @@ static int mc_op_put_end_revoke(struct mc_req *q, int revoke)
 	struct mc_strv *keys;
 	struct mc_client *c;
 	uint32_t n, i;
+	uint8_t rtype;
 
 	mc_rpc_get_uuid(&q->r, &cid);
-	(void)mc_rbuf_u8(&q->r);	/* replica_type: memory is the only type so far */
+	rtype = mc_rbuf_u8(&q->r);
 	keys = mc_req_keys(q, &n);
-	if (!mc_req_done(q)) {
+	if (!mc_req_done(q) || (rtype != MC_REPLICA_MEMORY && rtype != MC_REPLICA_DISK &&
+				rtype != MC_REPLICA_ALL)) {
 		free(keys);
 		return MC_ERR_INVALID_PARAMS;
 	}
 	c = mc_client_get(q->m, &cid);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++) {
-		int rc = revoke ? mc_put_revoke_one(q, c, keys[i]) : mc_put_end_one(q, c, keys[i]);
+		int rc = revoke ? mc_put_revoke_one(q, c, keys[i], rtype)
+				: mc_put_end_one(q, c, keys[i], rtype);
 
 		mc_wbuf_i32(q->out, rc);
 		mc_item_result(q, rc);
@@ -554,6 +594,8 @@ static int mc_remove_one(struct mc_req *q, struct mc_object *o, int force)
 {
 	if (!force && o->lease_until > q->now)
 		return MC_ERR_OBJECT_HAS_LEASE;
+	if (mc_fs_reap_abandoned(q->m, o, q->now))
+		return 0;	/* only an abandoned DISK replica was left */
 	if (mc_count_status(o, MC_REPLICA_COMPLETE) != o->nrep)
 		return MC_ERR_REPLICA_IS_NOT_READY;
 	mc_persist_object_gone(q->m, o);
@@ -861,6 +903,11 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	case MC_OP_PING: rc = mc_op_ping(&q); break;
 	case MC_OP_SERVICE_READY: rc = mc_op_service_ready(&q); break;
 	case MC_OP_GET_FSDIR: rc = mc_op_get_fsdir(&q); break;
+	case MC_OP_GET_STORAGE_CONFIG:
+		rc = mc_req_done(&q) ? mc_fs_storage_config(m, out) : MC_ERR_INVALID_PARAMS;
+		break;
+	case MC_OP_FS_HEARTBEAT: rc = mc_fs_heartbeat(m, &q.r, out, q.now); break;
+	case MC_OP_FS_EVICT: rc = mc_fs_evict(m, &q.r, out, q.now); break;
 	case MC_OP_MOUNT_SEGMENT: rc = mc_op_mount(&q, 0); break;
 	case MC_OP_REMOUNT_SEGMENT: rc = mc_op_mount(&q, 1); break;
 	case MC_OP_UNMOUNT_SEGMENT: rc = mc_op_unmount(&q); break;

@@ -405,6 +405,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 	if (r->type == MC_REPLICA_LOCAL_DISK || r->type == MC_REPLICA_DISK) {
 		if (r->type == MC_REPLICA_LOCAL_DISK && !m->quiet_disk_release)
 			mc_tier_queue_drop(m, r);
+		if (r->type == MC_REPLICA_DISK && !m->quiet_disk_release)
+			mc_fs_queue_drop(m, r);
 		mc_replica_unlink(r);
 		seg->used -= r->obj->size < seg->used ? r->obj->size : seg->used;
 		m->disk_allocated -= r->obj->size < m->disk_allocated ? r->obj->size

@@ -270,6 +270,9 @@ const char *mc_rpc_op_name(uint16_t op)
 	case MC_OP_PING: return "Ping";
 	case MC_OP_SERVICE_READY: return "ServiceReady";
 	case MC_OP_GET_FSDIR: return "GetFsdir";
+	case MC_OP_GET_STORAGE_CONFIG: return "GetStorageConfig";
+	case MC_OP_FS_HEARTBEAT: return "FsHeartbeat";
+	case MC_OP_FS_EVICT: return "BatchEvictDiskReplica(DISK)";
 	case MC_OP_MOUNT_SEGMENT: return "MountSegment";
 	case MC_OP_REMOUNT_SEGMENT: return "ReMountSegment";
 	case MC_OP_UNMOUNT_SEGMENT: return "UnmountSegment";

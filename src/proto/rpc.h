@@ -26,6 +26,13 @@
  *   PING                 uuid client_id                    -> i64 view_version, u8 client_status
  *   SERVICE_READY        (empty)                           -> str version
  *   GET_FSDIR            (empty)                           -> str "<root_fs_dir>/<cluster_id>" or ""
+ *   GET_STORAGE_CONFIG   (empty)                           -> str fsdir, u8 enable_disk_eviction,
+ *                                                             u64 quota_bytes
+ *   FS_HEARTBEAT         uuid client_id, u32 n, n x u64 done -> u64 used, u64 quota,
+ *                        u32 m, m x (u64 id, str path): files of forgotten DISK replicas to delete
+ *                        (ids acknowledged in the next heartbeat's "done")
+ *   FS_EVICT             uuid client_id, keys              -> u32 n, n x i32 code (0: the DISK
+ *                        replica is forgotten, delete its file; OBJECT_HAS_LEASE: keep it)
  *   MOUNT_SEGMENT        uuid client_id, segment           -> (empty)
  *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment -> (empty)
  *   UNMOUNT_SEGMENT      uuid client_id, uuid segment_id   -> (empty)
@@ -93,6 +100,9 @@ enum mc_rpc_op {
 	MC_OP_PING = 1,
 	MC_OP_SERVICE_READY = 2,
 	MC_OP_GET_FSDIR = 3,
+	MC_OP_GET_STORAGE_CONFIG = 4,
+	MC_OP_FS_HEARTBEAT = 5,
+	MC_OP_FS_EVICT = 6,
 	MC_OP_MOUNT_SEGMENT = 10,
 	MC_OP_REMOUNT_SEGMENT = 11,
 	MC_OP_UNMOUNT_SEGMENT = 12,

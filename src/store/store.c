@@ -389,23 +389,29 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		}
 	}
 	{
-		/* --root_fs_dir on the master: where DISK replicas live (older masters: none). */
+		/* --root_fs_dir on the master: where DISK replicas live and their quota (older
+		 * masters: none). */
 		struct mc_rpc_call call;
 		struct mc_rbuf r;
 
-		mc_rpc_call_init(&call, MC_OP_GET_FSDIR);
+		mc_rpc_call_init(&call, MC_OP_GET_STORAGE_CONFIG);
 		if (mc_store_call(st, &call) == 0 && call.status == 0) {
 			struct mc_strv d;
 
 			mc_rbuf_init(&r, call.resp, call.resp_len);
 			d = mc_rpc_get_strv(&r, MC_RPC_MAX_PATH);
-			if (r.err == 0 && d.n < sizeof(st->fsdir)) {
+			st->fs_evict = mc_rbuf_u8(&r);
+			st->fs_quota = mc_rbuf_u64(&r);
+			if (r.err == 0 && r.left == 0 && d.n < sizeof(st->fsdir)) {
 				memcpy(st->fsdir, d.p, d.n);
 				st->fsdir[d.n] = '\0';
 			}
 		}
 		mc_rpc_call_fini(&call);
 	}
+	rc = mc_store_fs_start(st);
+	if (rc)
+		goto fail;
 	mc_store_shm_start(st);
 	rc = mc_store_ssd_start(st);
 	if (rc)
@@ -423,6 +429,7 @@ void mc_store_teardown(struct mc_store *st)
 {
 	uint32_t i;
 
+	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);
 	if (st->lt) {
 		struct mc_setup_ctx x = { .st = st };

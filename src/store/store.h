@@ -58,7 +58,10 @@ struct mc_store {
 	char ssd_path[1024];
 	uint64_t ssd_limit;
 	struct mc_store_ssd *ssdw;
-	char fsdir[1024];		/* GetFsdir: the master's shared directory, or "" */
+	char fsdir[1024];		/* GetStorageConfig: the master's shared directory, or "" */
+	int fs_evict;			/* enable_disk_eviction */
+	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
+	struct mc_store_fs *fsw;	/* its worker (store_fs.c) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -120,12 +123,24 @@ int mc_store_ssd_start(struct mc_store *st);
 void mc_store_ssd_stop(struct mc_store *st);
 void mc_store_ssd_free(struct mc_store *st);
 
+/* Send PutEnd or PutRevoke of replica_type rtype for the keys; per-key codes into res (may be
+ * NULL).  0 or the call's error. */
+int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
+			int upsert, uint8_t rtype, int *res);
+
 /* ---- store_fs.c: legacy shared-directory DISK replicas ---- */
 struct mc_iov;
 struct mc_get_range;
-/* Write the value (parts) to the file a DISK replica names.  0 or MC_ERR_*. */
-int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const struct mc_iov *parts,
-		      uint32_t np);
+struct mc_store_fs;
+/* Start the shared-directory worker when the master has a --root_fs_dir (GetStorageConfig). */
+int mc_store_fs_start(struct mc_store *st);
+/* Finish the queued file writes (each ended or revoked), then stop the worker. */
+void mc_store_fs_stop(struct mc_store *st);
+/* Queue the DISK write of a put whose memory replicas ended: the value is copied (the caller's
+ * buffer is free on return); the worker writes the file at path (one the master gave) and sends
+ * PutEnd(DISK), or PutRevoke(DISK) if it fails.  Blocks while too many bytes are queued. */
+void mc_store_fs_submit(struct mc_store *st, const char *key, const char *path,
+			const struct mc_iov *parts, uint32_t np, uint64_t size, int upsert);
 /* Read ranges of a DISK replica's file of size bytes.  0 or MC_ERR_*. */
 int mc_store_fs_read(struct mc_store *st, struct mc_strv path, uint64_t size,
 		     const struct mc_get_range *rg, uint32_t nrg);

@@ -8,7 +8,19 @@
  * A path from the master is used only if it lies under the directory the master announced and
  * has no ".." component, so a confused or hostile master cannot make a client write elsewhere.
  * The writer writes "<path>.<pid>.tmp" and renames it, so a reader never sees half a value.
- * Runs on the calling API thread (blocking file I/O, as the put or get itself blocks).
+ *
+ * Writes are asynchronous (reference §6.1): the put copies the value into a job, ends its memory
+ * replicas and returns; one worker thread per store writes the file, then sends PutEnd(DISK), or
+ * PutRevoke(DISK) when the write fails (the memory replicas stay).  At most MC_FS_QUEUE_BYTES are
+ * queued; a put beyond that waits.  Closing the store finishes the queued jobs.
+ *
+ * The same worker is the directory's backend: every second an FsHeartbeat acknowledges the files
+ * deleted since the last one, deletes the files the master queued (removed objects, once their
+ * lease ended) and learns the bytes of all DISK replicas.  With enable_disk_eviction, when that
+ * passes the quota (the master's quota_bytes, or 90% of the file system when it gives 0) the
+ * worker asks FS_EVICT for its own oldest files (oldest written first) and deletes only those the
+ * master answered 0 for (no reader lease).  Files of other clients are theirs to evict.
+ * Reads run on the calling API thread (blocking file I/O, as the get itself blocks).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +28,49 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/errcode.h"
 #include "common/log.h"
 #include "store/store.h"
+
+#define MC_FS_QUEUE_BYTES (256ull << 20)
+#define MC_FS_BEAT_MS 1000
+#define MC_FS_MAX_OWN 1000000		/* own files remembered for eviction */
+#define MC_FS_EVICT_BATCH 64
+
+struct mc_fs_job {
+	struct mc_fs_job *next;
+	char *key;
+	char path[MC_RPC_MAX_PATH + 1];
+	uint8_t *buf;
+	uint64_t size;
+	int upsert;
+};
+
+struct mc_fs_own {			/* a file this client wrote, oldest first */
+	char *key;
+	char *path;
+	uint64_t size;
+};
+
+struct mc_store_fs {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;		/* jobs queued, space freed, stop */
+	struct mc_fs_job *head, *tail;
+	uint64_t queued;		/* bytes in jobs */
+	int busy;			/* a job is being written */
+	int stop;
+	/* worker only */
+	struct mc_fs_own *own;
+	uint32_t nown, own_at, own_cap;	/* own[own_at..nown) are live */
+	uint64_t *done;
+	uint32_t ndone, done_cap;
+	uint64_t used, quota;
+};
 
 /* Copy a checked path into out.  0 or -EINVAL. */
 static int mc_fs_checked(struct mc_store *st, struct mc_strv path, char *out, size_t n)
@@ -54,7 +104,7 @@ static int mc_mkdirs(char *path)
 	return 0;
 }
 
-int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const struct mc_iov *parts,
+static int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const struct mc_iov *parts,
 		      uint32_t np)
 {
 	char file[MC_RPC_MAX_PATH + 1], tmp[MC_RPC_MAX_PATH + 32];
@@ -142,4 +192,346 @@ int mc_store_fs_read(struct mc_store *st, struct mc_strv path, uint64_t size,
 	}
 	close(fd);
 	return rc;
+}
+
+static int64_t mc_fs_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void mc_fs_own_add(struct mc_store_fs *w, const char *key, const char *path, uint64_t size)
+{
+	if (w->own_at > 0 && w->nown == w->own_cap) {
+		memmove(w->own, w->own + w->own_at, (w->nown - w->own_at) * sizeof(*w->own));
+		w->nown -= w->own_at;
+		w->own_at = 0;
+	}
+	if (w->nown - w->own_at >= MC_FS_MAX_OWN)
+		return;	/* past the bound: this file is evicted by nobody but removal */
+	if (w->nown == w->own_cap) {
+		uint32_t cap = w->own_cap ? w->own_cap * 2 : 256;
+		void *p = realloc(w->own, cap * sizeof(*w->own));
+
+		if (p == NULL)
+			return;
+		w->own = p;
+		w->own_cap = cap;
+	}
+	w->own[w->nown].key = strdup(key);
+	w->own[w->nown].path = strdup(path);
+	w->own[w->nown].size = size;
+	if (!w->own[w->nown].key || !w->own[w->nown].path) {
+		free(w->own[w->nown].key);
+		free(w->own[w->nown].path);
+		return;
+	}
+	w->nown++;
+}
+
+static void mc_fs_own_pop(struct mc_store_fs *w)
+{
+	free(w->own[w->own_at].key);
+	free(w->own[w->own_at].path);
+	w->own_at++;
+}
+
+/* Quota exceeded: ask the master to forget our oldest files, delete those it lets go.  Files it
+ * keeps for a reader's lease go to the back of the list; files it no longer knows are dropped
+ * from the list (a removal deletes them through the heartbeat). */
+static void mc_fs_evict(struct mc_store *st, struct mc_store_fs *w, uint64_t need)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	uint32_t n, i, m;
+	uint64_t freed = 0;
+	int rounds = 0;
+
+	while (w->used + need > w->quota && w->own_at < w->nown && rounds++ < 16) {
+		uint64_t over = w->used + need - w->quota, sum = 0;
+
+		/* Ask for just enough of the oldest files: each one answered 0 must be deleted. */
+		for (n = 0; w->own_at + n < w->nown && n < MC_FS_EVICT_BATCH && sum < over; n++)
+			sum += w->own[w->own_at + n].size;
+		mc_rpc_call_init(&call, MC_OP_FS_EVICT);
+		mc_rpc_put_uuid(&call.req, &st->client_id);
+		mc_wbuf_u32(&call.req, n);
+		for (i = 0; i < n; i++)
+			mc_wbuf_cstr(&call.req, w->own[w->own_at + i].key);
+		if (mc_store_call(st, &call) != 0 || call.status != 0) {
+			mc_rpc_call_fini(&call);
+			return;
+		}
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		m = mc_rbuf_u32(&r);
+		for (i = 0; i < n; i++) {
+			struct mc_fs_own *f = &w->own[w->own_at];
+			int code = i < m ? mc_rbuf_i32(&r) : MC_ERR_RPC_FAIL;
+
+			if (r.err)
+				code = MC_ERR_RPC_FAIL;
+			if (code == 0) {
+				if (unlink(f->path) != 0 && errno != ENOENT)
+					mc_log_warn("evicting DISK file %s: %s", f->path,
+						    strerror(errno));
+				freed += f->size;
+				w->used -= f->size < w->used ? f->size : w->used;
+			}
+			if (code == MC_ERR_OBJECT_HAS_LEASE || code == MC_ERR_RPC_FAIL) {
+				struct mc_fs_own keep = *f;
+
+				w->own_at++;	/* to the back, tried again later */
+				mc_fs_own_add(w, keep.key, keep.path, keep.size);
+				free(keep.key);
+				free(keep.path);
+			} else {
+				mc_fs_own_pop(w);
+			}
+		}
+		mc_rpc_call_fini(&call);
+	}
+	if (freed)
+		mc_log_info("shared directory past its quota: evicted %llu bytes of DISK files",
+			    (unsigned long long)freed);
+}
+
+/* FsHeartbeat: acknowledge deleted files, delete the ones the master hands out, learn usage. */
+static void mc_fs_beat(struct mc_store *st, struct mc_store_fs *w)
+{
+	struct mc_rpc_call call;
+	struct mc_rbuf r;
+	uint32_t i, m;
+
+	mc_rpc_call_init(&call, MC_OP_FS_HEARTBEAT);
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_wbuf_u32(&call.req, w->ndone);
+	for (i = 0; i < w->ndone; i++)
+		mc_wbuf_u64(&call.req, w->done[i]);
+	if (mc_store_call(st, &call) != 0 || call.status != 0)
+		goto out;
+	w->ndone = 0;
+	mc_rbuf_init(&r, call.resp, call.resp_len);
+	w->used = mc_rbuf_u64(&r);
+	if (st->fs_quota == 0) {
+		uint64_t q = mc_rbuf_u64(&r);
+
+		if (q)
+			w->quota = q;
+	} else {
+		(void)mc_rbuf_u64(&r);
+	}
+	m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 12);
+	for (i = 0; i < m && r.err == 0; i++) {
+		uint64_t id = mc_rbuf_u64(&r);
+		struct mc_strv p = mc_rpc_get_strv(&r, MC_RPC_MAX_PATH);
+		char file[MC_RPC_MAX_PATH + 1];
+
+		if (r.err)
+			break;
+		if (mc_fs_checked(st, p, file, sizeof(file)) == 0 && unlink(file) != 0 &&
+		    errno != ENOENT)
+			mc_log_warn("deleting DISK file %s: %s", file, strerror(errno));
+		if (w->ndone == w->done_cap) {
+			uint32_t cap = w->done_cap ? w->done_cap * 2 : 64;
+			void *np = realloc(w->done, cap * sizeof(*w->done));
+
+			if (np == NULL)
+				break;	/* handed out again later */
+			w->done = np;
+			w->done_cap = cap;
+		}
+		w->done[w->ndone++] = id;
+	}
+	if (st->fs_evict && w->quota && w->used > w->quota)
+		mc_fs_evict(st, w, 0);
+out:
+	mc_rpc_call_fini(&call);
+}
+
+static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_fs_job *j)
+{
+	struct mc_iov one = { j->buf, j->size };
+	struct mc_strv path = { j->path, strlen(j->path) };
+	const char *key = j->key;
+	int res = MC_ERR_RPC_FAIL, rc;
+
+	/* w->used is an upper bound between heartbeats (files ended since the last one are added
+	 * to a figure that may count their reservations already); near the quota a heartbeat gets
+	 * the master's exact figure, which includes this file's reservation, and evicts. */
+	if (st->fs_evict && w->quota && w->used + j->size > w->quota)
+		mc_fs_beat(st, w);
+	rc = mc_store_fs_write(st, path, &one, 1);
+	if (rc == 0) {
+		if (mc_store_put_finish(st, &key, 1, 0, j->upsert, MC_REPLICA_DISK, &res) == 0 &&
+		    res == 0) {
+			w->used += j->size;
+			mc_fs_own_add(w, j->key, j->path, j->size);
+			return;
+		}
+		/* The object went meanwhile or the writer is not us any more: nobody knows the
+		 * file.  If the key was put again, its new DISK replica is not ours to end. */
+		mc_log_warn("PutEnd(DISK) of %s: %s; deleting its file", j->key, mc_strerror(res));
+		unlink(j->path);
+		return;
+	}
+	if (mc_store_put_finish(st, &key, 1, 1, j->upsert, MC_REPLICA_DISK, &res) != 0 || res)
+		mc_log_warn("PutRevoke(DISK) of %s: %s", j->key, mc_strerror(res));
+}
+
+static void *mc_fs_main(void *arg)
+{
+	struct mc_store *st = arg;
+	struct mc_store_fs *w = st->fsw;
+	int64_t next_beat = mc_fs_now_ms();
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		struct mc_fs_job *j = w->head;
+		int64_t now = mc_fs_now_ms();
+
+		if (now >= next_beat) {
+			pthread_mutex_unlock(&w->mu);
+			mc_fs_beat(st, w);
+			pthread_mutex_lock(&w->mu);
+			next_beat = mc_fs_now_ms() + MC_FS_BEAT_MS;
+			continue;
+		}
+		if (j != NULL) {
+			w->head = j->next;
+			if (w->head == NULL)
+				w->tail = NULL;
+			w->busy = 1;
+			pthread_mutex_unlock(&w->mu);
+			mc_fs_run_job(st, w, j);
+			pthread_mutex_lock(&w->mu);
+			w->busy = 0;
+			w->queued -= j->size;
+			pthread_cond_broadcast(&w->cv);
+			free(j->key);
+			free(j->buf);
+			free(j);
+			continue;
+		}
+		if (w->stop)
+			break;
+		{
+			struct timespec ts;
+			int64_t wait = next_beat - now;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += wait / 1000;
+			ts.tv_nsec += (wait % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+int mc_store_fs_start(struct mc_store *st)
+{
+	struct mc_store_fs *w;
+
+	if (st->fsdir[0] == '\0' || st->fsw)
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->quota = st->fs_quota;
+	if (w->quota == 0) {
+		/* 90% of the file system holding the directory (or its nearest existing parent). */
+		struct statvfs sv;
+		char dir[sizeof(st->fsdir)];
+		char *slash;
+
+		strcpy(dir, st->fsdir);
+		while (statvfs(dir, &sv) != 0 && (slash = strrchr(dir, '/')) != NULL && slash > dir)
+			*slash = '\0';
+		if (statvfs(dir, &sv) == 0)
+			w->quota = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize * 0.9);
+	}
+	st->fsw = w;
+	if (pthread_create(&w->thread, NULL, mc_fs_main, st) != 0) {
+		st->fsw = NULL;
+		pthread_cond_destroy(&w->cv);
+		pthread_mutex_destroy(&w->mu);
+		free(w);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+void mc_store_fs_stop(struct mc_store *st)
+{
+	struct mc_store_fs *w = st->fsw;
+
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stop = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	while (w->own_at < w->nown)
+		mc_fs_own_pop(w);
+	free(w->own);
+	free(w->done);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+	st->fsw = NULL;
+}
+
+void mc_store_fs_submit(struct mc_store *st, const char *key, const char *path,
+			const struct mc_iov *parts, uint32_t np, uint64_t size, int upsert)
+{
+	struct mc_store_fs *w = st->fsw;
+	struct mc_fs_job *j;
+	uint64_t off = 0;
+	uint32_t k;
+	int res;
+
+	j = w ? calloc(1, sizeof(*j)) : NULL;
+	if (j) {
+		j->key = strdup(key);
+		j->buf = size ? malloc(size) : NULL;
+	}
+	if (j == NULL || j->key == NULL || j->buf == NULL || strlen(path) >= sizeof(j->path)) {
+		if (j) {
+			free(j->key);
+			free(j->buf);
+			free(j);
+		}
+		mc_log_warn("DISK replica of %s: no memory to queue its write; revoking it", key);
+		mc_store_put_finish(st, &key, 1, 1, upsert, MC_REPLICA_DISK, &res);
+		return;
+	}
+	strcpy(j->path, path);
+	for (k = 0; k < np && off < size; k++) {
+		uint64_t len = parts[k].len < size - off ? parts[k].len : size - off;
+
+		memcpy(j->buf + off, parts[k].base, len);
+		off += len;
+	}
+	j->size = size;
+	j->upsert = upsert;
+	pthread_mutex_lock(&w->mu);
+	while (w->queued > 0 && w->queued + size > MC_FS_QUEUE_BYTES)
+		pthread_cond_wait(&w->cv, &w->mu);
+	w->queued += size;
+	if (w->tail)
+		w->tail->next = j;
+	else
+		w->head = j;
+	w->tail = j;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
 }

@@ -91,9 +91,8 @@ static void mc_put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n)
 		mc_wbuf_cstr(w, keys[i]);
 }
 
-/* Send PutEnd or PutRevoke for the keys; per-key codes into res (may be NULL). */
-static int mc_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
-			 int upsert, int *res)
+int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
+			int upsert, uint8_t rtype, int *res)
 {
 	struct mc_rpc_call call;
 	uint16_t op;
@@ -111,7 +110,7 @@ static int mc_put_finish(struct mc_store *st, const char **keys, uint32_t n, int
 			    : (n > 1 ? MC_OP_BATCH_PUT_END : MC_OP_PUT_END);
 	mc_rpc_call_init(&call, op);
 	mc_rpc_put_uuid(&call.req, &st->client_id);
-	mc_wbuf_u8(&call.req, MC_REPLICA_ALL);
+	mc_wbuf_u8(&call.req, rtype);
 	mc_put_keys(&call.req, keys, n);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
@@ -138,6 +137,7 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 	const char **end_keys = NULL, **rev_keys = NULL;
 	uint32_t nend = 0, nrev = 0;
 	int *item_fail = NULL, *end_res = NULL;
+	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
 	int rc;
 
 	if (n == 0)
@@ -163,7 +163,9 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 	end_keys = calloc(n, sizeof(*end_keys));
 	rev_keys = calloc(n, sizeof(*rev_keys));
 	end_res = calloc(n, sizeof(*end_res));
-	if (!item_fail || !end_keys || !rev_keys || !end_res) {
+	if (st->fsdir[0])
+		disk_path = calloc(n, sizeof(*disk_path));
+	if (!item_fail || !end_keys || !rev_keys || !end_res || (st->fsdir[0] && !disk_path)) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -185,13 +187,12 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 			mc_rpc_get_replica(&r, &rep);
 			if (r.err)
 				break;
-			if (rep.type == MC_REPLICA_DISK && rep.size == items[i].size && code == 0) {
-				/* --root_fs_dir: the value goes to the shared file as well. */
-				struct mc_iov one = { (void *)items[i].buf, items[i].size };
-
-				if (mc_store_fs_write(st, rep.path, items[i].iov ? items[i].iov : &one,
-						      items[i].iov ? items[i].iovcnt : 1))
-					item_fail[i] = 2;
+			if (rep.type == MC_REPLICA_DISK && rep.size == items[i].size && code == 0 &&
+			    disk_path && rep.path.n < sizeof(disk_path[i])) {
+				/* --root_fs_dir: the file is written after PutEnd(MEMORY), on the
+				 * shared-directory worker (store_fs.c). */
+				memcpy(disk_path[i], rep.path.p, rep.path.n);
+				disk_path[i][rep.path.n] = '\0';
 				continue;
 			}
 			if (rep.type != MC_REPLICA_MEMORY || rep.size != items[i].size)
@@ -245,14 +246,25 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 		else
 			end_keys[nend++] = items[i].key;
 	}
-	rc = mc_put_finish(st, end_keys, nend, 0, upsert, end_res);
-	for (i = 0, j = 0; i < n && rc == 0; i++)
-		if (items[i].result == 0 && item_fail[i] == 0)
-			items[i].result = end_res[j++];
+	/* With a shared directory the memory replicas end now, the DISK one when its file is in. */
+	rc = mc_store_put_finish(st, end_keys, nend, 0, upsert,
+				 disk_path ? MC_REPLICA_MEMORY : MC_REPLICA_ALL, end_res);
+	for (i = 0, j = 0; i < n && rc == 0; i++) {
+		if (items[i].result != 0 || item_fail[i] != 0)
+			continue;
+		items[i].result = end_res[j++];
+		if (items[i].result == 0 && disk_path && disk_path[i][0]) {
+			struct mc_iov one = { (void *)items[i].buf, items[i].size };
+
+			mc_store_fs_submit(st, items[i].key, disk_path[i],
+					   items[i].iov ? items[i].iov : &one,
+					   items[i].iov ? items[i].iovcnt : 1, items[i].size, upsert);
+		}
+	}
 	if (nrev) {
 		mc_log_warn("put: %u object(s) could not be written to their replicas; revoking",
 			    nrev);
-		mc_put_finish(st, rev_keys, nrev, 1, upsert, NULL);
+		mc_store_put_finish(st, rev_keys, nrev, 1, upsert, MC_REPLICA_ALL, NULL);
 		for (i = 0; i < n; i++)
 			if (items[i].result == 0 && item_fail[i] == 2)
 				items[i].result = MC_ERR_TRANSFER_FAIL;
@@ -272,6 +284,7 @@ out:
 	free(end_keys);
 	free(rev_keys);
 	free(end_res);
+	free(disk_path);
 	mc_rpc_call_fini(&call);
 	return 0;
 }

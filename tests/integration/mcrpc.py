@@ -10,7 +10,8 @@ import struct
 MAGIC = 0x5052434D
 HDR = struct.Struct("<IBBHIiQ")
 
-OP = dict(PING=1, SERVICE_READY=2, GET_FSDIR=3, MOUNT_SEGMENT=10, REMOUNT_SEGMENT=11, UNMOUNT_SEGMENT=12,
+OP = dict(PING=1, SERVICE_READY=2, GET_FSDIR=3, GET_STORAGE_CONFIG=4, FS_HEARTBEAT=5, FS_EVICT=6,
+          MOUNT_SEGMENT=10, REMOUNT_SEGMENT=11, UNMOUNT_SEGMENT=12,
           PUT_START=20, BATCH_PUT_START=21, PUT_END=22, BATCH_PUT_END=23, PUT_REVOKE=24,
           BATCH_PUT_REVOKE=25, UPSERT_START=26, BATCH_UPSERT_START=27, UPSERT_END=28,
           BATCH_UPSERT_END=29, UPSERT_REVOKE=30, BATCH_UPSERT_REVOKE=31, GET_REPLICA_LIST=40,
@@ -62,6 +63,8 @@ class Reader:
             r["segment"] = self.str().decode()
             r["endpoint"] = self.str().decode()
             r["protocol"] = self.str().decode()
+        elif typ == 1:
+            r["path"] = self.str().decode()
         elif typ == 2:
             r["client_id"] = self.b[self.o:self.o + 16]
             self.o += 16
