@@ -299,18 +299,7 @@ int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int
 		} else if (o->fetch_until > now) {
 			rc = MC_ERR_OBJECT_HAS_LEASE;	/* a reader may be reading the file */
 		} else {
-			m->quiet_disk_release = 1;	/* the asking client deletes the file */
-			mc_replica_release(m, dr);
-			m->quiet_disk_release = 0;
-			mc_object_compact(o);
-			m->metrics.disk_evicted_key_count++;
-			m->metrics.disk_evicted_bytes += o->size;
-			if (o->nrep == 0) {
-				mc_persist_object_gone(m, o);
-				mc_object_erase(&m->objects, o);
-			} else {
-				mc_persist_object_changed(m, o);
-			}
+			mc_disk_replica_forget(m, o, dr);	/* the asking client deletes the file */
 		}
 		mc_wbuf_i32(out, rc);
 	}

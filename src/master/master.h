@@ -307,6 +307,8 @@ int mc_object_in_memory(struct mc_object *o);
 int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote);
 /* The master forgot r (a LOCAL_DISK replica): tell its owner to delete the data. */
 void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r);
+/* Forget a disk replica its owner evicts (tiering.c; the caller checked leases). */
+void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
 /* Fail in-flight tasks past their deadline (from the 1 s tick). */

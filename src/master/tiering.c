@@ -874,6 +874,25 @@ int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf 
 	free(items);
 	return 0;
 }
+/* Forget disk replica dr (LOCAL_DISK or DISK) of o at its owner's request, the owner deleting
+ * the bytes itself once answered: released without a DROP task, counted as a disk eviction,
+ * persisted; o is erased when dr was its last replica.  The caller checked the leases. */
+void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr)
+{
+	m->quiet_disk_release = 1;
+	mc_replica_release(m, dr);
+	m->quiet_disk_release = 0;
+	mc_object_compact(o);
+	m->metrics.disk_evicted_key_count++;
+	m->metrics.disk_evicted_bytes += o->size;
+	if (o->nrep == 0) {
+		mc_persist_object_gone(m, o);
+		mc_object_erase(&m->objects, o);
+	} else {
+		mc_persist_object_changed(m, o);
+	}
+}
+
 
 int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
 			     int64_t now, const char *peer)
@@ -918,18 +937,7 @@ int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_w
 		} else if (o->fetch_until > now || (o->flags & MC_OBJ_PROMOTING)) {
 			rc = MC_ERR_OBJECT_HAS_LEASE;	/* a reader may be using it */
 		} else {
-			m->quiet_disk_release = 1;
-			mc_replica_release(m, dr);
-			m->quiet_disk_release = 0;
-			mc_object_compact(o);
-			m->metrics.disk_evicted_key_count++;
-			m->metrics.disk_evicted_bytes += o->size;
-			if (o->nrep == 0) {
-				mc_persist_object_gone(m, o);
-				mc_object_erase(&m->objects, o);
-			} else {
-				mc_persist_object_changed(m, o);
-			}
+			mc_disk_replica_forget(m, o, dr);
 		}
 		mc_wbuf_i32(out, rc);
 	}
