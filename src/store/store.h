@@ -20,6 +20,7 @@
 #include "transfer/tcp.h"
 
 #define MC_STORE_MAX_SEGMENTS 64
+#define MC_STORE_NOENGINE_MAX 32
 
 struct mc_master_client;
 struct mc_shm;
@@ -54,6 +55,10 @@ struct mc_store {
 	int64_t rpc_timeout_ms;
 	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
 	void *engine;			/* protocol rdma: the transfer engine (store_rdma.c), or NULL */
+	struct {			/* segments found without an engine (tcp-only stores) */
+		char name[256];
+		int64_t until_ms;	/* try the engine again after this (monotonic) */
+	} noengine[MC_STORE_NOENGINE_MAX];
 	/* SSD tier (store_ssd.c): set before mc_store_setup, or taken from the environment */
 	int ssd_enable;
 	char ssd_path[1024];

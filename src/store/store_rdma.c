@@ -27,6 +27,10 @@ int mc_store_rdma_start(struct mc_store *st, const char *devices, const char *ip
 	transfer_engine_t e;
 	int rc;
 
+	if (mc_te_known[MC_TE_XPORT_RDMA] == NULL) {
+		mc_log_warn("protocol rdma: this build has no rdma transport, the store uses tcp");
+		return 0;
+	}
 	/* The engine's handshake server takes over the port our segment name holds. */
 	if (st->reserve_fd >= 0) {
 		close(st->reserve_fd);
@@ -83,6 +87,37 @@ void mc_store_rdma_unregister(struct mc_store *st, void *addr)
 		unregisterLocalMemory(st->engine, addr);
 }
 
+/* A segment with no engine behind it is not asked again for this long. */
+#define MC_NOENGINE_MS 10000
+
+/* The segment was recently found without an engine (st->mu not held). */
+static int mc_store_noengine(struct mc_store *st, const char *name)
+{
+	int64_t now = mc_te_now_ms();
+	int hit = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&st->mu);
+	for (i = 0; i < MC_STORE_NOENGINE_MAX && !hit; i++)
+		hit = st->noengine[i].until_ms > now && !strcmp(st->noengine[i].name, name);
+	pthread_mutex_unlock(&st->mu);
+	return hit;
+}
+
+/* Remember it, over the entry that expires first. */
+static void mc_store_noengine_add(struct mc_store *st, const char *name)
+{
+	uint32_t i, at = 0;
+
+	pthread_mutex_lock(&st->mu);
+	for (i = 1; i < MC_STORE_NOENGINE_MAX; i++)
+		if (st->noengine[i].until_ms < st->noengine[at].until_ms)
+			at = i;
+	snprintf(st->noengine[at].name, sizeof(st->noengine[at].name), "%s", name);
+	st->noengine[at].until_ms = mc_te_now_ms() + MC_NOENGINE_MS;
+	pthread_mutex_unlock(&st->mu);
+}
+
 int mc_store_rdma_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 {
 	struct transfer_request *tr = calloc(n, sizeof(*tr));
@@ -114,12 +149,18 @@ int mc_store_rdma_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32
 			tidx[nt++] = i;		/* a segment already found engine-less */
 			continue;
 		}
-		if (h < 0 && reqs[i].segment[0])
+		if (h < 0 &&
+		    (reqs[i].segment[0] == '\0' || mc_store_noengine(st, reqs[i].segment))) {
+			tidx[nt++] = i;
+			continue;
+		}
+		if (h < 0)
 			h = openSegment(st->engine, reqs[i].segment);
 		if (h < 0) {
 			/* No engine behind it (a tcp-only store): its tcp data server. */
-			mc_log_debug("protocol rdma: segment '%s' has no transfer engine (%d), tcp",
-				     reqs[i].segment, h);
+			mc_log_info("protocol rdma: segment '%s' has no transfer engine (%d): tcp",
+				    reqs[i].segment, h);
+			mc_store_noengine_add(st, reqs[i].segment);
 			tidx[nt++] = i;
 			continue;
 		}
