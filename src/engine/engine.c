@@ -194,6 +194,7 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	if (e == NULL)
 		return NULL;
 	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->batch_cv, NULL);
 	e->notifies_tail = &e->notifies;
 	e->auto_discover = auto_discover != 0;
 	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", metadata_conn_string);
@@ -247,6 +248,7 @@ fail:
 	destroyTransferEngine(e);
 	return NULL;
 fail_early:
+	pthread_cond_destroy(&e->batch_cv);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 	return NULL;
@@ -469,6 +471,7 @@ void destroyTransferEngine(transfer_engine_t engine)
 			close(e->bufs[i].fd);
 	free(e->bufs);
 	mc_memreg_free(e->reg);
+	pthread_cond_destroy(&e->batch_cv);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }
@@ -678,7 +681,8 @@ void mc_te_req_done(struct mc_te_req *r, int status)
 		e->segs[r->seg_id - 1].stale = 1;
 	r->b->tasks[r->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
 	r->b->tasks[r->task].bytes = status ? 0 : r->len;
-	r->b->pending--;
+	if (--r->b->pending == 0)
+		pthread_cond_broadcast(&e->batch_cv);
 	pthread_mutex_unlock(&e->mu);
 	free(r);
 }
@@ -870,6 +874,23 @@ int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task
 		status->transferred_bytes = b->tasks[task_id].bytes;
 		rc = 0;
 	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int mc_te_batch_wait(transfer_engine_t engine, batch_id_t batch_id)
+{
+	struct mc_engine *e = MC_E(engine);
+	struct mc_te_batch *b;
+	int rc = ERR_INVALID_ARGUMENT;
+
+	if (e == NULL)
+		return rc;
+	pthread_mutex_lock(&e->mu);
+	while ((b = mc_te_batch_find(e, batch_id)) != NULL && b->pending)
+		pthread_cond_wait(&e->batch_cv, &e->mu);
+	if (b)
+		rc = 0;
 	pthread_mutex_unlock(&e->mu);
 	return rc;
 }

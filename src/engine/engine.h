@@ -79,6 +79,7 @@ struct mc_te_batch {
 
 struct mc_engine {
 	pthread_mutex_t mu;
+	pthread_cond_t batch_cv;	/* broadcast when a batch's pending count reaches 0 */
 	struct mc_loop_thread *lt;
 	struct mc_memreg *reg;
 	struct {
@@ -124,6 +125,10 @@ struct mc_te_notify *mc_te_notify_take(void *engine);
 void mc_te_notify_free(struct mc_te_notify *n);
 
 int64_t mc_te_now_ms(void);
+
+/* Wait until no request of the batch is pending (any thread but the engine's loop).  0, or
+ * ERR_INVALID_ARGUMENT for an unknown batch. */
+int mc_te_batch_wait(void *engine, uint64_t batch_id);
 
 /* engine.c: the transports this build knows, by slot (NULL: not built). */
 extern const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS];

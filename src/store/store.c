@@ -6,7 +6,8 @@
  * Segment memory is a memfd mapped MAP_SHARED|MAP_NORESERVE: pages cost nothing until written
  * (a 3 GiB segment is free until used) and a same-host peer could map the same pages later.
  * The segment name is "host:port", where the port is reserved by a bound (not listening)
- * socket held for the handle's lifetime, as upstream does.
+ * socket held for the handle's lifetime, as upstream does.  With protocol rdma and a usable
+ * NIC the transfer engine (store_rdma.c) takes that port over and carries the data.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -157,6 +158,11 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 		rc = MC_ERR_INVALID_PARAMS;
 		goto fail_map;
 	}
+	rc = mc_store_rdma_register(st, seg.base, size);
+	if (rc) {
+		mc_memreg_remove(st->reg, (uint64_t)(uintptr_t)seg.base);
+		goto fail_map;
+	}
 	pthread_mutex_lock(&st->mu);
 	st->segs[st->nsegs++] = seg;
 	pthread_mutex_unlock(&st->mu);
@@ -175,6 +181,7 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 		st->nsegs--;
 		pthread_mutex_unlock(&st->mu);
 		mc_memreg_remove(st->reg, (uint64_t)(uintptr_t)seg.base);
+		mc_store_rdma_unregister(st, seg.base);
 		goto fail_map;
 	}
 	return 0;
@@ -247,8 +254,8 @@ static void mc_numeric_host(const char *host, char *out, size_t n)
 /* protocol rdma, as upstream decides it: listed NICs (rdma_devices / device_name /
  * --device_names, a comma list) must all exist, else setup fails; an empty list discovers the
  * NICs (unless MC_MS_AUTO_DISC=0, which makes the list required) and a host with none uses tcp
- * with a warning (an error with MC_FORCE_HCA).  The store's data path itself is tcp in this
- * build, which the log says.  0 or MC_ERR_INVALID_PARAMS. */
+ * with a warning (an error with MC_FORCE_HCA).  1 when NICs are there (the transfer engine
+ * carries the data), 0 for tcp, or MC_ERR_INVALID_PARAMS. */
 static int mc_store_check_rdma(const char *devices)
 {
 	char names[MC_NIC_MAX][MC_NIC_NAME_MAX];
@@ -286,10 +293,8 @@ static int mc_store_check_rdma(const char *devices)
 			return 0;
 		}
 	}
-	mc_log_warn("protocol rdma: %u NIC(s) present, but this build's store client moves data "
-		    "over tcp",
-		    n);
-	return 0;
+	mc_log_info("protocol rdma: %u NIC(s) present", n);
+	return 1;
 }
 
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
@@ -300,14 +305,15 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	char ip[256];
 	uint16_t port = 0;
 	const char *colon;
-	int rc;
+	int rc, use_rdma = 0;
 
 	if (st->initialized)
 		return MC_ERR_INVALID_PARAMS;
 	if (protocol && !strcmp(protocol, "rdma")) {
 		rc = mc_store_check_rdma(device_name);
-		if (rc)
+		if (rc < 0)
 			return rc;
+		use_rdma = rc == 1;
 	} else if (protocol && strcmp(protocol, "tcp")) {
 		mc_log_warn("protocol '%s' is not available in this build's store client; using tcp",
 			    protocol);
@@ -331,6 +337,7 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		snprintf(st->host, sizeof(st->host), "%.*s", (int)(colon - local_hostname),
 			 local_hostname);
 		snprintf(st->hostname, sizeof(st->hostname), "%s", local_hostname);
+		port = (uint16_t)atoi(colon + 1);
 	} else {
 		snprintf(st->host, sizeof(st->host), "%s", local_hostname);
 		mc_numeric_host(st->host, ip, sizeof(ip));
@@ -360,6 +367,11 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		goto fail;
 	}
 	snprintf(st->endpoint, sizeof(st->endpoint), "%s:%u", ip, mc_tcp_server_port(st->srv));
+	if (use_rdma) {
+		rc = mc_store_rdma_start(st, device_name, ip, port);
+		if (rc)
+			goto fail;
+	}
 	if (local_buffer_size) {
 		st->local_buf = mmap(NULL, local_buffer_size, PROT_READ | PROT_WRITE,
 				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -369,6 +381,9 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 		}
 		st->local_buf_size = local_buffer_size;
+		rc = mc_store_rdma_register(st, st->local_buf, local_buffer_size);
+		if (rc)
+			goto fail;
 	}
 	if (global_segment_size) {
 		rc = mc_store_mount_segment(st, global_segment_size);
@@ -451,6 +466,8 @@ void mc_store_teardown(struct mc_store *st)
 		mc_loop_thread_stop_and_free(st->lt);
 		st->lt = NULL;
 	}
+	/* Before the memory it registered goes. */
+	mc_store_rdma_stop(st);
 	mc_store_shm_stop(st);
 	mc_store_ssd_free(st);
 	for (i = 0; i < st->nsegs; i++) {

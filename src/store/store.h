@@ -20,6 +20,7 @@
 #include "transfer/tcp.h"
 
 #define MC_STORE_MAX_SEGMENTS 64
+#define MC_STORE_NOENGINE_MAX 32
 
 struct mc_master_client;
 struct mc_shm;
@@ -53,6 +54,11 @@ struct mc_store {
 	uint64_t local_buf_size;
 	int64_t rpc_timeout_ms;
 	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
+	void *engine;			/* protocol rdma: the transfer engine (store_rdma.c), or NULL */
+	struct {			/* segments found without an engine (tcp-only stores) */
+		char name[256];
+		int64_t until_ms;	/* try the engine again after this (monotonic) */
+	} noengine[MC_STORE_NOENGINE_MAX];
 	/* SSD tier (store_ssd.c): set before mc_store_setup, or taken from the environment */
 	int ssd_enable;
 	char ssd_path[1024];
@@ -153,14 +159,30 @@ struct mc_xfer_req {
 	uint64_t len;
 	char host[256];
 	uint16_t port;
+	char segment[256];		/* the peer's segment name (the engine path) */
 	int status;			/* out */
 };
 
 /* Run the transfers (all at once) and wait.  Local replicas must have been handled by the
  * caller.  Each req's status is set; returns the number that failed. */
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
+/* The same over the tcp data client only. */
+int mc_store_transfer_tcp(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
 /* Parse "host:port" into the request.  Returns 0 or -EINVAL. */
 int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port);
+
+/* ---- store_rdma.c: the transfer engine behind protocol rdma ---- */
+/* Create the engine on ip:port (the port of our segment name) and install rdma on devices.
+ * 0 (st->engine set, or left NULL when no NIC is usable and tcp carries the data) or
+ * MC_ERR_INVALID_PARAMS. */
+int mc_store_rdma_start(struct mc_store *st, const char *devices, const char *ip, uint16_t port);
+void mc_store_rdma_stop(struct mc_store *st);
+/* Register / unregister memory with the engine (no-ops without one).  0 or
+ * MC_ERR_INVALID_PARAMS. */
+int mc_store_rdma_register(struct mc_store *st, void *addr, uint64_t len);
+void mc_store_rdma_unregister(struct mc_store *st, void *addr);
+/* mc_store_transfer over the engine: same contract. */
+int mc_store_rdma_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
 
 /* ---- store_ops.c: the operations behind the C API ---- */
 /* A piece of caller memory. */

@@ -2,7 +2,8 @@
 /*
  * Moving object bytes for API calls: a batch of transfers is handed to the store's loop in one
  * call, submitted to the TCP data client all at once, and the API thread waits for the last
- * completion.
+ * completion.  With a transfer engine (protocol rdma, store_rdma.c) the batch goes to it
+ * instead.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -57,6 +58,13 @@ static void mc_xfer_batch_on_loop(void *arg)
 }
 
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
+{
+	if (st->engine && n)
+		return mc_store_rdma_transfer(st, reqs, n);
+	return mc_store_transfer_tcp(st, reqs, n);
+}
+
+int mc_store_transfer_tcp(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 {
 	struct mc_xfer_batch b = { .st = st, .reqs = reqs, .n = n, .left = n };
 	struct mc_xfer_one *ones;

@@ -44,8 +44,9 @@ struct mc_xfer_list {
 	uint32_t n, cap;
 };
 
-static int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port, int opcode,
-			    void *local, uint64_t remote, uint64_t len, uint32_t item)
+static int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port,
+			    struct mc_strv segment, int opcode, void *local, uint64_t remote,
+			    uint64_t len, uint32_t item)
 {
 	struct mc_xfer_req *x;
 
@@ -67,6 +68,8 @@ static int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t p
 	memset(x, 0, sizeof(*x));
 	snprintf(x->host, sizeof(x->host), "%s", host);
 	x->port = port;
+	if (segment.n < sizeof(x->segment))
+		memcpy(x->segment, segment.p, segment.n);	/* NUL from the memset */
 	x->opcode = opcode;
 	x->local = local;
 	x->remote = remote;
@@ -221,7 +224,7 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 						memcpy(shm + off, parts[k].base, parts[k].len);
 						continue;
 					}
-					if (mc_xfer_list_add(&xl, host, port, MC_XFER_WRITE, parts[k].base,
+					if (mc_xfer_list_add(&xl, host, port, rep.segment_name, MC_XFER_WRITE, parts[k].base,
 							     rep.addr + off, parts[k].len, i)) {
 						rc = -ENOMEM;
 						goto out;
@@ -417,7 +420,7 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			for (k = 0; k < nrg; k++) {
 				if (rg[k].len == 0)
 					continue;
-				if (mc_xfer_list_add(&xl, host, port, MC_XFER_READ, rg[k].dst,
+				if (mc_xfer_list_add(&xl, host, port, rep->segment_name, MC_XFER_READ, rg[k].dst,
 						     rep->addr + rg[k].src_off, rg[k].len, i)) {
 					rc = -ENOMEM;
 					goto out;
