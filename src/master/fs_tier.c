@@ -326,12 +326,5 @@ int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now)
 	}
 	if (n == 0)
 		return 0;
-	mc_object_compact(o);
-	if (o->nrep == 0) {
-		mc_persist_object_gone(m, o);
-		mc_object_erase(&m->objects, o);
-		return 1;
-	}
-	mc_persist_object_changed(m, o);
-	return 0;
+	return mc_object_settle(m, o);
 }

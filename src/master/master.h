@@ -261,6 +261,9 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 void mc_master_release_discards(struct mc_master *m, int64_t now, int all);
 /* Close the holes left by released replicas so replicas [0, nrep) are all live. */
 void mc_object_compact(struct mc_object *o);
+/* After replicas of o were released: compact, then persist o, or erase it (and return 1) when
+ * no replica is left.  o must not be used after a 1. */
+int mc_object_settle(struct mc_master *m, struct mc_object *o);
 
 /* ops.c: one request frame in, one response frame appended to out. */
 void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uint8_t *body,

@@ -497,6 +497,18 @@ void mc_object_compact(struct mc_object *o)
 	o->nrep = (uint8_t)j;
 }
 
+int mc_object_settle(struct mc_master *m, struct mc_object *o)
+{
+	mc_object_compact(o);
+	if (o->nrep == 0) {
+		mc_persist_object_gone(m, o);
+		mc_object_erase(&m->objects, o);
+		return 1;
+	}
+	mc_persist_object_changed(m, o);
+	return 0;
+}
+
 uint64_t mc_master_largest_segment(const struct mc_master *m)
 {
 	uint64_t max = 0;

@@ -390,13 +390,7 @@ static void mc_task_abandon(struct mc_master *m, struct mc_segment *disk, struct
 			o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
 			m->metrics.promotion_failed++;
 			mc_replica_discard(m, r, now + m->cfg.put_start_release_timeout_sec * 1000);
-			mc_object_compact(o);
-			if (o->nrep == 0) {
-				mc_persist_object_gone(m, o);
-				mc_object_erase(&m->objects, o);
-			} else {
-				mc_persist_object_changed(m, o);
-			}
+			mc_object_settle(m, o);
 		}
 		mc_task_undemote(m, t);
 		free(t);
@@ -563,13 +557,7 @@ void mc_tier_disk_gone(struct mc_master *m, struct mc_segment *disk)
 			if (o && r && r->status == MC_REPLICA_PROCESSING) {
 				o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
 				mc_replica_release(m, r);
-				mc_object_compact(o);
-				if (o->nrep == 0) {
-					mc_persist_object_gone(m, o);
-					mc_object_erase(&m->objects, o);
-				} else {
-					mc_persist_object_changed(m, o);
-				}
+				mc_object_settle(m, o);
 			}
 			mc_task_undemote(m, t);
 			free(t);
@@ -882,17 +870,10 @@ void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_
 	m->quiet_disk_release = 1;
 	mc_replica_release(m, dr);
 	m->quiet_disk_release = 0;
-	mc_object_compact(o);
 	m->metrics.disk_evicted_key_count++;
 	m->metrics.disk_evicted_bytes += o->size;
-	if (o->nrep == 0) {
-		mc_persist_object_gone(m, o);
-		mc_object_erase(&m->objects, o);
-	} else {
-		mc_persist_object_changed(m, o);
-	}
+	mc_object_settle(m, o);
 }
-
 
 int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
 			     int64_t now, const char *peer)
