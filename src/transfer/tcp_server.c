@@ -73,20 +73,20 @@ struct mc_srv_conn {
 	off_t file_off;		/* next file byte to send */
 	uint64_t file_left;	/* file bytes not yet sent */
 	int job_result;		/* 0 (done or socket full) or -errno */
-	struct mc_srv_conn *job_next;	/* in the pool's todo or done list */
+	struct mc_srv_conn *job_next;	/* in the pool's pending or done list */
 	int job_busy;		/* a worker owns fd, file_fd, file_off, file_left */
 	int closing;		/* closed while job_busy: freed when the worker is done */
 	char peer[64];
 };
 
-/* The file-read workers of one server.  todo and done are guarded by mu. */
+/* The file-read workers of one server.  pending and done are guarded by mu. */
 struct mc_file_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pthread_t threads[MC_FILE_WORKERS];
 	int nthreads;
 	int stop;
-	struct mc_srv_conn *todo, *todo_tail, *done;
+	struct mc_srv_conn *pending, *pending_tail, *done;
 	int efd;
 	struct event *ev_done;
 };
@@ -142,14 +142,14 @@ static void *mc_file_worker(void *arg)
 		uint64_t one = 1;
 		ssize_t w;
 
-		while (!p->stop && p->todo == NULL)
+		while (!p->stop && p->pending == NULL)
 			pthread_cond_wait(&p->cv, &p->mu);
 		if (p->stop)
 			break;
-		c = p->todo;
-		p->todo = c->job_next;
-		if (p->todo == NULL)
-			p->todo_tail = NULL;
+		c = p->pending;
+		p->pending = c->job_next;
+		if (p->pending == NULL)
+			p->pending_tail = NULL;
 		pthread_mutex_unlock(&p->mu);
 		c->job_result = 0;
 		while (c->file_left) {
@@ -238,10 +238,10 @@ static void mc_file_pool_free(struct mc_file_pool *p)
 		pthread_join(p->threads[i], NULL);
 	/* Chunks never read or not handed back: their connections are closing (server
 	 * teardown), and are freed now. */
-	if (p->todo_tail) {
-		p->todo_tail->job_next = p->done;
-		p->done = p->todo;
-		p->todo = p->todo_tail = NULL;
+	if (p->pending_tail) {
+		p->pending_tail->job_next = p->done;
+		p->done = p->pending;
+		p->pending = p->pending_tail = NULL;
 	}
 	mc_file_on_done(p->efd, 0, p);
 	if (p->ev_done)
@@ -289,11 +289,11 @@ static int mc_srv_read_chunk(struct mc_srv_conn *c)
 	c->job_next = NULL;
 	c->state = SRV_FILE_WAIT;
 	pthread_mutex_lock(&p->mu);
-	if (p->todo_tail)
-		p->todo_tail->job_next = c;
+	if (p->pending_tail)
+		p->pending_tail->job_next = c;
 	else
-		p->todo = c;
-	p->todo_tail = c;
+		p->pending = c;
+	p->pending_tail = c;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	return 0;
