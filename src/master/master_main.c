@@ -102,7 +102,8 @@ static const struct mc_opt mc_master_opts[] = {
 	{ "enable_offload", NULL, NULL, MC_OPT_BOOL, O(enable_offload), "false", 0, -1,
 	  "copy completed objects to the SSD of the client owning their memory (LOCAL_DISK)" },
 	{ "offload_on_evict", NULL, NULL, MC_OPT_BOOL, O(offload_on_evict), "false", 0, -1,
-	  "offload only eviction victims, freeing their memory once on SSD (with --enable_offload)" },
+	  "demote eviction victims to SSD, freeing their memory once the copy is acknowledged; "
+	  "with --enable_offload, completed objects are then not copied up front" },
 	{ "offloading_queue_limit", NULL, NULL, MC_OPT_INT, O(offloading_queue_limit), "50000", 1,
 	  100000000, "tasks queued per SSD area" },
 	{ "offload_task_timeout_sec", NULL, NULL, MC_OPT_INT, O(offload_task_timeout_sec), "30", 1,
