@@ -104,7 +104,7 @@ void mc_store_put_segment(struct mc_store *st, struct mc_wbuf *w, uint32_t i)
 	s.base = (uint64_t)(uintptr_t)st->segs[i].base;
 	s.size = st->segs[i].size;
 	s.endpoint = mc_strv_c(st->endpoint);
-	s.protocol = mc_strv_c("tcp");
+	s.protocol = mc_strv_c(st->protocol);
 	mc_rpc_put_segment(w, &s);
 }
 
@@ -371,6 +371,9 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		rc = mc_store_rdma_start(st, device_name, ip, port);
 		if (rc)
 			goto fail;
+		/* The segment descriptor the master keeps says how its bytes move. */
+		if (st->engine)
+			snprintf(st->protocol, sizeof(st->protocol), "rdma");
 	}
 	if (local_buffer_size) {
 		st->local_buf = mmap(NULL, local_buffer_size, PROT_READ | PROT_WRITE,

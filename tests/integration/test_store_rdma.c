@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "engine/transport.h"
 #include "mooncake/store_c.h"
 #include "tap.h"
@@ -30,6 +32,7 @@
 
 static char root[128];
 static pid_t master = -1;
+static int http_port = -1;
 
 static int free_port(void)
 {
@@ -67,7 +70,8 @@ static int start_master(int port)
 
 	snprintf(bin, sizeof(bin), "%s/mooncake_master", top && *top ? top : ".");
 	snprintf(rpc, sizeof(rpc), "--rpc_port=%d", port);
-	snprintf(metrics, sizeof(metrics), "--metrics_port=%d", free_port());
+	http_port = free_port();
+	snprintf(metrics, sizeof(metrics), "--metrics_port=%d", http_port);
 	master = fork();
 	if (master == 0) {
 		execl(bin, bin, "--rpc_address=127.0.0.1", rpc, metrics, (char *)NULL);
@@ -88,6 +92,46 @@ static void stop_master(void)
 		waitpid(master, NULL, 0);
 	}
 	master = -1;
+}
+
+/* The "protocol" the master's admin HTTP shows for segment name (NULL if not found). */
+static char *segment_protocol(const char *name)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)http_port) };
+	static const char req[] = "GET /get_segments_detail HTTP/1.0\r\n\r\n";
+	static char buf[65536];
+	char *out = NULL, *body;
+	size_t n = 0, i;
+	ssize_t r;
+	json_t *j = NULL, *segs;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
+		goto out;
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = '\0';
+	body = strstr(buf, "\r\n\r\n");
+	if (body == NULL || (j = json_loads(body + 4, 0, NULL)) == NULL)
+		goto out;
+	segs = json_object_get(j, "segments");
+	for (i = 0; i < json_array_size(segs); i++) {
+		json_t *s = json_array_get(segs, i);
+		const char *sn = json_string_value(json_object_get(s, "segment_name"));
+		const char *p = json_string_value(json_object_get(s, "protocol"));
+
+		if (sn && p && !strcmp(sn, name)) {
+			out = strdup(p);
+			break;
+		}
+	}
+out:
+	json_decref(j);
+	if (fd >= 0)
+		close(fd);
+	return out;
 }
 
 static void sys_put(const char *rel)
@@ -193,6 +237,16 @@ int main(void)
 	ok(mooncake_store_register_buffer(a, src, BIG) == 0 &&
 		   mooncake_store_register_buffer(a, dst, BIG) == 0,
 	   "A registers its buffers");
+	{
+		/* MountSegment says how a segment's bytes move; readers do not route on it. */
+		char *pb = segment_protocol(segb), *pc = segment_protocol(segc);
+
+		ok(pb && !strcmp(pb, "rdma"), "the master shows B's segment as rdma (%s)",
+		   pb ? pb : "missing");
+		ok(pc && !strcmp(pc, "tcp"), "... and C's as tcp (%s)", pc ? pc : "missing");
+		free(pb);
+		free(pc);
+	}
 	pref[0] = segb;
 	cfg.preferred_segments = pref;
 	cfg.preferred_segments_count = 1;
