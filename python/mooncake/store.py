@@ -214,6 +214,7 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
         The daemon answers on upstream's abstract socket @mooncake_client_<port>.sock (same uid
         only) with the cluster's addresses; this process then joins as a client without memory
         of its own, and its puts and gets reach the daemon's segment through shared memory.
+        With a daemon on protocol rdma it uses rdma (the daemon's NICs) for remote segments.
         mem_pool_size bytes are set aside for alloc_from_mem_pool() (registered, zero-copy).
         """
         import json
@@ -240,8 +241,15 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
         host = str(server_address).rsplit(":", 1)[0] or "127.0.0.1"
         if host in ("0.0.0.0", "localhost"):
             host = "127.0.0.1"
+        # The daemon says "rdma" only when its transfer engine runs; this process then runs
+        # its own on the same NICs, and its local buffer and pool are registered with it.
+        proto = info.get("protocol", "tcp")
+        if proto not in ("tcp", "rdma"):
+            proto = "tcp"
+        devices = str(info.get("rdma_devices", "")) if proto == "rdma" else ""
         rc = super().setup(host, info.get("metadata_server", "P2PHANDSHAKE"), 0,
-                           int(local_buffer_size), "tcp", "", info["master_server_address"])
+                           int(local_buffer_size), proto, devices,
+                           info["master_server_address"])
         if rc != 0:
             return rc
         self._pool = None

@@ -100,7 +100,7 @@ static volatile sig_atomic_t mc_client_stop, mc_client_hup;
 /* Dummy clients on this host (setup_dummy) ask this socket how to reach the cluster. */
 struct mc_dummy_srv {
 	int fd;
-	char reply[1024];
+	char reply[4096];
 };
 
 /* Answer each same-uid connection with the cluster's addresses and this client's segment, as
@@ -132,7 +132,8 @@ static void *mc_client_dummy_main(void *arg)
 
 /* Listen on upstream's abstract socket @mooncake_client_<port>.sock. */
 static int mc_client_dummy_start(struct mc_dummy_srv *d, int64_t port, const char *master,
-				 const char *meta, const char *segment)
+				 const char *meta, const char *segment, const char *protocol,
+				 const char *devices)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	socklen_t len;
@@ -142,9 +143,21 @@ static int mc_client_dummy_start(struct mc_dummy_srv *d, int64_t port, const cha
 	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "mooncake_client_%lld.sock",
 		     (long long)port);
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-	snprintf(d->reply, sizeof(d->reply),
+	if (strpbrk(master, "\"\\") || strpbrk(meta, "\"\\") || strpbrk(segment, "\"\\") ||
+	    strpbrk(devices, "\"\\")) {
+		mc_log_warn("dummy clients: an address or device name holds '\"' or '\\'; "
+			    "not serving @mooncake_client_%lld.sock", (long long)port);
+		return -1;
+	}
+	n = snprintf(d->reply, sizeof(d->reply),
 		 "{\"master_server_address\":\"%s\",\"metadata_server\":\"%s\","
-		 "\"segment\":\"%s\"}\n", master, meta, segment);
+		 "\"segment\":\"%s\",\"protocol\":\"%s\",\"rdma_devices\":\"%s\"}\n", master,
+		 meta, segment, protocol, devices);
+	if (n < 0 || (size_t)n >= sizeof(d->reply)) {
+		mc_log_warn("dummy clients: the reply does not fit %zu bytes; not serving "
+			    "@mooncake_client_%lld.sock", sizeof(d->reply), (long long)port);
+		return -1;
+	}
 	d->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (d->fd < 0 || bind(d->fd, (struct sockaddr *)&sa, len) || listen(d->fd, 64) ||
 	    pthread_create(&tid, NULL, mc_client_dummy_main, d)) {
@@ -342,8 +355,11 @@ int main(int argc, char **argv)
 	{
 		static struct mc_dummy_srv dummy;
 
+		/* st->protocol is rdma only when this client's engine runs: dummies then run
+		 * their own on the same NICs, so their buffers are registered and ride rdma. */
 		if (mc_client_dummy_start(&dummy, cfg.port, cfg.master_server_address,
-					  cfg.metadata_server, st->hostname) == 0)
+					  cfg.metadata_server, st->hostname, st->protocol,
+					  st->engine ? cfg.device_names : "") == 0)
 			mc_log_notice("serving dummy clients on @mooncake_client_%lld.sock",
 				      (long long)cfg.port);
 	}

@@ -341,7 +341,15 @@ static PyObject *mc_py_register_buffer(struct mc_py_store *self, PyObject *args,
 		return NULL;
 	if (!mc_py_ready(self) || ptr == 0 || size == 0)
 		return PyLong_FromLong(-1);
-	return PyLong_FromLong(mc_memreg_add(self->st->reg, ptr, size) ? MC_ERR_INVALID_PARAMS : 0);
+	if (mc_memreg_add(self->st->reg, ptr, size))
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+	/* protocol rdma: on the NICs too (as mooncake_store_register_buffer), so transfers from
+	 * and into it are rdma. */
+	if (mc_store_rdma_register(self->st, (void *)(uintptr_t)ptr, size)) {
+		mc_memreg_remove(self->st->reg, ptr);
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+	}
+	return PyLong_FromLong(0);
 }
 
 static PyObject *mc_py_unregister_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw)
@@ -353,6 +361,7 @@ static PyObject *mc_py_unregister_buffer(struct mc_py_store *self, PyObject *arg
 		return NULL;
 	if (!mc_py_ready(self))
 		return PyLong_FromLong(-1);
+	mc_store_rdma_unregister(self->st, (void *)(uintptr_t)ptr);
 	return PyLong_FromLong(mc_memreg_remove(self->st->reg, ptr) ? MC_ERR_INVALID_PARAMS : 0);
 }
 

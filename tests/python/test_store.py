@@ -306,6 +306,37 @@ def test_setup_dummy_attaches_to_the_local_daemon(cluster):
     assert MooncakeDistributedStore().setup_dummy(0, 0, "127.0.0.1:1") == -900
 
 
+def test_setup_dummy_follows_the_daemons_protocol(cluster):
+    import json
+    import socket
+    from conftest import free_port
+    sk = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sk.settimeout(5)
+    sk.connect("\0mooncake_client_%d.sock" % cluster.client_port)
+    info = json.loads(sk.makefile().readline())
+    sk.close()
+    # No engine behind the daemon here (tcp): it says so, and names no NICs.
+    assert info["protocol"] == "tcp" and info["rdma_devices"] == ""
+    # A daemon on rdma: the dummy runs rdma too, so a NIC it names must exist here.
+    port = free_port()
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0mooncake_client_%d.sock" % port)
+    srv.listen(1)
+    reply = dict(info, protocol="rdma", rdma_devices="mc_no_such_nic0")
+
+    def serve():
+        c, _ = srv.accept()
+        c.sendall((json.dumps(reply) + "\n").encode())
+        c.close()
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        assert MooncakeDistributedStore().setup_dummy(0, 1 << 20, "127.0.0.1:%d" % port) != 0
+    finally:
+        t.join(5)
+        srv.close()
+
+
 def test_remaining_put_forms(store):
     meta, maddr = cbuf(b"META")
     data, daddr = cbuf(b"payload-bytes")
