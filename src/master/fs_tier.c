@@ -121,23 +121,6 @@ int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out
 	return 0;
 }
 
-static void mc_fs_link(struct mc_master *m, struct mc_replica *r, uint64_t size)
-{
-	struct mc_segment *seg = m->fs_seg;
-
-	r->type = MC_REPLICA_DISK;
-	r->seg = seg;
-	r->disk_addr = 0;
-	r->seg_prev = NULL;
-	r->seg_next = seg->reps;
-	if (seg->reps)
-		seg->reps->seg_prev = r;
-	seg->reps = r;
-	seg->nreps++;
-	seg->used += size;
-	m->disk_allocated += size;
-}
-
 void mc_fs_add_replica(struct mc_master *m, struct mc_object *o)
 {
 	char path[MC_RPC_MAX_PATH + 1];
@@ -153,7 +136,7 @@ void mc_fs_add_replica(struct mc_master *m, struct mc_object *o)
 	r = mc_object_add_replica(o);
 	if (r == NULL)
 		return;
-	mc_fs_link(m, r, o->size);
+	mc_disk_replica_link(m, m->fs_seg, r, MC_REPLICA_DISK, 0, o->size);
 	r->status = MC_REPLICA_PROCESSING;
 	r->id = m->next_replica_id++;
 }
@@ -162,7 +145,7 @@ int mc_fs_attach(struct mc_master *m, struct mc_replica *r, uint64_t size)
 {
 	if (m->fs_seg == NULL)
 		return -1;
-	mc_fs_link(m, r, size);
+	mc_disk_replica_link(m, m->fs_seg, r, MC_REPLICA_DISK, 0, size);
 	r->status = MC_REPLICA_COMPLETE;
 	return 0;
 }

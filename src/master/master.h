@@ -260,6 +260,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r);
 void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t release_at);
 void mc_master_release_discards(struct mc_master *m, int64_t now, int all);
 /* Close the holes left by released replicas so replicas [0, nrep) are all live. */
+/* Put r at the head of seg's replica list (sets r->seg; nothing else is accounted). */
+void mc_segment_push_replica(struct mc_segment *seg, struct mc_replica *r);
 void mc_object_compact(struct mc_object *o);
 /* After replicas of o were released: compact, then persist o, or erase it (and return 1) when
  * no replica is left.  o must not be used after a 1. */
@@ -310,6 +312,9 @@ int mc_object_in_memory(struct mc_object *o);
 int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote);
 /* The master forgot r (a LOCAL_DISK replica): tell its owner to delete the data. */
 void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r);
+/* Link r as a disk replica (DISK or LOCAL_DISK at addr) of seg, accounting size bytes. */
+void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
+			  uint8_t type, uint64_t addr, uint64_t size);
 /* Forget a disk replica its owner evicts (tiering.c; the caller checked leases). */
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */

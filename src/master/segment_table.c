@@ -312,6 +312,17 @@ static int mc_host_used(struct mc_segment *seg, struct mc_segment **used, uint32
 	return 0;
 }
 
+void mc_segment_push_replica(struct mc_segment *seg, struct mc_replica *r)
+{
+	r->seg = seg;
+	r->seg_prev = NULL;
+	r->seg_next = seg->reps;
+	if (seg->reps)
+		seg->reps->seg_prev = r;
+	seg->reps = r;
+	seg->nreps++;
+}
+
 static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint64_t len)
 {
@@ -321,13 +332,7 @@ static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc
 		return -1;
 	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
 		return -1;
-	r->seg = seg;
-	r->seg_prev = NULL;
-	r->seg_next = seg->reps;
-	if (seg->reps)
-		seg->reps->seg_prev = r;
-	seg->reps = r;
-	seg->nreps++;
+	mc_segment_push_replica(seg, r);
 	r->id = m->next_replica_id++;
 	m->allocated += mc_alloc_block_size(r->blk);
 	return 0;

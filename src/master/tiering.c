@@ -112,22 +112,22 @@ struct mc_segment *mc_disk_mount(struct mc_master *m, struct mc_client *c,
 	return seg;
 }
 
+void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
+			  uint8_t type, uint64_t addr, uint64_t size)
+{
+	r->type = type;
+	r->disk_addr = addr;
+	mc_segment_push_replica(seg, r);
+	seg->used += size;
+	m->disk_allocated += size;
+}
+
 void mc_disk_replica_attach(struct mc_master *m, struct mc_segment *disk, struct mc_replica *r,
 			    uint64_t addr, uint64_t size)
 {
-	r->type = MC_REPLICA_LOCAL_DISK;
+	mc_disk_replica_link(m, disk, r, MC_REPLICA_LOCAL_DISK, addr, size);
 	r->status = MC_REPLICA_COMPLETE;
-	r->seg = disk;
-	r->disk_addr = addr;
 	r->hits = 0;
-	r->seg_prev = NULL;
-	r->seg_next = disk->reps;
-	if (disk->reps)
-		disk->reps->seg_prev = r;
-	disk->reps = r;
-	disk->nreps++;
-	disk->used += size;
-	m->disk_allocated += size;
 	if (r->id == 0)
 		r->id = m->next_replica_id++;
 }
