@@ -20,6 +20,7 @@
 #include "engine/te_gpu.h"
 #include "mooncake/transfer_engine_c.h"
 #include "tap.h"
+#include "te_wait.h"
 
 #define DEVLEN (40u << 20)
 
@@ -243,17 +244,7 @@ static void stage_errors(void)
 
 static int wait_one(transfer_engine_t e, struct transfer_request *r)
 {
-	batch_id_t b = allocateBatchID(e, 1);
-	struct transfer_status st = { 0, 0 };
-	time_t end = time(NULL) + 30;
-
-	if (submitTransfer(e, b, r, 1))
-		return -1;
-	do
-		getTransferStatus(e, b, 0, &st);
-	while ((st.status == STATUS_PENDING || st.status == STATUS_WAITING) && time(NULL) < end);
-	freeBatchID(e, b);
-	return st.status == STATUS_COMPLETED ? 0 : -1;
+	return te_run_one(e, r, 30) == STATUS_COMPLETED ? 0 : -1;
 }
 
 static void engines(int force_tcp)

@@ -17,6 +17,7 @@
 #include "mooncake/transfer_engine_c.h"
 #include "tap.h"
 #include "transfer/nic_topo.h"
+#include "te_wait.h"
 #include "verbs_fake.h"
 
 #define BUF (8u << 20)
@@ -26,18 +27,8 @@ static int run(transfer_engine_t e, segment_handle_t seg, int op, void *local, u
 {
 	struct transfer_request r = { .opcode = op, .source = local, .target_id = seg,
 				      .target_offset = remote, .length = len };
-	struct transfer_status st = { 0 };
-	batch_id_t b = allocateBatchID(e, 1);
-	time_t end = time(NULL) + 20;
 
-	if (b == INVALID_BATCH || submitTransfer(e, b, &r, 1))
-		return -1;
-	do {
-		if (getTransferStatus(e, b, 0, &st) || time(NULL) > end)
-			return -2;
-	} while (st.status == STATUS_PENDING || st.status == STATUS_WAITING);
-	freeBatchID(e, b);
-	return st.status;
+	return te_run_one(e, &r, 20);
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
