@@ -50,7 +50,23 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 	return 1;
 }
 
-uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
+/* Bytes of o's memory replicas that this eviction would free. */
+static uint64_t mc_evict_gain(const struct mc_master *m, struct mc_object *o, int marked_only)
+{
+	uint64_t mem = 0;
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg && r->type == MC_REPLICA_MEMORY &&
+		    (!marked_only || r->seg->evict_mark == m->evict_stamp))
+			mem += mc_alloc_block_size(r->blk);
+	}
+	return mem;
+}
+
+uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 {
 	int64_t now = mc_master_now(m);
 	uint64_t freed = 0, keys = 0, pending = 0;
@@ -68,18 +84,15 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes)
 			break;
 		for (; o != &m->objects.lru && freed + pending < bytes && budget;
 		     o = next, budget--) {
-			uint64_t mem = 0;
+			uint64_t mem;
 			uint32_t i;
 
 			next = o->lru_next;
 			if (!mc_evictable(o, now, (enum mc_evict_pass)pass))
 				continue;
-			for (i = 0; i < o->nrep; i++) {
-				struct mc_replica *r = mc_object_replica(o, i);
-
-				if (r->seg && r->type == MC_REPLICA_MEMORY)
-					mem += mc_alloc_block_size(r->blk);
-			}
+			mem = mc_evict_gain(m, o, marked_only);
+			if (marked_only && mem == 0)
+				continue;	/* frees nothing where the put needs room */
 			if (o->flags & MC_OBJ_OFFLOADING) {
 				/* A background offload is running: free when it is in. */
 				mc_tier_queue_offload(m, o, 1);
@@ -145,5 +158,5 @@ void mc_master_evict_check(struct mc_master *m)
 		target = ratio;
 	if (target <= 0)
 		return;
-	mc_master_evict(m, (uint64_t)(target * (double)m->total_capacity));
+	mc_master_evict(m, (uint64_t)(target * (double)m->total_capacity), 0);
 }

@@ -101,6 +101,7 @@ struct mc_segment {
 	uint64_t nreps;
 	int status;
 	uint32_t index;			/* position in master->segs (memory segments only) */
+	uint64_t evict_mark;		/* == master->evict_stamp: eviction may free bytes here */
 	/* A client's SSD area (LOCAL_DISK replicas): no allocator, base 0; size is its capacity
 	 * and used the bytes of its replicas.  Not in master->segs: never chosen for memory. */
 	int is_disk;
@@ -190,6 +191,7 @@ struct mc_master {
 	int erase_keep;			/* objects erased now leave a ghost (their SSD went away) */
 	struct mc_ghost_table ghosts;
 	uint64_t rng;
+	uint64_t evict_stamp;		/* marks the segments one put's eviction may free */
 
 	struct mc_persist *persist;
 	int persist_failed;
@@ -217,9 +219,10 @@ int mc_replica_readable(const struct mc_replica *r);
 /* eviction.c */
 /* Evict least-recently-used objects until at least bytes are freed (best effort).  Objects
  * under a fetch lease, hard-pinned or still being written are never taken; objects leased only
- * by ExistKey probes and soft-pinned ones only when nothing else frees enough.  Returns bytes
- * freed. */
-uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes);
+ * by ExistKey probes and soft-pinned ones only when nothing else frees enough.  With
+ * marked_only, only objects with memory on a segment whose evict_mark is the master's
+ * evict_stamp are taken, and only those bytes count.  Returns bytes freed. */
+uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only);
 /* Evict when usage passes eviction_high_watermark_ratio (called from a timer). */
 void mc_master_evict_check(struct mc_master *m);
 
@@ -252,8 +255,12 @@ void mc_master_check_clients(struct mc_master *m);
  * r->seg/blk and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused);
-/* Capacity of the largest mounted segment (no object larger than it can ever fit). */
-uint64_t mc_master_largest_segment(const struct mc_master *m);
+/* An object's first replica, of len bytes, that mc_replica_alloc could not place: may eviction
+ * make room for it?  Only if some segment could ever hold it (mounted, serving, large enough)
+ * and those segments together would pass the high watermark with it.  Marks those segments
+ * for mc_master_evict(..., 1) and returns 1; else 0, and nothing may be evicted for it: an
+ * object that cannot fit, or a pool below its watermark, never costs an acknowledged one. */
+int mc_replica_evict_room(struct mc_master *m, uint64_t len);
 /* Unlink from its segment and free its bytes. */
 void mc_replica_release(struct mc_master *m, struct mc_replica *r);
 /* Unlink from its segment and park its bytes on the discard list until release_at. */

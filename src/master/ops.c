@@ -194,16 +194,22 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		struct mc_replica *r = mc_object_replica(o, got);
 
 		if (mc_replica_alloc(m, r, size, cfg, used, got) != 0) {
-			/* A failed allocation evicts (at least this object's size, at least
-			 * eviction_ratio of the pool) and retries once. */
+			/* The first replica's failed allocation evicts (at least this object's
+			 * size, at least eviction_ratio of the pool) from the segments that
+			 * could take it, and retries once, but only at the high watermark (see
+			 * mc_replica_evict_room).  Further replicas never evict: another copy
+			 * of a new object is not worth an acknowledged object, and a replica
+			 * that has no segment to go to cannot be made room for.  Such a put
+			 * gets the replicas there is room for, as upstream's does. */
 			uint64_t want_bytes = (uint64_t)(m->cfg.eviction_ratio *
 							 (double)m->total_capacity);
 
 			mc_master_release_discards(m, q->now, 0);
 			if (mc_replica_alloc(m, r, size, cfg, used, got) == 0)
 				goto allocated;
-			if (m->cfg.eviction_ratio <= 0 || size > mc_master_largest_segment(m) ||
-			    mc_master_evict(m, size > want_bytes ? size : want_bytes) == 0 ||
+			if (got > 0 || m->cfg.eviction_ratio <= 0 ||
+			    !mc_replica_evict_room(m, size) ||
+			    mc_master_evict(m, size > want_bytes ? size : want_bytes, 1) == 0 ||
 			    mc_replica_alloc(m, r, size, cfg, used, got) != 0)
 				break;
 		}

@@ -514,13 +514,22 @@ int mc_object_settle(struct mc_master *m, struct mc_object *o)
 	return 0;
 }
 
-uint64_t mc_master_largest_segment(const struct mc_master *m)
+int mc_replica_evict_room(struct mc_master *m, uint64_t len)
 {
-	uint64_t max = 0;
+	uint64_t cap = 0, busy = 0;
 	uint32_t i;
 
-	for (i = 0; i < m->nsegs; i++)
-		if (m->segs[i]->size > max)
-			max = m->segs[i]->size;
-	return max;
+	m->evict_stamp++;
+	for (i = 0; i < m->nsegs; i++) {
+		struct mc_segment *seg = m->segs[i];
+
+		if (seg->status != MC_SEG_OK || seg->size < len)
+			continue;
+		seg->evict_mark = m->evict_stamp;
+		cap += seg->size;
+		busy += mc_alloc_used(seg->alloc);
+	}
+	if (cap == 0)
+		return 0;
+	return (double)(busy + len) > m->cfg.eviction_high_watermark_ratio * (double)cap;
 }

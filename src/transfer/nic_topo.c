@@ -317,9 +317,11 @@ static int mc_topo_cuda_rows(json_t *m, char (*names)[MC_NIC_NAME_MAX], const in
 		goto out;
 	qsort(bdf, ngpu, sizeof(bdf[0]), mc_topo_bdf_cmp);
 	for (k = 0; k < n; k++) {
-		snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s/device", mc_topo_root,
-			 names[k]);
-		havepath[k] = realpath(path, nicpath[k]) != NULL;
+		int len = snprintf(path, sizeof(path), "%s/sys/class/infiniband/%s/device",
+				   mc_topo_root, names[k]);
+
+		havepath[k] = len > 0 && (size_t)len < sizeof(path) &&
+			      realpath(path, nicpath[k]) != NULL;
 	}
 	for (i = 0; i < ngpu; i++) {
 		uint32_t pref = 0, all = n >= 32 ? ~0u : (1u << n) - 1;

@@ -9,9 +9,10 @@
  *   put-preferred PREFIX N SEG [REPLICAS]   put N keys PREFIX/i preferring segment SEG
  *   check PREFIX N EXPECT           get every PREFIX/i: EXPECT "ok" (identical bytes) or a code
  *   eviction                        fill a small pool and check the eviction order
- *   fill PREFIX N SIZE              put PREFIX/0..N-1 of SIZE bytes, retrying a put refused
- *                                   for space (-200) for up to 20 s (the SSD tier frees memory
- *                                   only once an evicted object is on SSD)
+ *   fill PREFIX N SIZE [REPLICAS]   put PREFIX/0..N-1 of SIZE bytes (REPLICAS memory replicas
+ *                                   each, default 1), retrying a put refused for space (-200)
+ *                                   for up to 20 s (the SSD tier frees memory only once an
+ *                                   evicted object is on SSD)
  *   verify PREFIX N SIZE [MISSING]  every key reads back byte-identical, except that up to
  *                                   MISSING keys may be absent (-704); any other result fails
  *   remove PREFIX FROM TO           remove PREFIX/FROM..TO-1 (0 or -704 each)
@@ -234,8 +235,9 @@ static int eviction(void)
 	return tap_done();
 }
 
-static int fill(const char *prefix, int n, size_t size)
+static int fill(const char *prefix, int n, size_t size, int replicas)
 {
+	mooncake_replicate_config_t cfg = { .replica_num = (size_t)replicas };
 	char key[128];
 	void *v = malloc(size);
 	int i, bad = 0, retries = 0;
@@ -246,7 +248,7 @@ static int fill(const char *prefix, int n, size_t size)
 
 		snprintf(key, sizeof(key), "%s/%d", prefix, i);
 		cc_fill(v, size, key, 3);
-		while ((rc = mooncake_store_put(st, key, v, size, NULL)) == -200 && now_s() < end) {
+		while ((rc = mooncake_store_put(st, key, v, size, &cfg)) == -200 && now_s() < end) {
 			retries++;
 			usleep(10000);
 		}
@@ -254,8 +256,8 @@ static int fill(const char *prefix, int n, size_t size)
 			printf("# put %s: %d\n", key, rc);
 	}
 	free(v);
-	ok(v && bad == 0, "put %d objects of %zu bytes under %s (%d failed, %d retries for space)",
-	   n, size, prefix, bad, retries);
+	ok(v && bad == 0, "put %d objects of %zu bytes, %d replicas, under %s (%d failed, "
+	   "%d retries for space)", n, size, replicas, prefix, bad, retries);
 	return bad != 0;
 }
 
@@ -358,8 +360,8 @@ int main(int argc, char **argv)
 		rc = verify_acked(argv[2], (size_t)atol(argv[3]));
 	else if (!strcmp(argv[1], "put-preferred") && argc >= 5)
 		rc = put_preferred(argv[2], atoi(argv[3]), argv[4], argc > 5 ? atoi(argv[5]) : 1);
-	else if (!strcmp(argv[1], "fill") && argc == 5)
-		rc = fill(argv[2], atoi(argv[3]), (size_t)atol(argv[4]));
+	else if (!strcmp(argv[1], "fill") && argc >= 5)
+		rc = fill(argv[2], atoi(argv[3]), (size_t)atol(argv[4]), argc > 5 ? atoi(argv[5]) : 1);
 	else if (!strcmp(argv[1], "verify") && argc >= 5)
 		rc = verify(argv[2], atoi(argv[3]), (size_t)atol(argv[4]),
 			    argc > 5 ? atoi(argv[5]) : 0);
