@@ -49,29 +49,32 @@ struct mc_client_cfg {
 };
 
 #define O(f) offsetof(struct mc_client_cfg, f)
+#define MC_CLIENT_MAX_SIZE 140737488355328.0	/* 128 TiB: a user address space */
 static const struct mc_opt mc_client_opts[] = {
-	{ "host", NULL, NULL, MC_OPT_STRING, O(host), "0.0.0.0", 0, -1,
+	{ "host", NULL, NULL, MC_OPT_ADDR, O(host), "0.0.0.0", 0, -1,
 	  "address to serve on and advertise (a wildcard advertises the first non-loopback IPv4); "
 	  "may be ip:port" },
 	{ "port", NULL, NULL, MC_OPT_INT, O(port), "50052", 1, 65535,
 	  "port reserved for this client; the segment name is host:port" },
-	{ "metadata_server", NULL, NULL, MC_OPT_STRING, O(metadata_server),
+	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server),
 	  "http://127.0.0.1:8080/metadata", 0, -1, "transfer-engine metadata connection string" },
-	{ "device_names", NULL, NULL, MC_OPT_STRING, O(device_names), "", 0, -1,
+	{ "device_names", NULL, NULL, MC_OPT_NAMES, O(device_names), "", 0, -1,
 	  "RDMA devices (comma-separated)" },
-	{ "master_server_address", NULL, NULL, MC_OPT_STRING, O(master_server_address),
+	{ "master_server_address", NULL, NULL, MC_OPT_ENDPOINT, O(master_server_address),
 	  "127.0.0.1:50051", 0, -1, "master RPC address" },
-	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1, "transfer protocol" },
-	{ "global_segment_size", NULL, NULL, MC_OPT_SIZE, O(global_segment_size), "4 GB", 1, -1,
+	{ "protocol", NULL, NULL, MC_OPT_CHOICE, O(protocol), "tcp|rdma", 0, -1,
+	  "transfer protocol" },
+	{ "global_segment_size", NULL, NULL, MC_OPT_SIZE, O(global_segment_size), "4 GB", 1,
+	  MC_CLIENT_MAX_SIZE,
 	  "memory contributed to the pool" },
-	{ "local_buffer_size", NULL, NULL, MC_OPT_SIZE, O(local_buffer_size), "0", 0, -1,
+	{ "local_buffer_size", NULL, NULL, MC_OPT_SIZE, O(local_buffer_size), "0", 0, MC_CLIENT_MAX_SIZE,
 	  "staging buffer" },
 	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "1", 1, 1024,
 	  "accepted for compatibility; the client is one reactor thread" },
-	{ "tenant_id", NULL, NULL, MC_OPT_STRING, O(tenant_id), "default", 0, -1, "tenant" },
+	{ "tenant_id", NULL, NULL, MC_OPT_TOKEN, O(tenant_id), "default", 0, -1, "tenant" },
 	{ "enable_offload", NULL, NULL, MC_OPT_BOOL, O(enable_offload), "false", 0, -1,
 	  "contribute an SSD area (mooncake.json enable_ssd_offload)" },
-	{ "ssd_offload_path", NULL, NULL, MC_OPT_STRING, O(ssd_offload_path), "", 0, -1,
+	{ "ssd_offload_path", NULL, NULL, MC_OPT_PATH, O(ssd_offload_path), "", 0, -1,
 	  "directory of the SSD area, or a preallocated file (default: "
 	  "$MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)" },
 	{ "ssd_offload_size_limit", NULL, NULL, MC_OPT_SIZE, O(ssd_offload_size_limit), "0", 0, -1,
@@ -83,11 +86,11 @@ static const struct mc_opt mc_client_opts[] = {
 	  "client HTTP metrics server (not available yet: true is refused)" },
 	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
 	  "client HTTP port" },
-	{ "log_dir", NULL, NULL, MC_OPT_STRING, O(log_dir), "", 0, -1,
+	{ "log_dir", NULL, NULL, MC_OPT_PATH, O(log_dir), "", 0, -1,
 	  "append logs to DIR/mooncake_client.log instead of stderr" },
-	{ "log_level", NULL, NULL, MC_OPT_STRING, O(log_level), "info", 0, -1,
+	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
-	{ "config", NULL, NULL, MC_OPT_STRING, O(config), "", 0, -1,
+	{ "config", NULL, NULL, MC_OPT_PATH, O(config), "", 0, -1,
 	  "mooncake.json (default: $MOONCAKE_CONFIG_PATH); flags given explicitly win" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
@@ -206,27 +209,40 @@ static int mc_client_apply_file(struct mc_client_cfg *cfg, const struct mc_opts_
 
 	if (path == NULL || *path == '\0')
 		return 0;
+	if (access(path, R_OK)) {
+		snprintf(err, n, "invalid value '%s' for %s: %s", path,
+			 cfg->config[0] ? "--config" : "environment variable MOONCAKE_CONFIG_PATH",
+			 strerror(errno));
+		return -1;
+	}
 	rc = mc_store_config_load(&sc, path, err, n);
 	if (rc)
 		return rc;
-#define SET(name, val)                                                                     \
+	/* Every value of the file was checked by the loader, also those the command line
+	 * overrides; what the daemon needs beyond that (a segment of at least one byte) is
+	 * checked against the flag's bounds, naming the file's key. */
+#define SET(name, key, val)                                                                \
 	do {                                                                               \
 		const struct mc_opt *o_ = mc_opts_find(mc_client_opts, name);              \
+		char label_[1200];                                                         \
+		snprintf(label_, sizeof(label_), "key '%s' in %s", key, path);             \
+		if (mc_opts_check_value(o_, val, label_, err, n))                          \
+			return -1;                                                         \
 		if (!st->cli_set[o_ - mc_client_opts] && mc_opts_set(o_, cfg, val, err, n)) \
 			return -1;                                                         \
 	} while (0)
-	SET("host", sc.local_hostname);
-	SET("metadata_server", sc.metadata_server);
-	SET("master_server_address", sc.master_server_address);
-	SET("protocol", sc.protocol);
-	SET("device_names", sc.device_name);
-	SET("tenant_id", sc.tenant_id);
+	SET("host", "local_hostname", sc.local_hostname);
+	SET("metadata_server", "metadata_server", sc.metadata_server);
+	SET("master_server_address", "master_server_address", sc.master_server_address);
+	SET("protocol", "protocol", sc.protocol);
+	SET("device_names", "device_name", sc.device_name);
+	SET("tenant_id", "tenant_id", sc.tenant_id);
 	if (sc.enable_ssd_offload)
-		SET("enable_offload", "true");
+		SET("enable_offload", "enable_ssd_offload", "true");
 	if (sc.ssd_offload_path[0])
-		SET("ssd_offload_path", sc.ssd_offload_path);
+		SET("ssd_offload_path", "ssd_offload_path", sc.ssd_offload_path);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)sc.global_segment_size);
-	SET("global_segment_size", num);
+	SET("global_segment_size", "global_segment_size", num);
 #undef SET
 	return 0;
 }
@@ -239,6 +255,8 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv)
 
 	if (mc_opts_defaults(mc_client_opts, cfg) || mc_opts_state_init(&st, mc_client_opts))
 		return -1;
+	if (mc_opts_check_env(mc_opts_env_store, err, sizeof(err)))
+		goto out;
 	if (mc_opts_parse_argv(mc_client_opts, cfg, argc, argv, &st, &next, err, sizeof(err)))
 		goto out;
 	if (next != argc) {
@@ -257,9 +275,9 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv)
 					   "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
 		goto out;
 	}
-	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") &&
-	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "debug")) {
-		snprintf(err, sizeof(err), "--log_level must be error, warn, info or debug");
+	if (cfg->log_dir[0] && access(cfg->log_dir, W_OK | X_OK)) {
+		snprintf(err, sizeof(err), "invalid value '%s' for --log_dir: %s", cfg->log_dir,
+			 strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -275,9 +293,8 @@ int main(int argc, char **argv)
 	struct mc_client_cfg cfg;
 	struct mc_store *st;
 	char host[300], name[320], ip[64];
-	const char *colon;
 	struct sigaction sa;
-	int rc;
+	int rc, port = 0;
 
 	mc_log_set_ident("mooncake_client");
 	mc_log_use_default_sink();
@@ -317,13 +334,9 @@ int main(int argc, char **argv)
 		mc_log_set_sink(mc_log_stderr_sink, NULL);	/* --log_dir wins over the journal */
 	}
 	/* --host may carry the port; a wildcard host advertises a reachable address. */
-	snprintf(host, sizeof(host), "%s", cfg.host);
-	colon = strrchr(host, ':');
-	if (colon && atoi(colon + 1) > 0) {
-		cfg.port = atoi(colon + 1);
-		host[colon - host] = '\0';
-	}
-	if (!strcmp(host, "0.0.0.0") || !host[0]) {
+	if (mc_opts_split_addr(cfg.host, host, sizeof(host), &port) == 0 && port > 0)
+		cfg.port = port;
+	if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
 		mc_client_default_ip(ip, sizeof(ip));
 		snprintf(host, sizeof(host), "%s", ip);
 	}

@@ -29,6 +29,7 @@ struct mc_meta_cfg {
 	uint64_t max_key_bytes;
 	uint64_t max_value_bytes;
 	int64_t max_keys;
+	int check_config;
 };
 
 /* The daemon's context: configuration and everything the loop owns. */
@@ -45,8 +46,9 @@ struct mc_meta_daemon {
 static const struct mc_opt mc_meta_opts[] = {
 	{ "port", NULL, NULL, MC_OPT_INT, O(port), "8080", 0, 65535,
 	  "listen port (0: any free port, logged)" },
-	{ "host", NULL, NULL, MC_OPT_STRING, O(host), "0.0.0.0", 0, -1, "listen address" },
-	{ "log-level", "log_level", NULL, MC_OPT_STRING, O(log_level), "INFO", 0, -1,
+	{ "host", NULL, NULL, MC_OPT_HOST, O(host), "0.0.0.0", 0, -1, "listen address" },
+	{ "log-level", "log_level", NULL, MC_OPT_CHOICE, O(log_level), "INFO|DEBUG|WARNING|WARN|ERROR",
+	  0, -1,
 	  "DEBUG, INFO, WARNING or ERROR" },
 	{ "max_key_bytes", NULL, NULL, MC_OPT_SIZE, O(max_key_bytes), "1024", 1, 1048576,
 	  "longest key accepted, after URL-decoding (400 above)" },
@@ -54,6 +56,8 @@ static const struct mc_opt mc_meta_opts[] = {
 	  "largest value accepted (413 above)" },
 	{ "max_keys", NULL, NULL, MC_OPT_INT, O(max_keys), "1000000", 1, 1000000000,
 	  "keys stored at most (503 for a new key above)" },
+	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
+	  "validate the flags, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
 };
 
@@ -205,6 +209,10 @@ int main(int argc, char **argv)
 	status = mc_meta_parse(&d, argc, argv);
 	if (status != 0)
 		goto free_cfg;
+	if (d.cfg.check_config) {
+		printf(MC_META_PROG ": configuration is valid\n");
+		goto free_cfg;
+	}
 	/* A client that goes away mid-reply must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	status = 1;

@@ -27,15 +27,15 @@
 
 #define O(f) offsetof(struct mc_master_config, f)
 static const struct mc_opt mc_master_opts[] = {
-	{ "config_path", NULL, NULL, MC_OPT_STRING, O(config_path), "", 0, -1,
+	{ "config_path", NULL, NULL, MC_OPT_PATH, O(config_path), "", 0, -1,
 	  "JSON configuration file with the same keys as the flags (client_ttl is client_live_ttl_sec)" },
 	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
 	  "RPC listen port (0: use --port)" },
 	{ "port", NULL, NULL, MC_OPT_INT, O(port), "50051", 1, 65535,
 	  "RPC listen port (deprecated alias of --rpc_port)" },
-	{ "rpc_address", NULL, NULL, MC_OPT_STRING, O(rpc_address), "0.0.0.0", 0, -1,
+	{ "rpc_address", NULL, NULL, MC_OPT_HOST, O(rpc_address), "0.0.0.0", 0, -1,
 	  "RPC bind address" },
-	{ "rpc_interface", NULL, NULL, MC_OPT_STRING, O(rpc_interface), "", 0, -1,
+	{ "rpc_interface", NULL, NULL, MC_OPT_TOKEN, O(rpc_interface), "", 0, -1,
 	  "network interface whose IPv4 address overrides --rpc_address" },
 	{ "rpc_thread_num", NULL, NULL, MC_OPT_INT, O(rpc_thread_num), "0", 0, 1024,
 	  "accepted for compatibility; the master is a single-threaded reactor" },
@@ -53,7 +53,7 @@ static const struct mc_opt mc_master_opts[] = {
 	  -1, "log a metrics summary every 10 seconds" },
 	{ "metrics_port", NULL, NULL, MC_OPT_INT, O(metrics_port), "9003", 0, 65535,
 	  "admin and metrics HTTP port" },
-	{ "metrics_host", NULL, NULL, MC_OPT_STRING, O(metrics_host), "0.0.0.0", 0, -1,
+	{ "metrics_host", NULL, NULL, MC_OPT_HOST, O(metrics_host), "0.0.0.0", 0, -1,
 	  "admin and metrics HTTP bind address" },
 	{ "memory_allocator", NULL, NULL, MC_OPT_STRING, O(memory_allocator), "offset", 0, -1,
 	  "segment allocator: offset (cachelib is not supported)" },
@@ -86,14 +86,14 @@ static const struct mc_opt mc_master_opts[] = {
 	  "false", 0, -1, "serve the transfer-engine HTTP metadata service on this loop" },
 	{ "http_metadata_server_port", NULL, NULL, MC_OPT_INT, O(http_metadata_server_port), "8080",
 	  1, 65535, "HTTP metadata service port" },
-	{ "http_metadata_server_host", NULL, NULL, MC_OPT_STRING, O(http_metadata_server_host),
+	{ "http_metadata_server_host", NULL, NULL, MC_OPT_HOST, O(http_metadata_server_host),
 	  "0.0.0.0", 0, -1, "HTTP metadata service bind address" },
 	{ "enable_metadata_cleanup_on_timeout", NULL, NULL, MC_OPT_BOOL,
 	  O(enable_metadata_cleanup_on_timeout), "false", 0, -1,
 	  "delete a dead client's metadata entries" },
-	{ "cluster_id", NULL, NULL, MC_OPT_STRING, O(cluster_id), "mooncake_cluster", 0, -1,
+	{ "cluster_id", NULL, NULL, MC_OPT_TOKEN, O(cluster_id), "mooncake_cluster", 0, -1,
 	  "cluster namespace" },
-	{ "root_fs_dir", NULL, NULL, MC_OPT_STRING, O(root_fs_dir), "", 0, -1,
+	{ "root_fs_dir", NULL, NULL, MC_OPT_PATH, O(root_fs_dir), "", 0, -1,
 	  "shared file-system directory for DISK replicas" },
 	{ "enable_disk_eviction", NULL, NULL, MC_OPT_BOOL, O(enable_disk_eviction), "true", 0, -1,
 	  "clients delete their oldest DISK files once the directory passes its quota" },
@@ -115,13 +115,20 @@ static const struct mc_opt mc_master_opts[] = {
 	  "SSD reads of an object before it is promoted" },
 	{ "enable_ha", NULL, NULL, MC_OPT_BOOL, O(enable_ha), "false", 0, -1,
 	  "leader election (not supported yet)" },
-	{ "persist_path", NULL, NULL, MC_OPT_STRING, O(persist_path), "", 0, -1,
+	{ "persist_path", NULL, NULL, MC_OPT_PATH, O(persist_path), "", 0, -1,
 	  "SQLite file for crash recovery (empty: no persistence)" },
-	{ "log_level", NULL, NULL, MC_OPT_STRING, O(log_level), "info", 0, -1,
+	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
+	MC_OPT_END,
+};
+
+/* The environment the master reads (metadata clean-up of dead clients). */
+static const struct mc_opt mc_master_env[] = {
+	{ "MOONCAKE_TE_META_DATA_SERVER", NULL, NULL, MC_OPT_METADATA, 0, NULL, 0, -1, "" },
+	{ "MC_METADATA_CLUSTER_ID", NULL, NULL, MC_OPT_TOKEN, 0, NULL, 0, -1, "" },
 	MC_OPT_END,
 };
 
@@ -148,11 +155,6 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	if (strcmp(cfg->allocation_strategy, "random")) {
 		snprintf(err, n, "--allocation_strategy=%s is not supported (use random)",
 			 cfg->allocation_strategy);
-		return -1;
-	}
-	if (strcmp(cfg->log_level, "error") && strcmp(cfg->log_level, "warn") &&
-	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "debug")) {
-		snprintf(err, n, "--log_level must be error, warn, info or debug");
 		return -1;
 	}
 	if (cfg->enable_ha) {
@@ -196,6 +198,13 @@ static int mc_master_configure(struct mc_master *m, int argc, char **argv)
 		goto out;
 	if (next != argc) {
 		snprintf(err, sizeof(err), "unexpected argument '%s'", argv[next]);
+		goto out;
+	}
+	if (mc_opts_check_env(mc_master_env, err, sizeof(err)))
+		goto out;
+	if (m->cfg.config_path[0] && access(m->cfg.config_path, R_OK)) {
+		snprintf(err, sizeof(err), "invalid value '%s' for --config_path: %s",
+			 m->cfg.config_path, strerror(errno));
 		goto out;
 	}
 	if (m->cfg.config_path[0] &&

@@ -19,6 +19,21 @@
  *   MC_OPT_SIZE      uint64_t bytes; accepts 1048576, "4GB", "4 gb", "16MiB", "512k" (1024-based)
  *   MC_OPT_DURATION  int64_t milliseconds; accepts raw ms or an integer with ms|s|m|h
  *
+ * Checked strings (char *, like MC_OPT_STRING, but the value must have a form):
+ *   MC_OPT_HOST      a host name, an IPv4 or an IPv6 address; no port (bind addresses)
+ *   MC_OPT_ADDR      a host with an optional port: "h", "h:p", "[v6]:p", "v6" (port 1..65535)
+ *   MC_OPT_ENDPOINT  a host and a port: "h:p", "[v6]:p", "v6:p"
+ *   MC_OPT_METADATA  a metadata service: P2PHANDSHAKE, http(s)://host[:port][/path],
+ *                    etcd://h:p[,h:p...] (also without the scheme), redis://host[:port]
+ *   MC_OPT_CHOICE    one of the '|'-separated words in def ("tcp|rdma"); the first is the
+ *                    default; matched exactly, else case-insensitively when only one word fits,
+ *                    and stored in the table's spelling
+ *   MC_OPT_NAMES     a comma-separated list of names ([A-Za-z0-9_.:-]), possibly empty (NICs)
+ *   MC_OPT_TOKEN     printable text without blanks, quotes or backslashes, at most 255 bytes
+ *   MC_OPT_PATH      a file name: no control characters, shorter than 1024 bytes
+ * A value that does not have its form is refused with one line naming the option and the value,
+ * the same whether it came from the command line, a configuration file or the environment.
+ *
  * Command line: "--name=value" and "--name value" (single dash accepted too).
  */
 enum mc_opt_type {
@@ -28,6 +43,14 @@ enum mc_opt_type {
 	MC_OPT_STRING,
 	MC_OPT_SIZE,
 	MC_OPT_DURATION,
+	MC_OPT_HOST,
+	MC_OPT_ADDR,
+	MC_OPT_ENDPOINT,
+	MC_OPT_METADATA,
+	MC_OPT_CHOICE,
+	MC_OPT_NAMES,
+	MC_OPT_TOKEN,
+	MC_OPT_PATH,
 };
 
 struct mc_opt {
@@ -36,7 +59,8 @@ struct mc_opt {
 	const char *json_key;	/* key in config files when it differs from name, or NULL */
 	enum mc_opt_type type;
 	size_t offset;		/* offsetof(config struct, field) */
-	const char *def;	/* default as text (parsed like a user value) */
+	const char *def;	/* default as text (parsed like a user value); for MC_OPT_CHOICE the
+				 * accepted words "a|b|c", the first being the default */
 	double min, max;	/* inclusive bounds for INT/DOUBLE/SIZE/DURATION (ignored if min > max) */
 	const char *help;
 };
@@ -66,7 +90,8 @@ const struct mc_opt *mc_opts_find(const struct mc_opt *tab, const char *name);
  */
 int mc_opts_parse_argv(const struct mc_opt *tab, void *cfg, int argc, char **argv,
 		       struct mc_opts_state *st, int *next, char *err, size_t errlen);
-/* Apply a JSON object from a file; keys that were set on the command line (st) are skipped.
+/* Apply a JSON object from a file; keys that were set on the command line (st) are checked but
+ * not applied (a bad value in the file is an error even when the command line overrides it).
  * Unknown keys are an error when strict, otherwise ignored.  Values may be JSON numbers, bools or
  * strings.  Returns 0, -ENOENT, or -EINVAL with a message. */
 int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *path,
@@ -75,6 +100,23 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 void mc_opts_help(const struct mc_opt *tab, FILE *out);
 /* True if argv contains --name or -name (e.g. "help", "version"). */
 int mc_opts_wants(int argc, char **argv, const char *name);
+
+/* Check value as o would take it, without storing it.  label names where the value came from in
+ * the message ("--name" when NULL, e.g. "MOONCAKE_PROTOCOL" or "key 'protocol' in FILE").
+ * Returns 0 or -EINVAL with one line in err naming the label and the value. */
+int mc_opts_check_value(const struct mc_opt *o, const char *value, const char *label, char *err,
+			size_t errlen);
+/* Check every environment variable named in tab (names are the variables, offsets unused) that
+ * is set and not empty.  Returns 0 or -EINVAL with one line naming the variable and its value. */
+int mc_opts_check_env(const struct mc_opt *tab, char *err, size_t errlen);
+
+/* Split an MC_OPT_ADDR value into host (brackets of an IPv6 literal removed) and port (0 when
+ * none is given).  Returns 0, or -EINVAL when the value has not that form. */
+int mc_opts_split_addr(const char *value, char *host, size_t hostlen, int *port);
+
+/* The environment variables the store client and the transfer engine read (MOONCAKE_*, MC_*),
+ * for processes that run them: check with mc_opts_check_env() before starting. */
+extern const struct mc_opt mc_opts_env_store[];
 
 int mc_opts_state_init(struct mc_opts_state *st, const struct mc_opt *tab);
 void mc_opts_state_fini(struct mc_opts_state *st);

@@ -13,6 +13,43 @@
 #include "reactor/options.h"
 #include "store/store_config.h"
 
+/* The forms the file's keys and the environment's variables must have: the same checks as the
+ * daemons' flags, so a value is refused alike wherever it comes from. */
+#define MC_CFG_MAX_SIZE 140737488355328.0	/* 128 TiB: what a process's address space holds */
+static const struct mc_opt mc_cfg_checks[] = {
+	{ "local_hostname", "MOONCAKE_LOCAL_HOSTNAME", NULL, MC_OPT_ADDR, 0, NULL, 0, -1, "" },
+	{ "metadata_server", "MOONCAKE_TE_META_DATA_SERVER", NULL, MC_OPT_METADATA, 0, NULL, 0, -1,
+	  "" },
+	{ "master_server_address", "MOONCAKE_MASTER", NULL, MC_OPT_ENDPOINT, 0, NULL, 0, -1, "" },
+	{ "protocol", "MOONCAKE_PROTOCOL", NULL, MC_OPT_CHOICE, 0, "tcp|rdma", 0, -1, "" },
+	{ "device_name", "MOONCAKE_DEVICE", NULL, MC_OPT_NAMES, 0, NULL, 0, -1, "" },
+	{ "tenant_id", "MOONCAKE_TENANT_ID", NULL, MC_OPT_TOKEN, 0, NULL, 0, -1, "" },
+	{ "global_segment_size", "MOONCAKE_GLOBAL_SEGMENT_SIZE", NULL, MC_OPT_SIZE, 0, NULL, 0,
+	  MC_CFG_MAX_SIZE, "" },
+	{ "local_buffer_size", "MOONCAKE_LOCAL_BUFFER_SIZE", NULL, MC_OPT_SIZE, 0, NULL, 0,
+	  MC_CFG_MAX_SIZE, "" },
+	{ "enable_ssd_offload", "MOONCAKE_ENABLE_SSD_OFFLOAD", NULL, MC_OPT_BOOL, 0, NULL, 0, -1,
+	  "" },
+	{ "ssd_offload_path", "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", NULL, MC_OPT_PATH, 0, NULL, 0,
+	  -1, "" },
+	MC_OPT_END,
+};
+
+/* Check v for the file key or variable name (alias).  Returns 0 or -EINVAL, err set. */
+static int mc_cfg_check(const char *name, const char *v, const char *path, char *err, size_t el)
+{
+	const struct mc_opt *o = mc_opts_find(mc_cfg_checks, name);
+	char label[1200];
+
+	if (o == NULL)
+		return 0;
+	if (path)
+		snprintf(label, sizeof(label), "key '%s' in %s", name, path);
+	else
+		snprintf(label, sizeof(label), "environment variable %s", name);
+	return mc_opts_check_value(o, v, label, err, el);
+}
+
 static void mc_cfg_defaults(struct mc_store_config *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -79,19 +116,30 @@ static int mc_cfg_from_json(struct mc_store_config *c, const char *path, char *e
 		}
 	}
 	json_object_foreach(root, key, v) {
-		char num[32];
+		char num[64];
 		const char *s = NULL;
 
+		if (json_is_null(v) || mc_opts_find(mc_cfg_checks, key) == NULL)
+			continue;	/* null: upstream's default; unknown keys are not ours */
 		if (json_is_string(v)) {
 			s = json_string_value(v);
 		} else if (json_is_integer(v)) {
 			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
 			s = num;
+		} else if (json_is_real(v)) {
+			snprintf(num, sizeof(num), "%.17g", json_real_value(v));
+			s = num;
 		} else if (json_is_boolean(v)) {
 			s = json_is_true(v) ? "true" : "false";
+		} else {
+			snprintf(err, el, "key '%s' in %s must be a string, a number or a bool", key,
+				 path);
+			rc = -EINVAL;
+			goto out;
 		}
-		if (s == NULL)
-			continue;
+		rc = mc_cfg_check(key, s, path, err, el);
+		if (rc)
+			goto out;
 		if (!strcmp(key, "local_hostname"))
 			rc = mc_cfg_str(c->local_hostname, sizeof(c->local_hostname), s, key, err, el);
 		else if (!strcmp(key, "metadata_server"))
@@ -111,7 +159,7 @@ static int mc_cfg_from_json(struct mc_store_config *c, const char *path, char *e
 		else if (!strcmp(key, "local_buffer_size"))
 			rc = mc_cfg_size(&c->local_buffer_size, s, key, err, el);
 		else if (!strcmp(key, "enable_ssd_offload"))
-			c->enable_ssd_offload = !strcmp(s, "true") || !strcmp(s, "1");
+			rc = mc_parse_bool(s, &c->enable_ssd_offload);
 		else if (!strcmp(key, "ssd_offload_path"))
 			rc = mc_cfg_str(c->ssd_offload_path, sizeof(c->ssd_offload_path), s, key, err,
 					el);
@@ -126,9 +174,13 @@ out:
 
 static int mc_cfg_from_env(struct mc_store_config *c, char *err, size_t el)
 {
+	const struct mc_opt *o;
 	const char *v;
 	int rc = 0;
 
+	for (o = mc_cfg_checks; o->name; o++)
+		if ((v = getenv(o->alias)) && *v && mc_cfg_check(o->alias, v, NULL, err, el))
+			return -EINVAL;
 	v = getenv("MOONCAKE_MASTER");
 	if (v == NULL || *v == '\0') {
 		snprintf(err, el, "no MOONCAKE_CONFIG_PATH and no MOONCAKE_MASTER in the environment");
@@ -154,7 +206,7 @@ static int mc_cfg_from_env(struct mc_store_config *c, char *err, size_t el)
 	if (!rc && (v = getenv("MOONCAKE_LOCAL_BUFFER_SIZE")) && *v)
 		rc = mc_cfg_size(&c->local_buffer_size, v, "MOONCAKE_LOCAL_BUFFER_SIZE", err, el);
 	if (!rc && (v = getenv("MOONCAKE_ENABLE_SSD_OFFLOAD")) && *v)
-		c->enable_ssd_offload = !strcmp(v, "true") || !strcmp(v, "1");
+		rc = mc_parse_bool(v, &c->enable_ssd_offload);
 	if (!rc && (v = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")) && *v)
 		rc = mc_cfg_str(c->ssd_offload_path, sizeof(c->ssd_offload_path), v,
 				"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", err, el);

@@ -35,18 +35,20 @@ struct bench_cfg {
 	int verify;
 	int json;
 	int keep;
+	int check_config;
 };
 
 #define O(f) offsetof(struct bench_cfg, f)
 static const struct mc_opt bench_opts[] = {
-	{ "master_server_address", NULL, NULL, MC_OPT_STRING, O(master_server_address),
+	{ "master_server_address", NULL, NULL, MC_OPT_ENDPOINT, O(master_server_address),
 	  "127.0.0.1:50051", 0, -1, "master RPC address host:port" },
-	{ "metadata_server", NULL, NULL, MC_OPT_STRING, O(metadata_server), "P2PHANDSHAKE", 0, -1,
+	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server), "P2PHANDSHAKE", 0, -1,
 	  "transfer-engine metadata connection string" },
-	{ "local_hostname", NULL, NULL, MC_OPT_STRING, O(local_hostname), "127.0.0.1", 0, -1,
+	{ "local_hostname", NULL, NULL, MC_OPT_ADDR, O(local_hostname), "127.0.0.1", 0, -1,
 	  "this client's host name (a port is picked)" },
-	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1, "transfer protocol" },
-	{ "operation", NULL, NULL, MC_OPT_STRING, O(operation), "both", 0, -1,
+	{ "protocol", NULL, NULL, MC_OPT_CHOICE, O(protocol), "tcp|rdma", 0, -1,
+	  "transfer protocol" },
+	{ "operation", NULL, NULL, MC_OPT_CHOICE, O(operation), "both|put|get", 0, -1,
 	  "put, get or both (get reads what the put phase wrote)" },
 	{ "value_size", NULL, NULL, MC_OPT_SIZE, O(value_size), "1MB", 1, 1099511627776.0,
 	  "bytes per value" },
@@ -68,6 +70,8 @@ static const struct mc_opt bench_opts[] = {
 	  "print one JSON object per phase instead of text" },
 	{ "keep", NULL, NULL, MC_OPT_BOOL, O(keep), "false", 0, -1,
 	  "leave the written keys in the store (to fill a cluster)" },
+	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
+	  "validate the flags and the environment, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
 };
 
@@ -304,15 +308,20 @@ int main(int argc, char **argv)
 	}
 	if (mc_opts_defaults(bench_opts, &cfg) ||
 	    mc_opts_parse_argv(bench_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
-	    next != argc) {
-		fprintf(stderr, "mooncake_bench: %s\n", next != argc ? "unexpected argument" : err);
+	    (next == argc && mc_opts_check_env(mc_opts_env_store, err, sizeof(err)))) {
+		fprintf(stderr, "mooncake_bench: %s\n", err);
 		mc_opts_free(bench_opts, &cfg);
 		return 2;
 	}
-	if (strcmp(cfg.operation, "put") && strcmp(cfg.operation, "get") &&
-	    strcmp(cfg.operation, "both")) {
-		fprintf(stderr, "mooncake_bench: --operation must be put, get or both\n");
+	if (next != argc) {
+		fprintf(stderr, "mooncake_bench: unexpected argument '%s'\n", argv[next]);
+		mc_opts_free(bench_opts, &cfg);
 		return 2;
+	}
+	if (cfg.check_config) {
+		printf("mooncake_bench: configuration is valid\n");
+		mc_opts_free(bench_opts, &cfg);
+		return 0;
 	}
 	store = mooncake_store_create();
 	rc = mooncake_store_setup(store, cfg.local_hostname, cfg.metadata_server,

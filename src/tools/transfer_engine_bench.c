@@ -45,23 +45,24 @@ struct teb_cfg {
 	int64_t report_precision;
 	int64_t rpc_port;
 	char *reference;
+	int check_config;
 };
 
 #define O(f) offsetof(struct teb_cfg, f)
 static const struct mc_opt teb_opts[] = {
-	{ "local_server_name", NULL, NULL, MC_OPT_STRING, O(local_server_name), "127.0.0.1", 0, -1,
+	{ "local_server_name", NULL, NULL, MC_OPT_ADDR, O(local_server_name), "127.0.0.1", 0, -1,
 	  "this engine's segment name (with P2PHANDSHAKE: its address)" },
-	{ "metadata_server", NULL, NULL, MC_OPT_STRING, O(metadata_server), "P2PHANDSHAKE", 0, -1,
+	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server), "P2PHANDSHAKE", 0, -1,
 	  "metadata service: P2PHANDSHAKE or http://host:port/metadata" },
-	{ "mode", NULL, NULL, MC_OPT_STRING, O(mode), "initiator", 0, -1, "initiator or target" },
-	{ "operation", NULL, NULL, MC_OPT_STRING, O(operation), "read", 0, -1, "read or write" },
-	{ "protocol", NULL, NULL, MC_OPT_STRING, O(protocol), "tcp", 0, -1,
+	{ "mode", NULL, NULL, MC_OPT_CHOICE, O(mode), "initiator|target", 0, -1, "initiator or target" },
+	{ "operation", NULL, NULL, MC_OPT_CHOICE, O(operation), "read|write", 0, -1, "read or write" },
+	{ "protocol", NULL, NULL, MC_OPT_CHOICE, O(protocol), "tcp|shm|auto|rdma|nvmeof|file", 0, -1,
 	  "tcp (forced), shm / auto (shared memory when the target is on this host), or rdma" },
-	{ "device_name", NULL, NULL, MC_OPT_STRING, O(device_name), "", 0, -1,
+	{ "device_name", NULL, NULL, MC_OPT_NAMES, O(device_name), "", 0, -1,
 	  "rdma: comma list of NICs, each preferred for every location" },
-	{ "nic_priority_matrix", NULL, NULL, MC_OPT_STRING, O(nic_priority_matrix), "", 0, -1,
+	{ "nic_priority_matrix", NULL, NULL, MC_OPT_PATH, O(nic_priority_matrix), "", 0, -1,
 	  "rdma: file holding the NIC priority matrix JSON (overrides device_name)" },
-	{ "segment_id", NULL, NULL, MC_OPT_STRING, O(segment_id), "", 0, -1,
+	{ "segment_id", NULL, NULL, MC_OPT_TOKEN, O(segment_id), "", 0, -1,
 	  "the target's segment name (initiator)" },
 	{ "buffer_size", NULL, NULL, MC_OPT_SIZE, O(buffer_size), "1GB", 4096, 1099511627776.0,
 	  "bytes registered on each side" },
@@ -73,14 +74,17 @@ static const struct mc_opt teb_opts[] = {
 	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "12", 1, 256, "initiator threads" },
 	{ "auto_discovery", NULL, NULL, MC_OPT_BOOL, O(auto_discovery), "false", 0, -1,
 	  "rdma: NICs and their NUMA nodes from sysfs (MC_TE_FILTERS, MC_CUSTOM_TOPO_JSON)" },
-	{ "report_unit", NULL, NULL, MC_OPT_STRING, O(report_unit), "GB", 0, -1,
+	{ "report_unit", NULL, NULL, MC_OPT_CHOICE, O(report_unit),
+	  "GB|GiB|Gb|MB|MiB|Mb|KB|KiB|Kb", 0, -1,
 	  "GB, GiB, Gb, MB, MiB, Mb, KB, KiB or Kb" },
 	{ "report_precision", NULL, NULL, MC_OPT_INT, O(report_precision), "2", 0, 9,
 	  "digits after the decimal point" },
 	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
 	  "handshake port (0: a free one in 15000-17000)" },
-	{ "reference", NULL, NULL, MC_OPT_STRING, O(reference), "none", 0, -1,
+	{ "reference", NULL, NULL, MC_OPT_CHOICE, O(reference), "none|memcpy", 0, -1,
 	  "none, or memcpy: also time a single-thread memcpy of block_size and print the ratio" },
+	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
+	  "validate the flags and the environment, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
 };
 
@@ -113,7 +117,7 @@ static void *teb_worker(void *arg)
 	size_t b = (size_t)cfg.batch_size, i;
 	struct transfer_request *req = calloc(b, sizeof(*req));
 	uint64_t span = cfg.buffer_size / (uint64_t)cfg.threads, base = (uint64_t)id * span;
-	uint64_t remote = strtoull(getenv("TEB_REMOTE_BASE"), NULL, 10), bytes = 0;
+	uint64_t remote = strtoull(getenv("TEB_REMOTE_BASE"), NULL, 0), bytes = 0;
 	double end = teb_now() + cfg.duration;
 
 	while (teb_now() < end && !failed) {
@@ -232,6 +236,35 @@ static char *teb_read_matrix(const char *path)
 	return buf;
 }
 
+/* What the table cannot say: no stray argument, a block fits a thread's share of the buffer,
+ * the initiator's TEB_REMOTE_BASE is a number.  Returns 0 or -1 with one line in err. */
+static int teb_check(int argc, char **argv, int next, char *err, size_t n)
+{
+	const char *rb = getenv("TEB_REMOTE_BASE");
+	char *end;
+
+	if (next != argc) {
+		snprintf(err, n, "unexpected argument '%s' (see --help)", argv[next]);
+		return -1;
+	}
+	if (cfg.block_size > cfg.buffer_size / (uint64_t)cfg.threads) {
+		snprintf(err, n, "invalid value '%" PRIu64 "' for --block_size: larger than "
+			 "--buffer_size / --threads (%" PRIu64 ")", cfg.block_size,
+			 cfg.buffer_size / (uint64_t)cfg.threads);
+		return -1;
+	}
+	if (rb && *rb) {
+		errno = 0;
+		(void)strtoull(rb, &end, 0);
+		if (errno || *end || *rb == '-') {
+			snprintf(err, n, "invalid value '%.64s' for environment variable "
+				 "TEB_REMOTE_BASE (expected an address)", rb);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char err[512] = "", name[128], *matrix = NULL;
@@ -248,15 +281,16 @@ int main(int argc, char **argv)
 	}
 	if (mc_opts_defaults(teb_opts, &cfg) ||
 	    mc_opts_parse_argv(teb_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
-	    next != argc || teb_unit(cfg.report_unit) == 0 ||
-	    (strcmp(cfg.mode, "initiator") && strcmp(cfg.mode, "target")) ||
-	    (strcmp(cfg.operation, "read") && strcmp(cfg.operation, "write")) ||
-	    (strcmp(cfg.reference, "none") && strcmp(cfg.reference, "memcpy")) ||
-	    cfg.block_size > cfg.buffer_size / (uint64_t)cfg.threads) {
-		fprintf(stderr, "transfer_engine_bench: %s\n",
-			next != argc || err[0] == '\0' ? "invalid arguments (see --help)" : err);
+	    mc_opts_check_env(mc_opts_env_store, err, sizeof(err)) || teb_check(argc, argv, next,
+										err, sizeof(err))) {
+		fprintf(stderr, "transfer_engine_bench: %s\n", err[0] ? err : "invalid arguments");
 		mc_opts_free(teb_opts, &cfg);
 		return 2;
+	}
+	if (cfg.check_config) {
+		printf("transfer_engine_bench: configuration is valid\n");
+		mc_opts_free(teb_opts, &cfg);
+		return 0;
 	}
 	signal(SIGINT, teb_on_signal);
 	signal(SIGTERM, teb_on_signal);
