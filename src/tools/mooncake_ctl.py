@@ -260,13 +260,66 @@ def cmd_capacity(args):
     return "\n".join(lines)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and status 2, as with the daemons."""
+
+    def error(self, message):
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message.replace("\n", " ")))
+
+
+HOST_RX = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?)"
+                     r"(:([0-9]{1,5}))?$")
+
+
+def master_url(value):
+    """--master: host[:port] or http(s)://host[:port][/path]; the URL to use."""
+    rest = value
+    if "://" in value:
+        scheme, _, rest = value.partition("://")
+        if scheme not in ("http", "https"):
+            raise argparse.ArgumentTypeError("invalid value '%s' for --master (expected "
+                                             "http://host[:port])" % value)
+    auth = rest.split("/", 1)[0]
+    m = HOST_RX.match(auth)
+    if not m or ".." in auth or (m.group(4) and not 1 <= int(m.group(4)) <= 65535):
+        raise argparse.ArgumentTypeError("invalid value '%s' for --master (expected "
+                                         "http://host[:port], port 1-65535)" % value)
+    return value if "://" in value else "http://" + value
+
+
+def non_negative_int(name):
+    def parse(value):
+        try:
+            n = int(value)
+        except ValueError:
+            n = -1
+        if n < 0:
+            raise argparse.ArgumentTypeError("invalid value '%s' for %s (expected an integer "
+                                             ">= 0)" % (value, name))
+        return n
+    return parse
+
+
+def non_negative_float(name):
+    def parse(value):
+        try:
+            x = float(value)
+        except ValueError:
+            x = -1.0
+        if not x >= 0 or x == float("inf"):
+            raise argparse.ArgumentTypeError("invalid value '%s' for %s (expected a number "
+                                             ">= 0)" % (value, name))
+        return x
+    return parse
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="mooncake_ctl", description=__doc__.splitlines()[0])
-    p.add_argument("--master", default="http://127.0.0.1:9003",
+    p = OneLineParser(prog="mooncake_ctl", description=__doc__.splitlines()[0])
+    p.add_argument("--master", default="http://127.0.0.1:9003", type=master_url,
                    help="the master's admin HTTP address (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--version", action="version", version="mooncake_ctl " + VERSION)
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     sub.add_parser("status", help="role, capacity, keys and clients")
     sub.add_parser("segments", help="mounted segments and their usage")
     k = sub.add_parser("keys", help="stored keys, optionally matching a regex")
@@ -282,14 +335,12 @@ def main(argv=None):
     c = sub.add_parser("capacity", help="explain the store's memory use by retained tokens")
     c.add_argument("--model-config", required=True, help="the model's config.json")
     src = c.add_mutually_exclusive_group()
-    src.add_argument("--tokens", type=int, help="retained tokens")
+    src.add_argument("--tokens", type=non_negative_int("--tokens"), help="retained tokens")
     src.add_argument("--token-log", help="JSON lines with retained_tokens (or tokens)")
     c.add_argument("--master-log", help="read usage from a master log instead of /metrics")
-    c.add_argument("--tolerance", type=float, default=0.25,
+    c.add_argument("--tolerance", type=non_negative_float("--tolerance"), default=0.25,
                    help="allowed relative difference (default: %(default)s)")
     args = p.parse_args(argv)
-    if not args.master.startswith("http"):
-        args.master = "http://" + args.master
     handlers = {"status": cmd_status, "segments": cmd_segments, "keys": cmd_keys,
                 "get-info": cmd_get_info, "remove": cmd_remove, "remove-all": cmd_remove_all,
                 "metrics": cmd_metrics, "capacity": cmd_capacity}
