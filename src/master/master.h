@@ -207,6 +207,17 @@ void mc_master_tables_fini(struct mc_master *m);
 struct mc_client *mc_client_find(struct mc_master *m, const struct mc_uuid *id);
 struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id);
 struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id);
+/* Segments lie in a client's user address space, which no mainstream 64-bit kernel makes larger
+ * than 2^48 bytes for ordinary mappings (x86-64 47 bits, AArch64 48). */
+#define MC_SEGMENT_VA_LIMIT (1ull << 48)
+/* Whether client c may mount s: 0 (new, or the same segment again), or the code it is refused
+ * with and a reason in why: INVALID_PARAMS for size 0, base 0, base + size wrapping or past
+ * MC_SEGMENT_VA_LIMIT, an empty name, an endpoint that is not host:port, an id re-mounted with
+ * other memory, or memory overlapping another of c's segments; SEGMENT_ALREADY_EXISTS for an id or
+ * a name mounted by another client; UNAVAILABLE_IN_CURRENT_STATUS while the id is unmounting. */
+int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
+			   const struct mc_rpc_segment *s, char *why, size_t n);
+/* Mount s for c after mc_segment_mount_check(); its code on refusal, 0 when mounted. */
 int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s);
 /* Make the segment unreadable and unallocatable at once, then drop its replicas in bounded
  * steps from a deferred event (mc_master_reap), so a huge segment never stalls the loop. */

@@ -695,8 +695,24 @@ static int mc_op_mount(struct mc_req *q, int remount)
 		return MC_ERR_INVALID_PARAMS;
 	c = mc_client_get(q->m, &cid);
 	c->last_ping = q->now;
-	for (i = 0; i < n && rc == 0; i++)
-		rc = mc_segment_mount(q->m, c, &segs[i]);
+	for (i = 0; i < n && rc == 0; i++) {
+		char why[256];
+
+		rc = mc_segment_mount_check(q->m, c, &segs[i], why, sizeof(why));
+		if (rc == 0) {
+			rc = mc_segment_mount(q->m, c, &segs[i]);
+			snprintf(why, sizeof(why), "cannot mount");
+		}
+		if (rc) {
+			char idbuf[40];
+
+			mc_uuid_format(&cid, idbuf);
+			mc_log_warn("%s from %s (client %s) refused: segment %.*s: %s (%s)",
+				    remount ? "ReMountSegment" : "MountSegment", q->peer, idbuf,
+				    (int)(segs[i].name.n > 255 ? 255 : segs[i].name.n),
+				    segs[i].name.p, why, mc_strerror(rc));
+		}
+	}
 	if (rc == 0 && remount) {
 		if (!c->ok) {
 			char idbuf[40];

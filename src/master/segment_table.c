@@ -8,6 +8,7 @@
  * owns an offset allocator over [0, size); a replica's address is base + offset.
  * Single-threaded: the master's reactor thread.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "reactor/options.h"
 #include "segment/alloc.h"
 
 #define MC_CLIENT_BUCKETS 1024
@@ -130,26 +132,98 @@ static char *mc_strv_dup(struct mc_strv s)
 	return mc_xstrndup(s.p, s.n);
 }
 
-int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s)
+int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
+			   const struct mc_rpc_segment *s, char *why, size_t n)
 {
 	struct mc_segment *seg = mc_segment_find(m, &s->id);
-	char idbuf[40];
+	uint32_t i;
+	int port;
 
-	if (s->base == 0 || s->size == 0 || s->name.n == 0 || s->endpoint.n == 0)
+	if (s->size == 0) {
+		snprintf(why, n, "size 0");
 		return MC_ERR_INVALID_PARAMS;
-	/* A segment is a client's virtual memory: it cannot wrap or lie past what x86-64 and
-	 * AArch64 address (57 bits). */
-	if (s->base + s->size < s->base || s->base + s->size > (1ull << 57))
+	}
+	if (s->base == 0) {
+		snprintf(why, n, "base address 0");
 		return MC_ERR_INVALID_PARAMS;
-	if (seg != NULL && seg->status != MC_SEG_OK)
-		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;	/* still being unmounted */
+	}
+	if (s->base + s->size < s->base) {
+		snprintf(why, n, "base 0x%llx + size %llu wraps around", (unsigned long long)s->base,
+			 (unsigned long long)s->size);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	if (s->size > MC_SEGMENT_VA_LIMIT || s->base + s->size > MC_SEGMENT_VA_LIMIT) {
+		snprintf(why, n, "%llu bytes at 0x%llx lie past the %llu-byte address space a "
+			 "client maps memory in", (unsigned long long)s->size,
+			 (unsigned long long)s->base, (unsigned long long)MC_SEGMENT_VA_LIMIT);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	if (s->name.n == 0 || s->endpoint.n == 0) {
+		snprintf(why, n, "empty %s", s->name.n == 0 ? "name" : "endpoint");
+		return MC_ERR_INVALID_PARAMS;
+	}
+	{
+		char ep[256];
+
+		snprintf(ep, sizeof(ep), "%.*s", (int)s->endpoint.n, s->endpoint.p);
+		if (memchr(s->endpoint.p, '\0', s->endpoint.n) || s->endpoint.n >= sizeof(ep) ||
+		    mc_opts_split_addr(ep, NULL, 0, &port) || port == 0) {
+			snprintf(why, n, "endpoint '%s' is not host:port", ep);
+			return MC_ERR_INVALID_PARAMS;
+		}
+	}
+	if (seg != NULL && seg->status != MC_SEG_OK) {
+		snprintf(why, n, "segment still being unmounted");
+		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+	}
+	if (seg != NULL && seg->client != c) {
+		snprintf(why, n, "segment id already mounted by another client");
+		return MC_ERR_SEGMENT_ALREADY_EXISTS;
+	}
 	if (seg != NULL) {
 		/* Idempotent re-mount: the same identity must describe the same memory. */
-		if (seg->client != c || seg->base != s->base || seg->size != s->size ||
-		    strlen(seg->name) != s->name.n || memcmp(seg->name, s->name.p, s->name.n))
+		if (seg->base != s->base || seg->size != s->size || strlen(seg->name) != s->name.n ||
+		    memcmp(seg->name, s->name.p, s->name.n)) {
+			snprintf(why, n, "segment id already mounted as %s, %llu bytes at 0x%llx",
+				 seg->name, (unsigned long long)seg->size,
+				 (unsigned long long)seg->base);
 			return MC_ERR_INVALID_PARAMS;
+		}
 		return 0;
 	}
+	for (i = 0; i < m->nsegs; i++) {
+		const struct mc_segment *o = m->segs[i];
+
+		/* A name is a client's address: two live clients cannot both claim it. */
+		if (o->client != c && strlen(o->name) == s->name.n &&
+		    !memcmp(o->name, s->name.p, s->name.n)) {
+			snprintf(why, n, "segment name %s already mounted by another client",
+				 o->name);
+			return MC_ERR_SEGMENT_ALREADY_EXISTS;
+		}
+		/* One client's segments are distinct memory: overlapping ones would hand out
+		 * the same bytes twice. */
+		if (o->client == c && s->base < o->base + o->size && o->base < s->base + s->size) {
+			snprintf(why, n, "overlaps this client's segment %s (%llu bytes at 0x%llx)",
+				 o->name, (unsigned long long)o->size,
+				 (unsigned long long)o->base);
+			return MC_ERR_INVALID_PARAMS;
+		}
+	}
+	return 0;
+}
+
+int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s)
+{
+	struct mc_segment *seg;
+	char idbuf[40], why[256];
+	int rc = mc_segment_mount_check(m, c, s, why, sizeof(why));
+
+	if (rc)
+		return rc;
+	seg = mc_segment_find(m, &s->id);
+	if (seg != NULL)
+		return 0;	/* the same segment again */
 	seg = mc_xcalloc(1, sizeof(*seg));
 	seg->alloc = mc_alloc_new(s->size);
 	if (seg->alloc == NULL) {

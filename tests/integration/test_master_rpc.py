@@ -212,9 +212,10 @@ def get_list(c, name):
 def extra():
     """Replica placement on distinct hosts, and upsert semantics."""
     a = Client(ADDR)
-    mount(a, "hostA:1", 16 << 20, base=0x10000000, endpoint="127.0.0.1:2001")
-    mount(a, "hostA:2", 16 << 20, base=0x20000000, endpoint="127.0.0.1:2002")
-    mount(a, "hostC:1", 16 << 20, base=0x30000000, endpoint="127.0.0.1:2003")
+    # Names of their own: main()'s clients may still hold hostA:1 (a name is one client's).
+    mount(a, "hostA:11", 16 << 20, base=0x10000000, endpoint="127.0.0.1:2001")
+    mount(a, "hostA:12", 16 << 20, base=0x20000000, endpoint="127.0.0.1:2002")
+    mount(a, "hostC:11", 16 << 20, base=0x30000000, endpoint="127.0.0.1:2003")
     distinct = 0
     for i in range(20):
         st, res = put_start(a, ["dh/%d" % i], cfg=config(replica_num=2))
@@ -282,6 +283,56 @@ def zombie():
     return 1 if n_failed else 0
 
 
+def mount_one(c, seg_id, name, base, size, endpoint="127.0.0.1:4000", op="MOUNT_SEGMENT"):
+    seg = segment(seg_id, name, base, size, endpoint)
+    if op == "REMOUNT_SEGMENT":
+        return c.call(op, c.client_id + struct.pack("<I", 1) + seg)[0]
+    return c.call(op, c.client_id + seg)[0]
+
+
+def mounts():
+    """MountSegment refuses impossible segments with upstream's codes; the master keeps serving."""
+    a = Client(ADDR)
+    b = Client(ADDR)
+    rid = os.urandom
+    base = 0x7f0000000000
+    ok(mount_one(a, rid(16), "m:1", base, 0) == -600, "size 0 is refused with -600")
+    ok(mount_one(a, rid(16), "m:1", base, 72000000000000000) == -600,
+       "a 7.2e16-byte segment is refused with -600 (past any address space)")
+    ok(mount_one(a, rid(16), "m:1", 2 ** 64 - 4096, 8192) == -600,
+       "base + size wrapping past 2^64 is refused with -600")
+    ok(mount_one(a, rid(16), "m:1", 2 ** 48 - 4096, 8192) == -600,
+       "a segment ending past 2^48 is refused with -600")
+    ok(mount_one(a, rid(16), "m:1", 0, 4096) == -600, "base 0 is refused with -600")
+    ok(mount_one(a, rid(16), "m:1", base, 4096, endpoint="notanendpoint") == -600,
+       "an endpoint that is not host:port is refused with -600")
+    ok(mount_one(a, rid(16), "", base, 4096) == -600, "an empty name is refused with -600")
+    seg_a = rid(16)
+    ok(mount_one(a, seg_a, "ma:1", 0x10000000, 1 << 20) == 0, "a good mount works")
+    ok(mount_one(a, seg_a, "ma:1", 0x10000000, 1 << 20) == 0,
+       "the same client mounting the same segment again succeeds")
+    ok(mount_one(a, seg_a, "ma:1", 0x10000000, 1 << 20, op="REMOUNT_SEGMENT") == 0,
+       "ReMountSegment of its own segment succeeds")
+    ok(mount_one(a, seg_a, "ma:1", 0x10000000, 2 << 20) == -600,
+       "the same id with another size is refused with -600")
+    ok(mount_one(b, seg_a, "mb:1", 0x10000000, 1 << 20) == -102,
+       "a segment id mounted by another client is refused with -102")
+    ok(mount_one(b, rid(16), "ma:1", 0x20000000, 1 << 20) == -102,
+       "a segment name mounted by another client is refused with -102")
+    ok(mount_one(a, rid(16), "ma:1", 0x10080000, 1 << 20) == -600,
+       "a segment overlapping the same client's other segment is refused with -600")
+    ok(mount_one(a, rid(16), "ma:1", 0x10100000, 1 << 20) == 0,
+       "an adjacent segment of the same client and name is accepted")
+    st, r = a.call("PING", a.client_id)
+    ok(st == 0, "the master still answers Ping")
+    ok(mount_one(b, rid(16), "mb:1", 0x10000000, 1 << 20, op="REMOUNT_SEGMENT") == 0,
+       "another client's good ReMountSegment works (same addresses, its own memory)")
+    st, res = put_start(b, ["mk"], size=4096)
+    ok(res[0][0] == 0 and put_end(b, ["mk"]) == [0], "a put on the good segments completes")
+    print("1..%d" % n_checks)
+    return 1 if n_failed else 0
+
+
 if __name__ == "__main__":
     mode = sys.argv[2] if len(sys.argv) > 2 else "main"
-    sys.exit({"main": main, "zombie": zombie, "extra": extra}[mode]())
+    sys.exit({"main": main, "zombie": zombie, "extra": extra, "mounts": mounts}[mode]())
