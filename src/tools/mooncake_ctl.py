@@ -313,6 +313,18 @@ def non_negative_float(name):
     return parse
 
 
+def readable_file(name):
+    def check(value):
+        try:
+            with open(value, "rb"):
+                pass
+        except OSError as e:
+            raise argparse.ArgumentTypeError("invalid value '%s' for %s: %s" %
+                                             (value, name, e.strerror or e))
+        return value
+    return check
+
+
 def main(argv=None):
     p = OneLineParser(prog="mooncake_ctl", description=__doc__.splitlines()[0])
     p.add_argument("--master", default="http://127.0.0.1:9003", type=master_url,
@@ -333,11 +345,11 @@ def main(argv=None):
     ra.add_argument("--force", action="store_true", help="even objects under a read lease")
     sub.add_parser("metrics", help="the Prometheus metrics")
     c = sub.add_parser("capacity", help="explain the store's memory use by retained tokens")
-    c.add_argument("--model-config", required=True, help="the model's config.json")
+    c.add_argument("--model-config", required=True, type=readable_file("--model-config"), help="the model's config.json")
     src = c.add_mutually_exclusive_group()
     src.add_argument("--tokens", type=non_negative_int("--tokens"), help="retained tokens")
-    src.add_argument("--token-log", help="JSON lines with retained_tokens (or tokens)")
-    c.add_argument("--master-log", help="read usage from a master log instead of /metrics")
+    src.add_argument("--token-log", type=readable_file("--token-log"), help="JSON lines with retained_tokens (or tokens)")
+    c.add_argument("--master-log", type=readable_file("--master-log"), help="read usage from a master log instead of /metrics")
     c.add_argument("--tolerance", type=non_negative_float("--tolerance"), default=0.25,
                    help="allowed relative difference (default: %(default)s)")
     args = p.parse_args(argv)
