@@ -98,6 +98,119 @@ int main(void)
 	ok(mc_parse_duration_ms("250ms", &ms) == 0 && ms == 250, "duration 250ms");
 	ok(mc_parse_duration_ms("5x", &ms) != 0, "bad duration refused");
 
+	/* Checked string kinds: what upstream's forms accept, and what they refuse. */
+	{
+		static const struct {
+			enum mc_opt_type t;
+			const char *def, *value;
+			int good;
+		} cases[] = {
+			{ MC_OPT_HOST, NULL, "127.0.0.1", 1 },
+			{ MC_OPT_HOST, NULL, "node-1.example.com", 1 },
+			{ MC_OPT_HOST, NULL, "::1", 1 },
+			{ MC_OPT_HOST, NULL, "256.1.1.1", 0 },
+			{ MC_OPT_HOST, NULL, "a..b", 0 },
+			{ MC_OPT_HOST, NULL, "-bad", 0 },
+			{ MC_OPT_HOST, NULL, "", 0 },
+			{ MC_OPT_HOST, NULL, "h:1", 0 },
+			{ MC_OPT_ADDR, NULL, "127.0.0.1", 1 },
+			{ MC_OPT_ADDR, NULL, "127.0.0.1:65535", 1 },
+			{ MC_OPT_ADDR, NULL, "[::1]:80", 1 },
+			{ MC_OPT_ADDR, NULL, "fe80::1", 1 },
+			{ MC_OPT_ADDR, NULL, "127.0.0.1:99999", 0 },
+			{ MC_OPT_ADDR, NULL, "127.0.0.1:0", 0 },
+			{ MC_OPT_ADDR, NULL, "h:", 0 },
+			{ MC_OPT_ADDR, NULL, "h:1x", 0 },
+			{ MC_OPT_ENDPOINT, NULL, "10.0.0.1:50051", 1 },
+			{ MC_OPT_ENDPOINT, NULL, "master:50051", 1 },
+			{ MC_OPT_ENDPOINT, NULL, "10.0.0.1", 0 },
+			{ MC_OPT_ENDPOINT, NULL, "garbage::", 0 },
+			{ MC_OPT_ENDPOINT, NULL, "etcd://h:2379", 0 },
+			{ MC_OPT_METADATA, NULL, "P2PHANDSHAKE", 1 },
+			{ MC_OPT_METADATA, NULL, "http://127.0.0.1:8080/metadata", 1 },
+			{ MC_OPT_METADATA, NULL, "https://meta.example.com/metadata?x=1", 1 },
+			{ MC_OPT_METADATA, NULL, "etcd://10.0.0.1:2379,10.0.0.2:2379", 1 },
+			{ MC_OPT_METADATA, NULL, "10.0.0.1:2379", 1 },
+			{ MC_OPT_METADATA, NULL, "redis://user:pw@10.0.0.1:6379", 1 },
+			{ MC_OPT_METADATA, NULL, "redis://10.0.0.1", 1 },
+			{ MC_OPT_METADATA, NULL, "notaurl", 0 },
+			{ MC_OPT_METADATA, NULL, "ftp://x:1", 0 },
+			{ MC_OPT_METADATA, NULL, "http://", 0 },
+			{ MC_OPT_METADATA, NULL, "http://h:1/a b", 0 },
+			{ MC_OPT_METADATA, NULL, "p2phandshake", 0 },
+			{ MC_OPT_CHOICE, "tcp|rdma", "tcp", 1 },
+			{ MC_OPT_CHOICE, "tcp|rdma", "RDMA", 1 },
+			{ MC_OPT_CHOICE, "tcp|rdma", "foo", 0 },
+			{ MC_OPT_CHOICE, "GB|Gb", "gb", 0 },
+			{ MC_OPT_NAMES, NULL, "", 1 },
+			{ MC_OPT_NAMES, NULL, "mlx5_0,mlx5_1", 1 },
+			{ MC_OPT_NAMES, NULL, "mlx5_0,", 0 },
+			{ MC_OPT_NAMES, NULL, "mlx5_0 mlx5_1", 0 },
+			{ MC_OPT_TOKEN, NULL, "tenant-1", 1 },
+			{ MC_OPT_TOKEN, NULL, "a b", 0 },
+			{ MC_OPT_TOKEN, NULL, "a\"b", 0 },
+			{ MC_OPT_PATH, NULL, "/var/lib/mooncake", 1 },
+			{ MC_OPT_PATH, NULL, "a\nb", 0 },
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			struct mc_opt o = { "x", NULL, NULL, cases[i].t, 0, cases[i].def, 0, -1, "" };
+			int rc = mc_opts_check_value(&o, cases[i].value, NULL, err, sizeof(err));
+
+			ok((rc == 0) == cases[i].good, "kind %d: '%s' %s", (int)cases[i].t,
+			   cases[i].value, cases[i].good ? "accepted" : "refused");
+			if (!cases[i].good)
+				ok(strchr(err, '\n') == NULL && strstr(err, "--x"),
+				   "one line naming the option: %s", err);
+		}
+	}
+	{
+		char host[64];
+		int port = -1;
+
+		ok(mc_opts_split_addr("[::1]:8080", host, sizeof(host), &port) == 0 &&
+			   !strcmp(host, "::1") && port == 8080,
+		   "split [::1]:8080");
+		ok(mc_opts_split_addr("10.0.0.1", host, sizeof(host), &port) == 0 &&
+			   !strcmp(host, "10.0.0.1") && port == 0,
+		   "split a host without port");
+		ok(mc_opts_split_addr("::1", host, sizeof(host), &port) == 0 && !strcmp(host, "::1") &&
+			   port == 0,
+		   "a bare IPv6 address has no port");
+	}
+	{
+		static const struct mc_opt env[] = {
+			{ "MC_TEST_OPT_PROTO", NULL, NULL, MC_OPT_CHOICE, 0, "tcp|rdma", 0, -1, "" },
+			{ "MC_TEST_OPT_PORT", NULL, NULL, MC_OPT_INT, 0, NULL, 1, 65535, "" },
+			MC_OPT_END,
+		};
+
+		setenv("MC_TEST_OPT_PROTO", "rdma", 1);
+		setenv("MC_TEST_OPT_PORT", "", 1);
+		ok(mc_opts_check_env(env, err, sizeof(err)) == 0, "good and empty variables pass");
+		setenv("MC_TEST_OPT_PORT", "0", 1);
+		ok(mc_opts_check_env(env, err, sizeof(err)) == -EINVAL &&
+			   strstr(err, "environment variable MC_TEST_OPT_PORT") && strstr(err, "'0'"),
+		   "a bad variable is named with its value: %s", err);
+		unsetenv("MC_TEST_OPT_PROTO");
+		unsetenv("MC_TEST_OPT_PORT");
+	}
+	{
+		static const struct mc_opt ch[] = {
+			{ "protocol", NULL, NULL, MC_OPT_CHOICE, O(name), "tcp|rdma", 0, -1, "" },
+			MC_OPT_END,
+		};
+		struct cfg cc;
+
+		memset(&cc, 0, sizeof(cc));
+		ok(mc_opts_defaults(ch, &cc) == 0 && !strcmp(cc.name, "tcp"),
+		   "a choice defaults to its first word");
+		ok(mc_opts_set(&ch[0], &cc, "RDMA", err, sizeof(err)) == 0 && !strcmp(cc.name, "rdma"),
+		   "a choice is stored in the table's spelling");
+		mc_opts_free(ch, &cc);
+	}
+
 	/* Config file: keys by name or json_key; CLI-set options win. */
 	fd = mkstemp(path);
 	dprintf(fd, "{\"rpc_port\": 6000, \"client_live_ttl_sec\": 60, \"ratio\": 0.25, "
@@ -116,6 +229,12 @@ int main(void)
 	ok(c.port == 6000 && c.client_ttl == 60 && c.ratio == 0.75 && !strcmp(c.name, "fromfile") &&
 		   c.size == 1u << 30 && c.flag == 0,
 	   "file values applied, CLI value kept, json_key honoured");
+	fd = open(path, O_WRONLY | O_TRUNC);
+	dprintf(fd, "{\"ratio\": 7}");
+	close(fd);
+	ok(mc_opts_parse_json_file(tab, &c, path, &st, 1, err, sizeof(err)) == -EINVAL &&
+		   strstr(err, "'ratio'") && c.ratio == 0.75,
+	   "a bad file value is refused even when the command line overrides it: %s", err);
 	fd = open(path, O_WRONLY | O_TRUNC);
 	dprintf(fd, "{\"nope\": 1}");
 	close(fd);
