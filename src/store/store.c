@@ -324,6 +324,16 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	snprintf(st->master_addr, sizeof(st->master_addr), "%s",
 		 master_addr && *master_addr ? master_addr : "127.0.0.1:50051");
 	{
+		char h[256];
+		uint16_t p;
+
+		/* A malformed address is the caller's error, not a lack of memory later. */
+		if (mc_endpoint_parse(mc_strv_c(st->master_addr), h, sizeof(h), &p)) {
+			mc_log_err("master_server_address '%s' is not host:port", st->master_addr);
+			return MC_ERR_INVALID_PARAMS;
+		}
+	}
+	{
 		const char *t = getenv("MC_RPC_TIMEOUT_MS");
 
 		st->rpc_timeout_ms = t && *t ? atoll(t) : 30000;
