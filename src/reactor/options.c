@@ -391,7 +391,9 @@ static void mc_opts_form(const struct mc_opt *o, char *out, size_t n)
 	case MC_OPT_INT: snprintf(out, n, "an integer"); return;
 	case MC_OPT_DOUBLE: snprintf(out, n, "a number"); return;
 	case MC_OPT_SIZE: snprintf(out, n, "a size such as 4096, 16MB or 4 GiB"); return;
-	case MC_OPT_DURATION: snprintf(out, n, "a duration such as 250, 250ms, 30s, 5m or 1h"); return;
+	case MC_OPT_DURATION:
+		snprintf(out, n, "a duration such as 250, 250ms, 30s, 5m or 1h");
+		return;
 	case MC_OPT_HOST: snprintf(out, n, "a host name or an IP address"); return;
 	case MC_OPT_ADDR: snprintf(out, n, "host or host:port, port 1-65535"); return;
 	case MC_OPT_ENDPOINT: snprintf(out, n, "host:port, port 1-65535"); return;

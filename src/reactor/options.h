@@ -61,7 +61,8 @@ struct mc_opt {
 	size_t offset;		/* offsetof(config struct, field) */
 	const char *def;	/* default as text (parsed like a user value); for MC_OPT_CHOICE the
 				 * accepted words "a|b|c", the first being the default */
-	double min, max;	/* inclusive bounds for INT/DOUBLE/SIZE/DURATION (ignored if min > max) */
+	double min, max;	/* inclusive bounds for INT/DOUBLE/SIZE/DURATION (ignored if
+				 * min > max) */
 	const char *help;
 };
 
