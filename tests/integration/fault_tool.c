@@ -29,7 +29,7 @@
  *                                   it must fail with -900/-901 within the call deadline),
  *                                   then call ExistKey every 20 ms until one succeeds: every
  *                                   failure must be -900/-901 and end within the deadline;
- *                                   prints "first_success_wall=<s>"; then stale/0 must not exist
+ *                                   prints "first_success_wall=<s>"
  *
  * Object contents are derived from the key, so any reader can check them.  Prints TAP lines
  * or "# ..." diagnostics; exit 0 on success.
@@ -489,9 +489,6 @@ static int master_stop(const char *gofile)
 	ok(bad == 0 && rc >= 0,
 	   "%d calls failed while the master was stopped, each with -900/-901 within %.1f s "
 	   "(slowest %.3f s); then the master answered", fails, limit, worst);
-	rc = mooncake_store_is_exist(st, "stale/0");
-	ok(rc == 0, "the put that failed while the master was stopped was not executed later "
-	   "(exist: %d)", rc);
 	return tap_done();
 }
 

@@ -30,7 +30,7 @@ echo "# client c2 stopped"
 # so every put succeeds; without it a retried put may land on the stopped client again.
 [ -n "$(metric master_client_liveness_active_clients)" ] && export MC_EXPECT_ALL_PUTS=1
 : >"$MC_TMP/acked"
-"$T" put-loop during 12 1048576 1 "$MC_TMP/acked" || rc=1
+"$T" put-loop during ${MC_NPUTS:-12} 1048576 1 "$MC_TMP/acked" || rc=1
 n=$(metric master_transfer_failure_reports_total)
 [ "${n:-0}" -gt 0 ] && echo "ok - failed transfers were reported to the master ($n)" \
 	|| { echo "not ok - master_transfer_failure_reports_total is '$n'"; rc=1; }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Regression: while the master did not answer (a partition), calls blocked 30 s; after the heal
 # the store needed 24.6 s to answer again; and a PutStart that had timed out on the client was
-# executed when it finally arrived.  Here the master is stopped with SIGSTOP for 9 s: every call
+# executed when it finally arrived.  Here the master is stopped with SIGSTOP for 9 s (MC_STOP_SECS): every call
 # must end with -900/-901 within the call deadline, the first call after SIGCONT must succeed
 # within 2 s, and the put sent while it was stopped must not be executed afterwards.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -17,12 +17,13 @@ mc_start_master --client_ttl=120 || { mc_dump_logs; exit 1; }
 mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 "$T" fill before 10 4096 || rc=1
+starts=$(metric master_put_start_requests_total)
 "$T" master-stop "$MC_TMP/go" >"$MC_TMP/tool.out" 2>&1 &
 tool=$!
 sleep 1.5			# the tool is set up and pinging
 kill -STOP "$MC_MASTER_PID"
 touch "$MC_TMP/go"
-sleep 9
+sleep "${MC_STOP_SECS:-9}"
 kill -CONT "$MC_MASTER_PID"
 cont=$(date +%s.%N)
 wait $tool || rc=1
@@ -33,6 +34,9 @@ if [ -n "$first" ] && awk -v a="$first" -v b="$cont" 'BEGIN { exit !(a - b < 2.0
 else
 	echo "not ok - first success at '$first', SIGCONT at $cont"; rc=1
 fi
+n=$(metric master_put_start_requests_total)
+[ "$n" = "$starts" ] && echo "ok - the PutStart sent while the master was stopped was not executed" \
+	|| { echo "not ok - PutStart requests executed: $starts before the stop, $n after"; rc=1; }
 n=$(metric master_rpc_expired_requests_total)
 [ "${n:-0}" -gt 0 ] && echo "ok - the master dropped $n requests past their deadline" \
 	|| { echo "not ok - master_rpc_expired_requests_total is '$n'"; rc=1; }
