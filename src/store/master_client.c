@@ -445,6 +445,10 @@ static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 		}
 		pp = &c->next;
 	}
+	/* Requests still leaving our buffer: a slow link, not a silent master (a cut one is
+	 * caught by TCP_USER_TIMEOUT, a stuck call by its deadline). */
+	if (mc->bev && evbuffer_get_length(bufferevent_get_output(mc->bev)) > 0)
+		ping_lost = 0;
 	/* The master may have read the requests that timed out and still execute them, or they
 	 * may wait in a socket buffer: abort the connection so that nothing of it arrives late. */
 	if (ping_lost && mc->bev) {

@@ -6,7 +6,9 @@
 # accepts connections and data, nothing answers: a stand-in for a cut): every get of a
 # two-replica object must return the right bytes within 5 s, every put must end within the
 # bounds (a failed write is reported to the master, revoked and tried once more), and after
-# SIGCONT everything acknowledged reads back.
+# SIGCONT everything acknowledged reads back.  The read lease (1.5 s) is shorter than the
+# progress timeout (2 s), so a get that tried the stopped client first must fetch a new lease
+# rather than fail with -707.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
 export MC_STORE_SHM=0		# read the stopped client's memory over tcp, not through a mapping
@@ -16,7 +18,7 @@ metric() {
 	curl -sf "http://127.0.0.1:$MC_METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'
 }
 
-mc_start_master --client_ttl=120 || { mc_dump_logs; exit 1; }
+mc_start_master --client_ttl=120 --default_kv_lease_ttl=1500 || { mc_dump_logs; exit 1; }
 mc_start_client c1 256MB || { mc_dump_logs; exit 1; }
 mc_start_client c2 256MB || { mc_dump_logs; exit 1; }
 pid_c2=$MC_LAST_PID
