@@ -146,8 +146,11 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 {
 	struct timeval tv;
 
-	if (mc->state == MC_MC_UP || mc->state == MC_MC_PROBING)
+	/* Once per outage: the probes of a master that stays silent are not news. */
+	if (mc->state == MC_MC_UP || (mc->state == MC_MC_PROBING && !mc->suspect))
 		mc_log_warn("master %s:%u unreachable: %s", mc->host, mc->port, why);
+	else
+		mc_log_debug("master %s:%u still unreachable: %s", mc->host, mc->port, why);
 	if (mc->bev) {
 		evutil_socket_t fd = bufferevent_getfd(mc->bev);
 
@@ -268,7 +271,10 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 		 * (a cut network), whatever the kernel's retransmission backoff. */
 		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 		mc->state = MC_MC_PROBING;
-		mc_log_info("connected to master %s:%u", mc->host, mc->port);
+		if (mc->suspect)
+			mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
+		else
+			mc_log_info("connected to master %s:%u", mc->host, mc->port);
 		/* The ping goes first: its answer ends the probe and gives the master's clock. */
 		mc_ping(mc, mc_now_ms());
 		for (c = mc->pending; c && mc->bev; c = c->next)
