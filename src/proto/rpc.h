@@ -26,7 +26,7 @@
  * uuid = 16 raw bytes.  Per opcode (request -> response body):
  *
  *   PING                 uuid client_id                    -> i64 view_version, u8 client_status,
- *                                                             u64 master wall-clock ms (newer masters)
+ *                                                             u64 master wall clock in ms
  *   SERVICE_READY        (empty)                           -> str version
  *   GET_FSDIR            (empty)                           -> str "<root_fs_dir>/<cluster_id>" or ""
  *   GET_STORAGE_CONFIG   (empty)                           -> str fsdir, u8 enable_disk_eviction,

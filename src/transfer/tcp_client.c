@@ -8,9 +8,10 @@
  * of the FIFO is always the slice the next status frame belongs to, and READ payloads are
  * received straight into the caller's memory.  A lane that fails (connection refused, reset, a
  * bad status frame, no byte moving either way for io_timeout_ms while it holds slices, or a
- * connect that takes longer than connect_timeout_ms) fails every slice it holds and is
- * reconnected by the next submit.  Completion callbacks are queued and run from a separate event, never from
- * inside submit and never while a lane is being walked.
+ * connect that takes longer than connect_timeout_ms) fails every slice it holds, is reset (so
+ * that unsent bytes never reach the peer late) and is reconnected by the next submit.
+ * Completion callbacks are queued and run from a separate event, never from inside submit and
+ * never while a lane is being walked.
  */
 #include <errno.h>
 #include <netdb.h>

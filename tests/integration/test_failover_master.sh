@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Regression: while the master did not answer (a partition), calls blocked 30 s; after the heal
 # the store needed 24.6 s to answer again; and a PutStart that had timed out on the client was
-# executed when it finally arrived.  Here the master is stopped with SIGSTOP for 9 s (MC_STOP_SECS): every call
-# must end with -900/-901 within the call deadline, the first call after SIGCONT must succeed
-# within 2 s, and the put sent while it was stopped must not be executed afterwards.
+# executed when it finally arrived.  Here the master is stopped with SIGSTOP for 9 s
+# (MC_STOP_SECS): every call must end with -900/-901 within the call deadline, the first call
+# after SIGCONT must succeed within 2 s, and the put sent while it was stopped must not be
+# executed afterwards.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
 rc=0
@@ -30,12 +31,13 @@ wait $tool || rc=1
 cat "$MC_TMP/tool.out"
 first=$(sed -n 's/^first_success_wall=//p' "$MC_TMP/tool.out")
 if [ -n "$first" ] && awk -v a="$first" -v b="$cont" 'BEGIN { exit !(a - b < 2.0) }'; then
-	echo "ok - first success $(awk -v a="$first" -v b="$cont" 'BEGIN { printf "%.3f", a - b }') s after SIGCONT"
+	d=$(awk -v a="$first" -v b="$cont" 'BEGIN { printf "%.3f", a - b }')
+	echo "ok - first success $d s after SIGCONT"
 else
 	echo "not ok - first success at '$first', SIGCONT at $cont"; rc=1
 fi
 n=$(metric master_put_start_requests_total)
-[ "$n" = "$starts" ] && echo "ok - the PutStart sent while the master was stopped was not executed" \
+[ "$n" = "$starts" ] && echo "ok - the PutStart sent to the stopped master was not executed" \
 	|| { echo "not ok - PutStart requests executed: $starts before the stop, $n after"; rc=1; }
 n=$(metric master_rpc_expired_requests_total)
 [ "${n:-0}" -gt 0 ] && echo "ok - the master dropped $n requests past their deadline" \

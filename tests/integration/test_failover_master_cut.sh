@@ -43,7 +43,8 @@ wait $tool || rc=1
 cat "$MC_TMP/tool.out"
 first=$(sed -n 's/^first_success_wall=//p' "$MC_TMP/tool.out")
 if [ -n "$first" ] && awk -v a="$first" -v b="$heal" 'BEGIN { exit !(a - b < 2.0) }'; then
-	echo "ok - first success $(awk -v a="$first" -v b="$heal" 'BEGIN { printf "%.3f", a - b }') s after the heal"
+	d=$(awk -v a="$first" -v b="$heal" 'BEGIN { printf "%.3f", a - b }')
+	echo "ok - first success $d s after the heal"
 else
 	echo "not ok - first success at '$first', heal at $heal"; rc=1
 fi
