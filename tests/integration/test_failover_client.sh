@@ -18,7 +18,11 @@ metric() {
 	curl -sf "http://127.0.0.1:$MC_METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'
 }
 
-mc_start_master --client_ttl=120 --default_kv_lease_ttl=1500 || { mc_dump_logs; exit 1; }
+# Nobody may be declared dead during the stop (with client liveness states, not even suspected).
+ttl="--client_ttl=120"
+"$MC_BIN/mooncake_master" --help 2>&1 | grep -q -- --client_suspicion_ttl_sec &&
+	ttl="$ttl --client_suspicion_ttl_sec=240"
+mc_start_master $ttl --default_kv_lease_ttl=1500 || { mc_dump_logs; exit 1; }
 mc_start_client c1 256MB || { mc_dump_logs; exit 1; }
 mc_start_client c2 256MB || { mc_dump_logs; exit 1; }
 pid_c2=$MC_LAST_PID
