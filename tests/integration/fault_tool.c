@@ -25,10 +25,11 @@
  *   put-loop PREFIX N SIZE REPLICAS FILE  put PREFIX/0..N-1 (contents as write-acked), append
  *                                   the acknowledged keys to FILE; every put must end within
  *                                   10 s, and all must succeed when MC_EXPECT_ALL_PUTS=1
- *   master-stop GOFILE              wait for GOFILE, then put "stale/0" (the master is stopped:
- *                                   it must fail with -900/-901 within the call deadline),
- *                                   then call ExistKey every 20 ms until one succeeds: every
- *                                   failure must be -900/-901 and end within the deadline;
+ *   master-stop GOFILE              create GOFILE.ready once set up, wait for GOFILE, then put
+ *                                   "stale/0" (the master is stopped: it must fail with
+ *                                   -900/-901 within the call deadline), then call ExistKey
+ *                                   every 20 ms until one succeeds: every failure must be
+ *                                   -900/-901 and end within the deadline;
  *                                   prints "first_success_wall=<s>"
  *
  * Object contents are derived from the key, so any reader can check them.  Prints TAP lines
@@ -455,6 +456,13 @@ static int master_stop(const char *gofile)
 	char buf[64] = "x";
 	int rc, bad = 0, fails = 0;
 
+	char ready[1024];
+	FILE *rf;
+
+	snprintf(ready, sizeof(ready), "%s.ready", gofile);
+	rf = fopen(ready, "w");
+	if (rf)
+		fclose(rf);
 	while (access(gofile, F_OK) != 0)
 		usleep(10000);
 	t0 = now_s();

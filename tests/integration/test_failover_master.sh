@@ -25,7 +25,8 @@ export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 starts=$(metric master_put_start_requests_total)
 "$T" master-stop "$MC_TMP/go" >"$MC_TMP/tool.out" 2>&1 &
 tool=$!
-sleep 1.5			# the tool is set up and pinging
+for i in $(seq 200); do [ -e "$MC_TMP/go.ready" ] && break; sleep 0.1; done
+sleep 0.5			# its first pings are answered: it knows the master's clock
 kill -STOP "$MC_MASTER_PID"
 touch "$MC_TMP/go"
 sleep "${MC_STOP_SECS:-9}"
