@@ -9,8 +9,9 @@
  *
  * A dead master is noticed quickly: a ping goes out every second and a connection on which a
  * request (a ping or any other) waits for more than MC_PING_TIMEOUT_MS while nothing at all
- * came back for as long (or whose unacknowledged data is older than that, via
- * TCP_USER_TIMEOUT, or whose connect takes longer than MC_RPC_CONNECT_TIMEOUT_MS) is aborted:
+ * came back for as long and our own output has drained (or whose sent data stays
+ * unacknowledged for a second more than that, via TCP_USER_TIMEOUT, or whose connect takes
+ * longer than MC_RPC_CONNECT_TIMEOUT_MS) is aborted:
  * closed with an RST so that requests still in the kernel's send buffer are discarded, and
  * every pending call ends with MC_ERR_RPC_FAIL.  A call that times out aborts its connection the
  * same way.  Once a connection was lost the master is "suspect": until a new connection has
