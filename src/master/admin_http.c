@@ -260,6 +260,11 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_put_start_discarded_staging_size", "gauge",
 		"Bytes of preempted puts", x->put_start_discarded_staging_size);
 	mc_prom(b, "master_bad_frames_total", "counter", "RPC frames refused", x->bad_frames);
+	mc_prom(b, "master_rpc_expired_requests_total", "counter",
+		"Requests read after their deadline and not executed", x->rpc_expired_requests);
+	mc_prom(b, "master_transfer_failure_reports_total", "counter",
+		"Segments reported by clients whose transfers to them failed",
+		x->transfer_failure_reports);
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
 }

@@ -10,7 +10,7 @@
  * server as master_<op>_requests_total / _failures_total (single ops) and master_batch_<op>_*
  * (batch ops: requests, failures, partial successes, items, failed items).
  */
-#define MC_METRICS_MAX_OP 80
+#define MC_METRICS_MAX_OP 96
 
 struct mc_op_counters {
 	uint64_t requests;
@@ -31,6 +31,8 @@ struct mc_metrics {
 	uint64_t valid_get_nums;
 	uint64_t total_get_nums;
 	uint64_t bad_frames;
+	uint64_t rpc_expired_requests;		/* dropped: past their deadline when read */
+	uint64_t transfer_failure_reports;	/* ReportTransferFailure items */
 	uint64_t attempted_evictions;
 	uint64_t successful_evictions;
 	uint64_t evicted_key_count;

@@ -10,6 +10,7 @@
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/errcode.h"
 #include "common/log.h"
@@ -759,6 +760,51 @@ static int mc_op_ping(struct mc_req *q)
 		c->last_ping = q->now;
 	mc_wbuf_i64(q->out, 0);
 	mc_wbuf_u8(q->out, c && c->ok ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT);
+	/* Our wall clock: clients write request deadlines in it. */
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		mc_wbuf_u64(q->out, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+	}
+	return 0;
+}
+
+/* ReportTransferFailure: a client could not move bytes to or from these segments (a peer that
+ * is gone, refuses, or does not answer in time).  Each item is answered 0 for a segment we know
+ * and SEGMENT_NOT_FOUND otherwise; the report is counted. */
+static int mc_op_report_transfer_failure(struct mc_req *q)
+{
+	struct mc_master *m = q->m;
+	struct mc_uuid cid;
+	struct mc_rpc_xfer_failure *f;
+	uint32_t n, i, k;
+
+	mc_rpc_get_uuid(&q->r, &cid);
+	n = mc_rbuf_count(&q->r, MC_RPC_MAX_REPORT, 8);
+	if (q->r.err)
+		return MC_ERR_INVALID_PARAMS;
+	f = mc_xcalloc(n ? n : 1, sizeof(*f));
+	for (i = 0; i < n; i++)
+		mc_rpc_get_xfer_failure(&q->r, &f[i]);
+	if (!mc_req_done(q)) {
+		free(f);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	mc_wbuf_u32(q->out, n);
+	for (i = 0; i < n; i++) {
+		int known = 0;
+
+		for (k = 0; k < m->nsegs && !known; k++)
+			known = strlen(m->segs[k]->name) == f[i].segment.n &&
+				!memcmp(m->segs[k]->name, f[i].segment.p, f[i].segment.n);
+		m->metrics.transfer_failure_reports++;
+		mc_log_info("client at %s reports failed transfers to segment %.*s (%d)", q->peer,
+			    (int)f[i].segment.n, f[i].segment.p, f[i].code);
+		mc_wbuf_i32(q->out, known ? 0 : MC_ERR_SEGMENT_NOT_FOUND);
+		mc_item_result(q, known ? 0 : MC_ERR_SEGMENT_NOT_FOUND);
+	}
+	free(f);
 	return 0;
 }
 
@@ -964,6 +1010,7 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	case MC_OP_EVICT_DISK_REPLICA:
 		rc = mc_op_evict_disk_replica(m, &q.r, out, q.now, peer);
 		break;
+	case MC_OP_REPORT_TRANSFER_FAILURE: rc = mc_op_report_transfer_failure(&q); break;
 	default:
 		mc_log_warn("unknown opcode %u from %s", h->opcode, peer);
 		rc = MC_ERR_NOT_SUPPORTED;

@@ -7,7 +7,9 @@
  * evbuffer_add.  A header with a bad magic or version, or announcing a body over the maximum,
  * closes that connection (with a log line naming the peer); everything else is answered.
  * Connections are never freed inside their own callbacks: they are marked closing and freed from
- * a deferred event.
+ * a deferred event.  A request whose deadline (its header's status field) passed before it was
+ * read is answered RPC_TIMEOUT without being executed: its client gave up on it, and a late
+ * PutStart or Remove must not change anything behind that client's back.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,11 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
+#include "common/errcode.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
@@ -112,6 +116,29 @@ void mc_rpc_server_flush(struct mc_master *m)
 	}
 }
 
+/* A request that waited past its deadline (in a stopped master's socket, or behind a network
+ * that held it) is not executed: its client has been told it failed. */
+static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out,
+			      const char *peer)
+{
+	struct timespec ts;
+	int64_t now;
+	size_t start = out->len;
+
+	if (h->status == 0)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (!mc_rpc_deadline_expired((uint32_t)h->status, now, MC_RPC_DEADLINE_TOLERANCE_MS))
+		return 0;
+	m->metrics.rpc_expired_requests++;
+	mc_log_debug("%s from %s arrived %d ms past its deadline: not executed",
+		     mc_rpc_op_name(h->opcode), peer, (int32_t)((uint32_t)now - (uint32_t)h->status));
+	mc_rpc_frame_begin(out, MC_RPC_RESPONSE, h->opcode, MC_ERR_RPC_TIMEOUT, h->req_id);
+	mc_rpc_frame_end(out, start);
+	return 1;
+}
+
 static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_conn *c = arg;
@@ -159,7 +186,8 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			mc_conn_close(c, "out of memory");
 			return;
 		}
-		mc_master_handle(m, &h, frame + MC_RPC_HDR_LEN, &c->out, c->peer);
+		if (!mc_request_expired(m, &h, &c->out, c->peer))
+			mc_master_handle(m, &h, frame + MC_RPC_HDR_LEN, &c->out, c->peer);
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}

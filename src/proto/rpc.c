@@ -264,6 +264,35 @@ void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep)
 	}
 }
 
+void mc_rpc_put_xfer_failure(struct mc_wbuf *w, const struct mc_rpc_xfer_failure *f)
+{
+	mc_rpc_put_strv(w, f->segment);
+	mc_wbuf_i32(w, f->code);
+}
+
+void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f)
+{
+	f->segment = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	f->code = mc_rbuf_i32(r);
+}
+
+uint32_t mc_rpc_deadline_encode(int64_t wall_ms)
+{
+	uint32_t dl = (uint32_t)(uint64_t)wall_ms;
+
+	return dl ? dl : 1;
+}
+
+int mc_rpc_deadline_expired(uint32_t dl, int64_t now_ms, uint32_t tolerance_ms)
+{
+	int32_t late;
+
+	if (dl == 0)
+		return 0;
+	late = (int32_t)((uint32_t)(uint64_t)now_ms - dl);
+	return late > 0 && (uint32_t)late > tolerance_ms;
+}
+
 const char *mc_rpc_op_name(uint16_t op)
 {
 	switch (op) {
@@ -303,6 +332,7 @@ const char *mc_rpc_op_name(uint16_t op)
 	case MC_OP_OFFLOAD_HEARTBEAT: return "OffloadObjectHeartbeat";
 	case MC_OP_NOTIFY_OFFLOAD: return "NotifyOffloadSuccess";
 	case MC_OP_EVICT_DISK_REPLICA: return "BatchEvictDiskReplica";
+	case MC_OP_REPORT_TRANSFER_FAILURE: return "ReportTransferFailure";
 	default: return "Unknown";
 	}
 }

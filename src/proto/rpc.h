@@ -14,7 +14,9 @@
  *   6   2    opcode   enum mc_rpc_op
  *   8   4    body_len bytes following the header (bounded by the receiver's maximum)
  *   12  4    status   responses: 0, or an error code for the whole request (then body is empty);
- *                     requests: 0
+ *                     requests: the deadline, low 32 bits of the master's wall-clock time in ms
+ *                     after which the request must not be executed (0: none; see
+ *                     mc_rpc_deadline_expired)
  *   16  8    req_id   chosen by the client, echoed in the response
  *
  * Many requests may be in flight on one connection; the master answers each with the request's
@@ -23,7 +25,8 @@
  * Body encodings use src/common/wire.h: str = u32 length + bytes, keys = u32 n + n x str,
  * uuid = 16 raw bytes.  Per opcode (request -> response body):
  *
- *   PING                 uuid client_id                    -> i64 view_version, u8 client_status
+ *   PING                 uuid client_id                    -> i64 view_version, u8 client_status,
+ *                                                             u64 master wall clock in ms
  *   SERVICE_READY        (empty)                           -> str version
  *   GET_FSDIR            (empty)                           -> str "<root_fs_dir>/<cluster_id>" or ""
  *   GET_STORAGE_CONFIG   (empty)                           -> str fsdir, u8 enable_disk_eviction,
@@ -63,6 +66,9 @@
  *                        -> u32 n, n x i32 code
  *   EVICT_DISK_REPLICA   uuid client_id, uuid disk_id, keys -> u32 n, n x i32 code (0: the master
  *                        forgot the copy, delete it; OBJECT_HAS_LEASE: a reader may use it, keep it)
+ *   REPORT_TRANSFER_FAILURE
+ *                        uuid client_id, u32 n, n x (str segment_name, i32 code)
+ *                        -> u32 n, n x i32 (0, or SEGMENT_NOT_FOUND for an unknown name)
  *
  * The single-key opcodes use the same bodies as the batch ones with n = 1; they exist separately
  * so the master can count them under upstream's metric names.  A request whose body does not
@@ -90,6 +96,10 @@
 #define MC_RPC_MAX_REPLICAS 64		/* replicas in one descriptor list */
 #define MC_RPC_MAX_REGEX 4096
 #define MC_RPC_MAX_PATH 4096
+#define MC_RPC_MAX_REPORT 1024		/* segments in one ReportTransferFailure */
+
+/* Slack the master allows past a request's deadline for clock error between the hosts. */
+#define MC_RPC_DEADLINE_TOLERANCE_MS 1000
 
 enum mc_rpc_kind {
 	MC_RPC_REQUEST = 0,
@@ -134,6 +144,8 @@ enum mc_rpc_op {
 	MC_OP_OFFLOAD_HEARTBEAT = 71,
 	MC_OP_NOTIFY_OFFLOAD = 72,
 	MC_OP_EVICT_DISK_REPLICA = 73,
+	/* A client could not move bytes to or from these segments. */
+	MC_OP_REPORT_TRANSFER_FAILURE = 80,
 };
 
 /* Tier tasks handed to a disk owner by OFFLOAD_HEARTBEAT, and their results in NOTIFY_OFFLOAD. */
@@ -262,6 +274,23 @@ void mc_rpc_put_config(struct mc_wbuf *w, const struct mc_rpc_config *c);
 void mc_rpc_get_config(struct mc_rbuf *r, struct mc_rpc_config *c);
 void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep);
 void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep);
+/* One item of ReportTransferFailure: a segment and the transfer error seen on it. */
+struct mc_rpc_xfer_failure {
+	struct mc_strv segment;
+	int32_t code;
+};
+
+void mc_rpc_put_xfer_failure(struct mc_wbuf *w, const struct mc_rpc_xfer_failure *f);
+void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f);
+
+/* Request deadlines.  A request frame's status field holds the low 32 bits of the wall-clock
+ * time (ms, in the master's clock) after which it must not be executed; 0 means none.
+ * mc_rpc_deadline_encode maps a time to that field (never 0).  mc_rpc_deadline_expired says
+ * whether field dl has passed at now_ms by more than tolerance_ms, comparing modulo 2^32 (so
+ * a deadline within about 24 days of now compares right). */
+uint32_t mc_rpc_deadline_encode(int64_t wall_ms);
+int mc_rpc_deadline_expired(uint32_t dl, int64_t now_ms, uint32_t tolerance_ms);
+
 /* Default config: replica_num 1, everything else zero. */
 void mc_rpc_config_default(struct mc_rpc_config *c);
 

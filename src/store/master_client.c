@@ -3,11 +3,26 @@
  * The store client's connection to the master, owned by the store's loop thread.
  *
  * Requests are pipelined: each carries a req_id and waits in the pending list until the frame
- * with that id comes back.  Calls fail fast when the master is unreachable (MC_ERR_RPC_FAIL) and
- * time out after MC_RPC_TIMEOUT_MS (MC_ERR_RPC_TIMEOUT).  After a connection is lost the client
- * reconnects with backoff (100 ms doubling to 5 s).  A ping every second keeps the client alive
- * in the master; when the master answers NEED_REMOUNT (first contact, or a restarted master) the
- * client re-mounts all its segments with their original identities.
+ * with that id comes back.  Every call has a deadline (MC_RPC_TIMEOUT_MS, default 5 s): it ends
+ * with MC_ERR_RPC_TIMEOUT when no answer came by then, and the request frame carries the same
+ * deadline in the master's clock so that a master that reads it later does not execute it.
+ *
+ * A dead master is noticed quickly: a ping goes out every second and a connection on which a
+ * request (a ping or any other) waits for more than MC_PING_TIMEOUT_MS while nothing at all
+ * came back for as long and our own output has drained (or whose sent data stays
+ * unacknowledged for a second more than that, via TCP_USER_TIMEOUT, or whose connect takes
+ * longer than MC_RPC_CONNECT_TIMEOUT_MS) is aborted:
+ * closed with an RST so that requests still in the kernel's send buffer are discarded, and
+ * every pending call ends with MC_ERR_RPC_FAIL.  A call that times out aborts its connection the
+ * same way.  Once a connection was lost the master is "suspect": until a new connection has
+ * answered a ping, calls fail at once with MC_ERR_RPC_FAIL instead of waiting (a stopped
+ * master's kernel still accepts connections).  Reconnects back off from 100 ms doubling to
+ * 500 ms, so the client is back within about a second of the master answering again.
+ *
+ * The ping also keeps the client alive in the master; when the master answers NEED_REMOUNT
+ * (first contact, or a restarted master) the client re-mounts all its segments with their
+ * original identities.  Its answer carries the master's wall clock, from which request
+ * deadlines are written in the master's time (until one arrives, requests carry none).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -24,9 +39,15 @@
 #include "common/log.h"
 #include "store/store.h"
 
+#define MC_PING_INTERVAL_MS 1000
+#define MC_PING_TIMEOUT_MS 2000
+#define MC_BACKOFF_MIN_MS 100
+#define MC_BACKOFF_MAX_MS 500
+
 enum mc_mc_state {
 	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
 	MC_MC_CONNECTING,
+	MC_MC_PROBING,		/* connected, its first ping not answered yet */
 	MC_MC_UP,
 };
 
@@ -36,16 +57,23 @@ struct mc_master_client {
 	char host[256];
 	uint16_t port;
 	enum mc_mc_state state;
+	int suspect;			/* a connection was lost and none answered since */
 	struct bufferevent *bev;
 	struct mc_rpc_call *pending;	/* sent or waiting to be sent, any order */
 	uint64_t next_req_id;
 	struct event *ev_tick;		/* ping, timeouts */
 	struct event *ev_reconnect;
 	int64_t backoff_ms;
+	int64_t connect_started_ms;
+	int64_t connect_timeout_ms;
 	int ping_inflight;
 	int remount_inflight;
 	int ping_ok;
-	int64_t last_ping_ms;
+	int64_t last_ping_ms;		/* when the last ping was sent (monotonic) */
+	int64_t ping_sent_wall_ms;
+	int64_t last_rx_ms;		/* when the last answer arrived */
+	int clock_known;
+	int64_t clock_offset_ms;	/* master wall clock - ours */
 	struct mc_rpc_call ping_call, remount_call;
 };
 
@@ -54,6 +82,14 @@ static int64_t mc_now_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mc_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -105,17 +141,30 @@ static void mc_fail_all(struct mc_master_client *mc, int status)
 
 static void mc_master_client_connect(struct mc_master_client *mc);
 
-static void mc_master_client_down(struct mc_master_client *mc, const char *why)
+/* Drop the connection and schedule a reconnect.  abort: close with an RST, discarding what the
+ * kernel still holds for the master (requests we have given up on must never arrive late). */
+static void mc_master_client_down(struct mc_master_client *mc, const char *why, int abort)
 {
 	struct timeval tv;
 
-	if (mc->state == MC_MC_UP)
+	/* Once per outage: the probes of a master that stays silent are not news. */
+	if (mc->state == MC_MC_UP || (mc->state == MC_MC_PROBING && !mc->suspect))
 		mc_log_warn("master %s:%u unreachable: %s", mc->host, mc->port, why);
+	else
+		mc_log_debug("master %s:%u still unreachable: %s", mc->host, mc->port, why);
 	if (mc->bev) {
+		evutil_socket_t fd = bufferevent_getfd(mc->bev);
+
+		if (abort && fd >= 0) {
+			struct linger lg = { 1, 0 };
+
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
 		bufferevent_free(mc->bev);
 		mc->bev = NULL;
 	}
 	mc->state = MC_MC_DOWN;
+	mc->suspect = 1;
 	mc->ping_ok = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
@@ -123,7 +172,17 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why)
 	tv.tv_sec = mc->backoff_ms / 1000;
 	tv.tv_usec = (mc->backoff_ms % 1000) * 1000;
 	event_add(mc->ev_reconnect, &tv);
-	mc->backoff_ms = mc->backoff_ms * 2 > 5000 ? 5000 : mc->backoff_ms * 2;
+	mc->backoff_ms = mc->backoff_ms * 2 > MC_BACKOFF_MAX_MS ? MC_BACKOFF_MAX_MS
+								: mc->backoff_ms * 2;
+}
+
+/* The request's deadline in the master's clock, for the frame's status field (0: none known). */
+static uint32_t mc_frame_deadline(struct mc_master_client *mc, const struct mc_rpc_call *call)
+{
+	if (!mc->clock_known || call->deadline_ms == 0)
+		return 0;
+	return mc_rpc_deadline_encode(mc_wall_ms() + mc->clock_offset_ms +
+				      (call->deadline_ms - mc_now_ms()));
 }
 
 static int mc_send(struct mc_master_client *mc, struct mc_rpc_call *call)
@@ -131,9 +190,23 @@ static int mc_send(struct mc_master_client *mc, struct mc_rpc_call *call)
 	if (call->req.err)
 		return -ENOMEM;
 	call->req_id = ++mc->next_req_id;
+	call->sent_ms = mc_now_ms();
+	mc_put_le32(call->req.data + 12, mc_frame_deadline(mc, call));
 	mc_put_le64(call->req.data + 16, call->req_id);
 	mc_rpc_frame_end(&call->req, 0);
 	return bufferevent_write(mc->bev, call->req.data, call->req.len);
+}
+
+/* Any answer proves the master reads and answers this connection. */
+static void mc_master_alive(struct mc_master_client *mc)
+{
+	if (mc->state == MC_MC_PROBING) {
+		mc->state = MC_MC_UP;
+		if (mc->suspect)
+			mc_log_info("master %s:%u answers again", mc->host, mc->port);
+	}
+	mc->suspect = 0;
+	mc->backoff_ms = MC_BACKOFF_MIN_MS;
 }
 
 static void mc_on_read(struct bufferevent *bev, void *arg)
@@ -151,12 +224,14 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 			return;
 		evbuffer_copyout(in, hb, sizeof(hb));
 		if (mc_rpc_hdr_decode(hb, &h, 1u << 30) || h.kind != MC_RPC_RESPONSE) {
-			mc_master_client_down(mc, "malformed response from master");
+			mc_master_client_down(mc, "malformed response from master", 1);
 			return;
 		}
 		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len)
 			return;
 		evbuffer_drain(in, MC_RPC_HDR_LEN);
+		mc->last_rx_ms = mc_now_ms();
+		mc_master_alive(mc);
 		for (c = mc->pending; c && c->req_id != h.req_id; c = c->next)
 			;
 		if (c == NULL) {
@@ -174,8 +249,12 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		evbuffer_remove(in, c->resp, h.body_len);
 		c->resp_len = h.body_len;
 		mc_call_complete(c, h.status);
+		if (mc->bev != bev)
+			return;		/* a completion dropped the connection */
 	}
 }
+
+static void mc_ping(struct mc_master_client *mc, int64_t now);
 
 static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -184,22 +263,33 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
+		evutil_socket_t fd = bufferevent_getfd(mc->bev);
 		int one = 1;
+		unsigned int uto = MC_PING_TIMEOUT_MS + 1000;
 
-		setsockopt(bufferevent_getfd(mc->bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		mc->state = MC_MC_UP;
-		mc->backoff_ms = 100;
-		mc_log_info("connected to master %s:%u", mc->host, mc->port);
-		for (c = mc->pending; c; c = c->next)
-			if (mc_send(mc, c)) {
-				mc_master_client_down(mc, "cannot queue request");
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		/* Data the master's host does not acknowledge for this long breaks the connection
+		 * (a cut network), whatever the kernel's retransmission backoff. */
+		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+		mc->state = MC_MC_PROBING;
+		if (mc->suspect)
+			mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
+		else
+			mc_log_info("connected to master %s:%u", mc->host, mc->port);
+		/* The ping goes first: its answer ends the probe and gives the master's clock. */
+		mc_ping(mc, mc_now_ms());
+		for (c = mc->pending; c && mc->bev; c = c->next)
+			if (c != &mc->ping_call && mc_send(mc, c)) {
+				mc_master_client_down(mc, "cannot queue request", 1);
 				return;
 			}
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		mc_master_client_down(mc, what & BEV_EVENT_EOF ? "connection closed"
-							       : strerror(EVUTIL_SOCKET_ERROR()));
+		mc_master_client_down(mc,
+				      what & BEV_EVENT_EOF ? "connection closed"
+							   : strerror(EVUTIL_SOCKET_ERROR()),
+				      1);
 }
 
 static void mc_master_client_connect(struct mc_master_client *mc)
@@ -214,7 +304,7 @@ static void mc_master_client_connect(struct mc_master_client *mc)
 	if (getaddrinfo(mc->host, port, &hints, &res) != 0 || res->ai_addrlen > sizeof(ss)) {
 		if (res)
 			freeaddrinfo(res);
-		mc_master_client_down(mc, "cannot resolve master address");
+		mc_master_client_down(mc, "cannot resolve master address", 0);
 		return;
 	}
 	memcpy(&ss, res->ai_addr, res->ai_addrlen);
@@ -222,14 +312,15 @@ static void mc_master_client_connect(struct mc_master_client *mc)
 	freeaddrinfo(res);
 	mc->bev = bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (mc->bev == NULL) {
-		mc_master_client_down(mc, "out of memory");
+		mc_master_client_down(mc, "out of memory", 0);
 		return;
 	}
 	bufferevent_setcb(mc->bev, mc_on_read, NULL, mc_on_event, mc);
 	bufferevent_enable(mc->bev, EV_READ | EV_WRITE);
 	mc->state = MC_MC_CONNECTING;
+	mc->connect_started_ms = mc_now_ms();
 	if (bufferevent_socket_connect(mc->bev, (struct sockaddr *)&ss, (int)len) != 0)
-		mc_master_client_down(mc, strerror(errno));
+		mc_master_client_down(mc, strerror(errno), 0);
 }
 
 static void mc_on_reconnect(evutil_socket_t fd, short what, void *arg)
@@ -239,17 +330,19 @@ static void mc_on_reconnect(evutil_socket_t fd, short what, void *arg)
 	mc_master_client_connect(arg);
 }
 
-/* Queue a call on the loop.  Fails fast when the master is down. */
+/* Queue a call on the loop.  Fails fast when the master is down, or suspect and not yet
+ * answering on a new connection. */
 static void mc_submit(struct mc_master_client *mc, struct mc_rpc_call *call)
 {
-	if (mc->state == MC_MC_DOWN) {
+	if (mc->state == MC_MC_DOWN || (mc->suspect && mc->state != MC_MC_UP &&
+					call != &mc->ping_call)) {
 		mc_call_complete(call, MC_ERR_RPC_FAIL);
 		return;
 	}
 	call->next = mc->pending;
 	mc->pending = call;
-	if (mc->state == MC_MC_UP && mc_send(mc, call)) {
-		mc_master_client_down(mc, "cannot queue request");
+	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) && mc_send(mc, call)) {
+		mc_master_client_down(mc, "cannot queue request", 1);
 		return;
 	}
 }
@@ -282,7 +375,7 @@ static void mc_remount(struct mc_master_client *mc)
 	pthread_mutex_unlock(&st->mu);
 	mc->remount_call.on_done = mc_on_remount_done;
 	mc->remount_call.on_done_arg = mc;
-	mc->remount_call.deadline_ms = mc_now_ms() + st->rpc_timeout_ms;
+	mc->remount_call.deadline_ms = st->rpc_timeout_ms > 0 ? mc_now_ms() + st->rpc_timeout_ms : 0;
 	mc->remount_inflight = 1;
 	mc_submit(mc, &mc->remount_call);
 }
@@ -295,11 +388,18 @@ static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
 
 	mc->ping_inflight = 0;
 	if (call->status == 0) {
+		int64_t now_wall = mc_wall_ms();
+
 		mc_rbuf_init(&r, call->resp, call->resp_len);
 		(void)mc_rbuf_i64(&r);
 		status = mc_rbuf_u8(&r);
 		mc->ping_ok = r.err == 0;
-		mc->last_ping_ms = mc_now_ms();
+		if (r.err == 0 && r.left >= 8) {
+			int64_t master_ms = (int64_t)mc_rbuf_u64(&r);
+
+			mc->clock_offset_ms = master_ms - (mc->ping_sent_wall_ms + now_wall) / 2;
+			mc->clock_known = 1;
+		}
 		if (r.err == 0 && status == MC_CLIENT_NEED_REMOUNT)
 			mc_remount(mc);
 	} else {
@@ -308,33 +408,79 @@ static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
 	mc_rpc_call_fini(call);
 }
 
+static void mc_ping(struct mc_master_client *mc, int64_t now)
+{
+	if (mc->ping_inflight)
+		return;
+	mc_rpc_call_init(&mc->ping_call, MC_OP_PING);
+	mc_rpc_put_uuid(&mc->ping_call.req, &mc->st->client_id);
+	mc->ping_call.on_done = mc_on_ping_done;
+	mc->ping_call.on_done_arg = mc;
+	mc->ping_call.deadline_ms = now + MC_PING_TIMEOUT_MS;
+	mc->ping_inflight = 1;
+	mc->last_ping_ms = now;
+	mc->ping_sent_wall_ms = mc_wall_ms();
+	mc_submit(mc, &mc->ping_call);
+}
+
 static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_master_client *mc = arg;
 	struct mc_rpc_call **pp = &mc->pending, *c;
 	int64_t now = mc_now_ms();
+	int timed_out = 0, ping_lost = 0;
 
 	(void)fd;
 	(void)what;
-	/* Time out calls that waited too long. */
+	if (mc->state == MC_MC_CONNECTING && now - mc->connect_started_ms > mc->connect_timeout_ms) {
+		mc_master_client_down(mc, "connect timeout", 1);
+		return;
+	}
+	/* Time out calls that waited too long; notice a master that answers nothing. */
 	while ((c = *pp) != NULL) {
+		if (c->sent_ms && now - c->sent_ms > MC_PING_TIMEOUT_MS &&
+		    now - mc->last_rx_ms > MC_PING_TIMEOUT_MS)
+			ping_lost = 1;
 		if (c->deadline_ms && now > c->deadline_ms) {
 			*pp = c->next;
+			if (c == &mc->ping_call)
+				ping_lost = 1;
+			else
+				timed_out = 1;
 			mc_call_complete(c, MC_ERR_RPC_TIMEOUT);
 			continue;
 		}
 		pp = &c->next;
 	}
-	if (mc->state == MC_MC_UP && !mc->ping_inflight && now - mc->last_ping_ms >= 1000) {
-		mc_rpc_call_init(&mc->ping_call, MC_OP_PING);
-		mc_rpc_put_uuid(&mc->ping_call.req, &mc->st->client_id);
-		mc->ping_call.on_done = mc_on_ping_done;
-		mc->ping_call.on_done_arg = mc;
-		mc->ping_call.deadline_ms = now + 3000;
-		mc->ping_inflight = 1;
-		mc->last_ping_ms = now;
-		mc_submit(mc, &mc->ping_call);
+	/* Requests still leaving our buffer: a slow link, not a silent master (a cut one is
+	 * caught by TCP_USER_TIMEOUT, a stuck call by its deadline). */
+	if (mc->bev && evbuffer_get_length(bufferevent_get_output(mc->bev)) > 0)
+		ping_lost = 0;
+	/* The master may have read the requests that timed out and still execute them, or they
+	 * may wait in a socket buffer: abort the connection so that nothing of it arrives late. */
+	if (ping_lost && mc->bev) {
+		mc_master_client_down(mc, "no answer for 2 s", 1);
+		return;
 	}
+	if (timed_out && mc->bev) {
+		mc_master_client_down(mc, "a request timed out", 1);
+		return;
+	}
+	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) &&
+	    now - mc->last_ping_ms >= MC_PING_INTERVAL_MS)
+		mc_ping(mc, now);
+}
+
+static int64_t mc_env_ms(const char *name, int64_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long long x;
+
+	if (v == NULL || *v == '\0')
+		return def;
+	x = strtoll(v, &end, 10);
+	return *end == '\0' && x > 0 ? (int64_t)x : def;
 }
 
 struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *addr)
@@ -351,7 +497,8 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 		free(mc);
 		return NULL;
 	}
-	mc->backoff_ms = 100;
+	mc->backoff_ms = MC_BACKOFF_MIN_MS;
+	mc->connect_timeout_ms = mc_env_ms("MC_RPC_CONNECT_TIMEOUT_MS", 1500);
 	mc->ev_tick = event_new(mc->base, -1, EV_PERSIST, mc_on_tick, mc);
 	mc->ev_reconnect = evtimer_new(mc->base, mc_on_reconnect, mc);
 	if (mc->ev_tick == NULL || mc->ev_reconnect == NULL) {
@@ -388,11 +535,6 @@ int mc_master_client_healthy(struct mc_master_client *mc)
 	return mc->state == MC_MC_UP && mc->ping_ok;
 }
 
-struct mc_call_ctx {
-	struct mc_store *st;
-	struct mc_rpc_call *call;
-};
-
 static void mc_store_call_on_loop(void *arg)
 {
 	struct mc_rpc_call *call = arg;
@@ -419,4 +561,39 @@ int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
 	if (call->status == MC_ERR_RPC_FAIL || call->status == MC_ERR_RPC_TIMEOUT)
 		return call->status;
 	return 0;
+}
+
+/* Fire-and-forget calls: the answer is dropped and the call freed on the loop. */
+static void mc_async_on_done(struct mc_rpc_call *call, void *arg)
+{
+	(void)arg;
+	mc_rpc_call_fini(call);
+	free(call);
+}
+
+static void mc_async_on_loop(void *arg)
+{
+	struct mc_rpc_call *call = arg;
+	struct mc_master_client *mc = call->on_done_arg;
+
+	call->on_done = mc_async_on_done;
+	call->on_done_arg = NULL;
+	mc_submit(mc, call);
+}
+
+struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode)
+{
+	struct mc_rpc_call *call = malloc(sizeof(*call));
+
+	if (call)
+		mc_rpc_call_init(call, opcode);
+	return call;
+}
+
+void mc_store_call_async(struct mc_store *st, struct mc_rpc_call *call)
+{
+	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_now_ms() + st->rpc_timeout_ms : 0;
+	call->on_done_arg = st->mc;
+	if (st->mc == NULL || mc_loop_thread_call(st->lt, mc_async_on_loop, call) != 0)
+		mc_async_on_done(call, NULL);
 }

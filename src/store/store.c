@@ -64,6 +64,14 @@ static int mc_env_int(const char *name, int def)
 	return v && *v ? atoi(v) : def;
 }
 
+/* A positive number of milliseconds from the environment, else def. */
+static int mc_env_pos(const char *name, int def)
+{
+	int v = mc_env_int(name, def);
+
+	return v > 0 ? v : def;
+}
+
 /* Bind (without listening) a TCP port in [lo, hi] on host to reserve it.  Returns fd or -1. */
 static int mc_reserve_port(const char *host, uint16_t *port_out)
 {
@@ -213,7 +221,7 @@ static void mc_store_setup_on_loop(void *arg)
 		x->rc = err ? err : -EINVAL;
 		goto out;
 	}
-	st->cli = mc_tcp_client_new(base, NULL);
+	st->cli = mc_tcp_client_new(base, &st->xfer_opts);
 	st->mc = mc_master_client_new(st, st->master_addr);
 	if (st->cli == NULL || st->mc == NULL)
 		x->rc = -ENOMEM;
@@ -333,11 +341,12 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			return MC_ERR_INVALID_PARAMS;
 		}
 	}
-	{
-		const char *t = getenv("MC_RPC_TIMEOUT_MS");
-
-		st->rpc_timeout_ms = t && *t ? atoll(t) : 30000;
-	}
+	/* Bounds of master calls and of each replica transfer (see libmooncake(3)). */
+	st->rpc_timeout_ms = mc_env_int("MC_RPC_TIMEOUT_MS", MC_STORE_RPC_TIMEOUT_MS);
+	st->xfer_opts.connect_timeout_ms =
+		(unsigned)mc_env_pos("MC_STORE_CONNECT_TIMEOUT_MS", MC_STORE_XFER_TIMEOUT_MS);
+	st->xfer_opts.io_timeout_ms =
+		(unsigned)mc_env_pos("MC_STORE_TRANSFER_TIMEOUT_MS", MC_STORE_XFER_TIMEOUT_MS);
 	/* Segment name: host:port, the port reserved now if not given. */
 	colon = local_hostname ? strrchr(local_hostname, ':') : NULL;
 	if (local_hostname == NULL || *local_hostname == '\0')

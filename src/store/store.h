@@ -21,6 +21,10 @@
 
 #define MC_STORE_MAX_SEGMENTS 64
 #define MC_STORE_NOENGINE_MAX 32
+#define MC_STORE_SUSPECT_MAX 32
+#define MC_STORE_RPC_TIMEOUT_MS 5000	/* master call deadline (MC_RPC_TIMEOUT_MS) */
+#define MC_STORE_XFER_TIMEOUT_MS 2000	/* replica connect / progress timeouts */
+#define MC_STORE_SUSPECT_MS 10000	/* a peer that failed a transfer is tried last this long */
 
 struct mc_master_client;
 struct mc_shm;
@@ -33,7 +37,7 @@ struct mc_store_segment {
 };
 
 struct mc_store {
-	pthread_mutex_t mu;		/* setup/teardown and the segment list */
+	pthread_mutex_t mu;		/* setup/teardown, the segment list, suspect[] */
 	int initialized;
 	struct mc_loop_thread *lt;
 	struct mc_master_client *mc;
@@ -53,6 +57,11 @@ struct mc_store {
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
 	int64_t rpc_timeout_ms;
+	struct mc_tcp_client_opts xfer_opts;	/* replica transfer bounds */
+	struct {			/* data endpoints whose transfers failed recently (mu) */
+		char endpoint[300];
+		int64_t until_ms;	/* tried last until then (monotonic) */
+	} suspect[MC_STORE_SUSPECT_MAX];
 	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
 	void *engine;			/* protocol rdma: the transfer engine (store_rdma.c), or NULL */
 	struct {			/* segments found without an engine (tcp-only stores) */
@@ -81,6 +90,7 @@ struct mc_rpc_call {
 	struct mc_waiter w;
 	/* internal */
 	uint64_t req_id;
+	int64_t sent_ms;		/* when written to the connection (0: not yet) */
 	int64_t deadline_ms;
 	void (*on_done)(struct mc_rpc_call *call, void *arg);	/* loop-side completion */
 	void *on_done_arg;
@@ -100,6 +110,11 @@ void mc_rpc_call_fini(struct mc_rpc_call *call);
  * call->status is its frame status and resp/resp_len the body), MC_ERR_RPC_FAIL when the master
  * is unreachable, MC_ERR_RPC_TIMEOUT when no answer came in time. */
 int mc_store_call(struct mc_store *st, struct mc_rpc_call *call);
+/* A heap call for mc_store_call_async (NULL when out of memory). */
+struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode);
+/* Send without waiting (any thread but the loop's): the answer is dropped and the call, which
+ * must come from mc_rpc_call_new, is freed by the loop. */
+void mc_store_call_async(struct mc_store *st, struct mc_rpc_call *call);
 
 /* ---- store.c ---- */
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
@@ -168,6 +183,11 @@ struct mc_xfer_req {
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
 /* The same over the tcp data client only. */
 int mc_store_transfer_tcp(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
+/* After a batch: forgive the endpoints that answered, mark those that failed suspect and
+ * report their segments to the master (without waiting). */
+void mc_store_note_transfers(struct mc_store *st, const struct mc_xfer_req *reqs, uint32_t n);
+/* Transfers to this data endpoint ("host:port") failed within MC_STORE_SUSPECT_MS. */
+int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint);
 /* Parse "host:port" into the request.  Returns 0 or -EINVAL. */
 int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port);
 

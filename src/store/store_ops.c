@@ -130,8 +130,11 @@ int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int 
 	return rc;
 }
 
-int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
-		      const struct mc_rpc_config *cfg, int upsert)
+/* One attempt of a put batch: PutStart, the writes, PutEnd of what was written and PutRevoke
+ * of the rest.  xfail[i] (may be NULL) is set for an item whose write failed and whose
+ * allocation was revoked: it may be tried again. */
+static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+		       const struct mc_rpc_config *cfg, int upsert, uint8_t *xfail)
 {
 	struct mc_rpc_call call;
 	struct mc_rbuf r;
@@ -238,6 +241,7 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 		goto out;
 	}
 	mc_store_transfer(st, xl.xr, xl.n);
+	mc_store_note_transfers(st, xl.xr, xl.n);
 	for (j = 0; j < xl.n; j++)
 		if (xl.xr[j].status)
 			item_fail[xl.item[j]] = 2;
@@ -265,12 +269,22 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 		}
 	}
 	if (nrev) {
+		int rrc;
+
 		mc_log_warn("put: %u object(s) could not be written to their replicas; revoking",
 			    nrev);
-		mc_store_put_finish(st, rev_keys, nrev, 1, upsert, MC_REPLICA_ALL, NULL);
-		for (i = 0; i < n; i++)
-			if (items[i].result == 0 && item_fail[i] == 2)
-				items[i].result = MC_ERR_TRANSFER_FAIL;
+		/* end_res is free again: the revoke's per-key codes go there. */
+		rrc = mc_store_put_finish(st, rev_keys, nrev, 1, upsert, MC_REPLICA_ALL, end_res);
+		for (i = 0, j = 0; i < n; i++) {
+			if (items[i].result != 0 || item_fail[i] != 2)
+				continue;
+			items[i].result = MC_ERR_TRANSFER_FAIL;
+			/* Only a revoked allocation may be put again: otherwise the new PutStart
+			 * would find the old one and answer "exists". */
+			if (xfail && rrc == 0 && end_res[j] == 0)
+				xfail[i] = 1;
+			j++;
+		}
 	}
 	if (rc)
 		for (i = 0; i < n; i++)
@@ -292,112 +306,193 @@ out:
 	return 0;
 }
 
-/* Replicas of one key from a GetReplicaList answer. */
-struct mc_get_state {
-	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
-	uint32_t nrep;
-	uint32_t tried;
-	int code;
-	int pending;		/* all its reads of this round were submitted */
-	int64_t want;		/* result when the reads succeed */
-};
-
-int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n)
+int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+		      const struct mc_rpc_config *cfg, int upsert)
 {
-	struct mc_rpc_call call;
-	struct mc_rbuf r;
-	struct mc_get_state *gs = NULL;
-	struct mc_xfer_list xl = { 0 };
-	uint32_t i, j, m, round;
-	int64_t start = mc_store_now_ms(), lease_ttl;
-	int rc;
+	struct mc_put_item *again;
+	uint8_t *xfail;
+	uint32_t i, m = 0;
 
 	if (n == 0)
 		return 0;
-	mc_rpc_call_init(&call, n > 1 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_GET_REPLICA_LIST);
-	mc_wbuf_u32(&call.req, n);
+	xfail = calloc(n, sizeof(*xfail));
+	if (xfail == NULL) {
+		for (i = 0; i < n; i++)
+			items[i].result = -ENOMEM;
+		return 0;
+	}
+	mc_put_pass(st, items, n, cfg, upsert, xfail);
 	for (i = 0; i < n; i++)
-		mc_wbuf_cstr(&call.req, items[i].key);
-	rc = mc_store_call(st, &call);
-	if (rc == 0)
-		rc = call.status;
-	if (rc)
-		goto out;
-	gs = calloc(n, sizeof(*gs));
-	if (!gs) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	mc_rbuf_init(&r, call.resp, call.resp_len);
-	lease_ttl = (int64_t)mc_rbuf_u64(&r);
-	m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
-	if (m != n) {
-		rc = MC_ERR_RPC_FAIL;
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		gs[i].code = mc_rbuf_i32(&r);
-		gs[i].nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
-		for (j = 0; j < gs[i].nrep; j++)
-			mc_rpc_get_replica(&r, &gs[i].reps[j]);
-		items[i].result = gs[i].code;
-		if (gs[i].code == 0 && gs[i].nrep == 0)
-			items[i].result = MC_ERR_REPLICA_IS_NOT_READY;
-		if (items[i].result != 0)
-			continue;
-		if (items[i].ranges) {
-			uint32_t k;
+		m += xfail[i];
+	/* Once more for the objects whose writes failed (their allocations are revoked and the
+	 * master has heard which segments failed, so it can place them elsewhere). */
+	again = m ? calloc(m, sizeof(*again)) : NULL;
+	if (again) {
+		uint32_t k = 0;
 
-			gs[i].want = 0;
-			for (k = 0; k < items[i].nranges; k++) {
-				const struct mc_get_range *g = &items[i].ranges[k];
-
-				if (g->src_off + g->len > gs[i].reps[0].size || g->src_off + g->len < g->len)
-					items[i].result = MC_ERR_INVALID_PARAMS;
-				gs[i].want += (int64_t)g->len;
+		for (i = 0; i < n; i++)
+			if (xfail[i]) {
+				again[k] = items[i];
+				again[k++].result = 0;
 			}
-		} else if (gs[i].reps[0].size > items[i].cap) {
-			items[i].result = MC_ERR_INVALID_PARAMS;
-		} else {
-			gs[i].want = (int64_t)gs[i].reps[0].size;
+		mc_log_info("put: trying %u object(s) again after failed writes", m);
+		mc_put_pass(st, again, m, cfg, upsert, NULL);
+		for (i = 0, k = 0; i < n; i++)
+			if (xfail[i])
+				items[i].result = again[k++].result;
+		free(again);
+	}
+	free(xfail);
+	return 0;
+}
+
+/* Replicas of one key from a GetReplicaList answer, and the order to try them in. */
+struct mc_get_state {
+	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
+	uint32_t nrep;
+	uint8_t order[MC_RPC_MAX_REPLICAS];
+	uint32_t norder;
+	uint32_t tried;
+	int code;
+	int pending;		/* all its reads of this round were submitted */
+	int expired;		/* read (or still unread) past its lease: needs a new one */
+	int64_t want;		/* result when the reads succeed */
+};
+
+/* Readable replicas in the order to try: memory, then disk (SSD and shared directory), each in
+ * the master's order; replicas on a data endpoint that failed lately come last. */
+static void mc_get_order(struct mc_store *st, struct mc_get_state *g)
+{
+	uint32_t pass, j;
+
+	g->norder = 0;
+	for (pass = 0; pass < 4; pass++)
+		for (j = 0; j < g->nrep; j++) {
+			const struct mc_rpc_replica *rep = &g->reps[j];
+			int mem = rep->type == MC_REPLICA_MEMORY;
+			int suspect;
+
+			if (!mem && rep->type != MC_REPLICA_LOCAL_DISK && rep->type != MC_REPLICA_DISK)
+				continue;
+			if ((pass & 1) != !mem)
+				continue;
+			suspect = rep->type != MC_REPLICA_DISK && mc_store_suspect(st, rep->endpoint);
+			if ((pass >= 2) != suspect)
+				continue;
+			g->order[g->norder++] = (uint8_t)j;
 		}
-		if (items[i].result == 0)
-			items[i].result = MC_ERR_TRANSFER_FAIL;	/* until a read succeeds */
+}
+
+/* GetReplicaList for the keys items[idx[0..m)]: fills their states and sets a provisional
+ * result (MC_ERR_TRANSFER_FAIL until a read succeeds, or the key's error).  *lease_end is when
+ * the leases granted end (monotonic ms).  call holds the answer the states point into. */
+static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc_get_item *items,
+			struct mc_get_state *gs, const uint32_t *idx, uint32_t m, int64_t *lease_end)
+{
+	struct mc_rbuf r;
+	int64_t start = mc_store_now_ms(), lease_ttl;
+	uint32_t k, j, cnt;
+	int rc;
+
+	mc_rpc_call_init(call, m > 1 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_GET_REPLICA_LIST);
+	mc_wbuf_u32(&call->req, m);
+	for (k = 0; k < m; k++)
+		mc_wbuf_cstr(&call->req, items[idx[k]].key);
+	rc = mc_store_call(st, call);
+	if (rc == 0)
+		rc = call->status;
+	if (rc)
+		return rc;
+	mc_rbuf_init(&r, call->resp, call->resp_len);
+	lease_ttl = (int64_t)mc_rbuf_u64(&r);
+	/* Bytes that arrive after the lease ended may have been overwritten meanwhile. */
+	*lease_end = lease_ttl > 0 ? start + lease_ttl : INT64_MAX;
+	cnt = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
+	if (cnt != m)
+		return MC_ERR_RPC_FAIL;
+	for (k = 0; k < m; k++) {
+		struct mc_get_state *g = &gs[idx[k]];
+		struct mc_get_item *it = &items[idx[k]];
+
+		memset(g, 0, sizeof(*g));
+		g->code = mc_rbuf_i32(&r);
+		g->nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
+		for (j = 0; j < g->nrep; j++)
+			mc_rpc_get_replica(&r, &g->reps[j]);
+		if (r.err)
+			return MC_ERR_RPC_FAIL;
+		it->result = g->code;
+		if (g->code == 0 && g->nrep == 0)
+			it->result = MC_ERR_REPLICA_IS_NOT_READY;
+		if (it->result != 0)
+			continue;
+		if (it->ranges) {
+			for (j = 0; j < it->nranges; j++) {
+				const struct mc_get_range *rg = &it->ranges[j];
+
+				if (rg->src_off + rg->len > g->reps[0].size ||
+				    rg->src_off + rg->len < rg->len)
+					it->result = MC_ERR_INVALID_PARAMS;
+				g->want += (int64_t)rg->len;
+			}
+		} else if (g->reps[0].size > it->cap) {
+			it->result = MC_ERR_INVALID_PARAMS;
+		} else {
+			g->want = (int64_t)g->reps[0].size;
+		}
+		if (it->result == 0)
+			it->result = MC_ERR_TRANSFER_FAIL;	/* until a read succeeds */
+		mc_get_order(st, g);
 	}
-	if (r.err) {
-		rc = MC_ERR_RPC_FAIL;
-		goto out;
-	}
-	/* Each round reads every pending key from its next replica (a local one is copied at
-	 * once); a key whose read failed falls back to its next replica in the following round. */
+	return r.err ? MC_ERR_RPC_FAIL : 0;
+}
+
+/* Read the keys items[idx[0..m)] fetched by mc_get_fetch.  Each round reads every pending key
+ * from its next replica (a local one is copied at once); a key whose read failed falls back to
+ * its next replica in the following round.  Each transfer is bounded by the data client's
+ * connect and progress timeouts.  A key whose read would end past lease_end is marked
+ * expired instead. */
+static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc_get_state *gs,
+		       const uint32_t *idx, uint32_t m, int64_t lease_end, struct mc_xfer_list *xl)
+{
+	uint32_t round, k, j, attempted;
+
 	for (round = 0; round <= MC_RPC_MAX_REPLICAS; round++) {
-		xl.n = 0;
-		for (i = 0; i < n; i++) {
+		int64_t now = mc_store_now_ms();
+
+		xl->n = 0;
+		attempted = 0;
+		for (k = 0; k < m; k++) {
+			uint32_t i = idx[k];
+			struct mc_get_state *g = &gs[i];
 			struct mc_rpc_replica *rep;
 			struct mc_get_range whole = { items[i].buf, 0, 0 };
 			const struct mc_get_range *rg;
-			uint32_t nrg, k;
+			uint32_t nrg, q;
 			char host[256];
 			uint16_t port;
 
-			if (items[i].result != MC_ERR_TRANSFER_FAIL || gs[i].code != 0)
+			if (items[i].result != MC_ERR_TRANSFER_FAIL || g->code != 0 || g->expired ||
+			    g->tried >= g->norder)
 				continue;
-			while (gs[i].tried < gs[i].nrep &&
-			       gs[i].reps[gs[i].tried].type != MC_REPLICA_MEMORY &&
-			       gs[i].reps[gs[i].tried].type != MC_REPLICA_LOCAL_DISK &&
-			       gs[i].reps[gs[i].tried].type != MC_REPLICA_DISK)
-				gs[i].tried++;
-			if (gs[i].tried >= gs[i].nrep)
+			if (now >= lease_end) {
+				g->expired = 1;
 				continue;
-			rep = &gs[i].reps[gs[i].tried++];
+			}
+			rep = &g->reps[g->order[g->tried++]];
+			attempted++;
 			whole.len = rep->size;
 			rg = items[i].ranges ? items[i].ranges : &whole;
 			nrg = items[i].ranges ? items[i].nranges : 1;
 			if (rep->type == MC_REPLICA_DISK) {
 				/* --root_fs_dir: the shared file (a failure tries the next replica
 				 * in the next round). */
-				if (mc_store_fs_read(st, rep->path, rep->size, rg, nrg) == 0)
-					items[i].result = gs[i].want;
+				if (mc_store_fs_read(st, rep->path, rep->size, rg, nrg) == 0) {
+					if (mc_store_now_ms() <= lease_end)
+						items[i].result = g->want;
+					else
+						g->expired = 1;
+				}
 				continue;
 			}
 			/* An SSD replica (LOCAL_DISK) is read from its owner's data server, which
@@ -409,49 +504,95 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 									  rep->size);
 
 				if (src) {
-					for (k = 0; k < nrg; k++)
-						memcpy(rg[k].dst, src + rg[k].src_off, rg[k].len);
-					items[i].result = gs[i].want;
+					for (q = 0; q < nrg; q++)
+						memcpy(rg[q].dst, src + rg[q].src_off, rg[q].len);
+					items[i].result = g->want;
 					continue;
 				}
 			}
 			if (mc_endpoint_parse(rep->endpoint, host, sizeof(host), &port))
 				continue;
-			for (k = 0; k < nrg; k++) {
-				if (rg[k].len == 0)
+			for (q = 0; q < nrg; q++) {
+				if (rg[q].len == 0)
 					continue;
-				if (mc_xfer_list_add(&xl, host, port, rep->segment_name, MC_XFER_READ, rg[k].dst,
-						     rep->addr + rg[k].src_off, rg[k].len, i)) {
-					rc = -ENOMEM;
-					goto out;
-				}
+				if (mc_xfer_list_add(xl, host, port, rep->segment_name, MC_XFER_READ,
+						     rg[q].dst, rep->addr + rg[q].src_off, rg[q].len, i))
+					return -ENOMEM;
 			}
-			gs[i].pending = 1;
+			g->pending = 1;
 		}
-		if (xl.n == 0)
+		if (attempted == 0)
 			break;
-		mc_store_transfer(st, xl.xr, xl.n);
-		for (j = 0; j < xl.n; j++)
-			if (xl.xr[j].status)
-				gs[xl.item[j]].pending = 0;
-		for (i = 0; i < n; i++)
-			if (gs[i].pending) {
-				items[i].result = gs[i].want;
-				gs[i].pending = 0;
-			}
+		mc_store_transfer(st, xl->xr, xl->n);
+		mc_store_note_transfers(st, xl->xr, xl->n);
+		for (j = 0; j < xl->n; j++)
+			if (xl->xr[j].status)
+				gs[xl->item[j]].pending = 0;
+		now = mc_store_now_ms();
+		for (k = 0; k < m; k++) {
+			struct mc_get_state *g = &gs[idx[k]];
+
+			if (!g->pending)
+				continue;
+			g->pending = 0;
+			if (now <= lease_end)
+				items[idx[k]].result = g->want;
+			else
+				g->expired = 1;
+		}
 	}
-	/* Bytes that arrived after the lease ended may have been overwritten meanwhile. */
-	if (lease_ttl > 0 && mc_store_now_ms() > start + lease_ttl)
-		for (i = 0; i < n; i++)
-			if (items[i].result >= 0)
-				items[i].result = MC_ERR_LEASE_EXPIRED;
+	return 0;
+}
+
+int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n)
+{
+	struct mc_rpc_call calls[2];
+	struct mc_get_state *gs = NULL;
+	struct mc_xfer_list xl = { 0 };
+	uint32_t *idx = NULL, i, m, pass, ncalls = 0;
+	int64_t lease_end;
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	gs = calloc(n, sizeof(*gs));
+	idx = calloc(n, sizeof(*idx));
+	if (!gs || !idx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* A second pass, with new leases, for keys whose lease ran out while a replica did not
+	 * answer: another replica may still be read in time. */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0, m = 0; i < n; i++)
+			if (pass == 0 || gs[i].expired)
+				idx[m++] = i;
+		if (m == 0)
+			break;
+		rc = mc_get_fetch(st, &calls[ncalls++], items, gs, idx, m, &lease_end);
+		if (rc == 0)
+			rc = mc_get_read(st, items, gs, idx, m, lease_end, &xl);
+		if (rc) {
+			for (i = 0; i < m; i++) {
+				items[idx[i]].result = rc;
+				gs[idx[i]].expired = 0;
+			}
+			rc = 0;
+			break;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (gs[i].expired)
+			items[i].result = MC_ERR_LEASE_EXPIRED;
 out:
 	if (rc)
 		for (i = 0; i < n; i++)
 			items[i].result = rc;
 	free(gs);
+	free(idx);
 	mc_xfer_list_free(&xl);
-	mc_rpc_call_fini(&call);
+	for (i = 0; i < ncalls; i++)
+		mc_rpc_call_fini(&calls[i]);
 	return 0;
 }
 

@@ -37,8 +37,9 @@ struct mc_tcp_client_opts {
 	unsigned lanes_per_peer;	/* connections per peer (default 2, MC_TCP_LANES_PER_PEER) */
 	uint64_t slice_size;		/* transfers above this are split over lanes (default 4 MiB,
 					   MC_TCP_SLICE_SIZE) */
-	unsigned connect_timeout_ms;	/* default 5000 */
-	unsigned io_timeout_ms;		/* no progress for this long fails the lane (default 30000) */
+	unsigned connect_timeout_ms;	/* default 5000 (the store client passes its own, 2000) */
+	unsigned io_timeout_ms;		/* no byte moving for this long while transfers are pending
+					   fails the lane (default 30000; the store client: 2000) */
 };
 
 /* Called exactly once per transfer, on the loop thread, never from inside submit.

@@ -7,9 +7,11 @@
  * payloads straight from the caller's memory); replies come back in the same order, so the head
  * of the FIFO is always the slice the next status frame belongs to, and READ payloads are
  * received straight into the caller's memory.  A lane that fails (connection refused, reset, a
- * bad status frame, no progress for io_timeout_ms) fails every slice it holds and is reconnected
- * by the next submit.  Completion callbacks are queued and run from a separate event, never from
- * inside submit and never while a lane is being walked.
+ * bad status frame, no byte moving either way for io_timeout_ms while it holds slices, or a
+ * connect that takes longer than connect_timeout_ms) fails every slice it holds, is reset (so
+ * that unsent bytes never reach the peer late) and is reconnected by the next submit.
+ * Completion callbacks are queued and run from a separate event, never from inside submit and
+ * never while a lane is being walked.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -144,6 +146,13 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 		event_del(l->ev_read);
 		event_del(l->ev_write);
 		event_del(l->ev_timer);
+		if (l->head) {
+			/* Reset rather than close: bytes of the failed transfers that the kernel
+			 * has not sent yet are dropped instead of reaching the peer late. */
+			struct linger lg = { 1, 0 };
+
+			setsockopt(l->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
 		evutil_closesocket(l->fd);
 		l->fd = -1;
 	}
@@ -294,6 +303,7 @@ static int mc_lane_recv(struct mc_lane *l)
 			if (r <= 0)
 				goto check;
 			s->status_got += (uint32_t)r;
+			mc_lane_arm_timer(l);	/* progress: the timer bounds silence only */
 			if (s->status_got < 8)
 				continue;
 			if ((uint32_t)(mc_get_le64(s->status) >> 32) != MC_TCP_STATUS_MAGIC) {

@@ -19,6 +19,18 @@
  *   put-gen PREFIX FROM TO SIZE GEN put PREFIX/FROM..TO-1 with the contents of generation GEN
  *   expect PREFIX FROM TO SIZE GEN  each of PREFIX/FROM..TO-1 reads back as generation GEN, or
  *                                   is absent when GEN is "absent"
+ *   get-loop PREFIX N SIZE SECONDS  get PREFIX/0..N-1 (as written by fill) round and round for
+ *                                   SECONDS: every get must return the right bytes within 5 s;
+ *                                   prints the max and p99 latency
+ *   put-loop PREFIX N SIZE REPLICAS FILE  put PREFIX/0..N-1 (contents as write-acked), append
+ *                                   the acknowledged keys to FILE; every put must end within
+ *                                   10 s, and all must succeed when MC_EXPECT_ALL_PUTS=1
+ *   master-stop GOFILE              create GOFILE.ready once set up, wait for GOFILE, then put
+ *                                   "stale/0" (the master is stopped: it must fail with
+ *                                   -900/-901 within the call deadline), then call ExistKey
+ *                                   every 20 ms until one succeeds: every failure must be
+ *                                   -900/-901 and end within the deadline;
+ *                                   prints "first_success_wall=<s>"
  *
  * Object contents are derived from the key, so any reader can check them.  Prints TAP lines
  * or "# ..." diagnostics; exit 0 on success.
@@ -348,6 +360,146 @@ static int expect_span(const char *prefix, int from, int to, size_t size, const 
 	return good != to - from;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Max and p99 of n latencies (sorts them). */
+static void lat_stats(double *lat, size_t n, double *max, double *p99)
+{
+	*max = *p99 = 0;
+	if (n == 0)
+		return;
+	qsort(lat, n, sizeof(*lat), cmp_double);
+	*max = lat[n - 1];
+	*p99 = lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
+}
+
+static int get_loop(const char *prefix, int n, size_t size, double secs)
+{
+	char key[128];
+	void *v = malloc(size);
+	size_t cap = 100000, cnt = 0;
+	double *lat = calloc(cap, sizeof(*lat)), end = now_s() + secs, mx, p99;
+	int i = 0, bad = 0;
+
+	while (v && lat && now_s() < end && cnt < cap) {
+		double t0 = now_s();
+		int64_t got;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i++ % n);
+		memset(v, 0, size);
+		got = mooncake_store_get_into(st, key, v, size);
+		lat[cnt] = now_s() - t0;
+		if (got != (int64_t)size || !cc_check(v, size, key, 3) || lat[cnt] > 5.0) {
+			if (bad++ < 5)
+				printf("# get %s: %" PRId64 " in %.3f s\n", key, got, lat[cnt]);
+		}
+		cnt++;
+	}
+	lat_stats(lat, cnt, &mx, &p99);
+	printf("# get-loop %s: %zu gets, max %.3f s, p99 %.3f s\n", prefix, cnt, mx, p99);
+	ok(v && lat && cnt > 0 && bad == 0,
+	   "%zu gets of %s/* returned the right bytes within 5 s each (max %.3f s, p99 %.3f s, "
+	   "%d bad)", cnt, prefix, mx, p99, bad);
+	free(v);
+	free(lat);
+	return tap_done();
+}
+
+static int put_loop(const char *prefix, int n, size_t size, int replicas, const char *file)
+{
+	mooncake_replicate_config_t cfg = { .replica_num = (size_t)replicas };
+	FILE *f = fopen(file, "a");
+	char key[128];
+	void *v = malloc(size);
+	double *lat = calloc((size_t)n + 1, sizeof(*lat)), mx, p99;
+	int i, okn = 0, slow = 0;
+	int all = atoi(cc_env("MC_EXPECT_ALL_PUTS", "0"));
+
+	for (i = 0; i < n && f && v && lat; i++) {
+		double t0 = now_s();
+		int rc;
+
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		cc_fill(v, size, key, 5);
+		rc = mooncake_store_put(st, key, v, size, &cfg);
+		lat[i] = now_s() - t0;
+		slow += lat[i] > 10.0;
+		if (rc == 0) {
+			fprintf(f, "%s\n", key);
+			fflush(f);
+			okn++;
+		} else {
+			printf("# put %s: %d in %.3f s\n", key, rc, lat[i]);
+		}
+	}
+	lat_stats(lat, (size_t)i, &mx, &p99);
+	printf("# put-loop %s: %d of %d acknowledged, max %.3f s\n", prefix, okn, n, mx);
+	ok(f && v && lat && slow == 0, "%d puts each ended within 10 s (max %.3f s)", n, mx);
+	if (all)
+		ok(okn == n, "all %d puts succeeded (%d did)", n, okn);
+	if (f)
+		fclose(f);
+	free(v);
+	free(lat);
+	return tap_done();
+}
+
+static int master_stop(const char *gofile)
+{
+	double limit = atof(cc_env("MC_RPC_TIMEOUT_MS", "5000")) / 1000.0 + 0.5;
+	double t0, d, worst = 0, end;
+	char buf[64] = "x";
+	int rc, bad = 0, fails = 0;
+
+	char ready[1024];
+	FILE *rf;
+
+	snprintf(ready, sizeof(ready), "%s.ready", gofile);
+	rf = fopen(ready, "w");
+	if (rf)
+		fclose(rf);
+	while (access(gofile, F_OK) != 0)
+		usleep(10000);
+	t0 = now_s();
+	rc = mooncake_store_put(st, "stale/0", buf, sizeof(buf), NULL);
+	d = now_s() - t0;
+	printf("# put while the master is stopped: %d in %.3f s\n", rc, d);
+	ok((rc == -900 || rc == -901) && d <= limit,
+	   "a put to a stopped master fails with -900/-901 within %.1f s (%d in %.3f s)", limit,
+	   rc, d);
+	end = now_s() + 60;
+	for (;;) {
+		struct timespec ts;
+
+		t0 = now_s();
+		rc = mooncake_store_is_exist(st, "probe/none");
+		d = now_s() - t0;
+		if (rc >= 0) {
+			clock_gettime(CLOCK_REALTIME, &ts);
+			printf("first_success_wall=%.3f\n", (double)ts.tv_sec + ts.tv_nsec / 1e9);
+			break;
+		}
+		fails++;
+		worst = d > worst ? d : worst;
+		if ((rc != -900 && rc != -901) || d > limit) {
+			if (bad++ < 5)
+				printf("# ExistKey: %d in %.3f s\n", rc, d);
+		}
+		if (now_s() > end)
+			break;
+		usleep(20000);
+	}
+	ok(bad == 0 && rc >= 0,
+	   "%d calls failed while the master was stopped, each with -900/-901 within %.1f s "
+	   "(slowest %.3f s); then the master answered", fails, limit, worst);
+	return tap_done();
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -375,6 +527,12 @@ int main(int argc, char **argv)
 	else if (!strcmp(argv[1], "expect") && argc == 7)
 		rc = expect_span(argv[2], atoi(argv[3]), atoi(argv[4]), (size_t)atol(argv[5]),
 				 argv[6]);
+	else if (!strcmp(argv[1], "get-loop") && argc == 6)
+		rc = get_loop(argv[2], atoi(argv[3]), (size_t)atol(argv[4]), atof(argv[5]));
+	else if (!strcmp(argv[1], "put-loop") && argc == 7)
+		rc = put_loop(argv[2], atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), argv[6]);
+	else if (!strcmp(argv[1], "master-stop") && argc == 3)
+		rc = master_stop(argv[2]);
 	else if (!strcmp(argv[1], "eviction"))
 		rc = eviction();
 	mooncake_store_destroy(st);

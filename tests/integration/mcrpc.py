@@ -18,7 +18,8 @@ OP = dict(PING=1, SERVICE_READY=2, GET_FSDIR=3, GET_STORAGE_CONFIG=4, FS_HEARTBE
           BATCH_GET_REPLICA_LIST=41, GET_REPLICA_LIST_BY_REGEX=42, EXIST_KEY=43,
           BATCH_EXIST_KEY=44, REMOVE=50, BATCH_REMOVE=51, REMOVE_BY_REGEX=52, REMOVE_ALL=53,
           BATCH_QUERY_IP=60, BATCH_REPLICA_CLEAR=61, MOUNT_LOCAL_DISK=70,
-          OFFLOAD_HEARTBEAT=71, NOTIFY_OFFLOAD=72, EVICT_DISK_REPLICA=73)
+          OFFLOAD_HEARTBEAT=71, NOTIFY_OFFLOAD=72, EVICT_DISK_REPLICA=73,
+          REPORT_TRANSFER_FAILURE=80)
 
 
 def s(b):
@@ -93,11 +94,13 @@ class Client:
     def close(self):
         self.sock.close()
 
-    def send(self, op, body, req_id=None):
+    def send(self, op, body, req_id=None, deadline=0):
+        """deadline: the request header's status field (low 32 bits of a wall-clock ms)."""
         rid = self.next_id if req_id is None else req_id
         self.next_id += 1
         self.sock.sendall(HDR.pack(MAGIC, 1, 0, OP[op] if isinstance(op, str) else op,
-                                   len(body), 0, rid) + body)
+                                   len(body), struct.unpack("<i", struct.pack("<I", deadline))[0],
+                                   rid) + body)
         return rid
 
     def recv_exact(self, n):
@@ -114,8 +117,8 @@ class Client:
         assert magic == MAGIC and kind == 1
         return rid, op, status, self.recv_exact(blen)
 
-    def call(self, op, body=b""):
-        rid = self.send(op, body)
+    def call(self, op, body=b"", deadline=0):
+        rid = self.send(op, body, deadline=deadline)
         got, _, status, body = self.recv()
         assert got == rid, (got, rid)
         return status, Reader(body)

@@ -80,6 +80,26 @@ def main():
     ok(st == -600, "a segment at address 0 is refused with -600")
     st, seg_b = mount(b, "hostB:1", 64 << 20, base=0x20000000, endpoint="127.0.0.1:1002")
 
+    # The master's clock in Ping, ReportTransferFailure, request deadlines.
+    st, r = a.call("PING", a.client_id)
+    _, _, wall = r.take("qBQ")
+    ok(st == 0 and abs(wall - time.time() * 1000) < 5000, "Ping carries the master's wall clock")
+    st, r = a.call("REPORT_TRANSFER_FAILURE", a.client_id + struct.pack("<I", 2) + s("hostB:1") +
+                   struct.pack("<i", -800) + s("nope:9") + struct.pack("<i", -800))
+    ok(st == 0 and r.take("Iii") == (2, 0, -101),
+       "ReportTransferFailure: 0 for a known segment, -101 for an unknown one")
+    now = int(time.time() * 1000)
+    st, _ = a.call("PUT_START", a.client_id + config() + struct.pack("<I", 1) + s("dl_old") +
+                   struct.pack("<Q", 100), deadline=(now - 10000) & 0xffffffff)
+    st2, r = b.call("GET_REPLICA_LIST", keys(["dl_old"]))
+    r.take("Q")
+    ok(st == -901 and r.replica_lists()[0][0] == -704,
+       "a PutStart read 10 s past its deadline is answered -901 and not executed")
+    st, r = a.call("PUT_START", a.client_id + config() + struct.pack("<I", 1) + s("dl_new") +
+                   struct.pack("<Q", 100), deadline=(now + 10000) & 0xffffffff)
+    ok(st == 0 and r.take("Ii") == (1, 0), "a PutStart within its deadline is executed")
+    ok(put_end(a, ["dl_new"], op="PUT_REVOKE") == [0], "and revoked")
+
     # Put, exist, get, leases.
     st, res = put_start(a, ["k1"])
     ok(st == 0 and res[0][0] == 0 and res[0][1][0]["status"] == 2, "PutStart gives a PROCESSING replica")

@@ -170,6 +170,47 @@ int main(void)
 	ok(mc_rpc_hdr_decode(w.data, &g, 1000) == 0 && g.body_len == 16 && g.req_id == 7 &&
 		   g.opcode == MC_OP_PING,
 	   "frame_begin/end set the body length");
+	/* ReportTransferFailure items. */
+	{
+		struct mc_rpc_xfer_failure f = { mc_strv_c("10.0.0.2:12345"), -800 }, f2;
+
+		mc_wbuf_reset(&w);
+		mc_rpc_put_xfer_failure(&w, &f);
+		mc_rbuf_init(&r, w.data, w.len);
+		mc_rpc_get_xfer_failure(&r, &f2);
+		ok(r.err == 0 && r.left == 0 && mc_strv_eq(f2.segment, f.segment) && f2.code == -800,
+		   "transfer failure item round trip");
+		mc_wbuf_reset(&w);
+		mc_wbuf_u32(&w, 300);	/* a segment name over 255 bytes */
+		mc_rbuf_init(&r, w.data, w.len);
+		mc_rpc_get_xfer_failure(&r, &f2);
+		ok(r.err != 0, "an over-long segment name in a report is refused");
+		ok(MC_OP_REPORT_TRANSFER_FAILURE == 80 &&
+			   !strcmp(mc_rpc_op_name(80), "ReportTransferFailure"),
+		   "ReportTransferFailure is opcode 80");
+	}
+
+	/* Request deadlines: low 32 bits of wall-clock ms, compared modulo 2^32. */
+	{
+		int64_t now = 1795566794128ll;	/* a wall clock in ms */
+		uint32_t dl = mc_rpc_deadline_encode(now + 5000);
+
+		ok(!mc_rpc_deadline_expired(0, now, 1000), "deadline 0 never expires");
+		ok(!mc_rpc_deadline_expired(dl, now, 1000) &&
+			   !mc_rpc_deadline_expired(dl, now + 6000, 1000) &&
+			   mc_rpc_deadline_expired(dl, now + 6001, 1000),
+		   "a deadline expires only past the tolerance");
+		ok(!mc_rpc_deadline_expired(mc_rpc_deadline_encode(now - 500), now, 1000) &&
+			   mc_rpc_deadline_expired(mc_rpc_deadline_encode(now - 1001), now, 1000),
+		   "tolerance for clock error");
+		now = 0xffffffffll - 100;	/* the low 32 bits wrap */
+		dl = mc_rpc_deadline_encode(now + 5000);
+		ok(dl < 5000 && !mc_rpc_deadline_expired(dl, now, 1000) &&
+			   mc_rpc_deadline_expired(dl, now + 7000, 1000),
+		   "deadlines compare right across the 32-bit wrap");
+		ok(mc_rpc_deadline_encode(1ll << 32) == 1, "a deadline never encodes as 0 (none)");
+	}
+
 	ok(!strcmp(mc_rpc_op_name(MC_OP_BATCH_PUT_START), "BatchPutStart") &&
 		   !strcmp(mc_rpc_op_name(999), "Unknown"),
 	   "operation names");

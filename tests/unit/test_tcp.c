@@ -129,6 +129,15 @@ static void cli_new(void *arg)
 	mc_waiter_signal(arg, 0);
 }
 
+/* A client with short connect and progress timeouts, as the store uses against silent peers. */
+static void cli_new_short(void *arg)
+{
+	struct mc_tcp_client_opts o = { .connect_timeout_ms = 300, .io_timeout_ms = 300 };
+
+	cli = mc_tcp_client_new(mc_loop_thread_base(cli_lt), &o);
+	mc_waiter_signal(arg, 0);
+}
+
 static void cli_free(void *arg)
 {
 	mc_tcp_client_free(cli);
@@ -363,6 +372,48 @@ int main(int argc, char **argv)
 		}
 		ok(bad > 0, "a peer killed mid-transfer fails the pending transfers (%d of 8)", bad);
 		munmap(shared, big);
+	}
+
+	/* A peer whose kernel accepts connections and data but which answers nothing (a stopped
+	 * process, a cut link): transfers fail once nothing moved for io_timeout_ms. */
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		socklen_t sl = sizeof(sa);
+		int lfd = socket(AF_INET, SOCK_STREAM, 0);
+		struct op ops[2];
+		double t0, d;
+
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_free, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_new_short, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0 ||
+		    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0)
+			sa.sin_port = 0;
+		memset(ops, 0, sizeof(ops));
+		ops[0].opcode = MC_XFER_READ;
+		ops[1].opcode = MC_XFER_WRITE;
+		for (i = 0; i < 2; i++) {
+			ops[i].local = local;
+			ops[i].remote = (uint64_t)(uintptr_t)remote;
+			ops[i].len = 1u << 20;
+			ops[i].port = ntohs(sa.sin_port);
+		}
+		t0 = now_s();
+		bad = run_ops(ops, 2);
+		d = now_s() - t0;
+		ok(sa.sin_port != 0 && bad == 2 && ops[0].status == MC_ERR_TRANSFER_FAIL && d < 2.0,
+		   "transfers to a peer that accepts but never answers fail with -800 after the "
+		   "progress timeout (%.3f s)", d);
+		fill(local, 5000, 12);
+		ok(xfer(MC_XFER_WRITE, local, remote, 5000) == 0 && !memcmp(local, remote, 5000),
+		   "a live peer still works with the short timeouts");
+		close(lfd);
 	}
 
 	mc_waiter_init(&w);
