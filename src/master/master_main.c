@@ -117,6 +117,9 @@ static const struct mc_opt mc_master_opts[] = {
 	  "leader election (not supported yet)" },
 	{ "persist_path", NULL, NULL, MC_OPT_STRING, O(persist_path), "", 0, -1,
 	  "SQLite file for crash recovery (empty: no persistence)" },
+	{ "persist_on_error", NULL, NULL, MC_OPT_STRING, O(persist_on_error), "refuse", 0, -1,
+	  "when --persist_path cannot be written: refuse changes (PERSISTENT_FAIL) or continue "
+	  "acknowledging them (they may be lost)" },
 	{ "log_level", NULL, NULL, MC_OPT_STRING, O(log_level), "info", 0, -1,
 	  "error, warn, info or debug" },
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
@@ -143,6 +146,11 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	if (strcmp(cfg->memory_allocator, "offset")) {
 		snprintf(err, n, "--memory_allocator=%s is not supported (use offset)",
 			 cfg->memory_allocator);
+		return -1;
+	}
+	if (strcmp(cfg->persist_on_error, "refuse") && strcmp(cfg->persist_on_error, "continue")) {
+		snprintf(err, n, "--persist_on_error=%s: use refuse or continue",
+			 cfg->persist_on_error);
 		return -1;
 	}
 	if (strcmp(cfg->allocation_strategy, "random")) {
