@@ -161,11 +161,15 @@ const char *mc_persist_error_class(int sqlite_rc)
 	}
 }
 
+/* Errors are logged when they start; the same error again, as retries meet it, only at debug
+ * level, so a disk that stays full does not flood the log. */
 static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
 {
+	int again = p->last_rc == rc;
+
 	p->last_rc = rc;
-	mc_log_err("persist %s: %s: %s (%s)", p->path, what,
-		   p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc), mc_persist_error_class(rc));
+	mc_log(again ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s: %s (%s)", p->path, what,
+	       p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc), mc_persist_error_class(rc));
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
@@ -175,9 +179,10 @@ static int mc_persist_exec(struct mc_persist *p, const char *sql)
 	int rc = sqlite3_exec(p->db, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
-		p->last_rc = sqlite3_extended_errcode(p->db);
-		mc_log_err("persist %s: %s: %s (%s)", p->path, sql, msg ? msg : "?",
-			   mc_persist_error_class(p->last_rc));
+		rc = sqlite3_extended_errcode(p->db);
+		mc_log(p->last_rc == rc ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s: %s (%s)",
+		       p->path, sql, msg ? msg : "?", mc_persist_error_class(rc));
+		p->last_rc = rc;
 		sqlite3_free(msg);
 		return MC_ERR_PERSISTENT_FAIL;
 	}
