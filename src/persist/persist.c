@@ -169,7 +169,9 @@ static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
 
 	p->last_rc = rc;
 	mc_log(again ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s: %s (%s)", p->path, what,
-	       p->db ? sqlite3_errmsg(p->db) : sqlite3_errstr(rc), mc_persist_error_class(rc));
+	       p->db && sqlite3_errcode(p->db) != SQLITE_OK ? sqlite3_errmsg(p->db)
+							    : sqlite3_errstr(rc),
+	       mc_persist_error_class(rc));
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
