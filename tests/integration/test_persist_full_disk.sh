@@ -1,8 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The master's SQLite file on a real file system that fills up (a 4 MiB tmpfs, or
-# MC_FULL_DISK_SIZE; needs root to
-# mount it).  Writers run until puts are refused; then:
+# MC_FULL_DISK_SIZE; needs root to mount it).  Writers run until puts are refused; then:
 #   - nothing acknowledged is lost across kill -9 and a restart on the still-full disk;
 #   - the restarted master loads its file, serves reads and refuses writes with -1503;
 #   - once space comes back it resumes writes on its own, and those survive kill -9 too;
