@@ -61,6 +61,9 @@ run_point() {
 	check "$point: the master logged that persistence is failing, once" \
 		[ "$(grep -c 'persistence failing' "$MC_TMP/master.log")" = 1 ]
 	check "$point: /health says persistence_ok false" [ "$(health)" = False ]
+	check "$point: mooncake_ctl status says persistence is failing" \
+		grep -q "persistence: FAILING" <<<"$("$MC_BIN/mooncake_ctl" \
+			--master "http://127.0.0.1:$MC_METRICS_PORT" status)"
 	check "$point: failed commits are counted" \
 		[ "$(metric master_persist_commit_failures_total)" -gt 0 ]
 	check "$point: refused requests are counted" \
