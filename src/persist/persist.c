@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -307,9 +308,9 @@ static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 		goto fail;
 	if (readonly) {
 		if (version == 0) {
-			mc_log_err("persist %s: not a master database", p->path);
-			rc = MC_ERR_PERSISTENT_FAIL;
-			goto fail;
+			/* Created but never written (the disk was full): nothing to load. */
+			p->readonly = 1;
+			return 0;
 		}
 		if (version != MC_PERSIST_SCHEMA) {
 			mc_log_err("persist %s: schema version %d needs an upgrade, which needs "
@@ -337,6 +338,21 @@ static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 fail:
 	mc_persist_close_db(p);
 	return rc;
+}
+
+static int mc_persist_dir_exists(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat sb;
+
+	if (slash == NULL)
+		return 1;
+	if ((size_t)(slash - path) >= sizeof(dir))
+		return 0;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	return dir[0] == '\0' || (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
 }
 
 int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
@@ -369,6 +385,18 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 				    path, mc_persist_error_class(why));
 			p->last_rc = why;
 		}
+	} else if (rc == MC_ERR_PERSISTENT_FAIL && mc_persist_dir_exists(path)) {
+		/* No file and none can be made now (read-only or full file system): start empty;
+		 * commits try to create it.  A directory that does not exist is a mistake in the
+		 * configuration instead, and fails here. */
+		int why = p->last_rc;
+
+		mc_log_warn("persist %s: cannot be created (%s); starting empty, changes are "
+			    "refused until it can be written",
+			    path, mc_persist_error_class(why));
+		p->readonly = 1;
+		p->last_rc = why;
+		rc = 0;
 	}
 	if (rc) {
 		mc_wbuf_fini(&p->batch);
@@ -507,6 +535,8 @@ int64_t mc_persist_get_meta(struct mc_persist *p, const char *name)
 	for (i = 0; i < p->nmeta; i++)
 		if (!strcmp(p->meta[i].name, name) && p->meta[i].dirty)
 			return p->meta[i].value;
+	if (st == NULL)		/* no database yet */
+		return 0;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		v = sqlite3_column_int64(st, 0);
@@ -593,25 +623,22 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 	return mc_persist_step_done(p, which);
 }
 
-/* For a database opened for reading: try to open it for writing again. */
+/* For a database opened for reading (or not at all): try to open it for writing again. */
 static int mc_persist_reopen(struct mc_persist *p)
 {
-	int rc;
+	int why;
 
 	mc_persist_close_db(p);
-	rc = mc_persist_open_db(p, 0, 0);
-	if (rc == 0) {
+	if (mc_persist_open_db(p, SQLITE_OPEN_CREATE, 0) == 0) {
 		mc_log_notice("persist %s: reopened for writing", p->path);
 		return 0;
 	}
 	/* Keep serving reads from the file. */
-	{
-		int why = p->last_rc;
-
-		if (mc_persist_open_db(p, 0, 1) != 0)
-			mc_log_err("persist %s: cannot reopen even for reading", p->path);
-		p->last_rc = why;
-	}
+	why = p->last_rc;
+	if (access(p->path, F_OK) == 0 && mc_persist_open_db(p, 0, 1) != 0)
+		mc_log_err("persist %s: cannot reopen even for reading", p->path);
+	p->readonly = 1;
+	p->last_rc = why;
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
@@ -791,6 +818,8 @@ int mc_persist_load(struct mc_persist *p, mc_persist_segment_fn on_segment,
 {
 	int ret;
 
+	if (p->st[ST_LOAD_SEGMENTS] == NULL)	/* no database yet: nothing to load */
+		return 0;
 	ret = mc_persist_load_segments(p, on_segment, arg);
 	if (ret)
 		return ret;

@@ -115,6 +115,13 @@ check "the file system is remounted read-only" mount -o remount,ro "$FS"
 restart_master readonly
 check "a master started on a read-only file system opens its file for reading" \
 	grep -q "opened for reading only" "$MC_TMP/master.log"
+# One whose file does not exist yet starts empty and says it cannot persist.
+P2=$(mc_free_port) M2=$(mc_free_port)
+mc_start master-new "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$P2" \
+	--metrics_port="$M2" --persist_path="$FS/new.db"
+check "a master given a new file on a read-only file system starts" mc_wait_port "$P2"
+check "and says it cannot persist" [ "$(MC_METRICS_PORT=$M2 health)" = False ]
+kill -TERM "$MC_LAST_PID"
 verify_all "it serves every acknowledged object"
 "$T" write-acked "$MC_TMP/acked.ro2" 1 $SIZE ro2 >"$MC_TMP/w.out" 2>&1
 sed 's/^/#   /' "$MC_TMP/w.out"

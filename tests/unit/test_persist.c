@@ -231,8 +231,8 @@ int main(void)
 	t0 = now_s();
 	for (i = 0; i < 1000000; i++) {
 		put_obj(p, i);
-		if (i % 10000 == 9999)
-			mc_persist_commit(p);
+		if (i % 10000 == 9999 && mc_persist_commit(p) == 0 && mc_persist_checkpoint_due(p))
+			mc_persist_checkpoint(p);
 	}
 	mc_persist_commit(p);
 	printf("# 1M object rows written in %.2f s\n", now_s() - t0);
