@@ -309,7 +309,9 @@ static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	mc_master_evict_check(m);
+	/* While changes are refused no put needs the room: keep the objects readable. */
+	if (!mc_master_persist_refusing(m))
+		mc_master_evict_check(m);
 	mc_master_commit(m);
 }
 

@@ -14,7 +14,7 @@
  * 5 s), one bounded commit per attempt, until it goes through.  Reads, existence checks, leases
  * and pings go on.  One log line when it starts failing, one when it recovers.  What is in
  * memory but not yet in the file is only what the failed batch held (changes whose requests were
- * told PERSISTENT_FAIL, and housekeeping such as evictions and expiries): readers see it; it
+ * told PERSISTENT_FAIL, and housekeeping such as expiries; eviction waits): readers see it; it
  * becomes durable with the retry, or is gone if the master dies first.  With
  * --persist_on_error=continue the master acknowledges anyway and keeps retrying.
  *

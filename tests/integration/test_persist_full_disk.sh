@@ -27,6 +27,7 @@ trap 'mc_cleanup_fs' EXIT
 mc_cleanup_fs() {
 	local p
 	for p in $MC_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	[ "${MC_KEEP_TMP:-0}" = 1 ] && cp -a "$FS" "$MC_TMP/fs-copy"
 	umount "$FS" 2>/dev/null || umount -l "$FS"
 	mc_cleanup
 }
@@ -70,7 +71,7 @@ dd if=/dev/zero of="$FS/filler1" bs=64k count=8 status=none
 dd if=/dev/zero of="$FS/filler2" bs=64k count=8 status=none
 mc_start_master --persist_path="$FS/master.db" --client_ttl=5 || { mc_dump_logs; exit 1; }
 MASTER=$MC_MASTER_PID
-mc_start_client client1 512MB || { mc_dump_logs; exit 1; }
+mc_start_client client1 1GB || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 
 ACKED=0 REFUSED=0 round=0
