@@ -144,8 +144,9 @@ static void mc_persist_failing(struct mc_master *m, const char *what)
 	m->persist_failed = 1;
 	m->persist_failed_since = mc_master_now(m);
 	m->persist_backoff_ms = MC_PERSIST_RETRY_MIN_MS;
-	mc_log_err("persistence failing: %s of %s failed (%s); %s; retrying", what,
-		   m->cfg.persist_path, mc_persist_error_class(why),
+	mc_log_err("persistence failing: %s of %s failed: %s (%s); %s; retrying", what,
+		   m->cfg.persist_path, mc_persist_last_message(m->persist),
+		   mc_persist_error_class(why),
 		   m->persist_continue ? "acknowledging changes that are not durable "
 					 "(--persist_on_error=continue)"
 				       : "refusing changes with PERSISTENT_FAIL (-1503)");

@@ -116,6 +116,8 @@ struct mc_persist {
 	int wal_pages;			/* pages in the write-ahead log after the last commit */
 	int ckpt_failed;
 	int last_rc;
+	char last_msg[160];		/* SQLite's message for last_rc */
+	int quiet;			/* in a commit or checkpoint: the caller logs */
 	struct mc_wbuf scratch;
 };
 
@@ -164,15 +166,24 @@ const char *mc_persist_error_class(int sqlite_rc)
 
 /* Errors are logged when they start; the same error again, as retries meet it, only at debug
  * level, so a disk that stays full does not flood the log. */
-static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
+static void mc_persist_note(struct mc_persist *p, const char *what, int rc, const char *msg)
 {
 	int again = p->last_rc == rc;
 
 	p->last_rc = rc;
-	mc_log(again ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s: %s (%s)", p->path, what,
-	       p->db && sqlite3_errcode(p->db) != SQLITE_OK ? sqlite3_errmsg(p->db)
-							    : sqlite3_errstr(rc),
-	       mc_persist_error_class(rc));
+	snprintf(p->last_msg, sizeof(p->last_msg), "%s: %s", what, msg);
+	mc_log(again || p->quiet ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s (%s)", p->path,
+	       p->last_msg, mc_persist_error_class(rc));
+}
+
+/* Errors are logged when they start, except inside a commit or checkpoint, whose caller logs
+ * them (mc_persist_last_message); the same error again only at debug level, so a disk that
+ * stays full does not flood the log. */
+static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
+{
+	mc_persist_note(p, what, rc,
+			p->db && sqlite3_errcode(p->db) != SQLITE_OK ? sqlite3_errmsg(p->db)
+								     : sqlite3_errstr(rc));
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
@@ -182,10 +193,7 @@ static int mc_persist_exec(struct mc_persist *p, const char *sql)
 	int rc = sqlite3_exec(p->db, sql, NULL, NULL, &msg);
 
 	if (rc != SQLITE_OK) {
-		rc = sqlite3_extended_errcode(p->db);
-		mc_log(p->last_rc == rc ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s: %s (%s)",
-		       p->path, sql, msg ? msg : "?", mc_persist_error_class(rc));
-		p->last_rc = rc;
+		mc_persist_note(p, sql, sqlite3_extended_errcode(p->db), msg ? msg : "?");
 		sqlite3_free(msg);
 		return MC_ERR_PERSISTENT_FAIL;
 	}
@@ -630,7 +638,7 @@ static int mc_persist_reopen(struct mc_persist *p)
 
 	mc_persist_close_db(p);
 	if (mc_persist_open_db(p, SQLITE_OPEN_CREATE, 0) == 0) {
-		mc_log_notice("persist %s: reopened for writing", p->path);
+		mc_log_debug("persist %s: reopened for writing", p->path);
 		return 0;
 	}
 	/* Keep serving reads from the file. */
@@ -642,17 +650,29 @@ static int mc_persist_reopen(struct mc_persist *p)
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
+static int mc_persist_commit_batch(struct mc_persist *p);
+
 int mc_persist_commit(struct mc_persist *p)
+{
+	int rc;
+
+	if (p->pending == 0)
+		return 0;
+	p->quiet = 1;
+	rc = mc_persist_commit_batch(p);
+	p->quiet = 0;
+	return rc;
+}
+
+static int mc_persist_commit_batch(struct mc_persist *p)
 {
 	struct mc_rbuf r;
 	int i, rc;
 
-	if (p->pending == 0)
-		return 0;
 	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
 		return MC_ERR_PERSISTENT_FAIL;
 	if (p->batch.err) {
-		p->last_rc = SQLITE_NOMEM;
+		mc_persist_note(p, "pending batch", SQLITE_NOMEM, "out of memory");
 		return MC_ERR_PERSISTENT_FAIL;
 	}
 	rc = mc_persist_step_done(p, ST_BEGIN);
@@ -678,6 +698,7 @@ int mc_persist_commit(struct mc_persist *p)
 	mc_wbuf_reset(&p->batch);
 	p->pending = 0;
 	p->last_rc = SQLITE_OK;
+	p->last_msg[0] = '\0';
 	return 0;
 
 rollback:
@@ -711,7 +732,10 @@ int mc_persist_checkpoint(struct mc_persist *p)
 	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &logged, &done);
 	if (rc != SQLITE_OK) {
 		p->ckpt_failed = 1;
-		return mc_persist_fail(p, "checkpoint", sqlite3_extended_errcode(p->db));
+		p->quiet = 1;
+		mc_persist_fail(p, "checkpoint", sqlite3_extended_errcode(p->db));
+		p->quiet = 0;
+		return MC_ERR_PERSISTENT_FAIL;
 	}
 	p->ckpt_failed = 0;
 	p->wal_pages = logged > done ? logged - done : 0;
@@ -721,6 +745,11 @@ int mc_persist_checkpoint(struct mc_persist *p)
 int mc_persist_last_error(const struct mc_persist *p)
 {
 	return p->last_rc;
+}
+
+const char *mc_persist_last_message(const struct mc_persist *p)
+{
+	return p->last_rc == SQLITE_OK ? "" : p->last_msg;
 }
 
 static int mc_persist_blob16(sqlite3_stmt *st, int col, uint8_t out[16])

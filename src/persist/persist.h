@@ -100,6 +100,9 @@ int mc_persist_checkpoint(struct mc_persist *p);
 
 /* SQLite's (extended) result code of the last failed operation, SQLITE_OK if none. */
 int mc_persist_last_error(const struct mc_persist *p);
+/* "what: SQLite's message" for it ("" if none).  Failures inside mc_persist_commit() and
+ * mc_persist_checkpoint() are only logged at debug level: the caller decides and logs this. */
+const char *mc_persist_last_message(const struct mc_persist *p);
 /* Our code for a SQLite result code: 0 for SQLITE_OK/ROW/DONE, -ENOMEM for SQLITE_NOMEM, else
  * MC_ERR_PERSISTENT_FAIL. */
 int mc_persist_map_error(int sqlite_rc);
