@@ -267,6 +267,26 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		x->transfer_failure_reports);
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
+	if (m->persist == NULL)
+		return;
+	mc_prom(b, "master_persist_ok", "gauge",
+		"1 while --persist_path takes commits, 0 while they fail", !m->persist_failed);
+	mc_prom(b, "master_persist_commit_failures_total", "counter",
+		"Failed commits and checkpoints of --persist_path, retries included",
+		x->persist_commit_failures);
+	mc_prom(b, "master_persist_refused_requests_total", "counter",
+		"Requests refused with PERSISTENT_FAIL while persistence failed", x->persist_refused);
+	{
+		int64_t ms = x->persist_refusing_ms;
+
+		if (m->persist_failed)
+			ms += mc_master_now(m) - m->persist_failed_since;
+		evbuffer_add_printf(b, "# HELP master_persist_refusing_seconds_total Time spent with "
+				       "persistence failing\n"
+				       "# TYPE master_persist_refusing_seconds_total counter\n"
+				       "master_persist_refusing_seconds_total %.3f\n",
+				    (double)ms / 1000.0);
+	}
 }
 
 static void mc_reply(struct evhttp_request *req, int code, const char *type, struct evbuffer *b)
@@ -352,6 +372,11 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 			evhttp_send_error(req, 405, "Method not allowed");
 			goto out;
 		}
+		if (mc_master_persist_refusing(m)) {
+			m->metrics.persist_refused++;
+			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+			goto out;
+		}
 		while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
 			uint32_t k, complete = 0;
 
@@ -363,7 +388,10 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 			mc_master_object_remove(m, o);
 			count++;
 		}
-		mc_master_commit(m);
+		if (mc_master_commit(m) != 0) {
+			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+			goto out;
+		}
 		mc_log_notice("admin remove_all%s removed %lld objects", f ? " (force)" : "",
 			      (long long)count);
 		mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
@@ -387,6 +415,11 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
 			goto out;
 		}
+		if (mc_master_persist_refusing(m)) {
+			m->metrics.persist_refused++;
+			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+			goto out;
+		}
 		if (o == NULL) {
 			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
 			goto out;
@@ -403,7 +436,10 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 		}
 		mc_persist_object_gone(m, o);
 		mc_master_object_remove(m, o);
-		mc_master_commit(m);
+		if (mc_master_commit(m) != 0) {
+			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+			goto out;
+		}
 		mc_log_notice("admin remove of %s%s", key, f ? " (force)" : "");
 		mc_reply_json(req, 200, json_pack("{sb}", "success", 1));
 		goto out;

@@ -123,8 +123,9 @@ static void mc_ghost_free(struct mc_master *m, struct mc_ghost *g)
 
 static void mc_ghost_persist_gone(struct mc_master *m, const struct mc_ghost *g)
 {
-	if (!g->tomb && m->persist && mc_persist_del_object(m->persist, g->key, g->key_len))
-		m->persist_failed = 1;
+	/* A batch that cannot grow fails its commit: nothing to do here. */
+	if (!g->tomb && m->persist)
+		(void)mc_persist_del_object(m->persist, g->key, g->key_len);
 }
 
 static void mc_ghost_persist(struct mc_master *m, const struct mc_ghost *g)
@@ -139,8 +140,7 @@ static void mc_ghost_persist(struct mc_master *m, const struct mc_ghost *g)
 	po.size = 0;
 	po.flags = MC_OBJ_GHOST;
 	po.gen = g->gen;
-	if (mc_persist_put_object(m->persist, &po))
-		m->persist_failed = 1;
+	(void)mc_persist_put_object(m->persist, &po);
 }
 
 void mc_adopt_close(struct mc_master *m, const char *why)

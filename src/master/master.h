@@ -59,6 +59,7 @@ struct mc_master_config {
 	uint64_t quota_bytes;
 	int enable_ha;
 	char *persist_path;
+	char *persist_on_error;		/* refuse | continue */
 	int enable_offload;
 	int offload_on_evict;
 	int64_t offloading_queue_limit;
@@ -194,7 +195,11 @@ struct mc_master {
 	uint64_t evict_stamp;		/* marks the segments one put's eviction may free */
 
 	struct mc_persist *persist;
-	int persist_failed;
+	int persist_failed;		/* the last commit or checkpoint failed: retrying */
+	int persist_continue;		/* --persist_on_error=continue */
+	int64_t persist_failed_since;	/* monotonic ms */
+	int64_t persist_backoff_ms;
+	struct event *ev_persist_retry;
 	struct mc_metrics metrics;
 	int64_t (*clock_ms)(void);	/* monotonic ms; replaceable in tests */
 };
@@ -246,8 +251,13 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o);
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o);
 void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg);
 void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
-/* Commit what this loop iteration changed; replies wait for it.  0 or MC_ERR_PERSISTENT_FAIL. */
+/* Commit what this loop iteration changed; replies wait for it.  Returns 0, or
+ * MC_ERR_PERSISTENT_FAIL when the changes are not in the file (the commit failed now, or
+ * persistence is failing and a retry timer owns the commits): the replies that depended on them
+ * must then be errors.  With --persist_on_error=continue it returns 0 even then. */
 int mc_master_commit(struct mc_master *m);
+/* Persistence is failing and changes must be refused up front (MC_ERR_PERSISTENT_FAIL). */
+int mc_master_persist_refusing(const struct mc_master *m);
 
 /* admin_http.c */
 int mc_admin_http_start(struct mc_master *m);

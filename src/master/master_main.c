@@ -117,6 +117,10 @@ static const struct mc_opt mc_master_opts[] = {
 	  "leader election (not supported yet)" },
 	{ "persist_path", NULL, NULL, MC_OPT_PATH, O(persist_path), "", 0, -1,
 	  "SQLite file for crash recovery (empty: no persistence)" },
+	{ "persist_on_error", NULL, NULL, MC_OPT_CHOICE, O(persist_on_error), "refuse|continue",
+	  0, -1,
+	  "when --persist_path cannot be written: refuse changes (PERSISTENT_FAIL) or continue "
+	  "acknowledging them (they may be lost)" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
@@ -310,7 +314,9 @@ static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	mc_master_evict_check(m);
+	/* While changes are refused no put needs the room: keep the objects readable. */
+	if (!mc_master_persist_refusing(m))
+		mc_master_evict_check(m);
 	mc_master_commit(m);
 }
 

@@ -3,9 +3,20 @@
  * The master's side of crash recovery: what it records in the SQLite store (src/persist) and how
  * it rebuilds its tables from it.
  *
- * Every change to a segment or an object is recorded as it happens, in one transaction per loop
- * iteration that mc_master_commit closes before the iteration's replies are sent (see
+ * Every change to a segment or an object is recorded as it happens, in one batch per loop
+ * iteration that mc_master_commit writes before the iteration's replies are sent (see
  * rpc_server.c), so whatever a client was told survives kill -9.
+ *
+ * When a commit (or a checkpoint) fails, the master enters the failing state: the batch stays
+ * queued in src/persist, the replies that waited for it become MC_ERR_PERSISTENT_FAIL, requests
+ * that would change durable state are refused up front (rpc_server.c) so memory never runs
+ * further ahead of the file, and a timer retries the same batch with backoff (100 ms doubling to
+ * 5 s), one bounded commit per attempt, until it goes through.  Reads, existence checks, leases
+ * and pings go on.  One log line when it starts failing, one when it recovers.  What is in
+ * memory but not yet in the file is only what the failed batch held (changes whose requests were
+ * told PERSISTENT_FAIL, and housekeeping such as expiries; eviction waits): readers see it; it
+ * becomes durable with the retry, or is gone if the master dies first.  With
+ * --persist_on_error=continue the master acknowledges anyway and keeps retrying.
  *
  * Reload: segments come back with their allocators, their owners as clients not yet in good
  * standing (with --remount_grace_period_sec to re-mount with the same segment identities), and
@@ -17,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+
+#include <event2/event.h>
 
 #include "common/errcode.h"
 #include "common/log.h"
@@ -31,13 +44,6 @@ static int64_t mc_wall_ms(void)
 
 	gettimeofday(&tv, NULL);
 	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-static void mc_persist_fail(struct mc_master *m)
-{
-	if (!m->persist_failed)
-		mc_log_err("persistence failed: changes are no longer durable");
-	m->persist_failed = 1;
 }
 
 void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
@@ -84,14 +90,14 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 		memcpy(po.writer, o->writer->id.b, 16);
 	po.n_replicas = n;
 	po.replicas = reps;
-	if (mc_persist_put_object(m->persist, &po))
-		mc_persist_fail(m);
+	/* A batch that cannot grow (out of memory) fails its commit: nothing to do here. */
+	(void)mc_persist_put_object(m->persist, &po);
 }
 
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o)
 {
-	if (m->persist && mc_persist_del_object(m->persist, o->key, o->key_len))
-		mc_persist_fail(m);
+	if (m->persist)
+		(void)mc_persist_del_object(m->persist, o->key, o->key_len);
 }
 
 void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
@@ -108,27 +114,113 @@ void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
 	ps.endpoint = seg->endpoint;
 	ps.protocol = seg->protocol;
 	ps.kind = seg->is_disk ? 1 : 0;
-	if (mc_persist_put_segment(m->persist, &ps))
-		mc_persist_fail(m);
+	(void)mc_persist_put_segment(m->persist, &ps);
 }
 
 void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg)
 {
-	if (m->persist && mc_persist_del_segment(m->persist, seg->id.b))
-		mc_persist_fail(m);
+	if (m->persist)
+		(void)mc_persist_del_segment(m->persist, seg->id.b);
+}
+
+#define MC_PERSIST_RETRY_MIN_MS 100
+#define MC_PERSIST_RETRY_MAX_MS 5000
+
+static void mc_persist_retry_at(struct mc_master *m, int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(m->ev_persist_retry, &tv);
+}
+
+/* A commit or checkpoint failed (what): enter the failing state, once. */
+static void mc_persist_failing(struct mc_master *m, const char *what)
+{
+	int why = mc_persist_last_error(m->persist);
+
+	m->metrics.persist_commit_failures++;
+	if (m->persist_failed)
+		return;
+	m->persist_failed = 1;
+	m->persist_failed_since = mc_master_now(m);
+	m->persist_backoff_ms = MC_PERSIST_RETRY_MIN_MS;
+	mc_log_err("persistence failing: %s of %s failed: %s (%s); %s; retrying", what,
+		   m->cfg.persist_path, mc_persist_last_message(m->persist),
+		   mc_persist_error_class(why),
+		   m->persist_continue ? "acknowledging changes that are not durable "
+					 "(--persist_on_error=continue)"
+				       : "refusing changes with PERSISTENT_FAIL (-1503)");
+	mc_persist_retry_at(m, m->persist_backoff_ms);
+}
+
+/* One bounded attempt: write the pending batch (with the counters it depends on), then
+ * checkpoint if one is owed.  0; 1 when the batch is durable but the checkpoint failed;
+ * MC_ERR_PERSISTENT_FAIL when the batch is not in the file.  Failures enter the failing state. */
+static int mc_persist_attempt(struct mc_master *m)
+{
+	struct mc_persist *p = m->persist;
+
+	if (mc_persist_pending(p)) {
+		if (mc_persist_set_meta(p, "next_replica_id", (int64_t)m->next_replica_id) ||
+		    mc_persist_set_meta(p, "next_gen", (int64_t)m->next_gen) ||
+		    mc_persist_commit(p)) {
+			mc_persist_failing(m, "commit");
+			return MC_ERR_PERSISTENT_FAIL;
+		}
+	}
+	if (!mc_persist_writable(p)) {
+		mc_persist_failing(m, "opening for writing");
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	/* The batch is durable in the log even when this fails; later changes are refused until
+	 * the file takes writes again, or the log would grow without bound on a failing disk. */
+	if (mc_persist_checkpoint_due(p) && mc_persist_checkpoint(p)) {
+		mc_persist_failing(m, "checkpoint");
+		return 1;
+	}
+	return 0;
+}
+
+static void mc_persist_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+	size_t pending = mc_persist_pending(m->persist);
+	int64_t now = mc_master_now(m);
+
+	(void)fd;
+	(void)what;
+	if (mc_persist_attempt(m) == 0) {
+		m->persist_failed = 0;
+		m->metrics.persist_refusing_ms += now - m->persist_failed_since;
+		mc_log_notice("persistence recovered after %.1f s: %zu pending changes written; "
+			      "accepting changes again",
+			      (double)(now - m->persist_failed_since) / 1000.0, pending);
+		return;
+	}
+	m->persist_backoff_ms *= 2;
+	if (m->persist_backoff_ms > MC_PERSIST_RETRY_MAX_MS)
+		m->persist_backoff_ms = MC_PERSIST_RETRY_MAX_MS;
+	mc_persist_retry_at(m, m->persist_backoff_ms);
+}
+
+int mc_master_persist_refusing(const struct mc_master *m)
+{
+	return m->persist_failed && !m->persist_continue;
 }
 
 int mc_master_commit(struct mc_master *m)
 {
-	if (m->persist == NULL || mc_persist_pending(m->persist) == 0)
+	int rc;
+
+	if (m->persist == NULL)
 		return 0;
-	if (mc_persist_set_meta(m->persist, "next_replica_id", (int64_t)m->next_replica_id) ||
-	    mc_persist_set_meta(m->persist, "next_gen", (int64_t)m->next_gen) ||
-	    mc_persist_commit(m->persist)) {
-		mc_persist_fail(m);
-		return MC_ERR_PERSISTENT_FAIL;
-	}
-	return 0;
+	if (m->persist_failed)	/* the retry timer owns the commits */
+		rc = mc_persist_pending(m->persist) ? MC_ERR_PERSISTENT_FAIL : 0;
+	else if (mc_persist_pending(m->persist) == 0 && !mc_persist_checkpoint_due(m->persist))
+		return 0;
+	else if ((rc = mc_persist_attempt(m)) > 0)
+		rc = 0;		/* committed; only the checkpoint failed */
+	return m->persist_continue ? 0 : rc;
 }
 
 /* ---------------------------------------------------------------- reload */
@@ -394,9 +486,11 @@ int mc_master_persist_open(struct mc_master *m)
 
 	if (m->cfg.persist_path[0] == '\0')
 		return 0;
+	m->persist_continue = m->cfg.persist_on_error && !strcmp(m->cfg.persist_on_error, "continue");
 	rc = mc_persist_open(m->cfg.persist_path, MC_PERSIST_SYNC_NORMAL, &m->persist);
 	if (rc)
 		return rc;
+	m->ev_persist_retry = evtimer_new(m->base, mc_persist_on_retry, m);
 	L.now = mc_master_now(m);
 	L.wall = mc_wall_ms();
 	/* A database that has issued generations knows every object since its epoch: nothing
@@ -408,8 +502,8 @@ int mc_master_persist_open(struct mc_master *m)
 		if (next > m->next_gen)
 			m->next_gen = next;
 		m->adopt_open = 0;
-	} else if (mc_persist_set_meta(m->persist, "gen_epoch", (int64_t)m->gen_epoch)) {
-		mc_persist_fail(m);
+	} else {
+		mc_persist_set_meta(m->persist, "gen_epoch", (int64_t)m->gen_epoch);
 	}
 	/* Loading records nothing: the database already holds it. */
 	{
@@ -455,7 +549,9 @@ int mc_master_persist_open(struct mc_master *m)
 	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
 	if (m->next_replica_id == 0)
 		m->next_replica_id = 1;
-	mc_master_commit(m);
+	/* Every start writes: a disk that cannot take writes is found now, not at the first put. */
+	mc_persist_set_meta(m->persist, "opened_ms", L.wall);
+	mc_persist_attempt(m);
 	mc_log_notice("recovered %u segments, %llu objects and %llu SSD ghosts from %s (%llu "
 		      "unfinished puts quarantined, %llu unusable rows dropped)",
 		      m->nsegs, (unsigned long long)L.objects, (unsigned long long)L.ghosts,
@@ -468,7 +564,13 @@ void mc_master_persist_close(struct mc_master *m)
 {
 	if (m->persist == NULL)
 		return;
-	mc_master_commit(m);
+	if (m->persist_failed)
+		mc_log_err("persistence still failing at shutdown: %zu changes not written",
+			   mc_persist_pending(m->persist));
+	else
+		mc_master_commit(m);
+	event_free(m->ev_persist_retry);
+	m->ev_persist_retry = NULL;
 	mc_persist_close(m->persist);
 	m->persist = NULL;
 }

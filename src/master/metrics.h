@@ -50,6 +50,9 @@ struct mc_metrics {
 	uint64_t promotion_completed;
 	uint64_t promotion_completed_bytes;
 	uint64_t promotion_failed;
+	uint64_t persist_commit_failures;	/* failed commits and checkpoints, retries too */
+	uint64_t persist_refused;		/* requests refused while persistence failed */
+	int64_t persist_refusing_ms;		/* finished failing periods */
 	uint64_t value_size_buckets[8];	/* 4K 64K 256K 1M 4M 16M 64M +Inf */
 	uint64_t value_size_sum;
 	uint64_t value_size_count;

@@ -10,6 +10,11 @@
  * a deferred event.  A request whose deadline (its header's status field) passed before it was
  * read is answered RPC_TIMEOUT without being executed: its client gave up on it, and a late
  * PutStart or Remove must not change anything behind that client's back.
+ *
+ * With --persist_path, replies wait for the iteration's commit (mc_rpc_server_flush).  The
+ * replies of requests that change durable state are noted; if the commit fails they are
+ * replaced by PERSISTENT_FAIL frames, and while persistence is failing such requests are refused
+ * before they run.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +33,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "common/wire.h"
 #include "common/xalloc.h"
 #include "master/master.h"
 
@@ -45,6 +51,8 @@ struct mc_conn {
 	struct event *reaper;
 	char peer[80];
 	struct mc_wbuf out;
+	size_t *dur;		/* offsets in out of successful replies that need the commit */
+	size_t ndur, capdur;
 };
 
 static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
@@ -55,6 +63,7 @@ static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	event_free(c->reaper);
 	mc_wbuf_fini(&c->out);
+	free(c->dur);
 	free(c);
 }
 
@@ -99,20 +108,116 @@ static void mc_conn_send(struct mc_conn *c)
 		return;
 	}
 	mc_wbuf_reset(&c->out);
+	c->ndur = 0;
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > MC_CONN_MAX_OUTPUT)
 		mc_conn_close(c, "client does not read its replies");
+}
+
+/* Requests whose success is a change of durable state: acknowledged only once committed, and
+ * refused while persistence is failing.  Pings, heartbeats, reads, existence checks and leases
+ * are not; nor is ReMountSegment, by which clients restore what the file already holds. */
+static int mc_op_changes_state(uint16_t op)
+{
+	switch (op) {
+	case MC_OP_MOUNT_SEGMENT:
+	case MC_OP_UNMOUNT_SEGMENT:
+	case MC_OP_PUT_START:
+	case MC_OP_BATCH_PUT_START:
+	case MC_OP_PUT_END:
+	case MC_OP_BATCH_PUT_END:
+	case MC_OP_PUT_REVOKE:
+	case MC_OP_BATCH_PUT_REVOKE:
+	case MC_OP_UPSERT_START:
+	case MC_OP_BATCH_UPSERT_START:
+	case MC_OP_UPSERT_END:
+	case MC_OP_BATCH_UPSERT_END:
+	case MC_OP_UPSERT_REVOKE:
+	case MC_OP_BATCH_UPSERT_REVOKE:
+	case MC_OP_REMOVE:
+	case MC_OP_BATCH_REMOVE:
+	case MC_OP_REMOVE_BY_REGEX:
+	case MC_OP_REMOVE_ALL:
+	case MC_OP_BATCH_REPLICA_CLEAR:
+	case MC_OP_FS_EVICT:
+	case MC_OP_MOUNT_LOCAL_DISK:
+	case MC_OP_NOTIFY_OFFLOAD:
+	case MC_OP_EVICT_DISK_REPLICA:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Handle one request frame into c->out, noting or refusing it per the persistence state. */
+static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *body)
+{
+	struct mc_master *m = c->m;
+	size_t start = c->out.len;
+
+	if (m->persist == NULL || !mc_op_changes_state(h->opcode)) {
+		mc_master_handle(m, h, body, &c->out, c->peer);
+		return;
+	}
+	if (mc_master_persist_refusing(m)) {
+		m->metrics.persist_refused++;
+		mc_rpc_frame_begin(&c->out, MC_RPC_RESPONSE, h->opcode, MC_ERR_PERSISTENT_FAIL,
+				   h->req_id);
+		mc_rpc_frame_end(&c->out, start);
+		return;
+	}
+	mc_master_handle(m, h, body, &c->out, c->peer);
+	if (c->out.err || c->out.len < start + MC_RPC_HDR_LEN ||
+	    mc_get_le32(c->out.data + start + 12) != 0)
+		return;		/* an error changed nothing */
+	if (c->ndur == c->capdur) {
+		c->capdur = c->capdur ? c->capdur * 2 : 16;
+		c->dur = mc_xrealloc(c->dur, c->capdur * sizeof(*c->dur));
+	}
+	c->dur[c->ndur++] = start;
+}
+
+/* The commit failed: every noted reply becomes a PERSISTENT_FAIL frame. */
+static void mc_conn_fail_noted(struct mc_conn *c)
+{
+	struct mc_wbuf nw;
+	size_t i, pos = 0;
+
+	if (c->ndur == 0 || c->out.err)
+		return;
+	mc_wbuf_init(&nw);
+	for (i = 0; i < c->ndur; i++) {
+		const uint8_t *f = c->out.data + c->dur[i];
+		struct mc_rpc_hdr h;
+		size_t at;
+
+		mc_wbuf_put(&nw, c->out.data + pos, c->dur[i] - pos);
+		h.opcode = (uint16_t)(f[6] | f[7] << 8);
+		h.req_id = mc_get_le64(f + 16);
+		pos = c->dur[i] + MC_RPC_HDR_LEN + mc_get_le32(f + 8);
+		at = nw.len;
+		mc_rpc_frame_begin(&nw, MC_RPC_RESPONSE, h.opcode, MC_ERR_PERSISTENT_FAIL,
+				   h.req_id);
+		mc_rpc_frame_end(&nw, at);
+	}
+	mc_wbuf_put(&nw, c->out.data + pos, c->out.len - pos);
+	mc_wbuf_fini(&c->out);
+	c->out = nw;
+	c->ndur = 0;
 }
 
 void mc_rpc_server_flush(struct mc_master *m)
 {
 	struct mc_conn *c;
+	int rc = mc_master_commit(m);
 
-	mc_master_commit(m);
 	while ((c = m->flush_head) != NULL) {
 		m->flush_head = c->flush_next;
 		c->flush_pending = 0;
-		if (!c->closing)
-			mc_conn_send(c);
+		if (c->closing)
+			continue;
+		if (rc != 0)
+			mc_conn_fail_noted(c);
+		mc_conn_send(c);
 	}
 }
 
@@ -146,8 +251,10 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
 
-	if (!c->flush_pending)
+	if (!c->flush_pending) {
 		mc_wbuf_reset(&c->out);
+		c->ndur = 0;
+	}
 	for (;;) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
@@ -187,7 +294,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 		if (!mc_request_expired(m, &h, &c->out, c->peer))
-			mc_master_handle(m, &h, frame + MC_RPC_HDR_LEN, &c->out, c->peer);
+			mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
@@ -338,6 +445,7 @@ void mc_rpc_server_stop(struct mc_master *m)
 		/* Not in a callback of c: free at once. */
 		event_free(c->reaper);
 		mc_wbuf_fini(&c->out);
+		free(c->dur);
 		free(c);
 	}
 }

@@ -3,9 +3,11 @@
  * SQLite persistence of the master's segments and object table (see persist.h).
  *
  * Invariants: this module alone owns the sqlite3 handle; every statement is prepared once at
- * open; changes go into one transaction that is open between the first change and the next
- * mc_persist_commit(); every SQLite error is logged with the database path and mapped to
- * MC_ERR_PERSISTENT_FAIL.  Runs on the master's reactor thread only.
+ * open; changes are encoded into an in-memory batch and written, in order, in one transaction by
+ * mc_persist_commit(), which on failure rolls the transaction back and keeps the batch for the
+ * next try (SQLite may roll back by itself after an I/O error, so a transaction is never kept
+ * open across a failure); every SQLite error is logged with the database path and mapped by
+ * mc_persist_map_error().  Runs on the master's reactor thread only.
  *
  * Schema (PRAGMA user_version = 3; older files are upgraded in place: version 1 gets kind,
  * versions 1 and 2 get gen):
@@ -19,8 +21,12 @@
  * a LOCAL_DISK replica names its SSD area and stores its disk address as offset, size as len.
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -50,7 +56,7 @@ enum mc_persist_stmt {
 };
 
 static const char *const mc_persist_sql[ST_COUNT] = {
-	[ST_BEGIN] = "BEGIN",
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_PUT_SEGMENT] = "INSERT OR REPLACE INTO segments(id, client_id, name, base, size, "
@@ -79,27 +85,115 @@ static const char mc_persist_schema_sql[] =
 	"WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
 
+/* Kinds of changes in the pending batch. */
+enum mc_persist_op {
+	OP_PUT_SEGMENT = 1,
+	OP_DEL_SEGMENT,
+	OP_PUT_OBJECT,
+	OP_DEL_OBJECT,
+	OP_DEL_ALL_OBJECTS,
+};
+
+#define MC_PERSIST_MAX_META 8
+#define MC_PERSIST_CKPT_PAGES 1000
+
+struct mc_persist_meta {
+	char name[32];
+	int64_t value;
+	int dirty;
+};
+
 struct mc_persist {
 	sqlite3 *db;
 	char *path;
+	int sync_mode;
+	int readonly;			/* opened for reading only: commits reopen first */
 	sqlite3_stmt *st[ST_COUNT];
-	int in_txn;
 	size_t pending;
+	struct mc_wbuf batch;		/* encoded changes not yet committed, in order */
+	struct mc_persist_meta meta[MC_PERSIST_MAX_META];
+	int nmeta;
+	int wal_pages;			/* pages in the write-ahead log after the last commit */
+	int ckpt_failed;
+	int last_rc;
+	char last_msg[160];		/* SQLite's message for last_rc */
+	int quiet;			/* in a commit or checkpoint: the caller logs */
 	struct mc_wbuf scratch;
 };
 
-static int mc_persist_fail(struct mc_persist *p, const char *what)
+int mc_persist_map_error(int sqlite_rc)
 {
-	mc_log_err("persist %s: %s: %s", p->path, what, p->db ? sqlite3_errmsg(p->db) : "no db");
+	switch (sqlite_rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	default:
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+}
+
+const char *mc_persist_error_class(int sqlite_rc)
+{
+	switch (sqlite_rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return "ok";
+	case SQLITE_FULL:
+		return "disk full";
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+		return "read-only";
+	case SQLITE_IOERR:
+		return (sqlite_rc == SQLITE_IOERR_NOMEM) ? "out of memory" : "I/O error";
+	case SQLITE_CANTOPEN:
+		return "cannot open";
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return "busy";
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return "corrupt";
+	case SQLITE_NOMEM:
+		return "out of memory";
+	default:
+		return "error";
+	}
+}
+
+/* Errors are logged when they start; the same error again, as retries meet it, only at debug
+ * level, so a disk that stays full does not flood the log. */
+static void mc_persist_note(struct mc_persist *p, const char *what, int rc, const char *msg)
+{
+	int again = p->last_rc == rc;
+
+	p->last_rc = rc;
+	snprintf(p->last_msg, sizeof(p->last_msg), "%s: %s", what, msg);
+	mc_log(again || p->quiet ? MC_LOG_DEBUG : MC_LOG_ERR, "persist %s: %s (%s)", p->path,
+	       p->last_msg, mc_persist_error_class(rc));
+}
+
+/* Errors are logged when they start, except inside a commit or checkpoint, whose caller logs
+ * them (mc_persist_last_message); the same error again only at debug level, so a disk that
+ * stays full does not flood the log. */
+static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
+{
+	mc_persist_note(p, what, rc,
+			p->db && sqlite3_errcode(p->db) != SQLITE_OK ? sqlite3_errmsg(p->db)
+								     : sqlite3_errstr(rc));
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
 static int mc_persist_exec(struct mc_persist *p, const char *sql)
 {
 	char *msg = NULL;
+	int rc = sqlite3_exec(p->db, sql, NULL, NULL, &msg);
 
-	if (sqlite3_exec(p->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		mc_log_err("persist %s: %s: %s", p->path, sql, msg ? msg : "?");
+	if (rc != SQLITE_OK) {
+		mc_persist_note(p, sql, sqlite3_extended_errcode(p->db), msg ? msg : "?");
 		sqlite3_free(msg);
 		return MC_ERR_PERSISTENT_FAIL;
 	}
@@ -115,66 +209,68 @@ static int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
-		return mc_persist_fail(p, mc_persist_sql[which]);
+		return mc_persist_fail(p, mc_persist_sql[which], sqlite3_extended_errcode(p->db));
 	return 0;
 }
 
-static int mc_persist_begin(struct mc_persist *p)
+static int mc_persist_on_wal(void *arg, sqlite3 *db, const char *name, int pages)
 {
-	int rc;
+	struct mc_persist *p = arg;
 
-	if (p->in_txn)
-		return 0;
-	rc = mc_persist_step_done(p, ST_BEGIN);
-	if (rc == 0)
-		p->in_txn = 1;
-	return rc;
+	(void)db;
+	(void)name;
+	p->wal_pages = pages;
+	return SQLITE_OK;
 }
 
-int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
+static void mc_persist_close_db(struct mc_persist *p)
 {
-	struct mc_persist *p;
-	sqlite3_stmt *st;
-	int i, version = 0;
-	const char *sync_sql;
+	int i;
 
-	*out = NULL;
-	p = calloc(1, sizeof(*p));
-	if (p == NULL)
-		return -ENOMEM;
-	p->path = strdup(path);
-	if (p->path == NULL)
-		goto fail_alloc;
-	mc_wbuf_init(&p->scratch);
-	if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-				  SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		mc_persist_fail(p, "open");
-		goto fail_db;
+	for (i = 0; i < ST_COUNT; i++) {
+		sqlite3_finalize(p->st[i]);
+		p->st[i] = NULL;
 	}
-	sync_sql = sync_mode == MC_PERSIST_SYNC_FULL	? "PRAGMA synchronous=FULL"
-		   : sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
-						      : "PRAGMA synchronous=NORMAL";
-	if (mc_persist_exec(p, "PRAGMA journal_mode=WAL") || mc_persist_exec(p, sync_sql) ||
-	    mc_persist_exec(p, "PRAGMA temp_store=MEMORY") ||
-	    mc_persist_exec(p, "PRAGMA cache_size=-65536"))
-		goto fail_db;
-	if (sqlite3_prepare_v2(p->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK) {
-		mc_persist_fail(p, "user_version");
-		goto fail_db;
-	}
-	if (sqlite3_step(st) == SQLITE_ROW)
-		version = sqlite3_column_int(st, 0);
+	sqlite3_close(p->db);
+	p->db = NULL;
+}
+
+static int mc_persist_user_version(struct mc_persist *p, int *version)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*version = 0;
+	rc = sqlite3_prepare_v2(p->db, "PRAGMA user_version", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return mc_persist_fail(p, "user_version", rc);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*version = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
-	if (version > MC_PERSIST_SCHEMA) {
-		mc_log_err("persist %s: schema version %d is newer than this master (%d)", path,
-			   version, MC_PERSIST_SCHEMA);
-		goto fail_db;
+	if (rc != SQLITE_ROW)
+		return mc_persist_fail(p, "user_version", rc);
+	if (*version > MC_PERSIST_SCHEMA) {
+		mc_log_err("persist %s: schema version %d is newer than this master (%d)", p->path,
+			   *version, MC_PERSIST_SCHEMA);
+		return -EPROTO;
 	}
+	return 0;
+}
+
+/* Bring the schema to MC_PERSIST_SCHEMA; writes nothing when it is there already, so a database
+ * on a full disk still opens for writing. */
+static int mc_persist_schema(struct mc_persist *p, int version)
+{
+	sqlite3_stmt *st;
+
+	if (version == MC_PERSIST_SCHEMA)
+		return 0;
 	if (version == 1 &&
 	    mc_persist_exec(p, "ALTER TABLE segments ADD COLUMN kind INTEGER NOT NULL DEFAULT 0"))
-		goto fail_db;
+		return MC_ERR_PERSISTENT_FAIL;
 	if (mc_persist_exec(p, mc_persist_schema_sql))
-		goto fail_db;
+		return MC_ERR_PERSISTENT_FAIL;
 	if (version >= 1 && version < 3) {
 		/* An objects table from before generations lacks gen. */
 		if (sqlite3_prepare_v2(p->db, "SELECT gen FROM objects", -1, &st, NULL) ==
@@ -182,89 +278,213 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 			sqlite3_finalize(st);
 		} else if (mc_persist_exec(p, "ALTER TABLE objects ADD COLUMN gen INTEGER NOT NULL "
 					      "DEFAULT 0")) {
-			goto fail_db;
+			return MC_ERR_PERSISTENT_FAIL;
 		}
 	}
-	if (mc_persist_exec(p, "PRAGMA user_version=3"))
-		goto fail_db;
-	for (i = 0; i < ST_COUNT; i++) {
-		if (sqlite3_prepare_v3(p->db, mc_persist_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-				       &p->st[i], NULL) != SQLITE_OK) {
-			mc_persist_fail(p, mc_persist_sql[i]);
-			goto fail_stmts;
+	return mc_persist_exec(p, "PRAGMA user_version=3");
+}
+
+/* Open p->path for writing (flags add SQLITE_OPEN_CREATE or not) or, with readonly, for reading,
+ * set the connection up and prepare the statements.  On failure p->db is closed. */
+static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
+{
+	const char *sync_sql = p->sync_mode == MC_PERSIST_SYNC_FULL  ? "PRAGMA synchronous=FULL"
+			       : p->sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
+								      : "PRAGMA synchronous=NORMAL";
+	int i, rc, version;
+
+	flags |= SQLITE_OPEN_NOMUTEX | (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+	rc = sqlite3_open_v2(p->path, &p->db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		rc = mc_persist_fail(p, "open", rc);
+		goto fail;
+	}
+	sqlite3_extended_result_codes(p->db, 1);
+	if (!readonly && sqlite3_db_readonly(p->db, "main") == 1) {
+		/* SQLite fell back to reading: the file or its file system refuses writes. */
+		rc = mc_persist_fail(p, "open for writing", SQLITE_READONLY);
+		goto fail;
+	}
+	if ((!readonly && mc_persist_exec(p, "PRAGMA journal_mode=WAL")) ||
+	    mc_persist_exec(p, sync_sql) || mc_persist_exec(p, "PRAGMA temp_store=MEMORY") ||
+	    mc_persist_exec(p, "PRAGMA cache_size=-65536")) {
+		rc = MC_ERR_PERSISTENT_FAIL;
+		goto fail;
+	}
+	rc = mc_persist_user_version(p, &version);
+	if (rc)
+		goto fail;
+	if (readonly) {
+		if (version == 0) {
+			/* Created but never written (the disk was full): nothing to load. */
+			p->readonly = 1;
+			return 0;
 		}
+		if (version != MC_PERSIST_SCHEMA) {
+			mc_log_err("persist %s: schema version %d needs an upgrade, which needs "
+				   "writing", p->path, version);
+			rc = MC_ERR_PERSISTENT_FAIL;
+			goto fail;
+		}
+	} else if ((rc = mc_persist_schema(p, version)) != 0) {
+		goto fail;
+	}
+	mc_persist_fault_attach(p->db);
+	for (i = 0; i < ST_COUNT; i++) {
+		rc = sqlite3_prepare_v3(p->db, mc_persist_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+					&p->st[i], NULL);
+		if (rc != SQLITE_OK) {
+			rc = mc_persist_fail(p, mc_persist_sql[i], rc);
+			goto fail;
+		}
+	}
+	/* Checkpoints are run by mc_persist_checkpoint(), where a failure is seen. */
+	sqlite3_wal_hook(p->db, mc_persist_on_wal, p);
+	p->readonly = readonly;
+	return 0;
+
+fail:
+	mc_persist_close_db(p);
+	return rc;
+}
+
+static int mc_persist_dir_exists(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	struct stat sb;
+
+	if (slash == NULL)
+		return 1;
+	if ((size_t)(slash - path) >= sizeof(dir))
+		return 0;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	return dir[0] == '\0' || (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
+}
+
+int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
+{
+	struct mc_persist *p;
+	int rc;
+
+	*out = NULL;
+	mc_persist_fault_install();
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	p->path = strdup(path);
+	if (p->path == NULL) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->sync_mode = sync_mode;
+	mc_wbuf_init(&p->scratch);
+	mc_wbuf_init(&p->batch);
+	rc = mc_persist_open_db(p, SQLITE_OPEN_CREATE, 0);
+	if (rc == MC_ERR_PERSISTENT_FAIL && access(path, F_OK) == 0) {
+		/* The file is there but cannot be written: serve what it holds. */
+		int why = p->last_rc;
+
+		rc = mc_persist_open_db(p, 0, 1);
+		if (rc == 0) {
+			mc_log_warn("persist %s: opened for reading only (%s); changes are refused "
+				    "until it can be written",
+				    path, mc_persist_error_class(why));
+			p->last_rc = why;
+		}
+	} else if (rc == MC_ERR_PERSISTENT_FAIL && mc_persist_dir_exists(path)) {
+		/* No file and none can be made now (read-only or full file system): start empty;
+		 * commits try to create it.  A directory that does not exist is a mistake in the
+		 * configuration instead, and fails here. */
+		int why = p->last_rc;
+
+		mc_log_warn("persist %s: cannot be created (%s); starting empty, changes are "
+			    "refused until it can be written",
+			    path, mc_persist_error_class(why));
+		p->readonly = 1;
+		p->last_rc = why;
+		rc = 0;
+	}
+	if (rc) {
+		mc_wbuf_fini(&p->batch);
+		mc_wbuf_fini(&p->scratch);
+		free(p->path);
+		free(p);
+		return rc == -ENOMEM ? rc : MC_ERR_PERSISTENT_FAIL;
 	}
 	*out = p;
 	return 0;
-
-fail_stmts:
-	for (i = 0; i < ST_COUNT; i++)
-		sqlite3_finalize(p->st[i]);
-fail_db:
-	sqlite3_close(p->db);
-	mc_wbuf_fini(&p->scratch);
-	free(p->path);
-fail_alloc:
-	free(p);
-	return MC_ERR_PERSISTENT_FAIL;
 }
 
 void mc_persist_close(struct mc_persist *p)
 {
-	int i;
-
 	if (p == NULL)
 		return;
-	if (p->in_txn)
-		mc_persist_commit(p);
-	for (i = 0; i < ST_COUNT; i++)
-		sqlite3_finalize(p->st[i]);
-	sqlite3_close(p->db);
+	if (p->pending && mc_persist_commit(p) != 0)
+		mc_log_err("persist %s: %zu changes not written at close", p->path, p->pending);
+	mc_persist_close_db(p);
+	mc_wbuf_fini(&p->batch);
 	mc_wbuf_fini(&p->scratch);
 	free(p->path);
 	free(p);
 }
 
+int mc_persist_writable(const struct mc_persist *p)
+{
+	return !p->readonly;
+}
+
+static int mc_persist_queued(struct mc_persist *p)
+{
+	if (p->batch.err)
+		return -ENOMEM;
+	p->pending++;
+	return 0;
+}
+
+static void mc_batch_str(struct mc_wbuf *w, const char *s)
+{
+	mc_wbuf_str(w, s, strlen(s));
+}
+
 int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment *s)
 {
-	sqlite3_stmt *st = p->st[ST_PUT_SEGMENT];
-	int rc = mc_persist_begin(p);
+	struct mc_wbuf *w = &p->batch;
 
-	if (rc)
-		return rc;
-	sqlite3_bind_blob(st, 1, s->id, 16, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 2, s->client_id, 16, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, s->name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, (sqlite3_int64)s->base);
-	sqlite3_bind_int64(st, 5, (sqlite3_int64)s->size);
-	sqlite3_bind_text(st, 6, s->endpoint, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 7, s->protocol, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 8, s->kind);
-	p->pending++;
-	return mc_persist_step_done(p, ST_PUT_SEGMENT);
+	mc_wbuf_u8(w, OP_PUT_SEGMENT);
+	mc_wbuf_put(w, s->id, 16);
+	mc_wbuf_put(w, s->client_id, 16);
+	mc_batch_str(w, s->name);
+	mc_wbuf_u64(w, s->base);
+	mc_wbuf_u64(w, s->size);
+	mc_batch_str(w, s->endpoint);
+	mc_batch_str(w, s->protocol);
+	mc_wbuf_u8(w, s->kind);
+	return mc_persist_queued(p);
 }
 
 int mc_persist_del_segment(struct mc_persist *p, const uint8_t id[16])
 {
-	int rc = mc_persist_begin(p);
-
-	if (rc)
-		return rc;
-	sqlite3_bind_blob(p->st[ST_DEL_SEGMENT], 1, id, 16, SQLITE_STATIC);
-	p->pending++;
-	return mc_persist_step_done(p, ST_DEL_SEGMENT);
+	mc_wbuf_u8(&p->batch, OP_DEL_SEGMENT);
+	mc_wbuf_put(&p->batch, id, 16);
+	return mc_persist_queued(p);
 }
 
 int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *o)
 {
-	sqlite3_stmt *st = p->st[ST_PUT_OBJECT];
-	struct mc_wbuf *w = &p->scratch;
+	struct mc_wbuf *w = &p->batch;
 	uint32_t i;
-	int rc = mc_persist_begin(p);
 
-	if (rc)
-		return rc;
-	mc_wbuf_reset(w);
+	mc_wbuf_u8(w, OP_PUT_OBJECT);
+	mc_wbuf_str(w, o->key, o->key_len);
+	mc_wbuf_u64(w, o->size);
+	mc_wbuf_u32(w, o->flags);
+	mc_wbuf_i64(w, o->put_start_ms);
+	mc_wbuf_i64(w, o->soft_pin_until_ms);
+	mc_wbuf_put(w, o->writer, 16);
+	mc_wbuf_u64(w, o->gen);
+	mc_wbuf_u32(w, o->n_replicas * MC_PERSIST_REPLICA_BYTES);
 	for (i = 0; i < o->n_replicas; i++) {
 		const struct mc_persist_replica *r = &o->replicas[i];
 
@@ -275,58 +495,56 @@ int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *
 		mc_wbuf_u64(w, r->offset);
 		mc_wbuf_u64(w, r->len);
 	}
-	if (w->err)
-		return -ENOMEM;
-	sqlite3_bind_blob(st, 1, o->key, (int)o->key_len, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)o->size);
-	sqlite3_bind_int64(st, 3, o->flags);
-	sqlite3_bind_int64(st, 4, o->put_start_ms);
-	sqlite3_bind_int64(st, 5, o->soft_pin_until_ms);
-	sqlite3_bind_blob(st, 6, o->writer, 16, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 7, w->len ? (const void *)w->data : "", (int)w->len, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 8, (sqlite3_int64)o->gen);
-	p->pending++;
-	return mc_persist_step_done(p, ST_PUT_OBJECT);
+	return mc_persist_queued(p);
 }
 
 int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len)
 {
-	int rc = mc_persist_begin(p);
-
-	if (rc)
-		return rc;
-	sqlite3_bind_blob(p->st[ST_DEL_OBJECT], 1, key, (int)key_len, SQLITE_STATIC);
-	p->pending++;
-	return mc_persist_step_done(p, ST_DEL_OBJECT);
+	mc_wbuf_u8(&p->batch, OP_DEL_OBJECT);
+	mc_wbuf_str(&p->batch, key, key_len);
+	return mc_persist_queued(p);
 }
 
 int mc_persist_del_all_objects(struct mc_persist *p)
 {
-	int rc = mc_persist_begin(p);
-
-	if (rc)
-		return rc;
-	p->pending++;
-	return mc_persist_step_done(p, ST_DEL_ALL_OBJECTS);
+	mc_wbuf_u8(&p->batch, OP_DEL_ALL_OBJECTS);
+	return mc_persist_queued(p);
 }
 
 int mc_persist_set_meta(struct mc_persist *p, const char *name, int64_t value)
 {
-	int rc = mc_persist_begin(p);
+	int i;
 
-	if (rc)
-		return rc;
-	sqlite3_bind_text(p->st[ST_SET_META], 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(p->st[ST_SET_META], 2, value);
+	if (strlen(name) >= sizeof(p->meta[0].name))
+		return -EINVAL;
+	for (i = 0; i < p->nmeta; i++)
+		if (!strcmp(p->meta[i].name, name))
+			break;
+	if (i == p->nmeta) {
+		if (p->nmeta == MC_PERSIST_MAX_META)
+			return -ENOSPC;
+		snprintf(p->meta[i].name, sizeof(p->meta[i].name), "%s", name);
+		p->nmeta++;
+	} else if (p->meta[i].value == value && !p->meta[i].dirty) {
+		return 0;
+	}
+	p->meta[i].value = value;
+	p->meta[i].dirty = 1;
 	p->pending++;
-	return mc_persist_step_done(p, ST_SET_META);
+	return 0;
 }
 
 int64_t mc_persist_get_meta(struct mc_persist *p, const char *name)
 {
 	sqlite3_stmt *st = p->st[ST_GET_META];
 	int64_t v = 0;
+	int i;
 
+	for (i = 0; i < p->nmeta; i++)
+		if (!strcmp(p->meta[i].name, name) && p->meta[i].dirty)
+			return p->meta[i].value;
+	if (st == NULL)		/* no database yet */
+		return 0;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		v = sqlite3_column_int64(st, 0);
@@ -335,26 +553,203 @@ int64_t mc_persist_get_meta(struct mc_persist *p, const char *name)
 	return v;
 }
 
+/* Bind a length-prefixed string or blob of the batch to column col. */
+static int mc_batch_bind(sqlite3_stmt *st, int col, struct mc_rbuf *r, int text)
+{
+	size_t n;
+	const char *s = mc_rbuf_str(r, (size_t)INT32_MAX, &n);
+
+	if (s == NULL)
+		return -1;
+	if (text)
+		sqlite3_bind_text(st, col, s, (int)n, SQLITE_STATIC);
+	else
+		sqlite3_bind_blob(st, col, n ? s : "", (int)n, SQLITE_STATIC);
+	return 0;
+}
+
+/* Run one change of the batch; r points at its kind byte. */
+static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
+{
+	enum mc_persist_stmt which;
+	sqlite3_stmt *st;
+	const uint8_t *b;
+
+	switch (mc_rbuf_u8(r)) {
+	case OP_PUT_SEGMENT:
+		st = p->st[which = ST_PUT_SEGMENT];
+		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
+			sqlite3_bind_blob(st, 1, b, 16, SQLITE_STATIC);
+		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
+			sqlite3_bind_blob(st, 2, b, 16, SQLITE_STATIC);
+		mc_batch_bind(st, 3, r, 1);
+		sqlite3_bind_int64(st, 4, (sqlite3_int64)mc_rbuf_u64(r));
+		sqlite3_bind_int64(st, 5, (sqlite3_int64)mc_rbuf_u64(r));
+		mc_batch_bind(st, 6, r, 1);
+		mc_batch_bind(st, 7, r, 1);
+		sqlite3_bind_int(st, 8, mc_rbuf_u8(r));
+		break;
+	case OP_DEL_SEGMENT:
+		st = p->st[which = ST_DEL_SEGMENT];
+		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
+			sqlite3_bind_blob(st, 1, b, 16, SQLITE_STATIC);
+		break;
+	case OP_PUT_OBJECT:
+		st = p->st[which = ST_PUT_OBJECT];
+		mc_batch_bind(st, 1, r, 0);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64)mc_rbuf_u64(r));
+		sqlite3_bind_int64(st, 3, mc_rbuf_u32(r));
+		sqlite3_bind_int64(st, 4, mc_rbuf_i64(r));
+		sqlite3_bind_int64(st, 5, mc_rbuf_i64(r));
+		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
+			sqlite3_bind_blob(st, 6, b, 16, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 8, (sqlite3_int64)mc_rbuf_u64(r));
+		mc_batch_bind(st, 7, r, 0);
+		break;
+	case OP_DEL_OBJECT:
+		st = p->st[which = ST_DEL_OBJECT];
+		mc_batch_bind(st, 1, r, 0);
+		break;
+	case OP_DEL_ALL_OBJECTS:
+		which = ST_DEL_ALL_OBJECTS;
+		break;
+	default:
+		r->err = 1;
+		which = ST_COUNT;
+		break;
+	}
+	if (r->err) {
+		/* Our own encoding: cannot happen unless memory is corrupt. */
+		if (which != ST_COUNT) {
+			sqlite3_reset(p->st[which]);
+			sqlite3_clear_bindings(p->st[which]);
+		}
+		mc_log_err("persist %s: the pending batch is malformed", p->path);
+		p->last_rc = SQLITE_INTERNAL;
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	return mc_persist_step_done(p, which);
+}
+
+/* For a database opened for reading (or not at all): try to open it for writing again. */
+static int mc_persist_reopen(struct mc_persist *p)
+{
+	int why;
+
+	mc_persist_close_db(p);
+	if (mc_persist_open_db(p, SQLITE_OPEN_CREATE, 0) == 0) {
+		mc_log_debug("persist %s: reopened for writing", p->path);
+		return 0;
+	}
+	/* Keep serving reads from the file. */
+	why = p->last_rc;
+	if (access(p->path, F_OK) == 0 && mc_persist_open_db(p, 0, 1) != 0)
+		mc_log_err("persist %s: cannot reopen even for reading", p->path);
+	p->readonly = 1;
+	p->last_rc = why;
+	return MC_ERR_PERSISTENT_FAIL;
+}
+
+static int mc_persist_commit_batch(struct mc_persist *p);
+
 int mc_persist_commit(struct mc_persist *p)
 {
 	int rc;
 
-	if (!p->in_txn)
+	if (p->pending == 0)
 		return 0;
-	p->in_txn = 0;
-	p->pending = 0;
-	rc = mc_persist_step_done(p, ST_COMMIT);
-	if (rc) {
-		/* A failed COMMIT may leave the transaction open; make sure it is gone. */
-		if (!sqlite3_get_autocommit(p->db))
-			mc_persist_step_done(p, ST_ROLLBACK);
-	}
+	p->quiet = 1;
+	rc = mc_persist_commit_batch(p);
+	p->quiet = 0;
 	return rc;
+}
+
+static int mc_persist_commit_batch(struct mc_persist *p)
+{
+	struct mc_rbuf r;
+	int i, rc;
+
+	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
+		return MC_ERR_PERSISTENT_FAIL;
+	if (p->batch.err) {
+		mc_persist_note(p, "pending batch", SQLITE_NOMEM, "out of memory");
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	rc = mc_persist_step_done(p, ST_BEGIN);
+	if (rc)
+		goto rollback;
+	mc_rbuf_init(&r, p->batch.data, p->batch.len);
+	while (r.left > 0)
+		if ((rc = mc_persist_apply(p, &r)) != 0)
+			goto rollback;
+	for (i = 0; i < p->nmeta; i++) {
+		if (!p->meta[i].dirty)
+			continue;
+		sqlite3_bind_text(p->st[ST_SET_META], 1, p->meta[i].name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(p->st[ST_SET_META], 2, p->meta[i].value);
+		if ((rc = mc_persist_step_done(p, ST_SET_META)) != 0)
+			goto rollback;
+	}
+	rc = mc_persist_step_done(p, ST_COMMIT);
+	if (rc)
+		goto rollback;
+	for (i = 0; i < p->nmeta; i++)
+		p->meta[i].dirty = 0;
+	mc_wbuf_reset(&p->batch);
+	p->pending = 0;
+	p->last_rc = SQLITE_OK;
+	p->last_msg[0] = '\0';
+	return 0;
+
+rollback:
+	/* A failed statement or COMMIT may or may not have ended the transaction (SQLite rolls
+	 * back on its own after some I/O errors); make sure it is gone, keep the batch. */
+	if (p->db && !sqlite3_get_autocommit(p->db)) {
+		int keep = p->last_rc;
+
+		mc_persist_step_done(p, ST_ROLLBACK);
+		p->last_rc = keep;
+	}
+	return MC_ERR_PERSISTENT_FAIL;
 }
 
 size_t mc_persist_pending(const struct mc_persist *p)
 {
 	return p->pending;
+}
+
+int mc_persist_checkpoint_due(const struct mc_persist *p)
+{
+	return p->ckpt_failed || p->wal_pages >= MC_PERSIST_CKPT_PAGES;
+}
+
+int mc_persist_checkpoint(struct mc_persist *p)
+{
+	int rc, logged = 0, done = 0;
+
+	if (p->db == NULL || p->readonly)
+		return MC_ERR_PERSISTENT_FAIL;
+	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &logged, &done);
+	if (rc != SQLITE_OK) {
+		p->ckpt_failed = 1;
+		p->quiet = 1;
+		mc_persist_fail(p, "checkpoint", sqlite3_extended_errcode(p->db));
+		p->quiet = 0;
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	p->ckpt_failed = 0;
+	p->wal_pages = logged > done ? logged - done : 0;
+	return 0;
+}
+
+int mc_persist_last_error(const struct mc_persist *p)
+{
+	return p->last_rc;
+}
+
+const char *mc_persist_last_message(const struct mc_persist *p)
+{
+	return p->last_rc == SQLITE_OK ? "" : p->last_msg;
 }
 
 static int mc_persist_blob16(sqlite3_stmt *st, int col, uint8_t out[16])
@@ -390,7 +785,7 @@ static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn 
 			break;
 	}
 	if (ret == 0 && rc != SQLITE_DONE)
-		ret = mc_persist_fail(p, "load segments");
+		ret = mc_persist_fail(p, "load segments", rc);
 	sqlite3_reset(st);
 	return ret;
 }
@@ -442,7 +837,7 @@ static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn
 			break;
 	}
 	if (ret == 0 && rc != SQLITE_DONE)
-		ret = mc_persist_fail(p, "load objects");
+		ret = mc_persist_fail(p, "load objects", rc);
 	sqlite3_reset(st);
 	return ret;
 }
@@ -452,8 +847,8 @@ int mc_persist_load(struct mc_persist *p, mc_persist_segment_fn on_segment,
 {
 	int ret;
 
-	if (p->in_txn && (ret = mc_persist_commit(p)) != 0)
-		return ret;
+	if (p->st[ST_LOAD_SEGMENTS] == NULL)	/* no database yet: nothing to load */
+		return 0;
 	ret = mc_persist_load_segments(p, on_segment, arg);
 	if (ret)
 		return ret;

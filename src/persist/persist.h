@@ -6,9 +6,15 @@
  * Durable copy of the master's state in SQLite, for crash recovery.
  *
  * The master records every change as it handles requests (segments mounted/unmounted, objects
- * created/completed/removed); the changes accumulate in one open transaction that the master
+ * created/completed/removed); the changes accumulate in a batch held in memory that the master
  * commits with mc_persist_commit() once per loop iteration, before it sends the replies of that
  * iteration (group commit).  So an acknowledged PutEnd, Remove or Mount survives kill -9.
+ *
+ * A commit that fails (disk full, I/O error, read-only file system) is rolled back in SQLite but
+ * the batch stays queued, whole and in order: the next mc_persist_commit() tries it again, with
+ * whatever was recorded since appended.  The file therefore always holds the state as of some
+ * successful commit, never a part of a batch.  A database that can only be read (read-only file
+ * system or file) is opened for reading; commits then first try to reopen it for writing.
  *
  * Records are plain values; the module knows nothing of the master's in-memory structures.  One
  * row per object (its replicas packed in a blob) keeps both writes and the reload at start-up
@@ -18,6 +24,7 @@
 #include <stdint.h>
 
 struct mc_persist;
+struct sqlite3;
 
 struct mc_persist_segment {
 	uint8_t id[16];
@@ -60,11 +67,16 @@ enum mc_persist_sync {
 
 /* Open (creating if needed) the database at path, WAL mode, schema checked through
  * PRAGMA user_version.  Returns 0 and *out, or a negative code (MC_ERR_PERSISTENT_FAIL with a log
- * line naming the file and SQLite's message). */
+ * line naming the file and SQLite's message).  An existing database that cannot be written (a
+ * read-only or full file system) is opened for reading: 0, and mc_persist_writable() says 0. */
 int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out);
+/* Closes the database; a pending batch is committed if it can be, else dropped with a log line. */
 void mc_persist_close(struct mc_persist *p);
+/* 1 if the database was opened for writing (commits may still fail). */
+int mc_persist_writable(const struct mc_persist *p);
 
-/* Changes, buffered in the open transaction (begun on first use).  0 or MC_ERR_PERSISTENT_FAIL. */
+/* Changes, appended to the pending batch (nothing touches the file until the commit).  0, or
+ * -ENOMEM when the batch cannot grow. */
 int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment *s);
 int mc_persist_del_segment(struct mc_persist *p, const uint8_t id[16]);
 int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *o);
@@ -72,11 +84,40 @@ int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len)
 int mc_persist_del_all_objects(struct mc_persist *p);
 int mc_persist_set_meta(struct mc_persist *p, const char *name, int64_t value);
 
-/* Commit the open transaction, if any.  Returns 0 or MC_ERR_PERSISTENT_FAIL (the transaction is
- * rolled back; the caller must then fail the replies that depended on it). */
+/* Write the pending batch (and the meta values set since the last commit) in one transaction.
+ * Returns 0 (the batch is durable and emptied) or MC_ERR_PERSISTENT_FAIL: nothing of the batch
+ * is in the file and the batch stays queued for the next call; mc_persist_last_error() gives
+ * SQLite's code.  One call does a bounded amount of work: the batch, nothing else. */
 int mc_persist_commit(struct mc_persist *p);
-/* Number of changes in the open transaction. */
+/* Number of changes in the pending batch. */
 size_t mc_persist_pending(const struct mc_persist *p);
+
+/* Checkpoints are ours to run (SQLite's automatic one is off so a failure is seen): due once the
+ * write-ahead log holds 1000 pages or more, or after a failed checkpoint. */
+int mc_persist_checkpoint_due(const struct mc_persist *p);
+/* A passive checkpoint.  0 or MC_ERR_PERSISTENT_FAIL (the log keeps the data; retry later). */
+int mc_persist_checkpoint(struct mc_persist *p);
+
+/* SQLite's (extended) result code of the last failed operation, SQLITE_OK if none. */
+int mc_persist_last_error(const struct mc_persist *p);
+/* "what: SQLite's message" for it ("" if none).  Failures inside mc_persist_commit() and
+ * mc_persist_checkpoint() are only logged at debug level: the caller decides and logs this. */
+const char *mc_persist_last_message(const struct mc_persist *p);
+/* Our code for a SQLite result code: 0 for SQLITE_OK/ROW/DONE, -ENOMEM for SQLITE_NOMEM, else
+ * MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_map_error(int sqlite_rc);
+/* What a SQLite result code means for the disk, for log lines and /health: "disk full",
+ * "read-only", "I/O error", "cannot open", "busy", "corrupt", "out of memory", "ok", "error". */
+const char *mc_persist_error_class(int sqlite_rc);
+
+/* Test hook (persist_fault.c), not used in production: when the environment variable
+ * MC_TEST_SQLITE_FAULT names a fault point (begin, insert, commit, checkpoint), databases opened
+ * afterwards go through a wrapping VFS that fails that point.  "point:N" fails it N times;
+ * with MC_TEST_SQLITE_FAULT_FILE=path it fails while that file exists.  Returns 1 if installed. */
+int mc_persist_fault_install(void);
+/* Attach the per-connection part of the hook (the insert point) to a database.  No-op unless
+ * installed. */
+void mc_persist_fault_attach(struct sqlite3 *db);
 
 /* Reload everything: segments first, then objects.  Pointers passed to the callbacks are valid
  * only during the call.  A callback returning non-zero stops the load with that value.  Returns

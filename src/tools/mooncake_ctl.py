@@ -84,7 +84,9 @@ def cmd_status(args):
             "keys": int(m.get("master_key_count", 0)),
             "soft_pinned_keys": int(m.get("master_soft_pin_key_count", 0)),
             "clients": int(m.get("master_active_clients", 0)),
-            "persistence_ok": h.get("persistence_ok", True)}
+            "persistence_ok": h.get("persistence_ok", True),
+            "persist_commit_failures": int(m.get("master_persist_commit_failures_total", 0)),
+            "persist_refusing_seconds": float(m.get("master_persist_refusing_seconds_total", 0))}
     if args.json:
         return info
     cap = info["capacity_bytes"]
@@ -94,7 +96,10 @@ def cmd_status(args):
         "capacity:  %s used of %s (%.1f%%)" % (human(info["used_bytes"]), human(cap), pct),
         "keys:      %d (soft-pinned: %d)" % (info["keys"], info["soft_pinned_keys"]),
         "clients:   %d" % info["clients"],
-        "persistence: %s" % ("ok" if info["persistence_ok"] else "FAILED")])
+        "persistence: %s" % ("ok" if info["persistence_ok"] else
+                             "FAILING: the master cannot write its --persist_path file"),
+        "             %d failed commits, %.1f s spent failing" % (
+            info["persist_commit_failures"], info["persist_refusing_seconds"])])
 
 
 def cmd_segments(args):

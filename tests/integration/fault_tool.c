@@ -3,8 +3,9 @@
  * A client driver for the fault tests (test_recovery.sh, test_liveness.sh, test_eviction.sh).
  * Master address in MC_MASTER.  Subcommands:
  *
- *   write-acked FILE SECONDS SIZE   put keys ack/0, ack/1, ... for SECONDS; append every key
- *                                   whose put returned 0 to FILE (one per line, flushed)
+ *   write-acked FILE SECONDS SIZE [PREFIX]  put keys ack/0, ack/1, ... (PREFIX/0, ...) for
+ *                                   SECONDS; append every key whose put returned 0 to FILE (one
+ *                                   per line, flushed); prints the failures' codes
  *   verify-acked FILE SIZE          every key in FILE reads back byte-identical
  *   put-preferred PREFIX N SEG [REPLICAS]   put N keys PREFIX/i preferring segment SEG
  *   check PREFIX N EXPECT           get every PREFIX/i: EXPECT "ok" (identical bytes) or a code
@@ -69,20 +70,21 @@ static int connect_store(void)
 	return rc;
 }
 
-static int write_acked(const char *file, double secs, size_t size)
+static int write_acked(const char *file, double secs, size_t size, const char *prefix)
 {
 	FILE *f = fopen(file, "w");
 	char key[64];
 	void *v = malloc(size);
 	double end = now_s() + secs;
 	uint64_t i = 0, ok_n = 0, fail_n = 0;
+	int codes[4] = { 0 }, counts[4] = { 0 }, k;
 
 	if (f == NULL || v == NULL)
 		return 1;
 	while (now_s() < end && i < 20000) {
 		int rc;
 
-		snprintf(key, sizeof(key), "ack/%" PRIu64, i++);
+		snprintf(key, sizeof(key), "%s/%" PRIu64, prefix, i++);
 		cc_fill(v, size, key, 5);
 		rc = mooncake_store_put(st, key, v, size, NULL);
 		if (rc == 0) {
@@ -91,12 +93,21 @@ static int write_acked(const char *file, double secs, size_t size)
 			ok_n++;
 		} else {
 			fail_n++;
+			for (k = 0; k < 4 && codes[k] != rc && counts[k]; k++)
+				;
+			if (k < 4) {
+				codes[k] = rc;
+				counts[k]++;
+			}
 			usleep(20000);	/* the master may be restarting */
 		}
 	}
 	fclose(f);
 	free(v);
-	printf("# write-acked: %" PRIu64 " puts acknowledged, %" PRIu64 " failed\n", ok_n, fail_n);
+	printf("# write-acked: %" PRIu64 " puts acknowledged, %" PRIu64 " failed", ok_n, fail_n);
+	for (k = 0; k < 4 && counts[k]; k++)
+		printf("%s%d x %d", k ? ", " : " (codes: ", codes[k], counts[k]);
+	printf("%s\n", counts[0] ? ")" : "");
 	return ok_n > 0 ? 0 : 1;
 }
 
@@ -506,8 +517,9 @@ int main(int argc, char **argv)
 
 	if (argc < 2 || connect_store())
 		return 2;
-	if (!strcmp(argv[1], "write-acked") && argc == 5)
-		rc = write_acked(argv[2], atof(argv[3]), (size_t)atol(argv[4]));
+	if (!strcmp(argv[1], "write-acked") && (argc == 5 || argc == 6))
+		rc = write_acked(argv[2], atof(argv[3]), (size_t)atol(argv[4]),
+				 argc == 6 ? argv[5] : "ack");
 	else if (!strcmp(argv[1], "verify-acked") && argc == 4)
 		rc = verify_acked(argv[2], (size_t)atol(argv[3]));
 	else if (!strcmp(argv[1], "put-preferred") && argc >= 5)

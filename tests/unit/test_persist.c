@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the SQLite persistence module (src/persist/persist.c). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <sqlite3.h>
 
+#include "common/errcode.h"
 #include "persist/persist.h"
 #include "tap.h"
 
@@ -67,6 +69,96 @@ static void put_obj(struct mc_persist *p, int i)
 	r.offset = o.size * 2;
 	r.len = o.size;
 	mc_persist_put_object(p, &o);
+}
+
+struct count {
+	int objects, has_key0;
+};
+
+static int on_seg_any(void *arg, const struct mc_persist_segment *s)
+{
+	(void)arg;
+	(void)s;
+	return 0;
+}
+
+static int on_obj_count(void *arg, const struct mc_persist_object *o)
+{
+	struct count *c = arg;
+
+	c->objects++;
+	c->has_key0 |= o->key_len == 5 && !memcmp(o->key, "key-0", 5);
+	return 0;
+}
+
+/* In a child (the fault hook is process-wide): with the fault at point switched on through a
+ * flag file, a commit fails, keeps its batch whole, fails again on retry; once the flag is gone
+ * the same batch commits and a reopen finds exactly what was committed.  Exit status 0, or the
+ * number of the step that went wrong. */
+static int fault_child(const char *dir, const char *point)
+{
+	char path[256], flag[256];
+	struct mc_persist *p;
+	struct count c = { 0 };
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "%s/fault-%s.db", dir, point);
+	snprintf(flag, sizeof(flag), "%s/fault-%s.flag", dir, point);
+	setenv("MC_TEST_SQLITE_FAULT", point, 1);
+	setenv("MC_TEST_SQLITE_FAULT_FILE", flag, 1);
+	if (!mc_persist_fault_install())
+		return 1;
+	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p))
+		return 2;
+	for (i = 0; i < 10; i++)
+		put_obj(p, i);
+	if (mc_persist_commit(p))
+		return 3;
+	if (!strcmp(point, "checkpoint")) {
+		/* Grow the log until a checkpoint is due, then fail it. */
+		for (i = 10; i < 200000 && !mc_persist_checkpoint_due(p); i++) {
+			put_obj(p, i);
+			if (i % 1000 == 0 && mc_persist_commit(p))
+				return 4;
+		}
+		if (mc_persist_commit(p) || !mc_persist_checkpoint_due(p))
+			return 5;
+		if ((f = fopen(flag, "w")) == NULL)
+			return 6;
+		fclose(f);
+		if (mc_persist_checkpoint(p) != MC_ERR_PERSISTENT_FAIL || !mc_persist_checkpoint_due(p))
+			return 7;
+		if (strcmp(mc_persist_error_class(mc_persist_last_error(p)), "I/O error"))
+			return 8;
+		unlink(flag);
+		if (mc_persist_checkpoint(p) != 0 || mc_persist_checkpoint_due(p))
+			return 9;
+		mc_persist_close(p);
+		return 0;
+	}
+	if ((f = fopen(flag, "w")) == NULL)
+		return 6;
+	fclose(f);
+	for (i = 10; i < 15; i++)
+		put_obj(p, i);
+	mc_persist_del_object(p, "key-0", 5);
+	if (mc_persist_commit(p) != MC_ERR_PERSISTENT_FAIL || mc_persist_pending(p) != 6)
+		return 7;
+	if (mc_persist_last_error(p) == 0 ||
+	    mc_persist_map_error(mc_persist_last_error(p)) != MC_ERR_PERSISTENT_FAIL)
+		return 8;
+	if (mc_persist_commit(p) != MC_ERR_PERSISTENT_FAIL || mc_persist_pending(p) != 6)
+		return 9;
+	unlink(flag);
+	if (mc_persist_commit(p) != 0 || mc_persist_pending(p) != 0 || mc_persist_last_error(p))
+		return 10;
+	mc_persist_close(p);
+	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) ||
+	    mc_persist_load(p, on_seg_any, on_obj_count, &c))
+		return 11;
+	mc_persist_close(p);
+	return c.objects == 14 && !c.has_key0 ? 0 : 12;
 }
 
 static double now_s(void)
@@ -139,8 +231,8 @@ int main(void)
 	t0 = now_s();
 	for (i = 0; i < 1000000; i++) {
 		put_obj(p, i);
-		if (i % 10000 == 9999)
-			mc_persist_commit(p);
+		if (i % 10000 == 9999 && mc_persist_commit(p) == 0 && mc_persist_checkpoint_due(p))
+			mc_persist_checkpoint(p);
 	}
 	mc_persist_commit(p);
 	printf("# 1M object rows written in %.2f s\n", now_s() - t0);
@@ -190,6 +282,37 @@ int main(void)
 			   y.bad == 1,
 		   "after the upgrade the memory segment has kind 0 and the SSD area kind 1");
 		mc_persist_close(p);
+	}
+
+	/* Error mapping: every storage failure is PERSISTENT_FAIL, named for the log. */
+	ok(mc_persist_map_error(SQLITE_OK) == 0 && mc_persist_map_error(SQLITE_DONE) == 0,
+	   "SQLite success codes map to 0");
+	ok(mc_persist_map_error(SQLITE_FULL) == MC_ERR_PERSISTENT_FAIL &&
+		   mc_persist_map_error(SQLITE_IOERR_WRITE) == MC_ERR_PERSISTENT_FAIL &&
+		   mc_persist_map_error(SQLITE_IOERR_FSYNC) == MC_ERR_PERSISTENT_FAIL &&
+		   mc_persist_map_error(SQLITE_READONLY) == MC_ERR_PERSISTENT_FAIL &&
+		   mc_persist_map_error(SQLITE_CANTOPEN) == MC_ERR_PERSISTENT_FAIL &&
+		   mc_persist_map_error(SQLITE_CORRUPT) == MC_ERR_PERSISTENT_FAIL,
+	   "disk full, I/O errors, read-only, cannot open and corrupt map to PERSISTENT_FAIL");
+	ok(mc_persist_map_error(SQLITE_NOMEM) == -ENOMEM, "SQLITE_NOMEM maps to -ENOMEM");
+	ok(!strcmp(mc_persist_error_class(SQLITE_FULL), "disk full") &&
+		   !strcmp(mc_persist_error_class(SQLITE_IOERR_WRITE), "I/O error") &&
+		   !strcmp(mc_persist_error_class(SQLITE_READONLY_DBMOVED), "read-only") &&
+		   !strcmp(mc_persist_error_class(SQLITE_CANTOPEN), "cannot open") &&
+		   !strcmp(mc_persist_error_class(SQLITE_OK), "ok"),
+	   "error classes name the failure");
+	{
+		static const char *const points[] = { "begin", "insert", "commit", "checkpoint" };
+
+		for (i = 0; i < 4; i++) {
+			pid = fork();
+			if (pid == 0)
+				_exit(fault_child(dir, points[i]));
+			waitpid(pid, &st, 0);
+			ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			   "fault at %s: the failed batch is kept whole and commits once the fault "
+			   "clears (step %d)", points[i], WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		}
 	}
 
 	/* A database from a newer schema is refused rather than misread. */
