@@ -10,7 +10,7 @@
  * server as master_<op>_requests_total / _failures_total (single ops) and master_batch_<op>_*
  * (batch ops: requests, failures, partial successes, items, failed items).
  */
-#define MC_METRICS_MAX_OP 80
+#define MC_METRICS_MAX_OP 96
 
 struct mc_op_counters {
 	uint64_t requests;
@@ -36,6 +36,15 @@ struct mc_metrics {
 	uint64_t evicted_key_count;
 	uint64_t evicted_size_bytes;
 	uint64_t clients_expired;
+	/* client liveness (liveness.c) */
+	uint64_t suspected_transitions;
+	uint64_t offline_transitions;
+	uint64_t recoveries;
+	uint64_t dormant_segments_restored;
+	uint64_t dormant_replicas_restored;
+	uint64_t dormant_segments_expired;
+	uint64_t transfer_failure_reports;	/* ReportTransferFailure items */
+	uint64_t unhealthy_marks;		/* times a segment was marked unhealthy */
 	uint64_t file_cache_hit_nums;
 	uint64_t offloaded_key_count;
 	uint64_t offloaded_bytes;

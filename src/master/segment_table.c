@@ -61,8 +61,12 @@ void mc_master_tables_fini(struct mc_master *m)
 				int l;
 
 				sn = s->cnext;
-				if (!s->is_disk)
+				if (!s->is_disk) {
+					/* Mounted ones are freed from m->segs below. */
+					if (s->status != MC_SEG_OK)
+						mc_segment_free(s);
 					continue;
+				}
 				lists[0] = s->tasks;
 				lists[1] = s->inflight;
 				for (l = 0; l < 2; l++)
@@ -125,14 +129,39 @@ struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id
 	return NULL;
 }
 
+struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id)
+{
+	struct mc_segment *seg = mc_segment_find(m, id);
+
+	for (seg = seg ? seg : m->dormant; seg && memcmp(seg->id.b, id->b, 16); seg = seg->dnext)
+		;
+	return seg;
+}
+
 static char *mc_strv_dup(struct mc_strv s)
 {
 	return mc_xstrndup(s.p, s.n);
 }
 
-int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s)
+static int mc_token_given(const uint8_t *token)
 {
-	struct mc_segment *seg = mc_segment_find(m, &s->id);
+	static const uint8_t zero[16];
+
+	return token != NULL && memcmp(token, zero, 16) != 0;
+}
+
+/* Does s (from a mount request of client c) describe seg's memory exactly? */
+static int mc_segment_same(const struct mc_segment *seg, const struct mc_client *c,
+			   const struct mc_rpc_segment *s)
+{
+	return seg->client == c && seg->base == s->base && seg->size == s->size &&
+	       strlen(seg->name) == s->name.n && !memcmp(seg->name, s->name.p, s->name.n);
+}
+
+int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s,
+		     const uint8_t *token)
+{
+	struct mc_segment *seg = mc_segment_lookup(m, &s->id);
 	char idbuf[40];
 
 	if (s->base == 0 || s->size == 0 || s->name.n == 0 || s->endpoint.n == 0)
@@ -141,13 +170,33 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 	 * AArch64 address (57 bits). */
 	if (s->base + s->size < s->base || s->base + s->size > (1ull << 57))
 		return MC_ERR_INVALID_PARAMS;
-	if (seg != NULL && seg->status != MC_SEG_OK)
-		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;	/* still being unmounted */
+	if (seg != NULL && seg->status == MC_SEG_DORMANT) {
+		/* Only the process that made the segment knows its token: then the memory and
+		 * whatever it still holds are the same. */
+		if (mc_segment_same(seg, c, s) && seg->has_token && mc_token_given(token) &&
+		    !memcmp(seg->token, token, 16)) {
+			mc_segment_restore(m, seg);
+			return 0;
+		}
+		/* Another process (a restarted client has new ids; this one lies or is confused):
+		 * the dormant records stay until their time is over. */
+		mc_uuid_format(&s->id, idbuf);
+		mc_log_warn("mount of segment %s (%.*s) refused: it does not prove the memory of the "
+			    "dormant segment with that id", idbuf, (int)s->name.n, s->name.p);
+		return MC_ERR_INVALID_PARAMS;
+	}
 	if (seg != NULL) {
-		/* Idempotent re-mount: the same identity must describe the same memory. */
-		if (seg->client != c || seg->base != s->base || seg->size != s->size ||
-		    strlen(seg->name) != s->name.n || memcmp(seg->name, s->name.p, s->name.n))
+		/* Idempotent re-mount: the same identity must describe the same memory, and a
+		 * process that gave a token must give the same one. */
+		if (!mc_segment_same(seg, c, s))
 			return MC_ERR_INVALID_PARAMS;
+		if (mc_token_given(token) && seg->has_token && memcmp(seg->token, token, 16))
+			return MC_ERR_INVALID_PARAMS;
+		if (mc_token_given(token) && !seg->has_token) {
+			memcpy(seg->token, token, 16);
+			seg->has_token = 1;
+			mc_persist_segment_changed(m, seg);
+		}
 		return 0;
 	}
 	seg = mc_xcalloc(1, sizeof(*seg));
@@ -164,6 +213,10 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 	seg->size = s->size;
 	seg->client = c;
 	seg->status = MC_SEG_OK;
+	if (mc_token_given(token)) {
+		memcpy(seg->token, token, 16);
+		seg->has_token = 1;
+	}
 	seg->cnext = c->segs;
 	c->segs = seg;
 	c->refs++;
@@ -187,15 +240,54 @@ int mc_replica_readable(const struct mc_replica *r)
 	return r->seg != NULL && r->seg->status == MC_SEG_OK && r->status == MC_REPLICA_COMPLETE;
 }
 
+int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now)
+{
+	(void)m;
+	return seg->status == MC_SEG_OK && seg->client->state != MC_CLIENT_SUSPECTED &&
+	       seg->client->state != MC_CLIENT_OFFLINE && now >= seg->unhealthy_until;
+}
+
+int mc_segment_preferred_for_read(const struct mc_master *m, const struct mc_segment *seg,
+				  int64_t now)
+{
+	return mc_segment_placeable(m, seg, now);
+}
+
+int mc_object_has_memory(struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg != NULL && r->type == MC_REPLICA_MEMORY)
+			return 1;
+	}
+	return 0;
+}
+
 void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why)
 {
 	if (seg->status == MC_SEG_UNMOUNTING)
 		return;
-	seg->status = MC_SEG_UNMOUNTING;
-	if (seg->is_disk) {
+	if (seg->status == MC_SEG_DORMANT) {
+		struct mc_segment **pp;
+
+		for (pp = &m->dormant; *pp; pp = &(*pp)->dnext)
+			if (*pp == seg) {
+				*pp = seg->dnext;
+				break;
+			}
+		seg->dnext = NULL;
+		/* Back in allocated, as every segment being unmounted is until it is reaped. */
+		m->allocated += mc_alloc_used(seg->alloc);
+		seg->status = MC_SEG_UNMOUNTING;
+	} else if (seg->is_disk) {
+		seg->status = MC_SEG_UNMOUNTING;
 		/* Its tasks fail now (no more heartbeats will come); replicas go in steps. */
 		mc_tier_disk_gone(m, seg);
 	} else {
+		seg->status = MC_SEG_UNMOUNTING;
 		/* Out of the allocation array now: no new replica can land on it. */
 		m->segs[seg->index] = m->segs[m->nsegs - 1];
 		m->segs[seg->index]->index = seg->index;
@@ -258,8 +350,9 @@ int mc_master_reap(struct mc_master *m, uint32_t budget)
 				m->erase_keep = 0;
 			} else {
 				mc_object_compact(o);
-				/* Left only on SSD: no memory to evict. */
-				if (!mc_object_in_memory(o))
+				/* Left only on SSD: no memory to evict (memory on a dormant segment
+				 * stays evictable should it come back). */
+				if (!mc_object_has_memory(o))
 					mc_object_lru_unlink(&m->objects, o);
 				mc_persist_object_changed(m, o);
 			}
@@ -328,7 +421,7 @@ static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc
 {
 	uint64_t off;
 
-	if (seg->status != MC_SEG_OK)
+	if (!mc_segment_placeable(m, seg, mc_master_now(m)))
 		return -1;
 	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
 		return -1;
@@ -422,7 +515,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 		return;
 	}
 	mc_replica_unlink(r);
-	m->allocated -= mc_alloc_block_size(r->blk);
+	if (seg->status != MC_SEG_DORMANT)	/* a dormant segment's bytes are not counted */
+		m->allocated -= mc_alloc_block_size(r->blk);
 	mc_alloc_release(seg->alloc, r->blk);
 	r->seg = NULL;
 	r->blk = NULL;
@@ -467,7 +561,8 @@ void mc_master_release_discards(struct mc_master *m, int64_t now, int all)
 		}
 		*pp = d->next;
 		if (d->seg) {
-			m->allocated -= d->len;
+			if (d->seg->status != MC_SEG_DORMANT)
+				m->allocated -= d->len;
 			mc_alloc_release(d->seg->alloc, d->blk);
 			m->metrics.put_start_release_cnt++;
 		}
@@ -516,6 +611,7 @@ int mc_object_settle(struct mc_master *m, struct mc_object *o)
 
 int mc_replica_evict_room(struct mc_master *m, uint64_t len)
 {
+	int64_t now = mc_master_now(m);
 	uint64_t cap = 0, busy = 0;
 	uint32_t i;
 
@@ -523,7 +619,7 @@ int mc_replica_evict_room(struct mc_master *m, uint64_t len)
 	for (i = 0; i < m->nsegs; i++) {
 		struct mc_segment *seg = m->segs[i];
 
-		if (seg->status != MC_SEG_OK || seg->size < len)
+		if (!mc_segment_placeable(m, seg, now) || seg->size < len)
 			continue;
 		seg->evict_mark = m->evict_stamp;
 		cap += seg->size;

@@ -7,10 +7,13 @@
  * mc_persist_commit(); every SQLite error is logged with the database path and mapped to
  * MC_ERR_PERSISTENT_FAIL.  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 3; older files are upgraded in place: version 1 gets kind,
- * versions 1 and 2 get gen):
- *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind)
+ * Schema (PRAGMA user_version = 4; older files are upgraded in place: version 1 gets kind,
+ * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms):
+ *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind, token BLOB,
+ *            dormant_until_ms)
  *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
+ *            -- token: 16 bytes the mounting process proves itself with (NULL: none)
+ *            -- dormant_until_ms: wall-clock end of a dormant segment's time (0: mounted)
  *   objects(key BLOB PK, size, flags, put_start_ms, soft_pin_until_ms, writer BLOB,
  *           replicas BLOB, gen)                              -- WITHOUT ROWID
  *            -- gen: the generation of the object's bytes (0 in upgraded rows)
@@ -29,7 +32,7 @@
 #include "common/wire.h"
 #include "persist/persist.h"
 
-#define MC_PERSIST_SCHEMA 3
+#define MC_PERSIST_SCHEMA 4
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -54,7 +57,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_PUT_SEGMENT] = "INSERT OR REPLACE INTO segments(id, client_id, name, base, size, "
-			   "endpoint, protocol, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			   "endpoint, protocol, kind, token, dormant_until_ms) VALUES (?1, ?2, ?3, "
+			   "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_DEL_SEGMENT] = "DELETE FROM segments WHERE id = ?1",
 	[ST_PUT_OBJECT] = "INSERT OR REPLACE INTO objects(key, size, flags, put_start_ms, "
 			  "soft_pin_until_ms, writer, replicas, gen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
@@ -63,8 +67,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_DEL_ALL_OBJECTS] = "DELETE FROM objects",
 	[ST_SET_META] = "INSERT OR REPLACE INTO meta(name, value) VALUES (?1, ?2)",
 	[ST_GET_META] = "SELECT value FROM meta WHERE name = ?1",
-	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind "
-			     "FROM segments",
+	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind, "
+			     "token, dormant_until_ms FROM segments",
 	[ST_LOAD_OBJECTS] = "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
 			    "replicas, gen FROM objects",
 };
@@ -72,7 +76,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 static const char mc_persist_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY, client_id BLOB NOT NULL, "
 	"name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER NOT NULL, "
-	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind INTEGER NOT NULL DEFAULT 0);"
+	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind INTEGER NOT NULL DEFAULT 0, "
+	"token BLOB, dormant_until_ms INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
 	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
 	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0) "
@@ -185,7 +190,18 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 			goto fail_db;
 		}
 	}
-	if (mc_persist_exec(p, "PRAGMA user_version=3"))
+	if (version >= 1 && version < 4) {
+		/* Segments from before dormant segments lack token and dormant_until_ms. */
+		if (sqlite3_prepare_v2(p->db, "SELECT token, dormant_until_ms FROM segments", -1,
+				       &st, NULL) == SQLITE_OK) {
+			sqlite3_finalize(st);
+		} else if (mc_persist_exec(p, "ALTER TABLE segments ADD COLUMN token BLOB") ||
+			   mc_persist_exec(p, "ALTER TABLE segments ADD COLUMN dormant_until_ms "
+					      "INTEGER NOT NULL DEFAULT 0")) {
+			goto fail_db;
+		}
+	}
+	if (mc_persist_exec(p, "PRAGMA user_version=4"))
 		goto fail_db;
 	for (i = 0; i < ST_COUNT; i++) {
 		if (sqlite3_prepare_v3(p->db, mc_persist_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
@@ -240,6 +256,15 @@ int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment
 	sqlite3_bind_text(st, 6, s->endpoint, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 7, s->protocol, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 8, s->kind);
+	{
+		static const uint8_t zero[16];
+
+		if (memcmp(s->token, zero, 16))
+			sqlite3_bind_blob(st, 9, s->token, 16, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 9);
+	}
+	sqlite3_bind_int64(st, 10, s->dormant_until_ms);
 	p->pending++;
 	return mc_persist_step_done(p, ST_PUT_SEGMENT);
 }
@@ -383,6 +408,9 @@ static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn 
 		s.endpoint = (const char *)sqlite3_column_text(st, 5);
 		s.protocol = (const char *)sqlite3_column_text(st, 6);
 		s.kind = (uint8_t)sqlite3_column_int(st, 7);
+		if (mc_persist_blob16(st, 8, s.token))
+			memset(s.token, 0, 16);		/* NULL: mounted without a token */
+		s.dormant_until_ms = sqlite3_column_int64(st, 9);
 		if (s.name == NULL || s.endpoint == NULL || s.protocol == NULL)
 			continue;
 		ret = fn(arg, &s);

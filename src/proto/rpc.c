@@ -264,6 +264,18 @@ void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep)
 	}
 }
 
+void mc_rpc_put_xfer_failure(struct mc_wbuf *w, const struct mc_rpc_xfer_failure *f)
+{
+	mc_rpc_put_strv(w, f->segment);
+	mc_wbuf_i32(w, f->code);
+}
+
+void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f)
+{
+	f->segment = mc_rpc_get_strv(r, MC_RPC_MAX_NAME);
+	f->code = mc_rbuf_i32(r);
+}
+
 const char *mc_rpc_op_name(uint16_t op)
 {
 	switch (op) {
@@ -303,6 +315,7 @@ const char *mc_rpc_op_name(uint16_t op)
 	case MC_OP_OFFLOAD_HEARTBEAT: return "OffloadObjectHeartbeat";
 	case MC_OP_NOTIFY_OFFLOAD: return "NotifyOffloadSuccess";
 	case MC_OP_EVICT_DISK_REPLICA: return "BatchEvictDiskReplica";
+	case MC_OP_REPORT_TRANSFER_FAILURE: return "ReportTransferFailure";
 	default: return "Unknown";
 	}
 }

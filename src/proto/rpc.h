@@ -33,8 +33,10 @@
  *                        (ids acknowledged in the next heartbeat's "done")
  *   FS_EVICT             uuid client_id, keys              -> u32 n, n x i32 code (0: the DISK
  *                        replica is forgotten, delete its file; OBJECT_HAS_LEASE: keep it)
- *   MOUNT_SEGMENT        uuid client_id, segment           -> (empty)
- *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment -> (empty)
+ *   MOUNT_SEGMENT        uuid client_id, segment [, u8[16] token] -> (empty)
+ *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment [, n x u8[16] token] -> (empty)
+ *                        (token: random bytes the mounting process made with the segment and
+ *                        keeps only in memory; a dormant segment is restored only to it)
  *   UNMOUNT_SEGMENT      uuid client_id, uuid segment_id   -> (empty)
  *   PUT_START, BATCH_PUT_START, UPSERT_START, BATCH_UPSERT_START
  *                        uuid client_id, config, u32 n, n x (str key, u64 size)
@@ -63,6 +65,9 @@
  *                        -> u32 n, n x i32 code
  *   EVICT_DISK_REPLICA   uuid client_id, uuid disk_id, keys -> u32 n, n x i32 code (0: the master
  *                        forgot the copy, delete it; OBJECT_HAS_LEASE: a reader may use it, keep it)
+ *   REPORT_TRANSFER_FAILURE
+ *                        uuid client_id, u32 n, n x (str segment_name, i32 code)
+ *                        -> u32 n, n x i32 (0, or SEGMENT_NOT_FOUND for an unknown name)
  *
  * The single-key opcodes use the same bodies as the batch ones with n = 1; they exist separately
  * so the master can count them under upstream's metric names.  A request whose body does not
@@ -90,6 +95,7 @@
 #define MC_RPC_MAX_REPLICAS 64		/* replicas in one descriptor list */
 #define MC_RPC_MAX_REGEX 4096
 #define MC_RPC_MAX_PATH 4096
+#define MC_RPC_MAX_REPORT 1024		/* segments in one ReportTransferFailure */
 
 enum mc_rpc_kind {
 	MC_RPC_REQUEST = 0,
@@ -134,6 +140,8 @@ enum mc_rpc_op {
 	MC_OP_OFFLOAD_HEARTBEAT = 71,
 	MC_OP_NOTIFY_OFFLOAD = 72,
 	MC_OP_EVICT_DISK_REPLICA = 73,
+	/* A client could not move bytes to or from these segments. */
+	MC_OP_REPORT_TRANSFER_FAILURE = 80,
 };
 
 /* Tier tasks handed to a disk owner by OFFLOAD_HEARTBEAT, and their results in NOTIFY_OFFLOAD. */
@@ -262,6 +270,15 @@ void mc_rpc_put_config(struct mc_wbuf *w, const struct mc_rpc_config *c);
 void mc_rpc_get_config(struct mc_rbuf *r, struct mc_rpc_config *c);
 void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep);
 void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep);
+/* One item of ReportTransferFailure: a segment and the transfer error seen on it. */
+struct mc_rpc_xfer_failure {
+	struct mc_strv segment;
+	int32_t code;
+};
+
+void mc_rpc_put_xfer_failure(struct mc_wbuf *w, const struct mc_rpc_xfer_failure *f);
+void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f);
+
 /* Default config: replica_num 1, everything else zero. */
 void mc_rpc_config_default(struct mc_rpc_config *c);
 
