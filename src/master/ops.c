@@ -172,7 +172,8 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 
 		if (!upsert) {
 			if (complete > 0 ||
-			    q->now - o->put_start < m->cfg.put_start_discard_timeout_sec * 1000) {
+			    (in_progress &&
+			     q->now - o->put_start < m->cfg.put_start_discard_timeout_sec * 1000)) {
 				rc = MC_ERR_OBJECT_ALREADY_EXISTS;
 				goto fail;
 			}
