@@ -343,17 +343,23 @@ static json_t *mc_buffer_desc(struct mc_object *o, struct mc_replica *r)
 			 r->seg->protocol, "transport_endpoint_", r->seg->endpoint);
 }
 
-static json_t *mc_replicas_json(struct mc_object *o)
+/* The readable memory replicas in the order GetReplicaList gives them: those on segments of
+ * Active clients with no reported transfer failures first. */
+static json_t *mc_replicas_json(struct mc_master *m, struct mc_object *o)
 {
 	json_t *arr = json_array();
+	int64_t now = mc_master_now(m);
 	uint32_t i;
+	int pass;
 
-	for (i = 0; i < o->nrep; i++) {
-		struct mc_replica *r = mc_object_replica(o, i);
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
 
-		if (mc_replica_readable(r))
-			json_array_append_new(arr, mc_buffer_desc(o, r));
-	}
+			if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r) &&
+			    mc_segment_preferred_for_read(m, r->seg, now) == (pass == 0))
+				json_array_append_new(arr, mc_buffer_desc(o, r));
+		}
 	return arr;
 }
 
@@ -475,7 +481,7 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 
 		if (key == NULL) {
 			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
-		} else if (o == NULL || json_array_size(arr = mc_replicas_json(o)) == 0) {
+		} else if (o == NULL || json_array_size(arr = mc_replicas_json(m, o)) == 0) {
 			if (o)
 				json_decref(arr);
 			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
@@ -499,7 +505,7 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 			dup = strdup(keys);
 			for (k = strtok_r(dup, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
 				struct mc_object *o = mc_object_find(&m->objects, k, strlen(k));
-				json_t *arr = o ? mc_replicas_json(o) : NULL;
+				json_t *arr = o ? mc_replicas_json(m, o) : NULL;
 
 				if (arr && json_array_size(arr)) {
 					json_object_set_new(data, k, json_pack("{sbso}", "ok", 1,
