@@ -9,6 +9,8 @@
 #  - objects removed or put again while the segment is dormant are not resurrected;
 #  - the master is killed (kill -9) and restarted from --persist_path: the dormant records
 #    survive, and the restore works against the new master.
+# Finally the master itself is stopped longer than active + suspicion (it sees every client
+# silent, as behind a partition): when it continues, every object still reads back.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
 SZ=65536
@@ -106,5 +108,20 @@ sum=$(curl -sf "$H/metrics" | awk '/^segment_allocated_bytes/ {s += $2} END {pri
 	|| { echo "not ok - allocated $used, segments $sum"; rc=1; }
 n=$(metric master_key_count)
 [ "$n" = 50 ] && echo "ok - 50 objects (d, r, w)" || { echo "not ok - $n objects"; rc=1; }
+
+kill -STOP "$MC_MASTER_PID"
+echo "# master stopped"
+sleep 5
+kill -CONT "$MC_MASTER_PID"
+echo "# master continued"
+sleep 4
+"$T" check d 30 ok || rc=1
+"$T" check r 10 ok || rc=1
+"$T" expect w 0 10 $SZ 2 || rc=1
+n=$(metric master_dormant_segments)
+[ "$n" = 0 ] && echo "ok - no segment is left dormant after the master's stop" \
+	|| { echo "not ok - $n dormant segments"; rc=1; }
+n=$(nreplicas r/0)
+[ "$n" = 2 ] && echo "ok - r/0 still has both replicas" || { echo "not ok - r/0 lists $n"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
