@@ -463,14 +463,15 @@ static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
 
 /* Appends u32 nrep + the replicas a reader should use: the complete memory replicas, those on
  * segments of Active clients with no reported transfer failures first (readers try them in
- * order), or when there is none the SSD one (a hit may start its promotion).  Returns how
- * many. */
+ * order), or when there is none the SSD one (a hit may start its promotion).  When every
+ * memory replica is on a Suspected or unhealthy segment, the SSD copies follow them as a
+ * fallback.  Returns how many. */
 static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 					 struct mc_object *o)
 {
 	struct mc_replica *disk;
 	int64_t now = mc_master_now(m);
-	uint32_t i, n = 0;
+	uint32_t i, n = 0, preferred = 0;
 	size_t at = w->len;
 	int pass;
 
@@ -484,6 +485,17 @@ static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 				continue;
 			mc_put_replica_desc(m, w, o, r);
 			n++;
+			preferred += pass == 0;
+		}
+	if (n > 0 && preferred == 0)
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
+
+			if (r->type != MC_REPLICA_MEMORY && mc_replica_readable(r) &&
+			    mc_segment_preferred_for_read(m, r->seg, now)) {
+				mc_put_replica_desc(m, w, o, r);
+				n++;
+			}
 		}
 	if (n == 0 && (disk = mc_object_disk_replica(o)) != NULL) {
 		/* Every SSD copy (a restarted owner may have registered a second one while the

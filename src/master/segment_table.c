@@ -243,8 +243,11 @@ int mc_replica_readable(const struct mc_replica *r)
 int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now)
 {
 	(void)m;
-	return seg->status == MC_SEG_OK && seg->client->state != MC_CLIENT_SUSPECTED &&
-	       seg->client->state != MC_CLIENT_OFFLINE && now >= seg->unhealthy_until;
+	if (seg->status != MC_SEG_OK || now < seg->unhealthy_until)
+		return 0;
+	/* The shared directory's holder (--root_fs_dir) belongs to no client. */
+	return seg->client == NULL || (seg->client->state != MC_CLIENT_SUSPECTED &&
+				       seg->client->state != MC_CLIENT_OFFLINE);
 }
 
 int mc_segment_preferred_for_read(const struct mc_master *m, const struct mc_segment *seg,
