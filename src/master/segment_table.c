@@ -170,6 +170,16 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 	 * AArch64 address (57 bits). */
 	if (s->base + s->size < s->base || s->base + s->size > (1ull << 57))
 		return MC_ERR_INVALID_PARAMS;
+	if (seg == NULL) {
+		struct mc_segment *u;
+
+		/* Its records are still being dropped (an unmount, a dormant time that ended): a
+		 * second segment of that id now would have its persisted row deleted by the first's
+		 * end.  The client mounts again at its next NEED_REMOUNT. */
+		for (u = m->reap_head; u; u = u->reap_next)
+			if (!memcmp(u->id.b, s->id.b, 16))
+				return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+	}
 	if (seg != NULL && seg->status == MC_SEG_DORMANT) {
 		/* Only the process that made the segment knows its token: then the memory and
 		 * whatever it still holds are the same. */
