@@ -15,7 +15,7 @@
 T=$MC_BIN/tests/integration/fault_tool
 SZ=65536
 DB=$MC_TMP/master.db
-flags="--client_active_ttl_sec=1 --client_suspicion_ttl_sec=2 --dormant_segment_ttl_sec=300
+flags="--client_active_ttl_sec=2 --client_suspicion_ttl_sec=2 --dormant_segment_ttl_sec=300
 	--persist_path=$DB"
 
 # shellcheck disable=SC2086
@@ -51,7 +51,7 @@ sleep 1
 
 kill -STOP "$pid2"
 echo "# c2 stopped"
-sleep 5
+sleep 6.5
 st=$(seg_field "$s2" status)
 [ "$st" = DORMANT ] && echo "ok - the stopped client's segment is dormant" \
 	|| { echo "not ok - its segment is '$st'"; rc=1; }
@@ -111,7 +111,7 @@ n=$(metric master_key_count)
 
 kill -STOP "$MC_MASTER_PID"
 echo "# master stopped"
-sleep 5
+sleep 6.5
 kill -CONT "$MC_MASTER_PID"
 echo "# master continued"
 sleep 4
