@@ -73,7 +73,8 @@ void mc_client_seen(struct mc_master *m, struct mc_client *c, int mounted)
 	}
 }
 
-void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_t until)
+void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_t until,
+			     int quiet)
 {
 	if (seg->status != MC_SEG_OK || seg->is_disk)
 		return;
@@ -89,6 +90,8 @@ void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_
 	seg->dnext = m->dormant;
 	m->dormant = seg;
 	mc_persist_segment_changed(m, seg);
+	if (quiet)
+		return;
 	mc_log_warn("segment %s (%s) dormant: %llu replicas kept unreadable for %lld s unless it "
 		    "is mounted again by the same process",
 		    seg->name, seg->endpoint, (unsigned long long)seg->nreps,
@@ -145,7 +148,7 @@ static void mc_client_go_offline(struct mc_master *m, struct mc_client *c, int64
 		if (s->status != MC_SEG_OK)
 			continue;
 		if (!s->is_disk && ttl > 0) {
-			mc_segment_make_dormant(m, s, now + ttl);
+			mc_segment_make_dormant(m, s, now + ttl, 0);
 			continue;
 		}
 		mc_master_meta_cleanup(m, s->name);

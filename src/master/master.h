@@ -300,8 +300,10 @@ void mc_master_check_clients(struct mc_master *m);
 /* The client pinged or mounted: Suspected -> Active (a recovery); a mount also makes an
  * Offline or untracked client Active. */
 void mc_client_seen(struct mc_master *m, struct mc_client *c, int mounted);
-/* Make a mounted memory segment dormant until now + dormant_segment_ttl_sec. */
-void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_t until);
+/* Make a mounted memory segment dormant until monotonic ms until (quiet: no log line, for
+ * the reload, which reports its own). */
+void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_t until,
+			     int quiet);
 /* Restore a dormant segment: mounted again, its replicas readable. */
 void mc_segment_restore(struct mc_master *m, struct mc_segment *seg);
 /* A client reports failed transfers with the segments named name: mark them unhealthy.

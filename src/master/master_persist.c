@@ -155,7 +155,7 @@ struct mc_load {
 	struct mc_master *m;
 	struct mc_load_range *ranges;
 	size_t n, cap;
-	uint64_t objects, zombies, dropped, ghosts;
+	uint64_t objects, zombies, dropped, ghosts, dormant;
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;
@@ -200,9 +200,10 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 			mc_log_warn("persisted dormant segment %s could not be restored", ps->name);
 			return 0;
 		}
-		mc_segment_make_dormant(m, seg, L->now + (ps->dormant_until_ms > L->wall
-								  ? ps->dormant_until_ms - L->wall
-								  : 0));
+		mc_segment_make_dormant(m, seg,
+					L->now + (ps->dormant_until_ms > L->wall
+							  ? ps->dormant_until_ms - L->wall : 0), 1);
+		L->dormant++;
 		if (c->state == MC_CLIENT_UNTRACKED) {
 			c->state = MC_CLIENT_OFFLINE;
 			c->state_since = L->now;
@@ -490,9 +491,10 @@ int mc_master_persist_open(struct mc_master *m)
 	if (m->next_replica_id == 0)
 		m->next_replica_id = 1;
 	mc_master_commit(m);
-	mc_log_notice("recovered %u segments, %llu objects and %llu SSD ghosts from %s (%llu "
-		      "unfinished puts quarantined, %llu unusable rows dropped)",
-		      m->nsegs, (unsigned long long)L.objects, (unsigned long long)L.ghosts,
+	mc_log_notice("recovered %u segments (and %llu dormant), %llu objects and %llu SSD ghosts "
+		      "from %s (%llu unfinished puts quarantined, %llu unusable rows dropped)",
+		      m->nsegs, (unsigned long long)L.dormant, (unsigned long long)L.objects,
+		      (unsigned long long)L.ghosts,
 		      m->cfg.persist_path, (unsigned long long)L.zombies,
 		      (unsigned long long)L.dropped);
 	return 0;
