@@ -132,6 +132,35 @@ def token_tests():
     st, r = a.call("PING", a.client_id)
     ok(r.take("qB")[1] == 1, "the client is in good standing again")
 
+    # A dormant segment whose time ends is dropped like an unmount; its process gets an empty
+    # segment back.  (The master runs with --dormant_segment_ttl_sec=5.)
+    b = Client(ADDR)
+    tok_b, seg_b_id = os.urandom(16), os.urandom(16)
+    seg_b = segment(seg_b_id, "127.0.0.1:2002", 0x40000000, 64 << 20, "127.0.0.1:2002")
+    st, _ = b.call("REMOUNT_SEGMENT", b.client_id + struct.pack("<I", 1) + seg_b + tok_b)
+    body = b.client_id + config(1, preferred=["127.0.0.1:2002"]) + struct.pack("<I", 1) + \
+        s("gone") + struct.pack("<Q", 4096)
+    st2, r = b.call("PUT_START", body)
+    reps = r.replica_lists()[0][1] if st2 == 0 else []
+    b.call("PUT_END", b.client_id + b"\x04" + keys(["gone"]))
+    ok(st == 0 and [x["segment"] for x in reps] == ["127.0.0.1:2002"],
+       "a second client with an object on its segment")
+    deadline = time.time() + 15
+    while time.time() < deadline and metric("master_dormant_segments_expired_total") != 1:
+        a.call("PING", a.client_id)
+        time.sleep(0.5)
+    ok(metric("master_dormant_segments_expired_total") == 1,
+       "silent past Offline and the dormant time, its segment is dropped")
+    ok(get_code(a, "gone") == -704 and seg_view("127.0.0.1:2002") == {},
+       "its object and segment are gone")
+    time.sleep(1)
+    st, _ = b.call("REMOUNT_SEGMENT", b.client_id + struct.pack("<I", 1) + seg_b + tok_b)
+    v = seg_view("127.0.0.1:2002")
+    ok(st == 0 and v.get("status") == "OK" and v.get("replicas") == 0 and
+       v.get("allocator_used_bytes") == 0,
+       "re-mounted with its token after that, the segment comes back empty")
+    ok(metric("master_dormant_segments_restored_total") == 1, "and nothing was restored")
+
 
 def main():
     if MODE == "token":

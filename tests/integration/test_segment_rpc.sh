@@ -13,7 +13,8 @@ rc=$?
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 grep -q "unhealthy for 2000 ms: transfer failure -800 reported by" "$MC_TMP/master.log" \
 	&& echo "ok - the master logs the mark" || { echo "not ok - no log line"; rc=1; }
-mc_start_master --client_active_ttl_sec=1 --client_suspicion_ttl_sec=1 || { mc_dump_logs; exit 1; }
+mc_start_master --client_active_ttl_sec=1 --client_suspicion_ttl_sec=1 --dormant_segment_ttl_sec=5 \
+	|| { mc_dump_logs; exit 1; }
 PYTHONPATH="$MC_TOP_SRCDIR/tests/integration" python3 \
 	"$MC_TOP_SRCDIR/tests/integration/test_segment_rpc.py" "127.0.0.1:$MC_MASTER_PORT" \
 	"127.0.0.1:$MC_METRICS_PORT" token || rc=1
