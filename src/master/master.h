@@ -245,8 +245,9 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 		     const uint8_t *token);
 /* The segment (mounted, or dormant) with that id, or NULL. */
 struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id);
-/* Make the segment unreadable and unallocatable at once, then drop its replicas in bounded
- * steps from a deferred event (mc_master_reap), so a huge segment never stalls the loop. */
+/* Make the segment (mounted or dormant) unreadable and unallocatable at once, then drop its
+ * replicas in bounded steps from a deferred event (mc_master_reap), so a huge segment never
+ * stalls the loop. */
 void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why);
 /* Drop up to budget replicas of segments being unmounted; returns 1 if work remains. */
 int mc_master_reap(struct mc_master *m, uint32_t budget);

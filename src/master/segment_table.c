@@ -6,6 +6,9 @@
  * of that array: a cluster has tens to thousands of segments and mounts are rare, while the hot
  * path (allocation) never looks a segment up by id.  Clients are hashed by uuid.  Each segment
  * owns an offset allocator over [0, size); a replica's address is base + offset.
+ * Segments of Offline clients are dormant (liveness.c): out of the array and of the pool's
+ * totals (total_capacity, allocated), on the master's dormant list, their replicas kept.
+ * Placement takes only segments of Active clients that no transfer failure was reported for.
  * Single-threaded: the master's reactor thread.
  */
 #include <stdlib.h>
@@ -133,9 +136,12 @@ struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *
 {
 	struct mc_segment *seg = mc_segment_find(m, id);
 
-	for (seg = seg ? seg : m->dormant; seg && memcmp(seg->id.b, id->b, 16); seg = seg->dnext)
-		;
-	return seg;
+	if (seg != NULL)
+		return seg;
+	for (seg = m->dormant; seg != NULL; seg = seg->dnext)
+		if (!memcmp(seg->id.b, id->b, 16))
+			return seg;
+	return NULL;
 }
 
 static char *mc_strv_dup(struct mc_strv s)
