@@ -51,6 +51,7 @@ static const struct mc_op_metric mc_op_metrics[] = {
 	{ MC_OP_OFFLOAD_HEARTBEAT, "offload_object_heartbeat", 0 },
 	{ MC_OP_NOTIFY_OFFLOAD, "notify_offload_success", 0 },
 	{ MC_OP_EVICT_DISK_REPLICA, "evict_disk_replica", 0 },
+	{ MC_OP_REPORT_TRANSFER_FAILURE, "report_transfer_failure", 0 },
 	{ MC_OP_BATCH_EXIST_KEY, "batch_exist_key", 1 },
 	{ MC_OP_BATCH_QUERY_IP, "batch_query_ip", 1 },
 	{ MC_OP_BATCH_REPLICA_CLEAR, "batch_replica_clear", 1 },
@@ -149,6 +150,47 @@ static void mc_prom_label(struct evbuffer *b, const char *s)
 		else
 			evbuffer_add(b, s, 1);
 	}
+}
+
+/* Client liveness, dormant and unhealthy segments (liveness.c). */
+static void mc_admin_liveness_metrics(struct mc_master *m, struct evbuffer *b)
+{
+	const struct mc_metrics *x = &m->metrics;
+	struct mc_liveness_counts n;
+
+	mc_liveness_counts(m, &n);
+	mc_prom(b, "master_client_liveness_active_clients", "gauge", "Clients in state Active",
+		n.active);
+	mc_prom(b, "master_client_liveness_suspected_clients", "gauge",
+		"Clients in state Suspected (silent past client_active_ttl_sec)", n.suspected);
+	mc_prom(b, "master_client_liveness_offline_clients", "gauge",
+		"Clients in state Offline (until their dormant segments are gone)", n.offline);
+	mc_prom(b, "master_client_liveness_suspected_transitions_total", "counter",
+		"Active -> Suspected transitions", x->suspected_transitions);
+	mc_prom(b, "master_client_liveness_offline_transitions_total", "counter",
+		"Suspected -> Offline transitions", x->offline_transitions);
+	mc_prom(b, "master_client_liveness_recoveries_total", "counter",
+		"Suspected -> Active transitions (a ping came in time)", x->recoveries);
+	mc_prom(b, "master_dormant_segments", "gauge",
+		"Segments of Offline clients whose objects are kept for their return",
+		n.dormant_segments);
+	mc_prom(b, "master_dormant_replicas", "gauge", "Replicas kept on dormant segments",
+		n.dormant_replicas);
+	mc_prom(b, "master_dormant_segments_restored_total", "counter",
+		"Dormant segments mounted again by their process", x->dormant_segments_restored);
+	mc_prom(b, "master_dormant_replicas_restored_total", "counter",
+		"Replicas readable again when their segment was restored",
+		x->dormant_replicas_restored);
+	mc_prom(b, "master_dormant_segments_expired_total", "counter",
+		"Dormant segments dropped at the end of dormant_segment_ttl_sec",
+		x->dormant_segments_expired);
+	mc_prom(b, "master_unhealthy_segments", "gauge",
+		"Segments getting no placements after reported transfer failures",
+		n.unhealthy_segments);
+	mc_prom(b, "master_transfer_failure_reports_total", "counter",
+		"Segments named in ReportTransferFailure", x->transfer_failure_reports);
+	mc_prom(b, "master_segment_unhealthy_marks_total", "counter",
+		"Times a segment was marked unhealthy", x->unhealthy_marks);
 }
 
 static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
@@ -262,11 +304,9 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_bad_frames_total", "counter", "RPC frames refused", x->bad_frames);
 	mc_prom(b, "master_rpc_expired_requests_total", "counter",
 		"Requests read after their deadline and not executed", x->rpc_expired_requests);
-	mc_prom(b, "master_transfer_failure_reports_total", "counter",
-		"Segments reported by clients whose transfers to them failed",
-		x->transfer_failure_reports);
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
+	mc_admin_liveness_metrics(m, b);
 	if (m->persist == NULL)
 		return;
 	mc_prom(b, "master_persist_ok", "gauge",
@@ -325,17 +365,23 @@ static json_t *mc_buffer_desc(struct mc_object *o, struct mc_replica *r)
 			 r->seg->protocol, "transport_endpoint_", r->seg->endpoint);
 }
 
-static json_t *mc_replicas_json(struct mc_object *o)
+/* The readable memory replicas in the order GetReplicaList gives them: those on segments of
+ * Active clients with no reported transfer failures first. */
+static json_t *mc_replicas_json(struct mc_master *m, struct mc_object *o)
 {
 	json_t *arr = json_array();
+	int64_t now = mc_master_now(m);
 	uint32_t i;
+	int pass;
 
-	for (i = 0; i < o->nrep; i++) {
-		struct mc_replica *r = mc_object_replica(o, i);
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
 
-		if (mc_replica_readable(r))
-			json_array_append_new(arr, mc_buffer_desc(o, r));
-	}
+			if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r) &&
+			    mc_segment_preferred_for_read(m, r->seg, now) == (pass == 0))
+				json_array_append_new(arr, mc_buffer_desc(o, r));
+		}
 	return arr;
 }
 
@@ -473,7 +519,7 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 
 		if (key == NULL) {
 			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
-		} else if (o == NULL || json_array_size(arr = mc_replicas_json(o)) == 0) {
+		} else if (o == NULL || json_array_size(arr = mc_replicas_json(m, o)) == 0) {
 			if (o)
 				json_decref(arr);
 			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
@@ -497,7 +543,7 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 			dup = strdup(keys);
 			for (k = strtok_r(dup, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
 				struct mc_object *o = mc_object_find(&m->objects, k, strlen(k));
-				json_t *arr = o ? mc_replicas_json(o) : NULL;
+				json_t *arr = o ? mc_replicas_json(m, o) : NULL;
 
 				if (arr && json_array_size(arr)) {
 					json_object_set_new(data, k, json_pack("{sbso}", "ok", 1,
@@ -544,28 +590,56 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 		}
 	} else if (!strcmp(path, "/get_segments_detail")) {
 		json_t *arr = json_array();
+		struct mc_segment *s, *d = m->dormant;
+		int64_t now = mc_master_now(m);
 
-		for (i = 0; i < m->nsegs; i++) {
-			struct mc_segment *s = m->segs[i];
+		/* Mounted segments, then dormant ones (their objects kept for their process). */
+		for (i = 0; i < m->nsegs || d; i++) {
 			char id[40], cid[40], base[32], human[32];
-			uint64_t used = mc_alloc_used(s->alloc);
+			uint64_t used;
+			json_t *j;
 
+			if (i < m->nsegs) {
+				s = m->segs[i];
+			} else {
+				s = d;
+				d = d->dnext;
+			}
+			used = mc_alloc_used(s->alloc);
 			mc_uuid_format(&s->id, id);
 			mc_uuid_format(&s->client->id, cid);
 			snprintf(base, sizeof(base), "0x%" PRIx64, s->base);
 			mc_fmt_bytes(human, sizeof(human), s->size);
-			json_array_append_new(
-				arr, json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name,
-					       "segment_id", id, "client_id", cid, "base_address", base,
-					       "size_bytes", (json_int_t)s->size, "size_human", human,
-					       "te_endpoint", s->endpoint, "protocol", s->protocol,
-					       "status", "OK", "allocator_used_bytes", (json_int_t)used,
-					       "allocator_capacity_bytes", (json_int_t)s->size,
-					       "allocator_usage_percent",
-					       s->size ? 100.0 * (double)used / (double)s->size : 0.0));
+			j = json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name,
+				      "segment_id", id, "client_id", cid, "base_address", base,
+				      "size_bytes", (json_int_t)s->size, "size_human", human,
+				      "te_endpoint", s->endpoint, "protocol", s->protocol, "status",
+				      s->status == MC_SEG_DORMANT ? "DORMANT" : "OK",
+				      "allocator_used_bytes", (json_int_t)used,
+				      "allocator_capacity_bytes", (json_int_t)s->size,
+				      "allocator_usage_percent",
+				      s->size ? 100.0 * (double)used / (double)s->size : 0.0);
+			json_object_set_new(j, "client_state",
+					    json_string(mc_client_state_name(s->client->state)));
+			json_object_set_new(j, "health", json_string(now < s->unhealthy_until
+									    ? "unhealthy"
+									    : "healthy"));
+			json_object_set_new(j, "unhealthy_remaining_ms",
+					    json_integer(now < s->unhealthy_until
+								 ? s->unhealthy_until - now : 0));
+			json_object_set_new(j, "transfer_failure_reports",
+					    json_integer((json_int_t)s->failure_reports));
+			json_object_set_new(j, "replicas", json_integer((json_int_t)s->nreps));
+			json_object_set_new(j, "dormant_remaining_sec",
+					    json_integer(s->status == MC_SEG_DORMANT &&
+								 s->dormant_until > now
+							 ? (s->dormant_until - now + 999) / 1000
+							 : 0));
+			json_array_append_new(arr, j);
 		}
-		mc_reply_json(req, 200, json_pack("{sIso}", "total_segments", (json_int_t)m->nsegs,
-						  "segments", arr));
+		mc_reply_json(req, 200, json_pack("{sIso}", "total_segments",
+						  (json_int_t)json_array_size(arr), "segments",
+						  arr));
 	} else {
 		evhttp_send_error(req, 404, "Not Found");
 	}

@@ -16,6 +16,9 @@
  * and its memory is freed only when the copy is acknowledged (counted meanwhile in
  * demote_pending, so the watermark does not pick more victims for the same bytes).  An object
  * whose owner has no SSD, or whose offload fails, is evicted the ordinary way.
+ *
+ * Objects whose memory is only on dormant segments (liveness.c) stay on the list but are passed
+ * over: they free nothing the pool counts, and they may come back.
  */
 #include <stdint.h>
 
@@ -59,11 +62,28 @@ static uint64_t mc_evict_gain(const struct mc_master *m, struct mc_object *o, in
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->seg && r->type == MC_REPLICA_MEMORY &&
+		if (r->seg && r->type == MC_REPLICA_MEMORY && r->seg->status != MC_SEG_DORMANT &&
 		    (!marked_only || r->seg->evict_mark == m->evict_stamp))
 			mem += mc_alloc_block_size(r->blk);
 	}
 	return mem;
+}
+
+/* Is o's memory only on dormant segments? */
+static int mc_evict_only_dormant(struct mc_object *o)
+{
+	uint32_t i, dormant = 0;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg == NULL || r->type != MC_REPLICA_MEMORY)
+			continue;
+		if (r->seg->status != MC_SEG_DORMANT)
+			return 0;
+		dormant++;
+	}
+	return dormant > 0;
 }
 
 uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
@@ -88,6 +108,12 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 			uint32_t i;
 
 			next = o->lru_next;
+			if (mc_evict_only_dormant(o)) {
+				/* Its memory is on a dormant segment: evicting it frees nothing
+				 * now and loses what may come back.  Out of the way. */
+				mc_object_touch(&m->objects, o);
+				continue;
+			}
 			if (!mc_evictable(o, now, (enum mc_evict_pass)pass))
 				continue;
 			mem = mc_evict_gain(m, o, marked_only);

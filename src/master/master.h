@@ -47,7 +47,11 @@ struct mc_master_config {
 	double eviction_high_watermark_ratio;
 	int64_t put_start_discard_timeout_sec;
 	int64_t put_start_release_timeout_sec;
-	int64_t client_ttl;
+	int64_t client_ttl;			/* --client_active_ttl_sec (alias --client_ttl) */
+	int64_t client_suspicion_ttl_sec;
+	int64_t dormant_segment_ttl_sec;	/* 0: an Offline client's segments unmount at once */
+	int64_t unhealthy_segment_backoff_sec;
+	int64_t unhealthy_segment_max_backoff_sec;
 	int64_t remount_grace_period_sec;
 	int enable_http_metadata_server;
 	int64_t http_metadata_server_port;
@@ -76,6 +80,19 @@ struct mc_master_config {
 enum mc_segment_status {
 	MC_SEG_OK = 1,
 	MC_SEG_UNMOUNTING = 5,
+	/* Its client went Offline: its replicas are kept but unreadable, its ranges stay reserved
+	 * and it is neither placed on nor counted as capacity, until it is mounted again with its
+	 * token (restored) or dormant_until passes (dropped like an unmount).  liveness.c. */
+	MC_SEG_DORMANT = 6,
+};
+
+/* Client liveness (liveness.c).  UNTRACKED: never mounted nor re-mounted (a writer seen only in
+ * requests), or Offline long enough to be forgotten; such clients are in no gauge. */
+enum mc_client_state {
+	MC_CLIENT_UNTRACKED = 0,
+	MC_CLIENT_ACTIVE = 1,		/* pinged within client_active_ttl_sec */
+	MC_CLIENT_SUSPECTED = 2,	/* silent longer: keeps its objects, gets no placements */
+	MC_CLIENT_OFFLINE = 3,		/* suspected longer than client_suspicion_ttl_sec */
 };
 
 struct mc_client {
@@ -83,7 +100,9 @@ struct mc_client {
 	struct mc_client *hnext;	/* hash chain */
 	struct mc_segment *segs;	/* its segments (list through seg->cnext) */
 	int64_t last_ping;		/* monotonic ms */
+	int64_t state_since;		/* monotonic ms of the last state change */
 	int ok;				/* in good standing (after ReMountSegment) */
+	uint8_t state;			/* enum mc_client_state */
 	uint32_t refs;			/* objects naming it as writer + segments */
 };
 
@@ -103,6 +122,17 @@ struct mc_segment {
 	int status;
 	uint32_t index;			/* position in master->segs (memory segments only) */
 	uint64_t evict_mark;		/* == master->evict_stamp: eviction may free bytes here */
+	/* Proof of the memory behind the segment: random bytes the mounting process made and
+	 * keeps only in memory, so another process cannot present them (all zero: none given). */
+	uint8_t token[16];
+	int has_token;
+	int64_t dormant_until;		/* MC_SEG_DORMANT: monotonic ms when it is dropped */
+	struct mc_segment *dnext;	/* in the master's dormant list */
+	/* Transfer failures reported by clients (ReportTransferFailure): no placements before
+	 * unhealthy_until; backoff_ms is the last backoff given (doubles while reports recur). */
+	int64_t unhealthy_until;
+	int64_t backoff_ms;
+	uint64_t failure_reports;
 	/* A client's SSD area (LOCAL_DISK replicas): no allocator, base 0; size is its capacity
 	 * and used the bytes of its replicas.  Not in master->segs: never chosen for memory. */
 	int is_disk;
@@ -168,6 +198,7 @@ struct mc_master {
 	uint32_t nclients;
 	struct mc_discard *discards;
 	struct mc_segment *reap_head;	/* segments being unmounted, drained in bounded steps */
+	struct mc_segment *dormant;	/* MC_SEG_DORMANT segments (list through seg->dnext) */
 	struct event *ev_reap, *ev_evict, *ev_flush;
 	struct mc_conn *flush_head;	/* connections with replies waiting for the commit */
 	int need_eviction;
@@ -222,15 +253,29 @@ struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id
  * a name mounted by another client; UNAVAILABLE_IN_CURRENT_STATUS while the id is unmounting. */
 int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
 			   const struct mc_rpc_segment *s, char *why, size_t n);
-/* Mount s for c after mc_segment_mount_check(); its code on refusal, 0 when mounted. */
-int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s);
-/* Make the segment unreadable and unallocatable at once, then drop its replicas in bounded
- * steps from a deferred event (mc_master_reap), so a huge segment never stalls the loop. */
+/* Mount (or idempotently re-mount) segment s of client c after mc_segment_mount_check(): its
+ * code on refusal, 0 when mounted.  token: 16 bytes the mounting process keeps in memory, or
+ * NULL.  A dormant segment of the same id, client, name, base, size and token is restored with
+ * the replicas it still holds. */
+int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s,
+		     const uint8_t *token);
+/* The segment (mounted, or dormant) with that id, or NULL. */
+struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id);
+/* Make the segment (mounted or dormant) unreadable and unallocatable at once, then drop its
+ * replicas in bounded steps from a deferred event (mc_master_reap), so a huge segment never
+ * stalls the loop. */
 void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why);
 /* Drop up to budget replicas of segments being unmounted; returns 1 if work remains. */
 int mc_master_reap(struct mc_master *m, uint32_t budget);
 /* A replica a reader may use: complete, on a live segment. */
 int mc_replica_readable(const struct mc_replica *r);
+/* May new replicas go to seg now (mounted, its client Active, not marked unhealthy)? */
+int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now);
+/* Should readers try seg first (its client Active and no transfer failures reported)? */
+int mc_segment_preferred_for_read(const struct mc_master *m, const struct mc_segment *seg,
+				  int64_t now);
+/* Has o a memory replica, readable or dormant (so it belongs on the LRU list)? */
+int mc_object_has_memory(struct mc_object *o);
 
 /* eviction.c */
 /* Evict least-recently-used objects until at least bytes are freed (best effort).  Objects
@@ -270,8 +315,31 @@ uint32_t mc_master_active_clients(const struct mc_master *m);
 void mc_master_meta_cleanup(struct mc_master *m, const char *segment_name);
 
 /* liveness.c */
-/* Declare clients silent for client_ttl dead and unmount their segments. */
+/* Move clients along Active -> Suspected -> Offline by their silence; an Offline client's
+ * memory segments go dormant (or unmount with --dormant_segment_ttl_sec=0), dormant segments
+ * past their time are dropped.  Called from the 1 s tick. */
 void mc_master_check_clients(struct mc_master *m);
+/* The client pinged or mounted: Suspected -> Active (a recovery); a mount also makes an
+ * Offline or untracked client Active. */
+void mc_client_seen(struct mc_master *m, struct mc_client *c, int mounted);
+/* Make a mounted memory segment dormant until monotonic ms until (quiet: no log line, for
+ * the reload, which reports its own). */
+void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_t until,
+			     int quiet);
+/* Restore a dormant segment: mounted again, its replicas readable. */
+void mc_segment_restore(struct mc_master *m, struct mc_segment *seg);
+/* A client reports failed transfers with the segments named name: mark them unhealthy.
+ * Returns 0, or MC_ERR_SEGMENT_NOT_FOUND when no mounted memory segment has that name. */
+int mc_segment_report_failure(struct mc_master *m, struct mc_strv name, int32_t code,
+			      int64_t now, const char *peer);
+/* Gauges for the admin server. */
+struct mc_liveness_counts {
+	uint32_t active, suspected, offline;
+	uint32_t dormant_segments, unhealthy_segments;
+	uint64_t dormant_replicas;
+};
+void mc_liveness_counts(const struct mc_master *m, struct mc_liveness_counts *out);
+const char *mc_client_state_name(uint8_t state);
 /* Allocate len bytes for a replica on a segment whose name is not in used[0..nused).  Fills
  * r->seg/blk and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,

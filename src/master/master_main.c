@@ -78,8 +78,20 @@ static const struct mc_opt mc_master_opts[] = {
 	{ "put_start_release_timeout_sec", NULL, NULL, MC_OPT_INT,
 	  O(put_start_release_timeout_sec), "600", 0, 864000,
 	  "space of a preempted PutStart is freed this long after it started" },
-	{ "client_ttl", NULL, "client_live_ttl_sec", MC_OPT_INT, O(client_ttl), "10", 1, 86400,
-	  "seconds without a ping before a client is considered dead" },
+	{ "client_active_ttl_sec", "client_ttl", "client_live_ttl_sec", MC_OPT_INT, O(client_ttl),
+	  "10", 1, 86400,
+	  "seconds a client stays Active after its last ping (--client_ttl: deprecated alias)" },
+	{ "client_suspicion_ttl_sec", NULL, NULL, MC_OPT_INT, O(client_suspicion_ttl_sec), "20", 0,
+	  86400, "seconds a Suspected client may recover before it goes Offline" },
+	{ "dormant_segment_ttl_sec", NULL, NULL, MC_OPT_INT, O(dormant_segment_ttl_sec), "600", 0,
+	  31536000, "seconds an Offline client's segments keep their objects for the same process "
+	  "to re-mount (0: drop them at once)" },
+	{ "unhealthy_segment_backoff_sec", NULL, NULL, MC_OPT_INT,
+	  O(unhealthy_segment_backoff_sec), "5", 1, 3600,
+	  "no placements on a segment this long after a reported transfer failure" },
+	{ "unhealthy_segment_max_backoff_sec", NULL, NULL, MC_OPT_INT,
+	  O(unhealthy_segment_max_backoff_sec), "60", 1, 86400,
+	  "cap of that backoff, which doubles while failures recur" },
 	{ "remount_grace_period_sec", NULL, NULL, MC_OPT_INT, O(remount_grace_period_sec), "30", 1,
 	  86400, "after a restart from --persist_path, how long clients have to re-mount" },
 	{ "enable_http_metadata_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_metadata_server),
@@ -259,6 +271,10 @@ static void mc_master_reload(struct mc_master *m)
 	o->put_start_discard_timeout_sec = c->put_start_discard_timeout_sec;
 	o->put_start_release_timeout_sec = c->put_start_release_timeout_sec;
 	o->client_ttl = c->client_ttl;
+	o->client_suspicion_ttl_sec = c->client_suspicion_ttl_sec;
+	o->dormant_segment_ttl_sec = c->dormant_segment_ttl_sec;
+	o->unhealthy_segment_backoff_sec = c->unhealthy_segment_backoff_sec;
+	o->unhealthy_segment_max_backoff_sec = c->unhealthy_segment_max_backoff_sec;
 	o->enable_metric_reporting = c->enable_metric_reporting;
 	o->enable_metadata_cleanup_on_timeout = c->enable_metadata_cleanup_on_timeout;
 	o->rpc_conn_timeout_seconds = c->rpc_conn_timeout_seconds;
@@ -270,7 +286,7 @@ static void mc_master_reload(struct mc_master *m)
 	mc_log_set_level(mc_master_log_level(o));
 	mc_opts_free(mc_master_opts, c);
 	mc_log_notice("SIGHUP: configuration reloaded (lease %lld ms, high watermark %.2f, "
-		      "eviction ratio %.2f, client_ttl %lld s, log level %s)",
+		      "eviction ratio %.2f, client_active_ttl_sec %lld, log level %s)",
 		      (long long)o->default_kv_lease_ttl, o->eviction_high_watermark_ratio,
 		      o->eviction_ratio, (long long)o->client_ttl, o->log_level);
 	mc_sd_notify("READY=1");

@@ -19,7 +19,8 @@
  * --persist_on_error=continue the master acknowledges anyway and keeps retrying.
  *
  * Reload: segments come back with their allocators, their owners as clients not yet in good
- * standing (with --remount_grace_period_sec to re-mount with the same segment identities), and
+ * standing (with --remount_grace_period_sec to re-mount with the same segment identities),
+ * dormant segments as dormant for the rest of their time (their owners Offline), and
  * every object's buffers are re-reserved exactly, in ascending offset order per segment so the
  * rebuild is linear.  Objects that were still being written are not restored: their buffers go
  * to the discard list until put_start_release_timeout_sec after they started, since their
@@ -114,6 +115,16 @@ void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
 	ps.endpoint = seg->endpoint;
 	ps.protocol = seg->protocol;
 	ps.kind = seg->is_disk ? 1 : 0;
+	memset(ps.token, 0, sizeof(ps.token));
+	if (seg->has_token)
+		memcpy(ps.token, seg->token, 16);
+	ps.dormant_until_ms = 0;
+	if (seg->status == MC_SEG_DORMANT) {
+		/* Monotonic times do not survive a restart: store the wall-clock end (never 0). */
+		ps.dormant_until_ms = mc_wall_ms() + (seg->dormant_until - mc_master_now(m));
+		if (ps.dormant_until_ms <= 0)
+			ps.dormant_until_ms = 1;
+	}
 	(void)mc_persist_put_segment(m->persist, &ps);
 }
 
@@ -236,7 +247,7 @@ struct mc_load {
 	struct mc_master *m;
 	struct mc_load_range *ranges;
 	size_t n, cap;
-	uint64_t objects, zombies, dropped, ghosts;
+	uint64_t objects, zombies, dropped, ghosts, dormant;
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;
@@ -271,8 +282,31 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 	s.protocol = mc_strv_c(ps->protocol);
 	c = mc_client_get(m, &cid);
 	c->ok = 0;		/* must re-mount */
-	/* Declared dead remount_grace_period_sec from now unless it re-mounts (pings) first. */
-	c->last_ping = L->now + (m->cfg.remount_grace_period_sec - m->cfg.client_ttl) * 1000;
+	if (ps->kind == 0 && ps->dormant_until_ms != 0) {
+		struct mc_segment *seg;
+
+		/* It was dormant: it stays so for the rest of its time (a past end drops it at
+		 * the first tick), and its client is Offline unless another segment says more. */
+		if (mc_segment_mount(m, c, &s, ps->token) != 0 ||
+		    (seg = mc_segment_lookup(m, &s.id)) == NULL) {
+			mc_log_warn("persisted dormant segment %s could not be restored", ps->name);
+			return 0;
+		}
+		mc_segment_make_dormant(m, seg,
+					L->now + (ps->dormant_until_ms > L->wall
+							  ? ps->dormant_until_ms - L->wall : 0), 1);
+		L->dormant++;
+		if (c->state == MC_CLIENT_UNTRACKED) {
+			c->state = MC_CLIENT_OFFLINE;
+			c->state_since = L->now;
+		}
+		return 0;
+	}
+	/* Declared Offline remount_grace_period_sec from now unless it re-mounts (pings) first. */
+	c->state = MC_CLIENT_ACTIVE;
+	c->state_since = L->now;
+	c->last_ping = L->now + (m->cfg.remount_grace_period_sec - m->cfg.client_ttl -
+				 m->cfg.client_suspicion_ttl_sec) * 1000;
 	if (ps->kind == 1) {
 		int rc;
 
@@ -280,7 +314,7 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 			mc_log_warn("persisted SSD area of %s could not be restored", ps->name);
 		return 0;
 	}
-	if (mc_segment_mount(m, c, &s) != 0)
+	if (mc_segment_mount(m, c, &s, ps->token) != 0)
 		mc_log_warn("persisted segment %s could not be restored", ps->name);
 	return 0;
 }
@@ -337,7 +371,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 				segs[i] = NULL;
 			continue;
 		}
-		segs[i] = mc_segment_find(m, &id);
+		segs[i] = mc_segment_lookup(m, &id);	/* mounted or dormant */
 		if (segs[i] && pr->offset + pr->len <= segs[i]->size &&
 		    pr->status == MC_REPLICA_COMPLETE)
 			n++;
@@ -454,7 +488,8 @@ static void mc_load_reserve(struct mc_load *L)
 			}
 			continue;
 		}
-		m->allocated += mc_alloc_block_size(blk);
+		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
+			m->allocated += mc_alloc_block_size(blk);
 		if (x->r == NULL) {
 			struct mc_discard *d = mc_xcalloc(1, sizeof(*d));
 
@@ -543,7 +578,7 @@ int mc_master_persist_open(struct mc_master *m)
 		} else if (live < o->nrep) {
 			mc_object_compact(o);
 		}
-		if (!mc_object_in_memory(o))
+		if (!mc_object_has_memory(o))
 			mc_object_lru_unlink(&m->objects, o);
 	}
 	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
@@ -552,9 +587,10 @@ int mc_master_persist_open(struct mc_master *m)
 	/* Every start writes: a disk that cannot take writes is found now, not at the first put. */
 	mc_persist_set_meta(m->persist, "opened_ms", L.wall);
 	mc_persist_attempt(m);
-	mc_log_notice("recovered %u segments, %llu objects and %llu SSD ghosts from %s (%llu "
-		      "unfinished puts quarantined, %llu unusable rows dropped)",
-		      m->nsegs, (unsigned long long)L.objects, (unsigned long long)L.ghosts,
+	mc_log_notice("recovered %u segments (and %llu dormant), %llu objects and %llu SSD ghosts "
+		      "from %s (%llu unfinished puts quarantined, %llu unusable rows dropped)",
+		      m->nsegs, (unsigned long long)L.dormant, (unsigned long long)L.objects,
+		      (unsigned long long)L.ghosts,
 		      m->cfg.persist_path, (unsigned long long)L.zombies,
 		      (unsigned long long)L.dropped);
 	return 0;

@@ -32,12 +32,20 @@ struct mc_metrics {
 	uint64_t total_get_nums;
 	uint64_t bad_frames;
 	uint64_t rpc_expired_requests;		/* dropped: past their deadline when read */
-	uint64_t transfer_failure_reports;	/* ReportTransferFailure items */
 	uint64_t attempted_evictions;
 	uint64_t successful_evictions;
 	uint64_t evicted_key_count;
 	uint64_t evicted_size_bytes;
 	uint64_t clients_expired;
+	/* client liveness (liveness.c) */
+	uint64_t suspected_transitions;
+	uint64_t offline_transitions;
+	uint64_t recoveries;
+	uint64_t dormant_segments_restored;
+	uint64_t dormant_replicas_restored;
+	uint64_t dormant_segments_expired;
+	uint64_t transfer_failure_reports;	/* ReportTransferFailure items */
+	uint64_t unhealthy_marks;		/* times a segment was marked unhealthy */
 	uint64_t file_cache_hit_nums;
 	uint64_t offloaded_key_count;
 	uint64_t offloaded_bytes;

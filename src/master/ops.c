@@ -102,6 +102,20 @@ static uint32_t mc_count_status(struct mc_object *o, uint8_t status)
 	return n;
 }
 
+/* Complete replicas on segments that are not dormant. */
+static uint32_t mc_count_live_complete(struct mc_object *o)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		n += r->seg != NULL && r->seg->status != MC_SEG_DORMANT &&
+		     r->status == MC_REPLICA_COMPLETE;
+	}
+	return n;
+}
+
 static uint32_t mc_count_readable(struct mc_object *o)
 {
 	uint32_t i, n = 0;
@@ -152,17 +166,21 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		goto fail_params;
 	o = mc_object_find(&m->objects, key.p, key.n);
 	if (o != NULL) {
-		uint32_t complete = mc_count_status(o, MC_REPLICA_COMPLETE);
+		/* Copies on dormant segments only do not make the key exist for a writer: a new
+		 * put replaces them (and they are never restored). */
+		uint32_t complete = mc_count_live_complete(o);
 		int in_progress = mc_count_status(o, MC_REPLICA_PROCESSING) > 0;
 
 		if (!upsert) {
 			if (complete > 0 ||
-			    q->now - o->put_start < m->cfg.put_start_discard_timeout_sec * 1000) {
+			    (in_progress &&
+			     q->now - o->put_start < m->cfg.put_start_discard_timeout_sec * 1000)) {
 				rc = MC_ERR_OBJECT_ALREADY_EXISTS;
 				goto fail;
 			}
 		}
-		if (upsert && !in_progress && complete == o->nrep && o->size == size &&
+		if (upsert && !in_progress && complete == o->nrep && mc_count_readable(o) == o->nrep &&
+		    o->size == size &&
 		    mc_object_disk_replica(o) == NULL &&
 		    !(o->flags & (MC_OBJ_OFFLOADING | MC_OBJ_PROMOTING))) {
 			/* In-place upsert: same buffers, back to PROCESSING. */
@@ -444,24 +462,42 @@ static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
 	mc_object_touch(&q->m->objects, o);
 }
 
-/* Appends u32 nrep + the replicas a reader should use: the complete memory replicas, or when
- * there is none the SSD one (a hit may start its promotion).  Returns how many. */
+/* Appends u32 nrep + the replicas a reader should use: the complete memory replicas, those on
+ * segments of Active clients with no reported transfer failures first (readers try them in
+ * order), or when there is none the SSD one (a hit may start its promotion).  When every
+ * memory replica is on a Suspected or unhealthy segment, the SSD copies follow them as a
+ * fallback.  Returns how many. */
 static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 					 struct mc_object *o)
 {
 	struct mc_replica *disk;
-	uint32_t i, n = 0;
+	int64_t now = mc_master_now(m);
+	uint32_t i, n = 0, preferred = 0;
 	size_t at = w->len;
+	int pass;
 
 	mc_wbuf_u32(w, 0);
-	for (i = 0; i < o->nrep; i++) {
-		struct mc_replica *r = mc_object_replica(o, i);
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r)) {
+			if (r->type != MC_REPLICA_MEMORY || !mc_replica_readable(r) ||
+			    mc_segment_preferred_for_read(m, r->seg, now) != (pass == 0))
+				continue;
 			mc_put_replica_desc(m, w, o, r);
 			n++;
+			preferred += pass == 0;
 		}
-	}
+	if (n > 0 && preferred == 0)
+		for (i = 0; i < o->nrep; i++) {
+			struct mc_replica *r = mc_object_replica(o, i);
+
+			if (r->type != MC_REPLICA_MEMORY && mc_replica_readable(r) &&
+			    mc_segment_preferred_for_read(m, r->seg, now)) {
+				mc_put_replica_desc(m, w, o, r);
+				n++;
+			}
+		}
 	if (n == 0 && (disk = mc_object_disk_replica(o)) != NULL) {
 		/* Every SSD copy (a restarted owner may have registered a second one while the
 		 * old process is not yet declared dead): the reader falls back in order. */
@@ -679,19 +715,29 @@ static int mc_op_remove_all(struct mc_req *q)
 
 /* ---------------------------------------------------------------- segments, clients */
 
+/* MountSegment and ReMountSegment.  The segments may be followed by one 16-byte token each
+ * (a later addition to the protocol: bodies without them still decode). */
 static int mc_op_mount(struct mc_req *q, int remount)
 {
 	struct mc_uuid cid;
 	struct mc_rpc_segment segs[64];
+	uint8_t tokens[64][16];
+	const uint8_t *tok;
 	struct mc_client *c;
 	uint32_t n = 1, i;
-	int rc = 0;
+	int rc = 0, with_tokens = 0;
 
 	mc_rpc_get_uuid(&q->r, &cid);
 	if (remount)
 		n = mc_rbuf_count(&q->r, 64, 40);
 	for (i = 0; i < n; i++)
 		mc_rpc_get_segment(&q->r, &segs[i]);
+	if (q->r.err == 0 && n > 0 && q->r.left == (size_t)n * 16) {
+		for (i = 0; i < n; i++)
+			if ((tok = mc_rbuf_bytes(&q->r, 16)) != NULL)
+				memcpy(tokens[i], tok, 16);
+		with_tokens = 1;
+	}
 	if (!mc_req_done(q))
 		return MC_ERR_INVALID_PARAMS;
 	c = mc_client_get(q->m, &cid);
@@ -701,7 +747,8 @@ static int mc_op_mount(struct mc_req *q, int remount)
 
 		rc = mc_segment_mount_check(q->m, c, &segs[i], why, sizeof(why));
 		if (rc == 0) {
-			rc = mc_segment_mount(q->m, c, &segs[i]);
+			rc = mc_segment_mount(q->m, c, &segs[i],
+					      with_tokens ? tokens[i] : NULL);
 			snprintf(why, sizeof(why), "cannot mount");
 		}
 		if (rc) {
@@ -714,6 +761,8 @@ static int mc_op_mount(struct mc_req *q, int remount)
 				    segs[i].name.p, why, mc_strerror(rc));
 		}
 	}
+	if (rc == 0)
+		mc_client_seen(q->m, c, 1);
 	if (rc == 0 && remount) {
 		if (!c->ok) {
 			char idbuf[40];
@@ -736,7 +785,7 @@ static int mc_op_unmount(struct mc_req *q)
 	mc_rpc_get_uuid(&q->r, &sid);
 	if (!mc_req_done(q))
 		return MC_ERR_INVALID_PARAMS;
-	seg = mc_segment_find(q->m, &sid);
+	seg = mc_segment_lookup(q->m, &sid);	/* mounted or dormant */
 	if (seg == NULL)
 		seg = mc_disk_find(q->m, &sid);	/* an SSD area (UnmountLocalDiskSegment) */
 	if (seg == NULL)
@@ -756,8 +805,10 @@ static int mc_op_ping(struct mc_req *q)
 	if (!mc_req_done(q))
 		return MC_ERR_INVALID_PARAMS;
 	c = mc_client_find(q->m, &cid);
-	if (c)
+	if (c) {
 		c->last_ping = q->now;
+		mc_client_seen(q->m, c, 0);	/* a Suspected client recovers */
+	}
 	mc_wbuf_i64(q->out, 0);
 	mc_wbuf_u8(q->out, c && c->ok ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT);
 	/* Our wall clock: clients write request deadlines in it. */
@@ -767,44 +818,6 @@ static int mc_op_ping(struct mc_req *q)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		mc_wbuf_u64(q->out, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 	}
-	return 0;
-}
-
-/* ReportTransferFailure: a client could not move bytes to or from these segments (a peer that
- * is gone, refuses, or does not answer in time).  Each item is answered 0 for a segment we know
- * and SEGMENT_NOT_FOUND otherwise; the report is counted. */
-static int mc_op_report_transfer_failure(struct mc_req *q)
-{
-	struct mc_master *m = q->m;
-	struct mc_uuid cid;
-	struct mc_rpc_xfer_failure *f;
-	uint32_t n, i, k;
-
-	mc_rpc_get_uuid(&q->r, &cid);
-	n = mc_rbuf_count(&q->r, MC_RPC_MAX_REPORT, 8);
-	if (q->r.err)
-		return MC_ERR_INVALID_PARAMS;
-	f = mc_xcalloc(n ? n : 1, sizeof(*f));
-	for (i = 0; i < n; i++)
-		mc_rpc_get_xfer_failure(&q->r, &f[i]);
-	if (!mc_req_done(q)) {
-		free(f);
-		return MC_ERR_INVALID_PARAMS;
-	}
-	mc_wbuf_u32(q->out, n);
-	for (i = 0; i < n; i++) {
-		int known = 0;
-
-		for (k = 0; k < m->nsegs && !known; k++)
-			known = strlen(m->segs[k]->name) == f[i].segment.n &&
-				!memcmp(m->segs[k]->name, f[i].segment.p, f[i].segment.n);
-		m->metrics.transfer_failure_reports++;
-		mc_log_info("client at %s reports failed transfers to segment %.*s (%d)", q->peer,
-			    (int)f[i].segment.n, f[i].segment.p, f[i].code);
-		mc_wbuf_i32(q->out, known ? 0 : MC_ERR_SEGMENT_NOT_FOUND);
-		mc_item_result(q, known ? 0 : MC_ERR_SEGMENT_NOT_FOUND);
-	}
-	free(f);
 	return 0;
 }
 
@@ -925,6 +938,48 @@ static int mc_op_batch_replica_clear(struct mc_req *q)
 	}
 	mc_wbuf_patch_u32(q->out, at, cleared);
 	free(keys);
+	return 0;
+}
+
+/* ReportTransferFailure: a client could not move bytes to or from these segments (a peer that
+ * is gone, refuses, or does not answer in time).  Each mounted memory segment of a reported
+ * name is marked unhealthy (liveness.c); a name no mounted segment has is SEGMENT_NOT_FOUND.
+ * Only a client in good standing may report: the reports of others change nothing. */
+static int mc_op_report_transfer_failure(struct mc_req *q)
+{
+	struct mc_master *m = q->m;
+	struct mc_uuid cid;
+	struct mc_rpc_xfer_failure *f;
+	struct mc_client *c;
+	uint32_t n, i;
+
+	mc_rpc_get_uuid(&q->r, &cid);
+	n = mc_rbuf_count(&q->r, MC_RPC_MAX_REPORT, 8);
+	if (q->r.err)
+		return MC_ERR_INVALID_PARAMS;
+	f = mc_xcalloc(n ? n : 1, sizeof(*f));
+	for (i = 0; i < n; i++)
+		mc_rpc_get_xfer_failure(&q->r, &f[i]);
+	if (!mc_req_done(q)) {
+		free(f);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	c = mc_client_find(m, &cid);
+	if (c == NULL || !c->ok) {
+		free(f);
+		mc_log_warn("transfer failure report from %s ignored: not a client in good standing",
+			    q->peer);
+		return MC_ERR_ILLEGAL_CLIENT;
+	}
+	mc_wbuf_u32(q->out, n);
+	for (i = 0; i < n; i++) {
+		int rc = mc_segment_report_failure(m, f[i].segment, f[i].code, q->now, q->peer);
+
+		m->metrics.transfer_failure_reports++;
+		mc_wbuf_i32(q->out, rc);
+		mc_item_result(q, rc);
+	}
+	free(f);
 	return 0;
 }
 

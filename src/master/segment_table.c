@@ -6,6 +6,9 @@
  * of that array: a cluster has tens to thousands of segments and mounts are rare, while the hot
  * path (allocation) never looks a segment up by id.  Clients are hashed by uuid.  Each segment
  * owns an offset allocator over [0, size); a replica's address is base + offset.
+ * Segments of Offline clients are dormant (liveness.c): out of the array and of the pool's
+ * totals (total_capacity, allocated), on the master's dormant list, their replicas kept.
+ * Placement takes only segments of Active clients that no transfer failure was reported for.
  * Single-threaded: the master's reactor thread.
  */
 #include <stdio.h>
@@ -63,8 +66,12 @@ void mc_master_tables_fini(struct mc_master *m)
 				int l;
 
 				sn = s->cnext;
-				if (!s->is_disk)
+				if (!s->is_disk) {
+					/* Mounted ones are freed from m->segs below. */
+					if (s->status != MC_SEG_OK)
+						mc_segment_free(s);
 					continue;
+				}
 				lists[0] = s->tasks;
 				lists[1] = s->inflight;
 				for (l = 0; l < 2; l++)
@@ -127,15 +134,42 @@ struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id
 	return NULL;
 }
 
+struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id)
+{
+	struct mc_segment *seg = mc_segment_find(m, id);
+
+	if (seg != NULL)
+		return seg;
+	for (seg = m->dormant; seg != NULL; seg = seg->dnext)
+		if (!memcmp(seg->id.b, id->b, 16))
+			return seg;
+	return NULL;
+}
+
 static char *mc_strv_dup(struct mc_strv s)
 {
 	return mc_xstrndup(s.p, s.n);
 }
 
+static int mc_token_given(const uint8_t *token)
+{
+	static const uint8_t zero[16];
+
+	return token != NULL && memcmp(token, zero, 16) != 0;
+}
+
+/* Does s (from a mount request of client c) describe seg's memory exactly? */
+static int mc_segment_same(const struct mc_segment *seg, const struct mc_client *c,
+			   const struct mc_rpc_segment *s)
+{
+	return seg->client == c && seg->base == s->base && seg->size == s->size &&
+	       strlen(seg->name) == s->name.n && !memcmp(seg->name, s->name.p, s->name.n);
+}
+
 int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
 			   const struct mc_rpc_segment *s, char *why, size_t n)
 {
-	struct mc_segment *seg = mc_segment_find(m, &s->id);
+	struct mc_segment *seg = mc_segment_lookup(m, &s->id);
 	uint32_t i;
 	int port;
 
@@ -172,6 +206,28 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
 			return MC_ERR_INVALID_PARAMS;
 		}
 	}
+	if (seg == NULL) {
+		struct mc_segment *u;
+
+		/* Its records are still being dropped (an unmount, a dormant time that ended): a
+		 * second segment of that id now would have its persisted row deleted by the first's
+		 * end.  The client mounts again at its next NEED_REMOUNT. */
+		for (u = m->reap_head; u; u = u->reap_next)
+			if (!memcmp(u->id.b, s->id.b, 16)) {
+				snprintf(why, n, "segment still being unmounted");
+				return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+			}
+	}
+	if (seg != NULL && seg->status == MC_SEG_DORMANT) {
+		/* Whether the token proves the memory is mc_segment_mount's to decide. */
+		if (!mc_segment_same(seg, c, s)) {
+			snprintf(why, n, "does not describe the dormant segment with that id (%s, "
+				 "%llu bytes at 0x%llx)", seg->name, (unsigned long long)seg->size,
+				 (unsigned long long)seg->base);
+			return MC_ERR_INVALID_PARAMS;
+		}
+		return 0;
+	}
 	if (seg != NULL && seg->status != MC_SEG_OK) {
 		snprintf(why, n, "segment still being unmounted");
 		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
@@ -182,8 +238,7 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
 	}
 	if (seg != NULL) {
 		/* Idempotent re-mount: the same identity must describe the same memory. */
-		if (seg->base != s->base || seg->size != s->size || strlen(seg->name) != s->name.n ||
-		    memcmp(seg->name, s->name.p, s->name.n)) {
+		if (!mc_segment_same(seg, c, s)) {
 			snprintf(why, n, "segment id already mounted as %s, %llu bytes at 0x%llx",
 				 seg->name, (unsigned long long)seg->size,
 				 (unsigned long long)seg->base);
@@ -213,7 +268,8 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
 	return 0;
 }
 
-int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s)
+int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s,
+		     const uint8_t *token)
 {
 	struct mc_segment *seg;
 	char idbuf[40], why[256];
@@ -221,9 +277,32 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 
 	if (rc)
 		return rc;
-	seg = mc_segment_find(m, &s->id);
-	if (seg != NULL)
-		return 0;	/* the same segment again */
+	seg = mc_segment_lookup(m, &s->id);
+	if (seg != NULL && seg->status == MC_SEG_DORMANT) {
+		/* Only the process that made the segment knows its token: then the memory and
+		 * whatever it still holds are the same. */
+		if (seg->has_token && mc_token_given(token) && !memcmp(seg->token, token, 16)) {
+			mc_segment_restore(m, seg);
+			return 0;
+		}
+		/* Another process (a restarted client has new ids; this one lies or is confused):
+		 * the dormant records stay until their time is over. */
+		mc_uuid_format(&s->id, idbuf);
+		mc_log_warn("mount of segment %s (%.*s) refused: it does not prove the memory of the "
+			    "dormant segment with that id", idbuf, (int)s->name.n, s->name.p);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	if (seg != NULL) {
+		/* The same segment again; a process that gave a token must give the same one. */
+		if (mc_token_given(token) && seg->has_token && memcmp(seg->token, token, 16))
+			return MC_ERR_INVALID_PARAMS;
+		if (mc_token_given(token) && !seg->has_token) {
+			memcpy(seg->token, token, 16);
+			seg->has_token = 1;
+			mc_persist_segment_changed(m, seg);
+		}
+		return 0;
+	}
 	seg = mc_xcalloc(1, sizeof(*seg));
 	seg->alloc = mc_alloc_new(s->size);
 	if (seg->alloc == NULL) {
@@ -238,6 +317,10 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 	seg->size = s->size;
 	seg->client = c;
 	seg->status = MC_SEG_OK;
+	if (mc_token_given(token)) {
+		memcpy(seg->token, token, 16);
+		seg->has_token = 1;
+	}
 	seg->cnext = c->segs;
 	c->segs = seg;
 	c->refs++;
@@ -261,15 +344,57 @@ int mc_replica_readable(const struct mc_replica *r)
 	return r->seg != NULL && r->seg->status == MC_SEG_OK && r->status == MC_REPLICA_COMPLETE;
 }
 
+int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now)
+{
+	(void)m;
+	if (seg->status != MC_SEG_OK || now < seg->unhealthy_until)
+		return 0;
+	/* The shared directory's holder (--root_fs_dir) belongs to no client. */
+	return seg->client == NULL || (seg->client->state != MC_CLIENT_SUSPECTED &&
+				       seg->client->state != MC_CLIENT_OFFLINE);
+}
+
+int mc_segment_preferred_for_read(const struct mc_master *m, const struct mc_segment *seg,
+				  int64_t now)
+{
+	return mc_segment_placeable(m, seg, now);
+}
+
+int mc_object_has_memory(struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg != NULL && r->type == MC_REPLICA_MEMORY)
+			return 1;
+	}
+	return 0;
+}
+
 void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why)
 {
 	if (seg->status == MC_SEG_UNMOUNTING)
 		return;
-	seg->status = MC_SEG_UNMOUNTING;
-	if (seg->is_disk) {
+	if (seg->status == MC_SEG_DORMANT) {
+		struct mc_segment **pp;
+
+		for (pp = &m->dormant; *pp; pp = &(*pp)->dnext)
+			if (*pp == seg) {
+				*pp = seg->dnext;
+				break;
+			}
+		seg->dnext = NULL;
+		/* Back in allocated, as every segment being unmounted is until it is reaped. */
+		m->allocated += mc_alloc_used(seg->alloc);
+		seg->status = MC_SEG_UNMOUNTING;
+	} else if (seg->is_disk) {
+		seg->status = MC_SEG_UNMOUNTING;
 		/* Its tasks fail now (no more heartbeats will come); replicas go in steps. */
 		mc_tier_disk_gone(m, seg);
 	} else {
+		seg->status = MC_SEG_UNMOUNTING;
 		/* Out of the allocation array now: no new replica can land on it. */
 		m->segs[seg->index] = m->segs[m->nsegs - 1];
 		m->segs[seg->index]->index = seg->index;
@@ -332,8 +457,9 @@ int mc_master_reap(struct mc_master *m, uint32_t budget)
 				m->erase_keep = 0;
 			} else {
 				mc_object_compact(o);
-				/* Left only on SSD: no memory to evict. */
-				if (!mc_object_in_memory(o))
+				/* Left only on SSD: no memory to evict (memory on a dormant segment
+				 * stays evictable should it come back). */
+				if (!mc_object_has_memory(o))
 					mc_object_lru_unlink(&m->objects, o);
 				mc_persist_object_changed(m, o);
 			}
@@ -402,7 +528,7 @@ static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc
 {
 	uint64_t off;
 
-	if (seg->status != MC_SEG_OK)
+	if (!mc_segment_placeable(m, seg, mc_master_now(m)))
 		return -1;
 	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
 		return -1;
@@ -496,7 +622,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 		return;
 	}
 	mc_replica_unlink(r);
-	m->allocated -= mc_alloc_block_size(r->blk);
+	if (seg->status != MC_SEG_DORMANT)	/* a dormant segment's bytes are not counted */
+		m->allocated -= mc_alloc_block_size(r->blk);
 	mc_alloc_release(seg->alloc, r->blk);
 	r->seg = NULL;
 	r->blk = NULL;
@@ -541,7 +668,8 @@ void mc_master_release_discards(struct mc_master *m, int64_t now, int all)
 		}
 		*pp = d->next;
 		if (d->seg) {
-			m->allocated -= d->len;
+			if (d->seg->status != MC_SEG_DORMANT)
+				m->allocated -= d->len;
 			mc_alloc_release(d->seg->alloc, d->blk);
 			m->metrics.put_start_release_cnt++;
 		}
@@ -590,6 +718,7 @@ int mc_object_settle(struct mc_master *m, struct mc_object *o)
 
 int mc_replica_evict_room(struct mc_master *m, uint64_t len)
 {
+	int64_t now = mc_master_now(m);
 	uint64_t cap = 0, busy = 0;
 	uint32_t i;
 
@@ -597,7 +726,7 @@ int mc_replica_evict_room(struct mc_master *m, uint64_t len)
 	for (i = 0; i < m->nsegs; i++) {
 		struct mc_segment *seg = m->segs[i];
 
-		if (seg->status != MC_SEG_OK || seg->size < len)
+		if (!mc_segment_placeable(m, seg, now) || seg->size < len)
 			continue;
 		seg->evict_mark = m->evict_stamp;
 		cap += seg->size;

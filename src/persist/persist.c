@@ -9,10 +9,13 @@
  * open across a failure); every SQLite error is logged with the database path and mapped by
  * mc_persist_map_error().  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 3; older files are upgraded in place: version 1 gets kind,
- * versions 1 and 2 get gen):
- *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind)
+ * Schema (PRAGMA user_version = 4; older files are upgraded in place: version 1 gets kind,
+ * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms):
+ *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind, token BLOB,
+ *            dormant_until_ms)
  *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
+ *            -- token: 16 bytes the mounting process proves itself with (NULL: none)
+ *            -- dormant_until_ms: wall-clock end of a dormant segment's time (0: mounted)
  *   objects(key BLOB PK, size, flags, put_start_ms, soft_pin_until_ms, writer BLOB,
  *           replicas BLOB, gen)                              -- WITHOUT ROWID
  *            -- gen: the generation of the object's bytes (0 in upgraded rows)
@@ -35,7 +38,7 @@
 #include "common/wire.h"
 #include "persist/persist.h"
 
-#define MC_PERSIST_SCHEMA 3
+#define MC_PERSIST_SCHEMA 4
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -60,7 +63,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_PUT_SEGMENT] = "INSERT OR REPLACE INTO segments(id, client_id, name, base, size, "
-			   "endpoint, protocol, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+			   "endpoint, protocol, kind, token, dormant_until_ms) VALUES (?1, ?2, ?3, "
+			   "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_DEL_SEGMENT] = "DELETE FROM segments WHERE id = ?1",
 	[ST_PUT_OBJECT] = "INSERT OR REPLACE INTO objects(key, size, flags, put_start_ms, "
 			  "soft_pin_until_ms, writer, replicas, gen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
@@ -69,8 +73,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_DEL_ALL_OBJECTS] = "DELETE FROM objects",
 	[ST_SET_META] = "INSERT OR REPLACE INTO meta(name, value) VALUES (?1, ?2)",
 	[ST_GET_META] = "SELECT value FROM meta WHERE name = ?1",
-	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind "
-			     "FROM segments",
+	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind, "
+			     "token, dormant_until_ms FROM segments",
 	[ST_LOAD_OBJECTS] = "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
 			    "replicas, gen FROM objects",
 };
@@ -78,7 +82,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 static const char mc_persist_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY, client_id BLOB NOT NULL, "
 	"name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER NOT NULL, "
-	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind INTEGER NOT NULL DEFAULT 0);"
+	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind INTEGER NOT NULL DEFAULT 0, "
+	"token BLOB, dormant_until_ms INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
 	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
 	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0) "
@@ -281,7 +286,18 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 			return MC_ERR_PERSISTENT_FAIL;
 		}
 	}
-	return mc_persist_exec(p, "PRAGMA user_version=3");
+	if (version >= 1 && version < 4) {
+		/* Segments from before dormant segments lack token and dormant_until_ms. */
+		if (sqlite3_prepare_v2(p->db, "SELECT token, dormant_until_ms FROM segments", -1,
+				       &st, NULL) == SQLITE_OK) {
+			sqlite3_finalize(st);
+		} else if (mc_persist_exec(p, "ALTER TABLE segments ADD COLUMN token BLOB") ||
+			   mc_persist_exec(p, "ALTER TABLE segments ADD COLUMN dormant_until_ms "
+					      "INTEGER NOT NULL DEFAULT 0")) {
+			return MC_ERR_PERSISTENT_FAIL;
+		}
+	}
+	return mc_persist_exec(p, "PRAGMA user_version=4");
 }
 
 /* Open p->path for writing (flags add SQLITE_OPEN_CREATE or not) or, with readonly, for reading,
@@ -461,6 +477,8 @@ int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment
 	mc_batch_str(w, s->endpoint);
 	mc_batch_str(w, s->protocol);
 	mc_wbuf_u8(w, s->kind);
+	mc_wbuf_put(w, s->token, 16);
+	mc_wbuf_u64(w, (uint64_t)s->dormant_until_ms);
 	return mc_persist_queued(p);
 }
 
@@ -588,6 +606,16 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		mc_batch_bind(st, 6, r, 1);
 		mc_batch_bind(st, 7, r, 1);
 		sqlite3_bind_int(st, 8, mc_rbuf_u8(r));
+		if ((b = mc_rbuf_bytes(r, 16)) != NULL) {
+			static const uint8_t zero[16];
+
+			/* All zero: mounted without a token. */
+			if (memcmp(b, zero, 16))
+				sqlite3_bind_blob(st, 9, b, 16, SQLITE_STATIC);
+			else
+				sqlite3_bind_null(st, 9);
+		}
+		sqlite3_bind_int64(st, 10, (sqlite3_int64)mc_rbuf_u64(r));
 		break;
 	case OP_DEL_SEGMENT:
 		st = p->st[which = ST_DEL_SEGMENT];
@@ -778,6 +806,9 @@ static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn 
 		s.endpoint = (const char *)sqlite3_column_text(st, 5);
 		s.protocol = (const char *)sqlite3_column_text(st, 6);
 		s.kind = (uint8_t)sqlite3_column_int(st, 7);
+		if (mc_persist_blob16(st, 8, s.token))
+			memset(s.token, 0, 16);		/* NULL: mounted without a token */
+		s.dormant_until_ms = sqlite3_column_int64(st, 9);
 		if (s.name == NULL || s.endpoint == NULL || s.protocol == NULL)
 			continue;
 		ret = fn(arg, &s);

@@ -35,6 +35,9 @@ struct mc_persist_segment {
 	const char *endpoint;
 	const char *protocol;
 	uint8_t kind;		/* 0 memory segment, 1 SSD area (LOCAL_DISK replicas) */
+	uint8_t token[16];	/* proof of the mounting process (all zero: none) */
+	int64_t dormant_until_ms;	/* wall-clock ms until which a dormant segment is kept;
+					   0: mounted */
 };
 
 struct mc_persist_replica {

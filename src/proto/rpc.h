@@ -36,8 +36,10 @@
  *                        (ids acknowledged in the next heartbeat's "done")
  *   FS_EVICT             uuid client_id, keys              -> u32 n, n x i32 code (0: the DISK
  *                        replica is forgotten, delete its file; OBJECT_HAS_LEASE: keep it)
- *   MOUNT_SEGMENT        uuid client_id, segment           -> (empty)
- *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment -> (empty)
+ *   MOUNT_SEGMENT        uuid client_id, segment [, u8[16] token] -> (empty)
+ *   REMOUNT_SEGMENT      uuid client_id, u32 n, n x segment [, n x u8[16] token] -> (empty)
+ *                        (token: random bytes the mounting process made with the segment and
+ *                        keeps only in memory; a dormant segment is restored only to it)
  *   UNMOUNT_SEGMENT      uuid client_id, uuid segment_id   -> (empty)
  *   PUT_START, BATCH_PUT_START, UPSERT_START, BATCH_UPSERT_START
  *                        uuid client_id, config, u32 n, n x (str key, u64 size)

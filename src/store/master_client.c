@@ -372,6 +372,8 @@ static void mc_remount(struct mc_master_client *mc)
 	mc_wbuf_u32(&mc->remount_call.req, st->nsegs);
 	for (i = 0; i < st->nsegs; i++)
 		mc_store_put_segment(st, &mc->remount_call.req, i);
+	for (i = 0; i < st->nsegs; i++)	/* each segment's token, proving its memory is ours */
+		mc_store_put_segment_token(st, &mc->remount_call.req, i);
 	pthread_mutex_unlock(&st->mu);
 	mc->remount_call.on_done = mc_on_remount_done;
 	mc->remount_call.on_done_arg = mc;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -116,6 +117,29 @@ void mc_store_put_segment(struct mc_store *st, struct mc_wbuf *w, uint32_t i)
 	mc_rpc_put_segment(w, &s);
 }
 
+void mc_store_put_segment_token(struct mc_store *st, struct mc_wbuf *w, uint32_t i)
+{
+	mc_wbuf_put(w, st->segs[i].token, sizeof(st->segs[i].token));
+}
+
+/* 16 random bytes for a segment token.  0 or -errno. */
+static int mc_store_make_token(uint8_t out[16])
+{
+	size_t got = 0;
+
+	while (got < 16) {
+		ssize_t n = getrandom(out + got, 16 - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
 int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len)
 {
 	uint32_t i;
@@ -161,6 +185,11 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 	}
 	seg.size = size;
 	mc_uuid_generate(&seg.id);
+	if (mc_store_make_token(seg.token) != 0) {
+		mc_log_err("cannot make a segment token: %s", strerror(errno));
+		rc = MC_ERR_INTERNAL;
+		goto fail_map;
+	}
 	rc = mc_memreg_add(st->reg, (uint64_t)(uintptr_t)seg.base, size);
 	if (rc) {
 		rc = MC_ERR_INVALID_PARAMS;
@@ -178,6 +207,7 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
 	mc_rpc_put_uuid(&call.req, &st->client_id);
 	mc_store_put_segment(st, &call.req, st->nsegs - 1);
+	mc_store_put_segment_token(st, &call.req, st->nsegs - 1);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;

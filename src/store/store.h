@@ -31,6 +31,9 @@ struct mc_shm;
 
 struct mc_store_segment {
 	struct mc_uuid id;
+	/* Random, made with the segment and kept only in this process's memory: mounting with it
+	 * proves to the master that this is the same memory (it restores a dormant segment). */
+	uint8_t token[16];
 	uint8_t *base;
 	uint64_t size;
 	int memfd;
@@ -122,8 +125,10 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		   const char *device_name, const char *master_addr);
 int mc_store_mount_segment(struct mc_store *st, uint64_t size);
 void mc_store_teardown(struct mc_store *st);
-/* Encode this client's segments (for MountSegment / ReMountSegment). */
+/* Encode this client's segments (for MountSegment / ReMountSegment): the segments first, then
+ * their tokens in the same order (st->mu held by the caller when other threads may mount). */
 void mc_store_put_segment(struct mc_store *st, struct mc_wbuf *w, uint32_t i);
+void mc_store_put_segment_token(struct mc_store *st, struct mc_wbuf *w, uint32_t i);
 /* The local virtual address range [addr, addr+len) lies inside one of our segments. */
 int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len);
 

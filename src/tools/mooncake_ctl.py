@@ -109,9 +109,22 @@ def cmd_segments(args):
     segs = json.loads(text).get("segments", [])
     if args.json:
         return segs
+    def state(s):
+        # The client's liveness, and what that means for the segment's objects.
+        st = s.get("client_state", "active").upper()
+        if s.get("status") == "DORMANT":
+            return "%s/DORMANT(%ds)" % (st, s.get("dormant_remaining_sec", 0))
+        return st
+
+    def health(s):
+        if s.get("health") == "unhealthy":
+            return "UNHEALTHY(%.1fs)" % (s.get("unhealthy_remaining_ms", 0) / 1000.0)
+        return "healthy"
+
     rows = [(s["segment_name"], s["te_endpoint"], human(s["allocator_used_bytes"]),
-             human(s["size_bytes"]), "%.1f%%" % s["allocator_usage_percent"]) for s in segs]
-    return table(rows, ["SEGMENT", "ENDPOINT", "USED", "CAPACITY", "USE%"])
+             human(s["size_bytes"]), "%.1f%%" % s["allocator_usage_percent"], state(s),
+             health(s)) for s in segs]
+    return table(rows, ["SEGMENT", "ENDPOINT", "USED", "CAPACITY", "USE%", "STATE", "HEALTH"])
 
 
 def cmd_keys(args):
@@ -338,7 +351,8 @@ def main(argv=None):
     p.add_argument("--version", action="version", version="mooncake_ctl " + VERSION)
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     sub.add_parser("status", help="role, capacity, keys and clients")
-    sub.add_parser("segments", help="mounted segments and their usage")
+    sub.add_parser("segments", help="segments, their usage, their client's liveness "
+                   "(active, suspected, offline; dormant) and health")
     k = sub.add_parser("keys", help="stored keys, optionally matching a regex")
     k.add_argument("pattern", nargs="?")
     g = sub.add_parser("get-info", help="a key's replicas and where they live")

@@ -102,6 +102,7 @@ if [ -x "$MC_BIN/mooncake_master" ]; then
 	E2=$(mc_free_port)
 	mc_start_master --enable_http_metadata_server --http_metadata_server_host=127.0.0.1 \
 		--http_metadata_server_port="$E2" --enable_metadata_cleanup_on_timeout --client_ttl=2 \
+		--client_suspicion_ttl_sec=0 --dormant_segment_ttl_sec=0 \
 		|| { mc_dump_logs; exit 1; }
 	mc_wait_port "$E2" || { mc_dump_logs; exit 1; }
 	mc_start_client cl 16MB || { mc_dump_logs; exit 1; }

@@ -6,6 +6,7 @@
 # generations and the ghosts of a dead SSD area (persisted across a second restart).
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 flags="--offload_on_evict --promotion_on_hit --default_kv_lease_ttl=300 --client_ttl=2
+	--client_suspicion_ttl_sec=0 --dormant_segment_ttl_sec=0
 	--remount_grace_period_sec=3 --persist_path=$MC_TMP/master.db --eviction_high_watermark_ratio=0.95"
 # shellcheck disable=SC2086
 mc_start_master $flags || { mc_dump_logs; exit 1; }

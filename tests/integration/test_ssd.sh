@@ -14,7 +14,9 @@
 T="$MC_BIN/tests/integration/fault_tool"
 N=64
 SZ=1048576
-mc_start_master --offload_on_evict --promotion_on_hit --client_ttl=2 --default_kv_lease_ttl=500 \
+# A client silent for 2 s is Offline at once and its memory replicas go (no dormant segments).
+mc_start_master --offload_on_evict --promotion_on_hit --client_ttl=2 --client_suspicion_ttl_sec=0 \
+	--dormant_segment_ttl_sec=0 --default_kv_lease_ttl=500 \
 	--eviction_ratio=0.2 || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT MC_STORE_SHM=0
 SSD=$MC_TMP/ssd
@@ -127,6 +129,7 @@ for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >
 kill -9 "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
 mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
 	--metrics_port=0 --offload_on_evict --promotion_on_hit --client_ttl=2 \
+	--client_suspicion_ttl_sec=0 --dormant_segment_ttl_sec=0 \
 	--default_kv_lease_ttl=500 --eviction_ratio=0.2
 MC_MASTER_PID=$MC_LAST_PID
 mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }

@@ -42,6 +42,25 @@ static int on_seg_kind(void *arg, const struct mc_persist_segment *s)
 	return 0;
 }
 
+/* Segments of the schema upgrade to 4: id[1] == 3 is the dormant one written with a token of
+ * 0xab bytes and an end of 1234567 (counted in size_sum); any other must be mounted, tokenless. */
+static int on_seg_token(void *arg, const struct mc_persist_segment *s)
+{
+	static const uint8_t zero[16];
+	struct seen *x = arg;
+	uint8_t ab[16];
+
+	memset(ab, 0xab, sizeof(ab));
+	x->segments++;
+	if (s->id[1] == 3) {
+		x->bad += s->dormant_until_ms != 1234567 || memcmp(s->token, ab, 16) != 0;
+		x->size_sum++;
+	} else {
+		x->bad += s->dormant_until_ms != 0 || memcmp(s->token, zero, 16) != 0;
+	}
+	return 0;
+}
+
 static int on_obj(void *arg, const struct mc_persist_object *o)
 {
 	struct seen *x = arg;
@@ -313,6 +332,54 @@ int main(void)
 			   "fault at %s: the failed batch is kept whole and commits once the fault "
 			   "clears (step %d)", points[i], WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 		}
+	}
+	/* A version 3 file (segments without token and dormant_until_ms) is upgraded in place; a
+	 * dormant segment's token and end survive a reload, a mounted one reads as such. */
+	{
+		char v3[600];
+		sqlite3 *db;
+		struct mc_persist_segment ps = { .name = "host:3", .base = 8192, .size = 1u << 30,
+						 .endpoint = "h:3", .protocol = "tcp",
+						 .dormant_until_ms = 1234567 };
+		struct seen y;
+		int rc;
+
+		snprintf(v3, sizeof(v3), "%s/v3.db", dir);
+		rc = sqlite3_open(v3, &db);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db,
+					  "CREATE TABLE segments(id BLOB PRIMARY KEY, client_id BLOB NOT "
+					  "NULL, name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER "
+					  "NOT NULL, endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind "
+					  "INTEGER NOT NULL DEFAULT 0);"
+					  "CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
+					  "flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, "
+					  "soft_pin_until_ms INTEGER NOT NULL, writer BLOB NOT NULL, "
+					  "replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0) WITHOUT "
+					  "ROWID;"
+					  "INSERT INTO segments VALUES (x'07000000000000000000000000000000',"
+					  " x'01000000000000000000000000000000', 'old:3', 4096, 1073741824, 'h:1',"
+					  " 'tcp', 0);"
+					  "PRAGMA user_version=3;",
+					  NULL, NULL, NULL);
+		sqlite3_close(db);
+		memset(&y, 0, sizeof(y));
+		ok(rc == SQLITE_OK && mc_persist_open(v3, MC_PERSIST_SYNC_NORMAL, &p) == 0 &&
+			   mc_persist_load(p, on_seg_token, on_obj, &y) == 0 && y.segments == 1 &&
+			   y.bad == 0,
+		   "a schema 3 database opens and its segment loads mounted, without a token");
+		ps.id[0] = 7;
+		ps.id[1] = 3;
+		memset(ps.token, 0xab, sizeof(ps.token));
+		ok(mc_persist_put_segment(p, &ps) == 0 && mc_persist_commit(p) == 0,
+		   "a dormant segment with a token is recorded");
+		mc_persist_close(p);
+		memset(&y, 0, sizeof(y));
+		ok(mc_persist_open(v3, MC_PERSIST_SYNC_NORMAL, &p) == 0 &&
+			   mc_persist_load(p, on_seg_token, on_obj, &y) == 0 && y.segments == 2 &&
+			   y.bad == 0 && y.objects == 0 && y.size_sum == 1,
+		   "after the upgrade its token and dormant end come back");
+		mc_persist_close(p);
 	}
 
 	/* A database from a newer schema is refused rather than misread. */
