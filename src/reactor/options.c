@@ -728,8 +728,14 @@ int mc_opts_parse_argv(const struct mc_opt *tab, void *cfg, int argc, char **arg
 			snprintf(err, errlen, "option '--%s' needs a value", name);
 			return -EINVAL;
 		}
-		if (mc_opts_set(o, cfg, value, err, errlen))
-			return -EINVAL;
+		{
+			char label[160];
+
+			/* Name the flag as the user spelled it (an alias, say). */
+			snprintf(label, sizeof(label), "--%s", name);
+			if (mc_opts_set_as(o, cfg, value, label, err, errlen))
+				return -EINVAL;
+		}
 		if (st && st->cli_set)
 			st->cli_set[o - tab] = 1;
 	}

@@ -84,10 +84,14 @@ def main():
     st, r = a.call("PING", a.client_id)
     _, _, wall = r.take("qBQ")
     ok(st == 0 and abs(wall - time.time() * 1000) < 5000, "Ping carries the master's wall clock")
-    st, r = a.call("REPORT_TRANSFER_FAILURE", a.client_id + struct.pack("<I", 2) + s("hostB:1") +
+    # The reported segment is one no later check places on: a report keeps it unhealthy a while.
+    r_cli = Client(ADDR)
+    _, seg_r = mount(r_cli, "hostR:1", 1 << 20, base=0x70000000, endpoint="127.0.0.1:1009")
+    st, r = a.call("REPORT_TRANSFER_FAILURE", a.client_id + struct.pack("<I", 2) + s("hostR:1") +
                    struct.pack("<i", -800) + s("nope:9") + struct.pack("<i", -800))
     ok(st == 0 and r.take("Iii") == (2, 0, -101),
        "ReportTransferFailure: 0 for a known segment, -101 for an unknown one")
+    r_cli.call("UNMOUNT_SEGMENT", r_cli.client_id + seg_r)
     now = int(time.time() * 1000)
     st, _ = a.call("PUT_START", a.client_id + config() + struct.pack("<I", 1) + s("dl_old") +
                    struct.pack("<Q", 100), deadline=(now - 10000) & 0xffffffff)
