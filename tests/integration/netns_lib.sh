@@ -127,7 +127,7 @@ nn_start_master() {
 }
 
 # nn_start_client NODE SEGMENT_SIZE [FLAGS...]: a mooncake_client in NODE (log NODE.log), segment
-# "IP:50052", waited for until the master lists it.  Sets NN_PID[NODE].
+# "IP:50052" (upstream's: IP:some port), waited for until the master lists it.  Sets NN_PID[NODE].
 declare -A NN_PID
 nn_start_client() {
 	local n=$1 seg=$2 i; shift 2
@@ -147,7 +147,7 @@ nn_start_client() {
 # nn_has_segment NODE: the master lists NODE's segment.
 nn_has_segment() {
 	nn_exec master curl -sf "http://${NN_IP[master]}:$NN_METRICS_PORT/get_all_segments" \
-		| grep -q "${NN_IP[$1]}:$NN_CLIENT_PORT"
+		| grep -q "^${NN_IP[$1]}:"
 }
 
 # nn_wait_segment NODE SECONDS: wait until the master lists NODE's segment (again).

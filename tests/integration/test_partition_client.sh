@@ -25,6 +25,9 @@ nn_start_master $(nn_liveness_flags 3 5) || { mc_dump_logs; exit 1; }
 nn_start_client c1 512MB || { mc_dump_logs; exit 1; }
 nn_start_client c2 512MB || { mc_dump_logs; exit 1; }
 nn_drv app fill orig 200 $SIZE 2 || rc=1
+n=$(nn_replicas_on c2 orig 200)
+[ "$n" = 200 ] && echo "ok - c2 holds one of the two replicas of each of the 200 objects" \
+	|| { echo "not ok - c2 holds a replica of $n of the 200 objects"; rc=1; }
 
 nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 2 "$MC_TMP/acked" "$MC_TMP/writer.calls"
 wpid=$MC_LAST_PID
