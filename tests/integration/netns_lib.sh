@@ -38,6 +38,20 @@ nn_skip() {
 	exit 77
 }
 
+# nn_reap_stale: namespaces left by an earlier run of these tests that was killed before its
+# clean-up (named mc<pid>-*, whose process is gone).
+nn_reap_stale() {
+	local ns pid
+	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E '^mc[0-9]+-sw$'); do
+		pid=${ns#mc}
+		pid=${pid%-sw}
+		kill -0 "$pid" 2>/dev/null && continue
+		ip netns list | awk '{ print $1 }' | grep -E "^mc$pid-" | while read -r ns; do
+			ip netns del "$ns" 2>/dev/null
+		done
+	done
+}
+
 # nn_require: skip (77) unless this can run: root, the tools, and a namespace that can be made.
 nn_require() {
 	local t
@@ -45,6 +59,7 @@ nn_require() {
 	for t in ip iptables tc; do
 		command -v "$t" >/dev/null 2>&1 || nn_skip "$t is not installed (scripts/deps.sh)"
 	done
+	nn_reap_stale
 	ip netns add "$NN_SW" 2>/dev/null || nn_skip "cannot create a network namespace (ip netns add)"
 	NN_NAMESPACES="$NN_SW"
 	ip netns exec "$NN_SW" iptables -L -n >/dev/null 2>&1 \
@@ -120,6 +135,7 @@ nn_start_master() {
 	nn_start master master "${NN_MASTER_BIN:-$MC_BIN/mooncake_master}" \
 		--rpc_address="${NN_IP[master]}" --rpc_port=$NN_MASTER_PORT \
 		--metrics_port=$NN_METRICS_PORT "$@"
+	# shellcheck disable=SC2034
 	MC_MASTER_PID=$MC_LAST_PID
 	MC_MASTER=${NN_IP[master]}:$NN_MASTER_PORT
 	export MC_MASTER
