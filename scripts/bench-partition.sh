@@ -42,10 +42,10 @@ run_one() {	# IMPL SCENARIO
 		export MC_TOP_SRCDIR=$SRC MC_TOP_BUILDDIR=$B NN_CUT=$cut NN_POST=$POST
 		if [ "$impl" = upstream ]; then
 			export NN_MASTER_BIN=$UP/bin/mooncake_master NN_CLIENT_BIN=$UP/bin/mooncake_client
-			export NN_DRIVER="$UP/bin/python $SRC/scripts/partition_driver.py"
+			export NN_DRIVER="$UP/bin/python $SRC/scripts/partition_driver.py" NN_CODES=0
 		elif [ "${MC_DRIVER:-python}" = python ]; then
 			export PYTHONPATH=$B/pybuild
-			export NN_DRIVER="$PYOURS $SRC/scripts/partition_driver.py"
+			export NN_DRIVER="$PYOURS $SRC/scripts/partition_driver.py" NN_CODES=0
 		fi
 		bash "$SRC/tests/integration/test_partition_$sc.sh" 2>&1
 	)

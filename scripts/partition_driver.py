@@ -72,6 +72,8 @@ def verify(st, prefix, n, size):
         rc = check_get(st, "%s/%d" % (prefix, i), size, 3)
         good += rc == 0
         bad += rc != 0
+        if rc != 0 and bad <= 3:
+            print("# get %s/%d: %d" % (prefix, i, rc))
     print("# verify %s: %d identical, 0 absent, %d bad" % (prefix, good, bad))
     print("%s - %s/*: %d of %d read back byte-identical"
           % ("ok" if bad == 0 else "not ok", prefix, good, n))
@@ -134,8 +136,11 @@ def verify_acked(st, ackfile, size):
             if not key:
                 continue
             n += 1
-            if check_get(st, key, size, 5) != 0:
+            rc = check_get(st, key, size, 5)
+            if rc != 0:
                 bad += 1
+                if bad <= 5:
+                    print("# %s: %d" % (key, rc))
     print("# verify-acked: %d acknowledged, %d identical, %d bad" % (n, n - bad, bad))
     print("%s - all %d acknowledged objects read back byte-identical (%d bad)"
           % ("ok" if n > 0 and bad == 0 else "not ok", n, bad))

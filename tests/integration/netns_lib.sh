@@ -185,6 +185,8 @@ nn_listen_ports() {
 # The store client driver: fault_tool, or NN_DRIVER, a command taking the same subcommands and
 # writing the same call logs (scripts/partition_driver.py on a Python package).
 NN_DRIVER=${NN_DRIVER:-$MC_BIN/tests/integration/fault_tool}
+# NN_CODES=0: the driver cannot tell error codes apart (the Python API's get returns no code).
+NN_CODES=${NN_CODES:-1}
 
 # nn_drv NODE SUBCOMMAND ARGS...: run the driver inside NODE.
 nn_drv() {
