@@ -70,15 +70,18 @@ for i in $impls; do
 	fi
 	if [ "$i" = ours ] && [ "${MC_DRIVER:-python}" = python ] &&
 		[ ! -f "$B/pybuild/mooncake/_store.so" ]; then
-		echo "bench-partition.sh: build the Python package first (make -C $B pybuild/mooncake/_store.so)" >&2
+		echo "bench-partition.sh: build the Python package first" \
+			"(make -C $B pybuild/mooncake/_store.so)" >&2
 		exit 1
 	fi
 done
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/bench-partition.XXXXXX")
-echo "# cuts: client ${CUT_CLIENT}s, master ${CUT_MASTER}s, data port ${CUT_PORT}s; writers stop ${POST}s after the heal"
+echo "# cuts: client ${CUT_CLIENT}s, master ${CUT_MASTER}s, data port ${CUT_PORT}s;" \
+	"writers stop ${POST}s after the heal"
 echo "# acked: objects acknowledged (before and during the fault); readable: of those, read back"
 echo "# byte-identical after the heal; max/p99: get latency (s) during the fault; heal_first_ok:"
-echo "# seconds from the heal to the first successful call (none: no success before the writers stopped)"
+echo "# seconds from the heal to the first successful call (none: no success before the"
+echo "# writers stopped)"
 echo "# logs in $LOGDIR"
 for sc in $SCENARIOS; do
 	for i in $impls; do run_one "$i" "$sc"; done

@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # A storage client cut off longer than the master's suspicion window.  Master, two storage
 # clients and an application node, each in its own network namespace.  200 objects of 1 MiB
-# with replica_num=2 (one replica on each client); a writer keeps putting; c2 is cut off
-# (its switch port down) for NN_CUT seconds, past Suspected and into Offline (short liveness
-# windows).  While it is cut off, every get of the 200 objects returns the right bytes within
-# 5 s (from the replica on c1) and the writer's puts go on, each ending within 5 s.  After the heal, without restarting
-# anything, c2's segment is back at the master with its replicas of the 200 originals (its
-# memory survived the cut), all 200 originals and every put acknowledged meanwhile read back
-# byte-identical, and the first put after the heal succeeds within 2 s.
+# with replica_num=2 (one replica on each client); a writer keeps putting; c2 is cut off (its
+# switch port down; NN_CUT_HOW=drop: iptables DROP inside it) for NN_CUT seconds, past Suspected
+# and into Offline (short liveness windows).  While it is cut off, every get of the 200 objects returns the right bytes within
+# 5 s (from the replica on c1) and the writer's puts go on, each ending within 5 s.  After the
+# heal, without restarting anything, c2's segment is back at the master with its replicas of
+# the 200 originals (its memory survived the cut), all 200 originals and every put acknowledged
+# meanwhile read back byte-identical, and the first put after the heal succeeds within 2 s.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/netns_lib.sh"
 SIZE=1048576
 WSIZE=131072
@@ -29,10 +29,11 @@ n=$(nn_replicas_on c2 orig 200)
 [ "$n" = 200 ] && echo "ok - c2 holds one of the two replicas of each of the 200 objects" \
 	|| { echo "not ok - c2 holds a replica of $n of the 200 objects"; rc=1; }
 
-nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 2 "$MC_TMP/acked" "$MC_TMP/writer.calls"
+nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 2 "$MC_TMP/acked" \
+	"$MC_TMP/writer.calls"
 wpid=$MC_LAST_PID
 sleep $PRE
-nn_cut c2 link
+nn_cut c2 "${NN_CUT_HOW:-link}"
 t_cut=$(nn_now)
 nn_drv_bg reader app reader orig 200 $SIZE $((CUT - 1)) "$MC_TMP/reader.calls"
 rpid=$MC_LAST_PID
@@ -79,7 +80,7 @@ out=$(nn_drv app verify-acked "$MC_TMP/acked" $WSIZE) || rc=1
 echo "$out"
 readable=$((readable + $(nn_verified "$out")))
 n=$(nn_replicas_on c2 orig 200)
-[ "$n" = 200 ] && echo "ok - c2 holds its replica of all 200 originals again (its memory was kept)" \
+[ "$n" = 200 ] && echo "ok - c2 holds its replica of all 200 originals again (memory kept)" \
 	|| { echo "not ok - c2 holds a replica of $n of the 200 originals after the heal"; rc=1; }
 nn_alive "$MC_MASTER_PID" "${NN_PID[c1]}" "${NN_PID[c2]}" && echo "ok - no daemon restarted" \
 	|| { echo "not ok - a daemon died"; rc=1; }

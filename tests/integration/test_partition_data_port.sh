@@ -25,7 +25,8 @@ nn_drv app fill orig 100 $SIZE 2 || rc=1
 ports=$(nn_listen_ports c2)
 [ -n "$ports" ] || { echo "not ok - c2 listens on no port"; mc_dump_logs; exit 1; }
 
-nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 1 "$MC_TMP/acked" "$MC_TMP/writer.calls"
+nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 1 "$MC_TMP/acked" \
+	"$MC_TMP/writer.calls"
 wpid=$MC_LAST_PID
 nn_drv_bg reader app reader orig 100 $SIZE $((PRE + CUT + POST + 60)) "$MC_TMP/reader.calls"
 rpid=$MC_LAST_PID

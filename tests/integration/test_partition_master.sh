@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The master cut off.  Master, two storage clients and an application node, each in its own
-# network namespace; 50 objects of 1 MiB are written, then a writer and a reader run while the
-# master's switch port is down for NN_CUT seconds (longer than the clients' liveness windows).
+# network namespace; 50 objects of 1 MiB are written, then a writer and a reader run while
+# iptables inside the master's namespace drops everything but loopback for NN_CUT seconds
+# (longer than the clients' liveness windows; NN_CUT_HOW=link takes its switch port down instead).
 # During the cut every store call ends within its deadline (5 s, plus 1 s of slack) with -900
 # or -901 instead of blocking; the first call after the heal succeeds within 2 s; without
 # restarting anything, both segments are back at the master and the 50 objects and every put
@@ -24,12 +25,13 @@ nn_start_client c1 512MB || { mc_dump_logs; exit 1; }
 nn_start_client c2 512MB || { mc_dump_logs; exit 1; }
 nn_drv app fill orig 50 $SIZE || rc=1
 
-nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 1 "$MC_TMP/acked" "$MC_TMP/writer.calls"
+nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 1 "$MC_TMP/acked" \
+	"$MC_TMP/writer.calls"
 wpid=$MC_LAST_PID
 nn_drv_bg reader app reader orig 50 $SIZE $((PRE + CUT + POST + 60)) "$MC_TMP/reader.calls"
 rpid=$MC_LAST_PID
 sleep $PRE
-nn_cut master link
+nn_cut master "${NN_CUT_HOW:-drop}"
 t_cut=$(nn_now)
 sleep "$CUT"
 nn_heal master
@@ -47,7 +49,8 @@ during=$(nn_stats "$MC_TMP/all.calls" "$t_cut" "$t_heal")
 gets=$(nn_stats "$MC_TMP/reader.calls" "$t_cut" "$t_heal")
 echo "# calls during the cut: $during"
 echo "# gets during the cut: $gets"
-nn_le "$(nn_field "$during" max)" $CALL_BOUND && echo "ok - every call during the cut ended within ${CALL_BOUND}s" \
+nn_le "$(nn_field "$during" max)" $CALL_BOUND \
+	&& echo "ok - every call during the cut ended within ${CALL_BOUND}s" \
 	|| { echo "not ok - slowest call during the cut $(nn_field "$during" max)s"; rc=1; }
 # Calls that started and ended inside the cut: none may succeed by magic, all must say why.
 codes=$(awk -v a="$t_cut" -v b="$t_heal" '$1 >= a && $1 + $2 < b { print $3 }' "$MC_TMP/all.calls" \
