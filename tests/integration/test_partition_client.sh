@@ -1,15 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# A storage client cut off longer than the master's suspicion window.  Master, two storage clients
-# and an application node, each in its own network namespace.  200 objects of 1 MiB with
-# replica_num=2 (one replica on each client); a writer keeps putting; c2 is cut off (its switch port
-# down; NN_CUT_HOW=drop: iptables DROP inside it) for NN_CUT seconds, past Suspected and into
-# Offline (short liveness windows).  While it is cut off, every get of the 200 objects returns the
-# right bytes within 5 s (from the replica on c1) and the writer's puts go on, each ending within 5
-# s.  After the heal, without restarting anything, c2's segment is back at the master with its
-# replicas of the 200 originals (its memory survived the cut), all 200 originals and every put
-# acknowledged meanwhile read back byte-identical, and the first put after the heal succeeds within
-# 2 s.
+# A storage client cut off longer than the master's suspicion window.  Master, two storage
+# clients and an application node, each in its own network namespace.  200 objects of 1 MiB
+# with replica_num=2 (one replica on each client); a writer keeps putting; c2 is cut off (its
+# switch port down; NN_CUT_HOW=drop: iptables DROP inside it) for NN_CUT seconds, past
+# Suspected and into Offline (short liveness windows).  While it is cut off, every get of the
+# 200 objects returns the right bytes within 5 s (from the replica on c1) and the writer's puts
+# go on, each ending within 5 s.  After the heal, without restarting anything, c2's segment is
+# back at the master with its replicas of the 200 originals (its memory survived the cut), all
+# 200 originals and every put acknowledged meanwhile read back byte-identical, and the first
+# put after the heal succeeds within 2 s.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/netns_lib.sh"
 SIZE=1048576
 WSIZE=131072
