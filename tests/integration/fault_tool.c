@@ -32,6 +32,21 @@
  *                                   every 20 ms until one succeeds: every failure must be
  *                                   -900/-901 and end within the deadline;
  *                                   prints "first_success_wall=<s>"
+ *   writer PREFIX SECONDS SIZE REPLICAS ACKFILE LOG
+ *                                   put PREFIX/0, PREFIX/1, ... (contents as write-acked) for
+ *                                   SECONDS, one put per MC_PACE_MS (default 50) milliseconds;
+ *                                   keys acknowledged go to ACKFILE, every call to LOG
+ *   reader PREFIX N SIZE SECONDS LOG
+ *                                   get PREFIX/0..N-1 round robin for SECONDS (objects written
+ *                                   by fill), checking the bytes; every call to LOG
+ *
+ * writer and reader also stop once the file MC_STOP_FILE (if set) exists.
+ * Call logs have one line per call, flushed at once so that a killed process leaves them
+ * complete: START LATENCY RC OP KEY, START in wall-clock seconds (for lining calls up with the
+ * moment a fault began or ended), LATENCY in seconds, RC 0 for success, 1 for an object that
+ * came back with the wrong bytes or size, otherwise the call's error code.
+ * The store client names itself MC_LOCAL_HOST (default 127.0.0.1), the address other nodes
+ * reach it at.
  *
  * Object contents are derived from the key, so any reader can check them.  Prints TAP lines
  * or "# ..." diagnostics; exit 0 on success.
@@ -63,7 +78,8 @@ static int connect_store(void)
 	int rc;
 
 	st = mooncake_store_create();
-	rc = mooncake_store_setup(st, "127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "",
+	rc = mooncake_store_setup(st, cc_env("MC_LOCAL_HOST", "127.0.0.1"), "P2PHANDSHAKE", 0, 0,
+				  "tcp", "",
 				  cc_env("MC_MASTER", "127.0.0.1:50051"));
 	if (rc)
 		fprintf(stderr, "setup failed: %d\n", rc);
@@ -111,6 +127,114 @@ static int write_acked(const char *file, double secs, size_t size, const char *p
 	return ok_n > 0 ? 0 : 1;
 }
 
+static int stop_now(double end)
+{
+	const char *stop = getenv("MC_STOP_FILE");
+
+	return now_s() >= end || (stop && *stop && access(stop, F_OK) == 0);
+}
+
+static double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void log_call(FILE *log, double start, double lat, int64_t rc, const char *op,
+		     const char *key)
+{
+	fprintf(log, "%.6f %.6f %" PRId64 " %s %s\n", start, lat, rc, op, key);
+	fflush(log);
+}
+
+/* A put loop that records every call; see the header for the formats. */
+static int writer(const char *prefix, double secs, size_t size, int replicas, const char *ackfile,
+		  const char *logfile)
+{
+	mooncake_replicate_config_t cfg = { .replica_num = (size_t)replicas };
+	FILE *f = fopen(ackfile, "w"), *log = fopen(logfile, "w");
+	char key[128];
+	void *v = malloc(size);
+	double end = now_s() + secs;
+	uint64_t i = 0, ok_n = 0, fail_n = 0;
+	useconds_t pace = (useconds_t)atoi(cc_env("MC_PACE_MS", "50")) * 1000;
+	int rc = 1;
+
+	if (f == NULL || log == NULL || v == NULL)
+		goto out;
+	while (!stop_now(end)) {
+		double t0 = now_s(), w0 = wall_s();
+		int prc;
+
+		snprintf(key, sizeof(key), "%s/%" PRIu64, prefix, i++);
+		cc_fill(v, size, key, 5);
+		prc = mooncake_store_put(st, key, v, size, &cfg);
+		log_call(log, w0, now_s() - t0, prc, "put", key);
+		if (prc == 0) {
+			fprintf(f, "%s\n", key);
+			fflush(f);
+			ok_n++;
+		} else {
+			fail_n++;
+			usleep(20000);
+		}
+		usleep(pace);
+	}
+	printf("# writer %s: %" PRIu64 " puts acknowledged, %" PRIu64 " failed\n", prefix, ok_n,
+	       fail_n);
+	rc = 0;
+out:
+	if (f)
+		fclose(f);
+	if (log)
+		fclose(log);
+	free(v);
+	return rc;
+}
+
+/* A get loop over objects written by fill; see the header for the formats. */
+static int reader(const char *prefix, int n, size_t size, double secs, const char *logfile)
+{
+	FILE *log = fopen(logfile, "w");
+	char key[128];
+	void *v = malloc(size);
+	double end = now_s() + secs;
+	uint64_t i = 0, ok_n = 0, fail_n = 0;
+
+	if (log == NULL || v == NULL || n <= 0) {
+		if (log)
+			fclose(log);
+		free(v);
+		return 1;
+	}
+	while (!stop_now(end)) {
+		double t0 = now_s(), w0 = wall_s();
+		int64_t got;
+
+		snprintf(key, sizeof(key), "%s/%" PRIu64, prefix, i++ % (uint64_t)n);
+		memset(v, 0, size);
+		got = mooncake_store_get_into(st, key, v, size);
+		if (got == (int64_t)size)
+			got = cc_check(v, size, key, 3) ? 0 : 1;
+		else if (got >= 0)
+			got = 1;
+		log_call(log, w0, now_s() - t0, got, "get", key);
+		if (got == 0) {
+			ok_n++;
+		} else {
+			fail_n++;
+			usleep(20000);
+		}
+		usleep(2000);
+	}
+	fclose(log);
+	free(v);
+	printf("# reader %s: %" PRIu64 " gets right, %" PRIu64 " failed\n", prefix, ok_n, fail_n);
+	return 0;
+}
+
 static int verify_acked(const char *file, size_t size)
 {
 	FILE *f = fopen(file, "r");
@@ -133,6 +257,8 @@ static int verify_acked(const char *file, size_t size)
 	}
 	fclose(f);
 	free(v);
+	printf("# verify-acked: %" PRIu64 " acknowledged, %" PRIu64 " identical, %" PRIu64 " bad\n",
+	       n, n - bad, bad);
 	ok(n > 0 && bad == 0, "all %" PRIu64 " acknowledged objects read back byte-identical "
 	   "(%" PRIu64 " bad)", n, bad);
 	return tap_done();
@@ -545,6 +671,11 @@ int main(int argc, char **argv)
 		rc = put_loop(argv[2], atoi(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), argv[6]);
 	else if (!strcmp(argv[1], "master-stop") && argc == 3)
 		rc = master_stop(argv[2]);
+	else if (!strcmp(argv[1], "writer") && argc == 8)
+		rc = writer(argv[2], atof(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]), argv[6],
+			    argv[7]);
+	else if (!strcmp(argv[1], "reader") && argc == 7)
+		rc = reader(argv[2], atoi(argv[3]), (size_t)atol(argv[4]), atof(argv[5]), argv[6]);
 	else if (!strcmp(argv[1], "eviction"))
 		rc = eviction();
 	mooncake_store_destroy(st);
