@@ -406,10 +406,18 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->seg && r->status == MC_REPLICA_PROCESSING && mc_put_targets(r, rtype))
-			mc_replica_release(m, r);
-		else if (r->seg)
+		if (r->seg && r->status == MC_REPLICA_PROCESSING && mc_put_targets(r, rtype)) {
+			/* A write to a segment that is failing (reported, or its owner silent)
+			 * may still be on its way, queued in a socket: its bytes must not land
+			 * on the next object placed there.  Park them like a preempted put's. */
+			if (r->type == MC_REPLICA_MEMORY && !mc_segment_placeable(m, r->seg, q->now))
+				mc_replica_discard(m, r, q->now + m->cfg.put_start_release_timeout_sec *
+								      1000);
+			else
+				mc_replica_release(m, r);
+		} else if (r->seg) {
 			left++;
+		}
 	}
 	m->quiet_disk_release = 0;
 	if (left == 0) {

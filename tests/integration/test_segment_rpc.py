@@ -223,6 +223,29 @@ def main():
     st, _ = a.call("REPORT_TRANSFER_FAILURE", a.client_id + struct.pack("<I", 1) + s("x"))
     ok(st == -600, "a truncated item is -600")
     ok(seg_view("127.0.0.1:1001").get("health") == "healthy", "the other segment stayed healthy")
+
+    # A write to a failing segment may still be on its way in a socket: the revoke that follows
+    # a report parks the replica's bytes instead of handing them to the next put placed there.
+    pref = config(1, preferred=("127.0.0.1:1001",))
+    st, r = a.call("PUT_START", a.client_id + pref + struct.pack("<I", 1) + s("late") +
+                   struct.pack("<Q", 4096))
+    reps = r.replica_lists()[0][1] if st == 0 else []
+    ok(len(reps) == 1 and reps[0]["segment"] == "127.0.0.1:1001", "a put on the healthy segment")
+    parked = metric("master_put_start_discard_cnt")
+    report(a, [("127.0.0.1:1001", -800)])
+    a.call("PUT_REVOKE", a.client_id + b"\x04" + keys(["late"]))
+    ok(metric("master_put_start_discard_cnt") == parked + 1,
+       "its revoke after a report parks the bytes")
+    time.sleep(2.3)
+    names = ["again/%d" % i for i in range(20)]
+    body = a.client_id + pref + struct.pack("<I", len(names))
+    for k in names:
+        body += s(k) + struct.pack("<Q", 4096)
+    st, r = a.call("BATCH_PUT_START", body)
+    addrs = [rep["addr"] for code, lst in r.replica_lists() for rep in lst
+             if rep["segment"] == "127.0.0.1:1001"]
+    ok(st == 0 and len(addrs) == 20 and reps and reps[0]["addr"] not in addrs,
+       "puts after the backoff do not get the parked bytes")
     print("1..%d" % n_checks)
     return 1 if n_failed else 0
 
