@@ -129,17 +129,22 @@ void mc_segment_restore(struct mc_master *m, struct mc_segment *seg)
 		      (unsigned long long)seg->nreps);
 }
 
-/* The client has been Suspected too long. */
-static void mc_client_go_offline(struct mc_master *m, struct mc_client *c, int64_t now)
+/* The client has been Suspected too long, or (why != NULL) another process took its place. */
+static void mc_client_go_offline(struct mc_master *m, struct mc_client *c, int64_t now,
+				 const char *why)
 {
 	int64_t ttl = m->cfg.dormant_segment_ttl_sec * 1000;
 	struct mc_segment *s;
 	char idbuf[40];
 
 	mc_uuid_format(&c->id, idbuf);
-	mc_log_warn("client %s silent for %lld ms (active %lld s + suspicion %lld s): Offline",
-		    idbuf, (long long)(now - c->last_ping), (long long)m->cfg.client_ttl,
-		    (long long)m->cfg.client_suspicion_ttl_sec);
+	if (why)
+		mc_log_warn("client %s silent for %lld ms: Offline (%s)", idbuf,
+			    (long long)(now - c->last_ping), why);
+	else
+		mc_log_warn("client %s silent for %lld ms (active %lld s + suspicion %lld s): "
+			    "Offline", idbuf, (long long)(now - c->last_ping),
+			    (long long)m->cfg.client_ttl, (long long)m->cfg.client_suspicion_ttl_sec);
 	c->ok = 0;
 	mc_client_set_state(c, MC_CLIENT_OFFLINE, now);
 	m->metrics.offline_transitions++;
@@ -153,6 +158,29 @@ static void mc_client_go_offline(struct mc_master *m, struct mc_client *c, int64
 		}
 		mc_master_meta_cleanup(m, s->name);
 		mc_segment_unmount(m, s, "client offline");
+	}
+}
+
+int mc_client_silent(const struct mc_master *m, const struct mc_client *c)
+{
+	return c != NULL && mc_master_now(m) - c->last_ping > MC_CLIENT_SILENT_MS;
+}
+
+void mc_segment_take_over_name(struct mc_master *m, struct mc_client *c, struct mc_strv name)
+{
+	uint32_t i;
+
+again:
+	for (i = 0; i < m->nsegs; i++) {
+		struct mc_segment *o = m->segs[i];
+
+		if (o->client != c && o->client != NULL && strlen(o->name) == name.n &&
+		    !memcmp(o->name, name.p, name.n) && mc_client_silent(m, o->client)) {
+			/* Offline changes m->segs: look again from the start. */
+			mc_client_go_offline(m, o->client, mc_master_now(m),
+					     "a new process mounted its segment name");
+			goto again;
+		}
 	}
 }
 
@@ -179,7 +207,7 @@ void mc_master_check_clients(struct mc_master *m)
 				m->metrics.suspected_transitions++;
 			}
 			if (c->state == MC_CLIENT_SUSPECTED && silent > offline)
-				mc_client_go_offline(m, c, now);
+				mc_client_go_offline(m, c, now, NULL);
 			/* Forgotten once nothing of it is left to come back to. */
 			if (c->state == MC_CLIENT_OFFLINE && c->segs == NULL &&
 			    now - c->state_since >= m->cfg.dormant_segment_ttl_sec * 1000)

@@ -322,6 +322,15 @@ void mc_master_check_clients(struct mc_master *m);
 /* The client pinged or mounted: Suspected -> Active (a recovery); a mount also makes an
  * Offline or untracked client Active. */
 void mc_client_seen(struct mc_master *m, struct mc_client *c, int mounted);
+/* A client is silent when it has not pinged for this long (it pings every second).  A silent
+ * client's segment name may be taken by a new process: one bound to the same host:port means
+ * the old process is gone, and two processes must never serve one name. */
+#define MC_CLIENT_SILENT_MS 3000
+int mc_client_silent(const struct mc_master *m, const struct mc_client *c);
+/* Before c mounts a segment named name: every silent other client holding that name goes
+ * Offline now (its memory segments dormant, restorable only by their token).  Clients that
+ * still ping keep it; mc_segment_mount_check refuses the mount then. */
+void mc_segment_take_over_name(struct mc_master *m, struct mc_client *c, struct mc_strv name);
 /* Make a mounted memory segment dormant until monotonic ms until (quiet: no log line, for
  * the reload, which reports its own). */
 void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_t until,

@@ -249,9 +249,11 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
 	for (i = 0; i < m->nsegs; i++) {
 		const struct mc_segment *o = m->segs[i];
 
-		/* A name is a client's address: two live clients cannot both claim it. */
+		/* A name is a client's address: two live clients cannot both claim it.  A
+		 * silent holder is taken over (mc_segment_take_over_name): a process restarted
+		 * on the same host:port must not wait for its predecessor to time out. */
 		if (o->client != c && strlen(o->name) == s->name.n &&
-		    !memcmp(o->name, s->name.p, s->name.n)) {
+		    !memcmp(o->name, s->name.p, s->name.n) && !mc_client_silent(m, o->client)) {
 			snprintf(why, n, "segment name %s already mounted by another client",
 				 o->name);
 			return MC_ERR_SEGMENT_ALREADY_EXISTS;
@@ -282,6 +284,15 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 		/* Only the process that made the segment knows its token: then the memory and
 		 * whatever it still holds are the same. */
 		if (seg->has_token && mc_token_given(token) && !memcmp(seg->token, token, 16)) {
+			uint32_t i;
+
+			/* Its name went to another process meanwhile: one name, one server. */
+			for (i = 0; i < m->nsegs; i++)
+				if (m->segs[i]->client != c && !strcmp(m->segs[i]->name, seg->name)) {
+					mc_log_warn("segment %s stays dormant: its name is mounted by "
+						    "another client now", seg->name);
+					return MC_ERR_SEGMENT_ALREADY_EXISTS;
+				}
 			mc_segment_restore(m, seg);
 			return 0;
 		}
@@ -309,6 +320,7 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 		free(seg);
 		return MC_ERR_INVALID_PARAMS;
 	}
+	mc_segment_take_over_name(m, c, s->name);
 	seg->id = s->id;
 	seg->name = mc_strv_dup(s->name);
 	seg->endpoint = mc_strv_dup(s->endpoint);
