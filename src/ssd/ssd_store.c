@@ -1193,6 +1193,13 @@ static int mc_ssd_open_locked(struct mc_ssd *s, uint64_t addr, uint64_t len, int
 	}
 	*off = base + mc_data_off(o->key_len) + in;
 	*obj = o;
+	/* Most recently used. */
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	o->lru_prev = s->lru.lru_prev;
+	o->lru_next = &s->lru;
+	s->lru.lru_prev->lru_next = o;
+	s->lru.lru_prev = o;
 	return 0;
 }
 
@@ -1204,16 +1211,6 @@ int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t 
 
 	pthread_mutex_lock(&s->mu);
 	rc = mc_ssd_open_locked(s, addr, len, fd, off, &o);
-	if (rc)
-		goto out;
-	/* Most recently used. */
-	o->lru_prev->lru_next = o->lru_next;
-	o->lru_next->lru_prev = o->lru_prev;
-	o->lru_prev = s->lru.lru_prev;
-	o->lru_next = &s->lru;
-	s->lru.lru_prev->lru_next = o;
-	s->lru.lru_prev = o;
-out:
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
