@@ -260,6 +260,8 @@ static void mc_disk_offload_result(struct mc_master *m, struct mc_segment *disk,
 		return;
 	}
 	m->metrics.offload_failures++;
+	if (disk->offload_fail_streak && mc_master_now(m) < disk->offload_retry_at)
+		return;	/* another failure of the same round: one backoff step per round */
 	if (disk->offload_fail_streak < 30)
 		disk->offload_fail_streak++;
 	wait = (int64_t)MC_TIER_BACKOFF_MIN_MS << (disk->offload_fail_streak - 1);
@@ -352,6 +354,8 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 			mc_disk_offload_result(m, disk, result ? result : MC_ERR_INVALID_PARAMS);
 			if (o->flags & MC_OBJ_DEMOTE)
 				mc_demote_failed(m, o);
+			else if (m->cfg.enable_offload && !m->cfg.offload_on_evict)
+				mc_tier_queue_offload(m, o, 0);	/* after the backoff */
 			rc = result ? 0 : MC_ERR_OBJECT_NOT_FOUND;
 			break;
 		}
