@@ -265,7 +265,9 @@ int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int
 		free(keys);
 		return MC_ERR_INVALID_PARAMS;
 	}
-	if (m->fs_seg == NULL || mc_client_find(m, &cid) == NULL) {
+	/* Any reader may report a corrupt file (it may never have written or pinged); evicting
+	 * for the quota is for the directory's writers. */
+	if (m->fs_seg == NULL || (!lost && mc_client_find(m, &cid) == NULL)) {
 		free(keys);
 		return m->fs_seg == NULL ? MC_ERR_NOT_SUPPORTED : MC_ERR_ILLEGAL_CLIENT;
 	}

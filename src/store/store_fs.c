@@ -550,7 +550,7 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 			mc_log_warn("shared directory %s: a write failed (%s); objects stay in memory "
 				    "only and writes back off", st->fsdir, strerror(-err));
 	} else if (rc == 0 && w->fail_streak) {
-		mc_log_info("shared directory %s: writes resume (%llu failed, %llu skipped while "
+		mc_log_warn("shared directory %s: writes resume (%llu failed, %llu skipped while "
 			    "backing off)", st->fsdir, (unsigned long long)w->failed,
 			    (unsigned long long)w->skipped);
 		w->fail_streak = 0;

@@ -21,7 +21,8 @@
  *                                   is absent when GEN is "absent"
  *   burst FILE PREFIX N SIZE [hard] put PREFIX/0..N-1 once each, no retry (hard: hard-pinned);
  *                                   append the acknowledged keys to FILE; print
- *                                   "burst: A acked R refused E other S ms slowest" (exit 0)
+ *                                   "burst: A acked R refused E other S ms slowest" (exit 0);
+ *                                   MC_BURST_GAP_MS: pause between puts
  *   timed-put KEY SIZE              one put; print "put: RC MS"
  *   probe FILE SIZE                 get every key of FILE: print "probe: I identical A absent
  *                                   E errors W wrong"; exit 1 only if some bytes were wrong
@@ -129,11 +130,15 @@ static int burst(const char *file, const char *prefix, int n, size_t size, int h
 	void *v = malloc(size);
 	int i, acked = 0, refused = 0, other = 0;
 	double slowest = 0;
+	int gap_ms = atoi(cc_env("MC_BURST_GAP_MS", "0"));
 
 	for (i = 0; i < n && v && f; i++) {
-		double t0 = now_s(), dt;
+		double t0, dt;
 		int rc;
 
+		if (i && gap_ms > 0)
+			usleep((useconds_t)gap_ms * 1000);
+		t0 = now_s();
 		snprintf(key, sizeof(key), "%s/%d", prefix, i);
 		cc_fill(v, size, key, 5);
 		rc = mooncake_store_put(st, key, v, size, &cfg);
