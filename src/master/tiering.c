@@ -394,10 +394,10 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 		o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
 		if (result != 0) {
 			m->metrics.promotion_failed++;
-			/* The owner stopped writing (it answered): free at once. */
+			/* The owner stopped writing (it answered): free at once.  Its SSD copy may be
+			 * gone too (reported LOST just before): then nothing is left. */
 			mc_replica_release(m, r);
-			mc_object_compact(o);
-			mc_persist_object_changed(m, o);
+			mc_object_settle(m, o);
 			break;
 		}
 		r->status = MC_REPLICA_COMPLETE;
