@@ -1034,9 +1034,19 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	want = o->vcrc;
 	fd = mc_ssd_open_data(s, o, &base);
 	doff = base + mc_data_off(o->key_len);
+	if (fd == -ENOENT) {
+		/* The file is gone while the index holds it: drop the entry. */
+		mc_ssd_unlink(s, o);
+		s->discarded++;
+		pthread_mutex_unlock(&s->mu);
+		mc_log_warn("SSD area %s: %016llx.mco is missing: dropped", s->dir,
+			    (unsigned long long)seq);
+		free(o);
+		return -EBADMSG;
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (fd < 0)
-		return fd;	/* deleted meanwhile, or unreadable: not served either way */
+		return fd;	/* unreadable: not served either way */
 	buf = malloc(MC_SSD_SCAN_BUF);
 	if (buf == NULL) {
 		close(fd);
@@ -1184,6 +1194,13 @@ static int mc_ssd_open_locked(struct mc_ssd *s, uint64_t addr, uint64_t len, int
 	if (o == NULL || !o->verified)	/* never serve a value not checked yet */
 		return -ENOENT;
 	*fd = mc_ssd_open_data(s, o, &base);
+	if (*fd == -ENOENT && !s->single && !o->suspect) {
+		/* Its file was deleted behind our back: verify drops it. */
+		o->verified = 0;
+		o->suspect = 1;
+		s->nsuspect++;
+		mc_log_warn("SSD area %s: %016llx.mco is missing", s->dir, (unsigned long long)o->seq);
+	}
 	if (*fd < 0)
 		return *fd;
 	if (mc_ssd_changed(s, o, *fd)) {

@@ -343,7 +343,7 @@ int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv pat
 	if (mc_fs_checked(st, path, file, sizeof(file)))
 		return MC_ERR_INVALID_PARAMS;
 	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0)	/* not reported: this host may just not see the directory */
 		return MC_ERR_INVALID_READ;
 	if (fstat(fd, &sb) != 0) {
 		close(fd);

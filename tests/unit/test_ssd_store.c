@@ -191,6 +191,15 @@ static void fault_tests(void)
 	   "after its checksum verifies it is served again");
 	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
 	mc_ssd_remove(s, "y", 1, 0);
+
+	/* Deleted behind the area's back: refused, then dropped by verify. */
+	ok(mc_ssd_put(s, "m", 1, v, sizeof(v), 6, &addr) == 0 && file_of(s, "m", path, sizeof(path)) == 0 &&
+	   unlink(path) == 0, "m's file is deleted behind the area's back");
+	ok(mc_ssd_open_range(s, addr, 10, &fd, &off) == -ENOENT, "it is not served");
+	n = mc_ssd_suspects(s, &items);
+	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
+	   mc_ssd_count(s) == 0 && mc_ssd_used(s) == 0, "verify drops the entry (-EBADMSG)");
+	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
 	mc_ssd_close(s);
 	rmdir(dir);
 
