@@ -11,9 +11,14 @@
  * OFFLOAD_HEARTBEAT meanwhile.  OFFLOAD: read the object from our own
  * segment memory and write it to the SSD; PROMOTE: read it from the SSD and write it into the
  * memory replica the master allocated (ours: memcpy; another client's: a TCP WRITE); DROP: the
- * master forgot a copy, delete it.  Results go back in one NOTIFY_OFFLOAD per round.  When the
+ * master forgot a copy, delete it.  Results go back in one NOTIFY_OFFLOAD per round, after the
+ * directory fsync that makes the round's copies durable (a failed write or flush is answered
+ * WRITE_FAIL and nothing of it stays; the master keeps the memory copy and backs off).  When the
  * area passes its high watermark (0.90 of the limit) the least recently used objects are offered
  * to the master with EVICT_DISK_REPLICA and only those it releases are deleted, down to 0.80.
+ * Copies found damaged (a promotion's checksum fails, or a file the data server found changed
+ * fails its re-verification, done here each round) are deleted by the area and reported LOST in
+ * the next NOTIFY_OFFLOAD, so the master stops handing them to readers.
  *
  * Readers reach SSD objects through this client's data server: the area is installed as the
  * memreg file window (its objects' addresses are in the LOCAL_DISK descriptors).
