@@ -485,7 +485,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		}
 		rc = mc_ssd_call_codes(st, &note, codes, nnote + nl);
 		mc_rpc_call_fini(&note);
-		if (rc == 0) {
+		if (rc == 0 && nl) {
 			/* Delivered: forget them (kept for the next round otherwise). */
 			for (j = 0; j < nl; j++)
 				free(w->lost[j].key);

@@ -102,8 +102,12 @@ static int verify_acked(const char *file, size_t size)
 	void *v = malloc(size);
 	uint64_t n = 0, bad = 0;
 
-	if (f == NULL || v == NULL)
+	if (f == NULL || v == NULL) {
+		if (f)
+			fclose(f);
+		free(v);
 		return 1;
+	}
 	while (fgets(key, sizeof(key), f)) {
 		int64_t got;
 
