@@ -15,8 +15,8 @@
 #  4. an SSD object file truncated and another rewritten in place: readers get an error or the
 #     object is gone, never wrong bytes, and both copies are forgotten and deleted
 #     (master_disk_copies_lost_total);
-#  5. the same for shared-directory files;
-#  6. as root: the SSD area on a real 8 MiB tmpfs that fills: no acknowledged object is lost.
+#  5. the same for shared-directory files.
+# test_ssd_full_tmpfs.sh does the same on a real file system that fills (as root).
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T="$MC_BIN/tests/integration/fault_tool"
 SZ=1048576
@@ -147,42 +147,5 @@ for spec in fs_write:ENOSPC:3 fs_write:short:3 fs_fsync:EIO:3 fs_rename:EIO:3; d
 	stop_all
 done
 
-# 6. a real small file system that fills.
-if [ "$(id -u)" -ne 0 ]; then
-	echo "# skipping the tmpfs run: mounting a tmpfs needs root"
-else
-	TM=$MC_TMP/tmpfs
-	mkdir -p "$TM"
-	if mount -t tmpfs -o size=8m tmpfs "$TM" 2>/dev/null; then
-		trap 'umount "$TM" 2>/dev/null; mc_cleanup' EXIT
-		mc_start_master --offload_on_evict --client_ttl=2 || { mc_dump_logs; exit 1; }
-		export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
-		mc_start_client t1 16MB --enable_offload --ssd_offload_path="$TM/area" \
-			--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
-		c=$MC_LAST_PID
-		out=$(MOONCAKE_PUT_SPACE_WAIT_MS=2000 "$T" burst "$MC_TMP/acked_t" t 40 $SZ)
-		failed=$(metric master_offload_failed_total)
-		echo "# 40 MiB into 16 MiB of memory over an 8 MiB tmpfs: $out; offloads failed: $failed"
-		check "the tmpfs filled (ENOSPC counted: $failed failed offloads)" \
-			'[ "${failed:-0}" -ge 1 ] && grep -q "No space left" "$MC_TMP/t1.log"'
-		out=$("$T" probe "$MC_TMP/acked_t" $SZ)
-		check "no acknowledged object lost on a full tmpfs ($out)" \
-			'echo "$out" | grep -q " 0 absent 0 errors 0 wrong"'
-		kill -9 "$c"; wait "$c" 2>/dev/null
-		files=$(ls "$TM/area" | grep -c '\.mco$')
-		mc_start_client t2 16MB --enable_offload --ssd_offload_path="$TM/area" \
-			--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
-		mc_wait_log t2 "registered" 10
-		back=$(grep -o '[0-9]* objects registered' "$MC_TMP/t2.log" | head -1 | awk '{print $1}')
-		sleep 2.5
-		out=$("$T" probe "$MC_TMP/acked_t" $SZ)
-		check "after kill -9 the $files objects on the full tmpfs register ($back) and read back ($out)" \
-			'[ "${back:-0}" -eq "$files" ] && echo "$out" | grep -q "^probe: $files identical .* 0 errors 0 wrong"'
-		stop_all
-		umount "$TM"
-	else
-		echo "# skipping the tmpfs run: mount -t tmpfs failed"
-	fi
-fi
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
