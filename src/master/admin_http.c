@@ -271,6 +271,21 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_offloaded_bytes", "counter", "Bytes copied to SSD", x->offloaded_bytes);
 	mc_prom(b, "master_offload_failures_total", "counter", "Offloads that failed",
 		x->offload_failures);
+	mc_prom(b, "master_offload_enqueued_total", "counter", "Offload tasks queued",
+		x->offload_enqueued);
+	mc_prom(b, "master_offload_completed_total", "counter",
+		"Offloads whose durable SSD copy was acknowledged", x->offload_completed);
+	mc_prom(b, "master_offload_failed_total", "counter",
+		"Offloads whose SSD write failed (the memory copy stays)", x->offload_failures);
+	mc_prom(b, "master_offload_cancelled_total", "counter",
+		"Offload tasks dropped before they ran (object removed or changed, area gone)",
+		x->offload_cancelled);
+	mc_prom(b, "master_offload_enqueue_rejected_total", "counter",
+		"Evictions that could not queue an offload (area backing off or queue full): the "
+		"object stays in memory", x->offload_enqueue_rejected);
+	mc_prom(b, "master_disk_copies_lost_total", "counter",
+		"SSD or shared-directory copies found corrupt or truncated and forgotten",
+		x->disk_copies_lost);
 	mc_prom(b, "master_demoted_key_count", "counter",
 		"Objects whose memory was freed while an SSD copy stays", x->demoted_key_count);
 	mc_prom(b, "master_disk_evicted_key_count", "counter", "SSD copies evicted by their owner",

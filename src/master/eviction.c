@@ -15,7 +15,8 @@
  * and leaves the LRU list; with --offload_on_evict an object without one is queued for offload
  * and its memory is freed only when the copy is acknowledged (counted meanwhile in
  * demote_pending, so the watermark does not pick more victims for the same bytes).  An object
- * whose owner has no SSD, or whose offload fails, is evicted the ordinary way.
+ * whose owner has no SSD is evicted the ordinary way; one whose offload failed, or whose owner's
+ * SSD area is backing off after failed writes, stays in memory (its last copy).
  *
  * Objects whose memory is only on dormant segments (liveness.c) stay on the list but are passed
  * over: they free nothing the pool counts, and they may come back.
@@ -106,6 +107,7 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 		     o = next, budget--) {
 			uint64_t mem;
 			uint32_t i;
+			int q;
 
 			next = o->lru_next;
 			if (mc_evict_only_dormant(o)) {
@@ -142,7 +144,9 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 				m->metrics.evicted_size_bytes += o->size;
 				continue;
 			}
-			if (m->cfg.offload_on_evict && mc_tier_queue_offload(m, o, 1) == 0) {
+			if (m->cfg.offload_on_evict && (q = mc_tier_queue_offload(m, o, 1)) >= 0) {
+				if (q > 0)
+					continue;	/* its SSD is failing: memory keeps it */
 				mc_object_lru_unlink(&m->objects, o);
 				pending += mem;
 				continue;

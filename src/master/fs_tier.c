@@ -248,6 +248,7 @@ int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int
 	struct mc_uuid cid;
 	struct mc_strv *keys = NULL;
 	uint32_t n, i;
+	uint8_t lost = 0;
 
 	mc_rpc_get_uuid(r, &cid);
 	n = mc_rbuf_count(r, MC_RPC_MAX_BATCH, 4);
@@ -256,11 +257,17 @@ int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int
 		for (i = 0; i < n; i++)
 			keys[i] = mc_rpc_get_strv(r, MC_RPC_MAX_KEY);
 	}
-	if (r->err || r->left != 0) {
+	/* Appended field: 1 = the files are corrupt (a reader found them so), forget them even
+	 * while leased. */
+	if (r->err == 0 && r->left == 1)
+		lost = mc_rbuf_u8(r);
+	if (r->err || r->left != 0 || lost > 1) {
 		free(keys);
 		return MC_ERR_INVALID_PARAMS;
 	}
-	if (m->fs_seg == NULL || mc_client_find(m, &cid) == NULL) {
+	/* Any reader may report a corrupt file (it may never have written or pinged); evicting
+	 * for the quota is for the directory's writers. */
+	if (m->fs_seg == NULL || (!lost && mc_client_find(m, &cid) == NULL)) {
 		free(keys);
 		return m->fs_seg == NULL ? MC_ERR_NOT_SUPPORTED : MC_ERR_ILLEGAL_CLIENT;
 	}
@@ -279,6 +286,11 @@ int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int
 		}
 		if (dr == NULL) {
 			rc = MC_ERR_OBJECT_NOT_FOUND;	/* forgotten already: a drop deletes it */
+		} else if (lost) {
+			mc_log_warn("DISK file of %.*s reported corrupt by a reader: forgotten",
+				    (int)(keys[i].n > 128 ? 128 : keys[i].n), keys[i].p);
+			m->metrics.disk_copies_lost++;
+			mc_disk_replica_forget(m, o, dr);
 		} else if (o->fetch_until > now) {
 			rc = MC_ERR_OBJECT_HAS_LEASE;	/* a reader may be reading the file */
 		} else {

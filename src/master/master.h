@@ -140,6 +140,10 @@ struct mc_segment {
 	struct mc_tier_task *tasks, *tasks_tail;	/* queued for the next heartbeat */
 	struct mc_tier_task *inflight;			/* handed out, waiting for NOTIFY */
 	uint64_t ntasks;
+	/* Offloads to this area failed offload_fail_streak times in a row: none is handed out
+	 * before offload_retry_at (monotonic ms; exponential backoff, reset by a success). */
+	uint32_t offload_fail_streak;
+	int64_t offload_retry_at;
 };
 
 /* A task for a disk owner.  Tasks name their object by key and are checked again when handed
@@ -412,8 +416,10 @@ struct mc_replica *mc_object_disk_replica(struct mc_object *o);
 /* A memory replica readers may use exists. */
 int mc_object_in_memory(struct mc_object *o);
 /* Queue an offload of o (to the SSD of the client owning its first memory replica).  demote:
- * free the memory replicas once the copy is in.  Returns 0, or -1 when it cannot be offloaded
- * (no SSD on that client, queue full, already offloading, no memory replica). */
+ * free the memory replicas once the copy is in.  Returns 0, -1 when it cannot be offloaded
+ * (no SSD on that client, already on SSD or being promoted, no memory replica), or, for a
+ * demotion, 1 when the SSD exists but cannot take it now (backing off after failed writes, or
+ * its queue is full): the object must stay in memory. */
 int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote);
 /* The master forgot r (a LOCAL_DISK replica): tell its owner to delete the data. */
 void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r);

@@ -50,6 +50,11 @@ struct mc_metrics {
 	uint64_t offloaded_key_count;
 	uint64_t offloaded_bytes;
 	uint64_t offload_failures;
+	uint64_t offload_enqueued;
+	uint64_t offload_completed;
+	uint64_t offload_cancelled;
+	uint64_t offload_enqueue_rejected;
+	uint64_t disk_copies_lost;
 	uint64_t demoted_key_count;
 	uint64_t disk_evicted_key_count;
 	uint64_t disk_evicted_bytes;

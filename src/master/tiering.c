@@ -12,7 +12,11 @@
  * master released, so no reader is handed a deleted object.
  *
  * Invariants: memory of an object being offloaded is never freed before the SSD copy is
- * acknowledged (eviction skips objects with MC_OBJ_OFFLOADING and only marks them DEMOTE); a
+ * acknowledged, and the owner acknowledges only a durable copy (value fdatasync'ed, directory
+ * fsync'ed); a failed offload leaves the object in memory, demoted or not, and starts an
+ * exponential backoff of that area (no offload is handed out to it before offload_retry_at;
+ * a success resets it), so a failing disk costs one failed write per backoff step, not a hot
+ * loop (eviction skips objects with MC_OBJ_OFFLOADING and only marks them DEMOTE); a
  * task names its object by key plus the id of the memory replica involved, and is checked again
  * when handed out and when answered, so removals and re-puts in between are detected and the
  * client is told to delete what it wrote.  Every task ends in mc_tier_task_done, through an
@@ -29,6 +33,8 @@
 #include "segment/alloc.h"
 
 #define MC_TIER_MAX_TASKS 4096	/* per heartbeat answer */
+#define MC_TIER_BACKOFF_MIN_MS 200	/* first pause after a failed offload */
+#define MC_TIER_BACKOFF_MAX_MS 5000
 
 static char *mc_strv_dup(struct mc_strv s)
 {
@@ -225,8 +231,8 @@ static void mc_task_undemote(struct mc_master *m, struct mc_tier_task *t)
 	}
 }
 
-/* Eviction had chosen o (DEMOTE) but its SSD copy did not come: evict it the ordinary way,
- * unless a reader holds it now. */
+/* Eviction had chosen o (DEMOTE) but its SSD copy did not come: memory holds the last copy,
+ * so it stays, back on the LRU list (eviction tries again once the area is not backing off). */
 static void mc_demote(struct mc_master *m, struct mc_object *o);
 
 static void mc_demote_failed(struct mc_master *m, struct mc_object *o)
@@ -236,14 +242,40 @@ static void mc_demote_failed(struct mc_master *m, struct mc_object *o)
 		mc_demote(m, o);	/* an SSD copy exists after all (registered meanwhile) */
 		return;
 	}
-	if (o->fetch_until > mc_master_now(m) || (o->flags & MC_OBJ_HARD_PIN)) {
+	if (!(o->flags & MC_OBJ_HARD_PIN))
 		mc_object_lru_link(&m->objects, o);
+}
+
+/* An offload to disk failed (rc != 0) or succeeded: move its backoff. */
+static void mc_disk_offload_result(struct mc_master *m, struct mc_segment *disk, int rc)
+{
+	int64_t wait;
+
+	if (rc == 0) {
+		if (disk->offload_fail_streak)
+			mc_log_info("SSD area of %s takes offloads again after %u failed ones",
+				    disk->name, disk->offload_fail_streak);
+		disk->offload_fail_streak = 0;
+		disk->offload_retry_at = 0;
 		return;
 	}
-	m->metrics.evicted_key_count++;
-	m->metrics.evicted_size_bytes += o->size;
-	mc_persist_object_gone(m, o);
-	mc_master_object_remove(m, o);
+	m->metrics.offload_failures++;
+	if (disk->offload_fail_streak && mc_master_now(m) < disk->offload_retry_at)
+		return;	/* another failure of the same round: one backoff step per round */
+	if (disk->offload_fail_streak < 30)
+		disk->offload_fail_streak++;
+	wait = (int64_t)MC_TIER_BACKOFF_MIN_MS << (disk->offload_fail_streak - 1);
+	if (wait > MC_TIER_BACKOFF_MAX_MS)
+		wait = MC_TIER_BACKOFF_MAX_MS;
+	disk->offload_retry_at = mc_master_now(m) + wait;
+	if (disk->offload_fail_streak == 1)
+		mc_log_warn("SSD area of %s: an offload failed (%s); objects stay in memory and "
+			    "offloads to it back off", disk->name, mc_strerror(rc));
+}
+
+static int mc_disk_backing_off(const struct mc_master *m, const struct mc_segment *disk)
+{
+	return disk->offload_fail_streak && mc_master_now(m) < disk->offload_retry_at;
 }
 
 /* Free o's memory replicas: its SSD copy stays the one readers get. */
@@ -272,6 +304,8 @@ static void mc_task_cancel(struct mc_master *m, struct mc_tier_task *t)
 	struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
 
 	mc_task_undemote(m, t);
+	if (t->kind == MC_TIER_OFFLOAD)
+		m->metrics.offload_cancelled++;
 	if (t->kind == MC_TIER_OFFLOAD && o && (o->flags & MC_OBJ_OFFLOADING) &&
 	    o->size == t->size) {
 		o->flags &= (uint8_t) ~MC_OBJ_OFFLOADING;
@@ -317,9 +351,11 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 		}
 		if (result != 0 || !mc_disk_addr_ok(disk_addr, o->size) ||
 		    disk->status != MC_SEG_OK) {
-			m->metrics.offload_failures++;
+			mc_disk_offload_result(m, disk, result ? result : MC_ERR_INVALID_PARAMS);
 			if (o->flags & MC_OBJ_DEMOTE)
 				mc_demote_failed(m, o);
+			else if (m->cfg.enable_offload && !m->cfg.offload_on_evict)
+				mc_tier_queue_offload(m, o, 0);	/* after the backoff */
 			rc = result ? 0 : MC_ERR_OBJECT_NOT_FOUND;
 			break;
 		}
@@ -331,6 +367,8 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 			break;
 		}
 		mc_disk_replica_attach(m, disk, r, disk_addr, o->size);
+		mc_disk_offload_result(m, disk, 0);
+		m->metrics.offload_completed++;
 		m->metrics.offloaded_key_count++;
 		m->metrics.offloaded_bytes += o->size;
 		if (o->flags & MC_OBJ_DEMOTE) {
@@ -356,10 +394,10 @@ static int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_
 		o->flags &= (uint8_t) ~MC_OBJ_PROMOTING;
 		if (result != 0) {
 			m->metrics.promotion_failed++;
-			/* The owner stopped writing (it answered): free at once. */
+			/* The owner stopped writing (it answered): free at once.  Its SSD copy may be
+			 * gone too (reported LOST just before): then nothing is left. */
 			mc_replica_release(m, r);
-			mc_object_compact(o);
-			mc_persist_object_changed(m, o);
+			mc_object_settle(m, o);
 			break;
 		}
 		r->status = MC_REPLICA_COMPLETE;
@@ -440,10 +478,15 @@ int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
 		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r))
 			disk = mc_client_disk(r->seg->client, NULL);
 	}
-	if (disk == NULL || disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit ||
-	    o->size > disk->size)
+	if (disk == NULL || o->size > disk->size)
 		return -1;
+	if (disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit ||
+	    (demote && mc_disk_backing_off(m, disk))) {
+		m->metrics.offload_enqueue_rejected++;
+		return demote ? 1 : -1;
+	}
 	t = mc_task_new(MC_TIER_OFFLOAD, o->key, o->key_len, o->size, 0);
+	m->metrics.offload_enqueued++;
 	if (demote) {
 		t->demote = 1;
 		m->demote_pending += o->size;
@@ -619,6 +662,15 @@ static struct mc_replica *mc_offload_source(struct mc_object *o, struct mc_clien
 	return NULL;
 }
 
+/* The next task to hand out.  While the area backs off after failed writes the queue waits
+ * at its first offload (what is behind it waits with it, for at most one backoff step). */
+static struct mc_tier_task *mc_task_next(struct mc_master *m, struct mc_segment *disk)
+{
+	if (disk->tasks && disk->tasks->kind == MC_TIER_OFFLOAD && mc_disk_backing_off(m, disk))
+		return NULL;
+	return mc_task_pop(disk);
+}
+
 int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
 			    int64_t now, const char *peer)
 {
@@ -645,7 +697,7 @@ int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wb
 		max = MC_TIER_MAX_TASKS;
 	at = out->len;
 	mc_wbuf_u32(out, 0);
-	while (n < max && (t = mc_task_pop(disk)) != NULL) {
+	while (n < max && (t = mc_task_next(m, disk)) != NULL) {
 		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
 		struct mc_replica *src = NULL, *dst = NULL, *dr = NULL;
 
@@ -798,6 +850,28 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 	return 0;
 }
 
+/* The owner of disk found its copy of key at addr corrupt or truncated and deleted it: forget
+ * the replica now, leases or not (nobody can read those bytes any more).  0 or -704. */
+static int mc_disk_copy_lost(struct mc_master *m, struct mc_segment *disk, struct mc_strv key,
+			     uint64_t addr, const char *peer)
+{
+	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
+	uint32_t j;
+
+	for (j = 0; o && j < o->nrep; j++) {
+		struct mc_replica *r = mc_object_replica(o, j);
+
+		if (r->seg == disk && r->disk_addr == addr && r->status == MC_REPLICA_COMPLETE) {
+			mc_log_warn("SSD copy of %.*s on %s (%s) is corrupt: forgotten",
+				    (int)(key.n > 128 ? 128 : key.n), key.p, disk->name, peer);
+			m->metrics.disk_copies_lost++;
+			mc_disk_replica_forget(m, o, r);
+			return 0;
+		}
+	}
+	return MC_ERR_OBJECT_NOT_FOUND;
+}
+
 int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
 			 int64_t now, const char *peer)
 {
@@ -848,6 +922,8 @@ int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf 
 				     ? mc_register_one(m, c, disk, items[i].key, items[i].size,
 						       items[i].addr, items[i].gen, now)
 				     : MC_ERR_INVALID_PARAMS;
+		} else if (items[i].kind == MC_TIER_LOST) {
+			rc = mc_disk_copy_lost(m, disk, items[i].key, items[i].addr, peer);
 		} else if (items[i].kind == MC_TIER_OFFLOAD || items[i].kind == MC_TIER_PROMOTE) {
 			t = mc_inflight_take(disk, items[i].kind, items[i].key);
 			rc = t ? mc_task_done(m, disk, t, items[i].result, items[i].addr)

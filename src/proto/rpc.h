@@ -156,6 +156,8 @@ enum mc_tier_task_kind {
 	MC_TIER_PROMOTE = 1,	/* copy the SSD object at src_addr to dst_endpoint/dst_addr */
 	MC_TIER_DROP = 2,	/* the master forgot the SSD copy at src_addr: delete it */
 	MC_TIER_REGISTER = 3,	/* (notify only) an object found on the SSD at start-up */
+	MC_TIER_LOST = 4,	/* (notify only) the SSD copy at disk_addr failed its checksum
+				 * or is truncated: the owner deleted it, forget it */
 };
 
 /* Upstream enums carried on the wire with upstream's numbers. */

@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "common/wire.h"
+#include "ssd/fault.h"
 #include "ssd/ssd_store.h"
 #include "transfer/memreg.h"
 
@@ -48,6 +49,11 @@ struct mc_ssd_obj {
 	uint32_t vcrc;			/* checksum of the value, from the header */
 	uint64_t off;			/* single-file area: where its record starts */
 	int verified;			/* value checked against vcrc (or written by us) */
+	int suspect;			/* its file changed after it was checked: verify again */
+	/* Directory area: the file as it was when its value was written or last verified (inode,
+	 * size, ctime).  Any later change through the file system changes one of them. */
+	uint64_t fp_ino, fp_size;
+	int64_t fp_ctime_ns;
 	size_t key_len;
 	char key[];
 };
@@ -70,6 +76,7 @@ struct mc_ssd {
 	struct mc_ssd_ext *free_ext;
 	size_t nfree, capfree;
 	uint64_t dir_syncs;
+	size_t nsuspect;		/* objects with suspect set */
 };
 
 /* ---------------------------------------------------------------- CRC-32C */
@@ -223,6 +230,10 @@ static void mc_ssd_unlink(struct mc_ssd *s, struct mc_ssd_obj *o)
 	o->lru_next->lru_prev = o->lru_prev;
 	s->count--;
 	s->used -= o->foot;
+	if (o->suspect) {
+		o->suspect = 0;
+		s->nsuspect--;
+	}
 }
 
 static struct mc_ssd_obj *mc_ssd_find_key(struct mc_ssd *s, const char *key, size_t len)
@@ -351,6 +362,14 @@ static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, 
 static int mc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
 	const uint8_t *p = buf;
+	int f = mc_fault(MC_FAULT_SSD_WRITE);
+
+	if (f) {
+		/* Test hook: a failed write, or a short one that leaves half the bytes. */
+		if (f == MC_FAULT_SHORT && len > 1 && pwrite(fd, p, len / 2, off) < 0)
+			return -errno;
+		return f == MC_FAULT_SHORT ? -ENOSPC : f;
+	}
 
 	while (len) {
 		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
@@ -365,6 +384,42 @@ static int mc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 		off += w;
 	}
 	return 0;
+}
+
+/* fdatasync (fsync for a directory), with the test hook.  0 or -errno. */
+static int mc_ssd_fsync(int fd, int dir)
+{
+	int f = mc_fault(MC_FAULT_SSD_FSYNC);
+
+	if (f)
+		return f == MC_FAULT_SHORT ? -EIO : f;
+	if ((dir ? fsync(fd) : fdatasync(fd)) != 0)
+		return -errno;
+	return 0;
+}
+
+static int mc_ssd_rename(const char *from, const char *to)
+{
+	int f = mc_fault(MC_FAULT_SSD_RENAME);
+
+	if (f)
+		return f == MC_FAULT_SHORT ? -EIO : f;
+	return rename(from, to) != 0 ? -errno : 0;
+}
+
+/* Record what fd's file looks like now (directory area). */
+static void mc_ssd_fingerprint(int fd, uint64_t *ino, uint64_t *size, int64_t *ctime_ns)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) != 0) {
+		*ino = *size = 0;
+		*ctime_ns = 0;
+		return;
+	}
+	*ino = (uint64_t)sb.st_ino;
+	*size = (uint64_t)sb.st_size;
+	*ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
 }
 
 static int mc_pread_all(int fd, void *buf, size_t len, off_t off)
@@ -635,8 +690,8 @@ static int mc_sa_write(struct mc_ssd *s, const uint8_t *head, uint64_t hlen, con
 		rc = mc_pwrite_all(s->afd, head, (size_t)hlen, (off_t)off);
 	if (rc == 0)
 		rc = mc_pwrite_all(s->afd, value, (size_t)size, (off_t)(off + hlen));
-	if (rc == 0 && fdatasync(s->afd) != 0)
-		rc = -errno;
+	if (rc == 0)
+		rc = mc_ssd_fsync(s->afd, 0);
 	if (rc) {
 		mc_sa_release(s, off, ext);
 		return rc;
@@ -852,6 +907,8 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	struct mc_ssd_obj *o, *old;
 	uint64_t seq, foot, off = mc_data_off(key_len), at = 0;
 	uint32_t crc, vcrc;
+	uint64_t fp_ino = 0, fp_size = 0;
+	int64_t fp_ctime = 0;
 	int fd, rc;
 
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT)
@@ -894,12 +951,16 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 		rc = mc_pwrite_all(fd, value, (size_t)size, (off_t)off);
 	/* The bytes are on the device before the name says the object exists; the name itself
 	 * is made durable by mc_ssd_sync, once per batch. */
-	if (rc == 0 && fdatasync(fd) != 0)
+	if (rc == 0)
+		rc = mc_ssd_fsync(fd, 0);
+	if (rc == 0)
+		rc = mc_ssd_rename(tmp, path);
+	if (rc == 0)
+		mc_ssd_fingerprint(fd, &fp_ino, &fp_size, &fp_ctime);
+	if (close(fd) != 0 && rc == 0) {
 		rc = -errno;
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = -errno;
+		unlink(path);	/* renamed, but the close reported a lost write */
+	}
 	if (rc)
 		goto fail_file;
 written:
@@ -917,6 +978,9 @@ written:
 	o->verified = 1;
 	o->off = at;
 	o->foot = foot;
+	o->fp_ino = fp_ino;
+	o->fp_size = fp_size;
+	o->fp_ctime_ns = fp_ctime;
 	pthread_mutex_lock(&s->mu);
 	s->dir_dirty = !s->single;
 	rc = mc_ssd_insert(s, o, &old);
@@ -950,7 +1014,8 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 {
 	struct mc_ssd_obj *o;
 	uint8_t *buf = NULL;
-	uint64_t seq, size, doff, off, base;
+	uint64_t seq, size, doff, off, base, fp_ino = 0, fp_size = 0;
+	int64_t fp_ctime = 0;
 	uint32_t want, crc = 0;
 	int fd, rc = 0;
 
@@ -960,7 +1025,7 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 		pthread_mutex_unlock(&s->mu);
 		return -ENOENT;
 	}
-	if (o->verified) {
+	if (o->verified && !o->suspect) {
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
@@ -969,14 +1034,26 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	want = o->vcrc;
 	fd = mc_ssd_open_data(s, o, &base);
 	doff = base + mc_data_off(o->key_len);
+	if (fd == -ENOENT) {
+		/* The file is gone while the index holds it: drop the entry. */
+		mc_ssd_unlink(s, o);
+		s->discarded++;
+		pthread_mutex_unlock(&s->mu);
+		mc_log_warn("SSD area %s: %016llx.mco is missing: dropped", s->dir,
+			    (unsigned long long)seq);
+		free(o);
+		return -EBADMSG;
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (fd < 0)
-		return fd;	/* deleted meanwhile, or unreadable: not served either way */
+		return fd;	/* unreadable: not served either way */
 	buf = malloc(MC_SSD_SCAN_BUF);
 	if (buf == NULL) {
 		close(fd);
 		return -ENOMEM;
 	}
+	if (!s->single)
+		mc_ssd_fingerprint(fd, &fp_ino, &fp_size, &fp_ctime);
 	for (off = 0; off < size && rc == 0;) {
 		size_t n = size - off > MC_SSD_SCAN_BUF ? MC_SSD_SCAN_BUF : (size_t)(size - off);
 
@@ -996,8 +1073,15 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 		pthread_mutex_unlock(&s->mu);
 		return -ENOENT;	/* replaced or removed meanwhile */
 	}
+	if (o->suspect) {
+		o->suspect = 0;
+		s->nsuspect--;
+	}
 	if (rc == 0) {
 		o->verified = 1;
+		o->fp_ino = fp_ino;
+		o->fp_size = fp_size;
+		o->fp_ctime_ns = fp_ctime;
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
@@ -1024,8 +1108,7 @@ int mc_ssd_sync(struct mc_ssd *s)
 	s->dir_dirty = 0;
 	pthread_mutex_unlock(&s->mu);
 	fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) != 0)
-		rc = -errno;
+	rc = fd < 0 ? -errno : mc_ssd_fsync(fd, 1);
 	if (fd >= 0)
 		close(fd);
 	pthread_mutex_lock(&s->mu);
@@ -1076,25 +1159,57 @@ static struct mc_ssd_obj *mc_ssd_locate(struct mc_ssd *s, uint64_t addr, uint64_
 	return o;
 }
 
-int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *off)
+/* Under the lock: o's file no longer looks as it did when its value was written or checked
+ * (truncated, rewritten, replaced): mark it to be verified again by mc_ssd_verify, unserved
+ * until then.  Returns 1 when it changed.  Costs one fstat of an open descriptor. */
+static int mc_ssd_changed(struct mc_ssd *s, struct mc_ssd_obj *o, int fd)
 {
-	struct mc_ssd *s = arg;
+	uint64_t ino, size;
+	int64_t ct;
+
+	if (s->single || o->fp_ino == 0)
+		return 0;
+	mc_ssd_fingerprint(fd, &ino, &size, &ct);
+	if (ino == o->fp_ino && size == o->fp_size && ct == o->fp_ctime_ns)
+		return 0;
+	o->verified = 0;
+	if (!o->suspect) {
+		o->suspect = 1;
+		s->nsuspect++;
+		mc_log_warn("SSD area %s: %016llx.mco changed on disk (size %llu, was %llu): not "
+			    "served until its checksum is verified", s->dir, (unsigned long long)o->seq,
+			    (unsigned long long)size, (unsigned long long)o->fp_size);
+	}
+	return 1;
+}
+
+/* Under the lock: open [addr, addr+len) of a verified object.  *obj receives it. */
+static int mc_ssd_open_locked(struct mc_ssd *s, uint64_t addr, uint64_t len, int *fd,
+			      uint64_t *off, struct mc_ssd_obj **obj)
+{
 	struct mc_ssd_obj *o;
 	uint64_t in, base;
-	int rc = 0;
 
-	pthread_mutex_lock(&s->mu);
 	o = mc_ssd_locate(s, addr, len, &in);
-	if (o == NULL || !o->verified) {	/* never serve a value not checked yet */
-		rc = -ENOENT;
-		goto out;
-	}
+	if (o == NULL || !o->verified)	/* never serve a value not checked yet */
+		return -ENOENT;
 	*fd = mc_ssd_open_data(s, o, &base);
-	if (*fd < 0) {
-		rc = *fd;
-		goto out;
+	if (*fd == -ENOENT && !s->single && !o->suspect) {
+		/* Its file was deleted behind our back: verify drops it. */
+		o->verified = 0;
+		o->suspect = 1;
+		s->nsuspect++;
+		mc_log_warn("SSD area %s: %016llx.mco is missing", s->dir, (unsigned long long)o->seq);
+	}
+	if (*fd < 0)
+		return *fd;
+	if (mc_ssd_changed(s, o, *fd)) {
+		close(*fd);
+		*fd = -1;
+		return -ENOENT;
 	}
 	*off = base + mc_data_off(o->key_len) + in;
+	*obj = o;
 	/* Most recently used. */
 	o->lru_prev->lru_next = o->lru_next;
 	o->lru_next->lru_prev = o->lru_prev;
@@ -1102,22 +1217,98 @@ int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t 
 	o->lru_next = &s->lru;
 	s->lru.lru_prev->lru_next = o;
 	s->lru.lru_prev = o;
-out:
+	return 0;
+}
+
+int mc_ssd_open_range(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *off)
+{
+	struct mc_ssd *s = arg;
+	struct mc_ssd_obj *o = NULL;
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	rc = mc_ssd_open_locked(s, addr, len, fd, off, &o);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
 
 int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len)
 {
-	uint64_t off;
+	struct mc_ssd_obj *o = NULL;
+	uint64_t off, seq = 0, size = 0;
+	uint32_t want = 0;
 	int fd, rc;
 
-	rc = mc_ssd_open_range(s, addr, len, &fd, &off);
+	pthread_mutex_lock(&s->mu);
+	rc = mc_ssd_open_locked(s, addr, len, &fd, &off, &o);
+	if (rc == 0) {
+		seq = o->seq;
+		size = o->size;
+		want = o->vcrc;
+	}
+	pthread_mutex_unlock(&s->mu);
 	if (rc)
 		return rc;
 	rc = mc_pread_all(fd, buf, (size_t)len, (off_t)off);
 	close(fd);
+	/* A whole value is checked on the way (what promotion reads): wrong bytes never go on. */
+	if (rc == 0 && len == size && (addr & ((1ull << MC_SSD_SLOT_SHIFT) - 1)) == 0 &&
+	    mc_crc32c(0, buf, (size_t)len) != want)
+		rc = -EBADMSG;
+	if (rc == -EBADMSG || rc == -EIO) {
+		pthread_mutex_lock(&s->mu);
+		o = mc_ssd_find_slot(s, (addr - MC_DISK_SPACE_BASE) >> MC_SSD_SLOT_SHIFT);
+		if (o != NULL && o->seq == seq) {
+			mc_ssd_unlink(s, o);
+			s->discarded++;
+		} else {
+			o = NULL;
+		}
+		pthread_mutex_unlock(&s->mu);
+		if (o) {
+			mc_log_warn("SSD area %s: object %016llx is corrupt (%s on read): discarded",
+				    s->dir, (unsigned long long)seq,
+				    rc == -EBADMSG ? "checksum mismatch" : "short file");
+			mc_ssd_drop_data(s, o);
+			free(o);
+		}
+		rc = -EBADMSG;
+	}
 	return rc;
+}
+
+long mc_ssd_suspects(struct mc_ssd *s, struct mc_ssd_item **out)
+{
+	struct mc_ssd_item *items;
+	struct mc_ssd_obj *o;
+	size_t n = 0;
+
+	*out = NULL;
+	pthread_mutex_lock(&s->mu);
+	if (s->nsuspect == 0) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	items = calloc(s->nsuspect, sizeof(*items));
+	for (o = s->lru.lru_next; items && o != &s->lru && n < s->nsuspect; o = o->lru_next) {
+		if (!o->suspect)
+			continue;
+		items[n].key = malloc(o->key_len + 1);
+		if (items[n].key == NULL)
+			break;
+		memcpy(items[n].key, o->key, o->key_len);
+		items[n].key[o->key_len] = '\0';
+		items[n].key_len = o->key_len;
+		items[n].size = o->size;
+		items[n].addr = mc_ssd_addr(o);
+		items[n].gen = o->gen;
+		n++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (items == NULL)
+		return -ENOMEM;
+	*out = items;
+	return (long)n;
 }
 
 void mc_ssd_items_free(struct mc_ssd_item *items, size_t n)

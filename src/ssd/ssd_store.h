@@ -17,7 +17,8 @@
  *   64 key bytes, zero padding up to data_off = round_up(64 + key_len, 4096), then the value;
  *   the file is exactly data_off + value_len bytes.
  * Files are written as "<seq>.tmp", fdatasync'ed and renamed (the directory is fsync'ed by
- * mc_ssd_sync), so a crash leaves at most a .tmp (removed at open).  A torn file or one whose
+ * mc_ssd_sync), so a crash leaves at most a .tmp (removed at open); a failed or short write,
+ * fdatasync or rename deletes the .tmp and stores nothing (the caller keeps its copy).  A torn file or one whose
  * header or key fails its checksum is deleted with a log line when the area is opened; a value
  * that fails its checksum, when mc_ssd_verify checks it (before the object is ever served).
  *
@@ -79,8 +80,17 @@ int mc_ssd_remove(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 /* Resolve [addr, addr+len) to a new descriptor and a file offset (mc_memreg_file_fn).  Counts as
  * a use for the LRU order. */
 int mc_ssd_open_range(void *s, uint64_t addr, uint64_t len, int *fd, uint64_t *off);
-/* Read len bytes at addr into buf.  0 or -errno. */
+/* Read len bytes at addr into buf.  A read of a whole value is checked against its checksum;
+ * a value that fails it, or a file shorter than its record, is deleted with a log line and
+ * -EBADMSG returned (the caller tells the master the copy is lost).  0, -ENOENT (unknown, not
+ * verified, or its file changed since: see mc_ssd_suspects), -EBADMSG or -errno. */
 int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len);
+/* Objects whose file changed after their value was written or verified (mc_ssd_open_range
+ * found its inode, size or ctime different, e.g. truncated or rewritten in place): they are not
+ * served until mc_ssd_verify checks them again (which deletes them if they fail).  *out is
+ * malloc'ed (mc_ssd_items_free).  Count or -ENOMEM.  Single-file areas have none: a change
+ * inside the area file cannot be told from its own writes. */
+long mc_ssd_suspects(struct mc_ssd *s, struct mc_ssd_item **out);
 /* All objects (or the max least recently used, oldest first).  *out is malloc'ed; free with
  * mc_ssd_items_free.  Returns the count, or -ENOMEM. */
 long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item **out);

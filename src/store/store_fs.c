@@ -7,7 +7,16 @@
  *
  * A path from the master is used only if it lies under the directory the master announced and
  * has no ".." component, so a confused or hostile master cannot make a client write elsewhere.
- * The writer writes "<path>.<pid>.tmp" and renames it, so a reader never sees half a value.
+ * The writer writes "<path>.<pid>.tmp", fdatasyncs it, renames it and fsyncs the directory
+ * before its PutEnd(DISK), so a reader never sees half a value and eviction frees memory only
+ * after the file is durable.  The file holds the raw value (upstream's layout); its CRC-32C and
+ * size are kept in the extended attribute user.mooncake.crc32c where the file system has user
+ * extended attributes.  A reader of the whole value checks it (a partial read checks the whole
+ * file first); a file of the wrong size or checksum is an error to the reader, never its bytes,
+ * and is forgotten at the master (FS_EVICT with the lost flag) and deleted.
+ * A failed or short write revokes only the DISK replica (memory keeps the object) and makes the
+ * worker back off: for 200 ms doubling up to 5 s after consecutive failures, new files are not
+ * attempted (their DISK replicas are revoked at once); one success resets it.
  *
  * Writes are asynchronous (reference §6.1): the put copies the value into a job, ends its memory
  * replicas and returns; one worker thread per store writes the file, then sends PutEnd(DISK), or
@@ -29,17 +38,24 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "common/wire.h"
+#include "ssd/fault.h"
+#include "ssd/ssd_store.h"
 #include "store/store.h"
 
 #define MC_FS_QUEUE_BYTES (256ull << 20)
 #define MC_FS_BEAT_MS 1000
 #define MC_FS_MAX_OWN 1000000		/* own files remembered for eviction */
 #define MC_FS_EVICT_BATCH 64
+#define MC_FS_XATTR "user.mooncake.crc32c"	/* u32 crc32c of the value, u64 its size (LE) */
+#define MC_FS_BACKOFF_MIN_MS 200
+#define MC_FS_BACKOFF_MAX_MS 5000
 
 struct mc_fs_job {
 	struct mc_fs_job *next;
@@ -70,6 +86,9 @@ struct mc_store_fs {
 	uint64_t *done;
 	uint32_t ndone, done_cap;
 	uint64_t used, quota;
+	uint32_t fail_streak;		/* consecutive failed writes */
+	int64_t retry_at;		/* monotonic ms: no write before (backoff) */
+	uint64_t failed, skipped;	/* writes failed, jobs revoked while backing off */
 };
 
 /* Copy a checked path into out.  0 or -EINVAL. */
@@ -104,14 +123,72 @@ static int mc_mkdirs(char *path)
 	return 0;
 }
 
+/* pwrite all of len bytes at off, with the test hook.  0 or -errno. */
+static int mc_fs_pwrite(int fd, const uint8_t *p, uint64_t len, off_t off)
+{
+	int f = mc_fault(MC_FAULT_FS_WRITE);
+
+	if (f) {
+		if (f == MC_FAULT_SHORT && len > 1 && pwrite(fd, p, (size_t)(len / 2), off) < 0)
+			return -errno;
+		return f == MC_FAULT_SHORT ? -ENOSPC : f;
+	}
+	while (len) {
+		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len, off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= (uint64_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+static int mc_fs_sync(int fd, int dir)
+{
+	int f = mc_fault(MC_FAULT_FS_FSYNC);
+
+	if (f)
+		return f == MC_FAULT_SHORT ? -EIO : f;
+	return (dir ? fsync(fd) : fdatasync(fd)) != 0 ? -errno : 0;
+}
+
+/* fsync the directory holding file (the rename that published it).  0 or -errno. */
+static int mc_fs_sync_dir(const char *file)
+{
+	char dir[MC_RPC_MAX_PATH + 1];
+	char *slash;
+	int fd, rc;
+
+	snprintf(dir, sizeof(dir), "%s", file);
+	slash = strrchr(dir, '/');
+	if (slash == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = mc_fs_sync(fd, 1);
+	close(fd);
+	return rc;
+}
+
+/* Write the value to path durably: "<path>.<pid>.tmp", its checksum attribute, fdatasync,
+ * rename, fsync of the directory.  0, or MC_ERR_INVALID_PARAMS / MC_ERR_WRITE_FAIL with
+ * *err = -errno (nothing is left behind on failure). */
 static int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const struct mc_iov *parts,
-		      uint32_t np)
+			     uint32_t np, int *err)
 {
 	char file[MC_RPC_MAX_PATH + 1], tmp[MC_RPC_MAX_PATH + 32];
-	uint32_t k;
+	uint8_t attr[12];
+	uint32_t k, crc = 0;
 	off_t off = 0;
-	int fd, rc = 0;
+	int fd, rc = 0, f, renamed = 0;
 
+	*err = 0;
 	if (mc_fs_checked(st, path, file, sizeof(file))) {
 		mc_log_warn("DISK replica path %.*s is not under %s: refused", (int)path.n, path.p,
 			    st->fsdir);
@@ -125,53 +202,81 @@ static int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const str
 		goto fail;
 	}
 	for (k = 0; k < np && rc == 0; k++) {
-		const uint8_t *p = parts[k].base;
-		uint64_t left = parts[k].len;
-
-		while (left) {
-			ssize_t w = pwrite(fd, p, left > (1u << 30) ? (1u << 30) : (size_t)left, off);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				rc = -errno;
-				break;
-			}
-			p += w;
-			left -= (uint64_t)w;
-			off += w;
-		}
+		rc = mc_fs_pwrite(fd, parts[k].base, parts[k].len, off);
+		crc = mc_crc32c(crc, parts[k].base, (size_t)parts[k].len);
+		off += (off_t)parts[k].len;
 	}
+	if (rc == 0) {
+		mc_put_le32(attr, crc);
+		mc_put_le64(attr + 4, (uint64_t)off);
+		if (fsetxattr(fd, MC_FS_XATTR, attr, sizeof(attr), 0) != 0 && errno != ENOTSUP)
+			rc = -errno;	/* ENOSPC for the attribute block is a full disk too */
+	}
+	if (rc == 0)
+		rc = mc_fs_sync(fd, 0);
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0 && rename(tmp, file) != 0)
-		rc = -errno;
+	if (rc == 0) {
+		f = mc_fault(MC_FAULT_FS_RENAME);
+		rc = f ? (f == MC_FAULT_SHORT ? -EIO : f) : rename(tmp, file) != 0 ? -errno : 0;
+		renamed = rc == 0;
+	}
+	if (rc == 0)
+		rc = mc_fs_sync_dir(file);
 	if (rc == 0)
 		return 0;
-	unlink(tmp);
+	/* Renamed but its directory entry is not durable: the file must not be announced. */
+	unlink(renamed ? file : tmp);
 fail:
+	*err = rc;
 	mc_log_warn("writing DISK replica %s failed: %s", file, strerror(-rc));
 	return MC_ERR_WRITE_FAIL;
 }
 
-int mc_store_fs_read(struct mc_store *st, struct mc_strv path, uint64_t size,
-		     const struct mc_get_range *rg, uint32_t nrg)
+/* Read the ranges of the value in fd (size bytes) and, when the file carries a checksum, check
+ * it: over the ranges when they are the whole value in order, else over a pass of the whole
+ * file first.  0, -EBADMSG (wrong checksum or short file) or MC_ERR_INVALID_READ. */
+static int mc_fs_read_checked(int fd, uint64_t size, const struct mc_get_range *rg, uint32_t nrg)
 {
-	char file[MC_RPC_MAX_PATH + 1];
-	struct stat sb;
-	uint32_t k;
-	int fd, rc = 0;
+	uint8_t attr[12];
+	uint64_t at = 0;
+	uint32_t k, crc = 0, want = 0;
+	int whole = 1, checked;
 
-	if (mc_fs_checked(st, path, file, sizeof(file)))
-		return MC_ERR_INVALID_PARAMS;
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return MC_ERR_INVALID_READ;
-	if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != size) {
-		close(fd);
-		return MC_ERR_INVALID_READ;	/* missing, or another size: never serve it */
+	checked = fgetxattr(fd, MC_FS_XATTR, attr, sizeof(attr)) == (ssize_t)sizeof(attr);
+	if (checked) {
+		want = mc_get_le32(attr);
+		if (mc_get_le64(attr + 4) != size)
+			return -EBADMSG;
 	}
-	for (k = 0; k < nrg && rc == 0; k++) {
+	for (k = 0; k < nrg; k++) {
+		whole &= rg[k].src_off == at;
+		at += rg[k].len;
+	}
+	whole &= at == size;
+	if (checked && !whole) {
+		uint8_t *buf = malloc(1u << 20);
+		off_t off = 0;
+
+		if (buf == NULL)
+			return MC_ERR_INVALID_READ;
+		while ((uint64_t)off < size) {
+			ssize_t r = pread(fd, buf, 1u << 20, off);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			crc = mc_crc32c(crc, buf, (size_t)r);
+			off += r;
+		}
+		free(buf);
+		if ((uint64_t)off != size || crc != want)
+			return -EBADMSG;
+		checked = 0;	/* the ranges below are read without a second check */
+	}
+	crc = 0;
+	for (k = 0; k < nrg; k++) {
 		uint8_t *p = rg[k].dst;
 		uint64_t left = rg[k].len;
 		off_t off = (off_t)rg[k].src_off;
@@ -181,16 +286,80 @@ int mc_store_fs_read(struct mc_store *st, struct mc_strv path, uint64_t size,
 
 			if (r < 0 && errno == EINTR)
 				continue;
-			if (r <= 0) {
-				rc = MC_ERR_INVALID_READ;
-				break;
-			}
+			if (r < 0)
+				return MC_ERR_INVALID_READ;
+			if (r == 0)
+				return -EBADMSG;	/* shorter than it was a moment ago */
+			if (checked)
+				crc = mc_crc32c(crc, p, (size_t)r);
 			p += r;
 			left -= (uint64_t)r;
 			off += r;
 		}
 	}
+	return checked && crc != want ? -EBADMSG : 0;
+}
+
+/* A DISK file that fails its size or checksum: ask the master to forget the replica whatever
+ * its leases (FS_EVICT with the lost flag), then delete the file. */
+static void mc_fs_lost(struct mc_store *st, const char *file, struct mc_strv key, const char *why)
+{
+	struct mc_rpc_call call;
+	int rc;
+
+	mc_log_warn("DISK file %s of %.*s is corrupt (%s): not served, dropping it", file,
+		    (int)(key.n > 128 ? 128 : key.n), key.p, why);
+	if (key.n == 0)
+		return;
+	mc_rpc_call_init(&call, MC_OP_FS_EVICT);
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_wbuf_u32(&call.req, 1);
+	mc_rpc_put_strv(&call.req, key);
+	mc_wbuf_u8(&call.req, 1);	/* lost: forget it even while leased */
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	if (rc == 0) {
+		struct mc_rbuf r;
+
+		mc_rbuf_init(&r, call.resp, call.resp_len);
+		rc = mc_rbuf_u32(&r) == 1 ? mc_rbuf_i32(&r) : MC_ERR_RPC_FAIL;
+		if (r.err)
+			rc = MC_ERR_RPC_FAIL;
+	}
+	mc_rpc_call_fini(&call);
+	/* Forgotten now (0): nobody else deletes it.  Otherwise the master's own drop does. */
+	if (rc == 0)
+		unlink(file);
+}
+
+int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv path, uint64_t size,
+		     const struct mc_get_range *rg, uint32_t nrg)
+{
+	char file[MC_RPC_MAX_PATH + 1];
+	struct stat sb;
+	int fd, rc;
+
+	if (mc_fs_checked(st, path, file, sizeof(file)))
+		return MC_ERR_INVALID_PARAMS;
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)	/* not reported: this host may just not see the directory */
+		return MC_ERR_INVALID_READ;
+	if (fstat(fd, &sb) != 0) {
+		close(fd);
+		return MC_ERR_INVALID_READ;
+	}
+	if ((uint64_t)sb.st_size != size) {
+		close(fd);
+		mc_fs_lost(st, file, key, "wrong size");	/* never serve it */
+		return MC_ERR_INVALID_READ;
+	}
+	rc = mc_fs_read_checked(fd, size, rg, nrg);
 	close(fd);
+	if (rc == -EBADMSG) {
+		mc_fs_lost(st, file, key, "checksum mismatch or short file");
+		rc = MC_ERR_INVALID_READ;
+	}
 	return rc;
 }
 
@@ -355,14 +524,37 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 	struct mc_iov one = { j->buf, j->size };
 	struct mc_strv path = { j->path, strlen(j->path) };
 	const char *key = j->key;
-	int res = MC_ERR_RPC_FAIL, rc;
+	int res = MC_ERR_RPC_FAIL, rc, err = 0;
+	int64_t now = mc_fs_now_ms();
 
+	if (w->fail_streak && now < w->retry_at) {
+		/* Backing off after failed writes: memory keeps the object, no file this time. */
+		w->skipped++;
+		goto revoke;
+	}
 	/* w->used is an upper bound between heartbeats (files ended since the last one are added
 	 * to a figure that may count their reservations already); near the quota a heartbeat gets
 	 * the master's exact figure, which includes this file's reservation, and evicts. */
 	if (st->fs_evict && w->quota && w->used + j->size > w->quota)
 		mc_fs_beat(st, w);
-	rc = mc_store_fs_write(st, path, &one, 1);
+	rc = mc_store_fs_write(st, path, &one, 1, &err);
+	if (rc == MC_ERR_WRITE_FAIL) {
+		int64_t wait;
+
+		w->failed++;
+		if (w->fail_streak < 30)
+			w->fail_streak++;
+		wait = (int64_t)MC_FS_BACKOFF_MIN_MS << (w->fail_streak - 1);
+		w->retry_at = now + (wait > MC_FS_BACKOFF_MAX_MS ? MC_FS_BACKOFF_MAX_MS : wait);
+		if (w->fail_streak == 1)
+			mc_log_warn("shared directory %s: a write failed (%s); objects stay in memory "
+				    "only and writes back off", st->fsdir, strerror(-err));
+	} else if (rc == 0 && w->fail_streak) {
+		mc_log_warn("shared directory %s: writes resume (%llu failed, %llu skipped while "
+			    "backing off)", st->fsdir, (unsigned long long)w->failed,
+			    (unsigned long long)w->skipped);
+		w->fail_streak = 0;
+	}
 	if (rc == 0) {
 		if (mc_store_put_finish(st, &key, 1, 0, j->upsert, MC_REPLICA_DISK, &res) == 0 &&
 		    res == 0) {
@@ -376,6 +568,7 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 		unlink(j->path);
 		return;
 	}
+revoke:
 	if (mc_store_put_finish(st, &key, 1, 1, j->upsert, MC_REPLICA_DISK, &res) != 0 || res)
 		mc_log_warn("PutRevoke(DISK) of %s: %s", j->key, mc_strerror(res));
 }

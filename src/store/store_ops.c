@@ -6,6 +6,7 @@
  * number of keys, with all transfers of a step in flight at once.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,8 +307,10 @@ out:
 	return 0;
 }
 
-int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
-		      const struct mc_rpc_config *cfg, int upsert)
+/* A put batch, and one more pass for the items whose writes failed.  Returns 0; each item's
+ * result says how it went. */
+static int mc_store_put_once(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+			     const struct mc_rpc_config *cfg, int upsert)
 {
 	struct mc_put_item *again;
 	uint8_t *xfail;
@@ -344,6 +347,84 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 	}
 	free(xfail);
 	return 0;
+}
+
+/* ---- waiting for space ---- */
+
+#define MC_PUT_SPACE_WAIT_DEFAULT_MS 3000
+#define MC_PUT_SPACE_WAIT_MAX_MS 3600000
+
+static int64_t mc_put_space_wait_ms = MC_PUT_SPACE_WAIT_DEFAULT_MS;
+static pthread_once_t mc_put_space_once = PTHREAD_ONCE_INIT;
+
+/* MOONCAKE_PUT_SPACE_WAIT_MS: how long a put refused for space (NO_AVAILABLE_HANDLE) keeps
+ * asking while eviction or demotion to SSD frees memory.  0 turns the wait off. */
+static void mc_put_space_init(void)
+{
+	const char *v = getenv("MOONCAKE_PUT_SPACE_WAIT_MS");
+	char *end;
+	long long ms;
+
+	if (v == NULL || *v == '\0')
+		return;
+	errno = 0;
+	ms = strtoll(v, &end, 10);
+	if (errno || *end || ms < 0 || ms > MC_PUT_SPACE_WAIT_MAX_MS) {
+		mc_log_err("MOONCAKE_PUT_SPACE_WAIT_MS=%s: not a number of milliseconds in "
+			   "[0, %d]; using %d", v, MC_PUT_SPACE_WAIT_MAX_MS,
+			   MC_PUT_SPACE_WAIT_DEFAULT_MS);
+		return;
+	}
+	mc_put_space_wait_ms = ms;
+}
+
+/* Put the items; those refused for space are asked again, with a short backoff (2 ms doubling
+ * to 50 ms), until they fit or the wait bound passes: a burst larger than free memory then
+ * waits for the space that eviction (or demotion to SSD) is freeing instead of failing.  A pool
+ * where nothing can be freed answers NO_AVAILABLE_HANDLE after the bound. */
+int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+		      const struct mc_rpc_config *cfg, int upsert)
+{
+	struct mc_put_item *again = NULL;
+	uint32_t *at = NULL, i, k;
+	int64_t deadline, pause = 2;
+	int rc;
+
+	rc = mc_store_put_once(st, items, n, cfg, upsert);
+	pthread_once(&mc_put_space_once, mc_put_space_init);
+	for (i = 0; i < n && items[i].result != MC_ERR_NO_AVAILABLE_HANDLE; i++)
+		;
+	if (rc || i == n || mc_put_space_wait_ms == 0)
+		return rc;
+	deadline = mc_store_now_ms() + mc_put_space_wait_ms;
+	again = malloc(n * sizeof(*again));
+	at = malloc(n * sizeof(*at));
+	while (again && at) {
+		struct timespec ts;
+		int64_t left = deadline - mc_store_now_ms();
+
+		for (i = 0, k = 0; i < n; i++)
+			if (items[i].result == MC_ERR_NO_AVAILABLE_HANDLE) {
+				again[k] = items[i];
+				at[k++] = i;
+			}
+		if (k == 0 || left <= 0)
+			break;
+		if (pause > left)
+			pause = left;
+		ts.tv_sec = pause / 1000;
+		ts.tv_nsec = (pause % 1000) * 1000000;
+		nanosleep(&ts, NULL);
+		pause = pause * 2 > 50 ? 50 : pause * 2;
+		rc = mc_store_put_once(st, again, k, cfg, upsert);
+		if (rc)
+			break;
+		for (i = 0; i < k; i++)
+			items[at[i]].result = again[i].result;
+	}
+	free(again);
+	free(at);
+	return rc;
 }
 
 /* Replicas of one key from a GetReplicaList answer, and the order to try them in. */
@@ -487,7 +568,8 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 			if (rep->type == MC_REPLICA_DISK) {
 				/* --root_fs_dir: the shared file (a failure tries the next replica
 				 * in the next round). */
-				if (mc_store_fs_read(st, rep->path, rep->size, rg, nrg) == 0) {
+				if (mc_store_fs_read(st, mc_strv_c(items[i].key), rep->path,
+						     rep->size, rg, nrg) == 0) {
 					if (mc_store_now_ms() <= lease_end)
 						items[i].result = g->want;
 					else

@@ -11,9 +11,14 @@
  * OFFLOAD_HEARTBEAT meanwhile.  OFFLOAD: read the object from our own
  * segment memory and write it to the SSD; PROMOTE: read it from the SSD and write it into the
  * memory replica the master allocated (ours: memcpy; another client's: a TCP WRITE); DROP: the
- * master forgot a copy, delete it.  Results go back in one NOTIFY_OFFLOAD per round.  When the
+ * master forgot a copy, delete it.  Results go back in one NOTIFY_OFFLOAD per round, after the
+ * directory fsync that makes the round's copies durable (a failed write or flush is answered
+ * WRITE_FAIL and nothing of it stays; the master keeps the memory copy and backs off).  When the
  * area passes its high watermark (0.90 of the limit) the least recently used objects are offered
  * to the master with EVICT_DISK_REPLICA and only those it releases are deleted, down to 0.80.
+ * Copies found damaged (a promotion's checksum fails, or a file the data server found changed
+ * fails its re-verification, done here each round) are deleted by the area and reported LOST in
+ * the next NOTIFY_OFFLOAD, so the master stops handing them to readers.
  *
  * Readers reach SSD objects through this client's data server: the area is installed as the
  * memreg file window (its objects' addresses are in the LOCAL_DISK descriptors).
@@ -53,6 +58,14 @@ struct mc_store_ssd {
 	/* Objects found at start-up (or at a re-mount) still to verify and register. */
 	struct mc_ssd_item *reg_items;
 	size_t reg_n, reg_at, reg_done, reg_dropped;
+	/* Copies found corrupt or truncated since the last round (deleted here already): the
+	 * master is told to forget them (MC_TIER_LOST) in the next NOTIFY_OFFLOAD. */
+	struct mc_lost {
+		char *key;
+		size_t key_len;
+		uint64_t size, addr;
+	} *lost;
+	size_t nlost, caplost;
 };
 
 struct mc_task {
@@ -298,7 +311,41 @@ static void mc_ssd_do_offload(struct mc_store_ssd *w, struct mc_task *t)
 		mc_ssd_evict(w, used + need - (uint64_t)(MC_SSD_LOW * (double)limit));
 	rc = mc_ssd_put(w->ssd, t->key.p, t->key.n, (const void *)(uintptr_t)t->src, t->size,
 			t->gen, &t->disk_addr);
+	/* A failed write stores nothing; the master keeps the memory copy and backs off. */
 	t->result = rc ? MC_ERR_WRITE_FAIL : 0;
+}
+
+/* A copy was found corrupt and deleted: remember to tell the master. */
+static void mc_ssd_lost(struct mc_store_ssd *w, const char *key, size_t key_len, uint64_t size,
+			uint64_t addr)
+{
+	struct mc_lost *l;
+
+	if (w->nlost == w->caplost) {
+		size_t cap = w->caplost ? w->caplost * 2 : 16;
+
+		w->lost = mc_xrealloc(w->lost, cap * sizeof(*w->lost));
+		w->caplost = cap;
+	}
+	l = &w->lost[w->nlost++];
+	l->key = mc_xstrndup(key, key_len);
+	l->key_len = key_len;
+	l->size = size;
+	l->addr = addr;
+}
+
+/* Verify again the objects whose files changed under us (mc_ssd_suspects); the corrupt ones
+ * are deleted by mc_ssd_verify and reported lost. */
+static void mc_ssd_check_suspects(struct mc_store_ssd *w)
+{
+	struct mc_ssd_item *items = NULL;
+	long n = mc_ssd_suspects(w->ssd, &items), i;
+
+	for (i = 0; i < n; i++)
+		if (mc_ssd_verify(w->ssd, items[i].key, items[i].key_len, items[i].addr) == -EBADMSG)
+			mc_ssd_lost(w, items[i].key, items[i].key_len, items[i].size, items[i].addr);
+	if (n > 0)
+		mc_ssd_items_free(items, (size_t)n);
 }
 
 static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
@@ -310,6 +357,8 @@ static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 
 	if (mc_store_is_local(st, t->dst_ep, t->dst, t->size)) {
 		rc = mc_ssd_read(w->ssd, t->src, (void *)(uintptr_t)t->dst, t->size);
+		if (rc == -EBADMSG)
+			mc_ssd_lost(w, t->key.p, t->key.n, t->size, t->src);
 		t->result = rc ? MC_ERR_INVALID_READ : 0;
 		return;
 	}
@@ -319,6 +368,8 @@ static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 		return;
 	}
 	rc = mc_ssd_read(w->ssd, t->src, buf, t->size);
+	if (rc == -EBADMSG)
+		mc_ssd_lost(w, t->key.p, t->key.n, t->size, t->src);
 	if (rc == 0) {
 		memset(&x, 0, sizeof(x));
 		x.opcode = MC_XFER_WRITE;
@@ -393,9 +444,10 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		}
 		nnote += t->kind == MC_TIER_OFFLOAD || t->kind == MC_TIER_PROMOTE;
 	}
-	if (nnote) {
-		int32_t codes[MC_SSD_MAX_TASKS];
-		uint32_t k = 0;
+	mc_ssd_check_suspects(w);
+	if (nnote || w->nlost) {
+		int32_t codes[MC_SSD_MAX_TASKS + 64];
+		uint32_t k = 0, nl = w->nlost > 64 ? 64 : (uint32_t)w->nlost, j;
 
 		/* The master frees memory once it hears an offload is done: the copies' names must
 		 * survive a crash first (one directory fsync for the whole round). */
@@ -410,7 +462,15 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		mc_rpc_call_init(&note, MC_OP_NOTIFY_OFFLOAD);
 		mc_rpc_put_uuid(&note.req, &st->client_id);
 		mc_rpc_put_uuid(&note.req, &w->disk_id);
-		mc_wbuf_u32(&note.req, nnote);
+		mc_wbuf_u32(&note.req, nnote + nl);
+		for (j = 0; j < nl; j++) {
+			mc_wbuf_u8(&note.req, MC_TIER_LOST);
+			mc_wbuf_str(&note.req, w->lost[j].key, w->lost[j].key_len);
+			mc_wbuf_u64(&note.req, w->lost[j].size);
+			mc_wbuf_u64(&note.req, w->lost[j].addr);
+			mc_wbuf_i32(&note.req, MC_ERR_INVALID_READ);
+			mc_wbuf_u64(&note.req, 0);
+		}
 		for (i = 0; i < n; i++) {
 			struct mc_task *t = &tasks[i];
 
@@ -423,8 +483,16 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 			mc_wbuf_i32(&note.req, t->result);
 			mc_wbuf_u64(&note.req, 0);
 		}
-		rc = mc_ssd_call_codes(st, &note, codes, nnote);
+		rc = mc_ssd_call_codes(st, &note, codes, nnote + nl);
 		mc_rpc_call_fini(&note);
+		if (rc == 0 && nl) {
+			/* Delivered: forget them (kept for the next round otherwise). */
+			for (j = 0; j < nl; j++)
+				free(w->lost[j].key);
+			memmove(w->lost, w->lost + nl, (w->nlost - nl) * sizeof(*w->lost));
+			w->nlost -= nl;
+			k = nl;
+		}
 		/* What we wrote for a task the master no longer wants (object removed, re-put, or
 		 * the task timed out) would never be read or evicted: delete it. */
 		for (i = 0; rc == 0 && i < n; i++) {
@@ -560,6 +628,9 @@ void mc_store_ssd_free(struct mc_store *st)
 	if (st->reg)
 		mc_memreg_set_files(st->reg, NULL, NULL);
 	mc_ssd_items_free(w->reg_items, w->reg_n);
+	while (w->nlost)
+		free(w->lost[--w->nlost].key);
+	free(w->lost);
 	mc_ssd_close(w->ssd);
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);

@@ -39,6 +39,13 @@
  *   reader PREFIX N SIZE SECONDS LOG
  *                                   get PREFIX/0..N-1 round robin for SECONDS (objects written
  *                                   by fill), checking the bytes; every call to LOG
+ *   burst FILE PREFIX N SIZE [hard] put PREFIX/0..N-1 once each, no retry (hard: hard-pinned);
+ *                                   append the acknowledged keys to FILE; print
+ *                                   "burst: A acked R refused E other S ms slowest" (exit 0);
+ *                                   MC_BURST_GAP_MS: pause between puts
+ *   timed-put KEY SIZE              one put; print "put: RC MS"
+ *   probe FILE SIZE                 get every key of FILE: print "probe: I identical A absent
+ *                                   E errors W wrong"; exit 1 only if some bytes were wrong
  *
  * writer and reader also stop once the file MC_STOP_FILE (if set) exists.
  * Call logs have one line per call, flushed at once so that a killed process leaves them
@@ -242,8 +249,12 @@ static int verify_acked(const char *file, size_t size)
 	void *v = malloc(size);
 	uint64_t n = 0, bad = 0;
 
-	if (f == NULL || v == NULL)
+	if (f == NULL || v == NULL) {
+		if (f)
+			fclose(f);
+		free(v);
 		return 1;
+	}
 	while (fgets(key, sizeof(key), f)) {
 		int64_t got;
 
@@ -262,6 +273,87 @@ static int verify_acked(const char *file, size_t size)
 	ok(n > 0 && bad == 0, "all %" PRIu64 " acknowledged objects read back byte-identical "
 	   "(%" PRIu64 " bad)", n, bad);
 	return tap_done();
+}
+
+static int burst(const char *file, const char *prefix, int n, size_t size, int hard)
+{
+	mooncake_replicate_config_t cfg = { .replica_num = 1, .with_hard_pin = hard };
+	FILE *f = fopen(file, "a");
+	char key[128];
+	void *v = malloc(size);
+	int i, acked = 0, refused = 0, other = 0;
+	double slowest = 0;
+	int gap_ms = atoi(cc_env("MC_BURST_GAP_MS", "0"));
+
+	for (i = 0; i < n && v && f; i++) {
+		double t0, dt;
+		int rc;
+
+		if (i && gap_ms > 0)
+			usleep((useconds_t)gap_ms * 1000);
+		t0 = now_s();
+		snprintf(key, sizeof(key), "%s/%d", prefix, i);
+		cc_fill(v, size, key, 5);
+		rc = mooncake_store_put(st, key, v, size, &cfg);
+		dt = now_s() - t0;
+		if (dt > slowest)
+			slowest = dt;
+		if (rc == 0) {
+			fprintf(f, "%s\n", key);
+			fflush(f);
+			acked++;
+		} else if (rc == -200) {
+			refused++;
+		} else if (other++ < 3) {
+			printf("# put %s: %d\n", key, rc);
+		}
+	}
+	printf("burst: %d acked %d refused %d other %.0f ms slowest\n", acked, refused, other,
+	       slowest * 1000);
+	if (f)
+		fclose(f);
+	free(v);
+	return 0;
+}
+
+static int timed_put(const char *key, size_t size)
+{
+	void *v = calloc(1, size);
+	double t0 = now_s();
+	int rc = mooncake_store_put(st, key, v, size, NULL);
+
+	printf("put: %d %.0f\n", rc, (now_s() - t0) * 1000);
+	free(v);
+	return 0;
+}
+
+static int probe(const char *file, size_t size)
+{
+	FILE *f = fopen(file, "r");
+	char key[128];
+	void *v = malloc(size);
+	int same = 0, absent = 0, errs = 0, wrong = 0;
+
+	while (f && v && fgets(key, sizeof(key), f)) {
+		int64_t got;
+
+		key[strcspn(key, "\n")] = '\0';
+		memset(v, 0, size);
+		got = mooncake_store_get_into(st, key, v, size);
+		if (got == (int64_t)size && cc_check(v, size, key, 5))
+			same++;
+		else if (got == -704)
+			absent++;
+		else if (got < 0)
+			errs++;
+		else if (wrong++ < 3)
+			printf("# %s: %" PRId64 " bytes, WRONG\n", key, got);
+	}
+	if (f)
+		fclose(f);
+	free(v);
+	printf("probe: %d identical %d absent %d errors %d wrong\n", same, absent, errs, wrong);
+	return wrong != 0;
 }
 
 static int put_preferred(const char *prefix, int n, const char *seg, int replicas)
@@ -676,6 +768,13 @@ int main(int argc, char **argv)
 			    argv[7]);
 	else if (!strcmp(argv[1], "reader") && argc == 7)
 		rc = reader(argv[2], atoi(argv[3]), (size_t)atol(argv[4]), atof(argv[5]), argv[6]);
+	else if (!strcmp(argv[1], "burst") && argc >= 6)
+		rc = burst(argv[2], argv[3], atoi(argv[4]), (size_t)atol(argv[5]),
+			   argc > 6 && !strcmp(argv[6], "hard"));
+	else if (!strcmp(argv[1], "timed-put") && argc == 4)
+		rc = timed_put(argv[2], (size_t)atol(argv[3]));
+	else if (!strcmp(argv[1], "probe") && argc == 4)
+		rc = probe(argv[2], (size_t)atol(argv[3]));
 	else if (!strcmp(argv[1], "eviction"))
 		rc = eviction();
 	mooncake_store_destroy(st);

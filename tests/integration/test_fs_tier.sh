@@ -52,6 +52,13 @@ truncate -s 1000 "$victim"
 "$T" verify fs 1 $SZ 0 >"$MC_TMP/v.out" 2>&1
 grep -q "1 bad" "$MC_TMP/v.out" && echo "ok - a file of the wrong size is not served" \
 	|| { echo "not ok - a damaged file was served"; cat "$MC_TMP/v.out"; rc=1; }
+# ... and the reader had the master forget it (and deleted it): the object is gone.
+fsz=$((fsz - SZ))
+[ "$(metric master_allocated_file_size_bytes)" = "$fsz" ] && [ ! -e "$victim" ] &&
+	[ "$(metric master_disk_copies_lost_total)" = 1 ] &&
+	"$T" check fs 1 -704 >/dev/null \
+	&& echo "ok - the damaged file is forgotten at the master and deleted; the object reads as absent" \
+	|| { echo "not ok - the damaged file is still known"; rc=1; }
 
 # 3. Failed file writes: <fsdir> is a regular file for a while.
 mv "$FS/fstest" "$FS/fstest.away"

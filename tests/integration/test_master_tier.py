@@ -19,7 +19,7 @@ ADDR = sys.argv[1]
 STATE = sys.argv[3] if len(sys.argv) > 3 else None
 n_checks = 0
 n_failed = 0
-OFFLOAD, PROMOTE, DROP, REGISTER = 0, 1, 2, 3
+OFFLOAD, PROMOTE, DROP, REGISTER, LOST = 0, 1, 2, 3, 4
 KB = 1024
 ADDRS = {}
 
@@ -172,15 +172,22 @@ def main():
         ok(evict_disk(c, disk, ["o/0"]) == [0], "once the lease ended the SSD copy may go")
         ok(get_list(c, "o/0")[0] == 0, "the memory copy stays readable")
 
-    # A failed offload evicts the ordinary way.
+    # A failed offload (the SSD write failed) keeps the object in memory, its last copy, and
+    # the area backs off: no offload is handed out to it for a while.
     time.sleep(0.4)
     put(c, "o/4", 300 * KB)
     st, tasks = heartbeat(c, disk)
     off = [t for t in tasks if t["kind"] == OFFLOAD]
     ok(len(off) >= 1, "another eviction asks for an offload")
     st, res = notify(c, disk, [(OFFLOAD, t["key"], t["size"], 0, -800) for t in off])
-    ok(res == [0] * len(off) and all(get_list(c, t["key"])[0] == -704 for t in off),
-       "an offload that failed evicts the object the ordinary way")
+    ok(res == [0] * len(off) and
+       all(get_list(c, t["key"])[0] == 0 and get_list(c, t["key"])[1][0]["type"] == 0
+           for t in off),
+       "an offload that failed leaves the object readable in memory (not evicted)")
+    put(c, "o/5", 300 * KB)
+    st, tasks = heartbeat(c, disk)
+    ok(not [t for t in tasks if t["kind"] == OFFLOAD],
+       "right after a failed offload the area backs off: no offload task is handed out")
     st, res = notify(c, disk, [(OFFLOAD, "o/1", 300 * KB, 5 << 60, 0)])
     ok(res == [-704], "an answer to no task is refused (-704: delete what you wrote)")
 
@@ -203,6 +210,13 @@ def main():
            for t in tasks), "the owner gets a DROP task for its SSD copy")
     st, res = notify(c, disk, [(REGISTER, "keep/1", 7000, (1 << 62) + (42 << 36), 0)])
     ok(res == [0], "keep/1 registered for the restart check")
+    # An SSD copy its owner found corrupt is forgotten at once (leases or not).
+    st, res = notify(c, disk, [(REGISTER, "lost/1", 4000, (1 << 62) + (60 << 36), 0)])
+    code, reps = get_list(c, "lost/1")
+    st, res2 = notify(c, disk, [(LOST, "lost/1", 4000, (1 << 62) + (60 << 36), -400),
+                                (LOST, "lost/1", 4000, (1 << 62) + (60 << 36), -400)])
+    ok(res == [0] and code == 0 and res2 == [0, -704] and get_list(c, "lost/1")[0] == -704,
+       "LOST: a corrupt SSD copy is forgotten even while leased (then unknown: -704)")
 
     # Generations (the master started on a new database, so it adopts what older masters
     # wrote, newest first, and remembers what was removed meanwhile).

@@ -2,7 +2,10 @@
 /*
  * Unit tests of the SSD area (src/ssd): the file format, the recovery scan (torn, corrupt,
  * renamed and unfinished files are dropped, the rest load), the size limit, replacement of a key,
- * LRU order, and address resolution for the data server.
+ * LRU order, and address resolution for the data server.  Failure paths: a failed or short
+ * write, a failed fdatasync or rename stores nothing and leaves no file; a file truncated or
+ * rewritten after it was stored is not served and is dropped once verified; a whole-value read
+ * checks the checksum.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,9 +36,30 @@ static void note(char c)
 	}
 }
 
+/* Injected failures (0: none): the next write, fdatasync or rename fails with this errno. */
+static int fail_write, fail_datasync, fail_rename, short_write;
+
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	if (short_write && n > 1) {
+		short_write = 0;
+		fail_write = ENOSPC;	/* the rest of it finds the disk full */
+		return syscall(SYS_pwrite64, fd, buf, n / 2, off);
+	}
+	if (fail_write) {
+		errno = fail_write;
+		return -1;
+	}
+	return syscall(SYS_pwrite64, fd, buf, n, off);
+}
+
 int fdatasync(int fd)
 {
 	note('D');
+	if (fail_datasync) {
+		errno = fail_datasync;
+		return -1;
+	}
 	return (int)syscall(SYS_fdatasync, fd);
 }
 
@@ -61,6 +85,10 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
 int rename(const char *from, const char *to)
 {
 	note('R');
+	if (fail_rename) {
+		errno = fail_rename;
+		return -1;
+	}
 	return (int)syscall(SYS_renameat, AT_FDCWD, from, AT_FDCWD, to);
 }
 
@@ -70,6 +98,132 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 
 	for (i = 0; i < n; i++)
 		p[i] = (uint8_t)(i * 31 + seed * 7 + (i >> 9));
+}
+
+static int count_files(const char *ext);
+static int file_of(struct mc_ssd *s, const char *key, char *out, size_t n);
+
+/* The failure paths of a directory area. */
+static void fault_tests(void)
+{
+	static uint8_t v[200000], back[200000];
+	struct mc_ssd *s;
+	struct mc_ssd_item *items = NULL;
+	uint64_t addr = 0, a2 = 0, off;
+	char path[4200];
+	long n;
+	int err = 0, fd, rc;
+	size_t i;
+
+	for (i = 0; i < sizeof(v); i++)
+		v[i] = (uint8_t)(i * 13 + 5);
+	snprintf(dir, sizeof(dir), "%s/mc-ssd-fault.%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+		 (int)getpid());
+	s = mc_ssd_open(dir, 1 << 24, &err);
+	ok(s != NULL, "fault tests: an empty area");
+	if (s == NULL)
+		return;
+
+	fail_write = ENOSPC;
+	rc = mc_ssd_put(s, "w", 1, v, sizeof(v), 1, &addr);
+	fail_write = 0;
+	ok(rc == -ENOSPC && mc_ssd_count(s) == 0 && mc_ssd_used(s) == 0 && count_files("tmp") == 0 &&
+	   count_files("mco") == 0, "a write failing with ENOSPC stores nothing, leaves no file (%d)", rc);
+	short_write = 1;
+	rc = mc_ssd_put(s, "w", 1, v, sizeof(v), 1, &addr);
+	short_write = fail_write = 0;
+	ok(rc == -ENOSPC && mc_ssd_count(s) == 0 && count_files("tmp") == 0 && count_files("mco") == 0,
+	   "a short write (half written, then ENOSPC) stores nothing, leaves no file");
+	fail_datasync = EIO;
+	rc = mc_ssd_put(s, "w", 1, v, sizeof(v), 1, &addr);
+	fail_datasync = 0;
+	ok(rc == -EIO && mc_ssd_count(s) == 0 && count_files("tmp") == 0 && count_files("mco") == 0,
+	   "a failed fdatasync (EIO) stores nothing, leaves no file");
+	fail_rename = EIO;
+	rc = mc_ssd_put(s, "w", 1, v, sizeof(v), 1, &addr);
+	fail_rename = 0;
+	ok(rc == -EIO && mc_ssd_count(s) == 0 && count_files("tmp") == 0 && count_files("mco") == 0,
+	   "a failed rename stores nothing, leaves no file");
+	ok(mc_ssd_put(s, "w", 1, v, sizeof(v), 1, &addr) == 0 &&
+	   mc_ssd_put(s, "x", 1, v, sizeof(v), 2, &a2) == 0 && mc_ssd_read(s, addr, back, sizeof(v)) == 0 &&
+	   !memcmp(back, v, sizeof(v)), "once the faults clear, writes work again");
+	/* An existing copy survives a failed replacement. */
+	fail_write = EIO;
+	rc = mc_ssd_put(s, "w", 1, v + 1, sizeof(v) - 1, 3, &off);
+	fail_write = 0;
+	ok(rc == -EIO && mc_ssd_read(s, addr, back, sizeof(v)) == 0 && !memcmp(back, v, sizeof(v)),
+	   "a failed replacement leaves the old copy readable");
+
+	/* Truncated after it was stored: not served, listed as suspect, dropped by verify. */
+	ok(file_of(s, "w", path, sizeof(path)) == 0 && truncate(path, 4096 + 1000) == 0,
+	   "truncate w's file behind the area's back");
+	rc = mc_ssd_open_range(s, addr, 10, &fd, &off);
+	ok(rc == -ENOENT, "the data server is refused the truncated object (%d)", rc);
+	ok(mc_ssd_read(s, addr, back, sizeof(v)) == -ENOENT, "so is a local read");
+	n = mc_ssd_suspects(s, &items);
+	ok(n == 1 && items && !strcmp(items[0].key, "w") && items[0].addr == addr,
+	   "it is listed for verification");
+	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
+	   mc_ssd_count(s) == 1 && access(path, F_OK) != 0, "verify drops it and deletes its file");
+	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
+	ok(mc_ssd_suspects(s, &items) == 0, "nothing left to verify");
+
+	/* Rewritten in place, same size: caught by its changed ctime, then by its checksum. */
+	ok(file_of(s, "x", path, sizeof(path)) == 0, "x's file");
+	fd = open(path, O_WRONLY);
+	ok(fd >= 0 && syscall(SYS_pwrite64, fd, "XYZ", 3, 4096 + 777) == 3, "corrupt x in place");
+	if (fd >= 0)
+		close(fd);
+	ok(mc_ssd_open_range(s, a2, 10, &fd, &off) == -ENOENT,
+	   "the corrupt object is not served to the data server");
+	n = mc_ssd_suspects(s, &items);
+	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
+	   mc_ssd_count(s) == 0 && mc_ssd_used(s) == 0, "verify finds the checksum wrong and drops it");
+	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
+
+	/* A file touched but not changed is served again once verified. */
+	ok(mc_ssd_put(s, "y", 1, v, sizeof(v), 4, &addr) == 0 && file_of(s, "y", path, sizeof(path)) == 0 &&
+	   chmod(path, 0640) == 0, "y's file gets a new ctime, same bytes");
+	ok(mc_ssd_open_range(s, addr, 10, &fd, &off) == -ENOENT, "it is held back");
+	n = mc_ssd_suspects(s, &items);
+	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == 0 &&
+	   mc_ssd_read(s, addr, back, sizeof(v)) == 0 && !memcmp(back, v, sizeof(v)),
+	   "after its checksum verifies it is served again");
+	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
+	mc_ssd_remove(s, "y", 1, 0);
+
+	/* Deleted behind the area's back: refused, then dropped by verify. */
+	ok(mc_ssd_put(s, "m", 1, v, sizeof(v), 6, &addr) == 0 && file_of(s, "m", path, sizeof(path)) == 0 &&
+	   unlink(path) == 0, "m's file is deleted behind the area's back");
+	ok(mc_ssd_open_range(s, addr, 10, &fd, &off) == -ENOENT, "it is not served");
+	n = mc_ssd_suspects(s, &items);
+	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
+	   mc_ssd_count(s) == 0 && mc_ssd_used(s) == 0, "verify drops the entry (-EBADMSG)");
+	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
+	mc_ssd_close(s);
+	rmdir(dir);
+
+	/* A single-file area cannot see changes by file metadata: a whole-value read checks the
+	 * checksum and drops a corrupt object. */
+	snprintf(path, sizeof(path), "%s.area", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ok(fd >= 0 && ftruncate(fd, 4 << 20) == 0, "a single-file area");
+	if (fd >= 0)
+		close(fd);
+	s = mc_ssd_open(path, 1ull << 40, &err);
+	ok(s && mc_ssd_put(s, "z", 1, v, sizeof(v), 5, &addr) == 0 &&
+	   mc_ssd_open_range(s, addr + 5000, 1, &fd, &off) == 0, "z stored");
+	if (s && fd >= 0) {
+		close(fd);
+		fd = open(path, O_WRONLY);
+		ok(fd >= 0 && syscall(SYS_pwrite64, fd, "Q", 1, (off_t)off) == 1, "corrupt z's value");
+		if (fd >= 0)
+			close(fd);
+		ok(mc_ssd_read(s, addr, back, sizeof(v)) == -EBADMSG && mc_ssd_count(s) == 0,
+		   "the whole-value read fails its checksum: -EBADMSG, the object is dropped");
+	}
+	mc_ssd_close(s);
+	unlink(path);
 }
 
 static int count_files(const char *ext)
@@ -306,5 +460,6 @@ int main(void)
 	s = mc_ssd_open(path, 1ull << 40, &err);
 	ok(s == NULL && err == -EINVAL, "is refused, not overwritten");
 	unlink(path);
+	fault_tests();
 	return tap_done();
 }
