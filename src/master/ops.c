@@ -240,10 +240,16 @@ allocated:
 		mc_persist_object_gone(m, o);
 		mc_object_erase(&m->objects, o);
 		m->metrics.put_start_alloc_failures++;
-		mc_log_warn("put_start %.*s (%llu bytes) from %s failed due to insufficient space. "
-			    "Consider lowering eviction_high_watermark_ratio or mounting more "
-			    "segments.",
-			    (int)(key.n > 128 ? 128 : key.n), key.p, (unsigned long long)size, q->peer);
+		/* Writers wait for space by asking again: one line a second, not one a try. */
+		if (q->now - m->space_warned_at >= 1000) {
+			mc_log_warn("put_start %.*s (%llu bytes) from %s failed due to insufficient "
+				    "space (%llu such failures in all).  Consider lowering "
+				    "eviction_high_watermark_ratio or mounting more segments.",
+				    (int)(key.n > 128 ? 128 : key.n), key.p,
+				    (unsigned long long)size, q->peer,
+				    (unsigned long long)m->metrics.put_start_alloc_failures);
+			m->space_warned_at = q->now;
+		}
 		rc = MC_ERR_NO_AVAILABLE_HANDLE;
 		goto fail;
 	}

@@ -437,6 +437,7 @@ struct mc_get_state {
 	int code;
 	int pending;		/* all its reads of this round were submitted */
 	int expired;		/* read (or still unread) past its lease: needs a new one */
+	int again;		/* every replica failed: ask once more (see mc_store_get_many) */
 	int64_t want;		/* result when the reads succeed */
 };
 
@@ -462,6 +463,21 @@ static void mc_get_order(struct mc_store *st, struct mc_get_state *g)
 				continue;
 			g->order[g->norder++] = (uint8_t)j;
 		}
+}
+
+/* A second look: leave out replicas whose owner failed lately (the first pass just tried
+ * them), so what the master lists besides them is tried without waiting on them again. */
+static void mc_get_drop_suspects(struct mc_store *st, struct mc_get_state *g)
+{
+	uint32_t j, k = 0;
+
+	for (j = 0; j < g->norder; j++) {
+		const struct mc_rpc_replica *rep = &g->reps[g->order[j]];
+
+		if (rep->type == MC_REPLICA_DISK || !mc_store_suspect(st, rep->endpoint))
+			g->order[k++] = g->order[j];
+	}
+	g->norder = k;
 }
 
 /* GetReplicaList for the keys items[idx[0..m)]: fills their states and sets a provisional
@@ -632,7 +648,7 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	struct mc_get_state *gs = NULL;
 	struct mc_xfer_list xl = { 0 };
 	uint32_t *idx = NULL, i, m, pass, ncalls = 0;
-	int64_t lease_end;
+	int64_t lease_end = 0;
 	int rc = 0;
 
 	if (n == 0)
@@ -644,16 +660,27 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 		goto out;
 	}
 	/* A second pass, with new leases, for keys whose lease ran out while a replica did not
-	 * answer: another replica may still be read in time. */
+	 * answer (another replica may still be read in time), and for keys none of whose replicas
+	 * could be read: the master heard which segments failed before this second question, and
+	 * then lists other copies (an SSD or shared-directory one) that it keeps back while a
+	 * memory replica looks healthy. */
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0, m = 0; i < n; i++)
-			if (pass == 0 || gs[i].expired)
+			if (pass == 0 || gs[i].expired || gs[i].again)
 				idx[m++] = i;
 		if (m == 0)
 			break;
 		rc = mc_get_fetch(st, &calls[ncalls++], items, gs, idx, m, &lease_end);
+		if (rc == 0 && pass == 1)
+			for (i = 0; i < m; i++)
+				mc_get_drop_suspects(st, &gs[idx[i]]);
 		if (rc == 0)
 			rc = mc_get_read(st, items, gs, idx, m, lease_end, &xl);
+		if (rc == 0 && pass == 0)
+			for (i = 0; i < m; i++)
+				gs[idx[i]].again = items[idx[i]].result == MC_ERR_TRANSFER_FAIL &&
+						   gs[idx[i]].code == 0 && !gs[idx[i]].expired &&
+						   gs[idx[i]].norder > 0;
 		if (rc) {
 			for (i = 0; i < m; i++) {
 				items[idx[i]].result = rc;

@@ -23,7 +23,7 @@ if ! mount -t tmpfs -o size=8m tmpfs "$TM" 2>/dev/null; then
 	exit 77
 fi
 trap 'for p in $MC_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; umount "$TM"; mc_cleanup' EXIT
-mc_start_master --offload_on_evict --client_ttl=2 || { mc_dump_logs; exit 1; }
+mc_start_master --offload_on_evict --client_ttl=2 --client_suspicion_ttl_sec=0 --dormant_segment_ttl_sec=0 || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 mc_start_client t1 16MB --enable_offload --ssd_offload_path="$TM/area" \
 	--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
@@ -42,7 +42,7 @@ mc_start_client t2 16MB --enable_offload --ssd_offload_path="$TM/area" \
 	--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
 mc_wait_log t2 "registered" 10
 back=$(grep -o '[0-9]* objects registered' "$MC_TMP/t2.log" | head -1 | awk '{print $1}')
-sleep 2.5	# client_ttl: the dead process's memory copies are dropped
+sleep 3.5	# client_ttl: the dead process's memory copies are dropped
 out=$("$T" probe "$MC_TMP/acked_t" $SZ)
 check "after kill -9 the $files objects on the full tmpfs register ($back) and read back ($out)" \
 	'[ "${back:-0}" -eq "$files" ] && echo "$out" | grep -q "^probe: $files identical .* 0 errors 0 wrong"'
