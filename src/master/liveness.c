@@ -80,10 +80,7 @@ void mc_segment_make_dormant(struct mc_master *m, struct mc_segment *seg, int64_
 		return;
 	/* Out of the allocation array and the pool's accounting: its bytes are neither free
 	 * space nor capacity while its owner is away. */
-	m->segs[seg->index] = m->segs[m->nsegs - 1];
-	m->segs[seg->index]->index = seg->index;
-	m->nsegs--;
-	m->total_capacity -= seg->size;
+	mc_segs_remove(m, seg);
 	m->allocated -= mc_alloc_used(seg->alloc);
 	seg->status = MC_SEG_DORMANT;
 	seg->dormant_until = until;
@@ -114,13 +111,7 @@ void mc_segment_restore(struct mc_master *m, struct mc_segment *seg)
 	seg->dormant_until = 0;
 	seg->unhealthy_until = 0;
 	seg->backoff_ms = 0;
-	if (m->nsegs == m->capsegs) {
-		m->capsegs = m->capsegs ? m->capsegs * 2 : 16;
-		m->segs = mc_xrealloc(m->segs, m->capsegs * sizeof(*m->segs));
-	}
-	seg->index = m->nsegs;
-	m->segs[m->nsegs++] = seg;
-	m->total_capacity += seg->size;
+	mc_segs_add(m, seg);
 	m->allocated += mc_alloc_used(seg->alloc);
 	m->metrics.dormant_segments_restored++;
 	m->metrics.dormant_replicas_restored += seg->nreps;

@@ -264,6 +264,10 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
  * the replicas it still holds. */
 int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s,
 		     const uint8_t *token);
+/* Put a memory segment in the allocation array (master->segs) and the capacity, or take it
+ * out: only segments there receive replicas. */
+void mc_segs_add(struct mc_master *m, struct mc_segment *seg);
+void mc_segs_remove(struct mc_master *m, struct mc_segment *seg);
 /* The segment (mounted, or dormant) with that id, or NULL. */
 struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id);
 /* Make the segment (mounted or dormant) unreadable and unallocatable at once, then drop its

@@ -146,6 +146,25 @@ struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *
 	return NULL;
 }
 
+void mc_segs_add(struct mc_master *m, struct mc_segment *seg)
+{
+	if (m->nsegs == m->capsegs) {
+		m->capsegs = m->capsegs ? m->capsegs * 2 : 16;
+		m->segs = mc_xrealloc(m->segs, m->capsegs * sizeof(*m->segs));
+	}
+	seg->index = m->nsegs;
+	m->segs[m->nsegs++] = seg;
+	m->total_capacity += seg->size;
+}
+
+void mc_segs_remove(struct mc_master *m, struct mc_segment *seg)
+{
+	m->segs[seg->index] = m->segs[m->nsegs - 1];
+	m->segs[seg->index]->index = seg->index;
+	m->nsegs--;
+	m->total_capacity -= seg->size;
+}
+
 static char *mc_strv_dup(struct mc_strv s)
 {
 	return mc_xstrndup(s.p, s.n);
@@ -336,13 +355,7 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
 	seg->cnext = c->segs;
 	c->segs = seg;
 	c->refs++;
-	if (m->nsegs == m->capsegs) {
-		m->capsegs = m->capsegs ? m->capsegs * 2 : 16;
-		m->segs = mc_xrealloc(m->segs, m->capsegs * sizeof(*m->segs));
-	}
-	seg->index = m->nsegs;
-	m->segs[m->nsegs++] = seg;
-	m->total_capacity += s->size;
+	mc_segs_add(m, seg);
 	mc_uuid_format(&s->id, idbuf);
 	mc_persist_segment_changed(m, seg);
 	mc_log_info("segment %s mounted: name %s, %llu bytes at 0x%llx, endpoint %s", idbuf,
@@ -408,10 +421,7 @@ void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char 
 	} else {
 		seg->status = MC_SEG_UNMOUNTING;
 		/* Out of the allocation array now: no new replica can land on it. */
-		m->segs[seg->index] = m->segs[m->nsegs - 1];
-		m->segs[seg->index]->index = seg->index;
-		m->nsegs--;
-		m->total_capacity -= seg->size;
+		mc_segs_remove(m, seg);
 	}
 	seg->reap_next = m->reap_head;
 	m->reap_head = seg;

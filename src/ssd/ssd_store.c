@@ -1277,6 +1277,22 @@ int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len)
 	return rc;
 }
 
+/* Describe o in it (its key copied, NUL-terminated).  0, or -ENOMEM.  Caller holds s->mu. */
+static int mc_ssd_item_fill(struct mc_ssd_item *it, const struct mc_ssd_obj *o)
+{
+	it->key = malloc(o->key_len + 1);
+	if (it->key == NULL)
+		return -ENOMEM;
+	memcpy(it->key, o->key, o->key_len);
+	it->key[o->key_len] = '\0';
+	it->key_len = o->key_len;
+	it->size = o->size;
+	it->addr = mc_ssd_addr(o);
+	it->gen = o->gen;
+	it->verified = o->verified;
+	return 0;
+}
+
 long mc_ssd_suspects(struct mc_ssd *s, struct mc_ssd_item **out)
 {
 	struct mc_ssd_item *items;
@@ -1293,15 +1309,8 @@ long mc_ssd_suspects(struct mc_ssd *s, struct mc_ssd_item **out)
 	for (o = s->lru.lru_next; items && o != &s->lru && n < s->nsuspect; o = o->lru_next) {
 		if (!o->suspect)
 			continue;
-		items[n].key = malloc(o->key_len + 1);
-		if (items[n].key == NULL)
+		if (mc_ssd_item_fill(&items[n], o))
 			break;
-		memcpy(items[n].key, o->key, o->key_len);
-		items[n].key[o->key_len] = '\0';
-		items[n].key_len = o->key_len;
-		items[n].size = o->size;
-		items[n].addr = mc_ssd_addr(o);
-		items[n].gen = o->gen;
 		n++;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -1335,19 +1344,11 @@ long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item
 		return -ENOMEM;
 	}
 	for (o = s->lru.lru_next; o != &s->lru && n < cap; o = o->lru_next) {
-		items[n].key = malloc(o->key_len + 1);
-		if (items[n].key == NULL) {
+		if (mc_ssd_item_fill(&items[n], o)) {
 			pthread_mutex_unlock(&s->mu);
 			mc_ssd_items_free(items, n);
 			return -ENOMEM;
 		}
-		memcpy(items[n].key, o->key, o->key_len);
-		items[n].key[o->key_len] = '\0';
-		items[n].key_len = o->key_len;
-		items[n].size = o->size;
-		items[n].addr = mc_ssd_addr(o);
-		items[n].gen = o->gen;
-		items[n].verified = o->verified;
 		n++;
 	}
 	pthread_mutex_unlock(&s->mu);
