@@ -8,7 +8,8 @@
  * Names, arguments and return conventions are those of upstream Mooncake's store_c.h, so programs
  * written against upstream build and run unchanged.  Return values: 0 (or a count / byte size) on
  * success, a negative Mooncake ErrorCode on failure (-704 OBJECT_NOT_FOUND, -200
- * NO_AVAILABLE_HANDLE, ... see mooncake/errors.h), and -1 for a NULL handle or NULL argument.
+ * NO_AVAILABLE_HANDLE, -1503 PERSISTENT_FAIL, ... listed in libmooncake(3)), and -1 for a NULL
+ * handle or NULL argument.
  *
  * Every function may be called from many threads at once on the same handle.  Strings passed in
  * are only borrowed for the duration of the call.  The library runs one internal reactor thread
