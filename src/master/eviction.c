@@ -54,6 +54,27 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 	return 1;
 }
 
+/* Will o become evictable by itself (a lease or a fetch ending, a put or tier move
+ * finishing), as opposed to a pin that holds it until someone acts? */
+static int mc_evictable_later(const struct mc_object *o, int64_t now)
+{
+	uint32_t i;
+
+	if (o->flags & MC_OBJ_HARD_PIN)
+		return 0;
+	if (o->fetch_until > now || o->lease_until > now ||
+	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_DEMOTE)))
+		return 1;
+	for (i = 0; i < o->nrep; i++) {
+		const struct mc_replica *r = mc_object_replica((struct mc_object *)o, i);
+
+		/* Memory an unfinished put holds (not the put asking for room now). */
+		if (r->seg && r->status != MC_REPLICA_COMPLETE)
+			return 1;
+	}
+	return 0;
+}
+
 /* Bytes of o's memory replicas that this eviction would free. */
 static uint64_t mc_evict_gain(const struct mc_master *m, struct mc_object *o, int marked_only)
 {
@@ -116,8 +137,10 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 				mc_object_touch(&m->objects, o);
 				continue;
 			}
-			if (!mc_evictable(o, now, (enum mc_evict_pass)pass))
+			if (!mc_evictable(o, now, (enum mc_evict_pass)pass)) {
+				m->evict_waiting += mc_evictable_later(o, now);
 				continue;
+			}
 			mem = mc_evict_gain(m, o, marked_only);
 			if (marked_only && mem == 0)
 				continue;	/* frees nothing where the put needs room */

@@ -229,6 +229,7 @@ struct mc_master {
 	uint64_t rng;
 	uint64_t evict_stamp;		/* marks the segments one put's eviction may free */
 	int64_t space_warned_at;	/* last "insufficient space" log line (monotonic ms) */
+	uint64_t evict_waiting;		/* objects the last eviction passed over for now only */
 
 	struct mc_persist *persist;
 	int persist_failed;		/* the last commit or checkpoint failed: retrying */

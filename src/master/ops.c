@@ -27,6 +27,7 @@ struct mc_req {
 	struct mc_op_counters *ctr;
 	const char *peer;
 	int64_t now;
+	int space_coming;	/* PutStart: an item refused for space may fit soon */
 };
 
 /* Decode "u32 n, n x str" into a malloc'ed array of views (NULL when n == 0). */
@@ -206,6 +207,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		mc_object_erase(&m->objects, o);
 	}
 	want = cfg->replica_num > MC_RPC_MAX_REPLICAS ? MC_RPC_MAX_REPLICAS : cfg->replica_num;
+	m->evict_waiting = 0;
 	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
 	o->gen = mc_gen_next(m);
@@ -240,6 +242,10 @@ allocated:
 		mc_persist_object_gone(m, o);
 		mc_object_erase(&m->objects, o);
 		m->metrics.put_start_alloc_failures++;
+		/* Memory on its way back (demotions waiting for their SSD copy, objects only
+		 * leases or unfinished puts keep now) makes a retry worth the writer's while. */
+		if (m->demote_pending > 0 || m->evict_waiting > 0)
+			q->space_coming = 1;
 		/* Writers wait for space by asking again: one line a second, not one a try. */
 		if (q->now - m->space_warned_at >= 1000) {
 			mc_log_warn("put_start %.*s (%llu bytes) from %s failed due to insufficient "
@@ -322,6 +328,7 @@ static int mc_op_put_start(struct mc_req *q, int upsert)
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++)
 		mc_put_start_one(q, c, &cfg, keys[i], sizes[i], upsert);
+	mc_wbuf_u8(q->out, (uint8_t)q->space_coming);
 	free(keys);
 	free(sizes);
 	return 0;

@@ -226,6 +226,8 @@ struct mc_put_item {
 	const struct mc_iov *iov;
 	uint32_t iovcnt;
 	int result;
+	int space_hint;		/* result NO_AVAILABLE_HANDLE: 1 the master expects room soon, 0
+				 * it does not, -1 it did not say (an older master) */
 };
 
 /* A piece of an object to read: len bytes at src_off of the object into dst. */

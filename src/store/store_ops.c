@@ -187,6 +187,7 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 		uint32_t nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
 
 		items[i].result = code == MC_ERR_OBJECT_ALREADY_EXISTS ? 0 : code;
+		items[i].space_hint = -1;
 		item_fail[i] = code != 0;	/* nothing to write or finish */
 		for (j = 0; j < nrep; j++) {
 			struct mc_rpc_replica rep;
@@ -240,6 +241,14 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	if (r.err) {
 		rc = MC_ERR_RPC_FAIL;
 		goto out;
+	}
+	if (r.left > 0) {
+		/* Trailing u8: may the items refused for space fit soon? */
+		int hint = mc_rbuf_u8(&r) != 0;
+
+		for (i = 0; i < n; i++)
+			if (items[i].result == MC_ERR_NO_AVAILABLE_HANDLE)
+				items[i].space_hint = hint;
 	}
 	mc_store_transfer(st, xl.xr, xl.n);
 	mc_store_note_transfers(st, xl.xr, xl.n);
@@ -341,8 +350,10 @@ static int mc_store_put_once(struct mc_store *st, struct mc_put_item *items, uin
 		mc_log_info("put: trying %u object(s) again after failed writes", m);
 		mc_put_pass(st, again, m, cfg, upsert, NULL);
 		for (i = 0, k = 0; i < n; i++)
-			if (xfail[i])
+			if (xfail[i]) {
+				items[i].space_hint = again[k].space_hint;
 				items[i].result = again[k++].result;
+			}
 		free(again);
 	}
 	free(xfail);
@@ -380,8 +391,9 @@ static void mc_put_space_init(void)
 
 /* Put the items; those refused for space are asked again, with a short backoff (2 ms doubling
  * to 50 ms), until they fit or the wait bound passes: a burst larger than free memory then
- * waits for the space that eviction (or demotion to SSD) is freeing instead of failing.  A pool
- * where nothing can be freed answers NO_AVAILABLE_HANDLE after the bound. */
+ * waits for the space that eviction (or demotion to SSD) is freeing instead of failing.  Only
+ * while the master expects room soon (or does not say): a pool where nothing can be freed
+ * answers NO_AVAILABLE_HANDLE at once. */
 int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
 		      const struct mc_rpc_config *cfg, int upsert)
 {
@@ -402,13 +414,15 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 	while (again && at) {
 		struct timespec ts;
 		int64_t left = deadline - mc_store_now_ms();
+		int coming = 0;
 
 		for (i = 0, k = 0; i < n; i++)
 			if (items[i].result == MC_ERR_NO_AVAILABLE_HANDLE) {
 				again[k] = items[i];
 				at[k++] = i;
+				coming |= items[i].space_hint != 0;
 			}
-		if (k == 0 || left <= 0)
+		if (k == 0 || left <= 0 || !coming)
 			break;
 		if (pause > left)
 			pause = left;
@@ -419,8 +433,10 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 		rc = mc_store_put_once(st, again, k, cfg, upsert);
 		if (rc)
 			break;
-		for (i = 0; i < k; i++)
+		for (i = 0; i < k; i++) {
 			items[at[i]].result = again[i].result;
+			items[at[i]].space_hint = again[i].space_hint;
+		}
 	}
 	free(again);
 	free(at);
