@@ -168,8 +168,12 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 				continue;
 			}
 			if (m->cfg.offload_on_evict && (q = mc_tier_queue_offload(m, o, 1)) >= 0) {
-				if (q > 0)
-					continue;	/* its SSD is failing: memory keeps it */
+				if (q > 0) {
+					/* Its SSD is failing: memory keeps it until the area's
+					 * backoff ends and the copy is tried again. */
+					m->evict_waiting++;
+					continue;
+				}
 				mc_object_lru_unlink(&m->objects, o);
 				pending += mem;
 				continue;
