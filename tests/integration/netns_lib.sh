@@ -330,6 +330,21 @@ nn_verified() {
 	echo "$1" | awk '/^# verify-acked:/ { s += $5 } /^# verify [^:]*:/ { s += $4 } END { print s + 0 }'
 }
 
+# nn_read_back PREFIX N SIZE WSIZE: after the heal, from the app node, PREFIX/0..N-1 (SIZE
+# bytes each) and every put acknowledged in $MC_TMP/acked (WSIZE bytes) read back
+# byte-identical (clears rc otherwise).  Sets NN_ACKED (objects acknowledged in all) and
+# NN_READABLE (of those, read back).
+nn_read_back() {
+	local out
+	out=$(nn_drv app verify "$1" "$2" "$3") || rc=1
+	echo "$out"
+	NN_READABLE=$(nn_verified "$out")
+	NN_ACKED=$(($2 + $(grep -c . "$MC_TMP/acked")))
+	out=$(nn_drv app verify-acked "$MC_TMP/acked" "$4") || rc=1
+	echo "$out"
+	NN_READABLE=$((NN_READABLE + $(nn_verified "$out")))
+}
+
 # nn_figures SCENARIO ACKED READABLE STATS FIRST_OK: the line scripts/bench-partition.sh reads.
 nn_figures() {
 	echo "# figures: scenario=$1 acked=$2 readable=$3 max=$(nn_field "$4" max)" \

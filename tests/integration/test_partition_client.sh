@@ -73,13 +73,7 @@ awk '{ print $3 }' "$MC_TMP/reader.calls" "$MC_TMP/writer.calls" | sort | uniq -
 # After the heal.
 nn_wait_segment c2 15 && echo "ok - c2's segment is back at the master" \
 	|| { echo "not ok - the master does not list c2's segment after the heal"; rc=1; }
-out=$(nn_drv app verify orig 200 $SIZE) || rc=1
-echo "$out"
-readable=$(nn_verified "$out")
-acked=$(grep -c . "$MC_TMP/acked")
-out=$(nn_drv app verify-acked "$MC_TMP/acked" $WSIZE) || rc=1
-echo "$out"
-readable=$((readable + $(nn_verified "$out")))
+nn_read_back orig 200 $SIZE $WSIZE
 n=$(nn_replicas_on c2 orig 200)
 [ "$n" = 200 ] && echo "ok - c2 holds its replica of all 200 originals again (memory kept)" \
 	|| { echo "not ok - c2 holds a replica of $n of the 200 originals after the heal"; rc=1; }
@@ -88,6 +82,6 @@ nn_alive "$MC_MASTER_PID" "${NN_PID[c1]}" "${NN_PID[c2]}" && echo "ok - no daemo
 for m in suspected_transitions_total offline_transitions_total recoveries_total; do
 	echo "# master_client_liveness_$m $(nn_metric master_client_liveness_$m)"
 done
-nn_figures client-cut "$((200 + acked))" "$readable" "$gets" "$first"
+nn_figures client-cut "$NN_ACKED" "$NN_READABLE" "$gets" "$first"
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

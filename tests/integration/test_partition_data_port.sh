@@ -61,15 +61,9 @@ nn_le "$(nn_field "$gets" max)" $BOUND && echo "ok - every get ended within ${BO
 first=$(nn_first_ok "$MC_TMP/writer.calls" "$t_heal")
 echo "# seconds from the heal to the first put that succeeded: $first"
 
-out=$(nn_drv app verify orig 100 $SIZE) || rc=1
-echo "$out"
-readable=$(nn_verified "$out")
-acked=$(grep -c . "$MC_TMP/acked")
-out=$(nn_drv app verify-acked "$MC_TMP/acked" $WSIZE) || rc=1
-echo "$out"
-readable=$((readable + $(nn_verified "$out")))
+nn_read_back orig 100 $SIZE $WSIZE
 nn_alive "$MC_MASTER_PID" "${NN_PID[c1]}" "${NN_PID[c2]}" && echo "ok - no daemon restarted" \
 	|| { echo "not ok - a daemon died"; rc=1; }
-nn_figures data-port "$((100 + acked))" "$readable" "$gets" "$first"
+nn_figures data-port "$NN_ACKED" "$NN_READABLE" "$gets" "$first"
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -77,15 +77,9 @@ nn_le "$first" $HEAL_BOUND && echo "ok - a call succeeded within ${HEAL_BOUND}s 
 # After the heal.
 nn_wait_segment c1 15 && nn_wait_segment c2 15 && echo "ok - both segments are back at the master" \
 	|| { echo "not ok - the master does not list both segments after the heal"; rc=1; }
-out=$(nn_drv app verify orig 50 $SIZE) || rc=1
-echo "$out"
-readable=$(nn_verified "$out")
-acked=$(grep -c . "$MC_TMP/acked")
-out=$(nn_drv app verify-acked "$MC_TMP/acked" $WSIZE) || rc=1
-echo "$out"
-readable=$((readable + $(nn_verified "$out")))
+nn_read_back orig 50 $SIZE $WSIZE
 nn_alive "$MC_MASTER_PID" "${NN_PID[c1]}" "${NN_PID[c2]}" && echo "ok - no daemon restarted" \
 	|| { echo "not ok - a daemon died"; rc=1; }
-nn_figures master-cut "$((50 + acked))" "$readable" "$gets" "$first"
+nn_figures master-cut "$NN_ACKED" "$NN_READABLE" "$gets" "$first"
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
