@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The SSD area of a store client (format and contract in ssd_store.h).
+ * The SSD area of a store client (format and contract in ssd_store.h; the structures in
+ * ssd_int.h, the listings for the master in ssd_list.c, whole-file I/O in tier_io.c).
  *
  * The index maps keys and address slots to objects (two chained hash tables) and keeps the
  * objects on an LRU list (reads through the data server and writes move an object to the
@@ -24,137 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/wire.h"
-#include "ssd/fault.h"
+#include "ssd/ssd_int.h"
 #include "ssd/ssd_store.h"
-#include "transfer/memreg.h"
-
-#define MC_SSD_MAGIC 0x4453434Du
-#define MC_SSD_VERSION 3
-#define MC_SSD_HDR 64
-#define MC_SSD_ALIGN 4096
-#define MC_SSD_SLOT_SHIFT 36
-#define MC_SSD_SCAN_BUF (1u << 20)
-
-struct mc_ssd_ext {
-	uint64_t off, len;
-};
-
-struct mc_ssd_obj {
-	struct mc_ssd_obj *knext, *snext;
-	struct mc_ssd_obj *lru_prev, *lru_next;
-	uint64_t seq, slot, size, foot, gen;
-	uint32_t khash;
-	uint32_t vcrc;			/* checksum of the value, from the header */
-	uint64_t off;			/* single-file area: where its record starts */
-	int verified;			/* value checked against vcrc (or written by us) */
-	int suspect;			/* its file changed after it was checked: verify again */
-	/* Directory area: the file as it was when its value was written or last verified (inode,
-	 * size, ctime).  Any later change through the file system changes one of them. */
-	uint64_t fp_ino, fp_size;
-	int64_t fp_ctime_ns;
-	size_t key_len;
-	char key[];
-};
-
-struct mc_ssd {
-	pthread_mutex_t mu;
-	char *dir;
-	uint64_t limit, used;
-	uint64_t next_seq, next_slot;
-	struct mc_ssd_obj **kb, **sb;	/* buckets by key hash, by slot */
-	size_t nb, count;
-	struct mc_ssd_obj lru;		/* sentinel: lru.lru_next is the least recently used */
-	size_t discarded;
-	int dir_dirty;			/* renames since the last mc_ssd_sync */
-	/* Single-file area (dir names a preallocated file): its descriptor, size, free extents
-	 * (sorted by offset, adjacent ones merged). */
-	int single;
-	int afd;
-	uint64_t asize;
-	struct mc_ssd_ext *free_ext;
-	size_t nfree, capfree;
-	uint64_t dir_syncs;
-	size_t nsuspect;		/* objects with suspect set */
-};
-
-/* ---------------------------------------------------------------- CRC-32C */
-
-static uint32_t mc_crc_table[8][256];
-static pthread_once_t mc_crc_once = PTHREAD_ONCE_INIT;
-static int mc_crc_hw;
-
-static void mc_crc_init(void)
-{
-	uint32_t i, j;
-
-	for (i = 0; i < 256; i++) {
-		uint32_t c = i;
-
-		for (j = 0; j < 8; j++)
-			c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-		mc_crc_table[0][i] = c;
-	}
-	for (i = 0; i < 256; i++)
-		for (j = 1; j < 8; j++)
-			mc_crc_table[j][i] = (mc_crc_table[j - 1][i] >> 8) ^
-					     mc_crc_table[0][mc_crc_table[j - 1][i] & 0xff];
-#if defined(__x86_64__)
-	__builtin_cpu_init();
-	mc_crc_hw = __builtin_cpu_supports("sse4.2");
-#endif
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static uint32_t mc_crc_sse42(uint32_t crc, const uint8_t *p,
-								 size_t len)
-{
-	uint64_t c = crc;
-
-	while (len && ((uintptr_t)p & 7)) {
-		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-		len--;
-	}
-	while (len >= 8) {
-		uint64_t v;
-
-		memcpy(&v, p, 8);
-		c = __builtin_ia32_crc32di(c, v);
-		p += 8;
-		len -= 8;
-	}
-	while (len--)
-		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-	return (uint32_t)c;
-}
-#endif
-
-uint32_t mc_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	uint32_t c = ~crc;
-
-	pthread_once(&mc_crc_once, mc_crc_init);
-#if defined(__x86_64__)
-	if (mc_crc_hw)
-		return ~mc_crc_sse42(c, p, len);
-#endif
-	while (len >= 8) {
-		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-				   (uint32_t)p[3] << 24);
-
-		c = mc_crc_table[7][lo & 0xff] ^ mc_crc_table[6][(lo >> 8) & 0xff] ^
-		    mc_crc_table[5][(lo >> 16) & 0xff] ^ mc_crc_table[4][lo >> 24] ^
-		    mc_crc_table[3][p[4]] ^ mc_crc_table[2][p[5]] ^ mc_crc_table[1][p[6]] ^
-		    mc_crc_table[0][p[7]];
-		p += 8;
-		len -= 8;
-	}
-	while (len--)
-		c = (c >> 8) ^ mc_crc_table[0][(c ^ *p++) & 0xff];
-	return ~c;
-}
+#include "ssd/tier_io.h"
 
 /* ---------------------------------------------------------------- index */
 
@@ -257,11 +133,6 @@ static struct mc_ssd_obj *mc_ssd_find_slot(struct mc_ssd *s, uint64_t slot)
 	return NULL;
 }
 
-static uint64_t mc_ssd_addr(const struct mc_ssd_obj *o)
-{
-	return MC_DISK_SPACE_BASE + (o->slot << MC_SSD_SLOT_SHIFT);
-}
-
 static void mc_ssd_path(const struct mc_ssd *s, uint64_t seq, const char *ext, char *out,
 			size_t n)
 {
@@ -359,54 +230,6 @@ static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, 
 	mc_put_le64(hdr + 32, gen);
 }
 
-static int mc_pwrite_all(int fd, const void *buf, size_t len, off_t off)
-{
-	const uint8_t *p = buf;
-	int f = mc_fault(MC_FAULT_SSD_WRITE);
-
-	if (f) {
-		/* Test hook: a failed write, or a short one that leaves half the bytes. */
-		if (f == MC_FAULT_SHORT && len > 1 && pwrite(fd, p, len / 2, off) < 0)
-			return -errno;
-		return f == MC_FAULT_SHORT ? -ENOSPC : f;
-	}
-
-	while (len) {
-		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-/* fdatasync (fsync for a directory), with the test hook.  0 or -errno. */
-static int mc_ssd_fsync(int fd, int dir)
-{
-	int f = mc_fault(MC_FAULT_SSD_FSYNC);
-
-	if (f)
-		return f == MC_FAULT_SHORT ? -EIO : f;
-	if ((dir ? fsync(fd) : fdatasync(fd)) != 0)
-		return -errno;
-	return 0;
-}
-
-static int mc_ssd_rename(const char *from, const char *to)
-{
-	int f = mc_fault(MC_FAULT_SSD_RENAME);
-
-	if (f)
-		return f == MC_FAULT_SHORT ? -EIO : f;
-	return rename(from, to) != 0 ? -errno : 0;
-}
-
 /* Record what fd's file looks like now (directory area). */
 static void mc_ssd_fingerprint(int fd, uint64_t *ino, uint64_t *size, int64_t *ctime_ns)
 {
@@ -422,27 +245,6 @@ static void mc_ssd_fingerprint(int fd, uint64_t *ino, uint64_t *size, int64_t *c
 	*ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
 }
 
-static int mc_pread_all(int fd, void *buf, size_t len, off_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t r = pread(fd, p, len > (1u << 30) ? (1u << 30) : len, off);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;
-		p += r;
-		len -= (size_t)r;
-		off += r;
-	}
-	return 0;
-}
-
 /* Check a record's header and key at off of fd (not its value: mc_ssd_verify); want_len: the
  * exact record length the header must give (a file's size), or 0.  Returns a new object (not
  * linked, not verified) or NULL with why set. */
@@ -455,7 +257,7 @@ static struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t wan
 	uint32_t key_len, crc, want, vcrc, i;
 	struct mc_ssd_obj *o;
 
-	if (mc_pread_all(fd, hdr, MC_SSD_HDR, (off_t)off) != 0) {
+	if (mc_tier_pread(fd, hdr, MC_SSD_HDR, (off_t)off) != 0) {
 		*why = "short header";
 		return NULL;
 	}
@@ -479,7 +281,7 @@ static struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t wan
 		*why = "sizes do not match the file (torn write?)";
 		return NULL;
 	}
-	if (mc_pread_all(fd, key, key_len, (off_t)off + MC_SSD_HDR) != 0) {
+	if (mc_tier_pread(fd, key, key_len, (off_t)off + MC_SSD_HDR) != 0) {
 		*why = "unreadable key";
 		return NULL;
 	}
@@ -597,7 +399,7 @@ static int mc_sa_mark_free(struct mc_ssd *s, uint64_t off, uint64_t len)
 	mc_put_le32(h + 4, MC_SA_VERSION);
 	mc_put_le64(h + 8, len);
 	mc_put_le32(h + 16, mc_crc32c(0, h, 16));
-	return mc_pwrite_all(s->afd, h, sizeof(h), (off_t)off);
+	return mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, h, sizeof(h), (off_t)off);
 }
 
 /* Under the lock: give [off, off+len) back to the free list, merged with its neighbours. */
@@ -687,11 +489,11 @@ static int mc_sa_write(struct mc_ssd *s, const uint8_t *head, uint64_t hlen, con
 		return rc;
 	rc = rest ? mc_sa_mark_free(s, off + ext, rest) : 0;
 	if (rc == 0)
-		rc = mc_pwrite_all(s->afd, head, (size_t)hlen, (off_t)off);
+		rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, head, (size_t)hlen, (off_t)off);
 	if (rc == 0)
-		rc = mc_pwrite_all(s->afd, value, (size_t)size, (off_t)(off + hlen));
+		rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, value, (size_t)size, (off_t)(off + hlen));
 	if (rc == 0)
-		rc = mc_ssd_fsync(s->afd, 0);
+		rc = mc_tier_sync(MC_FAULT_SSD_FSYNC, s->afd, 0);
 	if (rc) {
 		mc_sa_release(s, off, ext);
 		return rc;
@@ -707,7 +509,7 @@ static int mc_sa_scan(struct mc_ssd *s)
 	size_t kept = 0, i;
 	int rc;
 
-	rc = mc_pread_all(s->afd, sb, sizeof(sb), 0);
+	rc = mc_tier_pread(s->afd, sb, sizeof(sb), 0);
 	if (rc)
 		return rc;
 	if (mc_get_le32(sb) != MC_SA_MAGIC) {
@@ -724,7 +526,7 @@ static int mc_sa_scan(struct mc_ssd *s)
 		mc_put_le32(sb + 16, mc_crc32c(0, sb, 16));
 		rc = mc_sa_mark_free(s, MC_SSD_ALIGN, s->asize - MC_SSD_ALIGN);
 		if (rc == 0)
-			rc = mc_pwrite_all(s->afd, sb, 64, 0);
+			rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, sb, 64, 0);
 		if (rc == 0 && fdatasync(s->afd) != 0)
 			rc = -errno;
 		if (rc)
@@ -741,7 +543,7 @@ static int mc_sa_scan(struct mc_ssd *s)
 		struct mc_ssd_obj *o, *old;
 		uint64_t len;
 
-		rc = mc_pread_all(s->afd, h, sizeof(h), (off_t)pos);
+		rc = mc_tier_pread(s->afd, h, sizeof(h), (off_t)pos);
 		if (rc)
 			return rc;
 		if (mc_get_le32(h) == MC_SA_FREE_MAGIC && mc_get_le32(h + 4) == MC_SA_VERSION &&
@@ -946,15 +748,15 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 		rc = -errno;
 		goto fail_head;
 	}
-	rc = mc_pwrite_all(fd, head, (size_t)off, 0);
+	rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, fd, head, (size_t)off, 0);
 	if (rc == 0)
-		rc = mc_pwrite_all(fd, value, (size_t)size, (off_t)off);
+		rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, fd, value, (size_t)size, (off_t)off);
 	/* The bytes are on the device before the name says the object exists; the name itself
 	 * is made durable by mc_ssd_sync, once per batch. */
 	if (rc == 0)
-		rc = mc_ssd_fsync(fd, 0);
+		rc = mc_tier_sync(MC_FAULT_SSD_FSYNC, fd, 0);
 	if (rc == 0)
-		rc = mc_ssd_rename(tmp, path);
+		rc = mc_tier_rename(MC_FAULT_SSD_RENAME, tmp, path);
 	if (rc == 0)
 		mc_ssd_fingerprint(fd, &fp_ino, &fp_size, &fp_ctime);
 	if (close(fd) != 0 && rc == 0) {
@@ -1057,7 +859,7 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	for (off = 0; off < size && rc == 0;) {
 		size_t n = size - off > MC_SSD_SCAN_BUF ? MC_SSD_SCAN_BUF : (size_t)(size - off);
 
-		rc = mc_pread_all(fd, buf, n, (off_t)(doff + off));
+		rc = mc_tier_pread(fd, buf, n, (off_t)(doff + off));
 		if (rc == 0)
 			crc = mc_crc32c(crc, buf, n);
 		off += n;
@@ -1108,7 +910,7 @@ int mc_ssd_sync(struct mc_ssd *s)
 	s->dir_dirty = 0;
 	pthread_mutex_unlock(&s->mu);
 	fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	rc = fd < 0 ? -errno : mc_ssd_fsync(fd, 1);
+	rc = fd < 0 ? -errno : mc_tier_sync(MC_FAULT_SSD_FSYNC, fd, 1);
 	if (fd >= 0)
 		close(fd);
 	pthread_mutex_lock(&s->mu);
@@ -1249,7 +1051,7 @@ int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len)
 	pthread_mutex_unlock(&s->mu);
 	if (rc)
 		return rc;
-	rc = mc_pread_all(fd, buf, (size_t)len, (off_t)off);
+	rc = mc_tier_pread(fd, buf, (size_t)len, (off_t)off);
 	close(fd);
 	/* A whole value is checked on the way (what promotion reads): wrong bytes never go on. */
 	if (rc == 0 && len == size && (addr & ((1ull << MC_SSD_SLOT_SHIFT) - 1)) == 0 &&
@@ -1275,83 +1077,4 @@ int mc_ssd_read(struct mc_ssd *s, uint64_t addr, void *buf, uint64_t len)
 		rc = -EBADMSG;
 	}
 	return rc;
-}
-
-/* Describe o in it (its key copied, NUL-terminated).  0, or -ENOMEM.  Caller holds s->mu. */
-static int mc_ssd_item_fill(struct mc_ssd_item *it, const struct mc_ssd_obj *o)
-{
-	it->key = malloc(o->key_len + 1);
-	if (it->key == NULL)
-		return -ENOMEM;
-	memcpy(it->key, o->key, o->key_len);
-	it->key[o->key_len] = '\0';
-	it->key_len = o->key_len;
-	it->size = o->size;
-	it->addr = mc_ssd_addr(o);
-	it->gen = o->gen;
-	it->verified = o->verified;
-	return 0;
-}
-
-long mc_ssd_suspects(struct mc_ssd *s, struct mc_ssd_item **out)
-{
-	struct mc_ssd_item *items;
-	struct mc_ssd_obj *o;
-	size_t n = 0;
-
-	*out = NULL;
-	pthread_mutex_lock(&s->mu);
-	if (s->nsuspect == 0) {
-		pthread_mutex_unlock(&s->mu);
-		return 0;
-	}
-	items = calloc(s->nsuspect, sizeof(*items));
-	for (o = s->lru.lru_next; items && o != &s->lru && n < s->nsuspect; o = o->lru_next) {
-		if (!o->suspect)
-			continue;
-		if (mc_ssd_item_fill(&items[n], o))
-			break;
-		n++;
-	}
-	pthread_mutex_unlock(&s->mu);
-	if (items == NULL)
-		return -ENOMEM;
-	*out = items;
-	return (long)n;
-}
-
-void mc_ssd_items_free(struct mc_ssd_item *items, size_t n)
-{
-	size_t i;
-
-	for (i = 0; items && i < n; i++)
-		free(items[i].key);
-	free(items);
-}
-
-long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item **out)
-{
-	struct mc_ssd_item *items;
-	struct mc_ssd_obj *o;
-	size_t n = 0, cap;
-
-	(void)lru_order;	/* the list is kept in LRU order: both orders are the same walk */
-	pthread_mutex_lock(&s->mu);
-	cap = s->count < max ? s->count : max;
-	items = calloc(cap ? cap : 1, sizeof(*items));
-	if (items == NULL) {
-		pthread_mutex_unlock(&s->mu);
-		return -ENOMEM;
-	}
-	for (o = s->lru.lru_next; o != &s->lru && n < cap; o = o->lru_next) {
-		if (mc_ssd_item_fill(&items[n], o)) {
-			pthread_mutex_unlock(&s->mu);
-			mc_ssd_items_free(items, n);
-			return -ENOMEM;
-		}
-		n++;
-	}
-	pthread_mutex_unlock(&s->mu);
-	*out = items;
-	return (long)n;
 }

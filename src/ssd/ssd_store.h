@@ -96,7 +96,5 @@ long mc_ssd_suspects(struct mc_ssd *s, struct mc_ssd_item **out);
 long mc_ssd_list(struct mc_ssd *s, int lru_order, size_t max, struct mc_ssd_item **out);
 void mc_ssd_items_free(struct mc_ssd_item *items, size_t n);
 
-/* CRC-32C (Castagnoli), hardware-assisted where the CPU has it. */
-uint32_t mc_crc32c(uint32_t crc, const void *buf, size_t len);
 
 #endif

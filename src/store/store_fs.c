@@ -42,11 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/crc32c.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/wire.h"
-#include "ssd/fault.h"
-#include "ssd/ssd_store.h"
+#include "ssd/tier_io.h"
 #include "store/store.h"
 
 #define MC_FS_QUEUE_BYTES (256ull << 20)
@@ -123,39 +123,6 @@ static int mc_mkdirs(char *path)
 	return 0;
 }
 
-/* pwrite all of len bytes at off, with the test hook.  0 or -errno. */
-static int mc_fs_pwrite(int fd, const uint8_t *p, uint64_t len, off_t off)
-{
-	int f = mc_fault(MC_FAULT_FS_WRITE);
-
-	if (f) {
-		if (f == MC_FAULT_SHORT && len > 1 && pwrite(fd, p, (size_t)(len / 2), off) < 0)
-			return -errno;
-		return f == MC_FAULT_SHORT ? -ENOSPC : f;
-	}
-	while (len) {
-		ssize_t w = pwrite(fd, p, len > (1u << 30) ? (1u << 30) : (size_t)len, off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (uint64_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-static int mc_fs_sync(int fd, int dir)
-{
-	int f = mc_fault(MC_FAULT_FS_FSYNC);
-
-	if (f)
-		return f == MC_FAULT_SHORT ? -EIO : f;
-	return (dir ? fsync(fd) : fdatasync(fd)) != 0 ? -errno : 0;
-}
-
 /* fsync the directory holding file (the rename that published it).  0 or -errno. */
 static int mc_fs_sync_dir(const char *file)
 {
@@ -171,7 +138,7 @@ static int mc_fs_sync_dir(const char *file)
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	rc = mc_fs_sync(fd, 1);
+	rc = mc_tier_sync(MC_FAULT_FS_FSYNC, fd, 1);
 	close(fd);
 	return rc;
 }
@@ -186,7 +153,7 @@ static int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const str
 	uint8_t attr[12];
 	uint32_t k, crc = 0;
 	off_t off = 0;
-	int fd, rc = 0, f, renamed = 0;
+	int fd, rc = 0, renamed = 0;
 
 	*err = 0;
 	if (mc_fs_checked(st, path, file, sizeof(file))) {
@@ -202,7 +169,7 @@ static int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const str
 		goto fail;
 	}
 	for (k = 0; k < np && rc == 0; k++) {
-		rc = mc_fs_pwrite(fd, parts[k].base, parts[k].len, off);
+		rc = mc_tier_pwrite(MC_FAULT_FS_WRITE, fd, parts[k].base, (size_t)parts[k].len, off);
 		crc = mc_crc32c(crc, parts[k].base, (size_t)parts[k].len);
 		off += (off_t)parts[k].len;
 	}
@@ -213,12 +180,11 @@ static int mc_store_fs_write(struct mc_store *st, struct mc_strv path, const str
 			rc = -errno;	/* ENOSPC for the attribute block is a full disk too */
 	}
 	if (rc == 0)
-		rc = mc_fs_sync(fd, 0);
+		rc = mc_tier_sync(MC_FAULT_FS_FSYNC, fd, 0);
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	if (rc == 0) {
-		f = mc_fault(MC_FAULT_FS_RENAME);
-		rc = f ? (f == MC_FAULT_SHORT ? -EIO : f) : rename(tmp, file) != 0 ? -errno : 0;
+		rc = mc_tier_rename(MC_FAULT_FS_RENAME, tmp, file);
 		renamed = rc == 0;
 	}
 	if (rc == 0)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <dirent.h>
 
+#include "common/crc32c.h"
 #include "ssd/ssd_store.h"
 #include "tap.h"
 #include "transfer/memreg.h"
