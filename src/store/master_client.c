@@ -77,14 +77,6 @@ struct mc_master_client {
 	struct mc_rpc_call ping_call, remount_call;
 };
 
-static int64_t mc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t mc_wall_ms(void)
 {
 	struct timespec ts;
@@ -182,7 +174,7 @@ static uint32_t mc_frame_deadline(struct mc_master_client *mc, const struct mc_r
 	if (!mc->clock_known || call->deadline_ms == 0)
 		return 0;
 	return mc_rpc_deadline_encode(mc_wall_ms() + mc->clock_offset_ms +
-				      (call->deadline_ms - mc_now_ms()));
+				      (call->deadline_ms - mc_store_now_ms()));
 }
 
 static int mc_send(struct mc_master_client *mc, struct mc_rpc_call *call)
@@ -190,7 +182,7 @@ static int mc_send(struct mc_master_client *mc, struct mc_rpc_call *call)
 	if (call->req.err)
 		return -ENOMEM;
 	call->req_id = ++mc->next_req_id;
-	call->sent_ms = mc_now_ms();
+	call->sent_ms = mc_store_now_ms();
 	mc_put_le32(call->req.data + 12, mc_frame_deadline(mc, call));
 	mc_put_le64(call->req.data + 16, call->req_id);
 	mc_rpc_frame_end(&call->req, 0);
@@ -230,7 +222,7 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len)
 			return;
 		evbuffer_drain(in, MC_RPC_HDR_LEN);
-		mc->last_rx_ms = mc_now_ms();
+		mc->last_rx_ms = mc_store_now_ms();
 		mc_master_alive(mc);
 		for (c = mc->pending; c && c->req_id != h.req_id; c = c->next)
 			;
@@ -277,7 +269,7 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 		else
 			mc_log_info("connected to master %s:%u", mc->host, mc->port);
 		/* The ping goes first: its answer ends the probe and gives the master's clock. */
-		mc_ping(mc, mc_now_ms());
+		mc_ping(mc, mc_store_now_ms());
 		for (c = mc->pending; c && mc->bev; c = c->next)
 			if (c != &mc->ping_call && mc_send(mc, c)) {
 				mc_master_client_down(mc, "cannot queue request", 1);
@@ -318,7 +310,7 @@ static void mc_master_client_connect(struct mc_master_client *mc)
 	bufferevent_setcb(mc->bev, mc_on_read, NULL, mc_on_event, mc);
 	bufferevent_enable(mc->bev, EV_READ | EV_WRITE);
 	mc->state = MC_MC_CONNECTING;
-	mc->connect_started_ms = mc_now_ms();
+	mc->connect_started_ms = mc_store_now_ms();
 	if (bufferevent_socket_connect(mc->bev, (struct sockaddr *)&ss, (int)len) != 0)
 		mc_master_client_down(mc, strerror(errno), 0);
 }
@@ -377,7 +369,7 @@ static void mc_remount(struct mc_master_client *mc)
 	pthread_mutex_unlock(&st->mu);
 	mc->remount_call.on_done = mc_on_remount_done;
 	mc->remount_call.on_done_arg = mc;
-	mc->remount_call.deadline_ms = st->rpc_timeout_ms > 0 ? mc_now_ms() + st->rpc_timeout_ms : 0;
+	mc->remount_call.deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
 	mc->remount_inflight = 1;
 	mc_submit(mc, &mc->remount_call);
 }
@@ -429,7 +421,7 @@ static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_master_client *mc = arg;
 	struct mc_rpc_call **pp = &mc->pending, *c;
-	int64_t now = mc_now_ms();
+	int64_t now = mc_store_now_ms();
 	int timed_out = 0, ping_lost = 0;
 
 	(void)fd;
@@ -550,7 +542,7 @@ int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
 
 	mc_waiter_init(&call->w);
 	call->on_done = NULL;
-	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_now_ms() + st->rpc_timeout_ms : 0;
+	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
 	/* on_done_arg carries the master client to the loop; on_done stays NULL (waiter). */
 	call->on_done_arg = st->mc;
 	rc = mc_loop_thread_call(st->lt, mc_store_call_on_loop, call);
@@ -594,7 +586,7 @@ struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode)
 
 void mc_store_call_async(struct mc_store *st, struct mc_rpc_call *call)
 {
-	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_now_ms() + st->rpc_timeout_ms : 0;
+	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
 	call->on_done_arg = st->mc;
 	if (st->mc == NULL || mc_loop_thread_call(st->lt, mc_async_on_loop, call) != 0)
 		mc_async_on_done(call, NULL);

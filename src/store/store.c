@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/errcode.h"
@@ -56,6 +57,14 @@ int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *p
 	}
 	*port = (uint16_t)p;
 	return 0;
+}
+
+int64_t mc_store_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int mc_env_int(const char *name, int def)

@@ -275,4 +275,7 @@ int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,
 			   const char *segment_name, uint8_t *cleared);
 int64_t mc_store_remove_all(struct mc_store *st, int force);
 
+/* Monotonic clock in milliseconds, for the client's deadlines and backoffs. */
+int64_t mc_store_now_ms(void);
+
 #endif

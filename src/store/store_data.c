@@ -100,17 +100,9 @@ int mc_store_transfer_tcp(struct mc_store *st, struct mc_xfer_req *reqs, uint32_
 	return (int)b.failed;
 }
 
-static int64_t mc_data_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint)
 {
-	int64_t now = mc_data_now_ms();
+	int64_t now = mc_store_now_ms();
 	int hit = 0;
 	uint32_t i;
 
@@ -128,7 +120,7 @@ int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint)
 static void mc_store_suspect_set(struct mc_store *st, const char *host, uint16_t port, int clear)
 {
 	char ep[300];
-	int64_t now = mc_data_now_ms();
+	int64_t now = mc_store_now_ms();
 	uint32_t i, slot = 0;
 
 	snprintf(ep, sizeof(ep), "%s:%u", host, port);

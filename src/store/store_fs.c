@@ -329,14 +329,6 @@ int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv pat
 	return rc;
 }
 
-static int64_t mc_fs_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void mc_fs_own_add(struct mc_store_fs *w, const char *key, const char *path, uint64_t size)
 {
 	if (w->own_at > 0 && w->nown == w->own_cap) {
@@ -491,7 +483,7 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 	struct mc_strv path = { j->path, strlen(j->path) };
 	const char *key = j->key;
 	int res = MC_ERR_RPC_FAIL, rc, err = 0;
-	int64_t now = mc_fs_now_ms();
+	int64_t now = mc_store_now_ms();
 
 	if (w->fail_streak && now < w->retry_at) {
 		/* Backing off after failed writes: memory keeps the object, no file this time. */
@@ -543,18 +535,18 @@ static void *mc_fs_main(void *arg)
 {
 	struct mc_store *st = arg;
 	struct mc_store_fs *w = st->fsw;
-	int64_t next_beat = mc_fs_now_ms();
+	int64_t next_beat = mc_store_now_ms();
 
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		struct mc_fs_job *j = w->head;
-		int64_t now = mc_fs_now_ms();
+		int64_t now = mc_store_now_ms();
 
 		if (now >= next_beat) {
 			pthread_mutex_unlock(&w->mu);
 			mc_fs_beat(st, w);
 			pthread_mutex_lock(&w->mu);
-			next_beat = mc_fs_now_ms() + MC_FS_BEAT_MS;
+			next_beat = mc_store_now_ms() + MC_FS_BEAT_MS;
 			continue;
 		}
 		if (j != NULL) {

@@ -16,14 +16,6 @@
 #include "common/log.h"
 #include "store/store.h"
 
-static int64_t mc_store_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
 			    int hard_pin, const char **preferred, size_t npreferred)
 {
