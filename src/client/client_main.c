@@ -373,7 +373,7 @@ int main(int argc, char **argv)
 		 * their own on the same NICs, so their buffers are registered and ride rdma. */
 		if (mc_client_dummy_start(&dummy, cfg.port, cfg.master_server_address,
 					  cfg.metadata_server, st->hostname, st->protocol,
-					  st->engine ? cfg.device_names : "") == 0)
+					  !strcmp(st->protocol, "rdma") ? cfg.device_names : "") == 0)
 			mc_log_notice("serving dummy clients on @mooncake_client_%lld.sock",
 				      (long long)cfg.port);
 	}

@@ -180,6 +180,52 @@ int mc_te_install_rdma_devices(struct mc_engine *e, const char *devices)
 	return 0;
 }
 
+/* The engine without a loop or transports; NULL when out of memory. */
+static struct mc_engine *mc_engine_alloc(const char *meta_conn)
+{
+	struct mc_engine *e = calloc(1, sizeof(*e));
+
+	if (e == NULL)
+		return NULL;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->batch_cv, NULL);
+	e->notifies_tail = &e->notifies;
+	e->hs_timeout_ms = 5000;
+	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", meta_conn);
+	e->reg = mc_memreg_new();
+	if (e->reg == NULL) {
+		pthread_cond_destroy(&e->batch_cv);
+		pthread_mutex_destroy(&e->mu);
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* Start the loop (or adopt lt), tcp, the handshake port and GPU staging; shm when asked.
+ * *port: the handshake port wanted (0: any), then the one taken.  0 or -1. */
+static int mc_engine_start(struct mc_engine *e, struct mc_loop_thread *lt, uint16_t *port, int shm)
+{
+	if (lt) {
+		e->lt = lt;
+	} else {
+		e->lt = mc_loop_thread_new("mc-engine");
+		e->own_lt = 1;
+		if (e->lt == NULL || mc_loop_thread_start(e->lt))
+			return -1;
+	}
+	/* tcp serves our memory to every peer and is every transport's fallback; shm is chosen
+	 * on its own for same-host peers. */
+	if (mc_te_install(e, MC_TE_XPORT_TCP) || mc_te_hs_start(e, e->ip, port))
+		return -1;
+	if (mc_te_gpu_init(e))
+		return -1;
+	if (shm && mc_te_known[MC_TE_XPORT_SHM] && mc_te_install(e, MC_TE_XPORT_SHM))
+		mc_log_warn("transfer engine: same-host shared memory unavailable, using tcp");
+	e->rpc_port = *port;
+	return 0;
+}
+
 transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 				       const char *local_server_name, const char *ip_or_host_name,
 				       uint64_t rpc_port, int auto_discover)
@@ -190,21 +236,18 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	mc_te_log_level_from_env();
 	if (metadata_conn_string == NULL || local_server_name == NULL)
 		return NULL;
-	e = calloc(1, sizeof(*e));
-	if (e == NULL)
-		return NULL;
-	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->batch_cv, NULL);
-	e->notifies_tail = &e->notifies;
-	e->auto_discover = auto_discover != 0;
-	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", metadata_conn_string);
-	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
 	if (!mc_te_kv_supported(metadata_conn_string)) {
 		mc_log_err("transfer engine: metadata '%s' is not supported in this build "
 			   "(P2PHANDSHAKE, http://, etcd:// with libcurl, redis:// with hiredis)",
 			   metadata_conn_string);
-		goto fail_early;
+		return NULL;
 	}
+	e = mc_engine_alloc(metadata_conn_string);
+	if (e == NULL)
+		return NULL;
+	e->auto_discover = auto_discover != 0;
+	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
+	e->publish = !e->p2p;
 	if (ip_or_host_name && *ip_or_host_name)
 		snprintf(e->ip, sizeof(e->ip), "%s", ip_or_host_name);
 	else if (strchr(local_server_name, ':') == NULL && *local_server_name &&
@@ -215,19 +258,8 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	/* Upstream's default rpc_port 12345 is a placeholder: pick a free one. */
 	if (port == 12345)
 		port = 0;
-	e->reg = mc_memreg_new();
-	e->lt = mc_loop_thread_new("mc-engine");
-	if (e->reg == NULL || e->lt == NULL || mc_loop_thread_start(e->lt))
+	if (mc_engine_start(e, NULL, &port, 1))
 		goto fail;
-	/* tcp serves our memory to every peer and is every transport's fallback; shm is chosen
-	 * on its own for same-host peers. */
-	if (mc_te_install(e, MC_TE_XPORT_TCP) || mc_te_hs_start(e, e->ip, &port))
-		goto fail;
-	if (mc_te_gpu_init(e))
-		goto fail;
-	if (mc_te_known[MC_TE_XPORT_SHM] && mc_te_install(e, MC_TE_XPORT_SHM))
-		mc_log_warn("transfer engine: same-host shared memory unavailable, using tcp");
-	e->rpc_port = port;
 	if (e->p2p)
 		snprintf(e->server_name, sizeof(e->server_name), "%s:%u", e->ip, port);
 	else
@@ -247,10 +279,46 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 fail:
 	destroyTransferEngine(e);
 	return NULL;
-fail_early:
-	pthread_cond_destroy(&e->batch_cv);
-	pthread_mutex_destroy(&e->mu);
-	free(e);
+}
+
+struct mc_engine *mc_engine_new(const struct mc_engine_opts *o)
+{
+	const char *meta = o->meta_conn && *o->meta_conn && strcmp(o->meta_conn, "P2PHANDSHAKE")
+				   ? o->meta_conn
+				   : "P2PHANDSHAKE";
+	struct mc_engine *e;
+	uint16_t port = o->rpc_port;
+
+	mc_te_log_level_from_env();
+	if (o->server_name == NULL || o->ip == NULL || strlen(o->server_name) >= sizeof(e->server_name))
+		return NULL;
+	if (!mc_te_kv_supported(meta)) {
+		mc_log_err("transfer engine: metadata '%s' is not supported in this build", meta);
+		return NULL;
+	}
+	e = mc_engine_alloc(meta);
+	if (e == NULL)
+		return NULL;
+	e->p2p = 1;
+	e->publish = strcmp(meta, "P2PHANDSHAKE") != 0;
+	if (o->hs_timeout_ms)
+		e->hs_timeout_ms = o->hs_timeout_ms;
+	if (o->tcp) {
+		e->tcp_opts = *o->tcp;
+		e->has_tcp_opts = 1;
+	}
+	snprintf(e->ip, sizeof(e->ip), "%s", o->ip);
+	snprintf(e->server_name, sizeof(e->server_name), "%s", o->server_name);
+	if (mc_engine_start(e, o->lt, &port, o->shm))
+		goto fail;
+	if (mc_te_meta_publish(e))
+		goto fail;
+	mc_log_info("transfer engine %s: data port %u, handshake port %u%s%s", e->server_name,
+		    mc_te_tcp_port(e->xports[MC_TE_XPORT_TCP].state), port,
+		    e->publish ? ", published to " : "", e->publish ? e->meta_conn : "");
+	return e;
+fail:
+	destroyTransferEngine(e);
 	return NULL;
 }
 
@@ -454,7 +522,8 @@ void destroyTransferEngine(transfer_engine_t engine)
 				free(ctxs[k]);
 			}
 		}
-		mc_loop_thread_stop_and_free(e->lt);
+		if (e->own_lt)
+			mc_loop_thread_stop_and_free(e->lt);
 	}
 	while (e->batches) {
 		struct mc_te_batch *b = e->batches;
@@ -731,6 +800,35 @@ static void mc_te_submit_on_loop(void *arg)
 	free(s);
 }
 
+/* A read of objects a data server keeps in files (its file window), from host:port over tcp:
+ * only that server can resolve those addresses, and it checks the range itself. */
+static int mc_te_prepare_file_read(struct mc_engine *e, struct mc_te_batch *b, size_t task,
+				   const struct transfer_request *r, const char *host,
+				   uint16_t port, struct mc_te_req **out)
+{
+	struct mc_te_req *x;
+
+	if (r->opcode != OPCODE_READ || port == 0 || host == NULL || *host == '\0' ||
+	    strlen(host) >= sizeof(x->host) || !mc_memreg_in_files(r->target_offset, r->length))
+		return STATUS_FAILED;
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		return STATUS_FAILED;
+	x->b = b;
+	x->task = task;
+	x->e = e;
+	x->xport = MC_TE_XPORT_TCP;
+	x->seg_id = r->target_id;
+	x->opcode = MC_XFER_READ;
+	x->local = r->source;
+	x->remote = r->target_offset;
+	x->len = r->length;
+	snprintf(x->host, sizeof(x->host), "%s", host);
+	x->tcp_port = port;
+	*out = x;
+	return STATUS_PENDING;
+}
+
 /* Check one request against its segment and build it; e->mu held.  Returns the task status
  * to record now (STATUS_PENDING when *out is to be dispatched). */
 static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task,
@@ -739,7 +837,7 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	struct mc_te_segment *seg = NULL;
 	struct mc_te_req *x;
 	uint32_t k;
-	int ok = 0;
+	int ok = 0, xport;
 
 	*out = NULL;
 	if ((r->opcode != OPCODE_READ && r->opcode != OPCODE_WRITE) ||
@@ -747,6 +845,15 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 		return STATUS_INVALID;
 	if (r->length == 0)
 		return STATUS_COMPLETED;
+	if (r->target_id == LOCAL_SEGMENT && mc_memreg_in_files(r->target_offset, r->length)) {
+		/* Our own objects kept in files (the store's SSD area): our data server reads
+		 * them on its file workers, as it does for peers. */
+		uint16_t port = e->xports[MC_TE_XPORT_TCP].state
+					? mc_te_tcp_port(e->xports[MC_TE_XPORT_TCP].state)
+					: 0;
+
+		return mc_te_prepare_file_read(e, b, task, r, e->ip, port, out);
+	}
 	if (r->target_id == LOCAL_SEGMENT) {
 		/* Our own memory: copy directly, within registered memory only. */
 		if (!mc_memreg_check(e->reg, r->target_offset, r->length))
@@ -769,7 +876,15 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 		seg = &e->segs[r->target_id - 1];
 	if (seg == NULL || seg->xport < 0)
 		return STATUS_FAILED;
-	if (seg->xport == MC_TE_XPORT_FILE) {
+	xport = seg->xport;
+	if (mc_memreg_in_files(r->target_offset, r->length)) {
+		/* A peer's objects kept in files: only its tcp data server reads those, and it
+		 * checks the range itself. */
+		if (r->opcode != OPCODE_READ || seg->desc.tcp_data_port == 0 || seg->host[0] == '\0')
+			return STATUS_FAILED;
+		xport = MC_TE_XPORT_TCP;
+		ok = 1;
+	} else if (seg->xport == MC_TE_XPORT_FILE) {
 		/* Files laid end to end from offset 0. */
 		uint64_t total = 0;
 
@@ -791,7 +906,7 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	x->b = b;
 	x->task = task;
 	x->e = e;
-	x->xport = seg->xport;
+	x->xport = xport;
 	x->seg_id = r->target_id;
 	x->opcode = r->opcode == OPCODE_READ ? MC_XFER_READ : MC_XFER_WRITE;
 	x->local = r->source;
@@ -800,7 +915,7 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	snprintf(x->seg_name, sizeof(x->seg_name), "%s", seg->name);
 	snprintf(x->host, sizeof(x->host), "%s", seg->host);
 	x->tcp_port = seg->desc.tcp_data_port;
-	x->seg_ctx = seg->xport_ctx;
+	x->seg_ctx = xport == seg->xport ? seg->xport_ctx : NULL;
 	/* GPU memory is staged, unless rdma carries this request and the GPU buffer is
 	 * registered on the NICs. */
 	x->gpu = e->gpu && e->gpu->is_device(r->source) &&
@@ -858,6 +973,127 @@ int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfe
 	free(s);
 	return 0;
 }
+/* Batches whose same-host copies add up to no more than this are copied on the calling thread:
+ * cheaper than two hand-offs and a worker wake-up per request. */
+#define MC_TE_INLINE_BYTES (256u << 10)
+
+/* Carry the batch's shm requests on this thread (e->mu not held); the rest stay in s. */
+static void mc_te_run_inline(struct mc_engine *e, struct mc_te_submit *s)
+{
+	const struct mc_te_transport_ops *ops;
+	void *state;
+	size_t i, kept = 0;
+
+	pthread_mutex_lock(&e->mu);
+	state = e->xports[MC_TE_XPORT_SHM].state;
+	ops = e->xports[MC_TE_XPORT_SHM].ops;
+	pthread_mutex_unlock(&e->mu);
+	for (i = 0; i < s->n; i++) {
+		struct mc_te_req *r = s->r[i];
+		int rc;
+
+		if (r->xport != MC_TE_XPORT_SHM || r->gpu || state == NULL || ops->run_now == NULL) {
+			s->r[kept++] = r;
+			continue;
+		}
+		rc = ops->run_now(state, r);
+		if (rc == -EXDEV && r->tcp_port) {
+			/* Memory the owner cannot share: its tcp data server. */
+			r->xport = MC_TE_XPORT_TCP;
+			r->seg_ctx = NULL;
+			s->r[kept++] = r;
+			continue;
+		}
+		mc_te_req_done(r, rc);
+	}
+	s->n = kept;
+}
+
+int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
+			const struct mc_te_endpoint *ep, size_t n, int *status)
+{
+	struct mc_te_submit *s = NULL;
+	struct mc_te_batch *b;
+	size_t i, failed = 0;
+	uint64_t inline_bytes = 0;
+
+	if (n == 0)
+		return 0;
+	b = calloc(1, sizeof(*b) + n * sizeof(b->tasks[0]));
+	if (b)
+		s = calloc(1, sizeof(*s));
+	if (s)
+		s->r = calloc(n, sizeof(*s->r));
+	if (s == NULL || s->r == NULL) {
+		for (i = 0; i < n; i++)
+			status[i] = -ENOMEM;
+		if (s)
+			free(s->r);
+		free(s);
+		free(b);
+		return (int)n;
+	}
+	/* A private batch: not on e->batches, so no API call can find or free it. */
+	b->e = e;
+	b->size = b->count = n;
+	s->e = e;
+	for (i = 0; i < n; i++) {
+		/* Our own memory: copied here, outside the engine's lock. */
+		const struct transfer_request *q = &x[i];
+		void *t = (void *)(uintptr_t)q->target_offset;
+
+		if (q->target_id != LOCAL_SEGMENT || q->source == NULL || q->length == 0 ||
+		    (e->gpu && (e->gpu->is_device(q->source) || e->gpu->is_device(t))) ||
+		    !mc_memreg_check(e->reg, q->target_offset, q->length))
+			continue;
+		if (q->opcode == OPCODE_WRITE)
+			memmove(t, q->source, q->length);
+		else
+			memmove(q->source, t, q->length);
+		b->tasks[i].status = STATUS_COMPLETED;
+		b->tasks[i].bytes = q->length;
+	}
+	pthread_mutex_lock(&e->mu);
+	for (i = 0; i < n; i++) {
+		struct mc_te_req *r;
+
+		if (b->tasks[i].status == STATUS_COMPLETED)
+			continue;
+		if (x[i].target_id == MC_TE_SEG_ENDPOINT)
+			b->tasks[i].status = ep ? mc_te_prepare_file_read(e, b, i, &x[i], ep[i].host,
+									  ep[i].port, &r)
+						: STATUS_FAILED;
+		else
+			b->tasks[i].status = mc_te_prepare(e, b, i, &x[i], &r);
+		if (b->tasks[i].status != STATUS_PENDING)
+			r = NULL;
+		if (r) {
+			b->pending++;
+			s->r[s->n++] = r;
+			inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES)
+		mc_te_run_inline(e, s);
+	if (s->n == 0 || mc_loop_thread_call(e->lt, mc_te_submit_on_loop, s) != 0) {
+		for (i = 0; i < s->n; i++)
+			mc_te_req_done(s->r[i], -ESHUTDOWN);
+		free(s->r);
+		free(s);
+	}
+	pthread_mutex_lock(&e->mu);
+	while (b->pending)
+		pthread_cond_wait(&e->batch_cv, &e->mu);
+	pthread_mutex_unlock(&e->mu);
+	for (i = 0; i < n; i++) {
+		status[i] = b->tasks[i].status == STATUS_COMPLETED ? 0 : -EIO;
+		failed += status[i] != 0;
+	}
+	free(b);
+	return (int)failed;
+}
+
 int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task_id,
 		      struct transfer_status *status)
 {

@@ -81,6 +81,11 @@ struct mc_engine {
 	pthread_mutex_t mu;
 	pthread_cond_t batch_cv;	/* broadcast when a batch's pending count reaches 0 */
 	struct mc_loop_thread *lt;
+	int own_lt;		/* lt was started by the engine (else it is its owner's) */
+	int has_tcp_opts;	/* tcp_opts bound the tcp transport's transfers */
+	struct mc_tcp_client_opts tcp_opts;
+	unsigned hs_timeout_ms;	/* handshake calls: connect and each read/write */
+	int publish;		/* publish our descriptor to the metadata store at meta_conn */
 	struct mc_memreg *reg;
 	struct {
 		const struct mc_te_transport_ops *ops;
@@ -90,7 +95,7 @@ struct mc_engine {
 	const char *rdma_matrix;	/* during installTransport("rdma", args) only */
 	int auto_discover;		/* createTransferEngine's flag */
 	char meta_conn[512];
-	int p2p;
+	int p2p;		/* peers' descriptors come from their handshake port ("ip:port") */
 	char server_name[256];	/* our segment name */
 	char ip[64];		/* advertised address */
 	uint16_t rpc_port;	/* handshake port */
@@ -125,6 +130,43 @@ struct mc_te_notify *mc_te_notify_take(void *engine);
 void mc_te_notify_free(struct mc_te_notify *n);
 
 int64_t mc_te_now_ms(void);
+
+/*
+ * An engine for a component of this process (the store client) rather than for the C API's
+ * createTransferEngine.  It may run on its owner's loop thread, so that one loop serves the
+ * owner's sockets and the engine's data server, data client, handshake and shm listener.
+ */
+struct mc_engine_opts {
+	const char *server_name;	/* our segment name, kept as given ("host:port") */
+	const char *ip;			/* advertised and bound address */
+	uint16_t rpc_port;		/* handshake port (0: any free one) */
+	/* A metadata URL (http://, etcd://, redis://) to publish our descriptor to, best
+	 * effort, or NULL.  Peers are always found through their handshake port. */
+	const char *meta_conn;
+	struct mc_loop_thread *lt;	/* the owner's started loop, or NULL for the engine's own */
+	const struct mc_tcp_client_opts *tcp;	/* bounds of tcp transfers, or NULL */
+	unsigned hs_timeout_ms;		/* 0: 5000 */
+	int shm;			/* install the same-host shm transport */
+};
+
+/* NULL on failure (logged).  Free with destroyTransferEngine, before the owner's loop stops. */
+struct mc_engine *mc_engine_new(const struct mc_engine_opts *o);
+
+/* A data server by address, for reads of objects it keeps in files (its file window), which
+ * have no segment to open: target_id MC_TE_SEG_ENDPOINT and ep[i] say where. */
+#define MC_TE_SEG_ENDPOINT (-1000)
+struct mc_te_endpoint {
+	const char *host;
+	uint16_t port;
+};
+
+/* Synchronous transfers for the store: x[i] goes to the open segment x[i].target_id
+ * (LOCAL_SEGMENT: our own memory, copied on this thread), or with MC_TE_SEG_ENDPOINT to ep[i]
+ * (ep may be NULL otherwise).  status[i] becomes 0 or a negative code.  Returns the number
+ * that failed. */
+struct transfer_request;
+int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
+			const struct mc_te_endpoint *ep, size_t n, int *status);
 
 /* Wait until no request of the batch is pending (any thread but the engine's loop).  0, or
  * ERR_INVALID_ARGUMENT for an unknown batch. */
@@ -193,6 +235,9 @@ void mc_te_hs_stop(struct mc_engine *e);
  * Returns 0 with a malloc'ed reply, or a negative ERR_*. */
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
 		  size_t *reply_len);
+/* The same with its own bound on the connect and on each read or write. */
+int mc_te_hs_call_within(const char *host, uint16_t port, uint8_t type, const char *json,
+			 char **reply, size_t *reply_len, unsigned timeout_ms);
 
 /* For the Python binding: the first buffer a segment publishes, and the handshake port. */
 int mc_te_first_buffer(void *engine, int32_t seg, uint64_t *addr);

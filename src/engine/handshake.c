@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -268,8 +269,8 @@ void mc_te_hs_stop(struct mc_engine *e)
 	mc_waiter_fini(&x.w);
 }
 
-/* Blocking I/O with a deadline, for API threads. */
-static int mc_hs_io(int fd, void *buf, size_t n, int writing)
+/* Blocking I/O with a bound on each wait, for API threads. */
+static int mc_hs_io(int fd, void *buf, size_t n, int writing, int timeout_ms)
 {
 	size_t done = 0;
 
@@ -277,11 +278,11 @@ static int mc_hs_io(int fd, void *buf, size_t n, int writing)
 		struct pollfd p = { .fd = fd, .events = writing ? POLLOUT : POLLIN };
 		ssize_t r;
 
-		if (poll(&p, 1, 5000) <= 0)
+		if (poll(&p, 1, timeout_ms) <= 0)
 			return -1;
 		r = writing ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL)
 			    : recv(fd, (char *)buf + done, n - done, 0);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (r <= 0)
 			return -1;
@@ -290,9 +291,37 @@ static int mc_hs_io(int fd, void *buf, size_t n, int writing)
 	return 0;
 }
 
+/* Connect within timeout_ms (a peer behind a partition drops SYNs: a plain connect would wait
+ * minutes).  The socket is left non-blocking, which mc_hs_io copes with. */
+static int mc_hs_connect(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)
+		return -1;
+	if (connect(fd, sa, len) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return -1;
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
+		return -1;
+	return 0;
+}
+
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
 		  size_t *reply_len)
 {
+	return mc_te_hs_call_within(host, port, type, json, reply, reply_len, 5000);
+}
+
+int mc_te_hs_call_within(const char *host, uint16_t port, uint8_t type, const char *json,
+			 char **reply, size_t *reply_len, unsigned timeout_ms)
+{
+	int to = timeout_ms ? (int)timeout_ms : 5000;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res = NULL;
 	uint8_t hdr[9];
@@ -306,12 +335,12 @@ int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *jso
 	if (getaddrinfo(host, ps, &hints, &res) != 0)
 		return ERR_DNS;
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) != 0)
+	if (fd < 0 || mc_hs_connect(fd, res->ai_addr, res->ai_addrlen, to) != 0)
 		goto out;
 	mc_put_le64(hdr, (uint64_t)n + 1);
 	hdr[8] = type;
-	if (mc_hs_io(fd, hdr, sizeof(hdr), 1) || mc_hs_io(fd, (void *)json, n, 1) ||
-	    mc_hs_io(fd, hdr, sizeof(hdr), 0))
+	if (mc_hs_io(fd, hdr, sizeof(hdr), 1, to) || mc_hs_io(fd, (void *)json, n, 1, to) ||
+	    mc_hs_io(fd, hdr, sizeof(hdr), 0, to))
 		goto out;
 	len = mc_get_le64(hdr);
 	if (len == 0 || len > mc_hs_max() || hdr[8] != type) {
@@ -319,7 +348,7 @@ int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *jso
 		goto out;
 	}
 	*reply = malloc((size_t)len);
-	if (*reply == NULL || mc_hs_io(fd, *reply, (size_t)len - 1, 0)) {
+	if (*reply == NULL || mc_hs_io(fd, *reply, (size_t)len - 1, 0, to)) {
 		free(*reply);
 		*reply = NULL;
 		goto out;

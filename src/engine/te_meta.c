@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Segment descriptors (reference §3.2) and where they are kept.
+ * Segment descriptors (the JSON every engine publishes about its memory) and where they are kept.
  *
  * The descriptor of a tcp segment is {"name", "protocol": "tcp", "tcp_data_port",
  * "tcp_proto_version": 2, "timestamp", "buffers": [{"name", "addr", "length"}]}; rpc_meta is
@@ -8,7 +8,9 @@
  * descriptor on the handshake port (the segment name is ip:rpc_port).  With an http:// metadata
  * service, etcd or redis the descriptor goes to mooncake/ram/<name> and rpc_meta to mooncake/rpc_meta/<name>
  * (prefixed with MC_METADATA_CLUSTER_ID when set); the same keys go to etcd or redis
- * (te_kv.c).  Descriptors from the network are untrusted: types checked,
+ * (te_kv.c).  A store client's engine does both: it finds peers by handshake (its segment names
+ * are host:handshake-port) and also publishes, best effort, when given a metadata URL.
+ * Descriptors from the network are untrusted: types checked,
  * counts bounded.
  */
 #include <errno.h>
@@ -142,8 +144,8 @@ static int mc_te_meta_take_over(struct mc_engine *e, const char *key)
 	port = json_object_get(rpc, "rpc_port");
 	if (json_is_string(ip) && json_is_integer(port) && json_integer_value(port) > 0 &&
 	    json_integer_value(port) < 65536 &&
-	    mc_te_hs_call(json_string_value(ip), (uint16_t)json_integer_value(port), MC_HS_PROBE,
-			  "{}", &reply, &rlen) == 0) {
+	    mc_te_hs_call_within(json_string_value(ip), (uint16_t)json_integer_value(port),
+				 MC_HS_PROBE, "{}", &reply, &rlen, e->hs_timeout_ms) == 0) {
 		mc_log_err("transfer engine: segment name %s is in use by a live engine at %s:%d",
 			   e->server_name, json_string_value(ip), (int)json_integer_value(port));
 	} else {
@@ -163,7 +165,7 @@ int mc_te_meta_publish(struct mc_engine *e)
 	char key[512], rpc[512], *desc;
 	int a, b;
 
-	if (e->p2p)
+	if (!e->publish)
 		return 0;
 	pthread_mutex_lock(&e->mu);
 	desc = mc_te_desc_to_json(e);
@@ -180,7 +182,8 @@ int mc_te_meta_publish(struct mc_engine *e)
 	if (a || b) {
 		mc_log_warn("transfer engine: publishing %s to %s failed (%d, %d)", e->server_name,
 			    e->meta_conn, a, b);
-		return ERR_METADATA;
+		/* An engine that finds its peers by handshake works without the service. */
+		return e->p2p ? 0 : ERR_METADATA;
 	}
 	return 0;
 }
@@ -189,7 +192,7 @@ int mc_te_meta_unpublish(struct mc_engine *e)
 {
 	char key[512];
 
-	if (e->p2p)
+	if (!e->publish)
 		return 0;
 	mc_te_key(key, sizeof(key), "ram", e->server_name);
 	mc_te_kv_del(e, key);
@@ -218,8 +221,8 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		pthread_mutex_lock(&e->mu);
 		mine = mc_te_desc_to_json(e);
 		pthread_mutex_unlock(&e->mu);
-		rc = mc_te_hs_call(seg->host, (uint16_t)atoi(colon + 1), MC_HS_METADATA,
-				   mine ? mine : "{}", &reply, &len);
+		rc = mc_te_hs_call_within(seg->host, (uint16_t)atoi(colon + 1), MC_HS_METADATA,
+					  mine ? mine : "{}", &reply, &len, e->hs_timeout_ms);
 		free(mine);
 		if (rc)
 			return rc;

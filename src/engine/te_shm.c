@@ -15,7 +15,8 @@
  * owner answers on its socket (abstract names are per network namespace).  Buffers that came
  * with a descriptor are mapped MAP_SHARED; the others are copied with process_vm_readv/writev
  * when the kernel lets us (same uid, ptrace policy; probed once per attach), else their
- * requests go to tcp (-EXDEV).  Copies run on a worker pool, never on the loop.  Before every
+ * requests go to tcp (-EXDEV).  Copies run on a worker pool, never on the loop, or, for the
+ * store's small batches, on the calling thread (run_now).  Before every
  * copy the worker polls the owner's socket: hang-up = the owner died, the mappings are dropped
  * and requests FAIL (nothing is copied into memory the owner no longer has); a change notice =
  * re-attach and re-read the list.  Every request is checked against the owner's list as it
@@ -555,6 +556,13 @@ static int mc_te_shm_submit(void *state, struct mc_te_req *r)
 	return mc_te_pool_submit(s->pool, r, mc_shm_job);
 }
 
+/* Small copies are cheaper on the caller's thread than through the loop and a worker. */
+static int mc_te_shm_run_now(void *state, struct mc_te_req *r)
+{
+	r->xport_priv[0] = state;
+	return mc_shm_job(r);
+}
+
 static int mc_te_shm_register(void *state, void *addr, size_t len, const char *location)
 {
 	(void)addr;
@@ -577,6 +585,7 @@ const struct mc_te_transport_ops mc_te_shm_ops = {
 	.describe = mc_te_shm_describe,
 	.match = mc_te_shm_match,
 	.submit = mc_te_shm_submit,
+	.run_now = mc_te_shm_run_now,
 	.register_mem = mc_te_shm_register,
 	.unregister_mem = mc_te_shm_unregister,
 };

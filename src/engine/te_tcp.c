@@ -29,7 +29,7 @@ static void mc_te_tcp_start_on_loop(void *arg)
 	int err = 0;
 
 	t->srv = mc_tcp_server_new(base, t->e->ip, 0, t->e->reg, &err);
-	t->cli = mc_tcp_client_new(base, NULL);
+	t->cli = mc_tcp_client_new(base, t->e->has_tcp_opts ? &t->e->tcp_opts : NULL);
 	t->rc = t->srv && t->cli ? 0 : -EADDRNOTAVAIL;
 	mc_waiter_signal(&t->w, 0);
 }

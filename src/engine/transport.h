@@ -86,6 +86,10 @@ struct mc_te_transport_ops {
 	/* Optional: drop per-segment state (segment closed or refreshed). */
 	void (*release)(void *state, struct mc_te_segment *seg);
 	int (*submit)(void *state, struct mc_te_req *req);
+	/* Optional: carry req to the end on the calling API thread (no lock held) instead of
+	 * submit.  0 or a negative status (req is then completed by the engine), -EXDEV: hand it
+	 * to tcp.  Only for transports whose work is a bounded memory copy. */
+	int (*run_now)(void *state, struct mc_te_req *req);
 	/* Optional: local memory was registered (remote_accessible) / is being unregistered
 	 * [API thread, after the engine updated its buffer list].  A failing register_mem
 	 * fails registerLocalMemory. */

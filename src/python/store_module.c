@@ -341,15 +341,8 @@ static PyObject *mc_py_register_buffer(struct mc_py_store *self, PyObject *args,
 		return NULL;
 	if (!mc_py_ready(self) || ptr == 0 || size == 0)
 		return PyLong_FromLong(-1);
-	if (mc_memreg_add(self->st->reg, ptr, size))
-		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
-	/* protocol rdma: on the NICs too (as mooncake_store_register_buffer), so transfers from
-	 * and into it are rdma. */
-	if (mc_store_rdma_register(self->st, (void *)(uintptr_t)ptr, size)) {
-		mc_memreg_remove(self->st->reg, ptr);
-		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
-	}
-	return PyLong_FromLong(0);
+	/* With the handle's engine: peers may reach it, and on rdma it is on the NICs. */
+	return PyLong_FromLong(mc_store_register(self->st, (void *)(uintptr_t)ptr, size));
 }
 
 static PyObject *mc_py_unregister_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw)
@@ -361,8 +354,7 @@ static PyObject *mc_py_unregister_buffer(struct mc_py_store *self, PyObject *arg
 		return NULL;
 	if (!mc_py_ready(self))
 		return PyLong_FromLong(-1);
-	mc_store_rdma_unregister(self->st, (void *)(uintptr_t)ptr);
-	return PyLong_FromLong(mc_memreg_remove(self->st->reg, ptr) ? MC_ERR_INVALID_PARAMS : 0);
+	return PyLong_FromLong(mc_store_unregister(self->st, (void *)(uintptr_t)ptr));
 }
 
 PyObject *mc_py_buffer_new_from(void *data, Py_ssize_t size)

@@ -5,9 +5,11 @@
  *
  * Segment memory is a memfd mapped MAP_SHARED|MAP_NORESERVE: pages cost nothing until written
  * (a 3 GiB segment is free until used) and a same-host peer could map the same pages later.
- * The segment name is "host:port", where the port is reserved by a bound (not listening)
- * socket held for the handle's lifetime, as upstream does.  With protocol rdma and a usable
- * NIC the transfer engine (store_rdma.c) takes that port over and carries the data.
+ * The segment name is "host:port": the port is the handshake port of the handle's transfer
+ * engine, which peers ask for our segment descriptor.  A port not given is picked in the
+ * client port range (reserved with a bound socket, then handed to the engine).  The engine
+ * runs on the handle's loop, registers our segments and buffers, and moves every byte; with
+ * protocol rdma and a usable NIC it installs rdma too.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +26,8 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "engine/engine.h"
+#include "mooncake/transfer_engine_c.h"
 #include "transfer/nic_topo.h"
 #include "store/store.h"
 
@@ -169,6 +173,28 @@ int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t add
 	return local;
 }
 
+int mc_store_register(struct mc_store *st, void *addr, uint64_t len)
+{
+	int rc;
+
+	if (st->engine == NULL)
+		return MC_ERR_INVALID_PARAMS;
+	rc = registerLocalMemory(st->engine, addr, len, "*", 1);
+	if (rc) {
+		mc_log_err("cannot register %llu bytes at %p for transfers (%d)",
+			   (unsigned long long)len, addr, rc);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	return 0;
+}
+
+int mc_store_unregister(struct mc_store *st, void *addr)
+{
+	if (st->engine == NULL || unregisterLocalMemory(st->engine, addr))
+		return MC_ERR_INVALID_PARAMS;
+	return 0;
+}
+
 int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 {
 	struct mc_store_segment seg = { .memfd = -1 };
@@ -199,16 +225,9 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 		rc = MC_ERR_INTERNAL;
 		goto fail_map;
 	}
-	rc = mc_memreg_add(st->reg, (uint64_t)(uintptr_t)seg.base, size);
-	if (rc) {
-		rc = MC_ERR_INVALID_PARAMS;
+	rc = mc_store_register(st, seg.base, size);
+	if (rc)
 		goto fail_map;
-	}
-	rc = mc_store_rdma_register(st, seg.base, size);
-	if (rc) {
-		mc_memreg_remove(st->reg, (uint64_t)(uintptr_t)seg.base);
-		goto fail_map;
-	}
 	pthread_mutex_lock(&st->mu);
 	st->segs[st->nsegs++] = seg;
 	pthread_mutex_unlock(&st->mu);
@@ -227,8 +246,7 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 		pthread_mutex_lock(&st->mu);
 		st->nsegs--;
 		pthread_mutex_unlock(&st->mu);
-		mc_memreg_remove(st->reg, (uint64_t)(uintptr_t)seg.base);
-		mc_store_rdma_unregister(st, seg.base);
+		mc_store_unregister(st, seg.base);
 		goto fail_map;
 	}
 	return 0;
@@ -243,7 +261,6 @@ fail_fd:
 
 struct mc_setup_ctx {
 	struct mc_store *st;
-	const char *bind_host;
 	int rc;
 	struct mc_waiter w;
 };
@@ -252,19 +269,10 @@ static void mc_store_setup_on_loop(void *arg)
 {
 	struct mc_setup_ctx *x = arg;
 	struct mc_store *st = x->st;
-	struct event_base *base = mc_loop_thread_base(st->lt);
-	int err = 0;
 
-	st->srv = mc_tcp_server_new(base, x->bind_host, 0, st->reg, &err);
-	if (st->srv == NULL) {
-		x->rc = err ? err : -EINVAL;
-		goto out;
-	}
-	st->cli = mc_tcp_client_new(base, &st->xfer_opts);
 	st->mc = mc_master_client_new(st, st->master_addr);
-	if (st->cli == NULL || st->mc == NULL)
+	if (st->mc == NULL)
 		x->rc = -ENOMEM;
-out:
 	mc_waiter_signal(&x->w, 0);
 }
 
@@ -275,11 +283,6 @@ static void mc_store_teardown_on_loop(void *arg)
 
 	mc_master_client_free(st->mc);
 	st->mc = NULL;
-	mc_store_shm_stop_listener(st);
-	mc_tcp_client_free(st->cli);
-	st->cli = NULL;
-	mc_tcp_server_free(st->srv);
-	st->srv = NULL;
 	mc_waiter_signal(&x->w, 0);
 }
 
@@ -344,6 +347,47 @@ static int mc_store_check_rdma(const char *devices)
 	return 1;
 }
 
+/* Start the handle's transfer engine on its loop, its handshake server on port (the port of our
+ * segment name).  A port we picked ourselves that someone took in between is replaced by
+ * another; one the caller gave must be free.  0 or MC_ERR_INVALID_PARAMS. */
+static int mc_store_engine_start(struct mc_store *st, const char *ip, uint16_t port)
+{
+	const char *shm = getenv("MC_STORE_SHM");
+	struct mc_engine_opts o = {
+		.ip = ip,
+		.meta_conn = st->metadata_server,
+		.lt = st->lt,
+		.tcp = &st->xfer_opts,
+		.hs_timeout_ms = st->xfer_opts.connect_timeout_ms,
+		.shm = !(shm && !strcmp(shm, "0")),
+	};
+	int tries;
+
+	for (tries = 0; tries < 5; tries++) {
+		o.server_name = st->hostname;
+		o.rpc_port = port;
+		if (st->reserve_fd >= 0)
+			close(st->reserve_fd);
+		st->reserve_fd = -1;
+		st->engine = mc_engine_new(&o);
+		if (st->engine || tries == 4 || !st->auto_port)
+			break;
+		st->reserve_fd = mc_reserve_port(ip, &port);
+		if (st->reserve_fd < 0)
+			break;
+		snprintf(st->hostname, sizeof(st->hostname), "%s:%u", st->host, port);
+	}
+	if (st->engine == NULL) {
+		mc_log_err("store client %s: cannot start its transfer engine on %s:%u", st->hostname,
+			   ip, port);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	st->reg = st->engine->reg;
+	snprintf(st->endpoint, sizeof(st->endpoint), "%s:%u", ip,
+		 mc_te_tcp_port(st->engine->xports[MC_TE_XPORT_TCP].state));
+	return 0;
+}
+
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr)
@@ -404,17 +448,16 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			mc_log_err("no free port for %s in the client port range", st->host);
 			return MC_ERR_INVALID_PARAMS;
 		}
+		st->auto_port = 1;
 		snprintf(st->hostname, sizeof(st->hostname), "%s:%u", st->host, port);
 	}
 	mc_numeric_host(st->host, ip, sizeof(ip));
 	mc_uuid_generate(&st->client_id);
-	st->reg = mc_memreg_new();
 	st->lt = mc_loop_thread_new("mc-store");
-	if (st->reg == NULL || st->lt == NULL || mc_loop_thread_start(st->lt)) {
+	if (st->lt == NULL || mc_loop_thread_start(st->lt)) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	x.bind_host = ip;
 	mc_waiter_init(&x.w);
 	mc_loop_thread_call(st->lt, mc_store_setup_on_loop, &x);
 	mc_waiter_wait(&x.w);
@@ -424,14 +467,21 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		rc = MC_ERR_INVALID_PARAMS;
 		goto fail;
 	}
-	snprintf(st->endpoint, sizeof(st->endpoint), "%s:%u", ip, mc_tcp_server_port(st->srv));
+	rc = mc_store_engine_start(st, ip, port);
+	if (rc)
+		goto fail;
 	if (use_rdma) {
-		rc = mc_store_rdma_start(st, device_name, ip, port);
-		if (rc)
+		rc = mc_te_install_rdma_devices(st->engine, device_name);
+		if (rc < 0) {
+			mc_log_err("protocol rdma: the NICs '%s' cannot be used",
+				   device_name ? device_name : "");
+			rc = MC_ERR_INVALID_PARAMS;
 			goto fail;
+		}
 		/* The segment descriptor the master keeps says how its bytes move. */
-		if (st->engine)
+		if (rc == 0)
 			snprintf(st->protocol, sizeof(st->protocol), "rdma");
+		rc = 0;
 	}
 	if (local_buffer_size) {
 		st->local_buf = mmap(NULL, local_buffer_size, PROT_READ | PROT_WRITE,
@@ -442,7 +492,7 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 		}
 		st->local_buf_size = local_buffer_size;
-		rc = mc_store_rdma_register(st, st->local_buf, local_buffer_size);
+		rc = mc_store_register(st, st->local_buf, local_buffer_size);
 		if (rc)
 			goto fail;
 	}
@@ -488,7 +538,6 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	rc = mc_store_fs_start(st);
 	if (rc)
 		goto fail;
-	mc_store_shm_start(st);
 	rc = mc_store_ssd_start(st);
 	if (rc)
 		goto fail;
@@ -520,6 +569,11 @@ void mc_store_teardown(struct mc_store *st)
 			mc_store_call(st, &call);
 			mc_rpc_call_fini(&call);
 		}
+		/* The engine first: it runs on our loop and serves the memory freed below. */
+		if (st->engine)
+			destroyTransferEngine(st->engine);
+		st->engine = NULL;
+		st->reg = NULL;
 		mc_waiter_init(&x.w);
 		mc_loop_thread_call(st->lt, mc_store_teardown_on_loop, &x);
 		mc_waiter_wait(&x.w);
@@ -527,9 +581,6 @@ void mc_store_teardown(struct mc_store *st)
 		mc_loop_thread_stop_and_free(st->lt);
 		st->lt = NULL;
 	}
-	/* Before the memory it registered goes. */
-	mc_store_rdma_stop(st);
-	mc_store_shm_stop(st);
 	mc_store_ssd_free(st);
 	for (i = 0; i < st->nsegs; i++) {
 		munmap(st->segs[i].base, st->segs[i].size);
@@ -539,8 +590,6 @@ void mc_store_teardown(struct mc_store *st)
 	if (st->local_buf)
 		munmap(st->local_buf, st->local_buf_size);
 	st->local_buf = NULL;
-	mc_memreg_free(st->reg);
-	st->reg = NULL;
 	if (st->reserve_fd >= 0)
 		close(st->reserve_fd);
 	st->reserve_fd = -1;

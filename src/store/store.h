@@ -6,10 +6,11 @@
  * libmooncake store client internals.
  *
  * One struct mc_store per handle.  Its loop thread owns every socket: the master connection
- * (master_client.c), the data server that serves this client's segments, and the data client
- * that reaches other clients (src/transfer).  API calls run on the caller's thread: they encode
- * requests, hand them to the loop, wait, and decode the answers, so many threads can be inside
- * calls at once.
+ * (master_client.c) and, through the handle's transfer engine (src/engine), which runs on the
+ * same loop, the data server that serves this client's segments, the data client that reaches
+ * other clients, the handshake port and the same-host shared-memory listener.  API calls run on
+ * the caller's thread: they encode requests, hand them to the loop, wait, and decode the
+ * answers, so many threads can be inside calls at once.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -20,14 +21,13 @@
 #include "transfer/tcp.h"
 
 #define MC_STORE_MAX_SEGMENTS 64
-#define MC_STORE_NOENGINE_MAX 32
 #define MC_STORE_SUSPECT_MAX 32
 #define MC_STORE_RPC_TIMEOUT_MS 5000	/* master call deadline (MC_RPC_TIMEOUT_MS) */
 #define MC_STORE_XFER_TIMEOUT_MS 2000	/* replica connect / progress timeouts */
 #define MC_STORE_SUSPECT_MS 10000	/* a peer that failed a transfer is tried last this long */
 
 struct mc_master_client;
-struct mc_shm;
+struct mc_engine;
 
 struct mc_store_segment {
 	struct mc_uuid id;
@@ -44,17 +44,18 @@ struct mc_store {
 	int initialized;
 	struct mc_loop_thread *lt;
 	struct mc_master_client *mc;
-	struct mc_memreg *reg;
-	struct mc_tcp_server *srv;
-	struct mc_tcp_client *cli;
+	struct mc_engine *engine;	/* moves every byte (store_data.c) */
+	struct mc_memreg *reg;		/* the engine's registered memory (not ours to free) */
 	struct mc_uuid client_id;
 	char hostname[300];		/* segment name, "host:port" */
 	char host[256];
-	char endpoint[300];		/* "host:dataport" */
+	char endpoint[300];		/* "host:dataport", the engine's tcp data server */
 	char protocol[32];
 	char metadata_server[512];
 	char master_addr[300];
-	int reserve_fd;			/* keeps the hostname's port taken */
+	int reserve_fd;			/* keeps the hostname's port taken until the engine's
+					   handshake server listens on it */
+	int auto_port;			/* we picked that port (another may replace it) */
 	struct mc_store_segment segs[MC_STORE_MAX_SEGMENTS];
 	uint32_t nsegs;
 	uint8_t *local_buf;
@@ -65,12 +66,6 @@ struct mc_store {
 		char endpoint[300];
 		int64_t until_ms;	/* tried last until then (monotonic) */
 	} suspect[MC_STORE_SUSPECT_MAX];
-	struct mc_shm *shm;		/* same-host shortcut (store_shm.c) */
-	void *engine;			/* protocol rdma: the transfer engine (store_rdma.c), or NULL */
-	struct {			/* segments found without an engine (tcp-only stores) */
-		char name[256];
-		int64_t until_ms;	/* try the engine again after this (monotonic) */
-	} noengine[MC_STORE_NOENGINE_MAX];
 	/* SSD tier (store_ssd.c): set before mc_store_setup, or taken from the environment */
 	int ssd_enable;
 	char ssd_path[1024];
@@ -132,14 +127,11 @@ void mc_store_put_segment_token(struct mc_store *st, struct mc_wbuf *w, uint32_t
 /* The local virtual address range [addr, addr+len) lies inside one of our segments. */
 int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len);
 
-/* ---- store_shm.c: same-host peers map each other's segments ---- */
-/* After the segments are mounted (any thread). */
-int mc_store_shm_start(struct mc_store *st);
-/* On the loop thread: stop listening.  Then, after the loop stopped: unmap and free. */
-void mc_store_shm_stop_listener(struct mc_store *st);
-void mc_store_shm_stop(struct mc_store *st);
-/* Where [addr, addr+len) of the named peer segment is mapped here, or NULL (use TCP). */
-void *mc_store_shm_ptr(struct mc_store *st, struct mc_strv segment, uint64_t addr, uint64_t len);
+/* Register memory the handle's transfers may use (segments, the local buffer, the caller's
+ * buffers) with its engine: peers may read and write it.  0 or MC_ERR_INVALID_PARAMS. */
+int mc_store_register(struct mc_store *st, void *addr, uint64_t len);
+/* 0 or MC_ERR_INVALID_PARAMS (not registered). */
+int mc_store_unregister(struct mc_store *st, void *addr);
 
 /* ---- store_ssd.c: the SSD tier ---- */
 /* After the segments are mounted: open the SSD area (if enabled), register its objects at the
@@ -185,11 +177,9 @@ struct mc_xfer_req {
 	int status;			/* out */
 };
 
-/* Run the transfers (all at once) and wait.  Local replicas must have been handled by the
- * caller.  Each req's status is set; returns the number that failed. */
+/* Run the transfers (all at once) through the engine and wait.  Each req's status is set (0 or
+ * MC_ERR_TRANSFER_FAIL); returns the number that failed. */
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
-/* The same over the tcp data client only. */
-int mc_store_transfer_tcp(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
 /* After a batch: forgive the endpoints that answered, mark those that failed suspect and
  * report their segments to the master (without waiting). */
 void mc_store_note_transfers(struct mc_store *st, const struct mc_xfer_req *reqs, uint32_t n);
@@ -197,19 +187,6 @@ void mc_store_note_transfers(struct mc_store *st, const struct mc_xfer_req *reqs
 int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint);
 /* Parse "host:port" into the request.  Returns 0 or -EINVAL. */
 int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port);
-
-/* ---- store_rdma.c: the transfer engine behind protocol rdma ---- */
-/* Create the engine on ip:port (the port of our segment name) and install rdma on devices.
- * 0 (st->engine set, or left NULL when no NIC is usable and tcp carries the data) or
- * MC_ERR_INVALID_PARAMS. */
-int mc_store_rdma_start(struct mc_store *st, const char *devices, const char *ip, uint16_t port);
-void mc_store_rdma_stop(struct mc_store *st);
-/* Register / unregister memory with the engine (no-ops without one).  0 or
- * MC_ERR_INVALID_PARAMS. */
-int mc_store_rdma_register(struct mc_store *st, void *addr, uint64_t len);
-void mc_store_rdma_unregister(struct mc_store *st, void *addr);
-/* mc_store_transfer over the engine: same contract. */
-int mc_store_rdma_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
 
 /* ---- store_ops.c: the operations behind the C API ---- */
 /* A piece of caller memory. */

@@ -259,20 +259,13 @@ int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t 
 {
 	if (!mc_api_ready(store) || buffer == NULL || size == 0)
 		return -1;
-	if (mc_memreg_add(MC_STORE(store)->reg, (uint64_t)(uintptr_t)buffer, size))
-		return -1;
-	/* protocol rdma: on the NICs too, so transfers from and into it are rdma. */
-	if (mc_store_rdma_register(MC_STORE(store), buffer, size)) {
-		mc_memreg_remove(MC_STORE(store)->reg, (uint64_t)(uintptr_t)buffer);
-		return -1;
-	}
-	return 0;
+	/* With the handle's engine: peers may reach it, and on rdma it is on the NICs. */
+	return mc_store_register(MC_STORE(store), buffer, size) ? -1 : 0;
 }
 
 int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer)
 {
 	if (!mc_api_ready(store) || buffer == NULL)
 		return -1;
-	mc_store_rdma_unregister(MC_STORE(store), buffer);
-	return mc_memreg_remove(MC_STORE(store)->reg, (uint64_t)(uintptr_t)buffer) ? -1 : 0;
+	return mc_store_unregister(MC_STORE(store), buffer) ? -1 : 0;
 }

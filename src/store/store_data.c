@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Moving object bytes for API calls: a batch of transfers is handed to the store's loop in one
- * call, submitted to the TCP data client all at once, and the API thread waits for the last
- * completion.  With a transfer engine (protocol rdma, store_rdma.c) the batch goes to it
- * instead.
+ * Moving object bytes for API calls: every byte goes through the handle's transfer engine.  A
+ * batch opens each replica's segment by name once (the engine keeps it open, and fetches its
+ * descriptor again after a failure), then hands the whole batch over and waits: the engine
+ * copies our own segments directly, same-host peers' through shared memory, and reaches the
+ * others over rdma or tcp.
  *
  * Failed transfers are remembered and reported: the data endpoints they went to are "suspect"
  * for MC_STORE_SUSPECT_MS (reads try their replicas last), and their segments are reported to
@@ -15,89 +16,74 @@
 #include <time.h>
 
 #include "common/errcode.h"
+#include "engine/engine.h"
+#include "mooncake/transfer_engine_c.h"
 #include "store/store.h"
-
-struct mc_xfer_batch {
-	struct mc_store *st;
-	struct mc_xfer_req *reqs;
-	uint32_t n;
-	uint32_t left;
-	uint32_t failed;
-	struct mc_waiter w;
-};
-
-struct mc_xfer_one {
-	struct mc_xfer_batch *b;
-	uint32_t i;
-};
-
-static void mc_xfer_batch_done(struct mc_xfer_batch *b, uint32_t i, int status)
-{
-	b->reqs[i].status = status;
-	if (status)
-		b->failed++;
-	if (--b->left == 0)
-		mc_waiter_signal(&b->w, 0);
-}
-
-static void mc_xfer_on_done(void *arg, int status)
-{
-	struct mc_xfer_one *one = arg;
-
-	mc_xfer_batch_done(one->b, one->i, status);
-}
-
-static void mc_xfer_batch_on_loop(void *arg)
-{
-	struct mc_xfer_one *ones = arg;
-	struct mc_xfer_batch *b = ones[0].b;
-	uint32_t i;
-
-	for (i = 0; i < b->n; i++) {
-		struct mc_xfer_req *r = &b->reqs[i];
-
-		if (mc_tcp_client_submit(b->st->cli, r->host, r->port, r->opcode, r->local, r->remote,
-					 r->len, mc_xfer_on_done, &ones[i]) != 0)
-			mc_xfer_batch_done(b, i, MC_ERR_TRANSFER_FAIL);
-	}
-}
 
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 {
-	if (st->engine && n)
-		return mc_store_rdma_transfer(st, reqs, n);
-	return mc_store_transfer_tcp(st, reqs, n);
-}
-
-int mc_store_transfer_tcp(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
-{
-	struct mc_xfer_batch b = { .st = st, .reqs = reqs, .n = n, .left = n };
-	struct mc_xfer_one *ones;
-	uint32_t i;
+	struct transfer_request *tr;
+	struct mc_te_endpoint *ep;
+	int *status;
+	uint32_t *first;
+	uint32_t i, j, nfirst = 0, failed = 0;
 
 	if (n == 0)
 		return 0;
-	ones = calloc(n, sizeof(*ones));
-	if (ones == NULL) {
+	tr = calloc(n, sizeof(*tr));
+	status = calloc(n, sizeof(*status));
+	first = calloc(n, sizeof(*first));
+	ep = calloc(n, sizeof(*ep));
+	if (tr == NULL || status == NULL || first == NULL || ep == NULL) {
 		for (i = 0; i < n; i++)
 			reqs[i].status = MC_ERR_TRANSFER_FAIL;
+		free(tr);
+		free(status);
+		free(first);
+		free(ep);
 		return (int)n;
 	}
 	for (i = 0; i < n; i++) {
-		ones[i].b = &b;
-		ones[i].i = i;
+		segment_handle_t h = ERR_INVALID_ARGUMENT;
+
+		if (reqs[i].segment[0] == '\0') {
+			/* An SSD replica: no segment, its owner's data server by address. */
+			ep[i].host = reqs[i].host;
+			ep[i].port = reqs[i].port;
+			tr[i].opcode = reqs[i].opcode == MC_XFER_READ ? OPCODE_READ : OPCODE_WRITE;
+			tr[i].source = reqs[i].local;
+			tr[i].target_id = MC_TE_SEG_ENDPOINT;
+			tr[i].target_offset = reqs[i].remote;
+			tr[i].length = reqs[i].len;
+			continue;
+		}
+		/* One open per peer segment in the batch (the engine caches them): the distinct
+		 * segments so far are the requests listed in first[]. */
+		for (j = 0; j < nfirst; j++)
+			if (!strcmp(reqs[first[j]].segment, reqs[i].segment)) {
+				h = tr[first[j]].target_id;
+				break;
+			}
+		if (j == nfirst) {
+			h = openSegment(st->engine, reqs[i].segment);
+			first[nfirst++] = i;
+		}
+		tr[i].opcode = reqs[i].opcode == MC_XFER_READ ? OPCODE_READ : OPCODE_WRITE;
+		tr[i].source = reqs[i].local;
+		tr[i].target_id = h;
+		tr[i].target_offset = reqs[i].remote;
+		tr[i].length = reqs[i].len;
 	}
-	mc_waiter_init(&b.w);
-	if (mc_loop_thread_call(st->lt, mc_xfer_batch_on_loop, ones) != 0) {
-		for (i = 0; i < n; i++)
-			reqs[i].status = MC_ERR_TRANSFER_FAIL;
-		b.failed = n;
-	} else {
-		mc_waiter_wait(&b.w);
+	mc_te_transfer_wait(st->engine, tr, ep, n, status);
+	for (i = 0; i < n; i++) {
+		reqs[i].status = status[i] ? MC_ERR_TRANSFER_FAIL : 0;
+		failed += status[i] != 0;
 	}
-	mc_waiter_fini(&b.w);
-	free(ones);
-	return (int)b.failed;
+	free(tr);
+	free(status);
+	free(first);
+	free(ep);
+	return (int)failed;
 }
 
 int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint)

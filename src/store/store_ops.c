@@ -204,23 +204,14 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 				uint64_t off = 0;
 				char host[256];
 				uint16_t port;
-				int local = mc_store_is_local(st, rep.endpoint, rep.addr, rep.size);
-				uint8_t *shm = local ? (uint8_t *)(uintptr_t)rep.addr
-						     : mc_store_shm_ptr(st, rep.segment_name, rep.addr,
-									rep.size);
 
-				if (!shm && mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
+				if (mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
 					item_fail[i] = 2;
 					continue;
 				}
 				for (k = 0; k < np; off += parts[k].len, k++) {
 					if (parts[k].len == 0)
 						continue;
-					if (shm) {
-						/* Our own segment, or a same-host peer's mapped here. */
-						memcpy(shm + off, parts[k].base, parts[k].len);
-						continue;
-					}
 					if (mc_xfer_list_add(&xl, host, port, rep.segment_name, MC_XFER_WRITE, parts[k].base,
 							     rep.addr + off, parts[k].len, i)) {
 						rc = -ENOMEM;
@@ -603,19 +594,6 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 			}
 			/* An SSD replica (LOCAL_DISK) is read from its owner's data server, which
 			 * serves its SSD objects at these addresses. */
-			if (rep->type == MC_REPLICA_MEMORY) {
-				uint8_t *src = mc_store_is_local(st, rep->endpoint, rep->addr, rep->size)
-						       ? (uint8_t *)(uintptr_t)rep->addr
-						       : mc_store_shm_ptr(st, rep->segment_name, rep->addr,
-									  rep->size);
-
-				if (src) {
-					for (q = 0; q < nrg; q++)
-						memcpy(rg[q].dst, src + rg[q].src_off, rg[q].len);
-					items[i].result = g->want;
-					continue;
-				}
-			}
 			if (mc_endpoint_parse(rep->endpoint, host, sizeof(host), &port))
 				continue;
 			for (q = 0; q < nrg; q++) {
