@@ -106,6 +106,24 @@ static void mc_hs_store_notify(struct mc_engine *e, struct evbuffer *in, size_t 
 	mc_te_notify_free(n);
 }
 
+/* A Connection frame goes to the first installed transport that answers them (rdma); NULL when
+ * none does.  Transport states are freed only on this (the loop) thread. */
+static char *mc_hs_on_connection(struct mc_engine *e, const char *json, size_t len)
+{
+	const struct mc_te_transport_ops *ops = NULL;
+	void *state = NULL;
+	int k;
+
+	pthread_mutex_lock(&e->mu);
+	for (k = 0; k < MC_TE_NXPORTS && state == NULL; k++)
+		if (e->xports[k].state && e->xports[k].ops->on_connection) {
+			state = e->xports[k].state;
+			ops = e->xports[k].ops;
+		}
+	pthread_mutex_unlock(&e->mu);
+	return state ? ops->on_connection(state, json, len) : NULL;
+}
+
 static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_te_hs_server *s = arg;
@@ -146,7 +164,7 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 			char *reply;
 
 			evbuffer_copyout(in, desc, 8 + (size_t)len);
-			reply = mc_te_rdma_on_connection(s->e, desc + 9, (size_t)len - 1);
+			reply = mc_hs_on_connection(s->e, desc + 9, (size_t)len - 1);
 			free(desc);
 			desc = reply;
 		}

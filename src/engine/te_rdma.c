@@ -174,20 +174,31 @@ static void mc_te_rdma_unregister_mem(void *state, void *addr)
 	mc_rdma_unregister(state, addr);
 }
 
-int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
-			      int remote)
+static int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
+				     int remote)
 {
 	return mc_rdma_register(state, addr, len, location, remote);
 }
 
-int mc_te_rdma_unregister(void *state, void *addr)
+static int mc_te_rdma_unregister_local(void *state, void *addr)
 {
 	return mc_rdma_unregister(state, addr);
 }
 
-int mc_te_rdma_covers(void *state, const void *addr, uint64_t len)
+static int mc_te_rdma_covers(void *state, const void *addr, uint64_t len)
 {
 	return mc_rdma_covers(state, addr, len);
+}
+
+static char *mc_te_rdma_topology(void *state)
+{
+	return json_dumps(mc_rdma_matrix(state), JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+/* A Connection frame from the handshake port (loop thread). */
+static char *mc_te_rdma_on_connection(void *state, const char *json, size_t len)
+{
+	return mc_rdma_on_connection(state, json, len);
 }
 
 const struct mc_te_transport_ops mc_te_rdma_ops = {
@@ -200,28 +211,14 @@ const struct mc_te_transport_ops mc_te_rdma_ops = {
 	.submit = mc_te_rdma_submit,
 	.register_mem = mc_te_rdma_register_mem,
 	.unregister_mem = mc_te_rdma_unregister_mem,
+	.register_local = mc_te_rdma_register_local,
+	.unregister_local = mc_te_rdma_unregister_local,
+	.covers = mc_te_rdma_covers,
+	.topology = mc_te_rdma_topology,
+	.on_connection = mc_te_rdma_on_connection,
 };
 
-#else /* !HAVE_RDMA: no rdma slot; Connection frames are refused by the caller. */
-
-int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
-			      int remote)
-{
-	(void)state, (void)addr, (void)len, (void)location, (void)remote;
-	return ERR_NOT_IMPLEMENTED;
-}
-
-int mc_te_rdma_unregister(void *state, void *addr)
-{
-	(void)state, (void)addr;
-	return ERR_ADDRESS_NOT_REGISTERED;
-}
-
-int mc_te_rdma_covers(void *state, const void *addr, uint64_t len)
-{
-	(void)state, (void)addr, (void)len;
-	return 0;
-}
+#else /* !HAVE_RDMA: no rdma slot. */
 
 void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops)
 {
@@ -229,29 +226,3 @@ void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops)
 }
 
 #endif
-
-char *mc_te_rdma_matrix_str(void *state)
-{
-#ifdef HAVE_RDMA
-	return state ? json_dumps(mc_rdma_matrix(state), JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-#else
-	(void)state;
-	return NULL;
-#endif
-}
-
-char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len)
-{
-	struct mc_rdma *r;
-
-	/* Set and cleared under mu; freed only on this (the loop) thread. */
-	pthread_mutex_lock(&e->mu);
-	r = e->xports[MC_TE_XPORT_RDMA].state;
-	pthread_mutex_unlock(&e->mu);
-#ifdef HAVE_RDMA
-	return r ? mc_rdma_on_connection(r, json, len) : NULL;
-#else
-	(void)r, (void)json, (void)len;
-	return NULL;
-#endif
-}

@@ -43,15 +43,13 @@ struct mc_te_gpu_stager_node {
 static void mc_te_gpu_rdma_reg(struct mc_engine *e, struct mc_te_gpu_stager_node *n)
 {
 	void *rdma;
+	int slot = mc_te_nic_slot(e, &rdma);
 	unsigned i;
 
-	pthread_mutex_lock(&e->mu);
-	rdma = e->xports[MC_TE_XPORT_RDMA].state;
-	pthread_mutex_unlock(&e->mu);
-	if (rdma == NULL || rdma == n->rdma)
+	if (slot < 0 || rdma == n->rdma)
 		return;
 	for (i = 0; i < n->s.k; i++)
-		if (mc_te_rdma_register_local(rdma, n->s.host[i], n->s.chunk, "*", 0))
+		if (mc_te_known[slot]->register_local(rdma, n->s.host[i], n->s.chunk, "*", 0))
 			mc_log_warn("transfer engine %s: pinned staging chunk not registered on "
 				    "the RDMA NICs: its chunks go over tcp",
 				    e->server_name);
@@ -60,12 +58,13 @@ static void mc_te_gpu_rdma_reg(struct mc_engine *e, struct mc_te_gpu_stager_node
 
 static void mc_te_gpu_rdma_unreg(struct mc_engine *e, struct mc_te_gpu_stager_node *n)
 {
-	void *rdma = e->xports[MC_TE_XPORT_RDMA].state;
+	void *rdma;
+	int slot = mc_te_nic_slot(e, &rdma);
 	unsigned i;
 
 	/* Only from the instance they were put on; a freed one dropped them itself. */
-	for (i = 0; rdma && rdma == n->rdma && i < n->s.k; i++)
-		mc_te_rdma_unregister(rdma, n->s.host[i]);
+	for (i = 0; slot >= 0 && rdma == n->rdma && i < n->s.k; i++)
+		mc_te_known[slot]->unregister_local(rdma, n->s.host[i]);
 	n->rdma = NULL;
 }
 

@@ -39,8 +39,7 @@
  * completes from the completion-channel callback.  Requests on GPU memory reach submit as
  * host-memory chunks staged by te_staging.c, except on rdma when the GPU buffer itself is
  * registered on the NICs (registerLocalMemory tries that first; mc_te_prepare skips staging).
- * A handshake of type Connection (0) is answered by handshake.c; route it to the transport
- * there.
+ * A handshake of type Connection (0) is answered by handshake.c through on_connection.
  */
 #include <stdint.h>
 
@@ -95,6 +94,21 @@ struct mc_te_transport_ops {
 	 * fails registerLocalMemory. */
 	int (*register_mem)(void *state, void *addr, size_t len, const char *location);
 	void (*unregister_mem)(void *state, void *addr);
+	/* Optional, for a transport that reaches memory through NICs (rdma); the engine uses the
+	 * first installed transport that has register_local (mc_te_nic_slot):
+	 * register_local / unregister_local: memory on the NICs directly, outside the published
+	 *   buffer list (GPU memory; with remote 0, local access only, e.g. staging chunks).
+	 *   0, or a negative ERR_* (unregister_local: ERR_ADDRESS_NOT_REGISTERED if unknown).
+	 * covers: 1 if [addr, addr+len) is on the NICs (a request from it needs no staging).
+	 * topology: the NIC priority matrix as JSON text (malloc'ed), or NULL.
+	 * on_connection: the reply to a handshake of type Connection (malloc'ed), or NULL to
+	 *   refuse it [loop thread]. */
+	int (*register_local)(void *state, void *addr, size_t len, const char *location,
+			      int remote);
+	int (*unregister_local)(void *state, void *addr);
+	int (*covers)(void *state, const void *addr, uint64_t len);
+	char *(*topology)(void *state);
+	char *(*on_connection)(void *state, const char *json, size_t len);
 };
 
 /* Complete a request: status 0 or negative.  Loop thread (any thread is safe except for
@@ -113,18 +127,9 @@ extern const struct mc_te_transport_ops mc_te_rdma_ops;	/* built with libibverbs
 struct mc_verbs_ops;
 /* Process-wide: the verbs the next rdma installs use (NULL: libibverbs).  For tests. */
 void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops);
-/* Register memory on the rdma transport's NICs (remote: peers may reach it); GPU memory goes
- * straight to ibv_reg_mr, which works where nvidia-peermem or dma-buf lets the NIC reach it.
- * 0 or a negative ERR_*. */
-int mc_te_rdma_register_local(void *state, void *addr, size_t len, const char *location,
-			      int remote);
-/* 0 or ERR_ADDRESS_NOT_REGISTERED. */
-int mc_te_rdma_unregister(void *state, void *addr);
-/* 1 if [addr, addr+len) is registered on the NICs. */
-int mc_te_rdma_covers(void *state, const void *addr, uint64_t len);
-/* The installed rdma transport's priority matrix as JSON text (malloc'ed), NULL without. */
-char *mc_te_rdma_matrix_str(void *state);
-/* A Connection frame's reply (malloc'ed), or NULL without rdma installed.  Loop thread. */
-char *mc_te_rdma_on_connection(struct mc_engine *e, const char *json, size_t len);
+
+/* engine.c: the first installed transport with NIC hooks (register_local), or -1; its state in
+ * *state.  Takes e->mu (do not hold it). */
+int mc_te_nic_slot(struct mc_engine *e, void **state);
 
 #endif

@@ -1,0 +1,85 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The store's data plane, before and after a change, in the same run, next to its references:
+# a master and one mooncake_client (2 GB segment) per build; mooncake_bench in another process
+# puts then gets 1 MiB values (batch 8) and 4 KiB values (batch 32), over tcp (MC_FORCE_TCP=1,
+# MC_STORE_SHM=0) and over same-host shared memory.  References: iperf3 single stream on
+# loopback for tcp, a single-thread memcpy of 1 MiB blocks for shm.  Builds alternate round by
+# round so a busy machine skews both alike; medians of RUNS rounds.
+# Usage: [RUNS=3] [DUR=2] scripts/bench-dataplane.sh BUILD_BEFORE BUILD_AFTER
+set -u
+RUNS=${RUNS:-3}
+DUR=${DUR:-2}
+[ $# -ge 2 ] || { echo "usage: $0 BUILD_BEFORE BUILD_AFTER" >&2; exit 2; }
+tmp=$(mktemp -d)
+pids=""
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+cc -O2 -o "$tmp/memcpy-ref" "$(dirname "$0")/memcpy-ref.c" || exit 1
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+P=$((20000 + RANDOM % 20000))
+iperf3 -s -D -p $((P + 50)) -B 127.0.0.1 --pidfile "$tmp/iperf.pid" >/dev/null 2>&1
+sleep 0.5
+pids="$pids $(cat "$tmp/iperf.pid" 2>/dev/null)"
+iperf() {
+	iperf3 -c 127.0.0.1 -p $((P + 50)) -t 2 -J 2>/dev/null | python3 -c \
+		'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e9))'
+}
+# cluster BUILD N: start master + client on ports P+10N.., wait for the segment.
+cluster() {
+	local b=$1 p=$((P + 10 * $2))
+	"$b/mooncake_master" --rpc_address=127.0.0.1 --rpc_port=$p --metrics_port=0 \
+		--log_level=warn >"$tmp/m$2.log" 2>&1 &
+	mpid=$!
+	for i in $(seq 50); do (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
+	"$b/mooncake_client" --host=127.0.0.1 --port=$((p + 1)) --master_server_address=127.0.0.1:$p \
+		--global_segment_size=2GB --log_level=info >"$tmp/c$2.log" 2>&1 &
+	cpid=$!
+	for i in $(seq 100); do grep -q "serving segment" "$tmp/c$2.log" && break; sleep 0.1; done
+	pids="$pids $mpid $cpid"
+}
+stop() { kill $mpid $cpid 2>/dev/null; wait $mpid $cpid 2>/dev/null; }
+# bench BUILD N MODE VALUE BATCH: "put_MiBps get_MiBps put_ops get_ops"
+bench() {
+	local b=$1 p=$((P + 10 * $2)) env=""
+	[ "$3" = tcp ] && env="MC_FORCE_TCP=1 MC_STORE_SHM=0"
+	env $env "$b/mooncake_bench" --master_server_address=127.0.0.1:$p --value_size="$4" \
+		--batch_size="$5" --threads=1 --duration="$DUR" --total_bytes=1GB \
+		--local_buffer_size=0 --json 2>/dev/null | python3 -c '
+import json,sys
+r={}
+for l in sys.stdin:
+    j=json.loads(l); r[j["phase"]]=j
+print("%.1f %.1f %.0f %.0f" % (r["put"]["MiBps"], r["get"]["MiBps"], r["put"]["ops_per_s"], r["get"]["ops_per_s"]))'
+}
+for r in $(seq "$RUNS"); do
+	for n in 1 2; do
+		b=$1; [ $n = 2 ] && b=$2
+		cluster "$b" $((r * 2 + n))
+		for mode in tcp shm; do
+			echo "$n $mode 1MB $(bench "$b" $((r * 2 + n)) $mode 1MB 8)" >>"$tmp/res"
+			echo "$n $mode 4KB $(bench "$b" $((r * 2 + n)) $mode 4KB 32)" >>"$tmp/res"
+		done
+		stop
+	done
+	iperf >>"$tmp/iperf"
+	"$tmp/memcpy-ref" 1048576 268435456 1 | awk '{print $2}' >>"$tmp/memcpy"
+done
+ip=$(median <"$tmp/iperf"); mc=$(median <"$tmp/memcpy")
+echo "references: iperf3 single stream $(tr '\n' ' ' <"$tmp/iperf")GB/s (median $ip); memcpy 1 MiB $(tr '\n' ' ' <"$tmp/memcpy")GB/s (median $mc)"
+for mode in tcp shm; do
+	ref=$ip; [ $mode = shm ] && ref=$mc
+	for n in 1 2; do
+		name=before; [ $n = 2 ] && name=after
+		for v in 1MB 4KB; do
+			awk -v n=$n -v m=$mode -v v=$v '$1 == n && $2 == m && $3 == v' "$tmp/res" >"$tmp/sel"
+			put=$(awk '{print $4}' "$tmp/sel" | median); get=$(awk '{print $5}' "$tmp/sel" | median)
+			pops=$(awk '{print $6}' "$tmp/sel" | median); gops=$(awk '{print $7}' "$tmp/sel" | median)
+			if [ $v = 1MB ]; then
+				echo "$mode $name 1MiB batch 8: put $(awk -v x=$put 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s, get $(awk -v x=$get 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s; get/ref $(awk -v x=$get -v r=$ref 'BEGIN{printf "%.2f", x*1048576/1e9/r}')x"
+			else
+				echo "$mode $name 4KiB batch 32: put $pops calls/s, get $gops calls/s ($(awk -v x=$gops 'BEGIN{printf "%.0f", x*32}') keys/s)"
+			fi
+		done
+	done
+done
