@@ -18,11 +18,11 @@ trap cleanup EXIT
 cc -O2 -o "$tmp/memcpy-ref" "$(dirname "$0")/memcpy-ref.c" || exit 1
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 P=$((20000 + RANDOM % 20000))
-iperf3 -s -D -p $((P + 50)) -B 127.0.0.1 --pidfile "$tmp/iperf.pid" >/dev/null 2>&1
+iperf3 -s -D -p $((P + 500)) -B 127.0.0.1 --pidfile "$tmp/iperf.pid" >/dev/null 2>&1
 sleep 0.5
 pids="$pids $(cat "$tmp/iperf.pid" 2>/dev/null)"
 iperf() {
-	iperf3 -c 127.0.0.1 -p $((P + 50)) -t 2 -J 2>/dev/null | python3 -c \
+	iperf3 -c 127.0.0.1 -p $((P + 500)) -t 2 -J 2>/dev/null | python3 -c \
 		'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e9))'
 }
 # cluster BUILD N: start master + client on ports P+10N.., wait for the segment.
@@ -78,7 +78,7 @@ for mode in tcp shm; do
 			if [ $v = 1MB ]; then
 				echo "$mode $name 1MiB batch 8: put $(awk -v x=$put 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s, get $(awk -v x=$get 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s; get/ref $(awk -v x=$get -v r=$ref 'BEGIN{printf "%.2f", x*1048576/1e9/r}')x"
 			else
-				echo "$mode $name 4KiB batch 32: put $pops calls/s, get $gops calls/s ($(awk -v x=$gops 'BEGIN{printf "%.0f", x*32}') keys/s)"
+				echo "$mode $name 4KiB batch 32: put $pops keys/s, get $gops keys/s"
 			fi
 		done
 	done

@@ -30,9 +30,9 @@ struct mc_te_buffer {
 	uint64_t fd_off;	/* and the offset of addr in that file */
 };
 
-/* A segment descriptor (reference §3.2).  buffers are what every transport range-checks
- * against: memory ranges, or for a file segment (protocol "nvmeof") the files laid end to end
- * from offset 0.  raw keeps the whole JSON object for transport-specific fields. */
+/* A segment descriptor (doc/protocol.md section 4).  buffers are what every transport
+ * range-checks against: memory ranges, or for a file segment (protocol "nvmeof") the files laid
+ * end to end from offset 0.  raw keeps the whole JSON object for transport-specific fields. */
 struct mc_te_desc {
 	char name[256];
 	char protocol[16];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The transfer engine's handshake port (reference §3.3): frames of u64 length (little-endian,
- * counting the type byte and the JSON), u8 type, JSON.  Metadata requests are answered with this
+ * The transfer engine's handshake port (upstream-compatible, doc/protocol.md section 4): frames
+ * of u64 length (little-endian, counting the type byte and the JSON), u8 type, JSON.  Metadata requests are answered with this
  * engine's segment descriptor (how P2PHANDSHAKE peers find each other without a metadata
  * service); Probe with {"status":"success"}; RDMA connection requests are rejected in a build
  * without RDMA.  One reply per connection, then the connection is closed.  Frames are bounded

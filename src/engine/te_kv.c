@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The transfer engine's metadata store (reference §3.2): one get/put/delete interface over
+ * The transfer engine's metadata store, where segment descriptors are kept (doc/protocol.md
+ * section 4): one get/put/delete interface over
  *   http://host:port/metadata  upstream's HTTP metadata protocol (libcurl),
  *   etcd://h1:2379,h2:2379     etcd's v3 JSON gateway (/v3/kv/put|range|deleterange, base64 keys
  *                              and values; a string without "://" also means etcd), trying the
