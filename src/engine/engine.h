@@ -74,6 +74,12 @@ struct mc_te_batch {
 	struct mc_te_batch *next;
 	struct mc_engine *e;
 	size_t size, count, pending;
+	/* A store transfer's batch (mc_te_transfer_start): its own condition, signalled when
+	 * pending reaches 0, or at every completion when doneq lists them (task indices in
+	 * completion order, ndone so far).  NULL: e->batch_cv. */
+	pthread_cond_t *cv;
+	uint32_t *doneq;
+	size_t ndone;
 	struct mc_te_task tasks[];
 };
 
@@ -160,11 +166,22 @@ struct mc_te_endpoint {
 	uint16_t port;
 };
 
-/* Synchronous transfers for the store: x[i] goes to the open segment x[i].target_id
- * (LOCAL_SEGMENT: our own memory, copied on this thread), or with MC_TE_SEG_ENDPOINT to ep[i]
- * (ep may be NULL otherwise).  status[i] becomes 0 or a negative code.  Returns the number
- * that failed. */
+/* Transfers for the store: x[i] goes to the open segment x[i].target_id (LOCAL_SEGMENT: our own
+ * memory, copied on this thread), or with MC_TE_SEG_ENDPOINT to ep[i] (ep may be NULL
+ * otherwise).  mc_te_transfer_start submits them all and returns (the caller may work on
+ * something else meanwhile); mc_te_transfer_finish waits for the last, calling on_done (when
+ * not NULL) on the waiting thread for each request as it completes, in completion order, with
+ * its index and status; status[i] becomes 0 or a negative code.  finish returns the number
+ * that failed and frees t.  start returns NULL only when out of memory. */
 struct transfer_request;
+struct mc_te_inflight;
+typedef void (*mc_te_done_fn)(void *arg, size_t i, int status);
+struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
+					    const struct mc_te_endpoint *ep, size_t n,
+					    int notify);
+int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn on_done,
+			  void *arg);
+/* start then finish without on_done. */
 int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
 			const struct mc_te_endpoint *ep, size_t n, int *status);
 

@@ -79,8 +79,10 @@ void mc_te_req_done(struct mc_te_req *r, int status)
 		e->segs[r->seg_id - 1].stale = 1;
 	r->b->tasks[r->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
 	r->b->tasks[r->task].bytes = status ? 0 : r->len;
-	if (--r->b->pending == 0)
-		pthread_cond_broadcast(&e->batch_cv);
+	if (r->b->doneq)
+		r->b->doneq[r->b->ndone++] = (uint32_t)r->task;
+	if (--r->b->pending == 0 || r->b->doneq)
+		pthread_cond_broadcast(r->b->cv ? r->b->cv : &e->batch_cv);
 	pthread_mutex_unlock(&e->mu);
 	free(r);
 }
@@ -338,69 +340,91 @@ static void mc_te_run_inline(struct mc_engine *e, struct mc_te_submit *s)
 	s->n = kept;
 }
 
-int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
-			const struct mc_te_endpoint *ep, size_t n, int *status)
+struct mc_te_inflight {
+	struct mc_engine *e;
+	struct mc_te_batch *b;
+	pthread_cond_t cv;
+	size_t seen;		/* doneq entries handed to on_done */
+};
+
+/* A task finished before it was handed to a transport (e->mu held). */
+static void mc_te_done_early(struct mc_te_batch *b, size_t i)
 {
+	if (b->doneq)
+		b->doneq[b->ndone++] = (uint32_t)i;
+}
+
+struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
+					    const struct mc_te_endpoint *ep, size_t n, int notify)
+{
+	struct mc_te_inflight *t;
 	struct mc_te_submit *s = NULL;
 	struct mc_te_batch *b;
-	size_t i, failed = 0;
 	uint64_t inline_bytes = 0;
+	size_t i;
 
-	if (n == 0)
-		return 0;
-	b = calloc(1, sizeof(*b) + n * sizeof(b->tasks[0]));
-	if (b)
-		s = calloc(1, sizeof(*s));
-	if (s)
-		s->r = calloc(n, sizeof(*s->r));
-	if (s == NULL || s->r == NULL) {
-		for (i = 0; i < n; i++)
-			status[i] = -ENOMEM;
+	t = calloc(1, sizeof(*t));
+	b = calloc(1, sizeof(*b) + (n ? n : 1) * sizeof(b->tasks[0]));
+	s = calloc(1, sizeof(*s));
+	if (t && b && s) {
+		s->r = calloc(n ? n : 1, sizeof(*s->r));
+		if (notify)
+			b->doneq = calloc(n ? n : 1, sizeof(*b->doneq));
+	}
+	if (t == NULL || b == NULL || s == NULL || s->r == NULL || (notify && b->doneq == NULL)) {
 		if (s)
 			free(s->r);
+		if (b)
+			free(b->doneq);
 		free(s);
 		free(b);
-		return (int)n;
+		free(t);
+		return NULL;
 	}
 	/* A private batch: not on e->batches, so no API call can find or free it. */
+	pthread_cond_init(&t->cv, NULL);
+	t->e = e;
+	t->b = b;
 	b->e = e;
 	b->size = b->count = n;
+	b->cv = &t->cv;
 	s->e = e;
 	for (i = 0; i < n; i++) {
 		/* Our own memory: copied here, outside the engine's lock. */
 		const struct transfer_request *q = &x[i];
-		void *t = (void *)(uintptr_t)q->target_offset;
+		void *to = (void *)(uintptr_t)q->target_offset;
 
 		if (q->target_id != LOCAL_SEGMENT || q->source == NULL || q->length == 0 ||
-		    (e->gpu && (e->gpu->is_device(q->source) || e->gpu->is_device(t))) ||
+		    (e->gpu && (e->gpu->is_device(q->source) || e->gpu->is_device(to))) ||
 		    !mc_memreg_check(e->reg, q->target_offset, q->length))
 			continue;
 		if (q->opcode == OPCODE_WRITE)
-			memmove(t, q->source, q->length);
+			memmove(to, q->source, q->length);
 		else
-			memmove(q->source, t, q->length);
+			memmove(q->source, to, q->length);
 		b->tasks[i].status = STATUS_COMPLETED;
 		b->tasks[i].bytes = q->length;
 	}
 	pthread_mutex_lock(&e->mu);
 	for (i = 0; i < n; i++) {
-		struct mc_te_req *r;
+		struct mc_te_req *r = NULL;
 
-		if (b->tasks[i].status == STATUS_COMPLETED)
-			continue;
-		if (x[i].target_id == MC_TE_SEG_ENDPOINT)
-			b->tasks[i].status = ep ? mc_te_prepare_file_read(e, b, i, &x[i], ep[i].host,
-									  ep[i].port, &r)
-						: STATUS_FAILED;
-		else
-			b->tasks[i].status = mc_te_prepare(e, b, i, &x[i], &r);
-		if (b->tasks[i].status != STATUS_PENDING)
-			r = NULL;
-		if (r) {
-			b->pending++;
-			s->r[s->n++] = r;
-			inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;
+		if (b->tasks[i].status != STATUS_COMPLETED) {
+			if (x[i].target_id == MC_TE_SEG_ENDPOINT)
+				b->tasks[i].status =
+					ep ? mc_te_prepare_file_read(e, b, i, &x[i], ep[i].host,
+								     ep[i].port, &r)
+					   : STATUS_FAILED;
+			else
+				b->tasks[i].status = mc_te_prepare(e, b, i, &x[i], &r);
 		}
+		if (b->tasks[i].status != STATUS_PENDING) {
+			mc_te_done_early(b, i);
+			continue;
+		}
+		b->pending++;
+		s->r[s->n++] = r;
+		inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;
 	}
 	pthread_mutex_unlock(&e->mu);
 	if (inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES)
@@ -411,16 +435,59 @@ int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
 		free(s->r);
 		free(s);
 	}
+	return t;
+}
+
+int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn on_done,
+			  void *arg)
+{
+	struct mc_engine *e = t->e;
+	struct mc_te_batch *b = t->b;
+	size_t i, failed = 0;
+
 	pthread_mutex_lock(&e->mu);
-	while (b->pending)
-		pthread_cond_wait(&e->batch_cv, &e->mu);
+	for (;;) {
+		while (b->doneq && t->seen < b->ndone) {
+			size_t k = b->doneq[t->seen++];
+			int st = b->tasks[k].status == STATUS_COMPLETED ? 0 : -EIO;
+
+			if (on_done) {
+				pthread_mutex_unlock(&e->mu);
+				on_done(arg, k, st);
+				pthread_mutex_lock(&e->mu);
+			}
+		}
+		if (b->pending == 0 && (b->doneq == NULL || t->seen == b->ndone))
+			break;
+		pthread_cond_wait(&t->cv, &e->mu);
+	}
 	pthread_mutex_unlock(&e->mu);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < b->count; i++) {
 		status[i] = b->tasks[i].status == STATUS_COMPLETED ? 0 : -EIO;
 		failed += status[i] != 0;
 	}
+	pthread_cond_destroy(&t->cv);
+	free(b->doneq);
 	free(b);
+	free(t);
 	return (int)failed;
+}
+
+int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
+			const struct mc_te_endpoint *ep, size_t n, int *status)
+{
+	struct mc_te_inflight *t;
+	size_t i;
+
+	if (n == 0)
+		return 0;
+	t = mc_te_transfer_start(e, x, ep, n, 0);
+	if (t == NULL) {
+		for (i = 0; i < n; i++)
+			status[i] = -ENOMEM;
+		return (int)n;
+	}
+	return mc_te_transfer_finish(t, status, NULL, NULL);
 }
 
 int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task_id,
