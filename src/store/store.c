@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -423,6 +424,12 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			mc_log_err("master_server_address '%s' is not host:port", st->master_addr);
 			return MC_ERR_INVALID_PARAMS;
 		}
+	}
+	/* Objects carry a CRC-64 the readers verify (upstream's switch). */
+	{
+		const char *v = getenv("MOONCAKE_STORE_CHECKSUM");
+
+		st->checksum = v && *v && strcmp(v, "0") && strcasecmp(v, "false");
 	}
 	/* Bounds of master calls and of each replica transfer (see libmooncake(3)). */
 	st->rpc_timeout_ms = mc_env_int("MC_RPC_TIMEOUT_MS", MC_STORE_RPC_TIMEOUT_MS);

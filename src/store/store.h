@@ -53,6 +53,7 @@ struct mc_store {
 	char protocol[32];
 	char metadata_server[512];
 	char master_addr[300];
+	int checksum;			/* MOONCAKE_STORE_CHECKSUM: CRC-64 objects written, verify reads */
 	int reserve_fd;			/* keeps the hostname's port taken until the engine's
 					   handshake server listens on it */
 	int auto_port;			/* we picked that port (another may replace it) */
@@ -180,6 +181,15 @@ struct mc_xfer_req {
 /* Run the transfers (all at once) through the engine and wait.  Each req's status is set (0 or
  * MC_ERR_TRANSFER_FAIL); returns the number that failed. */
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
+/* The same in two steps: start submits them (NULL when out of memory: every status is then
+ * MC_ERR_TRANSFER_FAIL) and the caller may work meanwhile; finish waits, calling on_done
+ * (with notify, when not NULL) on this thread for each request as it completes.  The caller
+ * clears the statuses before start; one that on_done sets stays. */
+struct mc_store_xfer;
+typedef void (*mc_te_done_fn)(void *arg, size_t i, int status);
+struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
+					      uint32_t n, int notify);
+int mc_store_transfer_finish(struct mc_store_xfer *x, mc_te_done_fn on_done, void *arg);
 /* After a batch: forgive the endpoints that answered, mark those that failed suspect and
  * report their segments to the master (without waiting). */
 void mc_store_note_transfers(struct mc_store *st, const struct mc_xfer_req *reqs, uint32_t n);
@@ -205,6 +215,8 @@ struct mc_put_item {
 	int result;
 	int space_hint;		/* result NO_AVAILABLE_HANDLE: 1 the master expects room soon, 0
 				 * it does not, -1 it did not say (an older master) */
+	int has_crc;		/* set by the put when checksums are on: crc is the value's */
+	uint64_t crc;		/* CRC-64/ECMA-182 */
 };
 
 /* A piece of an object to read: len bytes at src_off of the object into dst. */

@@ -20,41 +20,41 @@
 #include "mooncake/transfer_engine_c.h"
 #include "store/store.h"
 
-int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
-{
-	struct transfer_request *tr;
-	struct mc_te_endpoint *ep;
+/* A batch in flight (mc_store_transfer_start). */
+struct mc_store_xfer {
+	struct mc_xfer_req *reqs;
+	uint32_t n;
+	struct mc_te_inflight *t;
 	int *status;
-	uint32_t *first;
-	uint32_t i, j, nfirst = 0, failed = 0;
+};
 
-	if (n == 0)
-		return 0;
-	tr = calloc(n, sizeof(*tr));
-	status = calloc(n, sizeof(*status));
-	first = calloc(n, sizeof(*first));
-	ep = calloc(n, sizeof(*ep));
-	if (tr == NULL || status == NULL || first == NULL || ep == NULL) {
-		for (i = 0; i < n; i++)
-			reqs[i].status = MC_ERR_TRANSFER_FAIL;
-		free(tr);
-		free(status);
-		free(first);
-		free(ep);
-		return (int)n;
-	}
+struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
+					      uint32_t n, int notify)
+{
+	struct mc_store_xfer *x = calloc(1, sizeof(*x));
+	struct transfer_request *tr = calloc(n ? n : 1, sizeof(*tr));
+	struct mc_te_endpoint *ep = calloc(n ? n : 1, sizeof(*ep));
+	uint32_t *first = calloc(n ? n : 1, sizeof(*first));
+	uint32_t i, j, nfirst = 0;
+
+	if (x)
+		x->status = calloc(n ? n : 1, sizeof(*x->status));
+	if (x == NULL || x->status == NULL || tr == NULL || ep == NULL || first == NULL)
+		goto fail;
+	x->reqs = reqs;
+	x->n = n;
 	for (i = 0; i < n; i++) {
 		segment_handle_t h = ERR_INVALID_ARGUMENT;
 
+		tr[i].opcode = reqs[i].opcode == MC_XFER_READ ? OPCODE_READ : OPCODE_WRITE;
+		tr[i].source = reqs[i].local;
+		tr[i].target_offset = reqs[i].remote;
+		tr[i].length = reqs[i].len;
 		if (reqs[i].segment[0] == '\0') {
 			/* An SSD replica: no segment, its owner's data server by address. */
 			ep[i].host = reqs[i].host;
 			ep[i].port = reqs[i].port;
-			tr[i].opcode = reqs[i].opcode == MC_XFER_READ ? OPCODE_READ : OPCODE_WRITE;
-			tr[i].source = reqs[i].local;
 			tr[i].target_id = MC_TE_SEG_ENDPOINT;
-			tr[i].target_offset = reqs[i].remote;
-			tr[i].length = reqs[i].len;
 			continue;
 		}
 		/* One open per peer segment in the batch (the engine caches them): the distinct
@@ -68,22 +68,54 @@ int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 			h = openSegment(st->engine, reqs[i].segment);
 			first[nfirst++] = i;
 		}
-		tr[i].opcode = reqs[i].opcode == MC_XFER_READ ? OPCODE_READ : OPCODE_WRITE;
-		tr[i].source = reqs[i].local;
 		tr[i].target_id = h;
-		tr[i].target_offset = reqs[i].remote;
-		tr[i].length = reqs[i].len;
 	}
-	mc_te_transfer_wait(st->engine, tr, ep, n, status);
-	for (i = 0; i < n; i++) {
-		reqs[i].status = status[i] ? MC_ERR_TRANSFER_FAIL : 0;
-		failed += status[i] != 0;
-	}
+	x->t = mc_te_transfer_start(st->engine, tr, ep, n, notify);
+	if (x->t == NULL)
+		goto fail;
 	free(tr);
-	free(status);
-	free(first);
 	free(ep);
+	free(first);
+	return x;
+fail:
+	for (i = 0; i < n; i++)
+		reqs[i].status = MC_ERR_TRANSFER_FAIL;
+	if (x)
+		free(x->status);
+	free(x);
+	free(tr);
+	free(ep);
+	free(first);
+	return NULL;
+}
+
+int mc_store_transfer_finish(struct mc_store_xfer *x, mc_te_done_fn on_done, void *arg)
+{
+	uint32_t i, failed = 0;
+
+	mc_te_transfer_finish(x->t, x->status, on_done, arg);
+	for (i = 0; i < x->n; i++) {
+		/* A status the caller set from on_done (e.g. a checksum mismatch) stays. */
+		if (x->reqs[i].status == 0)
+			x->reqs[i].status = x->status[i] ? MC_ERR_TRANSFER_FAIL : 0;
+		failed += x->reqs[i].status != 0;
+	}
+	free(x->status);
+	free(x);
 	return (int)failed;
+}
+
+int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
+{
+	struct mc_store_xfer *x;
+	uint32_t i;
+
+	if (n == 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		reqs[i].status = 0;
+	x = mc_store_transfer_start(st, reqs, n, 0);
+	return x ? mc_store_transfer_finish(x, NULL, NULL) : (int)n;
 }
 
 int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint)
@@ -136,7 +168,8 @@ void mc_store_note_transfers(struct mc_store *st, const struct mc_xfer_req *reqs
 	uint32_t i, j, nf = 0;
 
 	for (i = 0; i < n; i++) {
-		if (reqs[i].status == 0) {
+		/* Bytes that failed their checksum came from a peer that answered. */
+		if (reqs[i].status == 0 || reqs[i].status == MC_ERR_CHECKSUM_MISMATCH) {
 			if (i == 0 || reqs[i - 1].port != reqs[i].port ||
 			    strcmp(reqs[i - 1].host, reqs[i].host))
 				mc_store_suspect_set(st, reqs[i].host, reqs[i].port, 1);

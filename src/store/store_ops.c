@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "store/store.h"
@@ -121,6 +122,21 @@ int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int 
 	}
 	mc_rpc_call_fini(&call);
 	return rc;
+}
+
+/* CRC-64 of an item's value (its parts in order). */
+static void mc_put_item_crc(struct mc_put_item *it)
+{
+	uint64_t crc = 0;
+	uint32_t k;
+
+	if (it->iov)
+		for (k = 0; k < it->iovcnt; k++)
+			crc = mc_crc64(crc, it->iov[k].base, it->iov[k].len);
+	else
+		crc = mc_crc64(0, it->buf, it->size);
+	it->crc = crc;
+	it->has_crc = 1;
 }
 
 /* One attempt of a put batch: PutStart, the writes, PutEnd of what was written and PutRevoke
@@ -233,7 +249,20 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 			if (items[i].result == MC_ERR_NO_AVAILABLE_HANDLE)
 				items[i].space_hint = hint;
 	}
-	mc_store_transfer(st, xl.xr, xl.n);
+	{
+		/* The objects' checksums are computed while their bytes are on their way. */
+		struct mc_store_xfer *x;
+
+		for (j = 0; j < xl.n; j++)
+			xl.xr[j].status = 0;
+		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0) : NULL;
+		if (st->checksum)
+			for (i = 0; i < n; i++)
+				if (items[i].result == 0 && item_fail[i] == 0)
+					mc_put_item_crc(&items[i]);
+		if (x)
+			mc_store_transfer_finish(x, NULL, NULL);
+	}
 	mc_store_note_transfers(st, xl.xr, xl.n);
 	for (j = 0; j < xl.n; j++)
 		if (xl.xr[j].status)
@@ -438,6 +467,10 @@ struct mc_get_state {
 	int expired;		/* read (or still unread) past its lease: needs a new one */
 	int again;		/* every replica failed: ask once more (see mc_store_get_many) */
 	int64_t want;		/* result when the reads succeed */
+	int has_crc;		/* the master knows the object's CRC-64: crc */
+	uint64_t crc;
+	int corrupt;		/* a replica read failed its checksum (kept across passes) */
+	uint8_t cur;		/* the replica read this round */
 };
 
 /* Readable replicas in the order to try: memory, then disk (SSD and shared directory), each in
@@ -488,7 +521,7 @@ static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc
 	struct mc_rbuf r;
 	int64_t start = mc_store_now_ms(), lease_ttl;
 	uint32_t k, j, cnt;
-	int rc;
+	int rc, corrupt;
 
 	mc_rpc_call_init(call, m > 1 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_GET_REPLICA_LIST);
 	mc_wbuf_u32(&call->req, m);
@@ -510,7 +543,9 @@ static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc
 		struct mc_get_state *g = &gs[idx[k]];
 		struct mc_get_item *it = &items[idx[k]];
 
+		corrupt = g->corrupt;
 		memset(g, 0, sizeof(*g));
+		g->corrupt = corrupt;
 		g->code = mc_rbuf_i32(&r);
 		g->nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
 		for (j = 0; j < g->nrep; j++)
@@ -541,6 +576,52 @@ static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc
 		mc_get_order(st, g);
 	}
 	return r.err ? MC_ERR_RPC_FAIL : 0;
+}
+
+struct mc_get_verify {
+	struct mc_store *st;
+	struct mc_get_item *items;
+	struct mc_get_state *gs;
+	struct mc_xfer_list *xl;
+};
+
+/* A read of a whole object with a known checksum completed: check its bytes while they are
+ * still in cache.  A mismatch fails this read (the next replica is tried) and is logged. */
+static void mc_get_on_read(void *arg, size_t j, int status)
+{
+	struct mc_get_verify *v = arg;
+	struct mc_xfer_req *x = &v->xl->xr[j];
+	uint32_t i = v->xl->item[j];
+	struct mc_get_item *it = &v->items[i];
+	struct mc_get_state *g = &v->gs[i];
+	uint64_t crc;
+
+	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size)
+		return;
+	crc = mc_crc64(0, x->local, x->len);
+	if (crc == g->crc)
+		return;
+	x->status = MC_ERR_CHECKSUM_MISMATCH;
+	g->corrupt = 1;
+	mc_log_err("checksum mismatch: key %s, replica in segment %s (%s): expected %016llx, "
+		   "read %016llx",
+		   it->key, x->segment[0] ? x->segment : "SSD", x->host,
+		   (unsigned long long)g->crc, (unsigned long long)crc);
+}
+
+/* This round's reads, each verified as it completes when checksums are on. */
+static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, struct mc_get_state *gs,
+			    struct mc_xfer_list *xl)
+{
+	struct mc_get_verify v = { st, items, gs, xl };
+	struct mc_store_xfer *x;
+	uint32_t j;
+
+	for (j = 0; j < xl->n; j++)
+		xl->xr[j].status = 0;
+	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum);
+	if (x)
+		mc_store_transfer_finish(x, st->checksum ? mc_get_on_read : NULL, &v);
 }
 
 /* Read the keys items[idx[0..m)] fetched by mc_get_fetch.  Each round reads every pending key
@@ -575,6 +656,7 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 				g->expired = 1;
 				continue;
 			}
+			g->cur = g->order[g->tried];
 			rep = &g->reps[g->order[g->tried++]];
 			attempted++;
 			whole.len = rep->size;
@@ -607,7 +689,7 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 		}
 		if (attempted == 0)
 			break;
-		mc_store_transfer(st, xl->xr, xl->n);
+		mc_get_transfer(st, items, gs, xl);
 		mc_store_note_transfers(st, xl->xr, xl->n);
 		for (j = 0; j < xl->n; j++)
 			if (xl->xr[j].status)
@@ -676,9 +758,13 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 			break;
 		}
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (gs[i].expired)
 			items[i].result = MC_ERR_LEASE_EXPIRED;
+		/* No replica verified, and one at least was corrupt. */
+		else if (items[i].result == MC_ERR_TRANSFER_FAIL && gs[i].corrupt)
+			items[i].result = MC_ERR_CHECKSUM_MISMATCH;
+	}
 out:
 	if (rc)
 		for (i = 0; i < n; i++)
