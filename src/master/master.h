@@ -238,9 +238,13 @@ struct mc_master {
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;
 	struct mc_metrics metrics;
-	int64_t (*clock_ms)(void);	/* monotonic ms; replaceable in tests */
+	/* Monotonic ms, as every module reads it (mc_master_now): NULL is CLOCK_MONOTONIC; tests
+	 * set their own clock, called with clock_arg. */
+	int64_t (*clock_ms)(void *arg);
+	void *clock_arg;
 };
 
+/* master_clock.c: the master's clock (monotonic ms). */
 int64_t mc_master_now(const struct mc_master *m);
 
 /* segment_table.c */
@@ -382,13 +386,25 @@ void mc_object_compact(struct mc_object *o);
  * no replica is left.  o must not be used after a 1. */
 int mc_object_settle(struct mc_master *m, struct mc_object *o);
 
-/* ops.c: one request frame in, one response frame appended to out. */
-void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uint8_t *body,
-		      struct mc_wbuf *out, const char *peer);
-/* Remove an object and release all its replicas. */
+/* Remove an object and release all its replicas (segment_table.c; the caller persists). */
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
 
-/* fs_tier.c: legacy shared-directory DISK replicas (--root_fs_dir, reference §6.1) */
+/* op_table.c: one request frame in, one response frame appended to out (see ops.h). */
+void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uint8_t *body,
+		      struct mc_wbuf *out, const char *peer);
+
+/* ops_remove.c: removals as the RPC Remove and RemoveAll do them, for the admin server too. */
+/* Remove the object of key unless a lease (without force) or an unfinished put keeps it: 0,
+ * OBJECT_HAS_LEASE, REPLICA_IS_NOT_READY, or OBJECT_NOT_FOUND (then the key's ghost is
+ * forgotten, and while adopting its removal remembered, so an SSD copy that is away does not
+ * bring it back). */
+int mc_master_remove_key(struct mc_master *m, const char *key, size_t len, int force, int64_t now);
+/* Remove every object no lease (without force) or unfinished put keeps, forget all ghosts and
+ * close the adoption window (why: for its log line).  Returns how many were removed. */
+int64_t mc_master_remove_all(struct mc_master *m, int force, int64_t now, const char *why);
+
+/* tier_fsdir.c: the shared-directory tier, DISK replicas (--root_fs_dir); its RPC operations
+ * are in the table of ops.h. */
 void mc_fs_init(struct mc_master *m);
 void mc_fs_fini(struct mc_master *m);
 /* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out; 0 or -1 if too long. */
@@ -404,19 +420,9 @@ void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r);
  * more than put_start_release_timeout_sec ago will never be ended: release it (its file, if
  * renamed already, is queued for deletion).  Returns 1 if that erased the object. */
 int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now);
-int mc_fs_storage_config(struct mc_master *m, struct mc_wbuf *out);
-int mc_fs_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
-int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
 
-/* tiering.c: SSD areas, offload, promotion (reference §6.2) */
-int mc_op_mount_local_disk(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			   int64_t now, const char *peer);
-int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			    int64_t now, const char *peer);
-int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			 int64_t now, const char *peer);
-int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			     int64_t now, const char *peer);
+/* tier_ssd.c: the SSD tier, clients' SSD areas (LOCAL_DISK replicas), offload, promotion; its
+ * RPC operations are in tier_ssd_rpc.c (the table of ops.h). */
 /* The object's SSD replica that readers may use, or NULL. */
 struct mc_replica *mc_object_disk_replica(struct mc_object *o);
 /* A memory replica readers may use exists. */
@@ -432,7 +438,7 @@ void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r);
 /* Link r as a disk replica (DISK or LOCAL_DISK at addr) of seg, accounting size bytes. */
 void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint8_t type, uint64_t addr, uint64_t size);
-/* Forget a disk replica its owner evicts (tiering.c; the caller checked leases). */
+/* Forget a disk replica its owner evicts (the caller checked leases). */
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);

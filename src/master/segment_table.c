@@ -726,6 +726,15 @@ void mc_object_compact(struct mc_object *o)
 	o->nrep = (uint8_t)j;
 }
 
+void mc_master_object_remove(struct mc_master *m, struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++)
+		mc_replica_release(m, mc_object_replica(o, i));
+	mc_object_erase(&m->objects, o);
+}
+
 int mc_object_settle(struct mc_master *m, struct mc_object *o)
 {
 	mc_object_compact(o);

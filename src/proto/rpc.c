@@ -295,44 +295,11 @@ int mc_rpc_deadline_expired(uint32_t dl, int64_t now_ms, uint32_t tolerance_ms)
 
 const char *mc_rpc_op_name(uint16_t op)
 {
+#define MC_RPC_OP_CASE(sym, code, name, metric, batch, durable, handler) \
+	case code: return name;
 	switch (op) {
-	case MC_OP_PING: return "Ping";
-	case MC_OP_SERVICE_READY: return "ServiceReady";
-	case MC_OP_GET_FSDIR: return "GetFsdir";
-	case MC_OP_GET_STORAGE_CONFIG: return "GetStorageConfig";
-	case MC_OP_FS_HEARTBEAT: return "FsHeartbeat";
-	case MC_OP_FS_EVICT: return "BatchEvictDiskReplica(DISK)";
-	case MC_OP_MOUNT_SEGMENT: return "MountSegment";
-	case MC_OP_REMOUNT_SEGMENT: return "ReMountSegment";
-	case MC_OP_UNMOUNT_SEGMENT: return "UnmountSegment";
-	case MC_OP_PUT_START: return "PutStart";
-	case MC_OP_BATCH_PUT_START: return "BatchPutStart";
-	case MC_OP_PUT_END: return "PutEnd";
-	case MC_OP_BATCH_PUT_END: return "BatchPutEnd";
-	case MC_OP_PUT_REVOKE: return "PutRevoke";
-	case MC_OP_BATCH_PUT_REVOKE: return "BatchPutRevoke";
-	case MC_OP_UPSERT_START: return "UpsertStart";
-	case MC_OP_BATCH_UPSERT_START: return "BatchUpsertStart";
-	case MC_OP_UPSERT_END: return "UpsertEnd";
-	case MC_OP_BATCH_UPSERT_END: return "BatchUpsertEnd";
-	case MC_OP_UPSERT_REVOKE: return "UpsertRevoke";
-	case MC_OP_BATCH_UPSERT_REVOKE: return "BatchUpsertRevoke";
-	case MC_OP_GET_REPLICA_LIST: return "GetReplicaList";
-	case MC_OP_BATCH_GET_REPLICA_LIST: return "BatchGetReplicaList";
-	case MC_OP_GET_REPLICA_LIST_BY_REGEX: return "GetReplicaListByRegex";
-	case MC_OP_EXIST_KEY: return "ExistKey";
-	case MC_OP_BATCH_EXIST_KEY: return "BatchExistKey";
-	case MC_OP_REMOVE: return "Remove";
-	case MC_OP_BATCH_REMOVE: return "BatchRemove";
-	case MC_OP_REMOVE_BY_REGEX: return "RemoveByRegex";
-	case MC_OP_REMOVE_ALL: return "RemoveAll";
-	case MC_OP_BATCH_QUERY_IP: return "BatchQueryIp";
-	case MC_OP_BATCH_REPLICA_CLEAR: return "BatchReplicaClear";
-	case MC_OP_MOUNT_LOCAL_DISK: return "MountLocalDiskSegment";
-	case MC_OP_OFFLOAD_HEARTBEAT: return "OffloadObjectHeartbeat";
-	case MC_OP_NOTIFY_OFFLOAD: return "NotifyOffloadSuccess";
-	case MC_OP_EVICT_DISK_REPLICA: return "BatchEvictDiskReplica";
-	case MC_OP_REPORT_TRANSFER_FAILURE: return "ReportTransferFailure";
+	MC_RPC_OPS(MC_RPC_OP_CASE)
 	default: return "Unknown";
 	}
+#undef MC_RPC_OP_CASE
 }

@@ -83,6 +83,7 @@
 #include <string.h>
 
 #include "common/wire.h"
+#include "proto/rpc_ops.h"
 
 #define MC_RPC_MAGIC 0x5052434Du
 #define MC_RPC_VERSION 1
@@ -108,47 +109,10 @@ enum mc_rpc_kind {
 	MC_RPC_RESPONSE = 1,
 };
 
-enum mc_rpc_op {
-	MC_OP_PING = 1,
-	MC_OP_SERVICE_READY = 2,
-	MC_OP_GET_FSDIR = 3,
-	MC_OP_GET_STORAGE_CONFIG = 4,
-	MC_OP_FS_HEARTBEAT = 5,
-	MC_OP_FS_EVICT = 6,
-	MC_OP_MOUNT_SEGMENT = 10,
-	MC_OP_REMOUNT_SEGMENT = 11,
-	MC_OP_UNMOUNT_SEGMENT = 12,
-	MC_OP_PUT_START = 20,
-	MC_OP_BATCH_PUT_START = 21,
-	MC_OP_PUT_END = 22,
-	MC_OP_BATCH_PUT_END = 23,
-	MC_OP_PUT_REVOKE = 24,
-	MC_OP_BATCH_PUT_REVOKE = 25,
-	MC_OP_UPSERT_START = 26,
-	MC_OP_BATCH_UPSERT_START = 27,
-	MC_OP_UPSERT_END = 28,
-	MC_OP_BATCH_UPSERT_END = 29,
-	MC_OP_UPSERT_REVOKE = 30,
-	MC_OP_BATCH_UPSERT_REVOKE = 31,
-	MC_OP_GET_REPLICA_LIST = 40,
-	MC_OP_BATCH_GET_REPLICA_LIST = 41,
-	MC_OP_GET_REPLICA_LIST_BY_REGEX = 42,
-	MC_OP_EXIST_KEY = 43,
-	MC_OP_BATCH_EXIST_KEY = 44,
-	MC_OP_REMOVE = 50,
-	MC_OP_BATCH_REMOVE = 51,
-	MC_OP_REMOVE_BY_REGEX = 52,
-	MC_OP_REMOVE_ALL = 53,
-	MC_OP_BATCH_QUERY_IP = 60,
-	MC_OP_BATCH_REPLICA_CLEAR = 61,
-	/* SSD tier (client-owned LOCAL_DISK replicas) */
-	MC_OP_MOUNT_LOCAL_DISK = 70,
-	MC_OP_OFFLOAD_HEARTBEAT = 71,
-	MC_OP_NOTIFY_OFFLOAD = 72,
-	MC_OP_EVICT_DISK_REPLICA = 73,
-	/* A client could not move bytes to or from these segments. */
-	MC_OP_REPORT_TRANSFER_FAILURE = 80,
-};
+/* Opcodes: see rpc_ops.h. */
+#define MC_RPC_OP_ENUM(sym, code, name, metric, batch, durable, handler) MC_OP_##sym = code,
+enum mc_rpc_op { MC_RPC_OPS(MC_RPC_OP_ENUM) };
+#undef MC_RPC_OP_ENUM
 
 /* Tier tasks handed to a disk owner by OFFLOAD_HEARTBEAT, and their results in NOTIFY_OFFLOAD. */
 enum mc_tier_task_kind {
