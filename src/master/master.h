@@ -303,8 +303,13 @@ void mc_master_evict_check(struct mc_master *m);
 
 /* master_persist.c: SQLite persistence (no-ops without --persist_path) */
 struct mc_persist;
-/* Open the database and rebuild segments, clients and objects from it. */
+/* Open the database (no-op without --persist_path); the tables are rebuilt by mc_master_recover. */
 int mc_master_persist_open(struct mc_master *m);
+/* After the reload: write the start time (a disk that cannot take writes is found now) and
+ * commit. */
+void mc_master_persist_started(struct mc_master *m, int64_t wall_ms);
+/* The wall clock in ms, as the database records it. */
+int64_t mc_persist_wall_ms(void);
 void mc_master_persist_close(struct mc_master *m);
 void mc_persist_object_changed(struct mc_master *m, struct mc_object *o);
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o);
@@ -317,6 +322,10 @@ void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
 int mc_master_commit(struct mc_master *m);
 /* Persistence is failing and changes must be refused up front (MC_ERR_PERSISTENT_FAIL). */
 int mc_master_persist_refusing(const struct mc_master *m);
+
+/* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
+ * and objects from it.  0, or the error that makes the start fail. */
+int mc_master_recover(struct mc_master *m);
 
 /* admin_http.c */
 int mc_admin_http_start(struct mc_master *m);

@@ -390,7 +390,7 @@ int main(int argc, char **argv)
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	if (mc_master_persist_open(m)) {
+	if (mc_master_recover(m)) {
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
