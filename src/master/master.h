@@ -23,6 +23,8 @@ struct mc_conn;
 struct evhttp;
 struct evhttp_connection;
 struct mc_meta_server;
+struct mc_master;
+struct mc_replica;
 
 struct mc_master_config {
 	char *config_path;
@@ -106,6 +108,16 @@ struct mc_client {
 	uint32_t refs;			/* objects naming it as writer + segments */
 };
 
+/* A disk tier's part in the tables' work, set by the tier on its segments (tier_ssd.c,
+ * tier_fsdir.c), so that the tables call up into the tiers only through it. */
+struct mc_disk_tier {
+	/* A replica on the tier is forgotten by the master (not at its owner's request): the
+	 * bytes must be deleted. */
+	void (*drop)(struct mc_master *m, struct mc_replica *r);
+	/* The segment is being unmounted (NULL: nothing to do); its replicas go in steps after. */
+	void (*gone)(struct mc_master *m, struct mc_segment *seg);
+};
+
 struct mc_segment {
 	struct mc_uuid id;
 	char *name;
@@ -136,6 +148,7 @@ struct mc_segment {
 	/* A client's SSD area (LOCAL_DISK replicas): no allocator, base 0; size is its capacity
 	 * and used the bytes of its replicas.  Not in master->segs: never chosen for memory. */
 	int is_disk;
+	const struct mc_disk_tier *tier;	/* disk segments: their tier */
 	uint64_t used;
 	struct mc_tier_task *tasks, *tasks_tail;	/* queued for the next heartbeat */
 	struct mc_tier_task *inflight;			/* handed out, waiting for NOTIFY */
@@ -247,12 +260,13 @@ struct mc_master {
 /* master_clock.c: the master's clock (monotonic ms). */
 int64_t mc_master_now(const struct mc_master *m);
 
-/* segment_table.c */
+/* segment_table.c (segment_mount.c: mounting) */
 int mc_master_tables_init(struct mc_master *m);
 void mc_master_tables_fini(struct mc_master *m);
 struct mc_client *mc_client_find(struct mc_master *m, const struct mc_uuid *id);
 struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id);
 struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id);
+/* segment_mount.c */
 /* Segments lie in a client's user address space, which no mainstream 64-bit kernel makes larger
  * than 2^48 bytes for ordinary mappings (x86-64 47 bits, AArch64 48). */
 #define MC_SEGMENT_VA_LIMIT (1ull << 48)
@@ -269,6 +283,7 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
  * the replicas it still holds. */
 int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s,
 		     const uint8_t *token);
+/* segment_table.c (segment_mount.c: mounting) */
 /* Put a memory segment in the allocation array (master->segs) and the capacity, or take it
  * out: only segments there receive replicas. */
 void mc_segs_add(struct mc_master *m, struct mc_segment *seg);

@@ -441,6 +441,7 @@ out_tables:
 	event_free(m->ev_flush);
 	event_free(m->ev_reap);
 	mc_master_tables_fini(m);
+	mc_fs_fini(m);
 	event_base_free(m->base);
 out_cfg:
 	mc_opts_free(mc_master_opts, &m->cfg);

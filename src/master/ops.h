@@ -54,9 +54,18 @@ const struct mc_master_op *mc_master_ops(size_t *n);
 /* Decode "u32 n, n x str" into a malloc'ed array of views (NULL when n == 0). */
 struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n);
 /* The decoded body has been consumed exactly, without error. */
-int mc_req_done(struct mc_req *q);
+static inline int mc_req_done(struct mc_req *q)
+{
+	return q->r.err == 0 && q->r.left == 0;
+}
+
 /* Count one item of a batch and whether it failed (code < 0). */
-void mc_req_item(struct mc_req *q, int code);
+static inline void mc_req_item(struct mc_req *q, int code)
+{
+	q->ctr->items++;
+	if (code < 0)
+		q->ctr->failed_items++;
+}
 
 /* Replicas of o in state status, on a segment. */
 uint32_t mc_object_count_status(struct mc_object *o, uint8_t status);

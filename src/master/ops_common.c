@@ -29,19 +29,6 @@ struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n)
 	return keys;
 }
 
-/* The decoded body must have been consumed exactly. */
-int mc_req_done(struct mc_req *q)
-{
-	return q->r.err == 0 && q->r.left == 0;
-}
-
-void mc_req_item(struct mc_req *q, int code)
-{
-	q->ctr->items++;
-	if (code < 0)
-		q->ctr->failed_items++;
-}
-
 void mc_put_replica_desc(const struct mc_master *m, struct mc_wbuf *w, const struct mc_object *o,
 			 const struct mc_replica *r)
 {

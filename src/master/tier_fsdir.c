@@ -52,6 +52,8 @@ struct mc_fs_drop {
 	char *path;
 };
 
+static const struct mc_disk_tier mc_tier_fsdir = { .drop = mc_fs_queue_drop, .gone = NULL };
+
 void mc_fs_init(struct mc_master *m)
 {
 	struct mc_segment *seg;
@@ -60,6 +62,7 @@ void mc_fs_init(struct mc_master *m)
 		return;
 	seg = mc_xcalloc(1, sizeof(*seg));
 	seg->is_disk = 2;
+	seg->tier = &mc_tier_fsdir;
 	seg->name = mc_xstrdup("root_fs_dir");
 	seg->endpoint = mc_xstrdup("");
 	seg->protocol = mc_xstrdup("file");

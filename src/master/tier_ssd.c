@@ -70,6 +70,13 @@ struct mc_segment *mc_client_disk(struct mc_client *c, const struct mc_uuid *id)
 	return NULL;
 }
 
+/* What the tables call on an SSD area: DROP tasks for forgotten copies, its tasks failed when it
+ * is unmounted. */
+static const struct mc_disk_tier mc_tier_ssd = {
+	.drop = mc_tier_queue_drop,
+	.gone = mc_tier_disk_gone,
+};
+
 struct mc_segment *mc_disk_mount(struct mc_master *m, struct mc_client *c,
 				 const struct mc_uuid *id, struct mc_strv name,
 				 struct mc_strv endpoint, uint64_t capacity, int *rc)
@@ -100,6 +107,7 @@ struct mc_segment *mc_disk_mount(struct mc_master *m, struct mc_client *c,
 	}
 	seg = mc_xcalloc(1, sizeof(*seg));
 	seg->is_disk = 1;
+	seg->tier = &mc_tier_ssd;
 	seg->id = *id;
 	seg->name = mc_strv_dup(name);
 	seg->endpoint = mc_strv_dup(endpoint);

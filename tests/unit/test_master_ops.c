@@ -88,8 +88,8 @@ static void master_init(struct mc_master *m)
 static void master_fini(struct mc_master *m)
 {
 	event_free(m->ev_reap);
-	mc_fs_fini(m);
 	mc_master_tables_fini(m);
+	mc_fs_fini(m);
 	event_base_free(m->base);
 }
 
