@@ -151,6 +151,12 @@ static void mc_admin_liveness_metrics(struct mc_master *m, struct evbuffer *b)
 		"Segments named in ReportTransferFailure", x->transfer_failure_reports);
 	mc_prom(b, "master_segment_unhealthy_marks_total", "counter",
 		"Times a segment was marked unhealthy", x->unhealthy_marks);
+	mc_prom(b, "master_checksum_mismatch_total", "counter",
+		"Replicas dropped because a reader found their bytes differ from the object's "
+		"checksum", x->checksum_mismatches);
+	mc_prom(b, "master_checksum_mismatch_objects_removed_total", "counter",
+		"Objects removed because their last complete replica was corrupt",
+		x->checksum_mismatch_removals);
 }
 
 static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
@@ -515,7 +521,20 @@ static void mc_admin_get_text(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
-/* GET /query_key?key=K: the readable memory replicas; grants a read lease. */
+/* Add "object_checksum" to j when o's writer gave one: the CRC-64 as 16 hex digits (a JSON
+ * number cannot hold every 64-bit value exactly), as the master's log lines print it. */
+static void mc_checksum_json(json_t *j, const struct mc_object *o)
+{
+	char hex[17];
+
+	if (!o->has_checksum)
+		return;
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)o->checksum);
+	json_object_set_new(j, "object_checksum", json_string(hex));
+}
+
+/* GET /query_key?key=K: the readable memory replicas (and the object's checksum); grants a
+ * read lease. */
 static void mc_admin_query_key(struct evhttp_request *req, void *arg)
 {
 	struct mc_master *m = arg;
@@ -538,9 +557,12 @@ static void mc_admin_query_key(struct evhttp_request *req, void *arg)
 	} else {
 		int64_t until = mc_master_now(m) + m->cfg.default_kv_lease_ttl;
 
+		json_t *j = json_pack("{sbso}", "success", 1, "data", arr);
+
 		if (o->lease_until < until)
 			o->lease_until = until;
-		mc_reply_json(req, 200, json_pack("{sbso}", "success", 1, "data", arr));
+		mc_checksum_json(j, o);
+		mc_reply_json(req, 200, j);
 	}
 out:
 	evhttp_clear_headers(&q);
@@ -571,7 +593,10 @@ static void mc_admin_batch_query_keys(struct evhttp_request *req, void *arg)
 		json_t *arr = o ? mc_replicas_json(m, o) : NULL;
 
 		if (arr && json_array_size(arr)) {
-			json_object_set_new(data, k, json_pack("{sbso}", "ok", 1, "values", arr));
+			json_t *j = json_pack("{sbso}", "ok", 1, "values", arr);
+
+			mc_checksum_json(j, o);
+			json_object_set_new(data, k, j);
 		} else {
 			json_decref(arr);
 			json_object_set_new(data, k, json_pack("{sbss}", "ok", 0, "error",

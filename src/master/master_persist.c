@@ -74,6 +74,8 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 	po.size = o->size;
 	po.flags = o->flags & MC_OBJ_HARD_PIN;
 	po.gen = o->gen;
+	po.has_checksum = o->has_checksum;
+	po.checksum = o->checksum;
 	/* Monotonic times do not survive a restart: store wall-clock ones. */
 	po.put_start_ms = mc_persist_wall_ms() - (mc_master_now(m) - o->put_start);
 	po.soft_pin_until_ms = o->soft_pin_until ? mc_persist_wall_ms() + (o->soft_pin_until -

@@ -198,6 +198,8 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	o = mc_object_insert(&m->objects, po->key, po->key_len, n);
 	o->size = po->size;
 	o->gen = po->gen;
+	o->has_checksum = po->has_checksum ? 1 : 0;
+	o->checksum = po->checksum;
 	o->put_start = L->now - (L->wall - po->put_start_ms);
 	if (po->flags & MC_OBJ_HARD_PIN) {
 		o->flags |= MC_OBJ_HARD_PIN;

@@ -46,6 +46,8 @@ struct mc_metrics {
 	uint64_t dormant_replicas_restored;
 	uint64_t dormant_segments_expired;
 	uint64_t transfer_failure_reports;	/* ReportTransferFailure items */
+	uint64_t checksum_mismatches;		/* replicas dropped by ReportChecksumMismatch */
+	uint64_t checksum_mismatch_removals;	/* objects removed so: no good replica left */
 	uint64_t unhealthy_marks;		/* times a segment was marked unhealthy */
 	uint64_t file_cache_hit_nums;
 	uint64_t offloaded_key_count;

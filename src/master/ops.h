@@ -14,7 +14,7 @@
  * concern: ops_put.c (put, upsert: start, end, revoke), ops_read.c (get replica lists, exist),
  * ops_remove.c (remove, remove by regex, remove all, replica clear), ops_client.c (ping,
  * service ready, mount, re-mount and unmount of segments, client queries, transfer-failure
- * reports), tier_ssd_rpc.c (SSD areas) and tier_fsdir.c (the shared directory).
+ * reports), ops_checksum.c (reports of corrupt replicas), tier_ssd_rpc.c (SSD areas) and tier_fsdir.c (the shared directory).
  * Single-threaded: the master's reactor thread.
  */
 #include <regex.h>

@@ -77,9 +77,12 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		    o->size == size &&
 		    mc_object_disk_replica(o) == NULL &&
 		    !(o->flags & (MC_OBJ_OFFLOADING | MC_OBJ_PROMOTING))) {
-			/* In-place upsert: same buffers, back to PROCESSING. */
+			/* In-place upsert: same buffers, back to PROCESSING; the old bytes'
+			 * checksum goes with them (the UpsertEnd brings the new one). */
 			for (i = 0; i < o->nrep; i++)
 				mc_object_replica(o, i)->status = MC_REPLICA_PROCESSING;
+			o->has_checksum = 0;
+			o->checksum = 0;
 			o->gen = mc_gen_next(m);
 			o->put_start = q->now;
 			o->writer = c;
@@ -249,8 +252,11 @@ static uint32_t mc_count_targeted(struct mc_object *o, uint8_t rtype, uint8_t st
 
 /* PutEnd of the replicas of type rtype (MEMORY, DISK or ALL).  With --root_fs_dir the writer
  * ends MEMORY first (the object becomes readable from memory) and DISK once its file is written:
- * the DISK replica stays PROCESSING, and is never handed to a reader, until then. */
-static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv key, uint8_t rtype)
+ * the DISK replica stays PROCESSING, and is never handed to a reader, until then.  A checksum
+ * the writer sends (cs->present) is stored with the object when this PutEnd completes replicas;
+ * PutStart and an in-place UpsertStart left it unknown, so a PutEnd without one leaves it so. */
+static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv key, uint8_t rtype,
+			  const struct mc_rpc_checksum *cs)
 {
 	struct mc_object *o = mc_object_find(&q->m->objects, key.p, key.n);
 	uint32_t i, processing, was_readable;
@@ -279,6 +285,10 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 
 		if (r->seg && r->status == MC_REPLICA_PROCESSING && mc_put_targets(r, rtype))
 			r->status = MC_REPLICA_COMPLETE;
+	}
+	if (cs->present) {
+		o->has_checksum = 1;
+		o->checksum = cs->value;
 	}
 	mc_persist_object_changed(q->m, o);
 	if (was_readable)
@@ -336,10 +346,13 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 	return 0;
 }
 
+/* The PutEnd and PutRevoke bodies: uuid client_id, u8 replica_type, keys; a PutEnd may end
+ * with the writer's checksum per key (mc_rpc_get_checksums). */
 static int mc_put_end_revoke_batch(struct mc_req *q, int revoke)
 {
 	struct mc_uuid cid;
 	struct mc_strv *keys;
+	struct mc_rpc_checksum *cs = NULL;
 	struct mc_client *c;
 	uint32_t n, i;
 	uint8_t rtype;
@@ -347,21 +360,27 @@ static int mc_put_end_revoke_batch(struct mc_req *q, int revoke)
 	mc_rpc_get_uuid(&q->r, &cid);
 	rtype = mc_rbuf_u8(&q->r);
 	keys = mc_req_keys(q, &n);
+	if (!revoke && q->r.err == 0) {
+		cs = mc_xcalloc(n ? n : 1, sizeof(*cs));
+		(void)mc_rpc_get_checksums(&q->r, cs, n);
+	}
 	if (!mc_req_done(q) || (rtype != MC_REPLICA_MEMORY && rtype != MC_REPLICA_DISK &&
 				rtype != MC_REPLICA_ALL)) {
 		free(keys);
+		free(cs);
 		return MC_ERR_INVALID_PARAMS;
 	}
 	c = mc_client_get(q->m, &cid);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++) {
 		int rc = revoke ? mc_put_revoke_one(q, c, keys[i], rtype)
-				: mc_put_end_one(q, c, keys[i], rtype);
+				: mc_put_end_one(q, c, keys[i], rtype, &cs[i]);
 
 		mc_wbuf_i32(q->out, rc);
 		mc_req_item(q, rc);
 	}
 	free(keys);
+	free(cs);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/errcode.h"
+#include "common/xalloc.h"
 #include "master/ops.h"
 
 static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
@@ -77,10 +78,14 @@ static uint32_t mc_put_complete_replicas(struct mc_master *m, struct mc_wbuf *w,
 	return n;
 }
 
+/* The items, then the object's checksum per key (mc_rpc_put_checksums; absent for a key
+ * answered with an error or whose writer sent none): readers from before checksums stop
+ * reading after the items. */
 int mc_op_get_replica_list(struct mc_req *q)
 {
 	struct mc_master *m = q->m;
 	struct mc_strv *keys;
+	struct mc_rpc_checksum *cs;
 	uint32_t n, i;
 
 	keys = mc_req_keys(q, &n);
@@ -88,6 +93,7 @@ int mc_op_get_replica_list(struct mc_req *q)
 		free(keys);
 		return MC_ERR_INVALID_PARAMS;
 	}
+	cs = mc_xcalloc(n ? n : 1, sizeof(*cs));
 	mc_wbuf_u64(q->out, (uint64_t)m->cfg.default_kv_lease_ttl);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++) {
@@ -107,12 +113,16 @@ int mc_op_get_replica_list(struct mc_req *q)
 			mc_wbuf_i32(q->out, 0);
 			mc_grant_lease(q, o);
 			o->fetch_until = o->lease_until;
+			cs[i].present = o->has_checksum;
+			cs[i].value = o->checksum;
 			mc_put_complete_replicas(m, q->out, o);
 			m->metrics.valid_get_nums++;
 		}
 		mc_req_item(q, rc);
 	}
+	mc_rpc_put_checksums(q->out, cs, n);
 	free(keys);
+	free(cs);
 	return 0;
 }
 

@@ -76,6 +76,10 @@ static struct mc_tier_task *mc_task_next(struct mc_master *m, struct mc_segment 
 	return mc_task_pop(disk);
 }
 
+/* The body may end with a feature byte (MC_RPC_HB_CHECKSUMS: the owner wants each task's
+ * object checksum, appended after the tasks with mc_rpc_put_checksums, so it can keep the
+ * checksum with its copy and verify the bytes it moves); owners from before it send none and
+ * get the tasks alone. */
 int mc_op_offload_heartbeat(struct mc_req *q)
 {
 	struct mc_master *m = q->m;
@@ -87,7 +91,9 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	struct mc_client *c;
 	struct mc_segment *disk;
 	struct mc_tier_task *t;
+	struct mc_rpc_checksum *cs = NULL;
 	uint32_t max, n = 0;
+	uint8_t features = 0;
 	size_t at;
 
 	(void)peer;
@@ -95,6 +101,8 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	mc_rpc_get_uuid(r, &did);
 	max = mc_rbuf_u32(r);
 	(void)mc_rbuf_u64(r);	/* used bytes as the client counts them (informational) */
+	if (r->err == 0 && r->left == 1)
+		features = mc_rbuf_u8(r);
 	if (!mc_body_done(r))
 		return MC_ERR_INVALID_PARAMS;
 	c = mc_client_find(m, &cid);
@@ -104,6 +112,8 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	c->last_ping = now;
 	if (max > MC_TIER_MAX_TASKS)
 		max = MC_TIER_MAX_TASKS;
+	if (features & MC_RPC_HB_CHECKSUMS)
+		cs = mc_xcalloc(max ? max : 1, sizeof(*cs));
 	at = out->len;
 	mc_wbuf_u32(out, 0);
 	while (n < max && (t = mc_task_next(m, disk)) != NULL) {
@@ -141,6 +151,10 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 				mc_task_cancel(m, t);
 			continue;
 		}
+		if (cs) {
+			cs[n].present = o->has_checksum;
+			cs[n].value = o->checksum;
+		}
 		mc_wbuf_u8(out, t->kind);
 		mc_wbuf_str(out, t->key, t->key_len);
 		mc_wbuf_u64(out, t->size);
@@ -162,6 +176,9 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 		n++;
 	}
 	mc_wbuf_patch_u32(out, at, n);
+	if (cs)
+		mc_rpc_put_checksums(out, cs, n);
+	free(cs);
 	return 0;
 }
 
@@ -195,10 +212,13 @@ static void mc_register_drop_older(struct mc_master *m, struct mc_object *o)
 }
 
 /* An object found on the SSD when its client started, holding the bytes of generation gen.
- * Taken only if those are the bytes the master knows for the key (ghosts.c). */
+ * Taken only if those are the bytes the master knows for the key (ghosts.c).  The checksum the
+ * owner kept with its copy (cs->present) becomes the object's when the copy brings the object
+ * back, and is taken by an object of the same bytes that has none; a copy whose checksum is
+ * not the object's is refused (CHECKSUM_MISMATCH: the owner deletes it). */
 static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_segment *disk,
 			   struct mc_strv key, uint64_t size, uint64_t addr, uint64_t gen,
-			   int64_t now)
+			   const struct mc_rpc_checksum *cs, int64_t now)
 {
 	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
 	struct mc_replica *r;
@@ -217,6 +237,8 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 		mc_register_drop_older(m, o);
 		o->gen = gen;
 		o->size = size;
+		o->has_checksum = cs->present;
+		o->checksum = cs->value;
 	} else if (o == NULL && mc_ghost_check(m, key.p, key.n, gen) != 0) {
 		return MC_ERR_OBJECT_NOT_FOUND;	/* removed or replaced while it was away */
 	}
@@ -229,6 +251,8 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 		o->put_start = now;
 		o->lease_until = now;
 		o->writer = c;
+		o->has_checksum = cs->present;
+		o->checksum = cs->value;
 		mc_object_lru_unlink(&m->objects, o);
 		r = mc_object_add_replica(o);
 		mc_disk_replica_attach(m, disk, r, addr, size);
@@ -237,6 +261,16 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 	}
 	if (o->size != size)
 		return MC_ERR_OBJECT_ALREADY_EXISTS;
+	if (cs->present && o->has_checksum && o->checksum != cs->value) {
+		mc_log_warn("SSD copy of %.*s on %s: checksum %016llx is not the object's %016llx: "
+			    "refused", (int)(key.n > 128 ? 128 : key.n), key.p, disk->name,
+			    (unsigned long long)cs->value, (unsigned long long)o->checksum);
+		return MC_ERR_CHECKSUM_MISMATCH;
+	}
+	if (cs->present && !o->has_checksum) {
+		o->has_checksum = 1;
+		o->checksum = cs->value;
+	}
 	for (i = 0; i < o->nrep; i++) {
 		r = mc_object_replica(o, i);
 		if (r->seg == disk) {
@@ -297,6 +331,7 @@ int mc_op_notify_offload(struct mc_req *q)
 		uint64_t size, addr, gen;
 		int32_t result;
 	} *items;
+	struct mc_rpc_checksum *cs;
 	uint32_t n, i;
 
 	mc_rpc_get_uuid(r, &cid);
@@ -305,6 +340,7 @@ int mc_op_notify_offload(struct mc_req *q)
 	if (r->err)
 		return MC_ERR_INVALID_PARAMS;
 	items = mc_xcalloc(n ? n : 1, sizeof(*items));
+	cs = mc_xcalloc(n ? n : 1, sizeof(*cs));
 	for (i = 0; i < n; i++) {
 		items[i].kind = mc_rbuf_u8(r);
 		items[i].key = mc_rpc_get_strv(r, MC_RPC_MAX_KEY);
@@ -313,14 +349,17 @@ int mc_op_notify_offload(struct mc_req *q)
 		items[i].result = (int32_t)mc_rbuf_u32(r);
 		items[i].gen = mc_rbuf_u64(r);
 	}
+	(void)mc_rpc_get_checksums(r, cs, n);	/* optional: the copies' checksums */
 	if (!mc_body_done(r)) {
 		free(items);
+		free(cs);
 		return MC_ERR_INVALID_PARAMS;
 	}
 	c = mc_client_find(m, &cid);
 	disk = mc_client_disk(c, &did);
 	if (disk == NULL || disk->status != MC_SEG_OK) {
 		free(items);
+		free(cs);
 		return MC_ERR_SEGMENT_NOT_FOUND;
 	}
 	mc_wbuf_u32(out, n);
@@ -333,7 +372,7 @@ int mc_op_notify_offload(struct mc_req *q)
 		} else if (items[i].kind == MC_TIER_REGISTER) {
 			rc = mc_disk_addr_ok(items[i].addr, items[i].size)
 				     ? mc_register_one(m, c, disk, items[i].key, items[i].size,
-						       items[i].addr, items[i].gen, now)
+						       items[i].addr, items[i].gen, &cs[i], now)
 				     : MC_ERR_INVALID_PARAMS;
 		} else if (items[i].kind == MC_TIER_LOST) {
 			rc = mc_disk_copy_lost(m, disk, items[i].key, items[i].addr, peer);
@@ -349,6 +388,7 @@ int mc_op_notify_offload(struct mc_req *q)
 		mc_wbuf_i32(out, rc);
 	}
 	free(items);
+	free(cs);
 	return 0;
 }
 int mc_op_evict_disk_replica(struct mc_req *q)

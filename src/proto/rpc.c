@@ -276,6 +276,59 @@ void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f)
 	f->code = mc_rbuf_i32(r);
 }
 
+void mc_rpc_put_checksums(struct mc_wbuf *w, const struct mc_rpc_checksum *c, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		mc_wbuf_u8(w, c[i].present ? 1 : 0);
+		mc_wbuf_u64(w, c[i].present ? c[i].value : 0);
+	}
+}
+
+int mc_rpc_get_checksums(struct mc_rbuf *r, struct mc_rpc_checksum *c, uint32_t n)
+{
+	uint32_t i;
+
+	memset(c, 0, (size_t)n * sizeof(*c));
+	if (r->err)
+		return -1;
+	if (r->left == 0)
+		return 0;
+	if (r->left != (size_t)n * MC_RPC_CHECKSUM_BYTES) {
+		r->err = -EBADMSG;
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t present = mc_rbuf_u8(r);
+
+		c[i].value = mc_rbuf_u64(r);
+		if (present > 1 || (!present && c[i].value != 0)) {
+			r->err = -EBADMSG;
+			memset(c, 0, (size_t)n * sizeof(*c));
+			return -1;
+		}
+		c[i].present = present;
+	}
+	return r->err ? -1 : 1;
+}
+
+void mc_rpc_put_corrupt_replica(struct mc_wbuf *w, const struct mc_rpc_corrupt_replica *c)
+{
+	mc_rpc_put_strv(w, c->key);
+	mc_wbuf_u64(w, c->replica_id);
+	mc_wbuf_u64(w, c->expected);
+	mc_wbuf_u64(w, c->computed);
+}
+
+void mc_rpc_get_corrupt_replica(struct mc_rbuf *r, struct mc_rpc_corrupt_replica *c)
+{
+	c->key = mc_rpc_get_strv(r, MC_RPC_MAX_KEY);
+	c->replica_id = mc_rbuf_u64(r);
+	c->expected = mc_rbuf_u64(r);
+	c->computed = mc_rbuf_u64(r);
+}
+
 uint32_t mc_rpc_deadline_encode(int64_t wall_ms)
 {
 	uint32_t dl = (uint32_t)(uint64_t)wall_ms;

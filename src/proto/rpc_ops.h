@@ -60,6 +60,7 @@
 	X(OFFLOAD_HEARTBEAT, 71, "OffloadObjectHeartbeat", "offload_object_heartbeat", 0, 0, offload_heartbeat) \
 	X(NOTIFY_OFFLOAD, 72, "NotifyOffloadSuccess", "notify_offload_success", 0, 1, notify_offload) \
 	X(EVICT_DISK_REPLICA, 73, "BatchEvictDiskReplica", "evict_disk_replica", 0, 1, evict_disk_replica) \
-	X(REPORT_TRANSFER_FAILURE, 80, "ReportTransferFailure", "report_transfer_failure", 0, 0, report_transfer_failure)
+	X(REPORT_TRANSFER_FAILURE, 80, "ReportTransferFailure", "report_transfer_failure", 0, 0, report_transfer_failure) \
+	X(REPORT_CHECKSUM_MISMATCH, 81, "ReportChecksumMismatch", "report_checksum_mismatch", 0, 1, report_checksum_mismatch)
 
 #endif
