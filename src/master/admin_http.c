@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The master's admin and metrics HTTP server (reference §1.11, §1.12), on the master's own loop
- * (evhttp): Prometheus metrics under upstream's names, a one-line summary, health, key and
- * segment queries, remove_all.  Also the periodic summary log line (§1.13, v0.3.9 form), so
- * memory analyses written against upstream's logs work on ours.
+ * The master's admin and metrics HTTP server, on the master's own loop (evhttp, one callback
+ * per path): Prometheus metrics under upstream's names (per-operation counters under the metric
+ * names of the operation table, ops.h), a one-line summary, health, key and segment queries,
+ * remove and remove_all (the RPC's removals, ops_remove.c).  Also the periodic summary log line
+ * in upstream's v0.3.9 form, so memory analyses written against upstream's logs work on ours.
  *
  * Everything here reads the master's tables directly; the expensive listings (all keys) are
  * for operators and tests, not for scrapers.
@@ -21,49 +22,8 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
-#include "master/master.h"
+#include "master/ops.h"
 #include "segment/alloc.h"
-
-struct mc_op_metric {
-	uint16_t op;
-	const char *name;	/* master_<name>_requests_total */
-	int batch;
-};
-
-static const struct mc_op_metric mc_op_metrics[] = {
-	{ MC_OP_PUT_START, "put_start", 0 },
-	{ MC_OP_PUT_END, "put_end", 0 },
-	{ MC_OP_PUT_REVOKE, "put_revoke", 0 },
-	{ MC_OP_UPSERT_START, "upsert_start", 0 },
-	{ MC_OP_UPSERT_END, "upsert_end", 0 },
-	{ MC_OP_UPSERT_REVOKE, "upsert_revoke", 0 },
-	{ MC_OP_GET_REPLICA_LIST, "get_replica_list", 0 },
-	{ MC_OP_GET_REPLICA_LIST_BY_REGEX, "get_replica_list_by_regex", 0 },
-	{ MC_OP_EXIST_KEY, "exist_key", 0 },
-	{ MC_OP_REMOVE, "remove", 0 },
-	{ MC_OP_REMOVE_BY_REGEX, "remove_by_regex", 0 },
-	{ MC_OP_REMOVE_ALL, "remove_all", 0 },
-	{ MC_OP_MOUNT_SEGMENT, "mount_segment", 0 },
-	{ MC_OP_UNMOUNT_SEGMENT, "unmount_segment", 0 },
-	{ MC_OP_REMOUNT_SEGMENT, "remount_segment", 0 },
-	{ MC_OP_PING, "ping", 0 },
-	{ MC_OP_MOUNT_LOCAL_DISK, "mount_local_disk_segment", 0 },
-	{ MC_OP_OFFLOAD_HEARTBEAT, "offload_object_heartbeat", 0 },
-	{ MC_OP_NOTIFY_OFFLOAD, "notify_offload_success", 0 },
-	{ MC_OP_EVICT_DISK_REPLICA, "evict_disk_replica", 0 },
-	{ MC_OP_REPORT_TRANSFER_FAILURE, "report_transfer_failure", 0 },
-	{ MC_OP_BATCH_EXIST_KEY, "batch_exist_key", 1 },
-	{ MC_OP_BATCH_QUERY_IP, "batch_query_ip", 1 },
-	{ MC_OP_BATCH_REPLICA_CLEAR, "batch_replica_clear", 1 },
-	{ MC_OP_BATCH_GET_REPLICA_LIST, "batch_get_replica_list", 1 },
-	{ MC_OP_BATCH_PUT_START, "batch_put_start", 1 },
-	{ MC_OP_BATCH_PUT_END, "batch_put_end", 1 },
-	{ MC_OP_BATCH_PUT_REVOKE, "batch_put_revoke", 1 },
-	{ MC_OP_BATCH_UPSERT_START, "batch_upsert_start", 1 },
-	{ MC_OP_BATCH_UPSERT_END, "batch_upsert_end", 1 },
-	{ MC_OP_BATCH_UPSERT_REVOKE, "batch_upsert_revoke", 1 },
-	{ MC_OP_BATCH_REMOVE, "batch_remove", 1 },
-};
 
 uint32_t mc_master_active_clients(const struct mc_master *m)
 {
@@ -191,6 +151,12 @@ static void mc_admin_liveness_metrics(struct mc_master *m, struct evbuffer *b)
 		"Segments named in ReportTransferFailure", x->transfer_failure_reports);
 	mc_prom(b, "master_segment_unhealthy_marks_total", "counter",
 		"Times a segment was marked unhealthy", x->unhealthy_marks);
+	mc_prom(b, "master_checksum_mismatch_total", "counter",
+		"Replicas dropped because a reader found their bytes differ from the object's "
+		"checksum", x->checksum_mismatches);
+	mc_prom(b, "master_checksum_mismatch_objects_removed_total", "counter",
+		"Objects removed because their last complete replica was corrupt",
+		x->checksum_mismatch_removals);
 }
 
 static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
@@ -198,7 +164,9 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	static const uint64_t bounds[7] = { 4096, 65536, 262144, 1048576, 4194304, 16777216,
 					    67108864 };
 	const struct mc_metrics *x = &m->metrics;
+	const struct mc_master_op *ops;
 	uint64_t cum = 0;
+	size_t nops;
 	uint32_t i;
 	char name[128];
 
@@ -237,21 +205,24 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 			       "master_value_size_bytes_sum %" PRIu64 "\n"
 			       "master_value_size_bytes_count %" PRIu64 "\n",
 			    cum, x->value_size_sum, x->value_size_count);
-	for (i = 0; i < sizeof(mc_op_metrics) / sizeof(mc_op_metrics[0]); i++) {
-		const struct mc_op_metric *om = &mc_op_metrics[i];
-		const struct mc_op_counters *c = &x->op[om->op];
+	ops = mc_master_ops(&nops);
+	for (i = 0; i < nops; i++) {
+		const struct mc_master_op *om = &ops[i];
+		const struct mc_op_counters *c = &x->op[om->opcode];
 
-		snprintf(name, sizeof(name), "master_%s_requests_total", om->name);
+		if (om->metric == NULL)
+			continue;
+		snprintf(name, sizeof(name), "master_%s_requests_total", om->metric);
 		mc_prom(b, name, "counter", "Requests", c->requests);
-		snprintf(name, sizeof(name), "master_%s_failures_total", om->name);
+		snprintf(name, sizeof(name), "master_%s_failures_total", om->metric);
 		mc_prom(b, name, "counter", "Failed requests", c->failures);
 		if (!om->batch)
 			continue;
-		snprintf(name, sizeof(name), "master_%s_partial_successes_total", om->name);
+		snprintf(name, sizeof(name), "master_%s_partial_successes_total", om->metric);
 		mc_prom(b, name, "counter", "Batches with some failed items", c->partial);
-		snprintf(name, sizeof(name), "master_%s_items_total", om->name);
+		snprintf(name, sizeof(name), "master_%s_items_total", om->metric);
 		mc_prom(b, name, "counter", "Items in batches", c->items);
-		snprintf(name, sizeof(name), "master_%s_failed_items_total", om->name);
+		snprintf(name, sizeof(name), "master_%s_failed_items_total", om->metric);
 		mc_prom(b, name, "counter", "Failed items in batches", c->failed_items);
 	}
 	mc_prom(b, "master_put_start_alloc_failures_total", "counter",
@@ -409,258 +380,395 @@ static const char *mc_query(struct evhttp_request *req, struct evkeyvalq *q, con
 	return evhttp_find_header(q, name);
 }
 
-static void mc_admin_on_request(struct evhttp_request *req, void *arg)
+/* "true" or "1". */
+static int mc_query_flag(struct evkeyvalq *q, const char *name)
+{
+	const char *v = evhttp_find_header(q, name);
+
+	return v && (!strcmp(v, "true") || !strcmp(v, "1"));
+}
+
+/* A route serves one method: 1 if req uses it, else 0 with a 405 sent. */
+static int mc_admin_method(struct evhttp_request *req, enum evhttp_cmd_type cmd)
+{
+	if (evhttp_request_get_command(req) == cmd)
+		return 1;
+	evhttp_send_error(req, 405, "Method not allowed");
+	return 0;
+}
+
+/* Changes are refused while persistence fails: 1 (and a 503 sent) when refused. */
+static int mc_admin_refusing(struct mc_master *m, struct evhttp_request *req)
+{
+	if (!mc_master_persist_refusing(m))
+		return 0;
+	m->metrics.persist_refused++;
+	mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+	return 1;
+}
+
+/* POST /api/v1/remove_all[?force=true]: RemoveAll, as the RPC does it. */
+static void mc_admin_remove_all(struct evhttp_request *req, void *arg)
 {
 	struct mc_master *m = arg;
-	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
-	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
 	struct evkeyvalq q;
+	int64_t count;
+	int f;
+
+	TAILQ_INIT(&q);
+	mc_query(req, &q, "force");
+	f = mc_query_flag(&q, "force");
+	if (!mc_admin_method(req, EVHTTP_REQ_POST) || mc_admin_refusing(m, req))
+		goto out;
+	count = mc_master_remove_all(m, f, mc_master_now(m), "admin remove_all");
+	if (mc_master_commit(m) != 0) {
+		mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+		goto out;
+	}
+	mc_log_notice("admin remove_all%s removed %lld objects", f ? " (force)" : "",
+		      (long long)count);
+	mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
+					  (json_int_t)count));
+out:
+	evhttp_clear_headers(&q);
+}
+
+/* POST /api/v1/remove?key=K[&force=true]: Remove(key, force), as the RPC does it (our
+ * addition, for mooncake_ctl). */
+static void mc_admin_remove(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	struct evkeyvalq q;
+	const char *key;
+	int f, rc;
+
+	TAILQ_INIT(&q);
+	key = mc_query(req, &q, "key");
+	f = mc_query_flag(&q, "force");
+	if (!mc_admin_method(req, EVHTTP_REQ_POST))
+		goto out;
+	if (key == NULL) {
+		mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
+		goto out;
+	}
+	if (mc_admin_refusing(m, req))
+		goto out;
+	rc = mc_master_remove_key(m, key, strlen(key), f, mc_master_now(m));
+	if (mc_master_commit(m) != 0) {
+		mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+		goto out;
+	}
+	if (rc) {
+		mc_reply_error(req, rc == MC_ERR_OBJECT_NOT_FOUND ? 404 : 409, rc);
+		goto out;
+	}
+	mc_log_notice("admin remove of %s%s", key, f ? " (force)" : "");
+	mc_reply_json(req, 200, json_pack("{sb}", "success", 1));
+out:
+	evhttp_clear_headers(&q);
+}
+
+/* GET /metrics: Prometheus text. */
+static void mc_admin_get_metrics(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	b = evbuffer_new();
+	mc_admin_metrics(arg, b);
+	mc_reply(req, 200, "text/plain; version=0.0.4", b);
+	evbuffer_free(b);
+}
+
+/* GET /metrics/summary: the one-line summary of the periodic log line. */
+static void mc_admin_get_summary(struct evhttp_request *req, void *arg)
+{
 	struct evbuffer *b;
 	char line[2048];
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	b = evbuffer_new();
+	mc_master_summary(arg, line, sizeof(line));
+	evbuffer_add_printf(b, "%s\n", line);
+	mc_reply(req, 200, "text/plain", b);
+	evbuffer_free(b);
+}
+
+/* GET /health */
+static void mc_admin_get_health(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	mc_reply_json(req, 200, json_pack("{sssssssbsb}", "status", "ok", "role", "leader",
+					  "ha_state", "serving", "service_ready", 1,
+					  "persistence_ok", !m->persist_failed));
+}
+
+/* GET /role and GET /ha_status: fixed text (arg: the text; no leader election). */
+static void mc_admin_get_text(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer *b;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	b = evbuffer_new();
+	evbuffer_add_printf(b, "%s", (const char *)arg);
+	mc_reply(req, 200, "text/plain", b);
+	evbuffer_free(b);
+}
+
+/* Add "object_checksum" to j when o's writer gave one: the CRC-64 as 16 hex digits (a JSON
+ * number cannot hold every 64-bit value exactly), as the master's log lines print it. */
+static void mc_checksum_json(json_t *j, const struct mc_object *o)
+{
+	char hex[17];
+
+	if (!o->has_checksum)
+		return;
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)o->checksum);
+	json_object_set_new(j, "object_checksum", json_string(hex));
+}
+
+/* GET /query_key?key=K: the readable memory replicas (and the object's checksum); grants a
+ * read lease. */
+static void mc_admin_query_key(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	struct evkeyvalq q;
+	const char *key;
+	struct mc_object *o;
+	json_t *arr;
+
+	TAILQ_INIT(&q);
+	key = mc_query(req, &q, "key");
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		goto out;
+	o = key ? mc_object_find(&m->objects, key, strlen(key)) : NULL;
+	if (key == NULL) {
+		mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
+	} else if (o == NULL || json_array_size(arr = mc_replicas_json(m, o)) == 0) {
+		if (o)
+			json_decref(arr);
+		mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
+	} else {
+		int64_t until = mc_master_now(m) + m->cfg.default_kv_lease_ttl;
+
+		json_t *j = json_pack("{sbso}", "success", 1, "data", arr);
+
+		if (o->lease_until < until)
+			o->lease_until = until;
+		mc_checksum_json(j, o);
+		mc_reply_json(req, 200, j);
+	}
+out:
+	evhttp_clear_headers(&q);
+}
+
+/* GET /batch_query_keys?keys=K1,K2,... */
+static void mc_admin_batch_query_keys(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	struct evkeyvalq q;
+	const char *keys;
+	json_t *data;
+	char *dup, *save = NULL, *k;
+
+	TAILQ_INIT(&q);
+	keys = mc_query(req, &q, "keys");
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		goto out;
+	if (keys == NULL || *keys == '\0') {
+		mc_reply_json(req, 400, json_pack("{sbss}", "success", 0, "error",
+						  "No keys provided. Use ?keys=key1,key2,..."));
+		goto out;
+	}
+	data = json_object();
+	dup = strdup(keys);
+	for (k = strtok_r(dup, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+		struct mc_object *o = mc_object_find(&m->objects, k, strlen(k));
+		json_t *arr = o ? mc_replicas_json(m, o) : NULL;
+
+		if (arr && json_array_size(arr)) {
+			json_t *j = json_pack("{sbso}", "ok", 1, "values", arr);
+
+			mc_checksum_json(j, o);
+			json_object_set_new(data, k, j);
+		} else {
+			json_decref(arr);
+			json_object_set_new(data, k, json_pack("{sbss}", "ok", 0, "error",
+							       "OBJECT_NOT_FOUND"));
+		}
+	}
+	free(dup);
+	mc_reply_json(req, 200, json_pack("{sbso}", "success", 1, "data", data));
+out:
+	evhttp_clear_headers(&q);
+}
+
+/* GET /get_all_keys: one key a line. */
+static void mc_admin_get_all_keys(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	struct evbuffer *b;
+	struct mc_object *o;
 	size_t pos = 0;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	b = evbuffer_new();
+	while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
+		evbuffer_add(b, o->key, o->key_len);
+		evbuffer_add(b, "\n", 1);
+	}
+	mc_reply(req, 200, "text/plain", b);
+	evbuffer_free(b);
+}
+
+/* GET /get_all_segments: one mounted memory segment name a line. */
+static void mc_admin_get_all_segments(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	struct evbuffer *b;
+	uint32_t i;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	b = evbuffer_new();
+	for (i = 0; i < m->nsegs; i++)
+		evbuffer_add_printf(b, "%s\n", m->segs[i]->name);
+	mc_reply(req, 200, "text/plain", b);
+	evbuffer_free(b);
+}
+
+/* GET /query_segment?segment=NAME: used and capacity of the segments of that name. */
+static void mc_admin_query_segment(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	struct evkeyvalq q;
+	const char *name;
+	uint64_t used = 0, cap = 0;
+	int found = 0;
 	uint32_t i;
 
 	TAILQ_INIT(&q);
-	if (path == NULL)
-		path = "/";
-	if (!strcmp(path, "/api/v1/remove_all")) {
-		const char *force = mc_query(req, &q, "force");
-		int f = force && (!strcmp(force, "true") || !strcmp(force, "1"));
-		struct mc_object *o;
-		int64_t now = mc_master_now(m), count = 0;
-
-		if (cmd != EVHTTP_REQ_POST) {
-			evhttp_send_error(req, 405, "Method not allowed");
-			goto out;
-		}
-		if (mc_master_persist_refusing(m)) {
-			m->metrics.persist_refused++;
-			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
-			goto out;
-		}
-		while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
-			uint32_t k, complete = 0;
-
-			for (k = 0; k < o->nrep; k++)
-				complete += mc_object_replica(o, k)->status == MC_REPLICA_COMPLETE;
-			if (complete != o->nrep || (!f && o->lease_until > now))
-				continue;
-			mc_persist_object_gone(m, o);
-			mc_master_object_remove(m, o);
-			count++;
-		}
-		if (mc_master_commit(m) != 0) {
-			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
-			goto out;
-		}
-		mc_log_notice("admin remove_all%s removed %lld objects", f ? " (force)" : "",
-			      (long long)count);
-		mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
-						  (json_int_t)count));
+	name = mc_query(req, &q, "segment");
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
 		goto out;
-	}
-	if (!strcmp(path, "/api/v1/remove")) {
-		/* Our addition for mooncake_ctl: Remove(key, force) with RPC semantics. */
-		const char *key = mc_query(req, &q, "key");
-		const char *force = evhttp_find_header(&q, "force");
-		int f = force && (!strcmp(force, "true") || !strcmp(force, "1"));
-		struct mc_object *o = key ? mc_object_find(&m->objects, key, strlen(key)) : NULL;
-		int rc = 0;
-		uint32_t k, complete = 0;
-
-		if (cmd != EVHTTP_REQ_POST) {
-			evhttp_send_error(req, 405, "Method not allowed");
-			goto out;
+	for (i = 0; name && i < m->nsegs; i++)
+		if (!strcmp(m->segs[i]->name, name)) {
+			used += mc_alloc_used(m->segs[i]->alloc);
+			cap += m->segs[i]->size;
+			found = 1;
 		}
-		if (key == NULL) {
-			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
-			goto out;
-		}
-		if (mc_master_persist_refusing(m)) {
-			m->metrics.persist_refused++;
-			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
-			goto out;
-		}
-		if (o == NULL) {
-			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
-			goto out;
-		}
-		for (k = 0; k < o->nrep; k++)
-			complete += mc_object_replica(o, k)->status == MC_REPLICA_COMPLETE;
-		if (!f && o->lease_until > mc_master_now(m))
-			rc = MC_ERR_OBJECT_HAS_LEASE;
-		else if (complete != o->nrep)
-			rc = MC_ERR_REPLICA_IS_NOT_READY;
-		if (rc) {
-			mc_reply_error(req, 409, rc);
-			goto out;
-		}
-		mc_persist_object_gone(m, o);
-		mc_master_object_remove(m, o);
-		if (mc_master_commit(m) != 0) {
-			mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
-			goto out;
-		}
-		mc_log_notice("admin remove of %s%s", key, f ? " (force)" : "");
-		mc_reply_json(req, 200, json_pack("{sb}", "success", 1));
-		goto out;
-	}
-	if (cmd != EVHTTP_REQ_GET) {
-		evhttp_send_error(req, 405, "Method not allowed");
-		goto out;
-	}
-	b = evbuffer_new();
-	if (!strcmp(path, "/metrics")) {
-		mc_admin_metrics(m, b);
-		mc_reply(req, 200, "text/plain; version=0.0.4", b);
-	} else if (!strcmp(path, "/metrics/summary")) {
-		mc_master_summary(m, line, sizeof(line));
-		evbuffer_add_printf(b, "%s\n", line);
-		mc_reply(req, 200, "text/plain", b);
-	} else if (!strcmp(path, "/health")) {
-		mc_reply_json(req, 200, json_pack("{sssssssbsb}", "status", "ok", "role", "leader",
-						  "ha_state", "serving", "service_ready", 1,
-						  "persistence_ok", !m->persist_failed));
-	} else if (!strcmp(path, "/role")) {
-		evbuffer_add_printf(b, "leader");
-		mc_reply(req, 200, "text/plain", b);
-	} else if (!strcmp(path, "/ha_status")) {
-		evbuffer_add_printf(b, "serving");
-		mc_reply(req, 200, "text/plain", b);
-	} else if (!strcmp(path, "/query_key")) {
-		const char *key = mc_query(req, &q, "key");
-		struct mc_object *o = key ? mc_object_find(&m->objects, key, strlen(key)) : NULL;
-		json_t *arr;
-
-		if (key == NULL) {
-			mc_reply_error(req, 400, MC_ERR_INVALID_PARAMS);
-		} else if (o == NULL || json_array_size(arr = mc_replicas_json(m, o)) == 0) {
-			if (o)
-				json_decref(arr);
-			mc_reply_error(req, 404, MC_ERR_OBJECT_NOT_FOUND);
-		} else {
-			int64_t until = mc_master_now(m) + m->cfg.default_kv_lease_ttl;
-
-			if (o->lease_until < until)
-				o->lease_until = until;
-			mc_reply_json(req, 200, json_pack("{sbso}", "success", 1, "data", arr));
-		}
-	} else if (!strcmp(path, "/batch_query_keys")) {
-		const char *keys = mc_query(req, &q, "keys");
-		json_t *data = json_object();
-		char *dup, *save = NULL, *k;
-
-		if (keys == NULL || *keys == '\0') {
-			json_decref(data);
-			mc_reply_json(req, 400, json_pack("{sbss}", "success", 0, "error",
-							  "No keys provided. Use ?keys=key1,key2,..."));
-		} else {
-			dup = strdup(keys);
-			for (k = strtok_r(dup, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
-				struct mc_object *o = mc_object_find(&m->objects, k, strlen(k));
-				json_t *arr = o ? mc_replicas_json(m, o) : NULL;
-
-				if (arr && json_array_size(arr)) {
-					json_object_set_new(data, k, json_pack("{sbso}", "ok", 1,
-									       "values", arr));
-				} else {
-					json_decref(arr);
-					json_object_set_new(data, k, json_pack("{sbss}", "ok", 0, "error",
-									       "OBJECT_NOT_FOUND"));
-				}
-			}
-			free(dup);
-			mc_reply_json(req, 200, json_pack("{sbso}", "success", 1, "data", data));
-		}
-	} else if (!strcmp(path, "/get_all_keys")) {
-		struct mc_object *o;
-
-		while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
-			evbuffer_add(b, o->key, o->key_len);
-			evbuffer_add(b, "\n", 1);
-		}
-		mc_reply(req, 200, "text/plain", b);
-	} else if (!strcmp(path, "/get_all_segments")) {
-		for (i = 0; i < m->nsegs; i++)
-			evbuffer_add_printf(b, "%s\n", m->segs[i]->name);
-		mc_reply(req, 200, "text/plain", b);
-	} else if (!strcmp(path, "/query_segment")) {
-		const char *name = mc_query(req, &q, "segment");
-		uint64_t used = 0, cap = 0;
-		int found = 0;
-
-		for (i = 0; name && i < m->nsegs; i++)
-			if (!strcmp(m->segs[i]->name, name)) {
-				used += mc_alloc_used(m->segs[i]->alloc);
-				cap += m->segs[i]->size;
-				found = 1;
-			}
-		if (!found) {
-			mc_reply_error(req, name ? 404 : 400,
-				       name ? MC_ERR_SEGMENT_NOT_FOUND : MC_ERR_INVALID_PARAMS);
-		} else {
-			evbuffer_add_printf(b, "%s\nUsed(bytes): %" PRIu64 "\nCapacity(bytes) : %" PRIu64
-					       "\n", name, used, cap);
-			mc_reply(req, 200, "text/plain", b);
-		}
-	} else if (!strcmp(path, "/get_segments_detail")) {
-		json_t *arr = json_array();
-		struct mc_segment *s, *d = m->dormant;
-		int64_t now = mc_master_now(m);
-
-		/* Mounted segments, then dormant ones (their objects kept for their process). */
-		for (i = 0; i < m->nsegs || d; i++) {
-			char id[40], cid[40], base[32], human[32];
-			uint64_t used;
-			json_t *j;
-
-			if (i < m->nsegs) {
-				s = m->segs[i];
-			} else {
-				s = d;
-				d = d->dnext;
-			}
-			used = mc_alloc_used(s->alloc);
-			mc_uuid_format(&s->id, id);
-			mc_uuid_format(&s->client->id, cid);
-			snprintf(base, sizeof(base), "0x%" PRIx64, s->base);
-			mc_fmt_bytes(human, sizeof(human), s->size);
-			j = json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name,
-				      "segment_id", id, "client_id", cid, "base_address", base,
-				      "size_bytes", (json_int_t)s->size, "size_human", human,
-				      "te_endpoint", s->endpoint, "protocol", s->protocol, "status",
-				      s->status == MC_SEG_DORMANT ? "DORMANT" : "OK",
-				      "allocator_used_bytes", (json_int_t)used,
-				      "allocator_capacity_bytes", (json_int_t)s->size,
-				      "allocator_usage_percent",
-				      s->size ? 100.0 * (double)used / (double)s->size : 0.0);
-			json_object_set_new(j, "client_state",
-					    json_string(mc_client_state_name(s->client->state)));
-			json_object_set_new(j, "health", json_string(now < s->unhealthy_until
-									    ? "unhealthy"
-									    : "healthy"));
-			json_object_set_new(j, "unhealthy_remaining_ms",
-					    json_integer(now < s->unhealthy_until
-								 ? s->unhealthy_until - now : 0));
-			json_object_set_new(j, "transfer_failure_reports",
-					    json_integer((json_int_t)s->failure_reports));
-			json_object_set_new(j, "replicas", json_integer((json_int_t)s->nreps));
-			json_object_set_new(j, "dormant_remaining_sec",
-					    json_integer(s->status == MC_SEG_DORMANT &&
-								 s->dormant_until > now
-							 ? (s->dormant_until - now + 999) / 1000
-							 : 0));
-			json_array_append_new(arr, j);
-		}
-		mc_reply_json(req, 200, json_pack("{sIso}", "total_segments",
-						  (json_int_t)json_array_size(arr), "segments",
-						  arr));
+	if (!found) {
+		mc_reply_error(req, name ? 404 : 400,
+			       name ? MC_ERR_SEGMENT_NOT_FOUND : MC_ERR_INVALID_PARAMS);
 	} else {
-		evhttp_send_error(req, 404, "Not Found");
+		struct evbuffer *b = evbuffer_new();
+
+		evbuffer_add_printf(b, "%s\nUsed(bytes): %" PRIu64 "\nCapacity(bytes) : %" PRIu64
+				       "\n", name, used, cap);
+		mc_reply(req, 200, "text/plain", b);
+		evbuffer_free(b);
 	}
-	evbuffer_free(b);
 out:
 	evhttp_clear_headers(&q);
+}
+
+static json_t *mc_segment_detail(struct mc_segment *s, int64_t now)
+{
+	char id[40], cid[40], base[32], human[32];
+	uint64_t used = mc_alloc_used(s->alloc);
+	json_t *j;
+
+	mc_uuid_format(&s->id, id);
+	mc_uuid_format(&s->client->id, cid);
+	snprintf(base, sizeof(base), "0x%" PRIx64, s->base);
+	mc_fmt_bytes(human, sizeof(human), s->size);
+	j = json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name, "segment_id", id,
+		      "client_id", cid, "base_address", base, "size_bytes", (json_int_t)s->size,
+		      "size_human", human, "te_endpoint", s->endpoint, "protocol", s->protocol,
+		      "status", s->status == MC_SEG_DORMANT ? "DORMANT" : "OK",
+		      "allocator_used_bytes", (json_int_t)used, "allocator_capacity_bytes",
+		      (json_int_t)s->size, "allocator_usage_percent",
+		      s->size ? 100.0 * (double)used / (double)s->size : 0.0);
+	json_object_set_new(j, "client_state", json_string(mc_client_state_name(s->client->state)));
+	json_object_set_new(j, "health",
+			    json_string(now < s->unhealthy_until ? "unhealthy" : "healthy"));
+	json_object_set_new(j, "unhealthy_remaining_ms",
+			    json_integer(now < s->unhealthy_until ? s->unhealthy_until - now : 0));
+	json_object_set_new(j, "transfer_failure_reports",
+			    json_integer((json_int_t)s->failure_reports));
+	json_object_set_new(j, "replicas", json_integer((json_int_t)s->nreps));
+	json_object_set_new(j, "dormant_remaining_sec",
+			    json_integer(s->status == MC_SEG_DORMANT && s->dormant_until > now
+						 ? (s->dormant_until - now + 999) / 1000
+						 : 0));
+	return j;
+}
+
+/* GET /get_segments_detail: mounted segments, then dormant ones (their objects kept for their
+ * process). */
+static void mc_admin_segments_detail(struct evhttp_request *req, void *arg)
+{
+	struct mc_master *m = arg;
+	json_t *arr;
+	struct mc_segment *d;
+	int64_t now = mc_master_now(m);
+	uint32_t i;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	arr = json_array();
+	for (i = 0; i < m->nsegs; i++)
+		json_array_append_new(arr, mc_segment_detail(m->segs[i], now));
+	for (d = m->dormant; d; d = d->dnext)
+		json_array_append_new(arr, mc_segment_detail(d, now));
+	mc_reply_json(req, 200, json_pack("{sIso}", "total_segments",
+					  (json_int_t)json_array_size(arr), "segments", arr));
+}
+
+/* Any other path: 405 for other methods than GET, as every route answers them, else 404. */
+static void mc_admin_not_found(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	if (mc_admin_method(req, EVHTTP_REQ_GET))
+		evhttp_send_error(req, 404, "Not Found");
+}
+
+/* The routes: one callback per path. */
+static int mc_admin_routes(struct mc_master *m)
+{
+	static const struct {
+		const char *path;
+		void (*cb)(struct evhttp_request *, void *);
+	} routes[] = {
+		{ "/api/v1/remove_all", mc_admin_remove_all },
+		{ "/api/v1/remove", mc_admin_remove },
+		{ "/metrics", mc_admin_get_metrics },
+		{ "/metrics/summary", mc_admin_get_summary },
+		{ "/health", mc_admin_get_health },
+		{ "/query_key", mc_admin_query_key },
+		{ "/batch_query_keys", mc_admin_batch_query_keys },
+		{ "/get_all_keys", mc_admin_get_all_keys },
+		{ "/get_all_segments", mc_admin_get_all_segments },
+		{ "/query_segment", mc_admin_query_segment },
+		{ "/get_segments_detail", mc_admin_segments_detail },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (evhttp_set_cb(m->admin, routes[i].path, routes[i].cb, m) != 0)
+			return -1;
+	if (evhttp_set_cb(m->admin, "/role", mc_admin_get_text, (void *)"leader") != 0 ||
+	    evhttp_set_cb(m->admin, "/ha_status", mc_admin_get_text, (void *)"serving") != 0)
+		return -1;
+	evhttp_set_gencb(m->admin, mc_admin_not_found, m);
+	return 0;
 }
 
 int mc_admin_http_start(struct mc_master *m)
@@ -672,8 +780,8 @@ int mc_admin_http_start(struct mc_master *m)
 		return -1;
 	evhttp_set_max_headers_size(m->admin, 16384);
 	evhttp_set_max_body_size(m->admin, 1 << 20);
-	evhttp_set_gencb(m->admin, mc_admin_on_request, m);
-	if (evhttp_bind_socket(m->admin, m->cfg.metrics_host, (uint16_t)m->cfg.metrics_port)) {
+	if (mc_admin_routes(m) != 0 ||
+	    evhttp_bind_socket(m->admin, m->cfg.metrics_host, (uint16_t)m->cfg.metrics_port)) {
 		mc_log_err("cannot listen for admin HTTP on %s:%lld", m->cfg.metrics_host,
 			   (long long)m->cfg.metrics_port);
 		evhttp_free(m->admin);

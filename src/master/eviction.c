@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Memory eviction: least recently used objects first (reference §1.7, but O(1) per eviction:
- * reads move an object to the MRU end of one list and eviction takes from its head, instead of
- * upstream's sampling scan of the table).
+ * Memory eviction: least recently used objects first, as upstream's master evicts, but O(1) per
+ * eviction: reads move an object to the MRU end of one list and eviction takes from its head,
+ * instead of upstream's sampling scan of the table.
  *
  * An object is never evicted while a reader may be copying its bytes (fetch lease from
  * GetReplicaList), while it is being written, or when hard-pinned (hard-pinned objects are not
@@ -11,7 +11,7 @@
  * as something else can be evicted.  Soft-pinned objects go last, and only with
  * --allow_evict_soft_pinned_objects.
  *
- * With an SSD tier (tiering.c) eviction frees memory only: an object with an SSD copy keeps it
+ * With an SSD tier (tier_ssd.c) eviction frees memory only: an object with an SSD copy keeps it
  * and leaves the LRU list; with --offload_on_evict an object without one is queued for offload
  * and its memory is freed only when the copy is acknowledged (counted meanwhile in
  * demote_pending, so the watermark does not pick more victims for the same bytes).  An object

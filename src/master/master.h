@@ -23,6 +23,8 @@ struct mc_conn;
 struct evhttp;
 struct evhttp_connection;
 struct mc_meta_server;
+struct mc_master;
+struct mc_replica;
 
 struct mc_master_config {
 	char *config_path;
@@ -106,6 +108,16 @@ struct mc_client {
 	uint32_t refs;			/* objects naming it as writer + segments */
 };
 
+/* A disk tier's part in the tables' work, set by the tier on its segments (tier_ssd.c,
+ * tier_fsdir.c), so that the tables call up into the tiers only through it. */
+struct mc_disk_tier {
+	/* A replica on the tier is forgotten by the master (not at its owner's request): the
+	 * bytes must be deleted. */
+	void (*drop)(struct mc_master *m, struct mc_replica *r);
+	/* The segment is being unmounted (NULL: nothing to do); its replicas go in steps after. */
+	void (*gone)(struct mc_master *m, struct mc_segment *seg);
+};
+
 struct mc_segment {
 	struct mc_uuid id;
 	char *name;
@@ -136,6 +148,7 @@ struct mc_segment {
 	/* A client's SSD area (LOCAL_DISK replicas): no allocator, base 0; size is its capacity
 	 * and used the bytes of its replicas.  Not in master->segs: never chosen for memory. */
 	int is_disk;
+	const struct mc_disk_tier *tier;	/* disk segments: their tier */
 	uint64_t used;
 	struct mc_tier_task *tasks, *tasks_tail;	/* queued for the next heartbeat */
 	struct mc_tier_task *inflight;			/* handed out, waiting for NOTIFY */
@@ -238,17 +251,22 @@ struct mc_master {
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;
 	struct mc_metrics metrics;
-	int64_t (*clock_ms)(void);	/* monotonic ms; replaceable in tests */
+	/* Monotonic ms, as every module reads it (mc_master_now): NULL is CLOCK_MONOTONIC; tests
+	 * set their own clock, called with clock_arg. */
+	int64_t (*clock_ms)(void *arg);
+	void *clock_arg;
 };
 
+/* master_clock.c: the master's clock (monotonic ms). */
 int64_t mc_master_now(const struct mc_master *m);
 
-/* segment_table.c */
+/* segment_table.c (segment_mount.c: mounting) */
 int mc_master_tables_init(struct mc_master *m);
 void mc_master_tables_fini(struct mc_master *m);
 struct mc_client *mc_client_find(struct mc_master *m, const struct mc_uuid *id);
 struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id);
 struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id);
+/* segment_mount.c */
 /* Segments lie in a client's user address space, which no mainstream 64-bit kernel makes larger
  * than 2^48 bytes for ordinary mappings (x86-64 47 bits, AArch64 48). */
 #define MC_SEGMENT_VA_LIMIT (1ull << 48)
@@ -265,6 +283,7 @@ int mc_segment_mount_check(struct mc_master *m, struct mc_client *c,
  * the replicas it still holds. */
 int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_rpc_segment *s,
 		     const uint8_t *token);
+/* segment_table.c (segment_mount.c: mounting) */
 /* Put a memory segment in the allocation array (master->segs) and the capacity, or take it
  * out: only segments there receive replicas. */
 void mc_segs_add(struct mc_master *m, struct mc_segment *seg);
@@ -299,8 +318,13 @@ void mc_master_evict_check(struct mc_master *m);
 
 /* master_persist.c: SQLite persistence (no-ops without --persist_path) */
 struct mc_persist;
-/* Open the database and rebuild segments, clients and objects from it. */
+/* Open the database (no-op without --persist_path); the tables are rebuilt by mc_master_recover. */
 int mc_master_persist_open(struct mc_master *m);
+/* After the reload: write the start time (a disk that cannot take writes is found now) and
+ * commit. */
+void mc_master_persist_started(struct mc_master *m, int64_t wall_ms);
+/* The wall clock in ms, as the database records it. */
+int64_t mc_persist_wall_ms(void);
 void mc_master_persist_close(struct mc_master *m);
 void mc_persist_object_changed(struct mc_master *m, struct mc_object *o);
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o);
@@ -313,6 +337,10 @@ void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
 int mc_master_commit(struct mc_master *m);
 /* Persistence is failing and changes must be refused up front (MC_ERR_PERSISTENT_FAIL). */
 int mc_master_persist_refusing(const struct mc_master *m);
+
+/* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
+ * and objects from it.  0, or the error that makes the start fail. */
+int mc_master_recover(struct mc_master *m);
 
 /* admin_http.c */
 int mc_admin_http_start(struct mc_master *m);
@@ -382,13 +410,25 @@ void mc_object_compact(struct mc_object *o);
  * no replica is left.  o must not be used after a 1. */
 int mc_object_settle(struct mc_master *m, struct mc_object *o);
 
-/* ops.c: one request frame in, one response frame appended to out. */
-void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uint8_t *body,
-		      struct mc_wbuf *out, const char *peer);
-/* Remove an object and release all its replicas. */
+/* Remove an object and release all its replicas (segment_table.c; the caller persists). */
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
 
-/* fs_tier.c: legacy shared-directory DISK replicas (--root_fs_dir, reference §6.1) */
+/* op_table.c: one request frame in, one response frame appended to out (see ops.h). */
+void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uint8_t *body,
+		      struct mc_wbuf *out, const char *peer);
+
+/* ops_remove.c: removals as the RPC Remove and RemoveAll do them, for the admin server too. */
+/* Remove the object of key unless a lease (without force) or an unfinished put keeps it: 0,
+ * OBJECT_HAS_LEASE, REPLICA_IS_NOT_READY, or OBJECT_NOT_FOUND (then the key's ghost is
+ * forgotten, and while adopting its removal remembered, so an SSD copy that is away does not
+ * bring it back). */
+int mc_master_remove_key(struct mc_master *m, const char *key, size_t len, int force, int64_t now);
+/* Remove every object no lease (without force) or unfinished put keeps, forget all ghosts and
+ * close the adoption window (why: for its log line).  Returns how many were removed. */
+int64_t mc_master_remove_all(struct mc_master *m, int force, int64_t now, const char *why);
+
+/* tier_fsdir.c: the shared-directory tier, DISK replicas (--root_fs_dir); its RPC operations
+ * are in the table of ops.h. */
 void mc_fs_init(struct mc_master *m);
 void mc_fs_fini(struct mc_master *m);
 /* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out; 0 or -1 if too long. */
@@ -404,19 +444,9 @@ void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r);
  * more than put_start_release_timeout_sec ago will never be ended: release it (its file, if
  * renamed already, is queued for deletion).  Returns 1 if that erased the object. */
 int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now);
-int mc_fs_storage_config(struct mc_master *m, struct mc_wbuf *out);
-int mc_fs_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
-int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now);
 
-/* tiering.c: SSD areas, offload, promotion (reference §6.2) */
-int mc_op_mount_local_disk(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			   int64_t now, const char *peer);
-int mc_op_offload_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			    int64_t now, const char *peer);
-int mc_op_notify_offload(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			 int64_t now, const char *peer);
-int mc_op_evict_disk_replica(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
-			     int64_t now, const char *peer);
+/* tier_ssd.c: the SSD tier, clients' SSD areas (LOCAL_DISK replicas), offload, promotion; its
+ * RPC operations are in tier_ssd_rpc.c (the table of ops.h). */
 /* The object's SSD replica that readers may use, or NULL. */
 struct mc_replica *mc_object_disk_replica(struct mc_object *o);
 /* A memory replica readers may use exists. */
@@ -432,7 +462,7 @@ void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r);
 /* Link r as a disk replica (DISK or LOCAL_DISK at addr) of seg, accounting size bytes. */
 void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint8_t type, uint64_t addr, uint64_t size);
-/* Forget a disk replica its owner evicts (tiering.c; the caller checked leases). */
+/* Forget a disk replica its owner evicts (the caller checked leases). */
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);

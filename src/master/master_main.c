@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -147,19 +146,6 @@ static const struct mc_opt mc_master_env[] = {
 	{ "MC_METADATA_CLUSTER_ID", NULL, NULL, MC_OPT_TOKEN, 0, NULL, 0, -1, "" },
 	MC_OPT_END,
 };
-
-static int64_t mc_master_clock_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t mc_master_now(const struct mc_master *m)
-{
-	return m->clock_ms ? m->clock_ms() : mc_master_clock_ms();
-}
 
 static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 {
@@ -398,13 +384,13 @@ int main(int argc, char **argv)
 	m->base = event_base_new();
 	if (m->base == NULL)
 		goto out_cfg;
-	m->rng = (uint64_t)mc_master_clock_ms() ^ ((uint64_t)getpid() << 32);
+	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
 	mc_master_tables_init(m);
 	mc_fs_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	if (mc_master_persist_open(m)) {
+	if (mc_master_recover(m)) {
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
@@ -455,6 +441,7 @@ out_tables:
 	event_free(m->ev_flush);
 	event_free(m->ev_reap);
 	mc_master_tables_fini(m);
+	mc_fs_fini(m);
 	event_base_free(m->base);
 out_cfg:
 	mc_opts_free(mc_master_opts, &m->cfg);

@@ -5,10 +5,11 @@
 #include <stdint.h>
 
 /*
- * Counters kept by the master under upstream's metric names (reference §1.12).  Indexed by RPC
- * opcode so the dispatcher counts every request in one place; exported by the admin HTTP
- * server as master_<op>_requests_total / _failures_total (single ops) and master_batch_<op>_*
- * (batch ops: requests, failures, partial successes, items, failed items).
+ * Counters kept by the master under upstream's metric names.  Indexed by RPC opcode so the
+ * dispatcher (op_table.c) counts every request in one place; exported by the admin HTTP server
+ * under the metric name of the operation table (src/proto/rpc_ops.h) as
+ * master_<metric>_requests_total / _failures_total, batch operations also as
+ * _partial_successes_total, _items_total and _failed_items_total.
  */
 #define MC_METRICS_MAX_OP 96
 
@@ -45,6 +46,8 @@ struct mc_metrics {
 	uint64_t dormant_replicas_restored;
 	uint64_t dormant_segments_expired;
 	uint64_t transfer_failure_reports;	/* ReportTransferFailure items */
+	uint64_t checksum_mismatches;		/* replicas dropped by ReportChecksumMismatch */
+	uint64_t checksum_mismatch_removals;	/* objects removed so: no good replica left */
 	uint64_t unhealthy_marks;		/* times a segment was marked unhealthy */
 	uint64_t file_cache_hit_nums;
 	uint64_t offloaded_key_count;

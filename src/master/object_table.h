@@ -58,8 +58,11 @@ struct mc_object {
 	uint64_t gen;			/* generation of its bytes (ghosts.c) */
 	struct mc_client *writer;
 	struct mc_replica *extra;	/* replicas beyond the first, array of nrep - 1 */
+	uint64_t checksum;		/* CRC-64 of its bytes as the writer gave it (PutEnd), when
+					   has_checksum; one per object, whichever replica */
 	uint32_t hash;
-	uint16_t key_len;
+	uint16_t key_len : 15;		/* at most MC_RPC_MAX_KEY (4096) */
+	uint16_t has_checksum : 1;
 	uint8_t nrep;
 	uint8_t flags;
 	struct mc_replica rep0;

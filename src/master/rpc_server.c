@@ -35,7 +35,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "common/xalloc.h"
-#include "master/master.h"
+#include "master/ops.h"
 
 /* A client that does not read its replies must not make the master buffer without bound. */
 #define MC_CONN_MAX_OUTPUT (256u << 20)
@@ -113,39 +113,14 @@ static void mc_conn_send(struct mc_conn *c)
 		mc_conn_close(c, "client does not read its replies");
 }
 
-/* Requests whose success is a change of durable state: acknowledged only once committed, and
- * refused while persistence is failing.  Pings, heartbeats, reads, existence checks and leases
- * are not; nor is ReMountSegment, by which clients restore what the file already holds. */
-static int mc_op_changes_state(uint16_t op)
+/* Requests whose success is a change of durable state (the table's durable column, see
+ * src/proto/rpc_ops.h): acknowledged only once committed, and refused while persistence is
+ * failing. */
+static int mc_op_changes_state(uint16_t opcode)
 {
-	switch (op) {
-	case MC_OP_MOUNT_SEGMENT:
-	case MC_OP_UNMOUNT_SEGMENT:
-	case MC_OP_PUT_START:
-	case MC_OP_BATCH_PUT_START:
-	case MC_OP_PUT_END:
-	case MC_OP_BATCH_PUT_END:
-	case MC_OP_PUT_REVOKE:
-	case MC_OP_BATCH_PUT_REVOKE:
-	case MC_OP_UPSERT_START:
-	case MC_OP_BATCH_UPSERT_START:
-	case MC_OP_UPSERT_END:
-	case MC_OP_BATCH_UPSERT_END:
-	case MC_OP_UPSERT_REVOKE:
-	case MC_OP_BATCH_UPSERT_REVOKE:
-	case MC_OP_REMOVE:
-	case MC_OP_BATCH_REMOVE:
-	case MC_OP_REMOVE_BY_REGEX:
-	case MC_OP_REMOVE_ALL:
-	case MC_OP_BATCH_REPLICA_CLEAR:
-	case MC_OP_FS_EVICT:
-	case MC_OP_MOUNT_LOCAL_DISK:
-	case MC_OP_NOTIFY_OFFLOAD:
-	case MC_OP_EVICT_DISK_REPLICA:
-		return 1;
-	default:
-		return 0;
-	}
+	const struct mc_master_op *op = mc_master_op_get(opcode);
+
+	return op != NULL && op->durable;
 }
 
 /* Handle one request frame into c->out, noting or refusing it per the persistence state. */

@@ -9,16 +9,18 @@
  * open across a failure); every SQLite error is logged with the database path and mapped by
  * mc_persist_map_error().  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 4; older files are upgraded in place: version 1 gets kind,
- * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms):
+ * Schema (PRAGMA user_version = 5; older files are upgraded in place: version 1 gets kind,
+ * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms, versions 1 to 4
+ * get checksum, NULL in the rows they keep):
  *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind, token BLOB,
  *            dormant_until_ms)
  *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
  *            -- token: 16 bytes the mounting process proves itself with (NULL: none)
  *            -- dormant_until_ms: wall-clock end of a dormant segment's time (0: mounted)
  *   objects(key BLOB PK, size, flags, put_start_ms, soft_pin_until_ms, writer BLOB,
- *           replicas BLOB, gen)                              -- WITHOUT ROWID
+ *           replicas BLOB, gen, checksum)                    -- WITHOUT ROWID
  *            -- gen: the generation of the object's bytes (0 in upgraded rows)
+ *            -- checksum: the object's CRC-64 as a signed 64-bit integer (NULL: none known)
  *   meta(name TEXT PK, value INTEGER)
  * A replica is packed as u64 id, u8 type, u8 status, 16-byte segment id, u64 offset, u64 len;
  * a LOCAL_DISK replica names its SSD area and stores its disk address as offset, size as len.
@@ -38,7 +40,7 @@
 #include "common/wire.h"
 #include "persist/persist.h"
 
-#define MC_PERSIST_SCHEMA 4
+#define MC_PERSIST_SCHEMA 5
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -67,8 +69,8 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 			   "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_DEL_SEGMENT] = "DELETE FROM segments WHERE id = ?1",
 	[ST_PUT_OBJECT] = "INSERT OR REPLACE INTO objects(key, size, flags, put_start_ms, "
-			  "soft_pin_until_ms, writer, replicas, gen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-			  "?8)",
+			  "soft_pin_until_ms, writer, replicas, gen, checksum) VALUES (?1, ?2, ?3, ?4, "
+			  "?5, ?6, ?7, ?8, ?9)",
 	[ST_DEL_OBJECT] = "DELETE FROM objects WHERE key = ?1",
 	[ST_DEL_ALL_OBJECTS] = "DELETE FROM objects",
 	[ST_SET_META] = "INSERT OR REPLACE INTO meta(name, value) VALUES (?1, ?2)",
@@ -76,7 +78,7 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind, "
 			     "token, dormant_until_ms FROM segments",
 	[ST_LOAD_OBJECTS] = "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
-			    "replicas, gen FROM objects",
+			    "replicas, gen, checksum FROM objects",
 };
 
 static const char mc_persist_schema_sql[] =
@@ -86,8 +88,8 @@ static const char mc_persist_schema_sql[] =
 	"token BLOB, dormant_until_ms INTEGER NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
 	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
-	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0) "
-	"WITHOUT ROWID;"
+	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0, "
+	"checksum INTEGER) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
 
 /* Kinds of changes in the pending batch. */
@@ -297,7 +299,16 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 			return MC_ERR_PERSISTENT_FAIL;
 		}
 	}
-	return mc_persist_exec(p, "PRAGMA user_version=4");
+	if (version >= 1 && version < 5) {
+		/* Objects from before checksums: the rows are kept, with none known. */
+		if (sqlite3_prepare_v2(p->db, "SELECT checksum FROM objects", -1, &st, NULL) ==
+		    SQLITE_OK) {
+			sqlite3_finalize(st);
+		} else if (mc_persist_exec(p, "ALTER TABLE objects ADD COLUMN checksum INTEGER")) {
+			return MC_ERR_PERSISTENT_FAIL;
+		}
+	}
+	return mc_persist_exec(p, "PRAGMA user_version=5");
 }
 
 /* Open p->path for writing (flags add SQLITE_OPEN_CREATE or not) or, with readonly, for reading,
@@ -502,6 +513,8 @@ int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *
 	mc_wbuf_i64(w, o->soft_pin_until_ms);
 	mc_wbuf_put(w, o->writer, 16);
 	mc_wbuf_u64(w, o->gen);
+	mc_wbuf_u8(w, o->has_checksum ? 1 : 0);
+	mc_wbuf_u64(w, o->checksum);
 	mc_wbuf_u32(w, o->n_replicas * MC_PERSIST_REPLICA_BYTES);
 	for (i = 0; i < o->n_replicas; i++) {
 		const struct mc_persist_replica *r = &o->replicas[i];
@@ -632,6 +645,12 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
 			sqlite3_bind_blob(st, 6, b, 16, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 8, (sqlite3_int64)mc_rbuf_u64(r));
+		if (mc_rbuf_u8(r)) {
+			sqlite3_bind_int64(st, 9, (sqlite3_int64)mc_rbuf_u64(r));
+		} else {
+			(void)mc_rbuf_u64(r);
+			sqlite3_bind_null(st, 9);
+		}
 		mc_batch_bind(st, 7, r, 0);
 		break;
 	case OP_DEL_OBJECT:
@@ -840,6 +859,8 @@ static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn
 		o.put_start_ms = sqlite3_column_int64(st, 3);
 		o.soft_pin_until_ms = sqlite3_column_int64(st, 4);
 		o.gen = (uint64_t)sqlite3_column_int64(st, 7);
+		o.has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
+		o.checksum = o.has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
 		n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
 		if (o.key == NULL || mc_persist_blob16(st, 5, o.writer) ||
 		    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS) {

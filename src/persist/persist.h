@@ -58,6 +58,8 @@ struct mc_persist_object {
 	int64_t soft_pin_until_ms;	/* wall-clock ms, 0 = none */
 	uint8_t writer[16];	/* writer client id */
 	uint64_t gen;		/* generation of the bytes (master-defined) */
+	uint8_t has_checksum;	/* checksum is known (NULL in the file when not) */
+	uint64_t checksum;	/* the object's CRC-64 as its writer gave it */
 	uint32_t n_replicas;
 	const struct mc_persist_replica *replicas;
 };

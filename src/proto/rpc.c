@@ -276,6 +276,59 @@ void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f)
 	f->code = mc_rbuf_i32(r);
 }
 
+void mc_rpc_put_checksums(struct mc_wbuf *w, const struct mc_rpc_checksum *c, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		mc_wbuf_u8(w, c[i].present ? 1 : 0);
+		mc_wbuf_u64(w, c[i].present ? c[i].value : 0);
+	}
+}
+
+int mc_rpc_get_checksums(struct mc_rbuf *r, struct mc_rpc_checksum *c, uint32_t n)
+{
+	uint32_t i;
+
+	memset(c, 0, (size_t)n * sizeof(*c));
+	if (r->err)
+		return -1;
+	if (r->left == 0)
+		return 0;
+	if (r->left != (size_t)n * MC_RPC_CHECKSUM_BYTES) {
+		r->err = -EBADMSG;
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t present = mc_rbuf_u8(r);
+
+		c[i].value = mc_rbuf_u64(r);
+		if (present > 1 || (!present && c[i].value != 0)) {
+			r->err = -EBADMSG;
+			memset(c, 0, (size_t)n * sizeof(*c));
+			return -1;
+		}
+		c[i].present = present;
+	}
+	return r->err ? -1 : 1;
+}
+
+void mc_rpc_put_corrupt_replica(struct mc_wbuf *w, const struct mc_rpc_corrupt_replica *c)
+{
+	mc_rpc_put_strv(w, c->key);
+	mc_wbuf_u64(w, c->replica_id);
+	mc_wbuf_u64(w, c->expected);
+	mc_wbuf_u64(w, c->computed);
+}
+
+void mc_rpc_get_corrupt_replica(struct mc_rbuf *r, struct mc_rpc_corrupt_replica *c)
+{
+	c->key = mc_rpc_get_strv(r, MC_RPC_MAX_KEY);
+	c->replica_id = mc_rbuf_u64(r);
+	c->expected = mc_rbuf_u64(r);
+	c->computed = mc_rbuf_u64(r);
+}
+
 uint32_t mc_rpc_deadline_encode(int64_t wall_ms)
 {
 	uint32_t dl = (uint32_t)(uint64_t)wall_ms;
@@ -295,44 +348,11 @@ int mc_rpc_deadline_expired(uint32_t dl, int64_t now_ms, uint32_t tolerance_ms)
 
 const char *mc_rpc_op_name(uint16_t op)
 {
+#define MC_RPC_OP_CASE(sym, code, name, metric, batch, durable, handler) \
+	case code: return name;
 	switch (op) {
-	case MC_OP_PING: return "Ping";
-	case MC_OP_SERVICE_READY: return "ServiceReady";
-	case MC_OP_GET_FSDIR: return "GetFsdir";
-	case MC_OP_GET_STORAGE_CONFIG: return "GetStorageConfig";
-	case MC_OP_FS_HEARTBEAT: return "FsHeartbeat";
-	case MC_OP_FS_EVICT: return "BatchEvictDiskReplica(DISK)";
-	case MC_OP_MOUNT_SEGMENT: return "MountSegment";
-	case MC_OP_REMOUNT_SEGMENT: return "ReMountSegment";
-	case MC_OP_UNMOUNT_SEGMENT: return "UnmountSegment";
-	case MC_OP_PUT_START: return "PutStart";
-	case MC_OP_BATCH_PUT_START: return "BatchPutStart";
-	case MC_OP_PUT_END: return "PutEnd";
-	case MC_OP_BATCH_PUT_END: return "BatchPutEnd";
-	case MC_OP_PUT_REVOKE: return "PutRevoke";
-	case MC_OP_BATCH_PUT_REVOKE: return "BatchPutRevoke";
-	case MC_OP_UPSERT_START: return "UpsertStart";
-	case MC_OP_BATCH_UPSERT_START: return "BatchUpsertStart";
-	case MC_OP_UPSERT_END: return "UpsertEnd";
-	case MC_OP_BATCH_UPSERT_END: return "BatchUpsertEnd";
-	case MC_OP_UPSERT_REVOKE: return "UpsertRevoke";
-	case MC_OP_BATCH_UPSERT_REVOKE: return "BatchUpsertRevoke";
-	case MC_OP_GET_REPLICA_LIST: return "GetReplicaList";
-	case MC_OP_BATCH_GET_REPLICA_LIST: return "BatchGetReplicaList";
-	case MC_OP_GET_REPLICA_LIST_BY_REGEX: return "GetReplicaListByRegex";
-	case MC_OP_EXIST_KEY: return "ExistKey";
-	case MC_OP_BATCH_EXIST_KEY: return "BatchExistKey";
-	case MC_OP_REMOVE: return "Remove";
-	case MC_OP_BATCH_REMOVE: return "BatchRemove";
-	case MC_OP_REMOVE_BY_REGEX: return "RemoveByRegex";
-	case MC_OP_REMOVE_ALL: return "RemoveAll";
-	case MC_OP_BATCH_QUERY_IP: return "BatchQueryIp";
-	case MC_OP_BATCH_REPLICA_CLEAR: return "BatchReplicaClear";
-	case MC_OP_MOUNT_LOCAL_DISK: return "MountLocalDiskSegment";
-	case MC_OP_OFFLOAD_HEARTBEAT: return "OffloadObjectHeartbeat";
-	case MC_OP_NOTIFY_OFFLOAD: return "NotifyOffloadSuccess";
-	case MC_OP_EVICT_DISK_REPLICA: return "BatchEvictDiskReplica";
-	case MC_OP_REPORT_TRANSFER_FAILURE: return "ReportTransferFailure";
+	MC_RPC_OPS(MC_RPC_OP_CASE)
 	default: return "Unknown";
 	}
+#undef MC_RPC_OP_CASE
 }

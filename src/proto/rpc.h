@@ -83,6 +83,7 @@
 #include <string.h>
 
 #include "common/wire.h"
+#include "proto/rpc_ops.h"
 
 #define MC_RPC_MAGIC 0x5052434Du
 #define MC_RPC_VERSION 1
@@ -98,7 +99,8 @@
 #define MC_RPC_MAX_REPLICAS 64		/* replicas in one descriptor list */
 #define MC_RPC_MAX_REGEX 4096
 #define MC_RPC_MAX_PATH 4096
-#define MC_RPC_MAX_REPORT 1024		/* segments in one ReportTransferFailure */
+#define MC_RPC_MAX_REPORT 1024		/* items in one ReportTransferFailure or
+					   ReportChecksumMismatch */
 
 /* Slack the master allows past a request's deadline for clock error between the hosts. */
 #define MC_RPC_DEADLINE_TOLERANCE_MS 1000
@@ -108,47 +110,10 @@ enum mc_rpc_kind {
 	MC_RPC_RESPONSE = 1,
 };
 
-enum mc_rpc_op {
-	MC_OP_PING = 1,
-	MC_OP_SERVICE_READY = 2,
-	MC_OP_GET_FSDIR = 3,
-	MC_OP_GET_STORAGE_CONFIG = 4,
-	MC_OP_FS_HEARTBEAT = 5,
-	MC_OP_FS_EVICT = 6,
-	MC_OP_MOUNT_SEGMENT = 10,
-	MC_OP_REMOUNT_SEGMENT = 11,
-	MC_OP_UNMOUNT_SEGMENT = 12,
-	MC_OP_PUT_START = 20,
-	MC_OP_BATCH_PUT_START = 21,
-	MC_OP_PUT_END = 22,
-	MC_OP_BATCH_PUT_END = 23,
-	MC_OP_PUT_REVOKE = 24,
-	MC_OP_BATCH_PUT_REVOKE = 25,
-	MC_OP_UPSERT_START = 26,
-	MC_OP_BATCH_UPSERT_START = 27,
-	MC_OP_UPSERT_END = 28,
-	MC_OP_BATCH_UPSERT_END = 29,
-	MC_OP_UPSERT_REVOKE = 30,
-	MC_OP_BATCH_UPSERT_REVOKE = 31,
-	MC_OP_GET_REPLICA_LIST = 40,
-	MC_OP_BATCH_GET_REPLICA_LIST = 41,
-	MC_OP_GET_REPLICA_LIST_BY_REGEX = 42,
-	MC_OP_EXIST_KEY = 43,
-	MC_OP_BATCH_EXIST_KEY = 44,
-	MC_OP_REMOVE = 50,
-	MC_OP_BATCH_REMOVE = 51,
-	MC_OP_REMOVE_BY_REGEX = 52,
-	MC_OP_REMOVE_ALL = 53,
-	MC_OP_BATCH_QUERY_IP = 60,
-	MC_OP_BATCH_REPLICA_CLEAR = 61,
-	/* SSD tier (client-owned LOCAL_DISK replicas) */
-	MC_OP_MOUNT_LOCAL_DISK = 70,
-	MC_OP_OFFLOAD_HEARTBEAT = 71,
-	MC_OP_NOTIFY_OFFLOAD = 72,
-	MC_OP_EVICT_DISK_REPLICA = 73,
-	/* A client could not move bytes to or from these segments. */
-	MC_OP_REPORT_TRANSFER_FAILURE = 80,
-};
+/* Opcodes: see rpc_ops.h. */
+#define MC_RPC_OP_ENUM(sym, code, name, metric, batch, durable, handler) MC_OP_##sym = code,
+enum mc_rpc_op { MC_RPC_OPS(MC_RPC_OP_ENUM) };
+#undef MC_RPC_OP_ENUM
 
 /* Tier tasks handed to a disk owner by OFFLOAD_HEARTBEAT, and their results in NOTIFY_OFFLOAD. */
 enum mc_tier_task_kind {
@@ -286,6 +251,48 @@ struct mc_rpc_xfer_failure {
 
 void mc_rpc_put_xfer_failure(struct mc_wbuf *w, const struct mc_rpc_xfer_failure *f);
 void mc_rpc_get_xfer_failure(struct mc_rbuf *r, struct mc_rpc_xfer_failure *f);
+
+/* Object checksums (CRC-64/ECMA-182 of the object's bytes: polynomial 0x42F0E1EBA9EA3693, not
+ * reflected, initial value 0, no final xor).  Any value is valid, 0 included, so whether one is
+ * known is said apart.  On the wire one is 9 bytes, u8 present (0 or 1) and u64 value (0 when
+ * absent), and the checksums of a request or response go in one optional section of n of them
+ * at the very end of its body, in the order of its n items:
+ *   PutEnd, UpsertEnd (and their batch forms): after the keys, the writer's checksum per key;
+ *   GetReplicaList, BatchGetReplicaList: after the items, the object's checksum per key (absent
+ *	for a key answered with an error);
+ *   NotifyOffloadSuccess: after the items, the object's checksum per item (REGISTER items);
+ *   OffloadObjectHeartbeat: after the tasks, the object's checksum per task, only when the
+ *	request ended with the feature byte MC_RPC_HB_CHECKSUMS. */
+#define MC_RPC_CHECKSUM_BYTES 9
+
+struct mc_rpc_checksum {
+	uint8_t present;
+	uint64_t value;
+};
+
+/* Append the section: n x (u8 present, u64 value). */
+void mc_rpc_put_checksums(struct mc_wbuf *w, const struct mc_rpc_checksum *c, uint32_t n);
+/* Read the optional section of n checksums at the end of a body into c[0..n).  Returns 1 when
+ * it is there (exactly n x 9 bytes left, each present byte 0 or 1), 0 when nothing is left (a
+ * peer from before checksums: every c[i] is absent), or -1 with r->err set when anything else
+ * is left (the body is malformed). */
+int mc_rpc_get_checksums(struct mc_rbuf *r, struct mc_rpc_checksum *c, uint32_t n);
+
+/* OffloadObjectHeartbeat's optional trailing request byte: the features the disk owner
+ * understands in the answer. */
+#define MC_RPC_HB_CHECKSUMS 0x01	/* append the tasks' object checksums */
+
+/* One item of ReportChecksumMismatch: a reader read replica replica_id of key and its bytes'
+ * CRC-64 (computed) differs from the object's checksum (expected, as GetReplicaList gave it). */
+struct mc_rpc_corrupt_replica {
+	struct mc_strv key;
+	uint64_t replica_id;
+	uint64_t expected;
+	uint64_t computed;
+};
+
+void mc_rpc_put_corrupt_replica(struct mc_wbuf *w, const struct mc_rpc_corrupt_replica *c);
+void mc_rpc_get_corrupt_replica(struct mc_rbuf *r, struct mc_rpc_corrupt_replica *c);
 
 /* Request deadlines.  A request frame's status field holds the low 32 bits of the wall-clock
  * time (ms, in the master's clock) after which it must not be executed; 0 means none.

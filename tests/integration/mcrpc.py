@@ -4,22 +4,28 @@
 Encodes requests, matches responses by req_id, decodes the bodies of the common operations.
 """
 import os
+import re
 import socket
 import struct
 
 MAGIC = 0x5052434D
 HDR = struct.Struct("<IBBHIiQ")
 
-OP = dict(PING=1, SERVICE_READY=2, GET_FSDIR=3, GET_STORAGE_CONFIG=4, FS_HEARTBEAT=5, FS_EVICT=6,
-          MOUNT_SEGMENT=10, REMOUNT_SEGMENT=11, UNMOUNT_SEGMENT=12,
-          PUT_START=20, BATCH_PUT_START=21, PUT_END=22, BATCH_PUT_END=23, PUT_REVOKE=24,
-          BATCH_PUT_REVOKE=25, UPSERT_START=26, BATCH_UPSERT_START=27, UPSERT_END=28,
-          BATCH_UPSERT_END=29, UPSERT_REVOKE=30, BATCH_UPSERT_REVOKE=31, GET_REPLICA_LIST=40,
-          BATCH_GET_REPLICA_LIST=41, GET_REPLICA_LIST_BY_REGEX=42, EXIST_KEY=43,
-          BATCH_EXIST_KEY=44, REMOVE=50, BATCH_REMOVE=51, REMOVE_BY_REGEX=52, REMOVE_ALL=53,
-          BATCH_QUERY_IP=60, BATCH_REPLICA_CLEAR=61, MOUNT_LOCAL_DISK=70,
-          OFFLOAD_HEARTBEAT=71, NOTIFY_OFFLOAD=72, EVICT_DISK_REPLICA=73,
-          REPORT_TRANSFER_FAILURE=80)
+
+
+def _read_ops():
+    """The opcodes from the master's operation table (src/proto/rpc_ops.h): no second list."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "src", "proto", "rpc_ops.h")
+    with open(path) as f:
+        ops = {m.group(1): int(m.group(2))
+               for m in re.finditer(r"^\s*X\((\w+),\s*(\d+),", f.read(), re.M)}
+    if not ops:
+        raise RuntimeError("no operations found in " + path)
+    return ops
+
+
+OP = _read_ops()
 
 
 def s(b):

@@ -101,6 +101,29 @@ static int on_seg_any(void *arg, const struct mc_persist_segment *s)
 	return 0;
 }
 
+/* Objects of the checksum test: "old" (a schema 4 row) has none; "c/0" has 0, "c/max" has
+ * 2^64 - 1, "c/none" has none.  Counts the objects; bad on any other value. */
+static int on_obj_checksum(void *arg, const struct mc_persist_object *o)
+{
+	struct seen *x = arg;
+	int want_has = 0;
+	uint64_t want = 0;
+
+	x->objects++;
+	if (o->key_len == 3 && !memcmp(o->key, "c/0", 3)) {
+		want_has = 1;
+	} else if (o->key_len == 5 && !memcmp(o->key, "c/max", 5)) {
+		want_has = 1;
+		want = UINT64_MAX;
+	} else if (!(o->key_len == 3 && !memcmp(o->key, "old", 3)) &&
+		   !(o->key_len == 6 && !memcmp(o->key, "c/none", 6))) {
+		x->bad += 100;
+	}
+	x->bad += o->has_checksum != want_has || o->checksum != want;
+	x->size_sum += o->gen == 77;	/* the schema 4 row kept its generation */
+	return 0;
+}
+
 static int on_obj_count(void *arg, const struct mc_persist_object *o)
 {
 	struct count *c = arg;
@@ -380,6 +403,78 @@ int main(void)
 			   y.bad == 0 && y.objects == 0 && y.size_sum == 1,
 		   "after the upgrade its token and dormant end come back");
 		mc_persist_close(p);
+	}
+
+	/* A version 4 file (objects without checksum) is upgraded in place: its rows are kept,
+	 * with no checksum; checksums written after (0 and 2^64 - 1 are values like any other)
+	 * come back, and an object without one reads as such. */
+	{
+		char v4[600];
+		sqlite3 *db;
+		struct mc_persist_replica r = { .id = 1, .type = 0, .status = 3, .len = 8 };
+		struct mc_persist_object o = { .size = 8, .n_replicas = 1, .replicas = &r };
+		struct seen y;
+		int rc;
+
+		snprintf(v4, sizeof(v4), "%s/v4.db", dir);
+		rc = sqlite3_open(v4, &db);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db,
+					  "CREATE TABLE segments(id BLOB PRIMARY KEY, client_id BLOB NOT "
+					  "NULL, name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER "
+					  "NOT NULL, endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind "
+					  "INTEGER NOT NULL DEFAULT 0, token BLOB, dormant_until_ms INTEGER "
+					  "NOT NULL DEFAULT 0);"
+					  "CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
+					  "flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, "
+					  "soft_pin_until_ms INTEGER NOT NULL, writer BLOB NOT NULL, "
+					  "replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0) WITHOUT "
+					  "ROWID;"
+					  "INSERT INTO objects VALUES (x'6f6c64', 8, 0, 1, 0, "
+					  "x'01000000000000000000000000000000', x'', 77);"
+					  "PRAGMA user_version=4;",
+					  NULL, NULL, NULL);
+		sqlite3_close(db);
+		memset(&y, 0, sizeof(y));
+		ok(rc == SQLITE_OK && mc_persist_open(v4, MC_PERSIST_SYNC_NORMAL, &p) == 0 &&
+			   mc_persist_load(p, on_seg_any, on_obj_checksum, &y) == 0 &&
+			   y.objects == 1 && y.bad == 0 && y.size_sum == 1,
+		   "a schema 4 database opens; its object is kept, without a checksum");
+		o.key = "c/0";
+		o.key_len = 3;
+		o.has_checksum = 1;
+		o.checksum = 0;
+		rc = mc_persist_put_object(p, &o);
+		o.key = "c/max";
+		o.key_len = 5;
+		o.checksum = UINT64_MAX;
+		rc |= mc_persist_put_object(p, &o);
+		o.key = "c/none";
+		o.key_len = 6;
+		o.has_checksum = 0;
+		o.checksum = 0;
+		rc |= mc_persist_put_object(p, &o);
+		ok(rc == 0 && mc_persist_commit(p) == 0, "objects with checksums 0, 2^64-1 and none "
+		   "are recorded");
+		mc_persist_close(p);
+		memset(&y, 0, sizeof(y));
+		ok(mc_persist_open(v4, MC_PERSIST_SYNC_NORMAL, &p) == 0 &&
+			   mc_persist_load(p, on_seg_any, on_obj_checksum, &y) == 0 &&
+			   y.objects == 4 && y.bad == 0,
+		   "their checksums come back exactly, and absent where there was none (%d objects, "
+		   "bad %d)", y.objects, y.bad);
+		mc_persist_close(p);
+		rc = sqlite3_open(v4, &db);
+		if (rc == SQLITE_OK) {
+			sqlite3_stmt *vst = NULL;
+
+			rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &vst, NULL);
+			ok(rc == SQLITE_OK && sqlite3_step(vst) == SQLITE_ROW &&
+				   sqlite3_column_int(vst, 0) == 5,
+			   "the file is at schema version 5");
+			sqlite3_finalize(vst);
+		}
+		sqlite3_close(db);
 	}
 
 	/* A database from a newer schema is refused rather than misread. */

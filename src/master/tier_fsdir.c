@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The legacy shared-directory tier (reference §6.1): with --root_fs_dir, every new object also
+ * The master's shared-directory tier (upstream's legacy file tier): with --root_fs_dir, every new object also
  * gets a DISK replica, a file at "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" on a
  * file system all clients share.  The writer stores the raw value there after its memory writes
  * (PutEnd(DISK) once it is in); a reader uses the file when no memory replica is left (eviction
@@ -39,7 +39,7 @@
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "master/master.h"
+#include "master/ops.h"
 
 #define MC_FS_MAX_DROPS 1000000		/* queued deletions (a path each) */
 #define MC_FS_DROPS_PER_BEAT 256
@@ -52,6 +52,8 @@ struct mc_fs_drop {
 	char *path;
 };
 
+static const struct mc_disk_tier mc_tier_fsdir = { .drop = mc_fs_queue_drop, .gone = NULL };
+
 void mc_fs_init(struct mc_master *m)
 {
 	struct mc_segment *seg;
@@ -60,6 +62,7 @@ void mc_fs_init(struct mc_master *m)
 		return;
 	seg = mc_xcalloc(1, sizeof(*seg));
 	seg->is_disk = 2;
+	seg->tier = &mc_tier_fsdir;
 	seg->name = mc_xstrdup("root_fs_dir");
 	seg->endpoint = mc_xstrdup("");
 	seg->protocol = mc_xstrdup("file");
@@ -177,10 +180,28 @@ void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r)
 	d->path = mc_xstrdup(path);
 }
 
-int mc_fs_storage_config(struct mc_master *m, struct mc_wbuf *out)
+/* ---------------------------------------------------------------- RPC operations */
+
+int mc_op_get_fsdir(struct mc_req *q)
 {
 	char dir[MC_RPC_MAX_PATH + 1] = "";
 
+	if (!mc_req_done(q))
+		return MC_ERR_INVALID_PARAMS;
+	if (q->m->fs_seg)
+		snprintf(dir, sizeof(dir), "%s/%s", q->m->cfg.root_fs_dir, q->m->cfg.cluster_id);
+	mc_wbuf_cstr(q->out, dir);
+	return 0;
+}
+
+int mc_op_get_storage_config(struct mc_req *q)
+{
+	struct mc_master *m = q->m;
+	struct mc_wbuf *out = q->out;
+	char dir[MC_RPC_MAX_PATH + 1] = "";
+
+	if (!mc_req_done(q))
+		return MC_ERR_INVALID_PARAMS;
 	if (m->fs_seg)
 		snprintf(dir, sizeof(dir), "%s/%s", m->cfg.root_fs_dir, m->cfg.cluster_id);
 	mc_wbuf_cstr(out, dir);
@@ -189,8 +210,12 @@ int mc_fs_storage_config(struct mc_master *m, struct mc_wbuf *out)
 	return 0;
 }
 
-int mc_fs_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now)
+int mc_op_fs_heartbeat(struct mc_req *q)
 {
+	struct mc_master *m = q->m;
+	struct mc_rbuf *r = &q->r;
+	struct mc_wbuf *out = q->out;
+	int64_t now = q->now;
 	struct mc_uuid cid;
 	uint64_t *done = NULL;
 	uint32_t n, i, j, k, count = 0;
@@ -243,8 +268,12 @@ int mc_fs_heartbeat(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out,
 	return 0;
 }
 
-int mc_fs_evict(struct mc_master *m, struct mc_rbuf *r, struct mc_wbuf *out, int64_t now)
+int mc_op_fs_evict(struct mc_req *q)
 {
+	struct mc_master *m = q->m;
+	struct mc_rbuf *r = &q->r;
+	struct mc_wbuf *out = q->out;
+	int64_t now = q->now;
 	struct mc_uuid cid;
 	struct mc_strv *keys = NULL;
 	uint32_t n, i;

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the master's RPC handlers share (ops.h): decoding keys, counting batch items, describing
+ * replicas on the wire, counting an object's replicas by state, client regular expressions.
+ * Single-threaded: the master's reactor thread.
+ */
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errcode.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "master/ops.h"
+#include "segment/alloc.h"
+
+/* Decode "u32 n, n x str" into a malloc'ed array of views (NULL when n == 0). */
+struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n)
+{
+	struct mc_strv *keys;
+	uint32_t i;
+
+	*n = mc_rbuf_count(&q->r, MC_RPC_MAX_BATCH, 4);
+	if (q->r.err || *n == 0)
+		return NULL;
+	keys = mc_xcalloc(*n, sizeof(*keys));
+	for (i = 0; i < *n; i++)
+		keys[i] = mc_rpc_get_strv(&q->r, MC_RPC_MAX_KEY);
+	return keys;
+}
+
+void mc_put_replica_desc(const struct mc_master *m, struct mc_wbuf *w, const struct mc_object *o,
+			 const struct mc_replica *r)
+{
+	struct mc_rpc_replica d;
+
+	memset(&d, 0, sizeof(d));
+	d.id = r->id;
+	d.type = r->type;
+	d.status = r->status;
+	d.size = o->size;
+	if (r->type == MC_REPLICA_DISK) {
+		char path[MC_RPC_MAX_PATH + 1];
+
+		if (mc_fs_path(m, o->key, o->key_len, path, sizeof(path)) != 0)
+			path[0] = '\0';
+		d.path = mc_strv_c(path);
+		mc_rpc_put_replica(w, &d);
+		return;
+	}
+	if (r->type == MC_REPLICA_LOCAL_DISK) {
+		d.client_id = r->seg->client->id;
+		d.endpoint = mc_strv_c(r->seg->endpoint);
+		d.addr = r->disk_addr;
+		mc_rpc_put_replica(w, &d);
+		return;
+	}
+	d.addr = r->seg->base + mc_alloc_block_offset(r->blk);
+	d.segment_name = mc_strv_c(r->seg->name);
+	d.endpoint = mc_strv_c(r->seg->endpoint);
+	d.protocol = mc_strv_c(r->seg->protocol);
+	mc_rpc_put_replica(w, &d);
+}
+
+uint32_t mc_object_count_status(struct mc_object *o, uint8_t status)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		n += r->seg != NULL && r->status == status;
+	}
+	return n;
+}
+
+uint32_t mc_object_count_readable(struct mc_object *o)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < o->nrep; i++)
+		n += mc_replica_readable(mc_object_replica(o, i));
+	return n;
+}
+
+/* Compile a client regex (POSIX extended).  Returns 0 or MC_ERR_INVALID_PARAMS. */
+int mc_req_regex(struct mc_req *q, regex_t *re, struct mc_strv pat)
+{
+	char *s = mc_xstrndup(pat.p, pat.n);
+	int rc = regcomp(re, s, REG_EXTENDED | REG_NOSUB);
+
+	if (rc != 0)
+		mc_log_warn("bad regex '%s' from %s", s, q->peer);
+	free(s);
+	return rc ? MC_ERR_INVALID_PARAMS : 0;
+}
+
+int mc_object_key_matches(const regex_t *re, const struct mc_object *o)
+{
+	char buf[MC_RPC_MAX_KEY + 1];
+
+	memcpy(buf, o->key, o->key_len);
+	buf[o->key_len] = '\0';
+	return regexec(re, buf, 0, NULL, 0) == 0;
+}
