@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The disk tiers' fault-injection test hook (contract in fault.h).  The specification is parsed
+ * The disk tiers' and the store's fault-injection test hook (contract in fault.h).  The specification is parsed
  * once, by a constructor, before any thread exists; afterwards each point's counters are only
  * touched with atomic operations, so any thread may hit a point.
  */
@@ -22,7 +22,7 @@ struct mc_fault_rule {
 static struct mc_fault_rule mc_fault_rules[MC_FAULT_NPOINTS];
 
 static const char *const mc_fault_names[MC_FAULT_NPOINTS] = {
-	"ssd_write", "ssd_fsync", "ssd_rename", "fs_write", "fs_fsync", "fs_rename",
+	"ssd_write", "ssd_fsync", "ssd_rename", "fs_write", "fs_fsync", "fs_rename", "read_flip",
 };
 
 static int mc_fault_errno(const char *s)
@@ -32,7 +32,7 @@ static int mc_fault_errno(const char *s)
 		int err;
 	} tab[] = {
 		{ "ENOSPC", -ENOSPC }, { "EIO", -EIO }, { "EROFS", -EROFS },
-		{ "EDQUOT", -EDQUOT }, { "short", MC_FAULT_SHORT },
+		{ "EDQUOT", -EDQUOT }, { "short", MC_FAULT_SHORT }, { "flip", MC_FAULT_FLIP },
 	};
 	size_t i;
 

@@ -143,9 +143,10 @@ void mc_store_ssd_stop(struct mc_store *st);
 void mc_store_ssd_free(struct mc_store *st);
 
 /* Send PutEnd or PutRevoke of replica_type rtype for the keys; per-key codes into res (may be
- * NULL).  0 or the call's error. */
+ * NULL).  sums (PutEnd only, may be NULL): the objects' checksums, one per key.  0 or the
+ * call's error. */
 int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
-			int upsert, uint8_t rtype, int *res);
+			int upsert, uint8_t rtype, int *res, const struct mc_rpc_checksum *sums);
 
 /* ---- store_fs.c: legacy shared-directory DISK replicas ---- */
 struct mc_iov;

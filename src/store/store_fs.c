@@ -514,7 +514,7 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 		w->fail_streak = 0;
 	}
 	if (rc == 0) {
-		if (mc_store_put_finish(st, &key, 1, 0, j->upsert, MC_REPLICA_DISK, &res) == 0 &&
+		if (mc_store_put_finish(st, &key, 1, 0, j->upsert, MC_REPLICA_DISK, &res, NULL) == 0 &&
 		    res == 0) {
 			w->used += j->size;
 			mc_fs_own_add(w, j->key, j->path, j->size);
@@ -527,7 +527,7 @@ static void mc_fs_run_job(struct mc_store *st, struct mc_store_fs *w, struct mc_
 		return;
 	}
 revoke:
-	if (mc_store_put_finish(st, &key, 1, 1, j->upsert, MC_REPLICA_DISK, &res) != 0 || res)
+	if (mc_store_put_finish(st, &key, 1, 1, j->upsert, MC_REPLICA_DISK, &res, NULL) != 0 || res)
 		mc_log_warn("PutRevoke(DISK) of %s: %s", j->key, mc_strerror(res));
 }
 
@@ -662,7 +662,7 @@ void mc_store_fs_submit(struct mc_store *st, const char *key, const char *path,
 			free(j);
 		}
 		mc_log_warn("DISK replica of %s: no memory to queue its write; revoking it", key);
-		mc_store_put_finish(st, &key, 1, 1, upsert, MC_REPLICA_DISK, &res);
+		mc_store_put_finish(st, &key, 1, 1, upsert, MC_REPLICA_DISK, &res, NULL);
 		return;
 	}
 	strcpy(j->path, path);

@@ -15,6 +15,7 @@
 #include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
+#include "ssd/fault.h"
 #include "store/store.h"
 
 void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
@@ -89,7 +90,7 @@ static void mc_put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n)
 }
 
 int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
-			int upsert, uint8_t rtype, int *res)
+			int upsert, uint8_t rtype, int *res, const struct mc_rpc_checksum *sums)
 {
 	struct mc_rpc_call call;
 	uint16_t op;
@@ -109,6 +110,8 @@ int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int 
 	mc_rpc_put_uuid(&call.req, &st->client_id);
 	mc_wbuf_u8(&call.req, rtype);
 	mc_put_keys(&call.req, keys, n);
+	if (sums && !revoke)
+		mc_rpc_put_checksums(&call.req, sums, n);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
@@ -152,6 +155,7 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	const char **end_keys = NULL, **rev_keys = NULL;
 	uint32_t nend = 0, nrev = 0;
 	int *item_fail = NULL, *end_res = NULL;
+	struct mc_rpc_checksum *end_sums = NULL;
 	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
 	int rc;
 
@@ -178,9 +182,11 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	end_keys = calloc(n, sizeof(*end_keys));
 	rev_keys = calloc(n, sizeof(*rev_keys));
 	end_res = calloc(n, sizeof(*end_res));
+	end_sums = calloc(n, sizeof(*end_sums));
 	if (st->fsdir[0])
 		disk_path = calloc(n, sizeof(*disk_path));
-	if (!item_fail || !end_keys || !rev_keys || !end_res || (st->fsdir[0] && !disk_path)) {
+	if (!item_fail || !end_keys || !rev_keys || !end_res || !end_sums ||
+	    (st->fsdir[0] && !disk_path)) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -270,14 +276,19 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	for (i = 0; i < n; i++) {
 		if (items[i].result != 0 || item_fail[i] == 1)
 			continue;	/* failed at PutStart, or already existed */
-		if (item_fail[i] == 2)
+		if (item_fail[i] == 2) {
 			rev_keys[nrev++] = items[i].key;
-		else
+		} else {
+			end_sums[nend].present = (uint8_t)items[i].has_crc;
+			end_sums[nend].value = items[i].crc;
 			end_keys[nend++] = items[i].key;
+		}
 	}
-	/* With a shared directory the memory replicas end now, the DISK one when its file is in. */
+	/* With a shared directory the memory replicas end now, the DISK one when its file is in.
+	 * The objects' checksums go with them. */
 	rc = mc_store_put_finish(st, end_keys, nend, 0, upsert,
-				 disk_path ? MC_REPLICA_MEMORY : MC_REPLICA_ALL, end_res);
+				 disk_path ? MC_REPLICA_MEMORY : MC_REPLICA_ALL, end_res,
+				 st->checksum ? end_sums : NULL);
 	for (i = 0, j = 0; i < n && rc == 0; i++) {
 		if (items[i].result != 0 || item_fail[i] != 0)
 			continue;
@@ -296,7 +307,8 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 		mc_log_warn("put: %u object(s) could not be written to their replicas; revoking",
 			    nrev);
 		/* end_res is free again: the revoke's per-key codes go there. */
-		rrc = mc_store_put_finish(st, rev_keys, nrev, 1, upsert, MC_REPLICA_ALL, end_res);
+		rrc = mc_store_put_finish(st, rev_keys, nrev, 1, upsert, MC_REPLICA_ALL, end_res,
+					  NULL);
 		for (i = 0, j = 0; i < n; i++) {
 			if (items[i].result != 0 || item_fail[i] != 2)
 				continue;
@@ -323,6 +335,7 @@ out:
 	free(end_keys);
 	free(rev_keys);
 	free(end_res);
+	free(end_sums);
 	free(disk_path);
 	mc_rpc_call_fini(&call);
 	return 0;
@@ -520,6 +533,7 @@ static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc
 {
 	struct mc_rbuf r;
 	int64_t start = mc_store_now_ms(), lease_ttl;
+	struct mc_rpc_checksum *sums;
 	uint32_t k, j, cnt;
 	int rc, corrupt;
 
@@ -575,6 +589,16 @@ static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc
 			it->result = MC_ERR_TRANSFER_FAIL;	/* until a read succeeds */
 		mc_get_order(st, g);
 	}
+	/* The objects' checksums, from a master that keeps them. */
+	sums = calloc(m, sizeof(*sums));
+	if (sums == NULL)
+		return -ENOMEM;
+	if (mc_rpc_get_checksums(&r, sums, m) > 0)
+		for (k = 0; k < m; k++) {
+			gs[idx[k]].has_crc = sums[k].present;
+			gs[idx[k]].crc = sums[k].value;
+		}
+	free(sums);
 	return r.err ? MC_ERR_RPC_FAIL : 0;
 }
 
@@ -583,6 +607,8 @@ struct mc_get_verify {
 	struct mc_get_item *items;
 	struct mc_get_state *gs;
 	struct mc_xfer_list *xl;
+	struct mc_rpc_corrupt_replica bad[MC_RPC_MAX_REPLICAS];	/* to report */
+	uint32_t nbad;
 };
 
 /* A read of a whole object with a known checksum completed: check its bytes while they are
@@ -598,11 +624,19 @@ static void mc_get_on_read(void *arg, size_t j, int status)
 
 	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size)
 		return;
+	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP)
+		((uint8_t *)x->local)[0] ^= 0xff;	/* test hook: corrupted in flight */
 	crc = mc_crc64(0, x->local, x->len);
 	if (crc == g->crc)
 		return;
 	x->status = MC_ERR_CHECKSUM_MISMATCH;
 	g->corrupt = 1;
+	if (v->nbad < MC_RPC_MAX_REPLICAS) {
+		v->bad[v->nbad].key = mc_strv_c(it->key);
+		v->bad[v->nbad].replica_id = g->reps[g->cur].id;
+		v->bad[v->nbad].expected = g->crc;
+		v->bad[v->nbad++].computed = crc;
+	}
 	mc_log_err("checksum mismatch: key %s, replica in segment %s (%s): expected %016llx, "
 		   "read %016llx",
 		   it->key, x->segment[0] ? x->segment : "SSD", x->host,
@@ -613,8 +647,9 @@ static void mc_get_on_read(void *arg, size_t j, int status)
 static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, struct mc_get_state *gs,
 			    struct mc_xfer_list *xl)
 {
-	struct mc_get_verify v = { st, items, gs, xl };
+	struct mc_get_verify v = { .st = st, .items = items, .gs = gs, .xl = xl };
 	struct mc_store_xfer *x;
+	struct mc_rpc_call *call;
 	uint32_t j;
 
 	for (j = 0; j < xl->n; j++)
@@ -622,6 +657,14 @@ static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, stru
 	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum);
 	if (x)
 		mc_store_transfer_finish(x, st->checksum ? mc_get_on_read : NULL, &v);
+	/* The master drops the corrupt replicas (fire and forget). */
+	if (v.nbad == 0 || (call = mc_rpc_call_new(MC_OP_REPORT_CHECKSUM_MISMATCH)) == NULL)
+		return;
+	mc_rpc_put_uuid(&call->req, &st->client_id);
+	mc_wbuf_u32(&call->req, v.nbad);
+	for (j = 0; j < v.nbad; j++)
+		mc_rpc_put_corrupt_replica(&call->req, &v.bad[j]);
+	mc_store_call_async(st, call);
 }
 
 /* Read the keys items[idx[0..m)] fetched by mc_get_fetch.  Each round reads every pending key
@@ -761,8 +804,10 @@ int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n
 	for (i = 0; i < n; i++) {
 		if (gs[i].expired)
 			items[i].result = MC_ERR_LEASE_EXPIRED;
-		/* No replica verified, and one at least was corrupt. */
-		else if (items[i].result == MC_ERR_TRANSFER_FAIL && gs[i].corrupt)
+		/* No replica verified and one at least was corrupt (the master, told so, may
+		 * have removed the object before the second look). */
+		else if ((items[i].result == MC_ERR_TRANSFER_FAIL ||
+			  items[i].result == MC_ERR_OBJECT_NOT_FOUND) && gs[i].corrupt)
 			items[i].result = MC_ERR_CHECKSUM_MISMATCH;
 	}
 out:
