@@ -67,6 +67,22 @@ void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg)
 	seg->xport_ctx = NULL;
 }
 
+/* An installed transport ahead of the one serving seg may serve it (see may_match in
+ * transport.h): a refresh picks again.  e->mu held. */
+static int mc_te_better_xport_may_serve(struct mc_engine *e, const struct mc_te_segment *seg)
+{
+	const char *force = getenv("MC_FORCE_TCP");
+	int k;
+
+	if (force && *force && strcmp(force, "0"))
+		return 0;	/* tcp is all mc_te_pick would choose */
+	for (k = 0; k < seg->xport && k < MC_TE_NXPORTS; k++)
+		if (e->xports[k].state && e->xports[k].ops->may_match &&
+		    e->xports[k].ops->may_match(e->xports[k].state, seg))
+			return 1;
+	return 0;
+}
+
 enum mc_te_open_mode {
 	MC_TE_OPEN_CACHED,	/* openSegment: the cached descriptor unless stale */
 	MC_TE_OPEN_FETCH,	/* openSegmentNoCache: always fetch */
@@ -137,7 +153,8 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mo
 		pthread_mutex_lock(&e->mu);
 		for (i = 0; i < e->nsegs; i++)
 			if (!strcmp(e->segs[i].name, name) && e->segs[i].open &&
-			    !e->segs[i].stale && mc_te_desc_same(&e->segs[i].desc, &seg.desc)) {
+			    !e->segs[i].stale && mc_te_desc_same(&e->segs[i].desc, &seg.desc) &&
+			    !mc_te_better_xport_may_serve(e, &e->segs[i])) {
 				e->segs[i].fetched_ms = seg.fetched_ms;
 				pthread_mutex_unlock(&e->mu);
 				mc_te_desc_fini(&seg.desc);

@@ -503,19 +503,29 @@ static void mc_te_shm_describe(void *state, json_t *desc)
 	json_object_set_new(desc, "shm_socket", json_string(s->sock_name));
 }
 
-static int mc_te_shm_match(void *state, struct mc_te_segment *seg)
+/* The peer is on this host, under our uid, with a socket to attach to. */
+static int mc_te_shm_may_match(void *state, const struct mc_te_segment *seg)
 {
 	struct mc_te_shm *s = state;
 	json_t *raw = seg->desc.raw;
 	json_t *host = json_object_get(raw, "shm_host_id"), *uid = json_object_get(raw, "shm_uid");
 	json_t *sock = json_object_get(raw, "shm_socket");
+
+	return json_is_string(host) && !strcmp(json_string_value(host), s->host_id) &&
+	       json_is_integer(uid) && json_integer_value(uid) == (json_int_t)getuid() &&
+	       json_is_string(sock) && json_string_length(sock) > 0 &&
+	       json_string_length(sock) < sizeof(((struct mc_shm_map *)0)->sock_name) &&
+	       seg->desc.tcp_data_port;
+}
+
+static int mc_te_shm_match(void *state, struct mc_te_segment *seg)
+{
+	struct mc_te_shm *s = state;
+	json_t *sock = json_object_get(seg->desc.raw, "shm_socket");
 	struct mc_shm_map *m;
 	int rc;
 
-	if (!json_is_string(host) || strcmp(json_string_value(host), s->host_id) ||
-	    !json_is_integer(uid) || json_integer_value(uid) != (json_int_t)getuid() ||
-	    !json_is_string(sock) || json_string_length(sock) == 0 ||
-	    json_string_length(sock) >= sizeof(m->sock_name) || !seg->desc.tcp_data_port)
+	if (!mc_te_shm_may_match(state, seg))
 		return 0;
 	pthread_mutex_lock(&s->mu);
 	for (m = s->maps; m; m = m->next)
@@ -584,6 +594,7 @@ const struct mc_te_transport_ops mc_te_shm_ops = {
 	.uninstall = mc_te_shm_uninstall,
 	.describe = mc_te_shm_describe,
 	.match = mc_te_shm_match,
+	.may_match = mc_te_shm_may_match,
 	.submit = mc_te_shm_submit,
 	.run_now = mc_te_shm_run_now,
 	.register_mem = mc_te_shm_register,

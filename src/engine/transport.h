@@ -82,6 +82,10 @@ struct mc_te_transport_ops {
 	/* 1 if this transport serves seg (may set seg->xport_ctx), 0 if not.  Called without
 	 * e->mu; may block briefly (connect a Unix socket, open a file). */
 	int (*match)(void *state, struct mc_te_segment *seg);
+	/* Optional: 1 if match could accept seg judging by its descriptor alone (no connection
+	 * made): a segment served by a later transport is tried again by the refresher when an
+	 * earlier one may serve it (it was picked while the peer was restarting, say). */
+	int (*may_match)(void *state, const struct mc_te_segment *seg);
 	/* Optional: drop per-segment state (segment closed or refreshed). */
 	void (*release)(void *state, struct mc_te_segment *seg);
 	int (*submit)(void *state, struct mc_te_req *req);
