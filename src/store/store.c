@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
+#include "reactor/options.h"
 #include "transfer/nic_topo.h"
 #include "store/store.h"
 
@@ -354,13 +355,14 @@ static int mc_store_check_rdma(const char *devices)
 static int mc_store_engine_start(struct mc_store *st, const char *ip, uint16_t port)
 {
 	const char *shm = getenv("MC_STORE_SHM");
+	int shm_on = 1;
 	struct mc_engine_opts o = {
 		.ip = ip,
 		.meta_conn = st->metadata_server,
 		.lt = st->lt,
 		.tcp = &st->xfer_opts,
 		.hs_timeout_ms = st->xfer_opts.connect_timeout_ms,
-		.shm = !(shm && !strcmp(shm, "0")),
+		.shm = !(shm && mc_parse_bool(shm, &shm_on) == 0 && !shm_on),
 	};
 	int tries;
 
@@ -428,8 +430,9 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	/* Objects carry a CRC-64 the readers verify (upstream's switch). */
 	{
 		const char *v = getenv("MOONCAKE_STORE_CHECKSUM");
+		int on = 0;
 
-		st->checksum = v && *v && strcmp(v, "0") && strcasecmp(v, "false");
+		st->checksum = v && mc_parse_bool(v, &on) == 0 && on;
 	}
 	/* Bounds of master calls and of each replica transfer (see libmooncake(3)). */
 	st->rpc_timeout_ms = mc_env_int("MC_RPC_TIMEOUT_MS", MC_STORE_RPC_TIMEOUT_MS);
