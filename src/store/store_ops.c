@@ -15,6 +15,8 @@
 #include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
+#include "engine/engine.h"
+#include "engine/te_gpu.h"
 #include "ssd/fault.h"
 #include "store/store.h"
 
@@ -127,17 +129,30 @@ int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int 
 	return rc;
 }
 
+/* GPU memory, which the CPU may not read: its objects go without a checksum, and reads into it
+ * are not verified. */
+static int mc_store_on_device(struct mc_store *st, const void *p)
+{
+	return st->engine->gpu && st->engine->gpu->is_device(p);
+}
+
 /* CRC-64 of an item's value (its parts in order). */
-static void mc_put_item_crc(struct mc_put_item *it)
+static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it)
 {
 	uint64_t crc = 0;
 	uint32_t k;
 
-	if (it->iov)
+	if (it->iov) {
+		for (k = 0; k < it->iovcnt; k++)
+			if (it->iov[k].len && mc_store_on_device(st, it->iov[k].base))
+				return;
 		for (k = 0; k < it->iovcnt; k++)
 			crc = mc_crc64(crc, it->iov[k].base, it->iov[k].len);
-	else
+	} else {
+		if (it->size && mc_store_on_device(st, it->buf))
+			return;
 		crc = mc_crc64(0, it->buf, it->size);
+	}
 	it->crc = crc;
 	it->has_crc = 1;
 }
@@ -265,7 +280,7 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 		if (st->checksum)
 			for (i = 0; i < n; i++)
 				if (items[i].result == 0 && item_fail[i] == 0)
-					mc_put_item_crc(&items[i]);
+					mc_put_item_crc(st, &items[i]);
 		if (x)
 			mc_store_transfer_finish(x, NULL, NULL);
 	}
@@ -622,7 +637,8 @@ static void mc_get_on_read(void *arg, size_t j, int status)
 	struct mc_get_state *g = &v->gs[i];
 	uint64_t crc;
 
-	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size)
+	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size ||
+	    mc_store_on_device(v->st, x->local))
 		return;
 	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP)
 		((uint8_t *)x->local)[0] ^= 0xff;	/* test hook: corrupted in flight */
