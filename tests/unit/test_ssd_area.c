@@ -18,7 +18,7 @@
 #include <dirent.h>
 
 #include "common/crc32c.h"
-#include "ssd/ssd_store.h"
+#include "ssd/ssd_area.h"
 #include "tap.h"
 #include "transfer/memreg.h"
 
