@@ -29,7 +29,7 @@ n=$(metric master_key_count)
 
 # A second, smaller client: once it is full, second replicas stop landing there; nothing goes.
 mc_start_client c2 48MB || { mc_dump_logs; exit 1; }
-sleep 1
+mc_wait_mounted c2 || { mc_dump_logs; exit 1; }
 "$T" fill more 100 1048576 2 || rc=1
 "$T" verify two 100 1048576 || rc=1
 "$T" verify more 100 1048576 || rc=1

@@ -305,7 +305,7 @@ int main(void)
 	ok(registerLocalMemory(ini, ib, BUF, "cpu:0", 1) == 0, "initiator registers after install");
 	getLocalIpAndPort(tgt, name, sizeof(name));
 
-	/* The descriptor as a peer receives it (§3.2). */
+	/* The segment descriptor as a peer receives it (upstream's SegmentDesc JSON). */
 	ok(mc_te_hs_call("127.0.0.1", mc_te_rpc_port(tgt), MC_HS_METADATA, "{}", &reply, &len) == 0,
 	   "descriptor fetched over the handshake port");
 	d = reply ? json_loads(reply, 0, NULL) : NULL;
