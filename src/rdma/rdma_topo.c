@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NIC priority matrices ({"cpu:0": [["mlx5_0"], ["mlx5_1"]], ...}, reference §3.2) turned into
+ * NIC priority matrices ({"cpu:0": [["mlx5_0"], ["mlx5_1"]], ...}: for each memory location,
+ * its preferred NICs, then the others, as in upstream's segment descriptors) turned into
  * bit masks over a NIC list, and peers built from their segment descriptors (devices, rdma
  * buffers with per-NIC rkeys, priority_matrix).  Descriptor contents come from the network or
  * a metadata service: every field is checked, NIC counts and name lengths are bounded.
