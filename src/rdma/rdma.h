@@ -75,13 +75,8 @@ int mc_rdma_desc_fill(struct mc_rdma *r, json_t *desc);
  * has no usable rdma fields. */
 struct mc_rdma_peer *mc_rdma_peer_new(const json_t *desc, const char *name, const char *host,
 				      uint16_t port);
-/* Where the peer's handshake port is, when the caller learns it after parsing (before the
- * peer is shared with another thread). */
-void mc_rdma_peer_set_addr(struct mc_rdma_peer *p, const char *host, uint16_t port);
 struct mc_rdma_peer *mc_rdma_peer_ref(struct mc_rdma_peer *p);
 void mc_rdma_peer_unref(struct mc_rdma_peer *p);
-/* 1 if [addr, addr+len) lies in one buffer the peer published. */
-int mc_rdma_peer_covers(const struct mc_rdma_peer *p, uint64_t addr, uint64_t len);
 
 enum mc_rdma_op {
 	MC_RDMA_READ = 0,	/* remote -> local */

@@ -198,12 +198,6 @@ fail:
 	return NULL;
 }
 
-void mc_rdma_peer_set_addr(struct mc_rdma_peer *p, const char *host, uint16_t port)
-{
-	snprintf(p->host, sizeof(p->host), "%s", host);
-	p->port = port;
-}
-
 struct mc_rdma_peer *mc_rdma_peer_ref(struct mc_rdma_peer *p)
 {
 	if (p)
@@ -239,9 +233,4 @@ const struct mc_rdma_peer_buf *mc_rdma_peer_find(const struct mc_rdma_peer *p, u
 	if (addr + len > p->bufs[lo - 1].addr + p->bufs[lo - 1].len)
 		return NULL;
 	return &p->bufs[lo - 1];
-}
-
-int mc_rdma_peer_covers(const struct mc_rdma_peer *p, uint64_t addr, uint64_t len)
-{
-	return p && mc_rdma_peer_find(p, addr, len) != NULL;
 }
