@@ -61,7 +61,6 @@ fm_finish() {	# fm_finish END_WALL_TIME WHAT
 		sleep 1
 	fi
 	n=$(fm_metric master_put_start_requests_total)
-	[ "$n" = "$FM_STARTS" ] && echo "ok - the PutStart sent during the fault was not executed" \
-		|| { echo "not ok - PutStart requests executed: $FM_STARTS before, $n after"; rc=1; }
+	mc_is "$n" "$FM_STARTS" "the PutStart sent during the fault was not executed" || rc=1
 	"$T" verify before 10 4096 || rc=1
 }

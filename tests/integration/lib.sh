@@ -168,12 +168,6 @@ mc_wait_log_count() {
 	return 1
 }
 
-# mc_log_count NAME TEXT: how many lines of $MC_TMP/NAME.log match TEXT now (to wait for the next
-# one with mc_wait_log_count NAME TEXT $((count + 1))).
-mc_log_count() {
-	grep -c -- "$2" "$MC_TMP/$1.log" 2>/dev/null || true
-}
-
 # mc_wait_until SECONDS WHAT CMD...: run CMD every 0.1 s until it succeeds; after SECONDS print
 # "# timed out after SECONDS s waiting for WHAT" and return 1.
 mc_wait_until() {
@@ -225,19 +219,6 @@ mc_wait_http() {
 		sleep 0.1; i=$((i + 1))
 	done
 	echo "# $url did not answer /$re/ after ${secs}s" >&2
-	return 1
-}
-
-# mc_wait_segments N [SECONDS]: wait until the master lists N mounted segments
-# (/get_all_segments, one per line).
-mc_wait_segments() {
-	local want=$1 secs=${2:-20} i=0 n=
-	while [ $i -lt $((secs * 10)) ]; do
-		n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/get_all_segments" | grep -c .)
-		[ "$n" = "$want" ] && return 0
-		sleep 0.1; i=$((i + 1))
-	done
-	echo "# $n segments mounted after ${secs}s, waited for $want" >&2
 	return 1
 }
 

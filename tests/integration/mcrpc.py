@@ -22,6 +22,18 @@ OP = dict(PING=1, SERVICE_READY=2, GET_FSDIR=3, GET_STORAGE_CONFIG=4, FS_HEARTBE
           REPORT_TRANSFER_FAILURE=80)
 
 
+def wait_until(pred, timeout, step=0.1):
+    """Call pred() every step seconds until it is true or timeout seconds passed; its last
+    value.  Tests wait for a condition with a deadline instead of sleeping."""
+    import time
+    end = time.time() + timeout
+    while True:
+        v = pred()
+        if v or time.time() >= end:
+            return v
+        time.sleep(step)
+
+
 def s(b):
     if isinstance(b, str):
         b = b.encode()

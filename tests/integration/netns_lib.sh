@@ -322,10 +322,19 @@ nn_first_ok() {
 		END { if (s) printf "%.3f\n", m; else print "none" }' "$1"
 }
 
+# nn_ok_at_least LOG N: LOG has at least N successful calls.
+nn_ok_at_least() {
+	[ "$(awk '$3 == 0' "$1" 2>/dev/null | wc -l)" -ge "$2" ]
+}
+
+# nn_ok_after LOG T: LOG has a successful call that ended after T.
+nn_ok_after() {
+	[ -f "$1" ] && [ "$(nn_first_ok "$1" "$2")" != none ]
+}
+
 # nn_wait_ok LOG N [SECONDS]: wait until LOG has N successful calls (a driver is in its stride).
 nn_wait_ok() {
-	mc_wait_until "${3:-20}" "$2 successful calls in $(basename "$1")" \
-		eval '[ "$(awk '"'"'$3 == 0'"'"' "$1" 2>/dev/null | wc -l)" -ge "$2" ]'
+	mc_wait_until "${3:-20}" "$2 successful calls in $(basename "$1")" nn_ok_at_least "$1" "$2"
 }
 
 # nn_wait_first_ok T SECONDS LOG...: wait until each LOG has a successful call that ended after
@@ -334,7 +343,7 @@ nn_wait_first_ok() {
 	local t=$1 secs=$2 log; shift 2
 	for log in "$@"; do
 		mc_wait_until "$secs" "a successful call after the heal in $(basename "$log")" \
-			eval '[ "$(nn_first_ok "$log" "$t")" != none ]' || return 1
+			nn_ok_after "$log" "$t" || return 1
 	done
 }
 

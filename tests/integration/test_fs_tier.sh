@@ -71,8 +71,7 @@ mv "$FS/fstest" "$FS/fstest.away"
 mc_wait_metric master_allocated_file_size_bytes "$fsz" 10
 "$T" verify wf 4 4096 || rc=1
 fsz2=$(metric master_allocated_file_size_bytes)
-[ "$fsz2" = "$fsz" ] && echo "ok - failed file writes revoked their DISK replicas only" \
-	|| { echo "not ok - master_allocated_file_size_bytes $fsz2 after failed writes"; rc=1; }
+mc_is "$fsz2" "$fsz" "failed file writes revoked their DISK replicas only" || rc=1
 rm -f "$FS/fstest"
 mv "$FS/fstest.away" "$FS/fstest"
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
