@@ -29,7 +29,7 @@ rc=0
 wait $writer
 cat "$MC_TMP/writer.out"
 grep "recovered" "$MC_TMP/master2.log" | sed "s/^/# /"
-grep -q "recovered" "$MC_TMP/master2.log" \&\& echo "ok 1 - the restarted master recovered from its database" \
+grep -q "recovered" "$MC_TMP/master2.log" && echo "ok 1 - the restarted master recovered from its database" \
 	|| { echo "not ok 1 - no recovery line"; mc_dump_logs; exit 1; }
 mc_wait_remounted client1 client2 || rc=1	# after their next ping
 "$T" verify-acked "$MC_TMP/acked" 16384 || rc=1
