@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""mooncake.mooncake_config: upstream's MooncakeConfig (reference §4.5).
+"""mooncake.mooncake_config: upstream's MooncakeConfig (its JSON file and environment loaders).
 
 Sources, in order: an explicit JSON file, MOONCAKE_CONFIG_PATH, then the environment
 (MOONCAKE_MASTER required).

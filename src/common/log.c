@@ -34,11 +34,6 @@ void mc_log_set_level(int level)
 	mc_log_level = level;
 }
 
-int mc_log_get_level(void)
-{
-	return mc_log_level;
-}
-
 int mc_log_enabled(int level)
 {
 	return level <= mc_log_level && mc_log_sink != NULL;

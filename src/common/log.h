@@ -22,7 +22,6 @@ typedef void (*mc_log_sink_fn)(void *arg, int level, const char *line);
  * Thread-safe: the sink is called under no lock, so sinks must be thread-safe themselves. */
 void mc_log_set_sink(mc_log_sink_fn fn, void *arg);
 void mc_log_set_level(int level);
-int mc_log_get_level(void);
 int mc_log_enabled(int level);
 
 /* Prefixes each line with a timestamp, level and the program name set by mc_log_set_ident. */

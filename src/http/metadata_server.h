@@ -8,8 +8,9 @@
 #include <event2/event.h>
 
 /*
- * The transfer engine's HTTP metadata key-value service (reference §2, the C++ server embedded
- * in upstream's master), embeddable in any libevent loop: mooncake_http_metadata_server runs it
+ * The transfer engine's HTTP metadata key-value service (upstream's GET/PUT/DELETE
+ * /metadata?key=... protocol, served by upstream's master with --enable_http_metadata_server
+ * and by its mooncake_http_metadata_server), embeddable in any libevent loop: mooncake_http_metadata_server runs it
  * alone, mooncake_master on its own loop with --enable_http_metadata_server.
  *
  *   GET    /metadata?key=K   200 value verbatim (application/json) | 404 "metadata not found"

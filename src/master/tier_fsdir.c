@@ -18,7 +18,7 @@
  * PROCESSING and never handed to a reader.
  *
  * The master never touches the files.  Two ways they go:
- *  - quota: a client's backend (store_fs.c) that sees the directory past fs_quota (FsHeartbeat
+ *  - quota: a client's backend (store_tier_fsdir.c) that sees the directory past fs_quota (FsHeartbeat
  *    reports the bytes of all DISK replicas) asks FS_EVICT for its oldest files; the master forgets
  *    those whose read lease (fetch_until) has ended and answers 0, and only then the client
  *    deletes the file;

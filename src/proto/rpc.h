@@ -180,7 +180,8 @@ struct mc_rpc_segment {
 	struct mc_strv protocol;	/* "tcp", "rdma", ... */
 };
 
-/* ReplicateConfig (reference/mooncake-spec.md §4.4). */
+/* Upstream's ReplicateConfig: how many replicas a put wants, and where (preferred segment,
+ * memory or disk), as PutStart and BatchPutStart carry it. */
 struct mc_rpc_config {
 	uint32_t replica_num;
 	uint8_t with_hard_pin;

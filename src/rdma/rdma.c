@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The rdma transport object: configuration from the MC_* variables of reference §3.7, the NIC
+ * The rdma transport object: configuration from upstream's MC_* environment variables (the
+ * table below: names, defaults and bounds), the NIC
  * contexts it opens, the handshake worker, teardown.  See rdma.h for the threading contract.
  */
 #include <errno.h>

@@ -3,9 +3,10 @@
 #define MC_RDMA_H
 
 /*
- * The rdma transport (reference §3.6): one context per NIC, every buffer registered on every
- * NIC, RC endpoints per (local NIC, peer NIC) created on first use and connected over the
- * engine's handshake port with Connection frames (§3.3), requests cut into slices striped over
+ * The rdma transport (upstream's RDMA transport, wire-compatible with it): one context per NIC,
+ * every buffer registered on every NIC, RC endpoints per (local NIC, peer NIC) created on first
+ * use and connected over the engine's handshake port with Connection frames (upstream's
+ * HandShakeDesc JSON, see rdma_hs.c), requests cut into slices striped over
  * the NICs by the priority matrix, failed slices retried on another path.
  *
  * Threads: an mc_rdma lives on one libevent loop.  mc_rdma_new, _free, _submit and
@@ -47,7 +48,7 @@ struct mc_rdma_params {
 };
 
 /* Open the NICs (devices, else the NICs the matrix names, else every NIC found) and start the
- * worker.  Reads the MC_* variables of §3.7 it honours.  Returns NULL with *err a negative
+ * worker.  Reads the MC_* environment variables it honours (rdma.c's table).  Returns NULL with *err a negative
  * ERR_* (ERR_DEVICE_NOT_FOUND when there is no usable NIC) and a log line. */
 struct mc_rdma *mc_rdma_new(struct event_base *base, const struct mc_rdma_params *p, int *err);
 /* Fail what is still queued, join the worker, tear down QPs, MRs, CQs and contexts.  Requests
@@ -63,7 +64,7 @@ int mc_rdma_unregister(struct mc_rdma *r, void *addr);
 /* 1 if [addr, addr+len) lies in one buffer registered here (local or remote access). */
 int mc_rdma_covers(struct mc_rdma *r, const void *addr, uint64_t len);
 
-/* Make a segment descriptor object an rdma one (reference §3.2): protocol "rdma", devices,
+/* Make a segment descriptor object an rdma one (upstream's SegmentDesc JSON): protocol "rdma", devices,
  * priority_matrix, and for every remote-accessible buffer name = location plus rkey and lkey
  * arrays (entries already in desc's buffers keep their other fields; missing ones are added).
  * 0 or ERR_MEMORY. */
@@ -74,13 +75,8 @@ int mc_rdma_desc_fill(struct mc_rdma *r, json_t *desc);
  * has no usable rdma fields. */
 struct mc_rdma_peer *mc_rdma_peer_new(const json_t *desc, const char *name, const char *host,
 				      uint16_t port);
-/* Where the peer's handshake port is, when the caller learns it after parsing (before the
- * peer is shared with another thread). */
-void mc_rdma_peer_set_addr(struct mc_rdma_peer *p, const char *host, uint16_t port);
 struct mc_rdma_peer *mc_rdma_peer_ref(struct mc_rdma_peer *p);
 void mc_rdma_peer_unref(struct mc_rdma_peer *p);
-/* 1 if [addr, addr+len) lies in one buffer the peer published. */
-int mc_rdma_peer_covers(const struct mc_rdma_peer *p, uint64_t addr, uint64_t len);
 
 enum mc_rdma_op {
 	MC_RDMA_READ = 0,	/* remote -> local */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Endpoints: the RC queue pairs between one of our NICs and one peer NIC (reference §3.6).
+ * Endpoints: the RC queue pairs between one of our NICs and one peer NIC (MC_NUM_QP_PER_EP of
+ * them, as upstream's RdmaEndPoint has).
  * An active endpoint is created when the first slice needs its path: its QPs are created and
  * moved to INIT on the loop, then the Connection frame goes to the peer's handshake port on the
  * worker threads (a connect may take seconds; the loop must not wait), and the reply brings the

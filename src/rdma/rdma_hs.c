@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The Connection frame's JSON (upstream's HandShakeDesc, reference §3.3): local_nic_path and
+ * The Connection frame's JSON (upstream's HandShakeDesc, sent on the handshake port): local_nic_path and
  * peer_nic_path as <server_name>@<nic>, local_lid, local_gid as 16 hex bytes joined by ':',
  * qp_num as an array of u32, reply_msg non-empty when the peer refuses.  Decoding checks every
  * field's type and range: the JSON comes from the network.  Pure functions, any thread.

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NIC priority matrices ({"cpu:0": [["mlx5_0"], ["mlx5_1"]], ...}, reference §3.2) turned into
+ * NIC priority matrices ({"cpu:0": [["mlx5_0"], ["mlx5_1"]], ...}: for each memory location,
+ * its preferred NICs, then the others, as in upstream's segment descriptors) turned into
  * bit masks over a NIC list, and peers built from their segment descriptors (devices, rdma
  * buffers with per-NIC rkeys, priority_matrix).  Descriptor contents come from the network or
  * a metadata service: every field is checked, NIC counts and name lengths are bounded.
@@ -197,12 +198,6 @@ fail:
 	return NULL;
 }
 
-void mc_rdma_peer_set_addr(struct mc_rdma_peer *p, const char *host, uint16_t port)
-{
-	snprintf(p->host, sizeof(p->host), "%s", host);
-	p->port = port;
-}
-
 struct mc_rdma_peer *mc_rdma_peer_ref(struct mc_rdma_peer *p)
 {
 	if (p)
@@ -238,9 +233,4 @@ const struct mc_rdma_peer_buf *mc_rdma_peer_find(const struct mc_rdma_peer *p, u
 	if (addr + len > p->bufs[lo - 1].addr + p->bufs[lo - 1].len)
 		return NULL;
 	return &p->bufs[lo - 1];
-}
-
-int mc_rdma_peer_covers(const struct mc_rdma_peer *p, uint64_t addr, uint64_t len)
-{
-	return p && mc_rdma_peer_find(p, addr, len) != NULL;
 }

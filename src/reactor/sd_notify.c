@@ -4,9 +4,7 @@
  * which is fine for the handful of state changes a daemon reports in its lifetime.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -39,15 +37,4 @@ int mc_sd_notify(const char *state)
 		ret = -errno;
 	close(fd);
 	return ret;
-}
-
-int mc_sd_notifyf(const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	return mc_sd_notify(buf);
 }

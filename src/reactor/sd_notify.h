@@ -11,6 +11,5 @@
  * Returns 1 if sent, 0 when not running under systemd (no NOTIFY_SOCKET), -errno on failure.
  */
 int mc_sd_notify(const char *state);
-int mc_sd_notifyf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

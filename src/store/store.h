@@ -67,7 +67,7 @@ struct mc_store {
 		char endpoint[300];
 		int64_t until_ms;	/* tried last until then (monotonic) */
 	} suspect[MC_STORE_SUSPECT_MAX];
-	/* SSD tier (store_ssd.c): set before mc_store_setup, or taken from the environment */
+	/* SSD tier (store_tier_ssd.c): set before mc_store_setup, or taken from the environment */
 	int ssd_enable;
 	char ssd_path[1024];
 	uint64_t ssd_limit;
@@ -75,7 +75,7 @@ struct mc_store {
 	char fsdir[1024];		/* GetStorageConfig: the master's shared directory, or "" */
 	int fs_evict;			/* enable_disk_eviction */
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
-	struct mc_store_fs *fsw;	/* its worker (store_fs.c) */
+	struct mc_store_fs *fsw;	/* its worker (store_tier_fsdir.c) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -134,7 +134,7 @@ int mc_store_register(struct mc_store *st, void *addr, uint64_t len);
 /* 0 or MC_ERR_INVALID_PARAMS (not registered). */
 int mc_store_unregister(struct mc_store *st, void *addr);
 
-/* ---- store_ssd.c: the SSD tier ---- */
+/* ---- store_tier_ssd.c: the SSD tier ---- */
 /* After the segments are mounted: open the SSD area (if enabled), register its objects at the
  * master and start the worker.  0 (also when disabled) or a negative code. */
 int mc_store_ssd_start(struct mc_store *st);
@@ -148,7 +148,7 @@ void mc_store_ssd_free(struct mc_store *st);
 int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
 			int upsert, uint8_t rtype, int *res, const struct mc_rpc_checksum *sums);
 
-/* ---- store_fs.c: legacy shared-directory DISK replicas ---- */
+/* ---- store_tier_fsdir.c: legacy shared-directory DISK replicas ---- */
 struct mc_iov;
 struct mc_get_range;
 struct mc_store_fs;

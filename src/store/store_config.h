@@ -5,7 +5,8 @@
 #include <stdint.h>
 
 /*
- * Client configuration the way upstream's MooncakeConfig reads it (reference §4.5):
+ * Client configuration the way upstream's MooncakeConfig reads it (its load_from_env and its
+ * JSON loader, same keys, same defaults):
  * a mooncake.json file (MOONCAKE_CONFIG_PATH or an explicit path), else the environment
  * (MOONCAKE_MASTER required, MOONCAKE_TE_META_DATA_SERVER, MOONCAKE_PROTOCOL, MOONCAKE_DEVICE,
  * MOONCAKE_GLOBAL_SEGMENT_SIZE, MOONCAKE_LOCAL_BUFFER_SIZE, MOONCAKE_LOCAL_HOSTNAME).

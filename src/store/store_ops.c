@@ -227,7 +227,7 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 			if (rep.type == MC_REPLICA_DISK && rep.size == items[i].size && code == 0 &&
 			    disk_path && rep.path.n < sizeof(disk_path[i])) {
 				/* --root_fs_dir: the file is written after PutEnd(MEMORY), on the
-				 * shared-directory worker (store_fs.c). */
+				 * shared-directory worker (store_tier_fsdir.c). */
 				memcpy(disk_path[i], rep.path.p, rep.path.n);
 				disk_path[i][rep.path.n] = '\0';
 				continue;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transfer_engine_bench: throughput of the transfer engine C API between two processes, with
- * upstream's flags (reference §3.8).  A target registers a buffer and waits; an initiator opens
+ * the flags of upstream's transfer_engine_bench (--mode, --metadata_server, --segment_id,
+ * --operation, --block_size, --batch_size, --threads, --duration, --protocol, --device_name...).  A target registers a buffer and waits; an initiator opens
  * the target's segment and runs batches of block_size READs or WRITEs from several threads for
  * the duration, then prints the throughput.
  *

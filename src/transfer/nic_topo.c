@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * NIC priority matrices the way upstream builds them (reference §3.2, §3.6):
+ * NIC priority matrices (for each memory location, its preferred NICs, then the others) the way
+ * upstream's topology discovery builds them:
  *
  * - from a device list ("mlx5_0,mlx5_1": transfer_engine_bench --device_name, Python
  *   initialize's device_name, the store's rdma_devices / device_name / --device_names): every

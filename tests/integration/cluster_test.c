@@ -113,7 +113,7 @@ static void test_bulk(void)
 		}
 	}
 	printf("# put %d objects, %.1f MiB in %.2f s\n", NOBJ, bytes / 1048576.0, now_s() - t0);
-	ok(put_fail == 0, "2000 objects of 1 B..64 MiB put through the writer (%d failures)",
+	is(put_fail, 0, "2000 objects of 1 B..64 MiB put through the writer (%d failures)",
 	   put_fail);
 
 	t0 = now_s();
@@ -133,8 +133,8 @@ static void test_bulk(void)
 		free(v);
 	}
 	printf("# get %d objects in %.2f s\n", NOBJ, now_s() - t0);
-	ok(get_fail == 0, "every object reads back through the reader (%d failures)", get_fail);
-	ok(cmp_fail == 0, "every object is byte-identical (%d mismatches)", cmp_fail);
+	is(get_fail, 0, "every object reads back through the reader (%d failures)", get_fail);
+	is(cmp_fail, 0, "every object is byte-identical (%d mismatches)", cmp_fail);
 
 	/* The same objects again through batch_get_into, a mix of hits and misses. */
 	{
@@ -154,7 +154,7 @@ static void test_bulk(void)
 			sizes[j] = obj_size(20 + j) + 1;
 			bufs[j] = malloc(sizes[j]);
 		}
-		ok(mooncake_store_batch_get_into(rd, keys, bufs, sizes, 8, res) == 0,
+		is(mooncake_store_batch_get_into(rd, keys, bufs, sizes, 8, res), 0,
 		   "batch_get_into with mixed hits and misses runs");
 		for (j = 0; j < 8; j++) {
 			if (j % 2)
@@ -183,8 +183,8 @@ static void test_semantics(void)
 	ok(mooncake_store_remove(rd, "no/such/key", 0) == -704, "remove of a missing key is -704");
 
 	obj_key(100, key, sizeof(key));
-	ok(mooncake_store_is_exist(rd, key) == 1, "is_exist of a stored key is 1");
-	ok(mooncake_store_get_size(rd, key) == (int64_t)obj_size(100), "get_size is the object size");
+	is(mooncake_store_is_exist(rd, key), 1, "is_exist of a stored key is 1");
+	is(mooncake_store_get_size(rd, key), (int64_t)obj_size(100), "get_size is the object size");
 	keys[0] = key;
 	keys[1] = "no/such/key";
 	keys[2] = "cluster/obj/00101";
@@ -195,24 +195,24 @@ static void test_semantics(void)
 
 	/* A put of an existing key succeeds and does not overwrite. */
 	memset(buf, 'X', 100);
-	ok(mooncake_store_put(wr, key, buf, 100, NULL) == 0, "put of an existing key returns 0");
+	is(mooncake_store_put(wr, key, buf, 100, NULL), 0, "put of an existing key returns 0");
 	{
 		size_t n = obj_size(100);
 		void *v = malloc(n);
 
 		ok(mooncake_store_get_into(rd, key, v, n) == (int64_t)n && cc_check(v, n, key, 1),
 		   "...and the old value is unchanged");
-		ok(mooncake_store_get_into(rd, key, v, n - 1 > 0 ? n - 1 : 0) == -600,
+		is(mooncake_store_get_into(rd, key, v, n - 1 > 0 ? n - 1 : 0), -600,
 		   "get_into a buffer smaller than the object gives -600");
 		free(v);
 	}
 
 	/* Leases: the reads above leased the key; remove without force is refused. */
 	r = mooncake_store_remove(rd, key, 0);
-	ok(r == -706, "remove of a just-read key is refused with -706 (got %d)", r);
-	ok(mooncake_store_remove(rd, key, 1) == 0, "forced remove succeeds");
-	ok(mooncake_store_is_exist(rd, key) == 0, "removed key no longer exists");
-	ok(mooncake_store_get_into(rd, key, buf, sizeof(buf)) == -704, "and reads give -704");
+	is(r, -706, "remove of a just-read key is refused with -706 (got %d)", r);
+	is(mooncake_store_remove(rd, key, 1), 0, "forced remove succeeds");
+	is(mooncake_store_is_exist(rd, key), 0, "removed key no longer exists");
+	is(mooncake_store_get_into(rd, key, buf, sizeof(buf)), -704, "and reads give -704");
 
 	/* Regex removal. */
 	{
@@ -224,7 +224,7 @@ static void test_semantics(void)
 		}
 		ok(all, "ten keys rx/0..9 put");
 		r64 = mooncake_store_remove_by_regex(wr, "^rx/[0-4]$", 1);
-		ok(r64 == 5, "remove_by_regex ^rx/[0-4]$ removes 5 (got %" PRId64 ")", r64);
+		is(r64, 5, "remove_by_regex ^rx/[0-4]$ removes 5 (got %" PRId64 ")", r64);
 		ok(mooncake_store_is_exist(rd, "rx/3") == 0 && mooncake_store_is_exist(rd, "rx/7") == 1,
 		   "only the matching keys are gone");
 	}
@@ -232,11 +232,11 @@ static void test_semantics(void)
 	/* Argument checking. */
 	ok(mooncake_store_put(NULL, "k", "v", 1, NULL) == -1, "NULL handle gives -1");
 	ok(mooncake_store_put(wr, NULL, "v", 1, NULL) == -1, "NULL key gives -1");
-	ok(mooncake_store_register_buffer(wr, buf, 0) == -1, "register_buffer of size 0 gives -1");
-	ok(mooncake_store_get_hostname(wr, buf, 3) == -1, "get_hostname into a tiny buffer gives -1");
+	is(mooncake_store_register_buffer(wr, buf, 0), -1, "register_buffer of size 0 gives -1");
+	is(mooncake_store_get_hostname(wr, buf, 3), -1, "get_hostname into a tiny buffer gives -1");
 	ok(mooncake_store_get_hostname(wr, buf, sizeof(buf)) == 0 && strchr(buf, ':') != NULL,
 	   "get_hostname gives host:port (%s)", buf);
-	ok(mooncake_store_health_check(wr) == 0, "health_check is 0 on a live cluster");
+	is(mooncake_store_health_check(wr), 0, "health_check is 0 on a live cluster");
 }
 
 static void test_zero_copy(void)
@@ -245,14 +245,14 @@ static void test_zero_copy(void)
 	char *src = malloc(n), *dst = malloc(n);
 	int64_t got;
 
-	ok(mooncake_store_register_buffer(wr, src, n) == 0, "register_buffer of 3 MiB");
-	ok(mooncake_store_register_buffer(rd, dst, n) == 0, "register_buffer on the reader");
+	is(mooncake_store_register_buffer(wr, src, n), 0, "register_buffer of 3 MiB");
+	is(mooncake_store_register_buffer(rd, dst, n), 0, "register_buffer on the reader");
 	cc_fill(src, n, "zc/key", 7);
 	ok(mooncake_store_put_from(wr, "zc/key", src, n, NULL) == 0, "put_from a registered buffer");
 	got = mooncake_store_get_into(rd, "zc/key", dst, n);
 	ok(got == (int64_t)n && cc_check(dst, n, "zc/key", 7),
 	   "get_into a registered buffer returns identical bytes");
-	ok(mooncake_store_unregister_buffer(wr, src) == 0, "unregister_buffer");
+	is(mooncake_store_unregister_buffer(wr, src), 0, "unregister_buffer");
 	free(src);
 	free(dst);
 }
@@ -302,7 +302,7 @@ static void test_bad_frames(void)
 	void *v = malloc(n);
 
 	memset(garbage, 0xA5, sizeof(garbage));
-	ok(master_closes_after(garbage, sizeof(garbage)) == 1,
+	is(master_closes_after(garbage, sizeof(garbage)), 1,
 	   "a frame with a bad magic makes the master close that connection");
 	/* A valid header announcing a 1 GiB body. */
 	memset(hdr, 0, sizeof(hdr));
@@ -313,7 +313,7 @@ static void test_bad_frames(void)
 	hdr[9] = 0;
 	hdr[10] = 0;
 	hdr[11] = 0x40;
-	ok(master_closes_after(hdr, sizeof(hdr)) == 1,
+	is(master_closes_after(hdr, sizeof(hdr)), 1,
 	   "an oversized frame makes the master close that connection");
 	obj_key(200, key, sizeof(key));
 	ok(mooncake_store_get_into(rd, key, v, n) == (int64_t)n && cc_check(v, n, key, 1),
@@ -377,7 +377,7 @@ static void test_threads(void)
 		pthread_join(t[i], NULL);
 		errors += w[i].errors;
 	}
-	ok(errors == 0, "8 threads of mixed put/get/exist/remove on shared handles (%d errors)",
+	is(errors, 0, "8 threads of mixed put/get/exist/remove on shared handles (%d errors)",
 	   errors);
 }
 
@@ -388,14 +388,14 @@ static void test_remove_all(void)
 
 	ok(n > 1000, "remove_all(force) removes everything (%" PRId64 " objects)", n);
 	obj_key(500, key, sizeof(key));
-	ok(mooncake_store_is_exist(rd, key) == 0, "no object is left afterwards");
+	is(mooncake_store_is_exist(rd, key), 0, "no object is left afterwards");
 }
 
 int main(void)
 {
 	master = cc_env("MC_MASTER", "127.0.0.1:50051");
-	ok(setup_handle(&wr, 1u << 20) == 0, "writer setup against %s (1 MiB local buffer)", master);
-	ok(setup_handle(&rd, 1u << 20) == 0, "reader setup");
+	is(setup_handle(&wr, 1u << 20), 0, "writer setup against %s (1 MiB local buffer)", master);
+	is(setup_handle(&rd, 1u << 20), 0, "reader setup");
 	if (tap_failed)
 		return tap_done();
 	test_bulk();

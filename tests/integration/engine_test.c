@@ -167,7 +167,7 @@ static void sizes_and_batches(transfer_engine_t ini, segment_handle_t seg, uint8
 		req[i] = mkreq(i % 2 ? OPCODE_READ : OPCODE_WRITE, ibuf + o, seg,
 			       (uint64_t)(uintptr_t)(tbuf + o), chunk);
 	}
-	ok(run(ini, req, 64) == 64, "%s: a batch of 64 mixed reads and writes completes", what);
+	is(run(ini, req, 64), 64, "%s: a batch of 64 mixed reads and writes completes", what);
 	for (i = 0, k = 1; i < 64; i++) {
 		size_t chunk = BUF / 2 / 64, o = (i % 2 ? BUF / 2 : 0) + (size_t)i * chunk;
 
@@ -180,7 +180,7 @@ static void sizes_and_batches(transfer_engine_t ini, segment_handle_t seg, uint8
 	for (i = 0; i < 256; i++)
 		req[i] = mkreq(OPCODE_WRITE, ibuf + i * 1000, seg,
 			       (uint64_t)(uintptr_t)(tbuf + 3 + i * 1000), 1 + (i * 37) % 1000);
-	ok(run(ini, req, 256) == 256, "%s: a batch of 256 small writes completes", what);
+	is(run(ini, req, 256), 256, "%s: a batch of 256 small writes completes", what);
 	for (i = 0, k = 1; i < 256; i++)
 		k &= !memcmp(ibuf + i * 1000, tbuf + 3 + i * 1000, 1 + (i * 37) % 1000);
 	ok(k, "%s: and every byte of it landed", what);
@@ -239,7 +239,7 @@ static int file_main(const char *meta, const char *segname, const char *p1, cons
 	req[0] = mkreq(OPCODE_READ, ibuf, seg, total - 10, 11);
 	req[1] = mkreq(OPCODE_WRITE, ibuf, seg, total, 1);
 	req[2] = mkreq(OPCODE_READ, ibuf, seg, 0, 10);
-	ok(run(ini, req, 3) == 1, "ranges beyond the files fail, the valid one completes");
+	is(run(ini, req, 3), 1, "ranges beyond the files fail, the valid one completes");
 	ok(openSegment(ini, "no-such-file-segment") < 0, "an unknown segment fails to open");
 	for (k = 0; k < 8; k++)
 		req[k] = mkreq(OPCODE_READ, ibuf + k * (total / 8), seg, k * (total / 8), total / 8);
@@ -335,14 +335,14 @@ int main(int argc, char **argv)
 	req[2] = mkreq(OPCODE_WRITE, ibuf, seg, (uint64_t)(uintptr_t)tbuf, 10);
 	req[3] = mkreq(OPCODE_READ, ibuf, seg, UINT64_MAX - 5, 10);
 	req[4] = mkreq(7, ibuf, seg, (uint64_t)(uintptr_t)tbuf, 10);
-	ok(run(ini, req, 5) == 1, "out-of-range, unregistered, wrapping and bad-opcode requests fail, the valid one completes");
+	is(run(ini, req, 5), 1, "out-of-range, unregistered, wrapping and bad-opcode requests fail, the valid one completes");
 	/* Unregistered after the descriptor was cached: the owner refuses it. */
-	ok(unregisterLocalMemory(tgt, tpriv) == 0, "the target unregisters its private buffer");
+	is(unregisterLocalMemory(tgt, tpriv), 0, "the target unregisters its private buffer");
 	req[0] = mkreq(OPCODE_WRITE, ibuf, seg, (uint64_t)(uintptr_t)tpriv, 100);
-	ok(run(ini, req, 1) == 0, "a write into memory the owner unregistered fails");
+	is(run(ini, req, 1), 0, "a write into memory the owner unregistered fails");
 
 	req[0] = mkreq(OPCODE_WRITE, ibuf, LOCAL_SEGMENT, (uint64_t)(uintptr_t)(ibuf + 1000), 100);
-	ok(run(ini, req, 1) == 1, "LOCAL_SEGMENT copies within registered memory");
+	is(run(ini, req, 1), 1, "LOCAL_SEGMENT copies within registered memory");
 
 	/* A target in another process, killed in the middle of a batch. */
 	snprintf(cname, sizeof(cname), "child-seg-%d", (int)getpid());
@@ -371,7 +371,7 @@ int main(int argc, char **argv)
 		submitTransfer(ini, bt, req, 64);
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
-		ok(wait_batch(ini, bc, 128, &dc) == 0,
+		is(wait_batch(ini, bc, 128, &dc), 0,
 		   "the batch to the killed child ends (%d of 128 completed before it died)", dc);
 		ok(wait_batch(ini, bt, 64, &dt) == 0 && dt == 64,
 		   "the batch to the live target all completes meanwhile (%d of 64)", dt);
@@ -379,7 +379,7 @@ int main(int argc, char **argv)
 		freeBatchID(ini, bt);
 	}
 	req[0] = mkreq(OPCODE_WRITE, ibuf, cseg, caddr, 4096);
-	ok(run(ini, req, 1) == 0, "a request to the dead child ends FAILED instead of hanging");
+	is(run(ini, req, 1), 0, "a request to the dead child ends FAILED instead of hanging");
 
 	/* Restarted (same name; with P2PHANDSHAKE the same handshake port): the periodic refresh
 	 * finds its new descriptor and the old handle works again. */
@@ -404,7 +404,7 @@ int main(int argc, char **argv)
 	/* The in-process target goes away. */
 	destroyTransferEngine(tgt);
 	req[0] = mkreq(OPCODE_READ, ibuf, seg, (uint64_t)(uintptr_t)tbuf, 1u << 20);
-	ok(run(ini, req, 1) == 0, "a request to a destroyed engine ends FAILED instead of hanging");
+	is(run(ini, req, 1), 0, "a request to a destroyed engine ends FAILED instead of hanging");
 	ok(unregisterLocalMemory(ini, ibuf) == 0 &&
 		   unregisterLocalMemory(ini, ibuf) == ERR_ADDRESS_NOT_REGISTERED,
 	   "unregister once");

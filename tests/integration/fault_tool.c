@@ -397,7 +397,7 @@ static int check(const char *prefix, int n, const char *expect)
 				printf("# %s: %" PRId64 " (want %s)\n", key, got, expect);
 		}
 	}
-	ok(bad == 0, "%d keys %s/*: %s (%d differ)", n, prefix, expect, bad);
+	is(bad, 0, "%d keys %s/*: %s (%d differ)", n, prefix, expect, bad);
 	return bad != 0;
 }
 
@@ -423,7 +423,7 @@ static int eviction(void)
 		cc_fill(v, vs, key, 1);
 		fails += mooncake_store_put(st, key, v, vs, NULL) != 0;
 	}
-	ok(fails == 0, "filled 80%% of the pool with %d objects of 1 MiB (%d failed)",
+	is(fails, 0, "filled 80%% of the pool with %d objects of 1 MiB (%d failed)",
 	   nfit * 8 / 10, fails);
 	/* Read the first 8 "old" objects: they become the most recently used. */
 	for (i = 0; i < 8; i++) {
@@ -437,13 +437,13 @@ static int eviction(void)
 		cc_fill(v, vs, key, 1);
 		fails += mooncake_store_put(st, key, v, vs, NULL) != 0;
 	}
-	ok(fails == 0, "writing half a pool more succeeds through eviction (%d failed)", fails);
+	is(fails, 0, "writing half a pool more succeeds through eviction (%d failed)", fails);
 	for (i = 0; i < 2; i++) {
 		snprintf(key, sizeof(key), "ev/pinned/%d", i);
 		got = mooncake_store_get_into(st, key, v, vs);
 		pinned_ok += got == (int64_t)vs && cc_check(v, vs, key, 1);
 	}
-	ok(pinned_ok == 2, "hard-pinned objects survive (%d of 2)", pinned_ok);
+	is(pinned_ok, 2, "hard-pinned objects survive (%d of 2)", pinned_ok);
 	for (i = 0; i < 8; i++) {
 		snprintf(key, sizeof(key), "ev/old/%d", i);
 		got = mooncake_store_get_into(st, key, v, vs);
@@ -453,8 +453,8 @@ static int eviction(void)
 		snprintf(key, sizeof(key), "ev/old/%d", i);
 		cold_gone += mooncake_store_is_exist(st, key) == 0;
 	}
-	ok(cold_gone == 16, "the least recently used objects went first (%d of 16 gone)", cold_gone);
-	ok(hot_ok == 8, "the recently read objects are still there (%d of 8)", hot_ok);
+	is(cold_gone, 16, "the least recently used objects went first (%d of 16 gone)", cold_gone);
+	is(hot_ok, 8, "the recently read objects are still there (%d of 8)", hot_ok);
 
 	/* Probe every key, as some clients do before each put: upstream leases them all and a full
 	 * pool then refuses every put; here probe leases yield when nothing else can go. */
@@ -470,7 +470,7 @@ static int eviction(void)
 		cc_fill(v, vs, key, 1);
 		fails += mooncake_store_put(st, key, v, vs, NULL) != 0;
 	}
-	ok(fails == 0, "with every key leased by ExistKey probes, a pool's worth of puts still "
+	is(fails, 0, "with every key leased by ExistKey probes, a pool's worth of puts still "
 	   "succeeds (%d failed)", fails);
 	free(v);
 	return tap_done();
@@ -544,7 +544,7 @@ static int remove_span(const char *prefix, int from, int to)
 		if (rc != 0 && rc != -704 && bad++ < 3)
 			printf("# remove %s: %d\n", key, rc);
 	}
-	ok(bad == 0, "removed %s/%d..%d (%d were known)", prefix, from, to - 1, removed);
+	is(bad, 0, "removed %s/%d..%d (%d were known)", prefix, from, to - 1, removed);
 	return bad != 0;
 }
 
@@ -670,7 +670,7 @@ static int put_loop(const char *prefix, int n, size_t size, int replicas, const 
 	printf("# put-loop %s: %d of %d acknowledged, max %.3f s\n", prefix, okn, n, mx);
 	ok(f && v && lat && slow == 0, "%d puts each ended within 10 s (max %.3f s)", n, mx);
 	if (all)
-		ok(okn == n, "all %d puts succeeded (%d did)", n, okn);
+		is(okn, n, "all %d puts succeeded (%d did)", n, okn);
 	if (f)
 		fclose(f);
 	free(v);

@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # Shared shell helpers for integration tests: free ports, starting daemons on 127.0.0.1 in a
-# temporary directory, waiting for them, and tearing everything down on exit.
+# temporary directory, waiting for them (a port, a log line, a metric, an HTTP answer: tests
+# wait for a condition with a deadline, they do not sleep), checks that print both operands, and
+# tearing everything down on exit.
 # Usage: . "$MC_TOP_SRCDIR/tests/integration/lib.sh"
+# MC_TEST_KEEP=1 keeps the temporary directory $MC_TMP (daemon logs, data files) and prints its
+# path at the end of the test's log.
 
 : "${MC_TOP_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${MC_TOP_SRCDIR:=$MC_TOP_BUILDDIR}"
@@ -14,9 +18,15 @@ mc_cleanup() {
 	for p in $MC_PIDS; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in $MC_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	if [ "${MC_KEEP_TMP:-0}" = 1 ]; then echo "# logs kept in $MC_TMP"; else rm -rf "$MC_TMP"; fi
+	if [ "${MC_TEST_KEEP:-${MC_KEEP_TMP:-0}}" = 1 ]; then
+		echo "# MC_TEST_KEEP=1: temporary files kept in $MC_TMP"
+	else
+		rm -rf "$MC_TMP"
+	fi
 }
 trap mc_cleanup EXIT
+# Killed by tests/run-with-timeout: say so and show the daemons' logs before the cleanup.
+trap 'echo "# killed (SIGTERM): test timed out?"; mc_dump_logs; exit 124' TERM
 
 # A TCP port on 127.0.0.1 that nothing listens on right now.
 mc_free_port() {
@@ -82,13 +92,165 @@ mc_start_client() {
 	mc_wait_log "$name" "serving segment"
 }
 
-# mc_wait_log NAME TEXT [SECONDS]: wait until $MC_TMP/NAME.log contains TEXT.
-mc_wait_log() {
-	local name=$1 text=$2 secs=${3:-20} i=0
+# mc_wait_mounted NAME...: wait until each mooncake_client NAME is in good standing at the
+# master: a client's first ping is answered NEED_REMOUNT and it re-mounts its segments (logged
+# "segments re-mounted"), which the master needs before the client counts as fully up.  After a
+# master restart use mc_wait_remounted, which waits for the next such line.
+mc_wait_mounted() {
+	local name
+	for name in "$@"; do
+		mc_wait_log "$name" "segments re-mounted" || return 1
+	done
+}
+
+# mc_log_mark NAME...: remember how many lines each log has now; mc_wait_log_after then looks
+# only at the lines written after this mark.
+declare -A MC_MARK
+mc_log_mark() {
+	local name
+	for name in "$@"; do
+		MC_MARK[$name]=$(wc -l <"$MC_TMP/$name.log" 2>/dev/null || echo 0)
+	done
+}
+
+# mc_wait_log_after NAME TEXT [SECONDS]: wait until a line of $MC_TMP/NAME.log written after
+# mc_log_mark NAME matches TEXT.
+mc_wait_log_after() {
+	local name=$1 text=$2 secs=${3:-20} i=0 from=$((${MC_MARK[$1]:-0} + 1))
 	while [ $i -lt $((secs * 10)) ]; do
-		grep -q "$text" "$MC_TMP/$name.log" 2>/dev/null && return 0
+		tail -n +"$from" "$MC_TMP/$name.log" 2>/dev/null | grep -q -- "$text" && return 0
 		sleep 0.1; i=$((i + 1))
 	done
-	echo "# '$text' not seen in $name.log after ${secs}s" >&2
+	echo "# '$text' not seen in $name.log (after line $((from - 1))) after ${secs}s" >&2
 	return 1
+}
+
+# mc_wait_remounted NAME...: after mc_log_mark NAME..., wait until each client re-mounted its
+# segments again (a restarted master answers its next ping NEED_REMOUNT).
+mc_wait_remounted() {
+	local name
+	for name in "$@"; do
+		mc_wait_log_after "$name" "segments re-mounted" || return 1
+	done
+}
+
+# mc_segment_of NAME: the segment name mooncake_client NAME serves (host:port, from its log).
+mc_segment_of() {
+	grep -o 'serving segment [^ ]*' "$MC_TMP/$1.log" 2>/dev/null | head -1 | awk '{print $3}'
+}
+
+# mc_wait_unmounted NAME [N] [SECONDS]: wait until the master has dropped the segments of the
+# (killed) mooncake_client NAME, every replica on them gone: N segments by that name (1; 2 for a
+# client with an SSD area, which bears the same name).  The master's log is
+# $MC_TMP/$MC_MASTER_LOG.log (MC_MASTER_LOG=master unless a test restarted it under another name).
+mc_wait_unmounted() {
+	local seg
+	seg=$(mc_segment_of "$1")
+	[ -n "$seg" ] || { echo "# no segment name in $1.log" >&2; return 1; }
+	mc_wait_log_count "${MC_MASTER_LOG:-master}" "segment $seg unmounted" "${2:-1}" "${3:-20}"
+}
+
+# mc_wait_log NAME TEXT [SECONDS]: wait until $MC_TMP/NAME.log contains TEXT (a grep regex).
+mc_wait_log() {
+	mc_wait_log_count "$1" "$2" 1 "${3:-20}"
+}
+
+# mc_wait_log_count NAME TEXT N [SECONDS]: wait until N lines of $MC_TMP/NAME.log match TEXT
+# (the Nth re-mount, the second "Offline"...).
+mc_wait_log_count() {
+	local name=$1 text=$2 n=$3 secs=${4:-20} i=0 c
+	while [ $i -lt $((secs * 10)) ]; do
+		c=$(grep -c -- "$text" "$MC_TMP/$name.log" 2>/dev/null)
+		[ "${c:-0}" -ge "$n" ] && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# '$text' seen ${c:-0} times (want $n) in $name.log after ${secs}s" >&2
+	return 1
+}
+
+# mc_wait_until SECONDS WHAT CMD...: run CMD every 0.1 s until it succeeds; after SECONDS print
+# "# timed out after SECONDS s waiting for WHAT" and return 1.
+mc_wait_until() {
+	local secs=$1 what=$2 i=0; shift 2
+	while [ $i -lt $((secs * 10)) ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# timed out after ${secs}s waiting for $what" >&2
+	return 1
+}
+
+# mc_metric NAME [PORT]: the value of metric NAME at the master's /metrics (empty when absent).
+mc_metric() {
+	curl -sf "http://127.0.0.1:${2:-$MC_METRICS_PORT}/metrics" | awk -v n="$1" '$1 == n {print $2}'
+}
+
+# mc_wait_metric NAME VALUE [SECONDS] [PORT]: wait until the master's metric NAME reads VALUE.
+mc_wait_metric() {
+	local name=$1 want=$2 secs=${3:-20} port=${4:-$MC_METRICS_PORT} i=0 v=
+	while [ $i -lt $((secs * 10)) ]; do
+		v=$(mc_metric "$name" "$port")
+		[ "$v" = "$want" ] && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# metric $name is '$v' after ${secs}s, waited for '$want'" >&2
+	return 1
+}
+
+# mc_wait_metric_ge NAME MIN [SECONDS] [PORT]: wait until the integer metric NAME is >= MIN.
+mc_wait_metric_ge() {
+	local name=$1 min=$2 secs=${3:-20} port=${4:-$MC_METRICS_PORT} i=0 v=
+	while [ $i -lt $((secs * 10)) ]; do
+		v=$(mc_metric "$name" "$port")
+		[ -n "$v" ] && [ "${v%.*}" -ge "$min" ] 2>/dev/null && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# metric $name is '$v' after ${secs}s, waited for >= $min" >&2
+	return 1
+}
+
+# mc_wait_http URL REGEX [SECONDS]: wait until GET URL answers 2xx with a body matching REGEX
+# (grep -E; "" = any body).
+mc_wait_http() {
+	local url=$1 re=$2 secs=${3:-20} i=0
+	while [ $i -lt $((secs * 10)) ]; do
+		curl -sf "$url" 2>/dev/null | grep -Eq -- "${re:-.}" && return 0
+		[ -z "$re" ] && curl -sf -o /dev/null "$url" 2>/dev/null && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# $url did not answer /$re/ after ${secs}s" >&2
+	return 1
+}
+
+# mc_wait_gone PID [SECONDS]: wait until process PID has exited.
+mc_wait_gone() {
+	local pid=$1 secs=${2:-20} i=0
+	while [ $i -lt $((secs * 10)) ]; do
+		kill -0 "$pid" 2>/dev/null || return 0
+		[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	echo "# process $pid still running after ${secs}s" >&2
+	return 1
+}
+
+# mc_is GOT EXPECTED WHAT: print "ok - WHAT", or "not ok - WHAT: got 'GOT', expected 'EXPECTED'"
+# and return 1.  Use: mc_is "$n" 2 "two segments remain" || rc=1
+mc_is() {
+	if [ "$1" = "$2" ]; then
+		echo "ok - $3"
+	else
+		echo "not ok - $3: got '$1', expected '$2'"
+		return 1
+	fi
+}
+
+# mc_ge GOT MIN WHAT: the same for an integer at least MIN.
+mc_ge() {
+	if [ -n "$1" ] && [ "$1" -ge "$2" ] 2>/dev/null; then
+		echo "ok - $3"
+	else
+		echo "not ok - $3: got '$1', expected >= $2"
+		return 1
+	fi
 }

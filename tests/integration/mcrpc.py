@@ -28,6 +28,18 @@ def _read_ops():
 OP = _read_ops()
 
 
+def wait_until(pred, timeout, step=0.1):
+    """Call pred() every step seconds until it is true or timeout seconds passed; its last
+    value.  Tests wait for a condition with a deadline instead of sleeping."""
+    import time
+    end = time.time() + timeout
+    while True:
+        v = pred()
+        if v or time.time() >= end:
+            return v
+        time.sleep(step)
+
+
 def s(b):
     if isinstance(b, str):
         b = b.encode()

@@ -322,6 +322,31 @@ nn_first_ok() {
 		END { if (s) printf "%.3f\n", m; else print "none" }' "$1"
 }
 
+# nn_ok_at_least LOG N: LOG has at least N successful calls.
+nn_ok_at_least() {
+	[ "$(awk '$3 == 0' "$1" 2>/dev/null | wc -l)" -ge "$2" ]
+}
+
+# nn_ok_after LOG T: LOG has a successful call that ended after T.
+nn_ok_after() {
+	[ -f "$1" ] && [ "$(nn_first_ok "$1" "$2")" != none ]
+}
+
+# nn_wait_ok LOG N [SECONDS]: wait until LOG has N successful calls (a driver is in its stride).
+nn_wait_ok() {
+	mc_wait_until "${3:-20}" "$2 successful calls in $(basename "$1")" nn_ok_at_least "$1" "$2"
+}
+
+# nn_wait_first_ok T SECONDS LOG...: wait until each LOG has a successful call that ended after
+# T (after a heal: the drivers got through again).
+nn_wait_first_ok() {
+	local t=$1 secs=$2 log; shift 2
+	for log in "$@"; do
+		mc_wait_until "$secs" "a successful call after the heal in $(basename "$log")" \
+			nn_ok_after "$log" "$t" || return 1
+	done
+}
+
 # nn_le A B: A <= B, as numbers.
 nn_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "none" && a + 0 <= b + 0) }'; }
 

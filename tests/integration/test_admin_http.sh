@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The master's admin and metrics HTTP endpoints (reference §1.11, §1.12) against a live cluster.
+# The master's admin and metrics HTTP endpoints (/metrics, /health, the key and segment queries,
+# /api/v1/remove_all, the Grafana dashboard's metrics) and SIGHUP handling against a live cluster.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 mc_start_master || { mc_dump_logs; exit 1; }
 mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
 c1pid=$MC_LAST_PID
-sleep 1.5
+mc_wait_mounted c1 || { mc_dump_logs; exit 1; }
 seg=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/c1.log" | awk '{print $3}')
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 "$MC_BIN/tests/integration/fault_tool" put-preferred adm 20 "$seg" >/dev/null
@@ -32,21 +33,21 @@ t "/get_segments_detail is JSON with one segment" 'curl -sf $H/get_segments_deta
 t "GET on remove_all is refused" '[ "$(curl -s -o /dev/null -w %{http_code} $H/api/v1/remove_all)" = 405 ]'
 t "POST /api/v1/remove_all?force=true removes all" 'curl -sf -XPOST "$H/api/v1/remove_all?force=true" | grep -q "\"removed_count\":20"'
 t "unknown path is 404" '[ "$(curl -s -o /dev/null -w %{http_code} $H/nope)" = 404 ]'
-kill -HUP "$c1pid"; sleep 0.3
+kill -HUP "$c1pid"; mc_wait_log c1 "SIGHUP: nothing can change" 5
 t "SIGHUP to mooncake_client is logged, not fatal" 'kill -0 "$c1pid" && grep -q "SIGHUP: nothing can change" "$MC_TMP/c1.log"'
 P2=$(mc_free_port)
 mc_start meta "$MC_BIN/mooncake_http_metadata_server" --port="$P2" --host=127.0.0.1
 mc_wait_port "$P2"
-kill -HUP "$MC_LAST_PID"; sleep 0.3
+kill -HUP "$MC_LAST_PID"; mc_wait_log meta "SIGHUP: nothing to reload" 5
 t "SIGHUP to the metadata server is logged, not fatal" 'kill -0 "$MC_LAST_PID" && grep -q "SIGHUP: nothing to reload" "$MC_TMP/meta.log"'
 # SIGHUP re-reads the configuration file and applies what can change at run time.
 echo '{"default_kv_lease_ttl": 10000, "eviction_high_watermark_ratio": 0.9}' >"$MC_TMP/master.json"
 mc_start_master --config_path="$MC_TMP/master.json" || { mc_dump_logs; exit 1; }
 echo '{"default_kv_lease_ttl": "300ms", "eviction_high_watermark_ratio": 0.8}' >"$MC_TMP/master.json"
-kill -HUP "$MC_MASTER_PID"; sleep 0.5
+kill -HUP "$MC_MASTER_PID"; mc_wait_log master "configuration reloaded" 5
 t "SIGHUP reloads lease and watermark from the file" 'grep -q "configuration reloaded (lease 300 ms, high watermark 0.80" "$MC_TMP/master.log"'
 echo '{"default_kv_lease_ttl": "soon"}' >"$MC_TMP/master.json"
-kill -HUP "$MC_MASTER_PID"; sleep 0.5
+kill -HUP "$MC_MASTER_PID"; mc_wait_log master "configuration invalid" 5
 t "an invalid file on SIGHUP keeps the running configuration" 'grep -q "configuration invalid, keeping the running one" "$MC_TMP/master.log" && kill -0 "$MC_MASTER_PID"'
 t "--check_config refuses an invalid file with status 2" '"$MC_BIN/mooncake_master" --config_path="$MC_TMP/master.json" --check_config 2>/dev/null; [ $? = 2 ]'
 # Every metric the Grafana dashboard queries exists on /metrics.

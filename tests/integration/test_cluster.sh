@@ -8,7 +8,7 @@
 mc_start_master || { mc_dump_logs; exit 1; }
 mc_start_client client1 512MB || { mc_dump_logs; exit 1; }
 mc_start_client client2 512MB || { mc_dump_logs; exit 1; }
-sleep 1.5	# both clients remount after their first ping
+mc_wait_mounted client1 client2 || { mc_dump_logs; exit 1; }
 
 # Once over TCP, once with same-host shared memory (the default on one host).
 echo "# over TCP (MC_STORE_SHM=0)"

@@ -7,7 +7,7 @@ CTL="$MC_BIN/mooncake_ctl"
 [ -x "$CTL" ] || { echo "# SKIP: mooncake_ctl not built"; exit 77; }
 mc_start_master --enable_metric_reporting || { mc_dump_logs; exit 1; }
 mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
-sleep 1.5
+mc_wait_mounted c1 || { mc_dump_logs; exit 1; }
 seg=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/c1.log" | awk '{print $3}')
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 "$MC_BIN/tests/integration/fault_tool" put-preferred ctl 10 "$seg" >/dev/null

@@ -62,7 +62,8 @@ for spec in ssd_write:ENOSPC:6 ssd_write:short:6 ssd_fsync:EIO:6 ssd_rename:EIO:
 	mc_start_client s${n}b 16MB --enable_offload --ssd_offload_path="$SSD" \
 		--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
 	mc_wait_log s${n}b "registered" 10
-	sleep 3.5	# client_ttl: the dead process's memory copies are dropped
+	# After client_ttl the master drops the dead process's memory copies: reads go to SSD.
+	mc_wait_unmounted s$n 2 || rc=1
 	check "$spec: after kill -9 and a restart every acknowledged object reads back from SSD" \
 		'"$T" verify-acked "$MC_TMP/acked_s$n" $SZ >/dev/null'
 	stop_all
@@ -90,7 +91,7 @@ printf 'XYZ' | dd of="$f2" bs=1 seek=9000 conv=notrunc 2>/dev/null
 out=$("$T" probe "$MC_TMP/acked_d" $SZ); prc=$?
 echo "# first read after the damage: $out"
 check "a truncated and a corrupt SSD file: readers never get wrong bytes" '[ $prc -eq 0 ]'
-sleep 0.5
+mc_wait_metric master_disk_copies_lost_total 2 10
 out=$("$T" probe "$MC_TMP/acked_d" $SZ); prc=$?
 echo "# then: $out"
 lost=$(metric master_disk_copies_lost_total)
@@ -120,7 +121,7 @@ for spec in fs_write:ENOSPC:3 fs_write:short:3 fs_fsync:EIO:3 fs_rename:EIO:3; d
 		'[ "$nf" -ge 1 ] && [ "$nf" -lt 12 ] && grep -q "writes resume" "$MC_TMP/w$n.log" &&
 		 [ "$(find "$SH" -name "*.tmp" | wc -l)" -eq 0 ]'
 	kill -9 "$c"; wait "$c" 2>/dev/null
-	sleep 3.5	# client_ttl: memory copies gone, DISK files stay
+	mc_wait_unmounted m$n || rc=1	# after client_ttl: memory copies gone, DISK files stay
 	out=$("$T" probe "$MC_TMP/acked_f$n" $SZ)
 	check "$spec: after kill -9 of the memory holder the $nf objects with a file read back ($out)" \
 		'echo "$out" | grep -q "^probe: $nf identical $((12 - nf)) absent 0 errors 0 wrong"'

@@ -22,7 +22,7 @@ flags="--client_active_ttl_sec=2 --client_suspicion_ttl_sec=2 --dormant_segment_
 mc_start_master $flags || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT MC_STORE_SHM=0
 H="http://127.0.0.1:$MC_METRICS_PORT"
-metric() { curl -sf "$H/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
+metric() { mc_metric "$1"; }
 seg_field() {	# seg_field SEGMENT FIELD
 	curl -sf "$H/get_segments_detail" | python3 -c '
 import json, sys
@@ -41,34 +41,34 @@ rc=0
 mc_start_client c2 64MB || { mc_dump_logs; exit 1; }
 s2=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/c2.log" | awk '{print $3}')
 pid2=$MC_LAST_PID
-sleep 1
+mc_wait_mounted c2 || { mc_dump_logs; exit 1; }
 "$T" put-preferred d 30 "$s2" || rc=1		# kept dormant, then restored
 "$T" put-preferred x 10 "$s2" || rc=1		# removed while dormant
 "$T" put-gen w 0 10 $SZ 1 || rc=1		# put again while dormant
 mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
-sleep 1
+mc_wait_mounted c1 || { mc_dump_logs; exit 1; }
 "$T" put-preferred r 10 "$s2" 2 || rc=1		# one replica on each client
 
 kill -STOP "$pid2"
 echo "# c2 stopped"
-sleep 6.5
+# Offline after active + suspicion (2 + 2 s) of silence: its segment goes dormant.
+mc_wait_log master "segment $s2 (.*) dormant" 15 || rc=1
 st=$(seg_field "$s2" status)
-[ "$st" = DORMANT ] && echo "ok - the stopped client's segment is dormant" \
-	|| { echo "not ok - its segment is '$st'"; rc=1; }
+mc_is "$st" DORMANT "the stopped client's segment is dormant" || rc=1
 st=$(seg_field "$s2" client_state)
-[ "$st" = offline ] && echo "ok - its client is Offline" || { echo "not ok - its client is '$st'"; rc=1; }
+mc_is "$st" offline "its client is Offline" || rc=1
 cap=$(metric master_total_capacity_bytes)
-[ "$cap" = 67108864 ] && echo "ok - a dormant segment is not capacity" \
-	|| { echo "not ok - capacity $cap"; rc=1; }
+mc_is "$cap" 67108864 "a dormant segment is not capacity" || rc=1
 "$T" check d 30 -704 || rc=1
 "$T" check r 10 ok || rc=1
 n=$(nreplicas r/0)
-[ "$n" = 1 ] && echo "ok - r/0 is read from its live replica only" || { echo "not ok - r/0 lists $n"; rc=1; }
+mc_is "$n" 1 "r/0 is read from its live replica only" || rc=1
 "$T" remove x 0 10 || rc=1
 "$T" put-gen w 0 10 $SZ 2 || rc=1
 "$T" expect w 0 10 $SZ 2 || rc=1
 
 # The master dies and comes back from its file while the segment is dormant.
+mc_log_mark c1 c2
 kill -9 "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
 # shellcheck disable=SC2086
 mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
@@ -77,51 +77,53 @@ MC_MASTER_PID=$MC_LAST_PID
 mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
 mc_wait_port "$MC_METRICS_PORT" || { mc_dump_logs; exit 1; }
 st=$(seg_field "$s2" status)
-[ "$st" = DORMANT ] && echo "ok - after kill -9 and a restart the segment is still dormant" \
-	|| { echo "not ok - after the restart its segment is '$st'"; rc=1; }
+mc_is "$st" DORMANT "after kill -9 and a restart the segment is still dormant" || rc=1
 n=$(metric master_dormant_replicas)
-[ "$n" = 40 ] && echo "ok - its 40 replicas are kept (30 alone, 10 with a live twin)" \
-	|| { echo "not ok - $n dormant replicas"; rc=1; }
-sleep 1.5	# c1 re-mounts
+mc_is "$n" 40 "its 40 replicas are kept (30 alone, 10 with a live twin)" || rc=1
+mc_wait_remounted c1 || rc=1	# at its next ping
 "$T" check d 30 -704 || rc=1
 "$T" check r 10 ok || rc=1
 
 kill -CONT "$pid2"
 echo "# c2 continued"
 mc_wait_log master2 "restored with" 15 || rc=1
-sleep 0.5
+mc_wait_remounted c2 || rc=1
 st=$(seg_field "$s2" status)
-[ "$st" = OK ] && echo "ok - the segment is mounted again" || { echo "not ok - it is '$st'"; rc=1; }
+mc_is "$st" OK "the segment is mounted again" || rc=1
 n=$(metric master_dormant_replicas_restored_total)
-[ "$n" = 40 ] && echo "ok - 40 replicas were restored" || { echo "not ok - $n restored"; rc=1; }
+mc_is "$n" 40 "40 replicas were restored" || rc=1
 "$T" check d 30 ok || rc=1
 "$T" check r 10 ok || rc=1
 n=$(nreplicas r/0)
-[ "$n" = 2 ] && echo "ok - r/0 has its second replica back" || { echo "not ok - r/0 lists $n"; rc=1; }
+mc_is "$n" 2 "r/0 has its second replica back" || rc=1
 "$T" check x 10 -704 || rc=1
 "$T" expect w 0 10 $SZ 2 || rc=1
 cap=$(metric master_total_capacity_bytes)
-[ "$cap" = 134217728 ] && echo "ok - its capacity is back" || { echo "not ok - capacity $cap"; rc=1; }
+mc_is "$cap" 134217728 "its capacity is back" || rc=1
 used=$(metric master_allocated_bytes)
 sum=$(curl -sf "$H/metrics" | awk '/^segment_allocated_bytes/ {s += $2} END {print s}')
-[ "$used" = "$sum" ] && echo "ok - allocated bytes ($used) are the segments' sum" \
-	|| { echo "not ok - allocated $used, segments $sum"; rc=1; }
+mc_is "$used" "$sum" "allocated bytes ($used) are the segments' sum" || rc=1
 n=$(metric master_key_count)
-[ "$n" = 50 ] && echo "ok - 50 objects (d, r, w)" || { echo "not ok - $n objects"; rc=1; }
+mc_is "$n" 50 "50 objects (d, r, w)" || rc=1
 
 kill -STOP "$MC_MASTER_PID"
 echo "# master stopped"
-sleep 6.5
+# Time passing: the master must sleep past active + suspicion (4 s) since the clients' last
+# pings, so that on waking it finds every client silent that long.
+sleep 4.5
+mc_log_mark master2
 kill -CONT "$MC_MASTER_PID"
 echo "# master continued"
-sleep 4
+# It sees the clients ping again before declaring them Offline, or declares them Offline and
+# they re-mount with their tokens (restored): wait until both report in good standing.
+mc_wait_metric master_active_clients 2 15 || rc=1
+mc_wait_metric master_dormant_segments 0 15 || rc=1
 "$T" check d 30 ok || rc=1
 "$T" check r 10 ok || rc=1
 "$T" expect w 0 10 $SZ 2 || rc=1
 n=$(metric master_dormant_segments)
-[ "$n" = 0 ] && echo "ok - no segment is left dormant after the master's stop" \
-	|| { echo "not ok - $n dormant segments"; rc=1; }
+mc_is "$n" 0 "no segment is left dormant after the master's stop" || rc=1
 n=$(nreplicas r/0)
-[ "$n" = 2 ] && echo "ok - r/0 still has both replicas" || { echo "not ok - r/0 lists $n"; rc=1; }
+mc_is "$n" 2 "r/0 still has both replicas" || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

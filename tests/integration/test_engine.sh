@@ -45,7 +45,7 @@ if command -v etcd >/dev/null; then
 		--listen-client-urls "http://127.0.0.1:$EP" --advertise-client-urls "http://127.0.0.1:$EP" \
 		--listen-peer-urls "http://127.0.0.1:$EPP" --initial-advertise-peer-urls "http://127.0.0.1:$EPP" \
 		--initial-cluster "mc-test=http://127.0.0.1:$EPP"
-	mc_wait_port "$EP" 30 && sleep 1
+	mc_wait_http "http://127.0.0.1:$EP/health" '"health": *"true"' 30
 	etcd_put() {
 		curl -sf -X POST --data-binary "{\"key\":\"$(printf %s "$1" | base64 -w0)\",\"value\":\"$(printf %s "$2" | base64 -w0)\"}" \
 			"http://127.0.0.1:$EP/v3/kv/put"

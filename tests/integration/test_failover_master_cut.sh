@@ -25,6 +25,9 @@ if ! cut -I; then
 	kill "$FM_TOOL"; exit 77
 fi
 fm_go
+# Time passing: the cut lasts 12 s in all, well past the put's 5 s deadline, so that the
+# kernel's retransmission backoff on the cut connection grows past the 2 s the heal allows:
+# the client must not wait on it.
 sleep 12
 cut -D
 fm_finish "$(date +%s.%N)" "the heal"

@@ -67,11 +67,11 @@ fsz=$((fsz - SZ))
 mv "$FS/fstest" "$FS/fstest.away"
 : >"$FS/fstest"
 "$T" fill wf 4 4096 || rc=1
-sleep 0.5
+# The writes fail in the background and revoke their DISK replicas.
+mc_wait_metric master_allocated_file_size_bytes "$fsz" 10
 "$T" verify wf 4 4096 || rc=1
 fsz2=$(metric master_allocated_file_size_bytes)
-[ "$fsz2" = "$fsz" ] && echo "ok - failed file writes revoked their DISK replicas only" \
-	|| { echo "not ok - master_allocated_file_size_bytes $fsz2 after failed writes"; rc=1; }
+mc_is "$fsz2" "$fsz" "failed file writes revoked their DISK replicas only" || rc=1
 rm -f "$FS/fstest"
 mv "$FS/fstest.away" "$FS/fstest"
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
@@ -92,7 +92,15 @@ mc_start_master --root_fs_dir="$FS" --cluster_id=fsq --default_kv_lease_ttl=300 
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 mc_start_client c2 16MB || { mc_dump_logs; exit 1; }
 "$T" fill q 16 $SZ || rc=1
-sleep 1.5
+# The writer (in the background) writes the files and evicts its oldest ones past the quota,
+# telling the master first: wait until every file is written or evicted.
+quota_settled() {
+	local f e
+	f=$(find "$FS/fsq" -type f -name 'q_*' | wc -l)
+	e=$(metric master_disk_evicted_key_count)
+	[ "$f" -le 6 ] && [ "${e:-0}" -ge 10 ] && [ "$f" -eq $((16 - ${e:-0})) ]
+}
+mc_wait_until 15 "the quota's evictions" quota_settled
 files=$(find "$FS/fsq" -type f -name 'q_*' | wc -l)
 [ "$files" -le 6 ] && [ "$files" -ge 1 ] && echo "ok - the writer evicted its oldest files ($files of 16 left)" \
 	|| { echo "not ok - $files files under a 6 MiB quota"; rc=1; }

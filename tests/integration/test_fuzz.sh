@@ -16,7 +16,7 @@ kill -0 "$fuzzed_master" || { echo "not ok - the fuzzed master died"; rc=1; }
 mc_start_master || { mc_dump_logs; exit 1; }
 mc_start_client c1 64MB || { mc_dump_logs; exit 1; }
 c1pid=$MC_LAST_PID
-sleep 1.5
+mc_wait_mounted c1 || { mc_dump_logs; exit 1; }
 dport=$(ss -ltnp 2>/dev/null | grep "pid=$c1pid," | awk '{print $4}' | sed 's/.*://' | sort -n | while read p; do
 	grep -q "endpoint 127.0.0.1:$p" "$MC_TMP/c1.log" && echo "$p"; done | head -1)
 if [ -n "$dport" ]; then

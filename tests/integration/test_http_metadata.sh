@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# mooncake_http_metadata_server: every row of upstream's HTTP metadata protocol (reference §2),
+# mooncake_http_metadata_server: every row of upstream's HTTP metadata protocol (GET, PUT and
+# DELETE of /metadata?key=..., their status codes and bodies),
 # the bounds, concurrency, log lines, flags and signals; then the same protocol embedded in
 # mooncake_master, and the master's cleanup of a dead client's entries.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
@@ -114,7 +115,9 @@ if [ -x "$MC_BIN/mooncake_master" ]; then
 	curl -s -o /dev/null -XPUT --data-binary '{}' "$U2/metadata?key=mooncake/ram/other:1"
 	kill -KILL $clpid
 	wait $clpid 2>/dev/null
-	sleep 4
+	# Offline after client_ttl (2 s): the master deletes its entries.
+	mc_wait_until 15 "the dead client's metadata to go" \
+		eval '[ "$(code "$U2/metadata?key=mooncake/rpc_meta/$seg")" = 404 ]'
 	t "a dead client's ram and rpc_meta entries are deleted" 'is 404 "metadata not found" "$U2/metadata?key=mooncake/ram/$seg" && is 404 "metadata not found" "$U2/metadata?key=mooncake/rpc_meta/$seg"'
 	t "other entries stay" '[ "$(code "$U2/metadata?key=mooncake/ram/other:1")" = 200 ]'
 else

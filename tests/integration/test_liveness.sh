@@ -16,9 +16,9 @@ for c in c1 c2 c3; do
 	port[$c]=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/$c.log" | grep -o '[0-9]*$')
 	eval "pid_$c=$MC_LAST_PID"
 done
-sleep 1.5
+mc_wait_mounted c1 c2 c3 || { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
-metric() { curl -sf "http://127.0.0.1:$MC_METRICS_PORT/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
+metric() { mc_metric "$1"; }
 rc=0
 "$T" put-preferred only2 100 "127.0.0.1:${port[c2]}" || rc=1
 "$T" put-preferred only1 100 "127.0.0.1:${port[c1]}" || rc=1
@@ -26,7 +26,8 @@ rc=0
 kill -KILL "$pid_c2"
 echo "# client c2 killed"
 "$T" check repl 100 ok || rc=1		# falls back to the surviving replica
-sleep 6					# > active + suspicion: Offline
+# Offline after active + suspicion (2 + 2 s) of silence: its segment goes dormant.
+mc_wait_log master "segment 127.0.0.1:${port[c2]} (.*) dormant" 15 || rc=1
 "$T" check only2 100 -704 || rc=1
 "$T" check only1 100 ok || rc=1
 "$T" check repl 100 ok || rc=1
@@ -34,25 +35,26 @@ grep -q "): Offline" "$MC_TMP/master.log" && echo "ok - master declared the clie
 	|| { echo "not ok - no liveness log line"; rc=1; }
 grep -q "segment 127.0.0.1:${port[c2]} (.*) dormant" "$MC_TMP/master.log" \
 	&& echo "ok - its segment went dormant" || { echo "not ok - no dormant segment"; rc=1; }
-sleep 5	# the short-lived test clients above go Offline too
+# The short-lived fault_tool clients above go Offline too.
+mc_wait_metric master_active_clients 2 15
 n=$(metric master_active_clients)
-[ "$n" = 2 ] && echo "ok - the master reports two clients" || { echo "not ok - master_active_clients is '$n'"; rc=1; }
+mc_is "$n" 2 "the master reports two clients (master_active_clients)" || rc=1
 n=$(metric master_client_liveness_active_clients)
-[ "$n" = 2 ] && echo "ok - two clients are Active" || { echo "not ok - $n Active clients"; rc=1; }
+mc_is "$n" 2 "two clients are Active" || rc=1
 n=$(metric master_client_liveness_offline_clients)
-[ "${n:-0}" -ge 1 ] && echo "ok - $n clients are Offline" || { echo "not ok - no Offline client"; rc=1; }
+mc_ge "$n" 1 "clients are Offline ($n)" || rc=1
 n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/get_all_segments" | wc -l)
-[ "$n" = 2 ] && echo "ok - two segments remain mounted" || { echo "not ok - $n segments"; rc=1; }
+mc_is "$n" 2 "two segments remain mounted" || rc=1
 n=$(metric master_dormant_segments)
-[ "$n" = 1 ] && echo "ok - one segment is dormant" || { echo "not ok - $n dormant segments"; rc=1; }
+mc_is "$n" 1 "one segment is dormant" || rc=1
 
 # A new process under the same name: its objects stay gone.
 mc_start_client c2b 128MB --port="${port[c2]}" || { mc_dump_logs; exit 1; }
-sleep 2
+mc_wait_mounted c2b || rc=1
 "$T" check only2 100 -704 || rc=1
 grep -q "restored" "$MC_TMP/master.log" && { echo "not ok - a restarted process restored segments"; rc=1; } \
 	|| echo "ok - the restarted process got none of the old objects back"
 n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/get_all_segments" | wc -l)
-[ "$n" = 3 ] && echo "ok - the new process mounted its segment" || { echo "not ok - $n segments"; rc=1; }
+mc_is "$n" 3 "the new process mounted its segment" || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

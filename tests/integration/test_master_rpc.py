@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Protocol-level tests of a running mooncake_master (address in argv[1]).
 
-Exercises the operations' semantics (reference §1.3-§1.8) and the master's handling of hostile
+Exercises the operations' semantics (puts, gets, removes, leases, batches, segments and their
+error codes, as upstream's master answers them) and the master's handling of hostile
 input through raw frames, independent of the client library.  Prints TAP lines; exit 0 on pass.
 """
 import os

@@ -13,7 +13,7 @@ import struct
 import sys
 import time
 
-from mcrpc import Client, config, keys, s, segment
+from mcrpc import Client, config, keys, s, segment, wait_until
 
 ADDR = sys.argv[1]
 STATE = sys.argv[3] if len(sys.argv) > 3 else None
@@ -277,7 +277,7 @@ def reload():
     ok(codes[-1] == -200 and inflight, "offloads are in flight when the clients die (%s)" %
        ",".join(inflight))
     # Now both clients go silent: after client_ttl their objects, memory and SSD, are gone.
-    time.sleep(4.5)
+    wait_until(lambda: get_list(c, "keep/1")[0] == -704, 10)
     ok(get_list(c, "keep/1")[0] == -704, "a dead client's SSD objects are dropped")
     ok(all(get_list(c, k)[0] == -704 for k in inflight),
        "objects whose offload was in flight leave no dangling replica")

@@ -13,8 +13,9 @@
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/netns_lib.sh"
 SIZE=1048576
 WSIZE=131072
+# The cut is the scenario: 12 s of silence is past Suspected (3 s) and Offline (3 + 5 s).
 CUT=${NN_CUT:-12}
-PRE=2
+PRE=2		# the writer's run is sized with these; the test waits on its calls instead
 POST=${NN_POST:-6}
 GET_BOUND=5
 HEAL_BOUND=2
@@ -33,7 +34,7 @@ n=$(nn_replicas_on c2 orig 200)
 nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 2 "$MC_TMP/acked" \
 	"$MC_TMP/writer.calls"
 wpid=$MC_LAST_PID
-sleep $PRE
+nn_wait_ok "$MC_TMP/writer.calls" 5 || rc=1
 nn_cut c2 "${NN_CUT_HOW:-link}"
 t_cut=$(nn_now)
 nn_drv_bg reader app reader orig 200 $SIZE $((CUT - 1)) "$MC_TMP/reader.calls"
@@ -45,7 +46,7 @@ sleep "$CUT"
 t_heal=$(nn_now)
 nn_heal c2
 nn_wait_pid "$rpid" 40 || rc=1
-sleep $POST
+nn_wait_first_ok "$t_heal" $((HEAL_BOUND + POST)) "$MC_TMP/writer.calls" || rc=1
 nn_stop
 nn_wait_pid "$wpid" 40 || rc=1
 cat "$MC_TMP/writer.log" "$MC_TMP/reader.log"

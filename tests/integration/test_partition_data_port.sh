@@ -11,8 +11,9 @@
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/netns_lib.sh"
 SIZE=1048576
 WSIZE=131072
+# The cut is the scenario: 15 s with c2's data ports dropped.
 CUT=${NN_CUT:-15}
-PRE=2
+PRE=2		# the drivers' runs are sized with these; the test waits on their calls instead
 POST=${NN_POST:-3}
 BOUND=5
 rc=0
@@ -30,7 +31,7 @@ nn_drv_bg writer app writer w $((PRE + CUT + POST + 60)) $WSIZE 1 "$MC_TMP/acked
 wpid=$MC_LAST_PID
 nn_drv_bg reader app reader orig 100 $SIZE $((PRE + CUT + POST + 60)) "$MC_TMP/reader.calls"
 rpid=$MC_LAST_PID
-sleep $PRE
+nn_wait_ok "$MC_TMP/writer.calls" 5 && nn_wait_ok "$MC_TMP/reader.calls" 5 || rc=1
 for p in $ports; do nn_block app "${NN_IP[c2]}" "$p"; done
 t_cut=$(nn_now)
 sleep "$CUT"
@@ -39,7 +40,7 @@ sleep "$CUT"
 # timed from here.
 t_heal=$(nn_now)
 for p in $ports; do nn_unblock app "${NN_IP[c2]}" "$p"; done
-sleep "$POST"
+nn_wait_first_ok "$t_heal" $((POST + 10)) "$MC_TMP/writer.calls" "$MC_TMP/reader.calls"
 nn_stop
 nn_wait_pid "$rpid" 40 || rc=1
 nn_wait_pid "$wpid" 40 || rc=1

@@ -82,6 +82,7 @@ run_point() {
 		grep -q "acknowledged, 0 failed" "$dir/w3.out"
 	check "$point: /health says persistence_ok true again" [ "$(health)" = True ]
 
+	mc_log_mark "client-$point"
 	kill -KILL "$master"
 	wait "$master" 2>/dev/null
 	mv "$MC_TMP/master.log" "$dir/master1.log"
@@ -90,7 +91,7 @@ run_point() {
 		--persist_path="$dir/master.db" --client_ttl=5
 	master=$MC_LAST_PID
 	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
-	sleep 2	# the client re-mounts after its next ping
+	mc_wait_remounted "client-$point"	# after its next ping
 	cat "$dir/before" "$dir/during" "$dir/after" >"$dir/all"
 	out=$("$T" verify-acked "$dir/all" $SIZE 2>&1)
 	echo "$out" | sed 's/^/#   /'

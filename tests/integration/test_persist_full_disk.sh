@@ -46,6 +46,7 @@ acked_of() { sed -n 's/.*write-acked: \([0-9]*\) puts acknowledged.*/\1/p' "$1";
 failed_of() { sed -n 's/.*acknowledged, \([0-9]*\) failed.*/\1/p' "$1"; }
 
 restart_master() {
+	mc_log_mark client1
 	kill -KILL "$MASTER" 2>/dev/null
 	wait "$MASTER" 2>/dev/null
 	mv "$MC_TMP/master.log" "$MC_TMP/master-$1.log"
@@ -54,7 +55,7 @@ restart_master() {
 		--persist_path="$FS/master.db" --client_ttl=5
 	MASTER=$MC_LAST_PID
 	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
-	sleep 2	# the client re-mounts after its next ping
+	mc_wait_remounted client1	# after its next ping
 }
 
 verify_all() {	# verify_all DESCRIPTION

@@ -20,21 +20,19 @@ export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 "$T" fill two 100 1048576 2 || rc=1
 "$T" verify two 100 1048576 || rc=1
 n=$(metric master_evicted_key_count)
-[ "$n" = 0 ] && echo "ok - nothing evicted at 40% use" || { echo "not ok - $n objects evicted"; rc=1; }
+mc_is "$n" 0 "nothing evicted at 40% use" || rc=1
 n=$(metric master_put_start_partial_allocations_total)
-[ "$n" = 100 ] && echo "ok - 100 puts placed with one replica of two" \
-	|| { echo "not ok - partial allocations: '$n'"; rc=1; }
+mc_is "$n" 100 "100 puts placed with one replica of two" || rc=1
 n=$(metric master_key_count)
-[ "$n" = 100 ] && echo "ok - the master holds 100 keys" || { echo "not ok - key count '$n'"; rc=1; }
+mc_is "$n" 100 "the master holds 100 keys" || rc=1
 
 # A second, smaller client: once it is full, second replicas stop landing there; nothing goes.
 mc_start_client c2 48MB || { mc_dump_logs; exit 1; }
-sleep 1
+mc_wait_mounted c2 || { mc_dump_logs; exit 1; }
 "$T" fill more 100 1048576 2 || rc=1
 "$T" verify two 100 1048576 || rc=1
 "$T" verify more 100 1048576 || rc=1
 n=$(metric master_evicted_key_count)
-[ "$n" = 0 ] && echo "ok - nothing evicted with a full small segment" \
-	|| { echo "not ok - $n objects evicted"; rc=1; }
+mc_is "$n" 0 "nothing evicted with a full small segment" || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -24,7 +24,7 @@ import sys
 import time
 import urllib.request
 
-from mcrpc import Client, config, keys, s, segment
+from mcrpc import Client, config, keys, s, segment, wait_until
 
 ADDR, HTTP, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
 n_checks = n_failed = 0
@@ -108,7 +108,7 @@ def token_tests():
     a.call("PUT_END", a.client_id + b"\x04" + keys(["tk"]))
     ok(get_code(a, "tk") == 0, "readable")
     # Silent: Suspected after 1 s, Offline after 2 s (ticks of 1 s).
-    time.sleep(3.5)
+    wait_until(lambda: seg_view("127.0.0.1:2001").get("status") == "DORMANT", 10)
     v = seg_view("127.0.0.1:2001")
     ok(v.get("status") == "DORMANT" and v.get("client_state") == "offline",
        "silent, the client is Offline and its segment dormant (%s, %s)" %
@@ -202,7 +202,7 @@ def main():
     ok(st == 0 and [x["segment"] for x in lst[0][1]] == ["127.0.0.1:1001", "127.0.0.1:1002"],
        "GetReplicaList lists the unhealthy segment's replica last")
 
-    time.sleep(2.3)
+    wait_until(lambda: metric("master_unhealthy_segments") == 0, 10)  # the 2 s backoff ends
     ok(metric("master_unhealthy_segments") == 0, "after the backoff it is eligible again")
     segs = place(a, "h", 40)
     on_b = sum(1 for x in segs if "127.0.0.1:1002" in x)

@@ -34,12 +34,12 @@ off=$(metric master_offloaded_key_count)
 	|| { echo "not ok - only ${off:-0} objects offloaded"; rc=1; }
 # Read twice more: SSD-only objects get promoted back into memory.
 "$T" verify ssd $N $SZ >/dev/null
-sleep 0.5
+mc_wait_metric_ge master_promotion_completed_total 1 10
 "$T" verify ssd $N $SZ || rc=1
 pro=$(metric master_promotion_completed_total)
 [ "${pro:-0}" -gt 0 ] && echo "ok - $pro objects promoted back into memory after repeated reads" \
 	|| { echo "not ok - no promotion"; rc=1; }
-grep -q "SSD Storage: [1-9]" "$MC_TMP/master.log" || sleep 10
+mc_wait_log master "SSD Storage: [1-9]" 15	# the periodic summary line
 grep -q "SSD Storage: [1-9]" "$MC_TMP/master.log" && echo "ok - the summary line reports SSD usage" \
 	|| { echo "not ok - summary line without SSD usage"; rc=1; }
 
@@ -57,14 +57,14 @@ back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c1b.log" | head -1 | awk '{p
 [ "${back:-0}" -eq "$files" ] && [ "$(ls "$SSD" | grep -c '\.mco$')" -eq "$files" ] \
 	&& echo "ok - restarted after kill -9, the client registered its $back SSD objects again" \
 	|| { echo "not ok - $back registered of $files files"; rc=1; }
-sleep 3	# client_ttl: the master drops the dead process's replicas
+mc_wait_unmounted c1 2 || rc=1	# after client_ttl: the dead process's replicas go
 "$T" verify ssd $N $SZ $((N - files)) || rc=1
 
 # 3. corrupt one object file: reported and dropped, the rest load.
 kill -9 "$c1"; wait "$c1" 2>/dev/null
 victim=$(ls "$SSD"/*.mco | head -1)
 printf 'X' | dd of="$victim" bs=1 seek=5000 conv=notrunc 2>/dev/null
-sleep 3
+mc_wait_unmounted c1b 2 || rc=1
 mc_start_client c1c 16MB --enable_offload --ssd_offload_path="$SSD" \
 	--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
 c1=$MC_LAST_PID
@@ -82,7 +82,11 @@ kill -TERM "$c1"; wait "$c1" 2>/dev/null
 mc_start_client c1d 16MB --enable_offload --ssd_offload_path="$SSD" \
 	--ssd_offload_size_limit=24MB || { mc_dump_logs; exit 1; }
 c1=$MC_LAST_PID
-sleep 1.5
+# Its watermark evicts at start, each deletion released by the master first.
+ssd_evicted() {
+	[ "$(ls "$SSD" | grep -c '\.mco$')" -le 19 ] && [ "$(metric master_disk_evicted_key_count)" -gt 0 ]
+}
+mc_wait_until 15 "the SSD watermark eviction" ssd_evicted
 left=$(ls "$SSD" | grep -c '\.mco$')
 [ "$left" -le 19 ] && [ "$left" -ge 10 ] && echo "ok - SSD watermark eviction: $left objects left (limit 24 MiB, low mark 0.8)" \
 	|| { echo "not ok - $left objects left on SSD"; rc=1; }
@@ -102,7 +106,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.mco")):
     print(h[64:64 + struct.unpack_from("<I", h, 24)[0]].decode().split("/")[1])' "$SSD")
 third=$(( ${#held[@]} / 3 ))
 echo "# the dead client holds ${#held[@]} objects: ${held[*]}"
-sleep 3	# declared dead: its objects are now ghosts at the master
+mc_wait_unmounted c1d 2 || rc=1	# declared dead: its objects are now ghosts at the master
 mc_start_client c2 16MB || { mc_dump_logs; exit 1; }
 c2=$MC_LAST_PID
 for i in "${held[@]:0:$third}"; do "$T" remove ssd "$i" $((i + 1)) >/dev/null || rc=1; done
@@ -111,8 +115,8 @@ mc_start_client c1e 16MB --enable_offload --ssd_offload_path="$SSD" \
 	--ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
 c1=$MC_LAST_PID
 mc_wait_log c1e "registered" 10
-sleep 0.3
 keep=$(( ${#held[@]} - 2 * third ))
+mc_wait_until 5 "the stale SSD files to be deleted" eval '[ "$(ls "$SSD" | grep -c "\.mco$")" -eq "$keep" ]'
 back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c1e.log" | head -1 | awk '{print $1}')
 [ "${back:-0}" -eq "$keep" ] && [ "$(ls "$SSD" | grep -c '\.mco$')" -eq "$keep" ] \
 	&& echo "ok - the restarted client registered the $keep untouched objects and deleted the $((2 * third)) stale ones" \
@@ -128,11 +132,13 @@ for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >
 # again and the master adopts the objects written before it started.
 kill -9 "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
 mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-	--metrics_port=0 --offload_on_evict --promotion_on_hit --client_ttl=2 \
+	--metrics_port="$MC_METRICS_PORT" --offload_on_evict --promotion_on_hit --client_ttl=2 \
 	--client_suspicion_ttl_sec=0 --dormant_segment_ttl_sec=0 \
 	--default_kv_lease_ttl=500 --eviction_ratio=0.2
 MC_MASTER_PID=$MC_LAST_PID
+MC_MASTER_LOG=master2
 mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+mc_wait_port "$MC_METRICS_PORT" || { mc_dump_logs; exit 1; }
 i=0
 while [ "$(grep -c 'objects registered' "$MC_TMP/c1e.log")" -lt 2 ] && [ $i -lt 100 ]; do
 	sleep 0.1; i=$((i + 1))
@@ -145,13 +151,15 @@ for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >
 
 # 7. a single-file area: a preallocated file instead of a directory.
 kill -TERM "$c1" "$c2"; wait "$c1" "$c2" 2>/dev/null	# clean exits: their segments unmount
+mc_wait_unmounted c1e 2 || rc=1	# no SSD copy is left at the master but the next client's
 AREA=$MC_TMP/area.bin
 truncate -s 64M "$AREA"
 mc_start_client c3 16MB --enable_offload --ssd_offload_path="$AREA" || { mc_dump_logs; exit 1; }
 c3=$MC_LAST_PID
 "$T" fill sf 40 $SZ || rc=1
 "$T" verify sf 40 $SZ || rc=1
-sleep 0.5
+# The offloads to the area are written in the background: wait until the master counts them.
+mc_wait_metric_ge master_offloaded_key_count 24 10
 kill -9 "$c3"; wait "$c3" 2>/dev/null
 mc_start_client c3b 16MB --enable_offload --ssd_offload_path="$AREA" || { mc_dump_logs; exit 1; }
 c3=$MC_LAST_PID
@@ -159,7 +167,7 @@ mc_wait_log c3b "registered" 10
 back=$(grep -o '[0-9]* objects registered' "$MC_TMP/c3b.log" | head -1 | awk '{print $1}')
 [ "${back:-0}" -ge 24 ] && echo "ok - a single-file area holds $back objects across kill -9" \
 	|| { echo "not ok - single-file area: ${back:-0} objects registered"; rc=1; }
-sleep 3	# client_ttl: the dead process's memory replicas are dropped
+mc_wait_unmounted c3 2 || rc=1	# after client_ttl: the dead process's replicas go
 "$T" verify sf 40 $SZ $((40 - ${back:-0})) || rc=1
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs

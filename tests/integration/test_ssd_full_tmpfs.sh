@@ -42,7 +42,7 @@ mc_start_client t2 16MB --enable_offload --ssd_offload_path="$TM/area" \
 	--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
 mc_wait_log t2 "registered" 10
 back=$(grep -o '[0-9]* objects registered' "$MC_TMP/t2.log" | head -1 | awk '{print $1}')
-sleep 3.5	# client_ttl: the dead process's memory copies are dropped
+mc_wait_unmounted t1 2 || rc=1	# after client_ttl: the dead process's memory copies go
 out=$("$T" probe "$MC_TMP/acked_t" $SZ)
 check "after kill -9 the $files objects on the full tmpfs register ($back) and read back ($out)" \
 	'[ "${back:-0}" -eq "$files" ] && echo "$out" | grep -q "^probe: $files identical .* 0 errors 0 wrong"'

@@ -31,25 +31,24 @@ import json, sys
 print(json.load(sys.stdin)["data"][0]["transport_endpoint_"])'
 }
 rc=0
-sleep 1.5
+mc_wait_mounted c1 c2 || { mc_dump_logs; exit 1; }
 "$T" put-preferred on2 20 "$s2" || rc=1
 "$T" put-preferred both 10 "$s2" 2 || rc=1
 e2=$(first_endpoint on2/0)	# the data endpoint of c2
 
 kill -STOP "$pid2"
 echo "# c2 stopped"
-sleep 4
+# Suspected after client_active_ttl_sec (2 s) of silence.
+mc_wait_until 10 "c2 to be Suspected" eval '[ "$(seg_field "$s2" client_state)" = suspected ]'
 st=$(seg_field "$s2" client_state)
-[ "$st" = suspected ] && echo "ok - the stopped client is Suspected" \
-	|| { echo "not ok - its state is '$st'"; rc=1; }
+mc_is "$st" suspected "the stopped client is Suspected" || rc=1
 n=$(metric master_client_liveness_suspected_clients)
 [ "${n:-0}" -ge 1 ] && echo "ok - master_client_liveness_suspected_clients is $n" \
 	|| { echo "not ok - master_client_liveness_suspected_clients is '$n'"; rc=1; }
 before=$(seg_used "$s2")
 "$T" fill new 20 $SZ 1 || rc=1
 after=$(seg_used "$s2")
-[ -n "$before" ] && [ "$before" = "$after" ] && echo "ok - no put went to the Suspected client" \
-	|| { echo "not ok - its segment went from '$before' to '$after' bytes"; rc=1; }
+mc_is "${after:-none}" "${before:-unknown}" "no put went to the Suspected client (its bytes in use)" || rc=1
 # Every both/i has a replica on each client: the first one listed must not be c2's.
 n2=0
 for i in 0 1 2 3 4 5 6 7 8 9; do
@@ -60,9 +59,9 @@ done
 
 kill -CONT "$pid2"
 echo "# c2 continued"
-sleep 2.5
+mc_wait_until 10 "c2 to be Active again" eval '[ "$(seg_field "$s2" client_state)" = active ]'
 st=$(seg_field "$s2" client_state)
-[ "$st" = active ] && echo "ok - it is Active again" || { echo "not ok - its state is '$st'"; rc=1; }
+mc_is "$st" active "it is Active again" || rc=1
 n=$(metric master_client_liveness_recoveries_total)
 [ "${n:-0}" -ge 1 ] && echo "ok - master_client_liveness_recoveries_total is $n" \
 	|| { echo "not ok - no recovery counted"; rc=1; }
@@ -70,6 +69,6 @@ n=$(metric master_client_liveness_recoveries_total)
 "$T" check both 10 ok || rc=1
 "$T" verify new 20 $SZ || rc=1
 n=$(metric master_key_count)
-[ "$n" = 50 ] && echo "ok - all 50 objects are there" || { echo "not ok - $n objects"; rc=1; }
+mc_is "$n" 50 "all 50 objects are there" || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -20,16 +20,15 @@ mc_start_client c1 64MB --enable_offload --ssd_offload_path="$SSD" \
 	--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
 c1=$MC_LAST_PID
 "$T" fill f $N $SZ || rc=1
-i=0
-while [ "$(metric master_offloaded_key_count)" != $N ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-n=$(metric master_offloaded_key_count)
-[ "$n" = $N ] && echo "ok - all $N objects have an SSD copy" || { echo "not ok - $n offloaded"; rc=1; }
+mc_wait_metric master_offloaded_key_count $N 10
+mc_is "$(metric master_offloaded_key_count)" $N "all $N objects have an SSD copy" || rc=1
 
 kill -9 "$c1"; wait "$c1" 2>/dev/null
 mc_start_client c1b 64MB --enable_offload --ssd_offload_path="$SSD" \
 	--ssd_offload_size_limit=64MB || { mc_dump_logs; exit 1; }
 mc_wait_log c1b "registered" 10 || rc=1
-sleep 3.5	# > client_active_ttl_sec: the old process is Suspected
+# Suspected after client_active_ttl_sec (2 s) of silence.
+mc_wait_metric_ge master_client_liveness_suspected_clients 1 10
 n=$(metric master_client_liveness_suspected_clients)
 [ "${n:-0}" -ge 1 ] && echo "ok - the killed process is Suspected" || { echo "not ok - none Suspected"; rc=1; }
 "$T" verify f $N $SZ || rc=1

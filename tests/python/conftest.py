@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures: a real master and mooncake_client on 127.0.0.1 with free ports."""
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -48,12 +49,12 @@ class Cluster:
                                     "--port=%d" % cport, "--master_server_address=" + self.master,
                                     "--metadata_server=P2PHANDSHAKE",
                                     "--global_segment_size=256MB"])
+        # Up once its first ping was answered NEED_REMOUNT and it re-mounted its segment.
         end = time.time() + 20
-        while "serving segment" not in open(log).read():
+        while "segments re-mounted" not in open(log).read():
             if time.time() > end:
-                raise RuntimeError("mooncake_client did not start")
+                raise RuntimeError("mooncake_client did not start (see %s)" % log)
             time.sleep(0.05)
-        time.sleep(1.2)     # its first ping re-mounts it
 
     def start(self, name, argv):
         log = os.path.join(self.tmp, name + ".log")
@@ -69,6 +70,10 @@ class Cluster:
                 p.wait(5)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if os.environ.get("MC_TEST_KEEP") == "1":
+            print("# MC_TEST_KEEP=1: temporary files kept in %s" % self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -14,4 +14,7 @@ if nm -D "$B/pybuild/mooncake/_store.so" 2>/dev/null | grep -q __asan_init; then
 	export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 	export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
 fi
-exec $PY -m pytest -q -p no:cacheprovider "$S/tests/python"
+# MC_TEST_KEEP=1: the cluster's temporary directory is kept; -s lets its path be printed.
+keep=
+[ "${MC_TEST_KEEP:-0}" = 1 ] && keep=-s
+exec $PY -m pytest -q $keep -p no:cacheprovider "$S/tests/python"

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""mooncake.store.MooncakeDistributedStore against a live cluster (reference client-api §1.1)."""
+"""mooncake.store.MooncakeDistributedStore against a live cluster: every method of upstream's Python
+store API, its return codes and its buffers."""
 import ctypes
 import os
 import threading

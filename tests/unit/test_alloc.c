@@ -67,9 +67,9 @@ static void test_basic(void)
 	ok(r2 == 0 && off2 == 128 && mc_alloc_block_size(b2) == 64, "next reservation follows it");
 	ok(mc_alloc_used(a) == 192 && mc_alloc_free_ranges(a) == 1 && mc_alloc_largest_free(a) == MIB - 192,
 	   "used %" PRIu64 ", one free range", mc_alloc_used(a));
-	ok(mc_alloc_reserve(a, 0, &b3, &off3) == -EINVAL, "len 0 is -EINVAL");
-	ok(mc_alloc_reserve(a, MIB + 1, &b3, &off3) == -EINVAL, "len beyond the segment is -EINVAL");
-	ok(mc_alloc_reserve(a, MIB, &b3, &off3) == -ENOSPC, "segment-sized len with data in it is -ENOSPC");
+	is(mc_alloc_reserve(a, 0, &b3, &off3), -EINVAL, "len 0 is -EINVAL");
+	is(mc_alloc_reserve(a, MIB + 1, &b3, &off3), -EINVAL, "len beyond the segment is -EINVAL");
+	is(mc_alloc_reserve(a, MIB, &b3, &off3), -ENOSPC, "segment-sized len with data in it is -ENOSPC");
 
 	mc_alloc_release(a, b1);
 	ok(mc_alloc_used(a) == 64 && mc_alloc_free_ranges(a) == 2, "release leaves a hole before b2");
@@ -92,13 +92,13 @@ static void test_exhaustion(void)
 	for (i = 0; i < 64; i++)
 		if (mc_alloc_reserve(a, KIB, &b[i], &off) != 0 || off != (uint64_t)i * KIB)
 			bad++;
-	ok(bad == 0, "64 x 1 KiB fill a 64 KiB segment in address order");
-	ok(mc_alloc_reserve(a, 1, &x, &off) == -ENOSPC, "full segment gives -ENOSPC");
+	is(bad, 0, "64 x 1 KiB fill a 64 KiB segment in address order");
+	is(mc_alloc_reserve(a, 1, &x, &off), -ENOSPC, "full segment gives -ENOSPC");
 	ok(mc_alloc_free_ranges(a) == 0 && mc_alloc_largest_free(a) == 0 && mc_alloc_used(a) == 64 * KIB,
 	   "full: no free range, used == capacity");
 	mc_alloc_release(a, b[17]);
 	ok(mc_alloc_reserve(a, KIB, &x, &off) == 0 && off == 17 * KIB, "a released slot is found again");
-	ok(mc_alloc_check(a) == 0, "invariants hold");
+	is(mc_alloc_check(a), 0, "invariants hold");
 	mc_alloc_free(a);
 }
 
@@ -119,7 +119,7 @@ static void test_coalescing(void)
 	mc_alloc_release(a, b[2]);
 	ok(mc_alloc_free_ranges(a) == 2 && mc_alloc_largest_free(a) == 4096,
 	   "A and C released: two separate 4 KiB ranges");
-	ok(mc_alloc_reserve(a, 8192, &all, &off) == -ENOSPC, "8 KiB does not fit two 4 KiB holes");
+	is(mc_alloc_reserve(a, 8192, &all, &off), -ENOSPC, "8 KiB does not fit two 4 KiB holes");
 	mc_alloc_release(a, b[1]);
 	ok(mc_alloc_free_ranges(a) == 1 && mc_alloc_largest_free(a) == 3 * 4096,
 	   "B released: both neighbours coalesce into one range");
@@ -137,7 +137,7 @@ static void test_coalescing(void)
 			bad++;
 		mc_alloc_free(a);
 	}
-	ok(bad == 0, "every release order of three blocks coalesces to one range");
+	is(bad, 0, "every release order of three blocks coalesces to one range");
 }
 
 static void test_fragmentation(void)
@@ -154,14 +154,14 @@ static void test_fragmentation(void)
 	ok(mc_alloc_free_ranges(a) == 32 && mc_alloc_used(a) == 32 * 4096 &&
 		   mc_alloc_largest_free(a) == 4096,
 	   "alternate releases leave 32 holes of 4 KiB (128 KiB free)");
-	ok(mc_alloc_reserve(a, 8192, &x, &off) == -ENOSPC,
+	is(mc_alloc_reserve(a, 8192, &x, &off), -ENOSPC,
 	   "8 KiB fails although 128 KiB are free: no hole holds it");
-	ok(mc_alloc_reserve(a, 4097, &x, &off) == -ENOSPC, "4 KiB + 1 byte fails too");
+	is(mc_alloc_reserve(a, 4097, &x, &off), -ENOSPC, "4 KiB + 1 byte fails too");
 	mc_alloc_release(a, b[5]);
 	ok(mc_alloc_free_ranges(a) == 31 && mc_alloc_largest_free(a) == 3 * 4096,
 	   "releasing block 5 merges holes 4 and 6 into 12 KiB");
 	ok(mc_alloc_reserve(a, 8192, &x, &off) == 0 && off == 4 * 4096, "now 8 KiB fits at the merged hole");
-	ok(mc_alloc_check(a) == 0, "invariants hold");
+	is(mc_alloc_check(a), 0, "invariants hold");
 	mc_alloc_free(a);
 }
 
@@ -178,13 +178,13 @@ static void test_reserve_at(void)
 		   mc_alloc_block_size(b) == 128,
 	   "reserve_at places [4096, 4224) exactly");
 	ok(mc_alloc_free_ranges(a) == 2 && mc_alloc_used(a) == 128, "it splits the free range in two");
-	ok(mc_alloc_reserve_at(a, 4096 + 64, 64, &x) == -EEXIST, "inside a reserved block is -EEXIST");
-	ok(mc_alloc_reserve_at(a, 4032, 128, &x) == -EEXIST, "overlapping its start is -EEXIST");
-	ok(mc_alloc_reserve_at(a, 0, 8192, &x) == -EEXIST, "covering it entirely is -EEXIST");
-	ok(mc_alloc_reserve_at(a, 4000, 64, &x) == -EINVAL, "unaligned offset is -EINVAL");
-	ok(mc_alloc_reserve_at(a, MIB, 64, &x) == -EINVAL, "offset at capacity is -EINVAL");
-	ok(mc_alloc_reserve_at(a, MIB - 64, 65, &x) == -EINVAL, "range past capacity is -EINVAL");
-	ok(mc_alloc_reserve_at(a, 0, 0, &x) == -EINVAL, "len 0 is -EINVAL");
+	is(mc_alloc_reserve_at(a, 4096 + 64, 64, &x), -EEXIST, "inside a reserved block is -EEXIST");
+	is(mc_alloc_reserve_at(a, 4032, 128, &x), -EEXIST, "overlapping its start is -EEXIST");
+	is(mc_alloc_reserve_at(a, 0, 8192, &x), -EEXIST, "covering it entirely is -EEXIST");
+	is(mc_alloc_reserve_at(a, 4000, 64, &x), -EINVAL, "unaligned offset is -EINVAL");
+	is(mc_alloc_reserve_at(a, MIB, 64, &x), -EINVAL, "offset at capacity is -EINVAL");
+	is(mc_alloc_reserve_at(a, MIB - 64, 65, &x), -EINVAL, "range past capacity is -EINVAL");
+	is(mc_alloc_reserve_at(a, 0, 0, &x), -EINVAL, "len 0 is -EINVAL");
 	ok(mc_alloc_reserve_at(a, 4224, 64, &x) == 0 && mc_alloc_block_offset(x) == 4224,
 	   "the adjacent range right after it is free");
 	ok(mc_alloc_reserve_at(a, 0, 4096, &y) == 0 && mc_alloc_free_ranges(a) == 1,
@@ -351,11 +351,11 @@ static void test_stress(void)
 	}
 	printf("# stress: %ld reserves, %ld -ENOSPC, %ld reserve_at ok, %ld -EEXIST, %ld releases, "
 	       "%zu live at end\n", reserves, nospc, at_ok, at_exist, releases, nlive);
-	ok(bounds == 0, "stress: every reservation aligned, sized and within bounds");
-	ok(overlap == 0, "stress: no two live blocks overlap");
-	ok(usedbad == 0, "stress: used bytes match the shadow model after every op");
-	ok(nospc_bad == 0, "stress: -ENOSPC only when no range of len + len/32 is free");
-	ok(at_bad == 0, "stress: reserve_at succeeds exactly when the range is free, else -EEXIST");
+	is(bounds, 0, "stress: every reservation aligned, sized and within bounds");
+	is(overlap, 0, "stress: no two live blocks overlap");
+	is(usedbad, 0, "stress: used bytes match the shadow model after every op");
+	is(nospc_bad, 0, "stress: -ENOSPC only when no range of len + len/32 is free");
+	is(at_bad, 0, "stress: reserve_at succeeds exactly when the range is free, else -EEXIST");
 	ok(check_bad == 0 && stat_bad == 0, "stress: invariants, free_ranges and largest_free match");
 	ok(reserves > 1000 && nospc > 0 && at_ok > 100 && at_exist > 100,
 	   "stress: the run exercised every path");
@@ -384,7 +384,7 @@ static void test_big(void)
 		if (mc_alloc_reserve(a, GIB, &b[i], &off) != 0 || off != (uint64_t)i * GIB)
 			bad++;
 	ok(bad == 0 && mc_alloc_used(a) == TIB, "1 TiB segment holds 1024 x 1 GiB");
-	ok(mc_alloc_reserve(a, 64, &x, &off) == -ENOSPC, "and then is full");
+	is(mc_alloc_reserve(a, 64, &x, &off), -ENOSPC, "and then is full");
 	for (i = 0; i < 1024; i += 2)
 		mc_alloc_release(a, b[i]);
 	ok(mc_alloc_free_ranges(a) == 512 && mc_alloc_largest_free(a) == GIB &&
@@ -413,7 +413,7 @@ static void test_big(void)
 
 	a = mc_alloc_new(UINT64_MAX);
 	big = mc_alloc_capacity(a);
-	ok(big == (UINT64_MAX & ~(uint64_t)63), "2^64 - 1 segment: capacity %" PRIu64, big);
+	is(big, (UINT64_MAX & ~(uint64_t)63), "2^64 - 1 segment: capacity %" PRIu64, big);
 	ok(mc_alloc_reserve(a, UINT64_MAX, &x, &off) == -EINVAL &&
 		   mc_alloc_reserve_at(a, big - 64, 128, &x) == -EINVAL &&
 		   mc_alloc_reserve_at(a, 64, UINT64_MAX, &x) == -EINVAL,

@@ -38,13 +38,13 @@ static void run_random(const char *dir, int expect_direct)
 
 	snprintf(path, sizeof(path), "%s/mc_file_io_%d", dir, (int)getpid());
 	rc = mc_file_open(&f, path, O_RDWR | O_CREAT | O_TRUNC, 1);
-	ok(rc == 0, "open %s", path);
+	is(rc, 0, "open %s", path);
 	if (rc)
 		goto out;
 	if (expect_direct >= 0)
-		ok(mc_file_is_direct(&f) == expect_direct, "O_DIRECT %s in %s",
+		is(mc_file_is_direct(&f), expect_direct, "O_DIRECT %s in %s",
 		   expect_direct ? "used" : "not used", dir);
-	ok(mc_file_pwrite(&f, shadow, FSIZE, 0) == FSIZE, "write the whole file");
+	is(mc_file_pwrite(&f, shadow, FSIZE, 0), FSIZE, "write the whole file");
 	for (i = 0; i < 300; i++) {
 		uint64_t off = next() % FSIZE, len = next() % (FSIZE - off) % (600u << 10);
 		size_t moff = (size_t)(next() % 64);
@@ -67,13 +67,13 @@ static void run_random(const char *dir, int expect_direct)
 				bad++;
 		}
 	}
-	ok(bad == 0, "300 random reads and writes of unaligned ranges match the shadow (%d bad)", bad);
+	is(bad, 0, "300 random reads and writes of unaligned ranges match the shadow (%d bad)", bad);
 	ok(mc_file_pread(&f, back, FSIZE, 0) == FSIZE && !memcmp(back, shadow, FSIZE),
 	   "the whole file matches");
-	ok(mc_file_pread(&f, back, 1u << 20, FSIZE - 1000) == 1000, "a read past the end is short");
+	is(mc_file_pread(&f, back, 1u << 20, FSIZE - 1000), 1000, "a read past the end is short");
 	ok(mc_file_pwrite(&f, mem, 5000, FSIZE + 100) == 5000 && mc_file_size(&f) == FSIZE + 5100,
 	   "a write past the end grows the file to exactly its end");
-	ok(mc_file_sync(&f) == 0, "sync");
+	is(mc_file_sync(&f), 0, "sync");
 	mc_file_close(&f);
 	mc_file_close(&f);
 	unlink(path);
@@ -124,7 +124,7 @@ static void run_concurrent(const char *dir)
 	pthread_create(&t[1], NULL, writer_main, &w[1]);
 	pthread_join(t[0], NULL);
 	pthread_join(t[1], NULL);
-	ok(mc_file_pread(&f, back, 200000, 0) == 200000, "read back the striped file");
+	is(mc_file_pread(&f, back, 200000, 0), 200000, "read back the striped file");
 	for (i = 0; i < 200000; i++)
 		bad += back[i] != 'a' + (i / 100) % 2 + 2;
 	ok(w[0].bad + w[1].bad == 0 && bad == 0,

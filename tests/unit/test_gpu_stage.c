@@ -194,15 +194,15 @@ static void stage_matrix(void)
 					maxinf_recv = io.max_inflight;
 				mc_gpu_stager_fini(&s);
 			}
-	ok(bad == 0, "staging both ways with 2-4 chunks of 4 KiB, lengths 1 B .. 10 chunks + 123, "
+	is(bad, 0, "staging both ways with 2-4 chunks of 4 KiB, lengths 1 B .. 10 chunks + 123, "
 		     "moves every byte (%d bad)", bad);
-	ok(viol == 0, "no chunk is reused or waited for out of turn, nothing left in flight (%d)",
+	is(viol, 0, "no chunk is reused or waited for out of turn, nothing left in flight (%d)",
 	   viol);
 	ok(maxq <= 4 && maxq >= 2, "at most k copies queued at once (max %d)", maxq);
-	ok(maxinf_send == 2, "sending keeps two transports in flight (max %d)", maxinf_send);
-	ok(maxinf_recv == 4, "receiving keeps k transports in flight (max %d with k = 4)",
+	is(maxinf_send, 2, "sending keeps two transports in flight (max %d)", maxinf_send);
+	is(maxinf_recv, 4, "receiving keeps k transports in flight (max %d with k = 4)",
 	   maxinf_recv);
-	ok(n_alloc == n_free, "pinned chunks freed (%d allocated, %d freed)", n_alloc, n_free);
+	is(n_alloc, n_free, "pinned chunks freed (%d allocated, %d freed)", n_alloc, n_free);
 	free(peer);
 }
 
@@ -305,7 +305,7 @@ int main(void)
 	engines(1);
 	engines(0);
 	mc_gpu_set_ops(NULL);
-	ok(n_alloc == n_free, "every pinned chunk is freed with its engine (%d, %d)", n_alloc, n_free);
+	is(n_alloc, n_free, "every pinned chunk is freed with its engine (%d, %d)", n_alloc, n_free);
 	free(dev);
 	unsetenv("MC_FORCE_TCP");
 	return tap_done();

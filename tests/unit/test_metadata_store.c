@@ -47,7 +47,7 @@ static void test_basics(struct mc_meta_server *s)
 	size_t len = 42;
 
 	ok(mc_meta_server_port(s) != 0, "port 0 becomes a real port (%u)", mc_meta_server_port(s));
-	ok(mc_meta_server_count(s) == 0, "a new server is empty");
+	is(mc_meta_server_count(s), 0, "a new server is empty");
 	ok(mc_meta_server_get(s, "k", &len) == NULL && len == 42, "get of a missing key is NULL");
 	ok(mc_meta_server_put(s, "k", "{\"a\":1}", 7) == 0 && value_is(s, "k", "{\"a\":1}", 7),
 	   "put then get returns the value, NUL-terminated");
@@ -106,8 +106,8 @@ static void test_random(struct mc_meta_server *s)
 				bad++;
 		}
 	}
-	ok(bad == 0, "200000 random operations agree with the shadow (%u mismatches)", bad);
-	ok(mc_meta_server_count(s) == present, "count %zu matches the shadow's %u",
+	is(bad, 0, "200000 random operations agree with the shadow (%u mismatches)", bad);
+	is(mc_meta_server_count(s), present, "count %zu matches the shadow's %u",
 	   mc_meta_server_count(s), present);
 	for (i = 0, bad = 0; i < NKEYS; i++) {
 		snprintf(key, sizeof(key), "mooncake/ram/10.0.%u.%u:%u", i / 256, i % 256, i);
@@ -116,7 +116,7 @@ static void test_random(struct mc_meta_server *s)
 			      : mc_meta_server_get(s, key, &len) != NULL)
 			bad++;
 	}
-	ok(bad == 0, "every key has its last value after the run (%u wrong)", bad);
+	is(bad, 0, "every key has its last value after the run (%u wrong)", bad);
 }
 
 static void test_key_limit(struct event_base *base)

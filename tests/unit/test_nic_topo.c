@@ -129,7 +129,6 @@ static void ib_dev(const char *nic, const char *dir)
  * device links. */
 static void cuda_rows(void)
 {
-	char cmd[300];
 	unsigned n;
 
 	snprintf(root2, sizeof(root2), "/tmp/mc_nic_cuda.XXXXXX");
@@ -156,9 +155,7 @@ static void cuda_rows(void)
 	      "\"cuda:0\":[[\"mlx5_2\"],[\"mlx5_1\"]],"
 	      "\"cuda:1\":[[\"mlx5_1\"],[\"mlx5_2\"]]}",
 	      "without its switch-mate GPU 0 prefers the NIC on its root complex");
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root2);
-	if (system(cmd))
-		printf("# cannot remove %s\n", root2);
+	tap_rmtree(root2);
 }
 
 int main(void)
@@ -189,17 +186,17 @@ int main(void)
 	   "a name with @ is refused");
 	for (i = 0; i < 17; i++)
 		snprintf(many + strlen(many), sizeof(many) - strlen(many), "n%u,", i);
-	ok(mc_nic_list_parse(many, names, MC_NIC_MAX, &n) == ERR_INVALID_ARGUMENT,
+	is(mc_nic_list_parse(many, names, MC_NIC_MAX, &n), ERR_INVALID_ARGUMENT,
 	   "17 NICs are more than the transport handles");
 	memset(many, 'a', 64);
 	many[64] = '\0';
-	ok(mc_nic_list_parse(many, names, MC_NIC_MAX, &n) == ERR_INVALID_ARGUMENT,
+	is(mc_nic_list_parse(many, names, MC_NIC_MAX, &n), ERR_INVALID_ARGUMENT,
 	   "a 64-character name is refused");
 
 	/* An empty tree: one node, no NIC. */
 	n = 9;
 	check(disc(NULL, &n), "{\"cpu:0\":[[],[]]}", "no sysfs: cpu:0 without NICs");
-	ok(n == 0, "no NIC counted");
+	is(n, 0, "no NIC counted");
 	check(mc_nic_matrix_from_list("mlx5_0,mlx5_1"),
 	      "{\"*\":[[\"mlx5_0\",\"mlx5_1\"],[]],\"cpu:0\":[[\"mlx5_0\",\"mlx5_1\"],[]]}",
 	      "device list on a one-node host");
@@ -221,7 +218,7 @@ int main(void)
 	      "{\"cpu:0\":[[\"mlx5_0\",\"mlx5_2\"],[\"mlx5_1\"]],"
 	      "\"cpu:1\":[[\"mlx5_1\"],[\"mlx5_0\",\"mlx5_2\"]]}",
 	      "discovery by NUMA node, numa_node -1 on node 0");
-	ok(n == 3, "three NICs discovered (the badly named entry skipped)");
+	is(n, 3, "three NICs discovered (the badly named entry skipped)");
 	check(disc("mlx5_1,mlx5_2", &n),
 	      "{\"cpu:0\":[[\"mlx5_2\"],[\"mlx5_1\"]],\"cpu:1\":[[\"mlx5_1\"],[\"mlx5_2\"]]}",
 	      "a filter keeps the listed NICs only");
@@ -238,7 +235,7 @@ int main(void)
 	/* MC_CUSTOM_TOPO_JSON replaces discovery. */
 	setenv("MC_CUSTOM_TOPO_JSON", "{\"cpu:0\":[[\"ib9\"],[\"ib8\"]]}", 1);
 	check(disc(NULL, &n), "{\"cpu:0\":[[\"ib9\"],[\"ib8\"]]}", "MC_CUSTOM_TOPO_JSON as JSON");
-	ok(n == 2, "its two NICs counted");
+	is(n, 2, "its two NICs counted");
 	snprintf(path, sizeof(path), "%s/topo.json", root);
 	put("topo.json", "{\"cuda:0\": [[\"mlx5_1\"], []]}\n");
 	setenv("MC_CUSTOM_TOPO_JSON", path, 1);
@@ -263,7 +260,7 @@ int main(void)
 			  "127.0.0.1:1") == MC_ERR_INVALID_PARAMS,
 	   "store: a malformed device list fails setup");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/sys/class", root);
-	ok(system(cmd) == 0, "NICs removed");
+	is(system(cmd), 0, "NICs removed");
 	setenv("MC_FORCE_HCA", "1", 1);
 	ok(mc_store_setup(&st, "127.0.0.1:1", "P2PHANDSHAKE", 0, 0, "rdma", "", "127.0.0.1:1") ==
 		   MC_ERR_INVALID_PARAMS,
@@ -278,8 +275,6 @@ int main(void)
 	ok(m && n == 0, "no NIC left: the store would fall back to tcp");
 	free(m);
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-	if (system(cmd))
-		return 1;
+	tap_rmtree(root);
 	return tap_done();
 }

@@ -62,7 +62,7 @@ static void test_add_replica(void)
 	   "the segment list points at the moved replicas");
 	while (o->nrep < 64)
 		mc_object_add_replica(o);
-	ok(mc_object_add_replica(o) == NULL, "no more than 64 replicas");
+	is(mc_object_add_replica(o), NULL, "no more than 64 replicas");
 	for (i = 0; i < o->nrep; i++)
 		mc_object_replica(o, i)->seg = NULL;
 	mc_object_lru_unlink(&t, o);
@@ -94,15 +94,15 @@ int main(void)
 	printf("# 1M inserts: %.2f s, %.1f bytes of table memory per key (keys average %.1f bytes)\n",
 	       (double)clock() / CLOCKS_PER_SEC - t0, (after - before) * 1024.0 / (double)n,
 	       (double)t.key_bytes / (double)n);
-	ok(t.count == n, "1M objects inserted");
+	is(t.count, n, "1M objects inserted");
 	for (i = 0; i < n; i += 7) {
 		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
 		o = mc_object_find(&t, key, strlen(key));
 		bad += o == NULL || o->size != i;
 	}
-	ok(bad == 0, "every inserted key is found with its object");
+	is(bad, 0, "every inserted key is found with its object");
 	ok(mc_object_find(&t, "model/layer/1000000/chunk", 25) == NULL, "a missing key is not found");
-	ok(first == t.lru.lru_next, "the first object is at the LRU head");
+	is(first, t.lru.lru_next, "the first object is at the LRU head");
 	mc_object_touch(&t, first);
 	ok(first == t.lru.lru_prev && first != t.lru.lru_next, "touch moves it to the MRU end");
 
@@ -114,22 +114,22 @@ int main(void)
 		if (o->size % 2)
 			mc_object_erase(&t, o);
 	}
-	ok(seen == n, "iteration visits all %zu objects (erasing half on the way)", seen);
-	ok(t.count == n / 2, "half remain");
+	is(seen, n, "iteration visits all %zu objects (erasing half on the way)", seen);
+	is(t.count, n / 2, "half remain");
 	bad = 0;
 	for (i = 0; i < n; i += 3) {
 		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
 		o = mc_object_find(&t, key, strlen(key));
 		bad += (i % 2) ? o != NULL : (o == NULL || o->size != i);
 	}
-	ok(bad == 0, "erased keys are gone, the others still found across tombstones");
+	is(bad, 0, "erased keys are gone, the others still found across tombstones");
 	/* Reinsert over tombstones. */
 	for (i = 1; i < n; i += 2) {
 		snprintf(key, sizeof(key), "model/layer/%zu/chunk", i);
 		o = mc_object_insert(&t, key, strlen(key), 3);
 		o->size = i;
 	}
-	ok(t.count == n, "reinserted the erased half");
+	is(t.count, n, "reinserted the erased half");
 	o = mc_object_find(&t, "model/layer/9/chunk", 19);
 	ok(o && o->nrep == 3 && mc_object_replica(o, 2)->obj == o, "multi-replica objects");
 	/* Colliding-prefix and binary keys. */
@@ -142,7 +142,7 @@ int main(void)
 		mc_object_erase(&t, t.lru.lru_next);
 		seen++;
 	}
-	ok(t.count == n + 1 - 10, "erasing from the LRU head keeps the table consistent");
+	is(t.count, n + 1 - 10, "erasing from the LRU head keeps the table consistent");
 	mc_object_table_fini(&t);
 	test_add_replica();
 	return tap_done();

@@ -52,7 +52,7 @@ int main(void)
 	char path[] = "/tmp/mc-opt-XXXXXX";
 	int fd;
 
-	ok(mc_opts_defaults(tab, &c) == 0, "defaults parse");
+	is(mc_opts_defaults(tab, &c), 0, "defaults parse");
 	ok(c.flag == 1 && c.port == 50051 && c.ratio == 0.9 && c.size == 4ull << 30 &&
 		   c.ttl == 10000 && c.name && c.name[0] == '\0',
 	   "defaults are applied");
@@ -61,7 +61,7 @@ int main(void)
 		const char *argv[] = { "prog", "--noflag", "--port=8080", "--ratio", "0.5",
 				       "-name=abc", "--size=16MiB", "--ttl=30s" };
 
-		ok(parse(&c, NULL, 8, argv) == 0, "a mixed command line parses");
+		is(parse(&c, NULL, 8, argv), 0, "a mixed command line parses");
 		ok(!c.flag && c.port == 8080 && c.ratio == 0.5 && !strcmp(c.name, "abc") &&
 			   c.size == 16u << 20 && c.ttl == 30000,
 		   "values from the command line (alias --port, --noflag, '--x y', -x=y, units)");
@@ -69,22 +69,22 @@ int main(void)
 	{
 		const char *argv[] = { "prog", "--bogus=1" };
 
-		ok(parse(&c, NULL, 2, argv) == -EINVAL, "an unknown flag is an error");
+		is(parse(&c, NULL, 2, argv), -EINVAL, "an unknown flag is an error");
 	}
 	{
 		const char *argv[] = { "prog", "--rpc_port=70000" };
 
-		ok(parse(&c, NULL, 2, argv) == -EINVAL, "an out-of-range value is an error");
+		is(parse(&c, NULL, 2, argv), -EINVAL, "an out-of-range value is an error");
 	}
 	{
 		const char *argv[] = { "prog", "--ratio=abc" };
 
-		ok(parse(&c, NULL, 2, argv) == -EINVAL, "a malformed number is an error");
+		is(parse(&c, NULL, 2, argv), -EINVAL, "a malformed number is an error");
 	}
 	{
 		const char *argv[] = { "prog", "--name" };
 
-		ok(parse(&c, NULL, 2, argv) == -EINVAL, "a missing value is an error");
+		is(parse(&c, NULL, 2, argv), -EINVAL, "a missing value is an error");
 	}
 
 	ok(mc_parse_size("4gb", &sz) == 0 && sz == 4ull << 30, "size 4gb");
@@ -158,7 +158,7 @@ int main(void)
 			struct mc_opt o = { "x", NULL, NULL, cases[i].t, 0, cases[i].def, 0, -1, "" };
 			int rc = mc_opts_check_value(&o, cases[i].value, NULL, err, sizeof(err));
 
-			ok((rc == 0) == cases[i].good, "kind %d: '%s' %s", (int)cases[i].t,
+			is((rc == 0), cases[i].good, "kind %d: '%s' %s", (int)cases[i].t,
 			   cases[i].value, cases[i].good ? "accepted" : "refused");
 			if (!cases[i].good)
 				ok(strchr(err, '\n') == NULL && strstr(err, "--x"),
@@ -188,7 +188,7 @@ int main(void)
 
 		setenv("MC_TEST_OPT_PROTO", "rdma", 1);
 		setenv("MC_TEST_OPT_PORT", "", 1);
-		ok(mc_opts_check_env(env, err, sizeof(err)) == 0, "good and empty variables pass");
+		is(mc_opts_check_env(env, err, sizeof(err)), 0, "good and empty variables pass");
 		setenv("MC_TEST_OPT_PORT", "0", 1);
 		ok(mc_opts_check_env(env, err, sizeof(err)) == -EINVAL &&
 			   strstr(err, "environment variable MC_TEST_OPT_PORT") && strstr(err, "'0'"),
@@ -224,7 +224,7 @@ int main(void)
 
 		parse(&c, &st, 2, argv);
 	}
-	ok(mc_opts_parse_json_file(tab, &c, path, &st, 1, err, sizeof(err)) == 0,
+	is(mc_opts_parse_json_file(tab, &c, path, &st, 1, err, sizeof(err)), 0,
 	   "config file parses (%s)", err);
 	ok(c.port == 6000 && c.client_ttl == 60 && c.ratio == 0.75 && !strcmp(c.name, "fromfile") &&
 		   c.size == 1u << 30 && c.flag == 0,
@@ -238,22 +238,22 @@ int main(void)
 	fd = open(path, O_WRONLY | O_TRUNC);
 	dprintf(fd, "{\"nope\": 1}");
 	close(fd);
-	ok(mc_opts_parse_json_file(tab, &c, path, &st, 1, err, sizeof(err)) == -EINVAL,
+	is(mc_opts_parse_json_file(tab, &c, path, &st, 1, err, sizeof(err)), -EINVAL,
 	   "unknown key refused in strict mode");
-	ok(mc_opts_parse_json_file(tab, &c, path, &st, 0, err, sizeof(err)) == 0,
+	is(mc_opts_parse_json_file(tab, &c, path, &st, 0, err, sizeof(err)), 0,
 	   "unknown key ignored in lenient mode");
 	fd = open(path, O_WRONLY | O_TRUNC);
 	dprintf(fd, "{\"rpc_port\": 99999}");
 	close(fd);
-	ok(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)) == -EINVAL,
+	is(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)), -EINVAL,
 	   "out-of-range file value refused");
 	fd = open(path, O_WRONLY | O_TRUNC);
 	dprintf(fd, "{\"rpc_port\": ");
 	close(fd);
-	ok(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)) == -EINVAL,
+	is(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)), -EINVAL,
 	   "malformed JSON refused");
 	unlink(path);
-	ok(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)) == -ENOENT,
+	is(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)), -ENOENT,
 	   "missing file gives -ENOENT");
 	mc_opts_state_fini(&st);
 	mc_opts_free(tab, &c);

@@ -225,20 +225,20 @@ int main(void)
 	if (mkdtemp(dir) == NULL)
 		return 1;
 	snprintf(path, sizeof(path), "%s/master.db", dir);
-	ok(mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) == 0, "open a new database");
+	is(mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p), 0, "open a new database");
 	s.id[0] = 7;
-	ok(mc_persist_put_segment(p, &s) == 0, "put a segment");
+	is(mc_persist_put_segment(p, &s), 0, "put a segment");
 	for (i = 0; i < 100; i++)
 		put_obj(p, i);
-	ok(mc_persist_pending(p) == 101, "changes are pending before commit");
+	is(mc_persist_pending(p), 101, "changes are pending before commit");
 	ok(mc_persist_commit(p) == 0 && mc_persist_pending(p) == 0, "commit");
 	ok(mc_persist_del_object(p, "key-5", 5) == 0 && mc_persist_commit(p) == 0, "delete one");
 	mc_persist_set_meta(p, "next_replica_id", 12345);
 	mc_persist_commit(p);
 	mc_persist_close(p);
 
-	ok(mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) == 0, "reopen");
-	ok(mc_persist_load(p, on_seg, on_obj, &x) == 0, "load");
+	is(mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p), 0, "reopen");
+	is(mc_persist_load(p, on_seg, on_obj, &x), 0, "load");
 	ok(x.segments == 1 && x.objects == 99 && x.bad == 0,
 	   "reloaded 1 segment and 99 objects with their fields (%d %d bad %d)", x.segments,
 	   x.objects, x.bad);
@@ -336,7 +336,7 @@ int main(void)
 		   mc_persist_map_error(SQLITE_CANTOPEN) == MC_ERR_PERSISTENT_FAIL &&
 		   mc_persist_map_error(SQLITE_CORRUPT) == MC_ERR_PERSISTENT_FAIL,
 	   "disk full, I/O errors, read-only, cannot open and corrupt map to PERSISTENT_FAIL");
-	ok(mc_persist_map_error(SQLITE_NOMEM) == -ENOMEM, "SQLITE_NOMEM maps to -ENOMEM");
+	is(mc_persist_map_error(SQLITE_NOMEM), -ENOMEM, "SQLITE_NOMEM maps to -ENOMEM");
 	ok(!strcmp(mc_persist_error_class(SQLITE_FULL), "disk full") &&
 		   !strcmp(mc_persist_error_class(SQLITE_IOERR_WRITE), "I/O error") &&
 		   !strcmp(mc_persist_error_class(SQLITE_READONLY_DBMOVED), "read-only") &&
@@ -482,8 +482,6 @@ int main(void)
 	if (system(cmd) == 0)
 		ok(mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) != 0,
 		   "a newer schema version is refused");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "cleanup of %s failed\n", dir);
+	tap_rmtree(dir);
 	return tap_done();
 }

@@ -92,7 +92,7 @@ static void test_topo(void)
 	mc_rdma_topo_fini(&t);
 	json_decref(m);
 	m = json_loads("{\"cpu:0\":\"n1\"}", 0, NULL);
-	ok(mc_rdma_topo_parse(m, names, 3, &t) == ERR_MALFORMED_JSON, "malformed matrix refused");
+	is(mc_rdma_topo_parse(m, names, 3, &t), ERR_MALFORMED_JSON, "malformed matrix refused");
 	json_decref(m);
 }
 
@@ -140,26 +140,26 @@ static void test_qp_states(void)
 	wr.wr.rdma.rkey = md->rkey;
 	ok(v->post_send(q1, &wr, &bad) == EINVAL && bad == &wr, "posting in RESET refused");
 	a.qp_state = IBV_QPS_RTR;
-	ok(v->modify_qp(q1, &a, rtr) == EINVAL, "RESET -> RTR refused");
+	is(v->modify_qp(q1, &a, rtr), EINVAL, "RESET -> RTR refused");
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	ok(v->modify_qp(q1, &a, IBV_QP_STATE) == EINVAL, "INIT without port/pkey/access refused");
+	is(v->modify_qp(q1, &a, IBV_QP_STATE), EINVAL, "INIT without port/pkey/access refused");
 	ok(v->modify_qp(q1, &a, init) == 0 && v->modify_qp(q2, &a, init) == 0 &&
 		   q1->state == IBV_QPS_INIT,
 	   "RESET -> INIT");
-	ok(v->post_send(q1, &wr, &bad) == EINVAL, "posting in INIT refused");
+	is(v->post_send(q1, &wr, &bad), EINVAL, "posting in INIT refused");
 	a.qp_state = IBV_QPS_RTS;
-	ok(v->modify_qp(q1, &a, rts) == EINVAL, "INIT -> RTS refused");
+	is(v->modify_qp(q1, &a, rts), EINVAL, "INIT -> RTS refused");
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_1024;
 	a.ah_attr.port_num = 1;
 	a.ah_attr.dlid = 0x10;
 	a.dest_qp_num = q2->qp_num;
-	ok(v->modify_qp(q1, &a, rtr) == 0, "INIT -> RTR");
+	is(v->modify_qp(q1, &a, rtr), 0, "INIT -> RTR");
 	a.dest_qp_num = q1->qp_num;
-	ok(v->modify_qp(q2, &a, rtr) == 0, "peer INIT -> RTR");
-	ok(v->post_send(q1, &wr, &bad) == EINVAL, "posting in RTR refused");
+	is(v->modify_qp(q2, &a, rtr), 0, "peer INIT -> RTR");
+	is(v->post_send(q1, &wr, &bad), EINVAL, "posting in RTR refused");
 	a.qp_state = IBV_QPS_RTS;
 	ok(v->modify_qp(q1, &a, rts) == 0 && q1->state == IBV_QPS_RTS, "RTR -> RTS");
 	ok(v->post_send(q1, &wr, &bad) == 0 && v->poll_cq(cq, 1, &wc) == 1 &&
@@ -239,7 +239,7 @@ static void test_striping(void)
 	   "its 64 KiB slices went over both of A's NICs (%llu + %llu bytes)", a0, a1);
 	st = hn_stats(0);
 	ok(st.posted_per_nic[0] > 0 && st.posted_per_nic[1] > 0, "slices posted on vf0 and vf1");
-	ok(vf_last_sgid() == 2, "automatic GID: the IPv4-mapped RoCE v2 entry (index %ld)",
+	is(vf_last_sgid(), 2, "automatic GID: the IPv4-mapped RoCE v2 entry (index %ld)",
 	   vf_last_sgid());
 	ok(vf_qps_in(IBV_QPS_RTS) >= 8,
 	   "endpoints to both peer NICs from both local NICs: QPs in RTS on both sides (%d)",
@@ -272,23 +272,21 @@ static void test_refusals(void)
 	unsigned long e0 = vf_errors();
 	int rc;
 
-	ok(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf + BUF - 10, 11, pb) ==
-		   ERR_INVALID_ARGUMENT,
+	is(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf + BUF - 10, 11, pb), ERR_INVALID_ARGUMENT,
 	   "a range past the peer's published buffer is refused at submit");
-	ok(hn_xfer(0, MC_RDMA_WRITE, local, (uint64_t)(uintptr_t)bbuf, sizeof(local), pb) ==
-		   ERR_ADDRESS_NOT_REGISTERED,
+	is(hn_xfer(0, MC_RDMA_WRITE, local, (uint64_t)(uintptr_t)bbuf, sizeof(local), pb), ERR_ADDRESS_NOT_REGISTERED,
 	   "unregistered local memory is refused at submit");
 	p = hn_peer(1, bad_rkey);
 	memset(bbuf, 0x11, 1 << 20);
 	fill(abuf, 1 << 20, 9);
 	rc = hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1 << 20, p);
-	ok(rc == ERR_ENDPOINT, "unknown rkey: the request FAILS (%d), no hang", rc);
+	is(rc, ERR_ENDPOINT, "unknown rkey: the request FAILS (%d), no hang", rc);
 	ok(bbuf[0] == 0x11 && bbuf[(1 << 20) - 1] == 0x11, "and nothing was written");
 	ok(vf_errors() > e0, "the NIC refused it with error completions");
 	mc_rdma_peer_unref(p);
 	p = hn_peer(1, longer);
 	rc = hn_xfer(0, MC_RDMA_READ, abuf, (uint64_t)(uintptr_t)bbuf + BUF - 4096, 65536, p);
-	ok(rc == ERR_ENDPOINT, "a range past the peer's MR FAILS at the NIC (%d)", rc);
+	is(rc, ERR_ENDPOINT, "a range past the peer's MR FAILS at the NIC (%d)", rc);
 	mc_rdma_peer_unref(p);
 	ok(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1 << 20, pb) == 0 &&
 		   memcmp(abuf, bbuf, 1 << 20) == 0,
@@ -337,8 +335,7 @@ static void test_retry(void)
 		   memcmp(abuf, bbuf, 1u << 20) == 0,
 	   "with vf1 and the peer's vf3 down, vf0 -> vf2 carries it");
 	vf_set_port(0, 0);
-	ok(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, pb) ==
-		   ERR_ENDPOINT,
+	is(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, pb), ERR_ENDPOINT,
 	   "every local NIC down: the request FAILS, it does not hang");
 	vf_set_port(0, 1);
 	vf_set_port(1, 1);
@@ -353,15 +350,13 @@ static void test_retry(void)
 	snprintf(ghost->name, sizeof(ghost->name), "ghost");
 	hn_hs_fail = -1;
 	s0 = hn_stats(0);
-	ok(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, ghost) ==
-		   ERR_ENDPOINT,
+	is(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, ghost), ERR_ENDPOINT,
 	   "peer unreachable on its handshake port: FAILED");
 	hn_hs_fail = 0;
 	s1 = hn_stats(0);
 	ok(s1.connects > s0.connects, "connects were attempted (%llu)",
 	   (unsigned long long)(s1.connects - s0.connects));
-	ok(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, ghost) ==
-		   ERR_ENDPOINT,
+	is(hn_xfer(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 1u << 20, ghost), ERR_ENDPOINT,
 	   "a peer refusing the Connection frame (reply_msg): FAILED");
 	mc_rdma_peer_unref(ghost);
 	fill(abuf, 1u << 20, 26);
@@ -495,7 +490,7 @@ static void test_eviction(void)
 		good &= st.endpoints <= 1;
 	}
 	ok(good, "six 1 MiB writes complete with never more than one endpoint");
-	ok(st.connects == 6, "each write evicted the idle endpoint and made its own (%llu connects)",
+	is(st.connects, 6, "each write evicted the idle endpoint and made its own (%llu connects)",
 	   (unsigned long long)st.connects);
 	/* While the vf2 endpoint is busy, a request that wants vf3 finds no endpoint and (C has
 	 * MC_RETRY_CNT=0) fails at once, but its callback still comes from the loop, not from
@@ -614,8 +609,8 @@ static void test_events(void)
 
 	ok(s.cq_events > 0 && s.cq_events == s.cq_acked, "CQ events taken (%llu) all acknowledged",
 	   (unsigned long long)s.cq_events);
-	ok(vf_unacked() == 0, "no unacknowledged event on any CQ");
-	ok(vf_cq_overruns() == 0, "no CQ overran");
+	is(vf_unacked(), 0, "no unacknowledged event on any CQ");
+	is(vf_cq_overruns(), 0, "no CQ overran");
 }
 
 /* Requests in flight when the transport is freed: each gets its callback, once. */
@@ -673,7 +668,7 @@ int main(void)
 	   "transport A on vf0, vf1 (from its matrix)");
 	ok(hn_start(1, "b", vf_ops(), "vf2,vf3", NULL) == 0, "transport B on vf2, vf3");
 	rc = hn_start(2, "c", vf_ops(), "vf9", NULL);
-	ok(rc == ERR_DEVICE_NOT_FOUND, "a missing NIC: ERR_DEVICE_NOT_FOUND (%d)", rc);
+	is(rc, ERR_DEVICE_NOT_FOUND, "a missing NIC: ERR_DEVICE_NOT_FOUND (%d)", rc);
 	hn_stop(2);
 	if (hn_sides[0].r == NULL || hn_sides[1].r == NULL)
 		return tap_done();
@@ -684,7 +679,7 @@ int main(void)
 	ok(mc_rdma_register(hn_sides[0].r, abuf, BUF + 4096, "cpu:0", 1) == 0 &&
 		   mc_rdma_register(hn_sides[1].r, bbuf, BUF, "cpu:0", 1) == 0,
 	   "buffers registered on every NIC");
-	ok(mc_rdma_register(hn_sides[1].r, bbuf + 4096, 10, NULL, 1) == ERR_ADDRESS_OVERLAPPED,
+	is(mc_rdma_register(hn_sides[1].r, bbuf + 4096, 10, NULL, 1), ERR_ADDRESS_OVERLAPPED,
 	   "overlapping registration refused");
 	pb = hn_peer(1, NULL);
 	pa = hn_peer(0, NULL);
@@ -721,9 +716,9 @@ int main(void)
 	test_restart();
 	test_events();
 
-	ok(mc_rdma_unregister(hn_sides[1].r, bbuf + 1) == ERR_ADDRESS_NOT_REGISTERED,
+	is(mc_rdma_unregister(hn_sides[1].r, bbuf + 1), ERR_ADDRESS_NOT_REGISTERED,
 	   "unregister needs a buffer's start");
-	ok(mc_rdma_unregister(hn_sides[1].r, bbuf) == 0, "unregister");
+	is(mc_rdma_unregister(hn_sides[1].r, bbuf), 0, "unregister");
 	mc_rdma_register(hn_sides[1].r, bbuf, BUF, "cpu:0", 1);
 	mc_rdma_peer_unref(pb);
 	pb = hn_peer(1, NULL);	/* new rkeys */
@@ -731,9 +726,9 @@ int main(void)
 	mc_rdma_peer_unref(pb);
 	hn_stop(0);
 	hn_stop(1);
-	ok(vf_live() == 0, "every QP, MR, CQ, channel, PD and context released (%d left)",
+	is(vf_live(), 0, "every QP, MR, CQ, channel, PD and context released (%d left)",
 	   vf_live());
-	ok(vf_destroy_busy() == 0, "no CQ destroyed with unacknowledged events");
+	is(vf_destroy_busy(), 0, "no CQ destroyed with unacknowledged events");
 	free(abuf);
 	free(bbuf);
 	return tap_done();

@@ -47,10 +47,10 @@ int main(void)
 	ok(mc_rdma_register(hn_sides[1].r, b, len, "cpu:0", 1) == 0, "register on B");
 	pb = hn_peer(1, NULL);
 	ok(pb != NULL, "B's descriptor parses");
-	ok(hn_xfer(0, MC_RDMA_WRITE, a, (uint64_t)(uintptr_t)b, len, pb) == 0, "write 1 MiB");
+	is(hn_xfer(0, MC_RDMA_WRITE, a, (uint64_t)(uintptr_t)b, len, pb), 0, "write 1 MiB");
 	ok(memcmp(a, b, len) == 0, "written bytes arrived");
 	memset(a, 0, len);
-	ok(hn_xfer(0, MC_RDMA_READ, a, (uint64_t)(uintptr_t)b, len, pb) == 0, "read 1 MiB");
+	is(hn_xfer(0, MC_RDMA_READ, a, (uint64_t)(uintptr_t)b, len, pb), 0, "read 1 MiB");
 	ok(memcmp(a, b, len) == 0, "read bytes match");
 	mc_rdma_peer_unref(pb);
 	hn_stop(0);

@@ -25,15 +25,15 @@ int main(void)
 		   g.status == -704 && g.req_id == h.req_id && g.body_len == 99 &&
 		   g.kind == MC_RPC_RESPONSE,
 	   "header round trip, magic bytes MCRP");
-	ok(mc_rpc_hdr_decode(hb, &g, 98) == -EMSGSIZE, "body over the maximum refused");
+	is(mc_rpc_hdr_decode(hb, &g, 98), -EMSGSIZE, "body over the maximum refused");
 	hb[4] = 2;
-	ok(mc_rpc_hdr_decode(hb, &g, 1000) == -EPROTONOSUPPORT, "unknown version refused");
+	is(mc_rpc_hdr_decode(hb, &g, 1000), -EPROTONOSUPPORT, "unknown version refused");
 	hb[4] = 1;
 	hb[0] ^= 1;
-	ok(mc_rpc_hdr_decode(hb, &g, 1000) == -EPROTO, "bad magic refused");
+	is(mc_rpc_hdr_decode(hb, &g, 1000), -EPROTO, "bad magic refused");
 	hb[0] ^= 1;
 	hb[5] = 7;
-	ok(mc_rpc_hdr_decode(hb, &g, 1000) == -EPROTO, "bad kind refused");
+	is(mc_rpc_hdr_decode(hb, &g, 1000), -EPROTO, "bad kind refused");
 
 	mc_uuid_generate(&s.id);
 	mc_uuid_format(&s.id, idtxt);
@@ -90,7 +90,7 @@ int main(void)
 		mc_rpc_get_replica(&r, &rep2);
 		bad += r.err == 0;
 	}
-	ok(bad == 0, "every one of %zu truncations is detected", full);
+	is(bad, 0, "every one of %zu truncations is detected", full);
 
 	/* A LOCAL_DISK replica (SSD tier): owner, endpoint and disk address. */
 	mc_wbuf_reset(&w);
@@ -115,7 +115,7 @@ int main(void)
 		mc_rpc_get_replica(&r, &rep2);
 		bad += r.err == 0;
 	}
-	ok(bad == 0, "every truncation of a LOCAL_DISK replica is detected");
+	is(bad, 0, "every truncation of a LOCAL_DISK replica is detected");
 	ok(!strcmp(mc_rpc_op_name(MC_OP_OFFLOAD_HEARTBEAT), "OffloadObjectHeartbeat") &&
 		   !strcmp(mc_rpc_op_name(MC_OP_EVICT_DISK_REPLICA), "BatchEvictDiskReplica"),
 	   "SSD tier operation names");
@@ -208,7 +208,7 @@ int main(void)
 		ok(dl < 5000 && !mc_rpc_deadline_expired(dl, now, 1000) &&
 			   mc_rpc_deadline_expired(dl, now + 7000, 1000),
 		   "deadlines compare right across the 32-bit wrap");
-		ok(mc_rpc_deadline_encode(1ll << 32) == 1, "a deadline never encodes as 0 (none)");
+		is(mc_rpc_deadline_encode(1ll << 32), 1, "a deadline never encodes as 0 (none)");
 	}
 
 	ok(!strcmp(mc_rpc_op_name(MC_OP_BATCH_PUT_START), "BatchPutStart") &&

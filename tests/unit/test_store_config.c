@@ -26,21 +26,21 @@ int main(void)
 	close(fd);
 	unsetenv("MOONCAKE_CONFIG_PATH");
 	unsetenv("MOONCAKE_MASTER");
-	ok(mc_store_config_load(&c, NULL, err, sizeof(err)) == -ENOENT,
+	is(mc_store_config_load(&c, NULL, err, sizeof(err)), -ENOENT,
 	   "no file and no MOONCAKE_MASTER is an error (%s)", err);
 
 	setenv("MOONCAKE_MASTER", "10.0.0.1:50051", 1);
 	setenv("MOONCAKE_GLOBAL_SEGMENT_SIZE", "4gb", 1);
 	setenv("MOONCAKE_LOCAL_BUFFER_SIZE", "16 MB", 1);
 	setenv("MOONCAKE_PROTOCOL", "TCP", 1);
-	ok(mc_store_config_load(&c, NULL, err, sizeof(err)) == 0, "environment only");
+	is(mc_store_config_load(&c, NULL, err, sizeof(err)), 0, "environment only");
 	ok(!strcmp(c.master_server_address, "10.0.0.1:50051") &&
 		   !strcmp(c.metadata_server, "P2PHANDSHAKE") &&
 		   !strcmp(c.local_hostname, "localhost") && c.global_segment_size == 4ull << 30 &&
 		   c.local_buffer_size == 16u << 20 && !strcmp(c.protocol, "tcp"),
 	   "env values and upstream's defaults (protocol lower-cased)");
 	setenv("MOONCAKE_GLOBAL_SEGMENT_SIZE", "lots", 1);
-	ok(mc_store_config_load(&c, NULL, err, sizeof(err)) == -EINVAL, "bad size refused: %s", err);
+	is(mc_store_config_load(&c, NULL, err, sizeof(err)), -EINVAL, "bad size refused: %s", err);
 	unsetenv("MOONCAKE_GLOBAL_SEGMENT_SIZE");
 
 	write_file(path, "{\"local_hostname\": \"10.0.0.2\", \"metadata_server\": "
@@ -49,7 +49,7 @@ int main(void)
 			 "\"local_buffer_size\": 1048576, \"protocol\": \"rdma\", "
 			 "\"device_name\": \"mlx5_0\", \"unknown_key\": 1}");
 	setenv("MOONCAKE_CONFIG_PATH", path, 1);
-	ok(mc_store_config_load(&c, NULL, err, sizeof(err)) == 0,
+	is(mc_store_config_load(&c, NULL, err, sizeof(err)), 0,
 	   "MOONCAKE_CONFIG_PATH file wins over the environment");
 	ok(!strcmp(c.local_hostname, "10.0.0.2") && c.global_segment_size == 3ull << 30 &&
 		   c.local_buffer_size == 1u << 20 && !strcmp(c.device_name, "mlx5_0") &&
@@ -61,9 +61,9 @@ int main(void)
 		   strstr(err, "master_server_address"),
 	   "a missing required key is named: %s", err);
 	write_file(path, "[1, 2]");
-	ok(mc_store_config_load(&c, NULL, err, sizeof(err)) == -EINVAL, "not an object: %s", err);
+	is(mc_store_config_load(&c, NULL, err, sizeof(err)), -EINVAL, "not an object: %s", err);
 	write_file(path, "{\"local_hostname\": ");
-	ok(mc_store_config_load(&c, NULL, err, sizeof(err)) == -EINVAL, "malformed JSON: %s", err);
+	is(mc_store_config_load(&c, NULL, err, sizeof(err)), -EINVAL, "malformed JSON: %s", err);
 	ok(mc_store_config_load(&c, "/nonexistent/mooncake.json", err, sizeof(err)) == -EINVAL,
 	   "an explicit missing file is an error");
 	unlink(path);

@@ -249,8 +249,8 @@ int main(int argc, char **argv)
 	a.reg = mc_memreg_new();
 	remote = malloc(big + 4096);
 	local = malloc(big + 4096);
-	ok(mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote, big) == 0, "register 64 MiB");
-	ok(mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote + 10, 10) == -EEXIST,
+	is(mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote, big), 0, "register 64 MiB");
+	is(mc_memreg_add(a.reg, (uint64_t)(uintptr_t)remote + 10, 10), -EEXIST,
 	   "overlapping registration refused");
 	ok(mc_memreg_check(a.reg, (uint64_t)(uintptr_t)remote + big - 1, 1) &&
 		   !mc_memreg_check(a.reg, (uint64_t)(uintptr_t)remote + big - 1, 2),
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
 		ok(xfer(MC_XFER_READ, local, remote, n) == 0 && memcmp(local, remote, n) == 0,
 		   "read %zu bytes arrives intact", n);
 	}
-	ok(xfer(MC_XFER_WRITE, local, remote, 0) == 0, "a zero-byte transfer completes");
+	is(xfer(MC_XFER_WRITE, local, remote, 0), 0, "a zero-byte transfer completes");
 
 	/* Many transfers in flight at once, mixed directions on disjoint ranges. */
 	{
@@ -286,16 +286,16 @@ int main(int argc, char **argv)
 			ops[i].remote = (uint64_t)(uintptr_t)remote + i * chunk;
 			ops[i].len = chunk - (i % 7);
 		}
-		ok(run_ops(ops, 200) == 0, "200 concurrent transfers succeed");
+		is(run_ops(ops, 200), 0, "200 concurrent transfers succeed");
 		for (i = 0; i < 200; i++)
 			bad += memcmp(local + i * chunk, remote + i * chunk, chunk - (i % 7)) != 0;
-		ok(bad == 0, "and every range matches");
+		is(bad, 0, "and every range matches");
 	}
 
 	/* Refused ranges keep the connection usable. */
-	ok(xfer(MC_XFER_WRITE, local, remote + big - 10, 20) == MC_ERR_TRANSFER_FAIL,
+	is(xfer(MC_XFER_WRITE, local, remote + big - 10, 20), MC_ERR_TRANSFER_FAIL,
 	   "a write past the registered range is refused with -800");
-	ok(xfer(MC_XFER_READ, local, local, 100) == MC_ERR_TRANSFER_FAIL,
+	is(xfer(MC_XFER_READ, local, local, 100), MC_ERR_TRANSFER_FAIL,
 	   "a read of an unregistered address is refused with -800");
 	fill(local, 1000, 9);
 	ok(xfer(MC_XFER_WRITE, local, remote, 1000) == 0 && !memcmp(local, remote, 1000),
@@ -313,12 +313,12 @@ int main(int argc, char **argv)
 			   send(fd, junk, sizeof(junk), 0) == sizeof(junk) && recv(fd, buf, 8, 0) <= 0,
 		   "garbage gets the connection closed");
 		close(fd);
-		ok(xfer(MC_XFER_READ, local, remote, 4096) == 0, "other connections keep working");
+		is(xfer(MC_XFER_READ, local, remote, 4096), 0, "other connections keep working");
 	}
 
 	/* The server goes away: pending and new transfers fail, nothing hangs. */
 	on_loop(srv_lt, srv_stop, &a);
-	ok(xfer(MC_XFER_READ, local, remote, 1u << 20) == MC_ERR_TRANSFER_FAIL,
+	is(xfer(MC_XFER_READ, local, remote, 1u << 20), MC_ERR_TRANSFER_FAIL,
 	   "a transfer to a dead server fails with -800");
 	a.port = srv_port;
 	on_loop(srv_lt, srv_start, &a);

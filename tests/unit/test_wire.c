@@ -47,7 +47,7 @@ int main(void)
 		if (r.err == 0 || s != NULL)
 			fails++;
 	}
-	ok(fails == 0, "all %zu truncations are detected", w.len);
+	is(fails, 0, "all %zu truncations are detected", w.len);
 
 	/* A string longer than the bound is refused; so is one with a NUL for cstr. */
 	mc_rbuf_init(&r, w.data + 29, w.len - 29);
@@ -70,7 +70,7 @@ int main(void)
 	mc_wbuf_u32(&w, 0);
 	mc_wbuf_patch_u32(&w, 0, 77);
 	mc_rbuf_init(&r, w.data, w.len);
-	ok(mc_rbuf_u32(&r) == 77, "patch_u32 rewrites a count");
+	is(mc_rbuf_u32(&r), 77, "patch_u32 rewrites a count");
 
 	ok(!strcmp(mc_strerror(-704), "OBJECT_NOT_FOUND") && !strcmp(mc_strerror(-200),
 		"NO_AVAILABLE_HANDLE") && !strcmp(mc_strerror(0), "OK"),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The store client's SSD tier (reference §6.2): an SSD area (src/ssd) contributed to the
- * cluster, and the worker thread that carries out the master's tasks for it.
+ * The store client's SSD tier (upstream's LOCAL_DISK replicas, --enable_offload): an SSD area
+ * (src/ssd/ssd_area.c) contributed to the cluster, and the worker thread that carries out the
+ * master's offload, promotion and deletion tasks for it.
  *
  * The area is opened with a scan of headers only, so start-up costs one small read per object.
  * The worker mounts the area at the master (MOUNT_LOCAL_DISK) and registers every object the
@@ -36,7 +37,7 @@
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "ssd/ssd_store.h"
+#include "ssd/ssd_area.h"
 #include "store/store.h"
 
 #define MC_SSD_HIGH 0.90

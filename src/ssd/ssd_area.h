@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef MC_SSD_STORE_H
-#define MC_SSD_STORE_H
+#ifndef MC_SSD_AREA_H
+#define MC_SSD_AREA_H
 
 /*
  * A client's SSD area: one directory holding one file per object, under a size limit; or a
  * single-file area, a preallocated file holding the same records in 4 KiB-aligned extents (see
- * the single-file section of ssd_store.c), chosen when the path names an existing regular file.
+ * the single-file layout of ssd_area_file.c), chosen when the path names an existing regular file.
  *
  * File format (little-endian), name "<16 hex digits of seq>.mco":
  *   off 0  u32 magic "MCSD" (0x4453434D)   4  u32 version (3)

@@ -18,7 +18,7 @@
 #include <dirent.h>
 
 #include "common/crc32c.h"
-#include "ssd/ssd_store.h"
+#include "ssd/ssd_area.h"
 #include "tap.h"
 #include "transfer/memreg.h"
 
@@ -159,15 +159,15 @@ static void fault_tests(void)
 	ok(file_of(s, "w", path, sizeof(path)) == 0 && truncate(path, 4096 + 1000) == 0,
 	   "truncate w's file behind the area's back");
 	rc = mc_ssd_open_range(s, addr, 10, &fd, &off);
-	ok(rc == -ENOENT, "the data server is refused the truncated object (%d)", rc);
-	ok(mc_ssd_read(s, addr, back, sizeof(v)) == -ENOENT, "so is a local read");
+	is(rc, -ENOENT, "the data server is refused the truncated object (%d)", rc);
+	is(mc_ssd_read(s, addr, back, sizeof(v)), -ENOENT, "so is a local read");
 	n = mc_ssd_suspects(s, &items);
 	ok(n == 1 && items && !strcmp(items[0].key, "w") && items[0].addr == addr,
 	   "it is listed for verification");
 	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
 	   mc_ssd_count(s) == 1 && access(path, F_OK) != 0, "verify drops it and deletes its file");
 	mc_ssd_items_free(items, n > 0 ? (size_t)n : 0);
-	ok(mc_ssd_suspects(s, &items) == 0, "nothing left to verify");
+	is(mc_ssd_suspects(s, &items), 0, "nothing left to verify");
 
 	/* Rewritten in place, same size: caught by its changed ctime, then by its checksum. */
 	ok(file_of(s, "x", path, sizeof(path)) == 0, "x's file");
@@ -175,7 +175,7 @@ static void fault_tests(void)
 	ok(fd >= 0 && syscall(SYS_pwrite64, fd, "XYZ", 3, 4096 + 777) == 3, "corrupt x in place");
 	if (fd >= 0)
 		close(fd);
-	ok(mc_ssd_open_range(s, a2, 10, &fd, &off) == -ENOENT,
+	is(mc_ssd_open_range(s, a2, 10, &fd, &off), -ENOENT,
 	   "the corrupt object is not served to the data server");
 	n = mc_ssd_suspects(s, &items);
 	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
@@ -185,7 +185,7 @@ static void fault_tests(void)
 	/* A file touched but not changed is served again once verified. */
 	ok(mc_ssd_put(s, "y", 1, v, sizeof(v), 4, &addr) == 0 && file_of(s, "y", path, sizeof(path)) == 0 &&
 	   chmod(path, 0640) == 0, "y's file gets a new ctime, same bytes");
-	ok(mc_ssd_open_range(s, addr, 10, &fd, &off) == -ENOENT, "it is held back");
+	is(mc_ssd_open_range(s, addr, 10, &fd, &off), -ENOENT, "it is held back");
 	n = mc_ssd_suspects(s, &items);
 	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == 0 &&
 	   mc_ssd_read(s, addr, back, sizeof(v)) == 0 && !memcmp(back, v, sizeof(v)),
@@ -196,7 +196,7 @@ static void fault_tests(void)
 	/* Deleted behind the area's back: refused, then dropped by verify. */
 	ok(mc_ssd_put(s, "m", 1, v, sizeof(v), 6, &addr) == 0 && file_of(s, "m", path, sizeof(path)) == 0 &&
 	   unlink(path) == 0, "m's file is deleted behind the area's back");
-	ok(mc_ssd_open_range(s, addr, 10, &fd, &off) == -ENOENT, "it is not served");
+	is(mc_ssd_open_range(s, addr, 10, &fd, &off), -ENOENT, "it is not served");
 	n = mc_ssd_suspects(s, &items);
 	ok(n == 1 && mc_ssd_verify(s, items[0].key, items[0].key_len, items[0].addr) == -EBADMSG &&
 	   mc_ssd_count(s) == 0 && mc_ssd_used(s) == 0, "verify drops the entry (-EBADMSG)");
@@ -299,16 +299,16 @@ int main(void)
 	ok(mc_ssd_put(s, "alpha", 5, a, sizeof(a), 0x123456789aull, &addr_a) == 0, "put alpha (300000 bytes)");
 	ok(mc_ssd_put(s, "beta", 4, b, sizeof(b), 7, &addr_b) == 0, "put beta");
 	ok(addr_a >= MC_DISK_SPACE_BASE && addr_b != addr_a, "addresses in the file window");
-	ok(mc_ssd_used(s) == mc_ssd_footprint(5, sizeof(a)) + mc_ssd_footprint(4, sizeof(b)),
+	is(mc_ssd_used(s), mc_ssd_footprint(5, sizeof(a)) + mc_ssd_footprint(4, sizeof(b)),
 	   "used bytes are the footprints");
 	memset(back, 0, sizeof(back));
 	ok(mc_ssd_read(s, addr_a, back, sizeof(a)) == 0 && !memcmp(back, a, sizeof(a)),
 	   "alpha reads back byte for byte");
 	ok(mc_ssd_read(s, addr_a + 1000, back, 5000) == 0 && !memcmp(back, a + 1000, 5000),
 	   "a range inside alpha reads back");
-	ok(mc_ssd_read(s, addr_a + 1, back, sizeof(a)) == -ENOENT,
+	is(mc_ssd_read(s, addr_a + 1, back, sizeof(a)), -ENOENT,
 	   "a range past the object's end is refused");
-	ok(mc_ssd_read(s, addr_b + (1ull << 36), back, 1) == -ENOENT, "an unknown slot is refused");
+	is(mc_ssd_read(s, addr_b + (1ull << 36), back, 1), -ENOENT, "an unknown slot is refused");
 	rc = mc_ssd_open_range(s, addr_b + 10, 100, &fd, &off);
 	ok(rc == 0 && off % 4096 == 10, "open_range gives a descriptor and a value offset");
 	if (rc == 0)
@@ -319,11 +319,11 @@ int main(void)
 	/* Replacing a key drops the old file. */
 	ok(mc_ssd_put(s, "beta", 4, a, 1000, 7, &addr_c) == 0 && addr_c != addr_b,
 	   "beta replaced gets a new address");
-	ok(mc_ssd_read(s, addr_b, back, 10) == -ENOENT, "the old beta address is gone");
+	is(mc_ssd_read(s, addr_b, back, 10), -ENOENT, "the old beta address is gone");
 	ok(count_files("mco") == 2, "two object files on disk");
 
 	/* LRU: reading alpha makes beta the least recently used. */
-	ok(mc_ssd_read(s, addr_a, back, 1) == 0, "touch alpha");
+	is(mc_ssd_read(s, addr_a, back, 1), 0, "touch alpha");
 	n = mc_ssd_list(s, 1, 1, &items);
 	ok(n == 1 && !strcmp(items[0].key, "beta"), "beta is the least recently used");
 	mc_ssd_items_free(items, (size_t)n);
@@ -340,7 +340,7 @@ int main(void)
 	fd = open(path, O_WRONLY);
 	ok(fd >= 0 && pwrite(fd, "X", 1, 4096 + 100) == 1, "flip a byte in gamma's value");
 	close(fd);
-	ok(truncate(path2, 4096 + 10) == 0, "tear beta's file");
+	is(truncate(path2, 4096 + 10), 0, "tear beta's file");
 	snprintf(path2, sizeof(path2), "%s/00000000000000ff.tmp", dir);
 	fd = open(path2, O_WRONLY | O_CREAT, 0600);
 	close(fd);
@@ -360,12 +360,12 @@ int main(void)
 	if (n == 2 && i < n) {
 		int g = !i;
 
-		ok(mc_ssd_read(s, items[i].addr, back, 10) == -ENOENT,
+		is(mc_ssd_read(s, items[i].addr, back, 10), -ENOENT,
 		   "an object whose value was not verified is not served");
 		ok(mc_ssd_verify(s, items[g].key, items[g].key_len, items[g].addr) == -EBADMSG &&
 		   mc_ssd_count(s) == 1 && mc_ssd_discarded(s) == 2 && count_files("mco") == 1,
 		   "verifying gamma finds its value corrupt: deleted");
-		ok(mc_ssd_read(s, items[g].addr, back, 10) == -ENOENT, "gamma is never served");
+		is(mc_ssd_read(s, items[g].addr, back, 10), -ENOENT, "gamma is never served");
 		ok(mc_ssd_verify(s, items[i].key, items[i].key_len, items[i].addr) == 0 &&
 		   mc_ssd_verify(s, items[i].key, items[i].key_len, items[i].addr) == 0,
 		   "alpha verifies (twice: the second is free)");
@@ -394,7 +394,7 @@ int main(void)
 	trace[0] = '\0';
 	ok(s && mc_ssd_put(s, "d1", 2, b, 100, 1, &addr_c) == 0 &&
 	   mc_ssd_put(s, "d2", 2, b, 100, 2, &addr_c) == 0, "two more objects stored");
-	ok(!strcmp(trace, "DRDR"), "each object file is fdatasync'ed before its rename (%s)", trace);
+	is_str(trace, "DRDR", "each object file is fdatasync'ed before its rename (%s)", trace);
 	ok(s && mc_ssd_sync(s) == 0 && mc_ssd_sync(s) == 0 && !strcmp(trace, "DRDRF"),
 	   "one directory fsync makes both names durable, none when nothing changed (%s)", trace);
 	mc_ssd_remove(s, "d1", 2, 0);

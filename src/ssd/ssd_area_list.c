@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Listings of an SSD area for the master (ssd_store.h): every object in LRU order, and the
+ * Listings of an SSD area for the master (ssd_area.h): every object in LRU order, and the
  * objects whose files changed since they were checked.  Each copies what it lists under the
  * area's mutex; the caller frees the copy with mc_ssd_items_free.  Any thread.
  */
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ssd/ssd_int.h"
-#include "ssd/ssd_store.h"
+#include "ssd/ssd_area_int.h"
+#include "ssd/ssd_area.h"
 
 /* Describe o in it (its key copied, NUL-terminated).  0, or -ENOMEM.  Caller holds s->mu. */
 static int mc_ssd_item_fill(struct mc_ssd_item *it, const struct mc_ssd_obj *o)

@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The SSD area of a store client (format and contract in ssd_store.h; the structures in
- * ssd_int.h, the listings for the master in ssd_list.c, whole-file I/O in tier_io.c).
+ * The SSD area of a store client: the disk tier a client contributes besides its memory
+ * (format and contract in ssd_area.h).  This file holds the object files and records, the
+ * directory scan at open, and the operations (put, verify, remove, read, open_range); the
+ * index is in ssd_area_index.c, the single-file layout in ssd_area_file.c, the listings for the
+ * master in ssd_area_list.c, the shared structures in ssd_area_int.h, whole-file I/O in
+ * tier_io.c.
  *
  * The index maps keys and address slots to objects (two chained hash tables) and keeps the
  * objects on an LRU list (reads through the data server and writes move an object to the
  * most-recently-used end).  The mutex guards the index only: writes build the file as
  * "<seq>.tmp" without it and publish with rename + insert under it; a reader opens the file
  * under it, so a concurrent delete at worst leaves the reader an open, unlinked file.  In a
- * single-file area (see its section) a record is written into an extent taken under the lock
- * and readers get a duplicate of the area's descriptor: like memory, a deleted object's extent
- * may be reused, so deletions rely on the master's leases (as memory replicas do).
- * Called from the store's SSD worker thread and (open_range) from the data server's file-read
- * workers.
+ * single-file area a record is written into an extent taken under the lock and readers get a
+ * duplicate of the area's descriptor: like memory, a deleted object's extent may be reused, so
+ * deletions rely on the master's leases (as memory replicas do).
+ * Called from the store's SSD worker thread (store_tier_ssd.c) and (open_range) from the data
+ * server's file-read workers.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,110 +32,11 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/wire.h"
-#include "ssd/ssd_int.h"
-#include "ssd/ssd_store.h"
+#include "ssd/ssd_area.h"
+#include "ssd/ssd_area_int.h"
 #include "ssd/tier_io.h"
 
-/* ---------------------------------------------------------------- index */
-
-static uint32_t mc_ssd_hash(const char *key, size_t len)
-{
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (uint8_t)key[i]) * 16777619u;
-	return h;
-}
-
-static size_t mc_slot_bucket(const struct mc_ssd *s, uint64_t slot)
-{
-	return (size_t)((slot * 0x9E3779B97F4A7C15ull) >> 32) & (s->nb - 1);
-}
-
-static void mc_ssd_link(struct mc_ssd *s, struct mc_ssd_obj *o)
-{
-	size_t kb = o->khash & (s->nb - 1), sb = mc_slot_bucket(s, o->slot);
-
-	o->knext = s->kb[kb];
-	s->kb[kb] = o;
-	o->snext = s->sb[sb];
-	s->sb[sb] = o;
-	o->lru_prev = s->lru.lru_prev;
-	o->lru_next = &s->lru;
-	s->lru.lru_prev->lru_next = o;
-	s->lru.lru_prev = o;
-	s->count++;
-	s->used += o->foot;
-}
-
-static int mc_ssd_grow(struct mc_ssd *s)
-{
-	size_t nb = s->nb * 2, i;
-	struct mc_ssd_obj **kb = calloc(nb, sizeof(*kb)), **sb = calloc(nb, sizeof(*sb));
-	struct mc_ssd_obj *o;
-
-	if (kb == NULL || sb == NULL) {
-		free(kb);
-		free(sb);
-		return -ENOMEM;
-	}
-	for (o = s->lru.lru_next; o != &s->lru; o = o->lru_next) {
-		i = o->khash & (nb - 1);
-		o->knext = kb[i];
-		kb[i] = o;
-		i = (size_t)((o->slot * 0x9E3779B97F4A7C15ull) >> 32) & (nb - 1);
-		o->snext = sb[i];
-		sb[i] = o;
-	}
-	free(s->kb);
-	free(s->sb);
-	s->kb = kb;
-	s->sb = sb;
-	s->nb = nb;
-	return 0;
-}
-
-static void mc_ssd_unlink(struct mc_ssd *s, struct mc_ssd_obj *o)
-{
-	struct mc_ssd_obj **pp;
-
-	for (pp = &s->kb[o->khash & (s->nb - 1)]; *pp != o; pp = &(*pp)->knext)
-		;
-	*pp = o->knext;
-	for (pp = &s->sb[mc_slot_bucket(s, o->slot)]; *pp != o; pp = &(*pp)->snext)
-		;
-	*pp = o->snext;
-	o->lru_prev->lru_next = o->lru_next;
-	o->lru_next->lru_prev = o->lru_prev;
-	s->count--;
-	s->used -= o->foot;
-	if (o->suspect) {
-		o->suspect = 0;
-		s->nsuspect--;
-	}
-}
-
-static struct mc_ssd_obj *mc_ssd_find_key(struct mc_ssd *s, const char *key, size_t len)
-{
-	uint32_t h = mc_ssd_hash(key, len);
-	struct mc_ssd_obj *o;
-
-	for (o = s->kb[h & (s->nb - 1)]; o; o = o->knext)
-		if (o->khash == h && o->key_len == len && !memcmp(o->key, key, len))
-			return o;
-	return NULL;
-}
-
-static struct mc_ssd_obj *mc_ssd_find_slot(struct mc_ssd *s, uint64_t slot)
-{
-	struct mc_ssd_obj *o;
-
-	for (o = s->sb[mc_slot_bucket(s, slot)]; o; o = o->snext)
-		if (o->slot == slot)
-			return o;
-	return NULL;
-}
+/* ---------------------------------------------------------------- files */
 
 static void mc_ssd_path(const struct mc_ssd *s, uint64_t seq, const char *ext, char *out,
 			size_t n)
@@ -139,15 +44,13 @@ static void mc_ssd_path(const struct mc_ssd *s, uint64_t seq, const char *ext, c
 	snprintf(out, n, "%s/%016" PRIx64 ".%s", s->dir, seq, ext);
 }
 
-static void mc_sa_release(struct mc_ssd *s, uint64_t off, uint64_t len);
-
 /* Delete the bytes of o (already unlinked from the index): its file, or its extent. */
 static void mc_ssd_drop_data(struct mc_ssd *s, const struct mc_ssd_obj *o)
 {
 	char path[4200];
 
 	if (s->single) {
-		mc_sa_release(s, o->off, o->foot);
+		mc_ssd_file_release(s, o->off, o->foot);
 		return;
 	}
 	mc_ssd_path(s, o->seq, "mco", path, sizeof(path));
@@ -172,48 +75,9 @@ static int mc_ssd_open_data(struct mc_ssd *s, const struct mc_ssd_obj *o, uint64
 	return fd < 0 ? -errno : fd;
 }
 
-static uint64_t mc_data_off(size_t key_len)
-{
-	return (MC_SSD_HDR + key_len + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
-}
-
 uint64_t mc_ssd_footprint(size_t key_len, uint64_t size)
 {
-	return mc_data_off(key_len) + size;
-}
-
-static struct mc_ssd_obj *mc_ssd_obj_new(const char *key, size_t len, uint64_t seq, uint64_t size)
-{
-	struct mc_ssd_obj *o = calloc(1, sizeof(*o) + len + 1);
-
-	if (o == NULL)
-		return NULL;
-	memcpy(o->key, key, len);
-	o->key_len = len;
-	o->khash = mc_ssd_hash(key, len);
-	o->seq = seq;
-	o->size = size;
-	o->foot = mc_ssd_footprint(len, size);
-	return o;
-}
-
-/* Under the lock: add o (a new slot); drop an older object of the same key (and its file). */
-static int mc_ssd_insert(struct mc_ssd *s, struct mc_ssd_obj *o, struct mc_ssd_obj **old)
-{
-	struct mc_ssd_obj *prev = mc_ssd_find_key(s, o->key, o->key_len);
-
-	*old = NULL;
-	if (prev && prev->seq > o->seq)
-		return -EEXIST;
-	if (prev) {
-		mc_ssd_unlink(s, prev);
-		*old = prev;
-	}
-	if (s->count + 1 > s->nb)
-		mc_ssd_grow(s);
-	o->slot = s->next_slot++;
-	mc_ssd_link(s, o);
-	return 0;
+	return mc_ssd_data_off(key_len) + size;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -248,7 +112,7 @@ static void mc_ssd_fingerprint(int fd, uint64_t *ino, uint64_t *size, int64_t *c
 /* Check a record's header and key at off of fd (not its value: mc_ssd_verify); want_len: the
  * exact record length the header must give (a file's size), or 0.  Returns a new object (not
  * linked, not verified) or NULL with why set. */
-static struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
+struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
 					      const char **why)
 {
 	uint8_t hdr[MC_SSD_HDR];
@@ -277,7 +141,7 @@ static struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t wan
 			return NULL;
 		}
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT ||
-	    (want_len && want_len != mc_data_off(key_len) + size)) {
+	    (want_len && want_len != mc_ssd_data_off(key_len) + size)) {
 		*why = "sizes do not match the file (torn write?)";
 		return NULL;
 	}
@@ -371,226 +235,6 @@ static int mc_ssd_scan(struct mc_ssd *s)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- single-file area
- *
- * The area is one preallocated file: a 4 KiB superblock, then extents of whole 4 KiB blocks, each
- * starting with either an object record (the same bytes as an object file) or a free-extent
- * header.  The scan walks the chain of extents; a block that holds neither (a torn write) is
- * freed one block at a time.  Space is taken first-fit from the free list; an extent given back
- * gets a free header on disk at once, and one split off gets its header before the record that
- * takes its front is written, so the chain is whole after any crash. */
-
-#define MC_SA_MAGIC 0x4153434Du		/* "MCSA": superblock */
-#define MC_SA_FREE_MAGIC 0x4653434Du	/* "MCSF": free extent */
-#define MC_SA_VERSION 1
-
-static uint64_t mc_sa_extent(size_t key_len, uint64_t size)
-{
-	return (mc_data_off(key_len) + size + MC_SSD_ALIGN - 1) / MC_SSD_ALIGN * MC_SSD_ALIGN;
-}
-
-/* Write the free header of [off, off+len). */
-static int mc_sa_mark_free(struct mc_ssd *s, uint64_t off, uint64_t len)
-{
-	uint8_t h[MC_SSD_HDR];
-
-	memset(h, 0, sizeof(h));
-	mc_put_le32(h, MC_SA_FREE_MAGIC);
-	mc_put_le32(h + 4, MC_SA_VERSION);
-	mc_put_le64(h + 8, len);
-	mc_put_le32(h + 16, mc_crc32c(0, h, 16));
-	return mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, h, sizeof(h), (off_t)off);
-}
-
-/* Under the lock: give [off, off+len) back to the free list, merged with its neighbours. */
-static int mc_sa_give(struct mc_ssd *s, uint64_t off, uint64_t len)
-{
-	size_t i = 0;
-
-	while (i < s->nfree && s->free_ext[i].off < off)
-		i++;
-	if (i > 0 && s->free_ext[i - 1].off + s->free_ext[i - 1].len == off) {
-		s->free_ext[i - 1].len += len;
-		if (i < s->nfree && off + len == s->free_ext[i].off) {
-			s->free_ext[i - 1].len += s->free_ext[i].len;
-			memmove(&s->free_ext[i], &s->free_ext[i + 1],
-				(s->nfree - i - 1) * sizeof(*s->free_ext));
-			s->nfree--;
-		}
-		return 0;
-	}
-	if (i < s->nfree && off + len == s->free_ext[i].off) {
-		s->free_ext[i].off = off;
-		s->free_ext[i].len += len;
-		return 0;
-	}
-	if (s->nfree == s->capfree) {
-		size_t cap = s->capfree ? s->capfree * 2 : 64;
-		struct mc_ssd_ext *n = realloc(s->free_ext, cap * sizeof(*n));
-
-		if (n == NULL)
-			return -ENOMEM;	/* the space is lost until the next open */
-		s->free_ext = n;
-		s->capfree = cap;
-	}
-	memmove(&s->free_ext[i + 1], &s->free_ext[i], (s->nfree - i) * sizeof(*s->free_ext));
-	s->free_ext[i].off = off;
-	s->free_ext[i].len = len;
-	s->nfree++;
-	return 0;
-}
-
-/* Under the lock: take len bytes first-fit.  *rest: bytes left of the extent it came from
- * (their free header must be written at *off + len).  0 or -ENOSPC. */
-static int mc_sa_take(struct mc_ssd *s, uint64_t len, uint64_t *off, uint64_t *rest)
-{
-	size_t i;
-
-	for (i = 0; i < s->nfree; i++)
-		if (s->free_ext[i].len >= len) {
-			*off = s->free_ext[i].off;
-			*rest = s->free_ext[i].len - len;
-			if (*rest) {
-				s->free_ext[i].off += len;
-				s->free_ext[i].len = *rest;
-			} else {
-				memmove(&s->free_ext[i], &s->free_ext[i + 1],
-					(s->nfree - i - 1) * sizeof(*s->free_ext));
-				s->nfree--;
-			}
-			return 0;
-		}
-	return -ENOSPC;
-}
-
-/* Free a record's extent: on disk, then in the list. */
-static void mc_sa_release(struct mc_ssd *s, uint64_t off, uint64_t len)
-{
-	if (mc_sa_mark_free(s, off, len) != 0)
-		mc_log_warn("SSD area %s: marking %llu bytes at %llu free failed", s->dir,
-			    (unsigned long long)len, (unsigned long long)off);
-	pthread_mutex_lock(&s->mu);
-	mc_sa_give(s, off, len);
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* Write a record (head: header, key and padding; then the value) into a free extent of ext
- * bytes and make it durable.  *at: where it starts.  0, -ENOSPC or -errno. */
-static int mc_sa_write(struct mc_ssd *s, const uint8_t *head, uint64_t hlen, const void *value,
-		       uint64_t size, uint64_t ext, uint64_t *at)
-{
-	uint64_t off, rest;
-	int rc;
-
-	pthread_mutex_lock(&s->mu);
-	rc = mc_sa_take(s, ext, &off, &rest);
-	pthread_mutex_unlock(&s->mu);
-	if (rc)
-		return rc;
-	rc = rest ? mc_sa_mark_free(s, off + ext, rest) : 0;
-	if (rc == 0)
-		rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, head, (size_t)hlen, (off_t)off);
-	if (rc == 0)
-		rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, value, (size_t)size, (off_t)(off + hlen));
-	if (rc == 0)
-		rc = mc_tier_sync(MC_FAULT_SSD_FSYNC, s->afd, 0);
-	if (rc) {
-		mc_sa_release(s, off, ext);
-		return rc;
-	}
-	*at = off;
-	return 0;
-}
-
-static int mc_sa_scan(struct mc_ssd *s)
-{
-	uint8_t sb[MC_SSD_ALIGN], h[MC_SSD_HDR];
-	uint64_t pos = MC_SSD_ALIGN, torn = 0;
-	size_t kept = 0, i;
-	int rc;
-
-	rc = mc_tier_pread(s->afd, sb, sizeof(sb), 0);
-	if (rc)
-		return rc;
-	if (mc_get_le32(sb) != MC_SA_MAGIC) {
-		for (i = 0; i < sizeof(sb) && sb[i] == 0; i++)
-			;
-		if (i < sizeof(sb)) {
-			mc_log_err("SSD area %s: the file is neither empty nor an SSD area", s->dir);
-			return -EINVAL;
-		}
-		/* A new (zeroed, preallocated) file: one free extent after the superblock. */
-		mc_put_le32(sb, MC_SA_MAGIC);
-		mc_put_le32(sb + 4, MC_SA_VERSION);
-		mc_put_le64(sb + 8, s->asize);
-		mc_put_le32(sb + 16, mc_crc32c(0, sb, 16));
-		rc = mc_sa_mark_free(s, MC_SSD_ALIGN, s->asize - MC_SSD_ALIGN);
-		if (rc == 0)
-			rc = mc_tier_pwrite(MC_FAULT_SSD_WRITE, s->afd, sb, 64, 0);
-		if (rc == 0 && fdatasync(s->afd) != 0)
-			rc = -errno;
-		if (rc)
-			return rc;
-		mc_log_info("SSD area %s: new single-file area of %llu bytes", s->dir,
-			    (unsigned long long)s->asize);
-	} else if (mc_get_le32(sb + 4) != MC_SA_VERSION || mc_get_le64(sb + 8) != s->asize ||
-		   mc_get_le32(sb + 16) != mc_crc32c(0, sb, 16)) {
-		mc_log_err("SSD area %s: bad superblock (version, size or checksum)", s->dir);
-		return -EINVAL;
-	}
-	while (pos + MC_SSD_ALIGN <= s->asize) {
-		const char *why = NULL;
-		struct mc_ssd_obj *o, *old;
-		uint64_t len;
-
-		rc = mc_tier_pread(s->afd, h, sizeof(h), (off_t)pos);
-		if (rc)
-			return rc;
-		if (mc_get_le32(h) == MC_SA_FREE_MAGIC && mc_get_le32(h + 4) == MC_SA_VERSION &&
-		    mc_get_le32(h + 16) == mc_crc32c(0, h, 16)) {
-			len = mc_get_le64(h + 8);
-			if (len && len % MC_SSD_ALIGN == 0 && len <= s->asize - pos) {
-				mc_sa_give(s, pos, len);
-				pos += len;
-				continue;
-			}
-		}
-		o = mc_get_le32(h) == MC_SSD_MAGIC ? mc_ssd_check_record(s->afd, pos, 0, &why) : NULL;
-		if (o != NULL && (len = mc_sa_extent(o->key_len, o->size)) <= s->asize - pos) {
-			o->off = pos;
-			o->foot = len;
-			if (o->seq >= s->next_seq)
-				s->next_seq = o->seq + 1;
-			if (mc_ssd_insert(s, o, &old) != 0) {
-				free(o);	/* an older copy of a key we hold */
-				mc_sa_mark_free(s, pos, len);
-				mc_sa_give(s, pos, len);
-			} else if (old) {
-				mc_sa_mark_free(s, old->off, old->foot);
-				mc_sa_give(s, old->off, old->foot);
-				free(old);
-			} else {
-				kept++;
-			}
-			pos += len;
-			continue;
-		}
-		free(o);
-		/* Neither: a torn write.  Free one block and look at the next. */
-		mc_sa_mark_free(s, pos, MC_SSD_ALIGN);
-		mc_sa_give(s, pos, MC_SSD_ALIGN);
-		pos += MC_SSD_ALIGN;
-		torn++;
-	}
-	if (torn) {
-		s->discarded++;
-		mc_log_warn("SSD area %s: %llu torn blocks freed", s->dir, (unsigned long long)torn);
-	}
-	mc_log_info("SSD area %s: %zu objects (values not yet verified), %llu of %llu bytes used",
-		    s->dir, kept, (unsigned long long)s->used, (unsigned long long)s->limit);
-	return 0;
-}
-
 struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
 {
 	struct mc_ssd *s;
@@ -641,7 +285,7 @@ struct mc_ssd *mc_ssd_open(const char *dir, uint64_t limit, int *err)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = s->single ? mc_sa_scan(s) : mc_ssd_scan(s);
+	rc = s->single ? mc_ssd_file_scan(s) : mc_ssd_scan(s);
 	if (rc)
 		goto fail;
 	return s;
@@ -707,7 +351,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	uint8_t *head;
 	char tmp[4200], path[4200];
 	struct mc_ssd_obj *o, *old;
-	uint64_t seq, foot, off = mc_data_off(key_len), at = 0;
+	uint64_t seq, foot, off = mc_ssd_data_off(key_len), at = 0;
 	uint32_t crc, vcrc;
 	uint64_t fp_ino = 0, fp_size = 0;
 	int64_t fp_ctime = 0;
@@ -715,7 +359,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT)
 		return -EINVAL;
-	foot = s->single ? mc_sa_extent(key_len, size) : mc_ssd_footprint(key_len, size);
+	foot = s->single ? mc_ssd_file_extent(key_len, size) : mc_ssd_footprint(key_len, size);
 	pthread_mutex_lock(&s->mu);
 	old = mc_ssd_find_key(s, key, key_len);
 	if (s->used - (old ? old->foot : 0) + foot > s->limit) {
@@ -736,7 +380,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	crc = mc_crc32c(crc, key, key_len);
 	mc_put_le32(head + 28, crc);
 	if (s->single) {
-		rc = mc_sa_write(s, head, off, value, size, foot, &at);
+		rc = mc_ssd_file_write(s, head, off, value, size, foot, &at);
 		if (rc)
 			goto fail_head;
 		goto written;
@@ -770,7 +414,7 @@ written:
 	o = mc_ssd_obj_new(key, key_len, seq, size);
 	if (o == NULL) {
 		if (s->single)
-			mc_sa_release(s, at, foot);
+			mc_ssd_file_release(s, at, foot);
 		else
 			unlink(path);
 		return -ENOMEM;
@@ -791,7 +435,7 @@ written:
 	pthread_mutex_unlock(&s->mu);
 	if (rc) {
 		if (s->single)
-			mc_sa_release(s, at, foot);
+			mc_ssd_file_release(s, at, foot);
 		else
 			unlink(path);
 		free(o);
@@ -835,7 +479,7 @@ int mc_ssd_verify(struct mc_ssd *s, const char *key, size_t key_len, uint64_t ad
 	size = o->size;
 	want = o->vcrc;
 	fd = mc_ssd_open_data(s, o, &base);
-	doff = base + mc_data_off(o->key_len);
+	doff = base + mc_ssd_data_off(o->key_len);
 	if (fd == -ENOENT) {
 		/* The file is gone while the index holds it: drop the entry. */
 		mc_ssd_unlink(s, o);
@@ -1010,7 +654,7 @@ static int mc_ssd_open_locked(struct mc_ssd *s, uint64_t addr, uint64_t len, int
 		*fd = -1;
 		return -ENOENT;
 	}
-	*off = base + mc_data_off(o->key_len) + in;
+	*off = base + mc_ssd_data_off(o->key_len) + in;
 	*obj = o;
 	/* Most recently used. */
 	o->lru_prev->lru_next = o->lru_next;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The legacy shared-directory tier on the client side (reference §6.1): when the master runs with
+ * The shared-directory tier on the client side (upstream's legacy DISK replicas, the files of a
+ * directory every client and the master mount): when the master runs with
  * --root_fs_dir, PutStart returns a DISK replica naming a file under "<root_fs_dir>/<cluster_id>"
  * (learnt at set-up with GetFsdir) that the writer fills with the raw value before its PutEnd, and
  * a reader whose object has no memory replica left reads that file.
@@ -18,7 +19,7 @@
  * worker back off: for 200 ms doubling up to 5 s after consecutive failures, new files are not
  * attempted (their DISK replicas are revoked at once); one success resets it.
  *
- * Writes are asynchronous (reference §6.1): the put copies the value into a job, ends its memory
+ * Writes are asynchronous, as upstream's are: the put copies the value into a job, ends its memory
  * replicas and returns; one worker thread per store writes the file, then sends PutEnd(DISK), or
  * PutRevoke(DISK) when the write fails (the memory replicas stay).  At most MC_FS_QUEUE_BYTES are
  * queued; a put beyond that waits.  Closing the store finishes the queued jobs.
