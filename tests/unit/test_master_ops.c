@@ -22,15 +22,6 @@
 #include "proto/rpc.h"
 #include "tap.h"
 
-/* Check got == want, printing both. */
-#define is(got, want, ...)                                                               \
-	do {                                                                             \
-		long long is_g_ = (long long)(got), is_w_ = (long long)(want);           \
-		ok(is_g_ == is_w_, __VA_ARGS__);                                         \
-		if (is_g_ != is_w_)                                                      \
-			printf("#   got %lld, want %lld\n", is_g_, is_w_);               \
-	} while (0)
-
 static int64_t fake_now = 1000000;
 
 static int64_t fake_clock(void *arg)
