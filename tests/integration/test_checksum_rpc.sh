@@ -15,6 +15,14 @@ rc=$?
 grep -q "checksum mismatch on ck/two, replica .* expected 0000000000001234, computed 0000000000004321" \
 	"$MC_TMP/master.log" && echo "ok - the master's log names the key, the replica and both values" ||
 	{ echo "not ok - no log line of the mismatch"; rc=1; }
+CTL="$MC_BIN/mooncake_ctl --master=127.0.0.1:$MC_METRICS_PORT"
+if [ -x "$MC_BIN/mooncake_ctl" ]; then
+	$CTL get-info ck/1 | grep -q "^object_checksum: deadbeef01234567$" &&
+		$CTL --json get-info ck/1 | grep -q '"object_checksum": "deadbeef01234567"' &&
+		! $CTL get-info ck/none | grep -q object_checksum &&
+		echo "ok - mooncake_ctl get-info shows the checksum, and none for an object without" ||
+		{ echo "not ok - mooncake_ctl get-info and object_checksum"; rc=1; }
+fi
 kill -0 "$MC_MASTER_PID" 2>/dev/null || { echo "not ok - master died"; rc=1; }
 kill -9 "$MC_MASTER_PID"
 wait "$MC_MASTER_PID" 2>/dev/null
