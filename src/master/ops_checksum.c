@@ -5,9 +5,9 @@
  * The master drops that replica, so no reader is sent to it again: a memory replica's bytes are
  * parked until the object's read lease ends (a reader may still be reading them), an SSD or
  * shared-directory copy is deleted by its owner.  The object stays while another complete
- * replica is left; one whose last complete replica is corrupt is removed.  Each dropped replica
- * is counted (master_checksum_mismatch_total) and logged with the key, the segment and both
- * values.  A report about other bytes than the object's present ones (the object was written
+ * replica is left, or one is being written (a promotion's target); one whose last replica is
+ * corrupt is removed.  Each dropped replica is counted (master_checksum_mismatch_total) and
+ * logged with the key, the segment and both values.  A report about other bytes than the object's present ones (the object was written
  * again since the reader's GetReplicaList) changes nothing.
  * Single-threaded: the master's reactor thread.
  */
@@ -35,7 +35,7 @@ static int mc_corrupt_one(struct mc_req *q, const struct mc_rpc_corrupt_replica 
 	struct mc_master *m = q->m;
 	struct mc_object *o = mc_object_find(&m->objects, c->key.p, c->key.n);
 	struct mc_replica *r;
-	uint32_t i, others = 0;
+	uint32_t i, others = 0, writing = 0;
 	int klen = (int)(c->key.n > 128 ? 128 : c->key.n);
 
 	if (c->key.n == 0 || c->expected == c->computed)
@@ -53,9 +53,12 @@ static int mc_corrupt_one(struct mc_req *q, const struct mc_rpc_corrupt_replica 
 		struct mc_replica *x = mc_object_replica(o, i);
 
 		others += x != r && x->seg != NULL && x->status == MC_REPLICA_COMPLETE;
+		writing += x->seg != NULL && x->status == MC_REPLICA_PROCESSING;
 	}
 	m->metrics.checksum_mismatches++;
-	if (others == 0) {
+	/* A replica being written (a promotion's target) keeps the object: its writer may still
+	 * be sending bytes, which must not land on memory given to another object. */
+	if (others == 0 && writing == 0) {
 		mc_log_warn("checksum mismatch on %.*s, replica %llu on %s (reported by %s): expected "
 			    "%016llx, computed %016llx; no other complete replica: object removed",
 			    klen, c->key.p, (unsigned long long)r->id, mc_replica_where(r), q->peer,
@@ -66,7 +69,7 @@ static int mc_corrupt_one(struct mc_req *q, const struct mc_rpc_corrupt_replica 
 		return 0;
 	}
 	mc_log_warn("checksum mismatch on %.*s, replica %llu on %s (reported by %s): expected "
-		    "%016llx, computed %016llx; replica dropped, %u left",
+		    "%016llx, computed %016llx; replica dropped, %u complete left",
 		    klen, c->key.p, (unsigned long long)r->id, mc_replica_where(r), q->peer,
 		    (unsigned long long)c->expected, (unsigned long long)c->computed, others);
 	if (r->type == MC_REPLICA_MEMORY)

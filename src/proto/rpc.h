@@ -44,10 +44,14 @@
  *   PUT_START, BATCH_PUT_START, UPSERT_START, BATCH_UPSERT_START
  *                        uuid client_id, config, u32 n, n x (str key, u64 size)
  *                        -> u32 n, n x (i32 code, u32 nrep, nrep x replica)
- *   PUT_END, PUT_REVOKE, UPSERT_END, UPSERT_REVOKE and their BATCH_ forms
+ *   PUT_END, UPSERT_END and their BATCH_ forms
+ *                        uuid client_id, u8 replica_type, keys [, n x checksum]
+ *                        -> u32 n, n x i32 code
+ *   PUT_REVOKE, UPSERT_REVOKE and their BATCH_ forms
  *                        uuid client_id, u8 replica_type, keys -> u32 n, n x i32 code
  *   GET_REPLICA_LIST, BATCH_GET_REPLICA_LIST
- *                        keys -> u64 lease_ttl_ms, u32 n, n x (i32 code, u32 nrep, nrep x replica)
+ *                        keys -> u64 lease_ttl_ms, u32 n, n x (i32 code, u32 nrep, nrep x replica),
+ *                        n x checksum (absent from older masters)
  *   GET_REPLICA_LIST_BY_REGEX
  *                        str regex -> u64 lease_ttl_ms, u32 n, n x (str key, u32 nrep, nrep x replica)
  *   EXIST_KEY, BATCH_EXIST_KEY
@@ -60,17 +64,24 @@
  *   MOUNT_LOCAL_DISK     uuid client_id, uuid disk_id, str name, str endpoint, u64 capacity
  *                        -> (empty)
  *   OFFLOAD_HEARTBEAT    uuid client_id, uuid disk_id, u32 max_tasks, u64 used_bytes
+ *                        [, u8 features]
  *                        -> u32 n, n x task (u8 kind, str key, u64 size, u64 src_addr,
- *                           str dst_endpoint, u64 dst_addr); status MC_ERR_SEGMENT_NOT_FOUND
+ *                           str dst_endpoint, u64 dst_addr, u64 gen) [, n x checksum when
+ *                           features has MC_RPC_HB_CHECKSUMS]; status MC_ERR_SEGMENT_NOT_FOUND
  *                           when the disk is not mounted (mount it and register its objects)
  *   NOTIFY_OFFLOAD       uuid client_id, uuid disk_id, u32 n,
- *                        n x (u8 kind, str key, u64 size, u64 disk_addr, i32 result)
- *                        -> u32 n, n x i32 code
+ *                        n x (u8 kind, str key, u64 size, u64 disk_addr, i32 result, u64 gen)
+ *                        [, n x checksum] -> u32 n, n x i32 code
  *   EVICT_DISK_REPLICA   uuid client_id, uuid disk_id, keys -> u32 n, n x i32 code (0: the master
  *                        forgot the copy, delete it; OBJECT_HAS_LEASE: a reader may use it, keep it)
  *   REPORT_TRANSFER_FAILURE
  *                        uuid client_id, u32 n, n x (str segment_name, i32 code)
  *                        -> u32 n, n x i32 (0, or SEGMENT_NOT_FOUND for an unknown name)
+ *   REPORT_CHECKSUM_MISMATCH
+ *                        uuid client_id, u32 n, n x (str key, u64 replica_id, u64 expected,
+ *                        u64 computed) -> u32 n, n x i32 code (0: the replica is dropped)
+ *
+ * checksum = u8 present, u64 value (see mc_rpc_put_checksums below).
  *
  * The single-key opcodes use the same bodies as the batch ones with n = 1; they exist separately
  * so the master can count them under upstream's metric names.  A request whose body does not

@@ -83,7 +83,7 @@ uint64_t mc_ssd_footprint(size_t key_len, uint64_t size)
 /* ---------------------------------------------------------------- files */
 
 static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, size_t key_len,
-			  uint64_t gen)
+			  uint64_t gen, const uint64_t *ocrc)
 {
 	memset(hdr, 0, MC_SSD_HDR);
 	mc_put_le32(hdr, MC_SSD_MAGIC);
@@ -92,6 +92,10 @@ static void mc_ssd_header(uint8_t hdr[MC_SSD_HDR], uint64_t seq, uint64_t size, 
 	mc_put_le64(hdr + 16, size);
 	mc_put_le32(hdr + 24, (uint32_t)key_len);
 	mc_put_le64(hdr + 32, gen);
+	if (ocrc != NULL) {
+		hdr[44] = MC_SSD_HAS_OCRC;
+		mc_put_le64(hdr + 48, *ocrc);
+	}
 }
 
 /* Record what fd's file looks like now (directory area). */
@@ -117,8 +121,9 @@ struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
 {
 	uint8_t hdr[MC_SSD_HDR];
 	char key[MC_SSD_MAX_KEY];
-	uint64_t seq, size, gen;
+	uint64_t seq, size, gen, ocrc;
 	uint32_t key_len, crc, want, vcrc, i;
+	uint8_t flags;
 	struct mc_ssd_obj *o;
 
 	if (mc_tier_pread(fd, hdr, MC_SSD_HDR, (off_t)off) != 0) {
@@ -131,15 +136,21 @@ struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
 	want = mc_get_le32(hdr + 28);
 	gen = mc_get_le64(hdr + 32);
 	vcrc = mc_get_le32(hdr + 40);
+	flags = hdr[44];
+	ocrc = mc_get_le64(hdr + 48);
 	if (mc_get_le32(hdr) != MC_SSD_MAGIC || mc_get_le32(hdr + 4) != MC_SSD_VERSION) {
 		*why = "bad magic or version";
 		return NULL;
 	}
-	for (i = 44; i < MC_SSD_HDR; i++)
-		if (hdr[i]) {
+	for (i = 45; i < MC_SSD_HDR; i++)
+		if (hdr[i] && (i < 48 || i >= 56)) {
 			*why = "bad header padding";
 			return NULL;
 		}
+	if ((flags & ~MC_SSD_HAS_OCRC) || (!(flags & MC_SSD_HAS_OCRC) && ocrc != 0)) {
+		*why = "bad header flags";
+		return NULL;
+	}
 	if (key_len == 0 || key_len > MC_SSD_MAX_KEY || size == 0 || size > MC_SSD_MAX_OBJECT ||
 	    (want_len && want_len != mc_ssd_data_off(key_len) + size)) {
 		*why = "sizes do not match the file (torn write?)";
@@ -160,6 +171,8 @@ struct mc_ssd_obj *mc_ssd_check_record(int fd, uint64_t off, uint64_t want_len,
 	if (o) {
 		o->gen = gen;
 		o->vcrc = vcrc;
+		o->has_ocrc = (flags & MC_SSD_HAS_OCRC) != 0;
+		o->ocrc = ocrc;
 	}
 	return o;
 }
@@ -348,6 +361,12 @@ size_t mc_ssd_discarded(const struct mc_ssd *s)
 int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
 	       uint64_t size, uint64_t gen, uint64_t *addr)
 {
+	return mc_ssd_put_checksummed(s, key, key_len, value, size, gen, NULL, addr);
+}
+
+int mc_ssd_put_checksummed(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
+			   uint64_t size, uint64_t gen, const uint64_t *ocrc, uint64_t *addr)
+{
 	uint8_t *head;
 	char tmp[4200], path[4200];
 	struct mc_ssd_obj *o, *old;
@@ -372,7 +391,7 @@ int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *va
 	head = calloc(1, (size_t)off);
 	if (head == NULL)
 		return -ENOMEM;
-	mc_ssd_header(head, seq, size, key_len, gen);
+	mc_ssd_header(head, seq, size, key_len, gen, ocrc);
 	memcpy(head + MC_SSD_HDR, key, key_len);
 	vcrc = mc_crc32c(0, value, (size_t)size);
 	mc_put_le32(head + 40, vcrc);
@@ -421,6 +440,8 @@ written:
 	}
 	o->gen = gen;
 	o->vcrc = vcrc;
+	o->has_ocrc = ocrc != NULL;
+	o->ocrc = ocrc ? *ocrc : 0;
 	o->verified = 1;
 	o->off = at;
 	o->foot = foot;

@@ -13,7 +13,12 @@
  *       16 u64 value_len                   24 u32 key_len (1..4096)
  *       28 u32 crc32c over the 64-byte header (this field zero) and the key
  *       32 u64 gen: the master's generation of these bytes (quoted back at registration)
- *       40 u32 crc32c of the value         44 20 zero bytes
+ *       40 u32 crc32c of the value
+ *       44 u8 flags: 1 = bytes 48-55 hold the object's checksum (the CRC-64 its writer gave the
+ *          master, kept so a restarted owner can register the copy with it); other bits zero
+ *       45 3 zero bytes                    48 u64 object checksum (zero without the flag)
+ *       56 8 zero bytes
+ *   Readers from before the flag refuse (and delete) records that carry a checksum.
  *   64 key bytes, zero padding up to data_off = round_up(64 + key_len, 4096), then the value;
  *   the file is exactly data_off + value_len bytes.
  * Files are written as "<seq>.tmp", fdatasync'ed and renamed (the directory is fsync'ed by
@@ -41,6 +46,8 @@ struct mc_ssd_item {
 	uint64_t size;
 	uint64_t addr;
 	uint64_t gen;
+	int has_checksum;	/* the object's checksum was stored with it */
+	uint64_t checksum;	/* the object's CRC-64, when has_checksum */
 	int verified;		/* its value was checked (mc_ssd_verify) */
 };
 
@@ -66,6 +73,10 @@ uint64_t mc_ssd_footprint(size_t key_len, uint64_t size);
  * write. */
 int mc_ssd_put(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
 	       uint64_t size, uint64_t gen, uint64_t *addr);
+/* mc_ssd_put, also storing the object's checksum *ocrc (NULL: none) in the record; it comes
+ * back in the items of mc_ssd_list after a restart (has_checksum, checksum). */
+int mc_ssd_put_checksummed(struct mc_ssd *s, const char *key, size_t key_len, const void *value,
+			   uint64_t size, uint64_t gen, const uint64_t *ocrc, uint64_t *addr);
 /* Check the value of key's object at addr against its checksum (once; objects written by this
  * process need none).  A corrupt object is deleted with a log line.  0, -EBADMSG (corrupt:
  * deleted), -ENOENT (gone or replaced), or -errno.  Until it returns 0 an object found at open

@@ -15,6 +15,7 @@
 
 #define MC_SSD_MAGIC 0x4453434Du
 #define MC_SSD_VERSION 3
+#define MC_SSD_HAS_OCRC 0x01	/* header byte 44: bytes 48-55 hold the object's checksum */
 #define MC_SSD_HDR 64
 #define MC_SSD_ALIGN 4096
 #define MC_SSD_SLOT_SHIFT 36
@@ -30,6 +31,8 @@ struct mc_ssd_obj {
 	uint64_t seq, slot, size, foot, gen;
 	uint32_t khash;
 	uint32_t vcrc;			/* checksum of the value, from the header */
+	int has_ocrc;			/* the object's own checksum (CRC-64) was stored with it */
+	uint64_t ocrc;
 	uint64_t off;			/* single-file area: where its record starts */
 	int verified;			/* value checked against vcrc (or written by us) */
 	int suspect;			/* its file changed after it was checked: verify again */

@@ -23,6 +23,8 @@ static int mc_ssd_item_fill(struct mc_ssd_item *it, const struct mc_ssd_obj *o)
 	it->size = o->size;
 	it->addr = mc_ssd_addr(o);
 	it->gen = o->gen;
+	it->has_checksum = o->has_ocrc;
+	it->checksum = o->ocrc;
 	it->verified = o->verified;
 	return 0;
 }

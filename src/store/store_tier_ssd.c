@@ -20,6 +20,10 @@
  * Copies found damaged (a promotion's checksum fails, or a file the data server found changed
  * fails its re-verification, done here each round) are deleted by the area and reported LOST in
  * the next NOTIFY_OFFLOAD, so the master stops handing them to readers.
+ * Object checksums: heartbeats ask for each task's object checksum (the CRC-64 its writer gave
+ * the master), an offloaded copy keeps it in its record, and registration hands it back, so an
+ * object brought back from the SSD keeps its checksum; with a master from before checksums
+ * (it answers -600 to them) the older forms are sent instead.
  *
  * Readers reach SSD objects through this client's data server: the area is installed as the
  * memreg file window (its objects' addresses are in the LOCAL_DISK descriptors).
@@ -55,6 +59,9 @@ struct mc_store_ssd {
 	pthread_cond_t cv;
 	int stop;
 	int mounted;
+	/* The master answered -600 to the checksum features (a master from before them): send
+	 * the older forms of OffloadObjectHeartbeat and NotifyOffloadSuccess from then on. */
+	int old_master;
 	int64_t interval_ms;
 	/* Objects found at start-up (or at a re-mount) still to verify and register. */
 	struct mc_ssd_item *reg_items;
@@ -74,6 +81,7 @@ struct mc_task {
 	struct mc_strv key;
 	uint64_t size, src, dst, gen;
 	struct mc_strv dst_ep;
+	struct mc_rpc_checksum cs;	/* the object's checksum, kept with an offloaded copy */
 	/* result */
 	uint64_t disk_addr;
 	int32_t result;
@@ -199,6 +207,11 @@ static int mc_ssd_register_step(struct mc_store_ssd *w)
 		batch[cnt++] = it;
 	}
 	if (cnt) {
+		int with_cs = 0;
+
+		for (k = 0; k < cnt; k++)
+			with_cs |= batch[k]->has_checksum;
+again:
 		mc_rpc_call_init(&call, MC_OP_NOTIFY_OFFLOAD);
 		mc_rpc_put_uuid(&call.req, &st->client_id);
 		mc_rpc_put_uuid(&call.req, &w->disk_id);
@@ -211,8 +224,22 @@ static int mc_ssd_register_step(struct mc_store_ssd *w)
 			mc_wbuf_u32(&call.req, 0);
 			mc_wbuf_u64(&call.req, batch[k]->gen);
 		}
+		/* The checksums kept with the copies, so the objects keep theirs. */
+		if (with_cs && !w->old_master)
+			for (k = 0; k < cnt; k++) {
+				struct mc_rpc_checksum cs = { (uint8_t)batch[k]->has_checksum,
+							      batch[k]->checksum };
+
+				mc_rpc_put_checksums(&call.req, &cs, 1);
+			}
 		rc = mc_ssd_call_codes(st, &call, codes, cnt);
 		mc_rpc_call_fini(&call);
+		if (rc == MC_ERR_INVALID_PARAMS && with_cs && !w->old_master) {
+			mc_log_info("master %s takes no object checksums: registering without them",
+				    st->master_addr);
+			w->old_master = 1;
+			goto again;
+		}
 		if (rc)
 			return rc;	/* the whole list is registered again after a re-mount */
 		for (k = 0; k < cnt; k++) {
@@ -310,8 +337,9 @@ static void mc_ssd_do_offload(struct mc_store_ssd *w, struct mc_task *t)
 	used = mc_ssd_used(w->ssd);
 	if (used + need > limit)
 		mc_ssd_evict(w, used + need - (uint64_t)(MC_SSD_LOW * (double)limit));
-	rc = mc_ssd_put(w->ssd, t->key.p, t->key.n, (const void *)(uintptr_t)t->src, t->size,
-			t->gen, &t->disk_addr);
+	rc = mc_ssd_put_checksummed(w->ssd, t->key.p, t->key.n, (const void *)(uintptr_t)t->src,
+				    t->size, t->gen, t->cs.present ? &t->cs.value : NULL,
+				    &t->disk_addr);
 	/* A failed write stores nothing; the master keeps the memory copy and backs off. */
 	t->result = rc ? MC_ERR_WRITE_FAIL : 0;
 }
@@ -401,10 +429,17 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 	mc_rpc_put_uuid(&call.req, &w->disk_id);
 	mc_wbuf_u32(&call.req, MC_SSD_MAX_TASKS);
 	mc_wbuf_u64(&call.req, mc_ssd_used(w->ssd));
+	if (!w->old_master)
+		mc_wbuf_u8(&call.req, MC_RPC_HB_CHECKSUMS);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
 	if (rc) {
+		if (rc == MC_ERR_INVALID_PARAMS && !w->old_master) {
+			mc_log_info("master %s takes no object checksums: heartbeats without them",
+				    st->master_addr);
+			w->old_master = 1;
+		}
 		if (rc == MC_ERR_SEGMENT_NOT_FOUND) {
 			mc_log_info("master %s does not know our SSD area: mounting it again",
 				    st->master_addr);
@@ -424,6 +459,13 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		tasks[i].dst_ep = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
 		tasks[i].dst = mc_rbuf_u64(&r);
 		tasks[i].gen = mc_rbuf_u64(&r);
+	}
+	if (r.err == 0 && !w->old_master) {
+		struct mc_rpc_checksum cs[MC_SSD_MAX_TASKS];
+
+		if (mc_rpc_get_checksums(&r, cs, n) >= 0)
+			for (i = 0; i < n; i++)
+				tasks[i].cs = cs[i];
 	}
 	if (r.err || r.left) {
 		mc_log_warn("malformed OffloadObjectHeartbeat answer from %s", st->master_addr);

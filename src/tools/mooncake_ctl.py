@@ -151,12 +151,18 @@ def cmd_get_info(args):
     if not entry.get("ok"):
         raise CtlError("%s: %s" % (args.key, entry.get("error", "OBJECT_NOT_FOUND")))
     reps = entry.get("values", [])
+    checksum = entry.get("object_checksum")
     if args.json:
-        return {"key": args.key, "replicas": reps}
+        out = {"key": args.key, "replicas": reps}
+        if checksum is not None:
+            out["object_checksum"] = checksum
+        return out
     rows = [(i, r["transport_endpoint_"], "0x%x" % r["buffer_address_"], r["size_"],
              r["protocol_"]) for i, r in enumerate(reps)]
-    return "key: %s\n" % args.key + table(rows, ["REPLICA", "ENDPOINT", "ADDRESS", "SIZE",
-                                                  "PROTOCOL"])
+    head = "key: %s\n" % args.key
+    if checksum is not None:
+        head += "object_checksum: %s\n" % checksum
+    return head + table(rows, ["REPLICA", "ENDPOINT", "ADDRESS", "SIZE", "PROTOCOL"])
 
 
 def cmd_remove(args):

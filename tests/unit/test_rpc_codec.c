@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/errcode.h"
 #include "proto/rpc.h"
 #include "tap.h"
 
@@ -188,6 +189,52 @@ int main(void)
 		ok(MC_OP_REPORT_TRANSFER_FAILURE == 80 &&
 			   !strcmp(mc_rpc_op_name(80), "ReportTransferFailure"),
 		   "ReportTransferFailure is opcode 80");
+	}
+
+	/* Checksum sections and ReportChecksumMismatch items. */
+	{
+		struct mc_rpc_checksum in[3] = { { 1, 0 }, { 0, 0 }, { 1, UINT64_MAX } }, out[3];
+		struct mc_rpc_corrupt_replica cr = { mc_strv_c("k/1"), 42, 0x1234, 0x4321 }, cr2;
+
+		mc_wbuf_reset(&w);
+		mc_rpc_put_checksums(&w, in, 3);
+		mc_rbuf_init(&r, w.data, w.len);
+		ok(w.len == 3 * MC_RPC_CHECKSUM_BYTES && mc_rpc_get_checksums(&r, out, 3) == 1 &&
+			   r.err == 0 && r.left == 0 && out[0].present && out[0].value == 0 &&
+			   !out[1].present && out[2].present && out[2].value == UINT64_MAX,
+		   "a checksum section round-trips: 0 and 2^64-1 present, one absent");
+		mc_rbuf_init(&r, w.data, 0);
+		out[0].present = 1;
+		ok(mc_rpc_get_checksums(&r, out, 3) == 0 && r.err == 0 && !out[0].present,
+		   "no section (an older peer): every checksum absent, no error");
+		mc_rbuf_init(&r, w.data, w.len - 1);
+		ok(mc_rpc_get_checksums(&r, out, 3) == -1 && r.err != 0,
+		   "a section of the wrong length is malformed");
+		mc_wbuf_reset(&w);
+		mc_wbuf_u8(&w, 2);
+		mc_wbuf_u64(&w, 1);
+		mc_rbuf_init(&r, w.data, w.len);
+		ok(mc_rpc_get_checksums(&r, out, 1) == -1 && r.err != 0,
+		   "a present byte other than 0 or 1 is malformed");
+		mc_wbuf_reset(&w);
+		mc_wbuf_u8(&w, 0);
+		mc_wbuf_u64(&w, 1);
+		mc_rbuf_init(&r, w.data, w.len);
+		ok(mc_rpc_get_checksums(&r, out, 1) == -1 && r.err != 0,
+		   "an absent checksum with a value is malformed");
+		mc_wbuf_reset(&w);
+		mc_rpc_put_corrupt_replica(&w, &cr);
+		mc_rbuf_init(&r, w.data, w.len);
+		mc_rpc_get_corrupt_replica(&r, &cr2);
+		ok(r.err == 0 && r.left == 0 && mc_strv_eq(cr2.key, cr.key) && cr2.replica_id == 42 &&
+			   cr2.expected == 0x1234 && cr2.computed == 0x4321,
+		   "ReportChecksumMismatch item round trip");
+		ok(MC_OP_REPORT_CHECKSUM_MISMATCH == 81 &&
+			   !strcmp(mc_rpc_op_name(81), "ReportChecksumMismatch"),
+		   "ReportChecksumMismatch is opcode 81");
+		ok(!strcmp(mc_strerror(MC_ERR_CHECKSUM_MISMATCH), "CHECKSUM_MISMATCH") &&
+			   MC_ERR_CHECKSUM_MISMATCH == -801,
+		   "-801 is CHECKSUM_MISMATCH");
 	}
 
 	/* Request deadlines: low 32 bits of wall-clock ms, compared modulo 2^32. */

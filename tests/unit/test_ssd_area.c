@@ -400,6 +400,35 @@ int main(void)
 	mc_ssd_remove(s, "d1", 2, 0);
 	mc_ssd_remove(s, "d2", 2, 0);
 	mc_ssd_remove(s, "k", 1, 0);
+	/* The object's checksum kept in the record: 0 and 2^64-1 are values, absence is kept. */
+	{
+		uint64_t zero = 0, max = UINT64_MAX;
+		int seen = 0;
+
+		ok(s && mc_ssd_put_checksummed(s, "c0", 2, b, 100, 1, &zero, &addr_c) == 0 &&
+		   mc_ssd_put_checksummed(s, "cmax", 4, b, 100, 2, &max, &addr_c) == 0 &&
+		   mc_ssd_put_checksummed(s, "cno", 3, b, 100, 3, NULL, &addr_c) == 0 &&
+		   mc_ssd_sync(s) == 0, "objects stored with checksums 0, 2^64-1 and none");
+		mc_ssd_close(s);
+		s = mc_ssd_open(dir, 1 << 20, &err);
+		n = s ? mc_ssd_list(s, 0, 10, &items) : 0;
+		for (i = 0; i < n; i++) {
+			if (!strcmp(items[i].key, "c0"))
+				seen += items[i].has_checksum && items[i].checksum == 0;
+			else if (!strcmp(items[i].key, "cmax"))
+				seen += items[i].has_checksum && items[i].checksum == UINT64_MAX;
+			else if (!strcmp(items[i].key, "cno"))
+				seen += !items[i].has_checksum && items[i].checksum == 0;
+			rc = mc_ssd_verify(s, items[i].key, items[i].key_len, items[i].addr);
+			seen += rc == 0 ? 10 : 0;
+		}
+		mc_ssd_items_free(items, (size_t)n);
+		ok(n == 3 && seen == 33 && mc_ssd_discarded(s) == 0,
+		   "reopened, they come back with their checksums and verify (%d)", seen);
+		mc_ssd_remove(s, "c0", 2, 0);
+		mc_ssd_remove(s, "cmax", 4, 0);
+		mc_ssd_remove(s, "cno", 3, 0);
+	}
 	mc_ssd_close(s);
 	rmdir(dir);
 
