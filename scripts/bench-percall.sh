@@ -14,7 +14,9 @@
 #   MC_UPSTREAM  upstream's venv (default /work/venv-up), made with
 #                python3 -m venv /work/venv-up &&
 #                /work/venv-up/bin/pip install mooncake-transfer-engine-non-cuda
-#   WHICH        "both" (default), "ours" or "upstream"
+#   MC_BASE      another build directory of this project (an older commit, say), run as "base"
+#                next to the others when set
+#   WHICH        "both" (default: ours, base when MC_BASE is set, upstream), "ours" or "upstream"
 # Data moves over tcp on both sides (MC_FORCE_TCP=1; MC_STORE_SHM=0 for ours).  Not part of
 # make check.
 set -u
@@ -49,11 +51,11 @@ wait_port() {
 run_one() {	# IMPL ROUND
 	local impl=$1 r=$2 P M C py line i
 	P=$((20000 + RANDOM % 20000))
-	if [ "$impl" = upstream ]; then
-		M=$UP/bin/mooncake_master C=$UP/bin/mooncake_client py=$UP/bin/python
-	else
-		M=$B/mooncake_master C=$B/mooncake_client py=$PYOURS
-	fi
+	case $impl in
+	upstream) M=$UP/bin/mooncake_master C=$UP/bin/mooncake_client py=$UP/bin/python ;;
+	base) M=$BASE/mooncake_master C=$BASE/mooncake_client py=$PYOURS ;;
+	*) M=$B/mooncake_master C=$B/mooncake_client py=$PYOURS ;;
+	esac
 	"$M" --rpc_address=127.0.0.1 --rpc_port=$P --metrics_port=$((P + 9)) \
 		>"$tmp/$impl-m.log" 2>&1 &
 	pids="$pids $!"
@@ -67,23 +69,31 @@ run_one() {	# IMPL ROUND
 	sleep 2
 	if [ "$impl" = upstream ]; then
 		line=$(env -u PYTHONPATH "$py" "$SRC/scripts/bench-percall.py" 127.0.0.1:$P "$SECS" 2>"$tmp/$impl-py.log")
+	elif [ "$impl" = base ]; then
+		line=$(PYTHONPATH=$BASE/pybuild "$py" "$SRC/scripts/bench-percall.py" 127.0.0.1:$P "$SECS" 2>"$tmp/$impl-py.log")
 	else
 		line=$(PYTHONPATH=$B/pybuild "$py" "$SRC/scripts/bench-percall.py" 127.0.0.1:$P "$SECS" 2>"$tmp/$impl-py.log")
 	fi
 	stop_all
 	[ -n "$line" ] || { echo "$impl: no figures:"; tail -5 "$tmp/$impl-py.log"; return 1; }
 	printf '%-9s round %d: %s\n' "$impl" "$r" "$line"
+	# shellcheck disable=SC2001
 	echo "$line" | sed 's/^exist=\([0-9]*\) put=\([0-9]*\) get=\([0-9]*\).*/\1 \2 \3/' \
 		>>"$tmp/$impl.fig"
 }
 
+BASE=${MC_BASE:+$(cd "$MC_BASE" && pwd)}
 case $WHICH in
-both) impls="ours upstream" ;;
+both) impls="ours${BASE:+ base} upstream" ;;
 ours | upstream) impls=$WHICH ;;
 *) echo "WHICH: both, ours or upstream" >&2; exit 2 ;;
 esac
 case " $impls " in *" upstream "*)
 	[ -x "$UP/bin/mooncake_master" ] || { echo "no upstream venv at $UP (see the header)" >&2; exit 1; } ;;
+esac
+case " $impls " in *" base "*)
+	[ -f "$BASE/pybuild/mooncake/_store.so" ] ||
+		{ echo "MC_BASE: build its Python package first" >&2; exit 1; } ;;
 esac
 case " $impls " in *" ours "*)
 	[ -f "$B/pybuild/mooncake/_store.so" ] ||
@@ -100,11 +110,12 @@ for i in $impls; do
 	printf '%-9s median:  exist=%s put=%s get=%s calls/s\n' "$i" \
 		"$(median 1 "$tmp/$i.fig")" "$(median 2 "$tmp/$i.fig")" "$(median 3 "$tmp/$i.fig")"
 done
-if [ "$impls" = "ours upstream" ] && [ -s "$tmp/ours.fig" ] && [ -s "$tmp/upstream.fig" ]; then
-	paste -d' ' "$tmp/ours.fig" "$tmp/upstream.fig" | awk '
-		{ printf "ratio round %d: exist %.2fx put %.2fx get %.2fx\n", NR, $1/$4, $2/$5, $3/$6 }'
-	printf 'ratio of medians: exist %.2fx put %.2fx get %.2fx\n' \
-		"$(echo "$(median 1 "$tmp/ours.fig") / $(median 1 "$tmp/upstream.fig")" | bc -l)" \
-		"$(echo "$(median 2 "$tmp/ours.fig") / $(median 2 "$tmp/upstream.fig")" | bc -l)" \
-		"$(echo "$(median 3 "$tmp/ours.fig") / $(median 3 "$tmp/upstream.fig")" | bc -l)"
-fi
+for i in ours base; do
+	if [ ! -s "$tmp/$i.fig" ] || [ ! -s "$tmp/upstream.fig" ]; then continue; fi
+	paste -d' ' "$tmp/$i.fig" "$tmp/upstream.fig" | awk -v i="$i" '
+		{ printf "%s/upstream round %d: exist %.2fx put %.2fx get %.2fx\n", i, NR, $1/$4, $2/$5, $3/$6 }'
+	printf '%s/upstream, ratio of medians: exist %.2fx put %.2fx get %.2fx\n' "$i" \
+		"$(echo "$(median 1 "$tmp/$i.fig") / $(median 1 "$tmp/upstream.fig")" | bc -l)" \
+		"$(echo "$(median 2 "$tmp/$i.fig") / $(median 2 "$tmp/upstream.fig")" | bc -l)" \
+		"$(echo "$(median 3 "$tmp/$i.fig") / $(median 3 "$tmp/upstream.fig")" | bc -l)"
+done
