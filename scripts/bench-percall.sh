@@ -5,7 +5,8 @@
 # mooncake_master and two mooncake_client processes (512 MiB segments each) on 127.0.0.1, runs
 # scripts/bench-percall.py against them (batch_is_exist of 128 keys; batch_put_from and
 # batch_get_into of 8 x 1 MiB over tcp), stops them, and prints its line.  At the end: the median
-# of each figure over the rounds and the ratio ours/upstream.
+# of each figure over the rounds and the ratio ours/upstream, both of calls per second (which a
+# busy host's preemptions drag down at random) and of the median call's latency.
 #
 # Usage: scripts/bench-percall.sh [ROUNDS [SECONDS]]     (default 5 rounds of 2 s per figure)
 # Environment:
@@ -48,7 +49,11 @@ wait_port() {
 	return 1
 }
 
-run_one() {	# IMPL ROUND
+run_one() {	# IMPL ROUND: a second try on other ports when the first does not start
+	run_try "$@" || { stop_all; run_try "$@"; }
+}
+
+run_try() {	# IMPL ROUND
 	local impl=$1 r=$2 P M C py line i
 	P=$((20000 + RANDOM % 20000))
 	case $impl in
@@ -78,7 +83,7 @@ run_one() {	# IMPL ROUND
 	[ -n "$line" ] || { echo "$impl: no figures:"; tail -5 "$tmp/$impl-py.log"; return 1; }
 	printf '%-9s round %d: %s\n' "$impl" "$r" "$line"
 	# shellcheck disable=SC2001
-	echo "$line" | sed 's/^exist=\([0-9]*\) put=\([0-9]*\) get=\([0-9]*\).*/\1 \2 \3/' \
+	echo "$line" | sed 's/^exist=\([0-9]*\) put=\([0-9]*\) get=\([0-9]*\) calls.s .p50 us: \([0-9]*\) \([0-9]*\) \([0-9]*\)).*/\1 \2 \3 \4 \5 \6/' \
 		>>"$tmp/$impl.fig"
 }
 
@@ -100,22 +105,29 @@ case " $impls " in *" ours "*)
 		{ echo "build the Python package first (make -C $B pybuild/mooncake/_store.so)" >&2; exit 1; } ;;
 esac
 for r in $(seq "$ROUNDS"); do
-	for i in $impls; do run_one "$i" "$r"; done
+	for i in $impls; do run_one "$i" "$r" || { echo "giving up" >&2; exit 1; }; done
 done
 median() {	# COLUMN FILE
 	cut -d' ' -f"$1" "$2" | sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
 }
 for i in $impls; do
 	[ -s "$tmp/$i.fig" ] || continue
-	printf '%-9s median:  exist=%s put=%s get=%s calls/s\n' "$i" \
-		"$(median 1 "$tmp/$i.fig")" "$(median 2 "$tmp/$i.fig")" "$(median 3 "$tmp/$i.fig")"
+	printf '%-9s median:  exist=%s put=%s get=%s calls/s (p50 us: %s %s %s)\n' "$i" \
+		"$(median 1 "$tmp/$i.fig")" "$(median 2 "$tmp/$i.fig")" "$(median 3 "$tmp/$i.fig")" \
+		"$(median 4 "$tmp/$i.fig")" "$(median 5 "$tmp/$i.fig")" "$(median 6 "$tmp/$i.fig")"
 done
 for i in ours base; do
 	if [ ! -s "$tmp/$i.fig" ] || [ ! -s "$tmp/upstream.fig" ]; then continue; fi
 	paste -d' ' "$tmp/$i.fig" "$tmp/upstream.fig" | awk -v i="$i" '
-		{ printf "%s/upstream round %d: exist %.2fx put %.2fx get %.2fx\n", i, NR, $1/$4, $2/$5, $3/$6 }'
-	printf '%s/upstream, ratio of medians: exist %.2fx put %.2fx get %.2fx\n' "$i" \
+		{ printf "%s/upstream round %d: calls/s exist %.2fx put %.2fx get %.2fx;" \
+			 " by p50 latency exist %.2fx put %.2fx get %.2fx\n",
+			 i, NR, $1/$7, $2/$8, $3/$9, $10/$4, $11/$5, $12/$6 }'
+	printf '%s/upstream, ratio of medians: calls/s exist %.2fx put %.2fx get %.2fx;' "$i" \
 		"$(echo "$(median 1 "$tmp/$i.fig") / $(median 1 "$tmp/upstream.fig")" | bc -l)" \
 		"$(echo "$(median 2 "$tmp/$i.fig") / $(median 2 "$tmp/upstream.fig")" | bc -l)" \
 		"$(echo "$(median 3 "$tmp/$i.fig") / $(median 3 "$tmp/upstream.fig")" | bc -l)"
+	printf ' by p50 latency exist %.2fx put %.2fx get %.2fx\n' \
+		"$(echo "$(median 4 "$tmp/upstream.fig") / $(median 4 "$tmp/$i.fig")" | bc -l)" \
+		"$(echo "$(median 5 "$tmp/upstream.fig") / $(median 5 "$tmp/$i.fig")" | bc -l)" \
+		"$(echo "$(median 6 "$tmp/upstream.fig") / $(median 6 "$tmp/$i.fig")" | bc -l)"
 done
