@@ -63,6 +63,8 @@
 #define MC_PING_TIMEOUT_MS 2000
 #define MC_BACKOFF_MIN_MS 100
 #define MC_BACKOFF_MAX_MS 500
+#define MC_DL_REFUSED 1			/* the master closed the lane unasked */
+#define MC_DL_REFUSED_BACKOFF_MS 5000
 
 enum mc_mc_state {
 	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
@@ -690,7 +692,8 @@ static void mc_dl_fail(struct mc_master_client *mc, uint64_t gen, const char *wh
 		(void)mc_loop_thread_call(mc->st->lt, mc_dl_on_failed, mc->st);
 }
 
-/* Read the answer to req_id into call.  0, or MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why. */
+/* Read the answer to req_id into call.  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or
+ * MC_DL_REFUSED: the master closed the lane before a byte of the answer. */
 static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
 {
 	uint8_t buf[4096];
@@ -735,6 +738,8 @@ static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
 			continue;
 		}
 		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			if (got == 0 && dst == buf && (n == 0 || errno == ECONNRESET))
+				return MC_DL_REFUSED;
 			*why = n == 0 ? "connection closed" : "connection broken";
 			return MC_ERR_RPC_FAIL;
 		}
@@ -850,11 +855,15 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		}
 	}
 	if (off < call->req.len) {
+		if (errno == EPIPE || errno == ECONNRESET)
+			goto refused;
 		why = "connection broken";
 		call->status = MC_ERR_RPC_FAIL;
 		goto failed;
 	}
 	rc = mc_dl_read(fd, call, &why);
+	if (rc == MC_DL_REFUSED)
+		goto refused;
 	if (rc) {
 		free(call->resp);
 		call->resp = NULL;
@@ -871,6 +880,20 @@ failed:
 	pthread_mutex_unlock(&mc->dl_mu);
 	return 0;
 
+refused:
+	/* Closed by the master before it read the request (it refuses connections beyond
+	 * max_connections, or closed the lane as idle just now), or the master is going away
+	 * and its main connection ends too: either way nothing ran, and the loop's connection
+	 * is the one to judge the master by.  The call goes there; the lane rests a while. */
+	mc_log_debug("master %s:%u closed the direct connection; calls go through the loop",
+		     mc->host, mc->port);
+	pthread_mutex_lock(&mc->mu);
+	close(mc->dl_fd);
+	mc->dl_fd = -1;
+	mc->dl_retry_ms = mc_store_now_ms() + MC_DL_REFUSED_BACKOFF_MS;
+	pthread_mutex_unlock(&mc->mu);
+	free(call->resp);
+	call->resp = NULL;
 not_taken:
 	pthread_mutex_unlock(&mc->dl_mu);
 	return 1;

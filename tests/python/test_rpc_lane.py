@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The direct lane to the master: a calling thread sends its request on its own connection and
 reads the answer itself.  It must follow the main connection's rules: a master that closed the
-idle lane is reconnected to without a failed call; a stopped master ends a call with -900 after
+idle lane, or refuses it (max_connections), costs no failed call; a stopped master ends a call with -900 after
 2 s of silence (-901 at the call's deadline when that comes first), later calls fail at once until
 the master answers again, and then calls succeed again."""
 import os
@@ -71,6 +71,23 @@ def test_lane_closed_by_an_idle_master_is_reopened(own_cluster, capfd):
     s.close()
     err = capfd.readouterr().err
     assert "unreachable" not in err, err
+
+
+@pytest.mark.parametrize("own_cluster", [["--max_connections=3"]], indirect=True)
+def test_lane_refused_by_max_connections_leaves_calls_working(own_cluster, capfd):
+    # The daemon's two connections and our main one fit; our lane is refused.
+    s = open_store(own_cluster)
+    end = time.monotonic() + 2.5
+    n = 0
+    while time.monotonic() < end:
+        assert s.put("r/%d" % n, b"v") == 0
+        assert s.batch_is_exist(["r/%d" % n, "none"]) == [1, 0]
+        n += 1
+    s.close()
+    err = capfd.readouterr().err
+    assert "unreachable" not in err, err
+    log = open(os.path.join(own_cluster.tmp, "master.log")).read()
+    assert "refusing connection" in log, "the lane was not refused: the test proves nothing"
 
 
 def stopped_master_case(cluster, env, first_code, first_lo, first_hi):
