@@ -915,7 +915,9 @@ int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
 
 	call->on_done = NULL;
 	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
-	if (mc && mc_dl_call(mc, call) == 0)
+	if (mc == NULL)
+		return MC_ERR_RPC_FAIL;
+	if (mc_dl_call(mc, call) == 0)
 		goto done;
 	/* on_done_arg carries the master client to the loop; on_done stays NULL (waiter). */
 	call->on_done_arg = mc;
