@@ -23,14 +23,34 @@
  * (first contact, or a restarted master) the client re-mounts all its segments with their
  * original identities.  Its answer carries the master's wall clock, from which request
  * deadlines are written in the master's time (until one arrives, requests carry none).
+ *
+ * The direct lane.  Going through the loop costs a calling thread two thread hand-offs per call
+ * (to the loop to send, back from the loop with the answer), each a wake-up of a sleeping
+ * thread.  So while the main connection is up and healthy, an API thread sends its request on a
+ * second connection to the master and reads the answer itself (one thread at a time; the others,
+ * and every call while API calls queued on the loop are not finished, go through the loop as
+ * before, which keeps one thread's calls in order).  The lane follows the main connection's
+ * rules: the same frames, deadlines and req_ids; a call that waits for more than
+ * MC_PING_TIMEOUT_MS with nothing back ends with MC_ERR_RPC_FAIL, one past its deadline with
+ * MC_ERR_RPC_TIMEOUT; either, or a broken lane, aborts the lane with a reset and has the loop
+ * abort the main connection too, so that the master is suspect exactly as when the call had
+ * gone through the loop.  Losing the main connection shuts the lane down (waking a thread that
+ * waits on it); the lane reconnects on the next call once the main connection is up again.
+ * MC_RPC_DIRECT=0 turns the lane off.  Shared fields are under mc->mu; the lane's socket is used
+ * only by the thread holding dl_mu.
  */
 #include <errno.h>
+#include <limits.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -43,6 +63,8 @@
 #define MC_PING_TIMEOUT_MS 2000
 #define MC_BACKOFF_MIN_MS 100
 #define MC_BACKOFF_MAX_MS 500
+#define MC_DL_REFUSED 1			/* the master closed the lane unasked */
+#define MC_DL_REFUSED_BACKOFF_MS 5000
 
 enum mc_mc_state {
 	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
@@ -75,6 +97,23 @@ struct mc_master_client {
 	int clock_known;
 	int64_t clock_offset_ms;	/* master wall clock - ours */
 	struct mc_rpc_call ping_call, remount_call;
+	/* Shared with API threads, under mu (written by the loop only, except the dl_ fields):
+	 * clock_known and clock_offset_ms above, and these. */
+	pthread_mutex_t mu;
+	int up;				/* state UP and not suspect */
+	int closing;
+	uint64_t conn_gen;		/* bumped each time the main connection is lost */
+	struct sockaddr_storage addr;	/* the master's resolved address (addrlen 0: none yet) */
+	socklen_t addrlen;
+	int dl_enabled;
+	int dl_fd;			/* the direct lane's socket (-1: none) */
+	uint64_t dl_gen;		/* conn_gen when dl_fd was connected */
+	uint64_t dl_failed_gen;		/* a lane call failed while conn_gen was this (+1: none) */
+	const char *dl_why;		/* why, for the loop's log line */
+	int64_t dl_retry_ms;		/* no lane connect before then (a connect failed) */
+	int64_t dl_used_ms;		/* the lane's last answer */
+	pthread_mutex_t dl_mu;		/* held by the thread using the lane */
+	int user_queued;		/* API calls on the loop not completed yet (atomic) */
 };
 
 static int64_t mc_wall_ms(void)
@@ -103,10 +142,14 @@ void mc_rpc_call_fini(struct mc_rpc_call *call)
 static void mc_call_complete(struct mc_rpc_call *call, int status)
 {
 	call->status = status;
-	if (call->on_done)
+	if (call->on_done) {
 		call->on_done(call, call->on_done_arg);
-	else
+	} else {
+		struct mc_master_client *mc = call->on_done_arg;
+
+		__atomic_sub_fetch(&mc->user_queued, 1, __ATOMIC_RELEASE);
 		mc_waiter_signal(&call->w, 0);
+	}
 }
 
 static void mc_pending_remove(struct mc_master_client *mc, struct mc_rpc_call *call)
@@ -157,6 +200,12 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 	}
 	mc->state = MC_MC_DOWN;
 	mc->suspect = 1;
+	pthread_mutex_lock(&mc->mu);
+	mc->up = 0;
+	mc->conn_gen++;
+	if (mc->dl_fd >= 0)
+		shutdown(mc->dl_fd, SHUT_RDWR);	/* wakes a thread waiting on the lane */
+	pthread_mutex_unlock(&mc->mu);
 	mc->ping_ok = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
@@ -181,7 +230,7 @@ static int mc_send(struct mc_master_client *mc, struct mc_rpc_call *call)
 {
 	if (call->req.err)
 		return -ENOMEM;
-	call->req_id = ++mc->next_req_id;
+	call->req_id = __atomic_add_fetch(&mc->next_req_id, 1, __ATOMIC_RELAXED);
 	call->sent_ms = mc_store_now_ms();
 	mc_put_le32(call->req.data + 12, mc_frame_deadline(mc, call));
 	mc_put_le64(call->req.data + 16, call->req_id);
@@ -199,6 +248,11 @@ static void mc_master_alive(struct mc_master_client *mc)
 	}
 	mc->suspect = 0;
 	mc->backoff_ms = MC_BACKOFF_MIN_MS;
+	if (mc->state == MC_MC_UP && !mc->up) {
+		pthread_mutex_lock(&mc->mu);
+		mc->up = 1;
+		pthread_mutex_unlock(&mc->mu);
+	}
 }
 
 static void mc_on_read(struct bufferevent *bev, void *arg)
@@ -302,6 +356,10 @@ static void mc_master_client_connect(struct mc_master_client *mc)
 	memcpy(&ss, res->ai_addr, res->ai_addrlen);
 	len = res->ai_addrlen;
 	freeaddrinfo(res);
+	pthread_mutex_lock(&mc->mu);
+	mc->addr = ss;
+	mc->addrlen = len;
+	pthread_mutex_unlock(&mc->mu);
 	mc->bev = bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (mc->bev == NULL) {
 		mc_master_client_down(mc, "out of memory", 0);
@@ -391,8 +449,10 @@ static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
 		if (r.err == 0 && r.left >= 8) {
 			int64_t master_ms = (int64_t)mc_rbuf_u64(&r);
 
+			pthread_mutex_lock(&mc->mu);
 			mc->clock_offset_ms = master_ms - (mc->ping_sent_wall_ms + now_wall) / 2;
 			mc->clock_known = 1;
+			pthread_mutex_unlock(&mc->mu);
 		}
 		if (r.err == 0 && status == MC_CLIENT_NEED_REMOUNT)
 			mc_remount(mc);
@@ -482,6 +542,7 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 	struct mc_master_client *mc = calloc(1, sizeof(*mc));
 	struct timeval tick = { 0, 100000 };
 	struct mc_strv v = mc_strv_c(addr);
+	const char *direct = getenv("MC_RPC_DIRECT");
 
 	if (mc == NULL)
 		return NULL;
@@ -501,6 +562,11 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 		free(mc);
 		return NULL;
 	}
+	pthread_mutex_init(&mc->mu, NULL);
+	pthread_mutex_init(&mc->dl_mu, NULL);
+	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0);
+	mc->dl_fd = -1;
+	mc->dl_failed_gen = (uint64_t)-1;
 	event_add(mc->ev_tick, &tick);
 	mc_master_client_connect(mc);
 	return mc;
@@ -510,6 +576,18 @@ void mc_master_client_free(struct mc_master_client *mc)
 {
 	if (mc == NULL)
 		return;
+	/* A thread on the lane is woken by the shutdown and gives the lane up at once. */
+	pthread_mutex_lock(&mc->mu);
+	mc->closing = 1;
+	mc->up = 0;
+	if (mc->dl_fd >= 0)
+		shutdown(mc->dl_fd, SHUT_RDWR);
+	pthread_mutex_unlock(&mc->mu);
+	pthread_mutex_lock(&mc->dl_mu);
+	if (mc->dl_fd >= 0)
+		close(mc->dl_fd);
+	mc->dl_fd = -1;
+	pthread_mutex_unlock(&mc->dl_mu);
 	if (mc->bev)
 		bufferevent_free(mc->bev);
 	mc->bev = NULL;
@@ -521,6 +599,8 @@ void mc_master_client_free(struct mc_master_client *mc)
 		mc_rpc_call_fini(&mc->ping_call);
 	if (mc->remount_inflight)
 		mc_rpc_call_fini(&mc->remount_call);
+	pthread_mutex_destroy(&mc->dl_mu);
+	pthread_mutex_destroy(&mc->mu);
 	free(mc);
 }
 
@@ -528,6 +608,298 @@ int mc_master_client_healthy(struct mc_master_client *mc)
 {
 	return mc->state == MC_MC_UP && mc->ping_ok;
 }
+
+/* ---------------------------------------------------------------- the direct lane */
+
+/* Wait for events on fd until limit_ms (monotonic; 0: no limit).  1: ready (or an error to be
+ * read by the next call), 0: the limit passed, -1: poll failed. */
+static int mc_dl_wait(int fd, short events, int64_t limit_ms)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = events };
+		int64_t left = limit_ms ? limit_ms - mc_store_now_ms() : -1;
+		int n;
+
+		if (limit_ms && left <= 0)
+			return 0;
+		n = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n > 0)
+			return 1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/* A non-blocking socket connected to the master within the connect timeout, or -1. */
+static int mc_dl_connect(struct mc_master_client *mc, const struct sockaddr_storage *ss,
+			 socklen_t len)
+{
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1, err = 0;
+	unsigned int uto = MC_PING_TIMEOUT_MS + 1000;
+	socklen_t elen = sizeof(err);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (const struct sockaddr *)ss, len) != 0) {
+		if (errno != EINPROGRESS ||
+		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms) != 1 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+			close(fd);
+			return -1;
+		}
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+	return fd;
+}
+
+/* On the loop: a lane call failed; abort the main connection it was paired with (if still the
+ * current one), as a failed call on it would have. */
+static void mc_dl_on_failed(void *arg)
+{
+	struct mc_store *st = arg;
+	struct mc_master_client *mc = st->mc;	/* NULL once torn down */
+	const char *why;
+	int same;
+
+	if (mc == NULL)
+		return;
+	pthread_mutex_lock(&mc->mu);
+	same = mc->dl_failed_gen == mc->conn_gen;
+	why = mc->dl_why;
+	pthread_mutex_unlock(&mc->mu);
+	if (same && mc->bev)
+		mc_master_client_down(mc, why, 1);
+}
+
+/* Give the lane up after a failure: reset its connection (so that nothing of it arrives late),
+ * keep calls off it until the loop has dealt with the main connection, and tell the loop. */
+static void mc_dl_fail(struct mc_master_client *mc, uint64_t gen, const char *why)
+{
+	struct linger lg = { 1, 0 };
+	int tell;
+
+	pthread_mutex_lock(&mc->mu);
+	setsockopt(mc->dl_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(mc->dl_fd);
+	mc->dl_fd = -1;
+	tell = !mc->closing && mc->dl_failed_gen != gen;
+	mc->dl_failed_gen = gen;
+	mc->dl_why = why;
+	pthread_mutex_unlock(&mc->mu);
+	if (tell)
+		(void)mc_loop_thread_call(mc->st->lt, mc_dl_on_failed, mc->st);
+}
+
+/* Read the answer to req_id into call.  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or
+ * MC_DL_REFUSED: the master closed the lane before a byte of the answer. */
+static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
+{
+	uint8_t buf[4096];
+	size_t got = 0, want = MC_RPC_HDR_LEN;
+	struct mc_rpc_hdr h;
+	int64_t last_rx = mc_store_now_ms();
+	uint8_t *dst = buf;
+	size_t cap = sizeof(buf);
+
+	memset(&h, 0, sizeof(h));
+	while (got < want) {
+		ssize_t n = recv(fd, dst + got, cap - got, MSG_DONTWAIT);
+
+		if (n > 0) {
+			got += (size_t)n;
+			last_rx = mc_store_now_ms();
+			if (dst == buf && got >= MC_RPC_HDR_LEN && want == MC_RPC_HDR_LEN) {
+				if (mc_rpc_hdr_decode(buf, &h, 1u << 30) || h.kind != MC_RPC_RESPONSE ||
+				    h.req_id != call->req_id) {
+					*why = "malformed response from master";
+					return MC_ERR_RPC_FAIL;
+				}
+				want = MC_RPC_HDR_LEN + h.body_len;
+				call->resp = malloc(h.body_len ? h.body_len : 1);
+				if (call->resp == NULL) {
+					*why = "out of memory";
+					return MC_ERR_RPC_FAIL;
+				}
+				if (want > sizeof(buf)) {
+					/* A large answer: the rest goes straight into the body. */
+					memcpy(call->resp, buf + MC_RPC_HDR_LEN, got - MC_RPC_HDR_LEN);
+					dst = call->resp;
+					got -= MC_RPC_HDR_LEN;
+					want = h.body_len;
+					cap = h.body_len;
+				}
+			}
+			if (got > want) {
+				*why = "malformed response from master";
+				return MC_ERR_RPC_FAIL;
+			}
+			continue;
+		}
+		if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			if (got == 0 && dst == buf && (n == 0 || errno == ECONNRESET))
+				return MC_DL_REFUSED;
+			*why = n == 0 ? "connection closed" : "connection broken";
+			return MC_ERR_RPC_FAIL;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		{
+			/* Nothing back for MC_PING_TIMEOUT_MS: the master is gone or stuck. */
+			int64_t limit = last_rx + MC_PING_TIMEOUT_MS;
+			int timeout = call->deadline_ms && call->deadline_ms < limit;
+			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit);
+
+			if (r == 0) {
+				*why = timeout ? "a request timed out" : "no answer for 2 s";
+				return timeout ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+			}
+			if (r < 0) {
+				*why = "connection broken";
+				return MC_ERR_RPC_FAIL;
+			}
+		}
+	}
+	if (dst == buf)
+		memcpy(call->resp, buf + MC_RPC_HDR_LEN, h.body_len);
+	call->resp_len = h.body_len;
+	call->status = h.status;
+	return 0;
+}
+
+/* Run call on the lane.  1: the lane is not available (use the loop); 0: the call ran and
+ * call->status says how it ended. */
+static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	uint64_t gen;
+	uint32_t dl = 0;
+	int64_t now;
+	const char *why = NULL;
+	size_t off = 0;
+	int fd, rc;
+
+	if (!mc->dl_enabled || call->req.err ||
+	    __atomic_load_n(&mc->user_queued, __ATOMIC_ACQUIRE) != 0 ||
+	    pthread_mutex_trylock(&mc->dl_mu) != 0)
+		return 1;
+	now = mc_store_now_ms();
+	pthread_mutex_lock(&mc->mu);
+	gen = mc->conn_gen;
+	if (!mc->up || mc->closing || mc->dl_failed_gen == gen || mc->addrlen == 0 ||
+	    (mc->dl_fd < 0 && now < mc->dl_retry_ms)) {
+		pthread_mutex_unlock(&mc->mu);
+		goto not_taken;
+	}
+	if (mc->dl_fd >= 0 && mc->dl_gen != gen) {	/* shut down with its main connection */
+		close(mc->dl_fd);
+		mc->dl_fd = -1;
+	}
+	fd = mc->dl_fd;
+	ss = mc->addr;
+	len = mc->addrlen;
+	if (mc->clock_known && call->deadline_ms)
+		dl = mc_rpc_deadline_encode(mc_wall_ms() + mc->clock_offset_ms +
+					    (call->deadline_ms - now));
+	pthread_mutex_unlock(&mc->mu);
+	if (fd >= 0 && now - mc->dl_used_ms > MC_PING_INTERVAL_MS) {
+		/* Idle for a while: the master may have closed it (rpc_conn_timeout_seconds). */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, 0) != 0) {
+			pthread_mutex_lock(&mc->mu);
+			close(mc->dl_fd);
+			mc->dl_fd = fd = -1;
+			pthread_mutex_unlock(&mc->mu);
+		}
+	}
+	if (fd < 0) {
+		fd = mc_dl_connect(mc, &ss, len);
+		pthread_mutex_lock(&mc->mu);
+		if (fd < 0)
+			mc->dl_retry_ms = mc_store_now_ms() + MC_PING_INTERVAL_MS;
+		else if (mc->conn_gen != gen || mc->closing)
+			close(fd), fd = -1;	/* the main connection went meanwhile */
+		mc->dl_fd = fd;
+		mc->dl_gen = gen;
+		pthread_mutex_unlock(&mc->mu);
+		if (fd < 0)
+			goto not_taken;
+	}
+	call->req_id = __atomic_add_fetch(&mc->next_req_id, 1, __ATOMIC_RELAXED);
+	call->sent_ms = now;
+	mc_put_le32(call->req.data + 12, dl);
+	mc_put_le64(call->req.data + 16, call->req_id);
+	mc_rpc_frame_end(&call->req, 0);
+	while (off < call->req.len) {
+		ssize_t n = send(fd, call->req.data + off, call->req.len - off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			off += (size_t)n;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms);
+			if (rc == 0) {
+				why = "a request timed out";
+				call->status = MC_ERR_RPC_TIMEOUT;
+				goto failed;
+			}
+			if (rc < 0)
+				break;
+		} else {
+			break;
+		}
+	}
+	if (off < call->req.len) {
+		if (errno == EPIPE || errno == ECONNRESET)
+			goto refused;
+		why = "connection broken";
+		call->status = MC_ERR_RPC_FAIL;
+		goto failed;
+	}
+	rc = mc_dl_read(fd, call, &why);
+	if (rc == MC_DL_REFUSED)
+		goto refused;
+	if (rc) {
+		free(call->resp);
+		call->resp = NULL;
+		call->status = rc;
+		goto failed;
+	}
+	mc->dl_used_ms = mc_store_now_ms();
+	pthread_mutex_unlock(&mc->dl_mu);
+	return 0;
+
+failed:
+	mc_log_debug("master %s:%u direct call failed: %s", mc->host, mc->port, why);
+	mc_dl_fail(mc, gen, why);
+	pthread_mutex_unlock(&mc->dl_mu);
+	return 0;
+
+refused:
+	/* Closed by the master before it read the request (it refuses connections beyond
+	 * max_connections, or closed the lane as idle just now), or the master is going away
+	 * and its main connection ends too: either way nothing ran, and the loop's connection
+	 * is the one to judge the master by.  The call goes there; the lane rests a while. */
+	mc_log_debug("master %s:%u closed the direct connection; calls go through the loop",
+		     mc->host, mc->port);
+	pthread_mutex_lock(&mc->mu);
+	close(mc->dl_fd);
+	mc->dl_fd = -1;
+	mc->dl_retry_ms = mc_store_now_ms() + MC_DL_REFUSED_BACKOFF_MS;
+	pthread_mutex_unlock(&mc->mu);
+	free(call->resp);
+	call->resp = NULL;
+not_taken:
+	pthread_mutex_unlock(&mc->dl_mu);
+	return 1;
+}
+
+/* ---------------------------------------------------------------- calls from API threads */
 
 static void mc_store_call_on_loop(void *arg)
 {
@@ -538,31 +910,46 @@ static void mc_store_call_on_loop(void *arg)
 
 int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
 {
+	struct mc_master_client *mc = st->mc;
 	int rc;
 
-	mc_waiter_init(&call->w);
 	call->on_done = NULL;
 	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
+	if (mc == NULL)
+		return MC_ERR_RPC_FAIL;
+	if (mc_dl_call(mc, call) == 0)
+		goto done;
 	/* on_done_arg carries the master client to the loop; on_done stays NULL (waiter). */
-	call->on_done_arg = st->mc;
+	call->on_done_arg = mc;
+	mc_waiter_init(&call->w);
+	__atomic_add_fetch(&mc->user_queued, 1, __ATOMIC_ACQ_REL);
 	rc = mc_loop_thread_call(st->lt, mc_store_call_on_loop, call);
 	if (rc) {
+		__atomic_sub_fetch(&mc->user_queued, 1, __ATOMIC_RELEASE);
 		mc_waiter_fini(&call->w);
 		return MC_ERR_RPC_FAIL;
 	}
 	mc_waiter_wait(&call->w);
 	mc_waiter_fini(&call->w);
+done:
 	if (call->status == MC_ERR_RPC_FAIL || call->status == MC_ERR_RPC_TIMEOUT)
 		return call->status;
 	return 0;
 }
 
 /* Fire-and-forget calls: the answer is dropped and the call freed on the loop. */
-static void mc_async_on_done(struct mc_rpc_call *call, void *arg)
+static void mc_async_free(struct mc_rpc_call *call)
 {
-	(void)arg;
 	mc_rpc_call_fini(call);
 	free(call);
+}
+
+static void mc_async_on_done(struct mc_rpc_call *call, void *arg)
+{
+	struct mc_master_client *mc = arg;
+
+	__atomic_sub_fetch(&mc->user_queued, 1, __ATOMIC_RELEASE);
+	mc_async_free(call);
 }
 
 static void mc_async_on_loop(void *arg)
@@ -571,7 +958,6 @@ static void mc_async_on_loop(void *arg)
 	struct mc_master_client *mc = call->on_done_arg;
 
 	call->on_done = mc_async_on_done;
-	call->on_done_arg = NULL;
 	mc_submit(mc, call);
 }
 
@@ -586,8 +972,17 @@ struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode)
 
 void mc_store_call_async(struct mc_store *st, struct mc_rpc_call *call)
 {
+	struct mc_master_client *mc = st->mc;
+
 	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
-	call->on_done_arg = st->mc;
-	if (st->mc == NULL || mc_loop_thread_call(st->lt, mc_async_on_loop, call) != 0)
-		mc_async_on_done(call, NULL);
+	call->on_done_arg = mc;
+	if (mc == NULL) {
+		mc_async_free(call);
+		return;
+	}
+	__atomic_add_fetch(&mc->user_queued, 1, __ATOMIC_ACQ_REL);
+	if (mc_loop_thread_call(st->lt, mc_async_on_loop, call) != 0) {
+		__atomic_sub_fetch(&mc->user_queued, 1, __ATOMIC_RELEASE);
+		mc_async_free(call);
+	}
 }

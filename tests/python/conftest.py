@@ -31,7 +31,7 @@ def wait_port(port, secs=20):
 
 
 class Cluster:
-    def __init__(self):
+    def __init__(self, master_args=()):
         self.tmp = tempfile.mkdtemp(prefix="mc-py-")
         self.procs = []
         self.port = free_port()
@@ -41,7 +41,7 @@ class Cluster:
         self.env = env
         self.start("master", [os.path.join(BUILD, "mooncake_master"), "--rpc_address=127.0.0.1",
                               "--rpc_port=%d" % self.port, "--metrics_port=0",
-                              "--default_kv_lease_ttl=500"])
+                              "--default_kv_lease_ttl=500"] + list(master_args))
         wait_port(self.port)
         cport = free_port()
         self.client_port = cport
