@@ -63,6 +63,12 @@ ok $([ "$p" = $((96 << 20)) ] && echo 0 || echo 1) \
 	"populated: segment_populated_bytes reaches the total, 96 MiB ($p)"
 grep -q "segment memory: 96 MiB populated in" "$MC_TMP/pop.log"
 ok $? "the client logs how long population took: $(grep -o 'segment memory: 96 MiB populated in.*' "$MC_TMP/pop.log")"
+"$MC_BIN/mooncake_ctl" --master 127.0.0.1:"$MC_METRICS_PORT" capacity >"$MC_TMP/cap.txt"
+grep -q "^$seg  *96.00 MiB  *96.00 MiB (100%)" "$MC_TMP/cap.txt" &&
+	grep -q "127.0.0.1: 48 pages of 2MB: sysctl vm.nr_hugepages=48" "$MC_TMP/cap.txt"
+ok $? "mooncake_ctl capacity shows the segment populated and the pool that would hold it"
+"$MC_BIN/mooncake_ctl" capacity --segment-size 4GB --hugepage-size 1GB | grep -q "needs 4 pages"
+ok $? "mooncake_ctl capacity --segment-size 4GB --hugepage-size 1GB: 4 pages"
 MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" fill pop 20 1048576 >/dev/null 2>&1 &&
 	MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" verify pop 20 1048576 >/dev/null 2>&1
 ok $? "20 objects of 1 MiB put into the populated segment read back"
