@@ -80,6 +80,20 @@ void mc_segmem_free(struct mc_segmem *m);
  * Returns 0 or a negative errno. */
 int mc_segmem_populate_range(void *p, uint64_t len);
 
+/* Another process's segment mapped here (p, len: our MAP_SHARED mapping of its memfd fd): a
+ * first write through a fresh mapping still faults once per 4 KiB page to map the page, even
+ * when the owner populated it.  This maps the owner's pages into ours ahead of the writes: the
+ * first MC_SEGMEM_PEER_SYNC bytes now (the master hands out a fresh segment's low offsets
+ * first), the rest in a thread, following the owner's population (only pages the owner has are
+ * mapped, so an owner that does not populate keeps its memory unallocated).  Not needed for
+ * hugetlb memory (its faults map 2 MB at once): returns NULL then, and when out of memory.
+ * fd is only looked at (the caller keeps it). */
+#define MC_SEGMEM_PEER_SYNC (128ull << 20)
+struct mc_segmem_peer;
+struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd);
+/* Stop and free (before the caller unmaps p).  NULL is a no-op. */
+void mc_segmem_peer_stop(struct mc_segmem_peer *pm);
+
 /* The CPUs of the nodes in o's mask, as an affinity for the calling thread (so the workers that
  * move a segment's bytes run beside its memory).  0, or a negative errno; no-op without
  * placement. */

@@ -41,6 +41,7 @@ struct mc_shm_map {
 	uint64_t base[MC_STORE_MAX_SEGMENTS];
 	uint64_t size[MC_STORE_MAX_SEGMENTS];
 	uint8_t *local[MC_STORE_MAX_SEGMENTS];
+	struct mc_segmem_peer *pop[MC_STORE_MAX_SEGMENTS];	/* maps its pages ahead of writes */
 	int64_t failed_at;	/* ms; not reachable over shm, retry later */
 };
 
@@ -155,9 +156,12 @@ static void mc_shm_unmap(struct mc_shm_map *m)
 {
 	uint32_t i;
 
-	for (i = 0; i < m->n; i++)
+	for (i = 0; i < m->n; i++) {
+		mc_segmem_peer_stop(m->pop[i]);
+		m->pop[i] = NULL;
 		if (m->local[i])
 			munmap(m->local[i], m->size[i]);
+	}
 	if (m->sock >= 0)
 		close(m->sock);
 	m->n = 0;
@@ -185,8 +189,9 @@ void mc_store_shm_stop(struct mc_store *st)
 	st->shm = NULL;
 }
 
-/* Connect to the owner and map its segments.  0 or -1. */
-static int mc_shm_attach(struct mc_shm_map *m)
+/* Connect to the owner and map its segments (populate: map their pages ahead of the writes,
+ * segment/segmem.h).  0 or -1. */
+static int mc_shm_attach(struct mc_shm_map *m, int populate)
 {
 	char name[400];
 	int fd;
@@ -218,11 +223,14 @@ static int mc_shm_attach(struct mc_shm_map *m)
 		m->base[m->n] = mc_get_le64(msg + 4);
 		m->size[m->n] = size;
 		m->local[m->n] = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
-		close(sfd);
 		if (m->local[m->n] == MAP_FAILED) {
+			close(sfd);
 			m->local[m->n] = NULL;
 			goto fail;
 		}
+		m->pop[m->n] = m->local[m->n] && populate ?
+			mc_segmem_peer_map(m->local[m->n], size, sfd) : NULL;
+		close(sfd);
 		m->n++;
 	}
 	m->sock = fd;
@@ -268,7 +276,7 @@ void *mc_store_shm_ptr(struct mc_store *st, struct mc_strv segment, uint64_t add
 	if (m->sock < 0) {
 		if (m->failed_at && mc_shm_now() - m->failed_at < MC_SHM_RETRY_MS)
 			goto out;
-		if (mc_shm_attach(m)) {
+		if (mc_shm_attach(m, st->memopts.populate)) {
 			m->failed_at = mc_shm_now();
 			goto out;
 		}
