@@ -9,7 +9,8 @@
 # reinstalled with pip when missing), SEGMENT (default 2GB), SIZES (segment sizes for the start-up
 # figures, default "1GB 4GB"; add 16GB where the host has the memory), HUGEPAGES=1 (as root: also
 # run every figure with MC_STORE_USE_HUGEPAGE=1 for both mooncake_clients, on a pool of 2 MB
-# pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end).
+# pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end),
+# BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base").
 #
 # Each run starts a fresh master and one mooncake_client holding a SEGMENT segment, then
 # scripts/first_write.py (a store client without a segment of its own) puts 1 GiB of distinct
@@ -49,7 +50,7 @@ metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($1, m) =
 # start IMPL SEGMENT: a master and a mooncake_client; sets MP (rpc), HP (metrics), T0, T_MOUNT.
 start() {
 	local impl=$1 seg=$2 bin i total
-	[ "$impl" = ours ] && bin=$B || bin=$UP/bin
+	case $impl in ours) bin=$B ;; base) bin=$BASELINE ;; *) bin=$UP/bin ;; esac
 	MP=$(free_port); HP=$(free_port)
 	"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
 		>"$tmp/master-$impl.log" 2>&1 &
@@ -85,7 +86,11 @@ stop() { kill $pids 2>/dev/null; sleep 0.3; kill -9 $pids 2>/dev/null; wait 2>/d
 
 driver() {	# driver IMPL TRANSPORT TAG
 	local py env=()
-	[ "$1" = ours ] && py="env PYTHONPATH=$B/pybuild python3" || py="$UP/bin/python"
+	case $1 in
+	ours) py="env PYTHONPATH=$B/pybuild python3" ;;
+	base) py="env PYTHONPATH=$BASELINE/pybuild python3" ;;
+	*) py="$UP/bin/python" ;;
+	esac
 	[ "$2" = tcp ] && env=(MC_FORCE_TCP=1 MC_STORE_SHM=0)
 	env "${env[@]}" MC_LOG_LEVEL=warn $py "$S/scripts/first_write.py" 127.0.0.1:"$MP" 1 "$3" \
 		2>>"$tmp/driver.err" | tail -1
@@ -106,7 +111,8 @@ for pg in ${PAGES:-4k}; do
 	for r in $(seq "$ROUNDS"); do
 		for when in now settled; do
 			for tr in tcp shm; do
-				for impl in ours up; do
+				for impl in ours up ${BASELINE:+base}; do
+					[ "$impl" = base ] && [ "$pg" = 2m ] && continue
 					start "$impl" "$SEGMENT"
 					if [ -z "$T_MOUNT" ]; then
 						echo "round $r $pg $when $tr $impl: the segment was not mounted"
@@ -142,6 +148,7 @@ for pg in ("4k", "2m"):
     for tr in ("tcp", "shm"):
         for when in ("now", "settled"):
             o, u = rows.get((pg, tr, when, "ours"), []), rows.get((pg, tr, when, "up"), [])
+            b = rows.get((pg, tr, when, "base"), [])
             if not o and not u:
                 continue
             print("%s %-4s %-8s ours first %5.2f later %5.2f (first/later %.2f)  upstream first "
@@ -152,11 +159,16 @@ for pg in ("4k", "2m"):
                       med(u, "later_GBps"), div(med(o, "first_GBps"), med(u, "first_GBps")),
                       med(o, "get_1MiB_GBps"), med(u, "get_1MiB_GBps"),
                       med(o, "put_4KiB_per_s"), med(u, "put_4KiB_per_s")))
+            if b:
+                print("%s %-4s %-8s   base (BASELINE) first %5.2f later %5.2f | 1MiB gets %.2f | "
+                      "4KiB puts/s %.0f" % (pg, tr, when, med(b, "first_GBps"),
+                                            med(b, "later_GBps"), med(b, "get_1MiB_GBps"),
+                                            med(b, "put_4KiB_per_s")))
 PY
 
 echo "# start-up: seconds from mooncake_client start to segment mounted (master shows it) and, for ours, to populated"
 for seg in $SIZES; do
-	for impl in ours up; do
+	for impl in ours up ${BASELINE:+base}; do
 		m=(); p=()
 		for r in $(seq "$ROUNDS"); do
 			start "$impl" "$seg"
