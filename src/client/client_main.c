@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
+#include "segment/segmem.h"
 #include "store/store.h"
 #include "store/store_config.h"
 
@@ -41,6 +42,11 @@ struct mc_client_cfg {
 	int start_offload_rpc_server;
 	int enable_http_server;
 	int64_t http_port;
+	int use_hugepage;
+	char *hugepage_size;
+	int hugepage_fallback;
+	int populate_segment;
+	char *segment_location;
 	char *log_dir;
 	char *log_level;
 	char *config;
@@ -87,6 +93,19 @@ static const struct mc_opt mc_client_opts[] = {
 	  "client HTTP metrics server (not available yet: true is refused)" },
 	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
 	  "client HTTP port" },
+	{ "use_hugepage", NULL, NULL, MC_OPT_BOOL, O(use_hugepage), "false", 0, -1,
+	  "back the segment with hugetlb pages from the reserved pool (MC_STORE_USE_HUGEPAGE)" },
+	{ "hugepage_size", NULL, NULL, MC_OPT_CHOICE, O(hugepage_size), "2MB|1GB", 0, -1,
+	  "hugetlb page size (MC_STORE_HUGEPAGE_SIZE)" },
+	{ "hugepage_fallback", NULL, NULL, MC_OPT_BOOL, O(hugepage_fallback), "false", 0, -1,
+	  "use normal pages when the hugetlb pool is too small instead of refusing to start "
+	  "(MC_STORE_HUGEPAGE_FALLBACK)" },
+	{ "populate_segment", NULL, NULL, MC_OPT_BOOL, O(populate_segment), "true", 0, -1,
+	  "allocate the segment's pages in the background after mounting, so first writes run "
+	  "at memory speed; false leaves each page to its first write (MC_STORE_POPULATE)" },
+	{ "segment_location", NULL, NULL, MC_OPT_TOKEN, O(segment_location), "*", 0, -1,
+	  "NUMA placement of the segment: '*' (none), cpu:N, cpu:N,M, interleave, interleave:N,M "
+	  "(MC_STORE_SEGMENT_LOCATION)" },
 	{ "log_dir", NULL, NULL, MC_OPT_PATH, O(log_dir), "", 0, -1,
 	  "append logs to DIR/mooncake_client.log instead of stderr" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
@@ -244,11 +263,54 @@ static int mc_client_apply_file(struct mc_client_cfg *cfg, const struct mc_opts_
 		SET("ssd_offload_path", "ssd_offload_path", sc.ssd_offload_path);
 	snprintf(num, sizeof(num), "%llu", (unsigned long long)sc.global_segment_size);
 	SET("global_segment_size", "global_segment_size", num);
+	SET("use_hugepage", "use_hugepage", sc.use_hugepage ? "true" : "false");
+	SET("hugepage_size", "hugepage_size", sc.hugepage_size);
+	SET("hugepage_fallback", "hugepage_fallback", sc.hugepage_fallback ? "true" : "false");
+	SET("populate_segment", "populate_segment", sc.populate_segment ? "true" : "false");
+	SET("segment_location", "segment_location", sc.segment_location);
 #undef SET
 	return 0;
 }
 
-static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv)
+/* The segment memory settings: a flag given on the command line wins over its MC_STORE_*
+ * variable, which wins over mooncake.json and the default.  0 or -1 with err set. */
+static int mc_client_mem_opts(const struct mc_client_cfg *cfg, const struct mc_opts_state *st,
+			      struct mc_segmem_opts *o, char *err, size_t n)
+{
+#define FROM_FLAG(name, var)                                                               \
+	(st->cli_set[mc_opts_find(mc_client_opts, name) - mc_client_opts] || getenv(var) == NULL || \
+	 *getenv(var) == '\0')
+	struct mc_segmem_opts env;
+	char e[400];
+
+	if (mc_segmem_opts_env(&env, err, n))
+		return -1;
+	*o = env;
+	if (FROM_FLAG("use_hugepage", "MC_STORE_USE_HUGEPAGE") ? cfg->use_hugepage
+							      : env.hugepage_size != 0) {
+		if (FROM_FLAG("hugepage_size", "MC_STORE_HUGEPAGE_SIZE"))
+			(void)mc_segmem_parse_hugepage_size(cfg->hugepage_size, &o->hugepage_size);
+		else if (env.hugepage_size == 0)
+			(void)mc_segmem_parse_hugepage_size(getenv("MC_STORE_HUGEPAGE_SIZE"),
+							    &o->hugepage_size);
+	} else {
+		o->hugepage_size = 0;
+	}
+	if (FROM_FLAG("hugepage_fallback", "MC_STORE_HUGEPAGE_FALLBACK"))
+		o->hugepage_fallback = cfg->hugepage_fallback;
+	if (FROM_FLAG("populate_segment", "MC_STORE_POPULATE"))
+		o->populate = cfg->populate_segment;
+	if (FROM_FLAG("segment_location", "MC_STORE_SEGMENT_LOCATION") &&
+	    mc_segmem_parse_location(cfg->segment_location, o, e, sizeof(e))) {
+		snprintf(err, n, "--segment_location: %s", e);
+		return -1;
+	}
+	return 0;
+#undef FROM_FLAG
+}
+
+static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
+			       struct mc_segmem_opts *mem)
 {
 	struct mc_opts_state st;
 	char err[512] = "";
@@ -276,6 +338,8 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv)
 					   "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
 		goto out;
 	}
+	if (mc_client_mem_opts(cfg, &st, mem, err, sizeof(err)))
+		goto out;
 	if (cfg->log_dir[0] && access(cfg->log_dir, W_OK | X_OK)) {
 		snprintf(err, sizeof(err), "invalid value '%s' for --log_dir: %s", cfg->log_dir,
 			 strerror(errno));
@@ -292,6 +356,7 @@ out:
 int main(int argc, char **argv)
 {
 	struct mc_client_cfg cfg;
+	struct mc_segmem_opts mem;
 	struct mc_store *st;
 	char host[300], name[320], ip[64];
 	struct sigaction sa;
@@ -309,7 +374,7 @@ int main(int argc, char **argv)
 		printf("mooncake_client %s\n", PACKAGE_VERSION);
 		return 0;
 	}
-	if (mc_client_configure(&cfg, argc, argv)) {
+	if (mc_client_configure(&cfg, argc, argv, &mem)) {
 		mc_opts_free(mc_client_opts, &cfg);
 		return 2;
 	}
@@ -354,6 +419,14 @@ int main(int argc, char **argv)
 	st->ssd_enable = cfg.enable_offload;
 	snprintf(st->ssd_path, sizeof(st->ssd_path), "%s", cfg.ssd_offload_path);
 	st->ssd_limit = cfg.ssd_offload_size_limit;
+	st->memopts = mem;
+	st->memopts_set = 1;
+	/* Threads started from here on (the store's loop, the populating one) run on the CPUs of
+	 * the segment's nodes. */
+	rc = mc_segmem_bind_cpus(&mem);
+	if (rc)
+		mc_log_warn("segment_location %s: cannot run on its nodes' CPUs: %s", mem.location,
+			    strerror(-rc));
 	rc = mc_store_setup(st, name, cfg.metadata_server, cfg.global_segment_size,
 			    cfg.local_buffer_size, cfg.protocol, cfg.device_names,
 			    cfg.master_server_address);
@@ -366,6 +439,12 @@ int main(int argc, char **argv)
 	}
 	mc_log_notice("serving segment %s (%llu bytes) at %s", st->hostname,
 		      (unsigned long long)cfg.global_segment_size, st->endpoint);
+	if (st->nsegs && st->segs[0].mem)
+		mc_log_info("segment memory: %s pages%s%s, %s", st->segs[0].mem->hugetlb
+			    ? (st->segs[0].mem->page_size == (1ull << 30) ? "1 GB hugetlb"
+									 : "2 MB hugetlb")
+			    : "normal", mem.location[0] ? ", location " : "", mem.location,
+			    mem.populate ? "populating in the background" : "population off");
 	{
 		static struct mc_dummy_srv dummy;
 

@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "engine/te_gpu.h"
+#include "segment/segmem.h"
 #include "transfer/nic_topo.h"
 #include "mooncake/transfer_engine_c.h"
 
@@ -260,6 +261,13 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 		return NULL;
 	e->auto_discover = auto_discover != 0;
 	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
+	{
+		/* Same-host peers' pages mapped ahead, unless MC_STORE_POPULATE says no. */
+		struct mc_segmem_opts mo;
+		char err[256];
+
+		e->peer_populate = mc_segmem_opts_env(&mo, err, sizeof(err)) == 0 && mo.populate;
+	}
 	e->publish = !e->p2p;
 	if (ip_or_host_name && *ip_or_host_name)
 		snprintf(e->ip, sizeof(e->ip), "%s", ip_or_host_name);
@@ -314,6 +322,7 @@ struct mc_engine *mc_engine_new(const struct mc_engine_opts *o)
 		return NULL;
 	e->p2p = 1;
 	e->publish = strcmp(meta, "P2PHANDSHAKE") != 0;
+	e->peer_populate = o->peer_populate;
 	if (o->hs_timeout_ms)
 		e->hs_timeout_ms = o->hs_timeout_ms;
 	if (o->tcp) {

@@ -92,6 +92,7 @@ struct mc_engine {
 	struct mc_tcp_client_opts tcp_opts;
 	unsigned hs_timeout_ms;	/* handshake calls: connect and each read/write */
 	int publish;		/* publish our descriptor to the metadata store at meta_conn */
+	int peer_populate;	/* map same-host peers' populated pages ahead of writes */
 	struct mc_memreg *reg;
 	struct {
 		const struct mc_te_transport_ops *ops;
@@ -153,6 +154,7 @@ struct mc_engine_opts {
 	const struct mc_tcp_client_opts *tcp;	/* bounds of tcp transfers, or NULL */
 	unsigned hs_timeout_ms;		/* 0: 5000 */
 	int shm;			/* install the same-host shm transport */
+	int peer_populate;		/* map same-host peers' populated pages ahead of writes */
 };
 
 /* NULL on failure (logged).  Free with destroyTransferEngine, before the owner's loop stops. */

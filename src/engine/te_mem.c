@@ -3,7 +3,8 @@
  * Registered memory that same-host peers can map: the engine's managed buffers and any shared
  * file mapping (memfd, /dev/shm) the user registers.
  *
- * mc_te_alloc_managed backs a buffer with a memfd mapped MAP_SHARED and remembers the fd, so a
+ * mc_te_alloc_managed backs a buffer with segment memory (segment/segmem.c: a memfd mapped
+ * MAP_SHARED, populated in the background, huge pages when asked) and remembers the fd, so a
  * same-uid peer on this host can map the very same pages (te_shm.c hands the fd over).  For
  * other registered memory mc_te_mem_share_fd looks the range up in /proc/self/maps: when it lies
  * inside one shared mapping of a file, it finds a descriptor for that file (our managed table,
@@ -26,12 +27,14 @@
 
 #include "common/log.h"
 #include "engine/engine.h"
+#include "segment/segmem.h"
 #include "mooncake/transfer_engine_c.h"
 
 struct mc_te_managed {
 	struct mc_te_managed *next;
 	uint64_t addr, len;
-	int fd;
+	int fd;				/* mem's memfd (owned by mem) */
+	struct mc_segmem mem;
 };
 
 static pthread_mutex_t mc_te_managed_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -39,36 +42,30 @@ static struct mc_te_managed *mc_te_managed_list;
 
 void *mc_te_alloc_managed(size_t len)
 {
+	struct mc_segmem_opts o;
 	struct mc_te_managed *m;
-	void *p;
-	int fd;
+	char err[512];
 
 	if (len == 0)
 		return NULL;
 	m = calloc(1, sizeof(*m));
 	if (m == NULL)
 		return NULL;
-	fd = memfd_create("mooncake-te-buffer", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)len)) {
-		if (fd >= 0)
-			close(fd);
+	/* The store's memory settings (huge pages, population, placement) apply here too. */
+	if (mc_segmem_opts_env(&o, err, sizeof(err)) ||
+	    mc_segmem_create(&m->mem, len, "mooncake-te-buffer", &o, err, sizeof(err))) {
+		mc_log_err("cannot allocate a %zu-byte engine buffer: %s", len, err);
 		free(m);
 		return NULL;
 	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-	if (p == MAP_FAILED) {
-		close(fd);
-		free(m);
-		return NULL;
-	}
-	m->addr = (uint64_t)(uintptr_t)p;
+	m->addr = (uint64_t)(uintptr_t)m->mem.base;
 	m->len = len;
-	m->fd = fd;
+	m->fd = m->mem.fd;
 	pthread_mutex_lock(&mc_te_managed_mu);
 	m->next = mc_te_managed_list;
 	mc_te_managed_list = m;
 	pthread_mutex_unlock(&mc_te_managed_mu);
-	return p;
+	return m->mem.base;
 }
 
 int mc_te_free_managed(void *addr)
@@ -84,8 +81,7 @@ int mc_te_free_managed(void *addr)
 	pthread_mutex_unlock(&mc_te_managed_mu);
 	if (m == NULL)
 		return -ENOENT;
-	munmap(addr, m->len);
-	close(m->fd);
+	mc_segmem_free(&m->mem);
 	free(m);
 	return 0;
 }

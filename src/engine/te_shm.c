@@ -41,6 +41,7 @@
 #include "engine/engine.h"
 #include "engine/te_pool.h"
 #include "engine/transport.h"
+#include "segment/segmem.h"
 #include "transfer/fdpass.h"
 
 #define MC_SHM_MAGIC 0x4D435348u	/* "MCSH" */
@@ -55,6 +56,7 @@ struct mc_shm_buf {
 	uint8_t *local;		/* mapped, or NULL (process_vm or tcp) */
 	uint8_t *map_base;
 	size_t map_len;
+	struct mc_segmem_peer *pop;	/* maps the owner's populated pages ahead of our writes */
 };
 
 /* A peer segment as we see it.  Kept until uninstall (one per segment name); lk guards it:
@@ -271,9 +273,11 @@ static void mc_shm_detach(struct mc_shm_map *m)
 {
 	uint32_t i;
 
-	for (i = 0; i < m->n; i++)
+	for (i = 0; i < m->n; i++) {
+		mc_segmem_peer_stop(m->bufs[i].pop);
 		if (m->bufs[i].map_base)
 			munmap(m->bufs[i].map_base, m->bufs[i].map_len);
+	}
 	free(m->bufs);
 	m->bufs = NULL;
 	m->n = 0;
@@ -337,11 +341,16 @@ static int mc_shm_attach(struct mc_te_shm *s, struct mc_shm_map *m)
 		b->map_len = (size_t)(b->len + (off - aligned));
 		b->map_base = mmap(NULL, b->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 				   (off_t)aligned);
-		close(fd);
 		if (b->map_base == MAP_FAILED) {
+			close(fd);
 			b->map_base = NULL;	/* process_vm or tcp for this one */
 			continue;
 		}
+		/* A first write through a fresh mapping faults once per page even where the
+		 * owner populated it: map those pages now (segment/segmem.h). */
+		if (s->e->peer_populate && aligned == 0)
+			b->pop = mc_segmem_peer_map(b->map_base, b->map_len, fd);
+		close(fd);
 		b->local = b->map_base + (off - aligned);
 	}
 	/* process_vm_* for what is not mapped, if the kernel lets us reach the owner. */

@@ -188,6 +188,16 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		mc_prom_label(b, m->segs[i]->name);
 		evbuffer_add_printf(b, "\"} %" PRIu64 "\n", m->segs[i]->size);
 	}
+	evbuffer_add_printf(b, "# HELP segment_populated_bytes Bytes of a segment its process "
+			       "has populated (absent: not reported by the process)\n"
+			       "# TYPE segment_populated_bytes gauge\n");
+	for (i = 0; i < m->nsegs; i++) {
+		if (!m->segs[i]->has_populated)
+			continue;
+		evbuffer_add_printf(b, "segment_populated_bytes{segment=\"");
+		mc_prom_label(b, m->segs[i]->name);
+		evbuffer_add_printf(b, "\"} %" PRIu64 "\n", m->segs[i]->populated);
+	}
 	mc_prom(b, "master_key_count", "gauge", "Objects in the table", m->objects.count);
 	mc_prom(b, "master_soft_pin_key_count", "gauge", "Soft-pinned objects",
 		m->objects.soft_pinned);

@@ -157,6 +157,10 @@ struct mc_segment {
 	 * before offload_retry_at (monotonic ms; exponential backoff, reset by a success). */
 	uint32_t offload_fail_streak;
 	int64_t offload_retry_at;
+	/* Bytes of its memory the client process has populated, from Ping's tail (has_populated
+	 * 0: not told, an older client). */
+	uint64_t populated;
+	int has_populated;
 };
 
 /* A task for a disk owner.  Tasks name their object by key and are checked again when handed
@@ -288,6 +292,10 @@ int mc_segment_mount(struct mc_master *m, struct mc_client *c, const struct mc_r
  * out: only segments there receive replicas. */
 void mc_segs_add(struct mc_master *m, struct mc_segment *seg);
 void mc_segs_remove(struct mc_master *m, struct mc_segment *seg);
+/* Read Ping's optional tail from r (u32 n, then n x (uuid segment, u64 populated bytes)) and
+ * note the figures on client c's segments (c may be NULL: read only).  A malformed tail sets
+ * r->err. */
+void mc_segment_note_populated(struct mc_client *c, struct mc_rbuf *r);
 /* The segment (mounted, or dormant) with that id, or NULL. */
 struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id);
 /* Make the segment (mounted or dormant) unreadable and unallocatable at once, then drop its

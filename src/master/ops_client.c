@@ -103,9 +103,10 @@ int mc_op_ping(struct mc_req *q)
 	struct mc_client *c;
 
 	mc_rpc_get_uuid(&q->r, &cid);
+	c = mc_client_find(q->m, &cid);
+	mc_segment_note_populated(c, &q->r);
 	if (!mc_req_done(q))
 		return MC_ERR_INVALID_PARAMS;
-	c = mc_client_find(q->m, &cid);
 	if (c) {
 		c->last_ping = q->now;
 		mc_client_seen(q->m, c, 0);	/* a Suspected client recovers */
@@ -119,6 +120,7 @@ int mc_op_ping(struct mc_req *q)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		mc_wbuf_u64(q->out, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 	}
+	mc_wbuf_u8(q->out, 1);	/* Ping may carry population figures */
 	return 0;
 }
 

@@ -133,6 +133,33 @@ struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id
 	return NULL;
 }
 
+void mc_segment_note_populated(struct mc_client *c, struct mc_rbuf *r)
+{
+	uint32_t n, i;
+
+	if (r->err || r->left == 0)
+		return;
+	n = mc_rbuf_u32(r);
+	if (n > r->left / 24) {
+		r->err = 1;
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		struct mc_uuid id;
+		struct mc_segment *seg;
+		uint64_t v;
+
+		mc_rpc_get_uuid(r, &id);
+		v = mc_rbuf_u64(r);
+		for (seg = c ? c->segs : NULL; seg && r->err == 0; seg = seg->cnext) {
+			if (memcmp(seg->id.b, id.b, 16))
+				continue;
+			seg->populated = v < seg->size ? v : seg->size;
+			seg->has_populated = 1;
+		}
+	}
+}
+
 struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *id)
 {
 	struct mc_segment *seg = mc_segment_find(m, id);

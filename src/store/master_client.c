@@ -96,6 +96,7 @@ struct mc_master_client {
 	int64_t last_rx_ms;		/* when the last answer arrived */
 	int clock_known;
 	int64_t clock_offset_ms;	/* master wall clock - ours */
+	int ping_figures;		/* the master takes population figures on Ping */
 	struct mc_rpc_call ping_call, remount_call;
 	/* Shared with API threads, under mu (written by the loop only, except the dl_ fields):
 	 * clock_known and clock_offset_ms above, and these. */
@@ -207,6 +208,7 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 		shutdown(mc->dl_fd, SHUT_RDWR);	/* wakes a thread waiting on the lane */
 	pthread_mutex_unlock(&mc->mu);
 	mc->ping_ok = 0;
+	mc->ping_figures = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
 	mc_fail_all(mc, MC_ERR_RPC_FAIL);
@@ -454,6 +456,8 @@ static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
 			mc->clock_known = 1;
 			pthread_mutex_unlock(&mc->mu);
 		}
+		/* Older masters refuse a Ping with anything after the client id. */
+		mc->ping_figures = r.err == 0 && r.left >= 1 && mc_rbuf_u8(&r) == 1;
 		if (r.err == 0 && status == MC_CLIENT_NEED_REMOUNT)
 			mc_remount(mc);
 	} else {
@@ -468,6 +472,19 @@ static void mc_ping(struct mc_master_client *mc, int64_t now)
 		return;
 	mc_rpc_call_init(&mc->ping_call, MC_OP_PING);
 	mc_rpc_put_uuid(&mc->ping_call.req, &mc->st->client_id);
+	if (mc->ping_figures) {
+		struct mc_store *st = mc->st;
+		uint32_t i;
+
+		/* How much of each segment is populated, for the master's metrics. */
+		pthread_mutex_lock(&st->mu);
+		mc_wbuf_u32(&mc->ping_call.req, st->nsegs);
+		for (i = 0; i < st->nsegs; i++) {
+			mc_rpc_put_uuid(&mc->ping_call.req, &st->segs[i].id);
+			mc_wbuf_u64(&mc->ping_call.req, mc_segmem_populated(st->segs[i].mem));
+		}
+		pthread_mutex_unlock(&st->mu);
+	}
 	mc->ping_call.on_done = mc_on_ping_done;
 	mc->ping_call.on_done_arg = mc;
 	mc->ping_call.deadline_ms = now + MC_PING_TIMEOUT_MS;

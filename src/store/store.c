@@ -3,8 +3,9 @@
  * Store handle set-up and teardown: the loop thread, the data server over this client's
  * segments, the master connection, segment memory and its mounting.
  *
- * Segment memory is a memfd mapped MAP_SHARED|MAP_NORESERVE: pages cost nothing until written
- * (a 3 GiB segment is free until used) and a same-host peer could map the same pages later.
+ * Segment memory comes from segment/segmem.c: a memfd mapped MAP_SHARED (a same-host peer maps
+ * the same pages through the descriptor), populated in the background from its lowest address up
+ * unless the operator turned that off, on huge pages and NUMA nodes when asked (st->memopts).
  * The segment name is "host:port": the port is the handshake port of the handle's transfer
  * engine, which peers ask for our segment descriptor.  A port not given is picked in the
  * client port range (reserved with a bound socket, then handed to the engine).  The engine
@@ -201,25 +202,22 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 {
 	struct mc_store_segment seg = { .memfd = -1 };
 	struct mc_rpc_call call;
+	char err[512];
 	int rc;
 
 	if (st->nsegs >= MC_STORE_MAX_SEGMENTS)
 		return MC_ERR_INVALID_PARAMS;
-	seg.memfd = memfd_create("mooncake-segment", MFD_CLOEXEC);
-	if (seg.memfd < 0 || ftruncate(seg.memfd, (off_t)size) != 0) {
-		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size,
-			   strerror(errno));
-		rc = MC_ERR_INVALID_PARAMS;
-		goto fail_fd;
+	seg.mem = calloc(1, sizeof(*seg.mem));
+	if (seg.mem == NULL)
+		return MC_ERR_INTERNAL;
+	if (mc_segmem_create(seg.mem, size, "mooncake-segment", &st->memopts, err,
+			     sizeof(err)) != 0) {
+		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
+		free(seg.mem);
+		return MC_ERR_INVALID_PARAMS;
 	}
-	seg.base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, seg.memfd,
-			0);
-	if (seg.base == MAP_FAILED) {
-		mc_log_err("cannot map a %llu-byte segment: %s", (unsigned long long)size,
-			   strerror(errno));
-		rc = MC_ERR_INVALID_PARAMS;
-		goto fail_fd;
-	}
+	seg.base = seg.mem->base;
+	seg.memfd = seg.mem->fd;
 	seg.size = size;
 	mc_uuid_generate(&seg.id);
 	if (mc_store_make_token(seg.token) != 0) {
@@ -254,10 +252,8 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 	return 0;
 
 fail_map:
-	munmap(seg.base, size);
-fail_fd:
-	if (seg.memfd >= 0)
-		close(seg.memfd);
+	mc_segmem_free(seg.mem);
+	free(seg.mem);
 	return rc;
 }
 
@@ -363,6 +359,7 @@ static int mc_store_engine_start(struct mc_store *st, const char *ip, uint16_t p
 		.tcp = &st->xfer_opts,
 		.hs_timeout_ms = st->xfer_opts.connect_timeout_ms,
 		.shm = !(shm && mc_parse_bool(shm, &shm_on) == 0 && !shm_on),
+		.peer_populate = st->memopts.populate,
 	};
 	int tries;
 
@@ -403,6 +400,14 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 
 	if (st->initialized)
 		return MC_ERR_INVALID_PARAMS;
+	if (!st->memopts_set) {
+		char err[512];
+
+		if (mc_segmem_opts_env(&st->memopts, err, sizeof(err))) {
+			mc_log_err("%s", err);
+			return MC_ERR_INVALID_PARAMS;
+		}
+	}
 	if (protocol && !strcmp(protocol, "rdma")) {
 		rc = mc_store_check_rdma(device_name);
 		if (rc < 0)
@@ -494,13 +499,21 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		rc = 0;
 	}
 	if (local_buffer_size) {
-		st->local_buf = mmap(NULL, local_buffer_size, PROT_READ | PROT_WRITE,
-				     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (st->local_buf == MAP_FAILED) {
-			st->local_buf = NULL;
+		char err[512];
+
+		st->local_mem = calloc(1, sizeof(*st->local_mem));
+		if (st->local_mem == NULL || mc_segmem_create(st->local_mem, local_buffer_size,
+							      "mooncake-local-buffer", &st->memopts,
+							      err, sizeof(err))) {
+			mc_log_err("cannot create a %llu-byte local buffer: %s",
+				   (unsigned long long)local_buffer_size,
+				   st->local_mem ? err : "out of memory");
+			free(st->local_mem);
+			st->local_mem = NULL;
 			rc = MC_ERR_INVALID_PARAMS;
 			goto fail;
 		}
+		st->local_buf = st->local_mem->base;
 		st->local_buf_size = local_buffer_size;
 		rc = mc_store_register(st, st->local_buf, local_buffer_size);
 		if (rc)
@@ -593,12 +606,13 @@ void mc_store_teardown(struct mc_store *st)
 	}
 	mc_store_ssd_free(st);
 	for (i = 0; i < st->nsegs; i++) {
-		munmap(st->segs[i].base, st->segs[i].size);
-		close(st->segs[i].memfd);
+		mc_segmem_free(st->segs[i].mem);
+		free(st->segs[i].mem);
 	}
 	st->nsegs = 0;
-	if (st->local_buf)
-		munmap(st->local_buf, st->local_buf_size);
+	mc_segmem_free(st->local_mem);
+	free(st->local_mem);
+	st->local_mem = NULL;
 	st->local_buf = NULL;
 	if (st->reserve_fd >= 0)
 		close(st->reserve_fd);

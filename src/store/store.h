@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "proto/rpc.h"
+#include "segment/segmem.h"
 #include "reactor/loop_thread.h"
 #include "transfer/memreg.h"
 #include "transfer/tcp.h"
@@ -37,6 +38,7 @@ struct mc_store_segment {
 	uint8_t *base;
 	uint64_t size;
 	int memfd;
+	struct mc_segmem *mem;		/* the memory behind it (segment/segmem.h) */
 };
 
 struct mc_store {
@@ -61,6 +63,11 @@ struct mc_store {
 	uint32_t nsegs;
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
+	struct mc_segmem *local_mem;	/* the memory behind local_buf */
+	/* How segment memory is made (huge pages, population, placement): set before
+	 * mc_store_setup with memopts_set = 1, or taken from the environment. */
+	struct mc_segmem_opts memopts;
+	int memopts_set;
 	int64_t rpc_timeout_ms;
 	struct mc_tcp_client_opts xfer_opts;	/* replica transfer bounds */
 	struct {			/* data endpoints whose transfers failed recently (mu) */

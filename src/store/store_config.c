@@ -32,6 +32,13 @@ static const struct mc_opt mc_cfg_checks[] = {
 	  "" },
 	{ "ssd_offload_path", "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", NULL, MC_OPT_PATH, 0, NULL, 0,
 	  -1, "" },
+	{ "use_hugepage", "MC_STORE_USE_HUGEPAGE", NULL, MC_OPT_BOOL, 0, NULL, 0, -1, "" },
+	{ "hugepage_size", "MC_STORE_HUGEPAGE_SIZE", NULL, MC_OPT_CHOICE, 0, "2MB|1GB", 0, -1, "" },
+	{ "hugepage_fallback", "MC_STORE_HUGEPAGE_FALLBACK", NULL, MC_OPT_BOOL, 0, NULL, 0, -1,
+	  "" },
+	{ "populate_segment", "MC_STORE_POPULATE", NULL, MC_OPT_BOOL, 0, NULL, 0, -1, "" },
+	{ "segment_location", "MC_STORE_SEGMENT_LOCATION", NULL, MC_OPT_TOKEN, 0, NULL, 0, -1,
+	  "" },
 	MC_OPT_END,
 };
 
@@ -59,6 +66,9 @@ static void mc_cfg_defaults(struct mc_store_config *c)
 	snprintf(c->tenant_id, sizeof(c->tenant_id), "default");
 	c->global_segment_size = 3355443200ull;
 	c->local_buffer_size = 1073741824ull;
+	snprintf(c->hugepage_size, sizeof(c->hugepage_size), "2MB");
+	c->populate_segment = 1;
+	snprintf(c->segment_location, sizeof(c->segment_location), "*");
 }
 
 static int mc_cfg_str(char *dst, size_t n, const char *v, const char *name, char *err, size_t el)
@@ -162,6 +172,17 @@ static int mc_cfg_from_json(struct mc_store_config *c, const char *path, char *e
 			rc = mc_parse_bool(s, &c->enable_ssd_offload);
 		else if (!strcmp(key, "ssd_offload_path"))
 			rc = mc_cfg_str(c->ssd_offload_path, sizeof(c->ssd_offload_path), s, key, err,
+					el);
+		else if (!strcmp(key, "use_hugepage"))
+			rc = mc_parse_bool(s, &c->use_hugepage);
+		else if (!strcmp(key, "hugepage_size"))
+			rc = mc_cfg_str(c->hugepage_size, sizeof(c->hugepage_size), s, key, err, el);
+		else if (!strcmp(key, "hugepage_fallback"))
+			rc = mc_parse_bool(s, &c->hugepage_fallback);
+		else if (!strcmp(key, "populate_segment"))
+			rc = mc_parse_bool(s, &c->populate_segment);
+		else if (!strcmp(key, "segment_location"))
+			rc = mc_cfg_str(c->segment_location, sizeof(c->segment_location), s, key, err,
 					el);
 		if (rc)
 			goto out;

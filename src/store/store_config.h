@@ -22,6 +22,12 @@ struct mc_store_config {
 	char tenant_id[128];
 	int enable_ssd_offload;		/* "enable_ssd_offload" / MOONCAKE_ENABLE_SSD_OFFLOAD */
 	char ssd_offload_path[1024];	/* "ssd_offload_path" / MOONCAKE_OFFLOAD_FILE_STORAGE_PATH */
+	/* Segment memory (mooncake_client; in-process stores read the MC_STORE_* variables) */
+	int use_hugepage;		/* "use_hugepage" */
+	char hugepage_size[8];		/* "hugepage_size": 2MB or 1GB */
+	int hugepage_fallback;		/* "hugepage_fallback" */
+	int populate_segment;		/* "populate_segment" (default true) */
+	char segment_location[128];	/* "segment_location": "*", cpu:N, interleave */
 };
 
 /* path NULL: MOONCAKE_CONFIG_PATH if set, else the environment.  Returns 0, -ENOENT (no file,

@@ -3,7 +3,8 @@
 """mooncake_ctl: look inside a running mooncake cluster through the master's admin HTTP.
 
 Commands: status, segments, keys [PATTERN], get-info KEY, remove KEY [--force],
-remove-all [--force], metrics, capacity --model-config FILE (--tokens N | --token-log FILE).
+remove-all [--force], metrics, capacity --model-config FILE (--tokens N | --token-log FILE),
+capacity [--segment-size SIZE] [--hugepage-size 2MB|1GB] (segment population, hugetlb pool).
 Human tables by default, --json for scripts.  Exit status 0, 1 on a failed request, 2 on bad
 usage.
 """
@@ -240,7 +241,82 @@ def used_from_log(path):
     return int(used)
 
 
+SEG_RX = re.compile(r'^(segment_[a-z_]+)\{segment="((?:[^"\\]|\\.)*)"\}$')
+HUGE_SIZES = {"2MB": 2 << 20, "1GB": 1 << 30}
+
+
+def huge_pages(size, page):
+    return (size + page - 1) // page
+
+
+def pool_line(size, page_name):
+    page = HUGE_SIZES[page_name]
+    pages = huge_pages(size, page)
+    sysfs = "/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages" % (page >> 10)
+    how = ("sysctl vm.nr_hugepages=%d or echo %d > %s" % (pages, pages, sysfs)
+           if page_name == "2MB" else "echo %d > %s (at boot: hugepagesz=1G hugepages=%d)"
+           % (pages, sysfs, pages))
+    return pages, how
+
+
+def segment_memory(args):
+    """Memory segments from /metrics: total and populated bytes, and the hugetlb pages each host
+    needs to hold its segments."""
+    status, text = request(args.master, "/metrics")
+    if status != 200:
+        raise CtlError("/metrics answered %d" % status)
+    segs = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        mm = SEG_RX.match(name)
+        if mm:
+            segs.setdefault(mm.group(2), {})[mm.group(1)] = int(float(value))
+    rows = []
+    hosts = {}
+    for name in sorted(segs):
+        total = segs[name].get("segment_total_capacity_bytes", 0)
+        pop = segs[name].get("segment_populated_bytes")
+        rows.append({"segment": name, "total_bytes": total, "populated_bytes": pop})
+        host = name.rsplit(":", 1)[0]
+        hosts[host] = hosts.get(host, 0) + huge_pages(total, HUGE_SIZES[args.hugepage_size])
+    return rows, hosts
+
+
 def cmd_capacity(args):
+    if args.model_config is None:
+        out = {}
+        if args.segment_size is not None:
+            pages, how = pool_line(args.segment_size, args.hugepage_size)
+            out["hugepages"] = {"segment_bytes": args.segment_size,
+                                "hugepage_size": args.hugepage_size, "pages": pages}
+            line = ("a %s segment on %s pages needs %d pages: %s (plus the pages other "
+                    "programs hold: HugePages_Total - HugePages_Free in /proc/meminfo)"
+                    % (human(args.segment_size), args.hugepage_size, pages, how))
+            if args.json:
+                return out
+            return line
+        rows, hosts = segment_memory(args)
+        out["segments"] = rows
+        out["hugepages_per_host"] = {h: {"hugepage_size": args.hugepage_size, "pages": n}
+                                     for h, n in hosts.items()}
+        if args.json:
+            return out
+        lines = ["memory segments:", table(
+            [(r["segment"], human(r["total_bytes"]),
+              "not reported" if r["populated_bytes"] is None else "%s (%.0f%%)" % (
+                  human(r["populated_bytes"]),
+                  100.0 * r["populated_bytes"] / r["total_bytes"] if r["total_bytes"] else 0))
+             for r in rows], ["SEGMENT", "TOTAL", "POPULATED"])]
+        if hosts:
+            lines.append("hugetlb pool to hold them with --use_hugepage (per host, besides what "
+                         "other programs hold):")
+            for h, n in sorted(hosts.items()):
+                lines.append("  %s: %d pages of %s: %s" % (
+                    h, n, args.hugepage_size, pool_line(n * HUGE_SIZES[args.hugepage_size],
+                                                        args.hugepage_size)[1]))
+        return "\n".join(lines)
     with open(args.model_config) as f:
         cfg = json.load(f)
     per_token = kv_bytes_per_token(cfg)
@@ -349,6 +425,28 @@ def readable_file(name):
     return check
 
 
+def size_arg(name):
+    units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+             "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+             "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+    def check(value):
+        mm = re.match(r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$", value)
+        if not mm or mm.group(2).lower() not in units or int(mm.group(1)) == 0:
+            raise argparse.ArgumentTypeError("invalid value '%s' for %s (expected a size such "
+                                             "as 4GB)" % (value, name))
+        return int(mm.group(1)) * units[mm.group(2).lower()]
+    return check
+
+
+def hugepage_arg(value):
+    for k in HUGE_SIZES:
+        if value.lower() == k.lower():
+            return k
+    raise argparse.ArgumentTypeError("invalid value '%s' for --hugepage-size (expected 2MB or "
+                                     "1GB)" % value)
+
+
 def main(argv=None):
     p = OneLineParser(prog="mooncake_ctl", description=__doc__.splitlines()[0])
     p.add_argument("--master", default="http://127.0.0.1:9003", type=master_url,
@@ -369,8 +467,14 @@ def main(argv=None):
     ra = sub.add_parser("remove-all", help="remove every object")
     ra.add_argument("--force", action="store_true", help="even objects under a read lease")
     sub.add_parser("metrics", help="the Prometheus metrics")
-    c = sub.add_parser("capacity", help="explain the store's memory use by retained tokens")
-    c.add_argument("--model-config", required=True, type=readable_file("--model-config"), help="the model's config.json")
+    c = sub.add_parser("capacity", help="explain the store's memory use by retained tokens; "
+                       "without --model-config: each segment's total and populated bytes and "
+                       "the hugetlb pool that holds them")
+    c.add_argument("--model-config", type=readable_file("--model-config"), help="the model's config.json")
+    c.add_argument("--segment-size", type=size_arg("--segment-size"),
+                   help="print the hugetlb pages a segment of this size needs (e.g. 4GB)")
+    c.add_argument("--hugepage-size", type=hugepage_arg, default="2MB",
+                   help="huge page size for the pool figures: 2MB or 1GB (default: %(default)s)")
     src = c.add_mutually_exclusive_group()
     src.add_argument("--tokens", type=non_negative_int("--tokens"), help="retained tokens")
     src.add_argument("--token-log", type=readable_file("--token-log"), help="JSON lines with retained_tokens (or tokens)")
@@ -378,6 +482,9 @@ def main(argv=None):
     c.add_argument("--tolerance", type=non_negative_float("--tolerance"), default=0.25,
                    help="allowed relative difference (default: %(default)s)")
     args = p.parse_args(argv)
+    if args.command == "capacity" and args.model_config is None and (
+            args.tokens is not None or args.token_log or args.master_log):
+        c.error("--tokens, --token-log and --master-log need --model-config")
     handlers = {"status": cmd_status, "segments": cmd_segments, "keys": cmd_keys,
                 "get-info": cmd_get_info, "remove": cmd_remove, "remove-all": cmd_remove_all,
                 "metrics": cmd_metrics, "capacity": cmd_capacity}

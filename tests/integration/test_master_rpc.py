@@ -85,6 +85,20 @@ def main():
     st, r = a.call("PING", a.client_id)
     _, _, wall = r.take("qBQ")
     ok(st == 0 and abs(wall - time.time() * 1000) < 5000, "Ping carries the master's wall clock")
+    # Segment population figures ride on Ping, after the master said it takes them.
+    st, r = a.call("PING", a.client_id)
+    ok(st == 0 and r.take("qBQB")[3] == 1, "Ping's answer says it takes population figures")
+    figs = struct.pack("<I", 2) + seg_a + struct.pack("<Q", 12345) + os.urandom(16) + \
+        struct.pack("<Q", 1)
+    st, r = a.call("PING", a.client_id + figs)
+    ok(st == 0 and r.take("qB")[1] == 1,
+       "a Ping with population figures (one for a segment the master does not know) is answered")
+    st, _ = a.call("PING", a.client_id + struct.pack("<I", 5) + seg_a)
+    ok(st == -600, "a Ping whose figures are cut short is refused with -600")
+    st, _ = a.call("PING", a.client_id + struct.pack("<I", 1) + seg_a + struct.pack("<Q", 1) + b"x")
+    ok(st == -600, "a Ping with bytes after its figures is refused with -600")
+    st, _ = a.call("PING", a.client_id + struct.pack("<I", 0xffffffff))
+    ok(st == -600, "a Ping claiming 2^32-1 figures is refused with -600")
     # The reported segment is one no later check places on: a report keeps it unhealthy a while.
     r_cli = Client(ADDR)
     _, seg_r = mount(r_cli, "hostR:1", 1 << 20, base=0x70000000, endpoint="127.0.0.1:1009")

@@ -1,0 +1,181 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# First writes into a fresh cluster's memory, ours against upstream's wheel in the same run.
+#
+# Usage: scripts/bench-first-write.sh [BUILD] [ROUNDS]
+#   BUILD   our build directory (default _build/dev; it needs pybuild/, the Python package)
+#   ROUNDS  rounds per figure (default 3; medians are printed)
+# Environment: UPSTREAM_VENV (default /work/venv-up: a venv with mooncake-transfer-engine-non-cuda,
+# reinstalled with pip when missing), SEGMENT (default 2GB), SIZES (segment sizes for the start-up
+# figures, default "1GB 4GB"; add 16GB where the host has the memory), HUGEPAGES=1 (as root: also
+# run every figure with MC_STORE_USE_HUGEPAGE=1 for both mooncake_clients, on a pool of 2 MB
+# pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end),
+# BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base").
+#
+# Each run starts a fresh master and one mooncake_client holding a SEGMENT segment, then
+# scripts/first_write.py (a store client without a segment of its own) puts 1 GiB of distinct
+# 1 MiB objects (batch 8, registered buffer), remove_all, 1 GiB more, then 1 MiB gets and 4 KiB
+# puts (batch 32).  Once over tcp (MC_FORCE_TCP=1, and MC_STORE_SHM=0 for ours) and once over
+# same-host shared memory (the default).  "now": the writes start as soon as the master shows the
+# segment mounted; "settled": they start once our client reports the segment populated (for
+# upstream, after the same wait).  Then the time from mooncake_client start to segment mounted
+# and, for ours, to fully populated, for each of SIZES.
+set -u
+S=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "${1:-$S/_build/dev}" && pwd)
+ROUNDS=${2:-3}
+UP=${UPSTREAM_VENV:-/work/venv-up}
+SEGMENT=${SEGMENT:-2GB}
+SIZES=${SIZES:-1GB 4GB}
+tmp=$(mktemp -d)
+pids=""
+pool_orig=
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; sleep 0.3;
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"
+	[ -z "$pool_orig" ] || echo "$pool_orig" >/proc/sys/vm/nr_hugepages; }
+trap cleanup EXIT
+
+if ! "$UP/bin/python" -c "import mooncake.store" 2>/dev/null; then
+	echo "# upstream's wheel is missing from $UP: installing it"
+	[ -x "$UP/bin/python" ] || python3 -m venv "$UP"
+	"$UP/bin/pip" -q install mooncake-transfer-engine-non-cuda || exit 1
+fi
+[ -f "$B/pybuild/mooncake/_store.so" ] || { echo "no Python package in $B/pybuild"; exit 1; }
+
+now() { date +%s.%N; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# metric PORT NAME: the first value of NAME (with or without labels) on the master's /metrics.
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($1, m) == 1 { print $2; exit }'; }
+
+# start IMPL SEGMENT: a master and a mooncake_client; sets MP (rpc), HP (metrics), T0, T_MOUNT.
+start() {
+	local impl=$1 seg=$2 bin i total
+	case $impl in ours) bin=$B ;; base) bin=$BASELINE ;; *) bin=$UP/bin ;; esac
+	MP=$(free_port); HP=$(free_port)
+	"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
+		>"$tmp/master-$impl.log" 2>&1 &
+	pids="$pids $!"
+	for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
+	total=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)B?',sys.argv[1].upper()).groups(); print(int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u])" "$seg")
+	T0=$(now)
+	env ${CLIENT_ENV:-} "$bin/mooncake_client" --host=127.0.0.1 --port="$(free_port)" \
+		--master_server_address=127.0.0.1:"$MP" --metadata_server=P2PHANDSHAKE \
+		--global_segment_size="$seg" >"$tmp/client-$impl.log" 2>&1 &
+	CPID=$!
+	pids="$pids $CPID"
+	T_MOUNT=
+	for i in $(seq 1200); do
+		[ "$(metric "$HP" master_total_capacity_bytes | cut -d. -f1)" = "$total" ] && { T_MOUNT=$(now); break; }
+		sleep 0.02
+	done
+	TOTAL=$total
+}
+
+# populated: seconds from T0 until our client's segment is populated (empty for upstream).
+wait_populated() {
+	local i p
+	for i in $(seq 3000); do
+		p=$(metric "$HP" segment_populated_bytes)
+		[ -z "$p" ] && [ "$1" = up ] && return
+		[ "${p%.*}" = "$TOTAL" ] && { echo "$(now) - $T0" | bc; return; }
+		sleep 0.02
+	done
+}
+
+stop() { kill $pids 2>/dev/null; sleep 0.3; kill -9 $pids 2>/dev/null; wait 2>/dev/null; pids=""; }
+
+driver() {	# driver IMPL TRANSPORT TAG
+	local py env=()
+	case $1 in
+	ours) py="env PYTHONPATH=$B/pybuild python3" ;;
+	base) py="env PYTHONPATH=$BASELINE/pybuild python3" ;;
+	*) py="$UP/bin/python" ;;
+	esac
+	[ "$2" = tcp ] && env=(MC_FORCE_TCP=1 MC_STORE_SHM=0)
+	env "${env[@]}" MC_LOG_LEVEL=warn $py "$S/scripts/first_write.py" 127.0.0.1:"$MP" 1 "$3" \
+		2>>"$tmp/driver.err" | tail -1
+}
+
+PAGES=""
+if [ "${HUGEPAGES:-0}" = 1 ]; then
+	pool_orig=$(cat /proc/sys/vm/nr_hugepages)
+	need=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)',sys.argv[1].upper()).groups(); print((int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u]) // (2<<20) + 64)" "$SEGMENT")
+	echo $((pool_orig + need)) >/proc/sys/vm/nr_hugepages
+	echo "# hugetlb pool: vm.nr_hugepages=$(cat /proc/sys/vm/nr_hugepages) (was $pool_orig)"
+	PAGES="4k 2m"
+fi
+echo "# $(date -u '+%F %T') host: $(nproc) CPUs, $(free -g | awk '/Mem/ {print $2}') GiB; upstream: $("$UP/bin/pip" show mooncake-transfer-engine-non-cuda 2>/dev/null | awk '/Version/ {print $2}')"
+res=$tmp/results
+for pg in ${PAGES:-4k}; do
+	[ "$pg" = 2m ] && CLIENT_ENV="MC_STORE_USE_HUGEPAGE=1" || CLIENT_ENV=""
+	for r in $(seq "$ROUNDS"); do
+		for when in now settled; do
+			for tr in tcp shm; do
+				for impl in ours up ${BASELINE:+base}; do
+					[ "$impl" = base ] && [ "$pg" = 2m ] && continue
+					start "$impl" "$SEGMENT"
+					if [ -z "$T_MOUNT" ]; then
+						echo "round $r $pg $when $tr $impl: the segment was not mounted"
+						stop; continue
+					fi
+					if [ "$when" = settled ]; then
+						# Upstream gets the wait our population needed just before.
+						if [ "$impl" = ours ]; then wait_populated ours >"$tmp/settle"
+						else sleep "$(cat "$tmp/settle" 2>/dev/null || echo 1)"; fi
+					fi
+					line=$(driver "$impl" "$tr" "$impl-$pg-$tr-$when")
+					echo "round $r $pg $when $tr $line"
+					echo "$impl $pg $tr $when $line" >>"$res"
+					stop
+				done
+			done
+		done
+	done
+done
+CLIENT_ENV=""
+
+echo "# medians over $ROUNDS rounds (GB/s; first = into memory nothing wrote, later = same memory after remove_all)"
+python3 - "$res" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    impl, pg, tr, when = line.split()[:4]
+    vals = dict(re.findall(r"(\w+)=([0-9.]+)", line))
+    rows.setdefault((pg, tr, when, impl), []).append({k: float(v) for k, v in vals.items()})
+med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
+div = lambda a, b: a / b if b else float("nan")
+for pg in ("4k", "2m"):
+    for tr in ("tcp", "shm"):
+        for when in ("now", "settled"):
+            o, u = rows.get((pg, tr, when, "ours"), []), rows.get((pg, tr, when, "up"), [])
+            b = rows.get((pg, tr, when, "base"), [])
+            if not o and not u:
+                continue
+            print("%s %-4s %-8s ours first %5.2f later %5.2f (first/later %.2f)  upstream first "
+                  "%5.2f later %5.2f  ours/upstream first %.2fx | 1MiB gets ours %.2f up %.2f | "
+                  "4KiB puts/s ours %.0f up %.0f" % (
+                      pg, tr, when, med(o, "first_GBps"), med(o, "later_GBps"),
+                      div(med(o, "first_GBps"), med(o, "later_GBps")), med(u, "first_GBps"),
+                      med(u, "later_GBps"), div(med(o, "first_GBps"), med(u, "first_GBps")),
+                      med(o, "get_1MiB_GBps"), med(u, "get_1MiB_GBps"),
+                      med(o, "put_4KiB_per_s"), med(u, "put_4KiB_per_s")))
+            if b:
+                print("%s %-4s %-8s   base (BASELINE) first %5.2f later %5.2f | 1MiB gets %.2f | "
+                      "4KiB puts/s %.0f" % (pg, tr, when, med(b, "first_GBps"),
+                                            med(b, "later_GBps"), med(b, "get_1MiB_GBps"),
+                                            med(b, "put_4KiB_per_s")))
+PY
+
+echo "# start-up: seconds from mooncake_client start to segment mounted (master shows it) and, for ours, to populated"
+for seg in $SIZES; do
+	for impl in ours up ${BASELINE:+base}; do
+		m=(); p=()
+		for r in $(seq "$ROUNDS"); do
+			start "$impl" "$seg"
+			m+=("$(echo "$T_MOUNT - $T0" | bc)")
+			[ "$impl" = ours ] && p+=("$(wait_populated ours)")
+			stop
+		done
+		python3 -c "import statistics,sys; m=[float(x) for x in sys.argv[3].split()]; p=[float(x) for x in sys.argv[4].split()]; print('%-5s %-4s mounted %.2f s%s' % (sys.argv[1], sys.argv[2], statistics.median(m), ('  populated %.2f s' % statistics.median(p)) if p else ''))" "$seg" "$impl" "${m[*]}" "${p[*]:-}"
+	done
+done

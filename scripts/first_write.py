@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""First writes into fresh segment memory against later writes into the same memory.
+
+Usage: first_write.py MASTER [GIB] [TAG]
+
+A store client with no segment of its own puts GIB GiB (default 1) of distinct 1 MiB objects,
+8 per batch_put_from, from a registered buffer, into the cluster at MASTER (host:port), whose
+memory nothing has written yet; then remove_all; then GIB GiB more into the same memory.  Then
+4 KiB puts (batch 32) and 1 MiB gets.  Prints one line of figures.  Runs with either package:
+ours (PYTHONPATH=_build/x/pybuild) or upstream's wheel.  FIRST_WRITE_TRACE=1 prints the first
+batch's latency and each quarter's time of every round on stderr.
+"""
+import ctypes
+import os
+import sys
+import time
+
+from mooncake.store import MooncakeDistributedStore
+
+MIB = 1 << 20
+
+
+def main():
+    master = sys.argv[1]
+    gib = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+    tag = sys.argv[3] if len(sys.argv) > 3 else "run"
+    n = int(gib * 1024)
+    batch = 8
+    s = MooncakeDistributedStore()
+    rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 64 * MIB, "tcp", "", master)
+    if rc != 0:
+        print("setup failed: %d" % rc, file=sys.stderr)
+        return 1
+    buf = ctypes.create_string_buffer(batch * MIB)
+    ctypes.memmove(buf, os.urandom(batch * MIB), batch * MIB)
+    base = ctypes.addressof(buf)
+    if s.register_buffer(base, batch * MIB) != 0:
+        print("register_buffer failed", file=sys.stderr)
+        return 1
+    ptrs = [base + i * MIB for i in range(batch)]
+    sizes = [MIB] * batch
+
+    def put_round(prefix):
+        t0 = time.perf_counter()
+        lat = []
+        for i in range(0, n, batch):
+            keys = ["%s/%d" % (prefix, i + j) for j in range(batch)]
+            t1 = time.perf_counter()
+            res = s.batch_put_from(keys, ptrs, sizes)
+            lat.append(time.perf_counter() - t1)
+            bad = [r for r in res if r != 0]
+            if bad:
+                raise SystemExit("batch_put_from failed: %s" % bad[:4])
+        if os.environ.get("FIRST_WRITE_TRACE"):
+            q = len(lat) // 4
+            print("# %s: first batch %.1f ms; quarters %s ms" % (
+                prefix, lat[0] * 1e3, " ".join("%.0f" % (sum(lat[k * q:(k + 1) * q]) * 1e3)
+                                              for k in range(4))), file=sys.stderr)
+        return n * MIB / (time.perf_counter() - t0) / 1e9
+
+    first = put_round(tag + "-first")
+    s.remove_all()
+    time.sleep(0.2)
+    second = put_round(tag + "-second")
+    # 1 MiB gets of what the second round wrote, into the registered buffer.
+    t0 = time.perf_counter()
+    got = 0
+    for i in range(0, n, batch):
+        keys = ["%s-second/%d" % (tag, i + j) for j in range(batch)]
+        res = s.batch_get_into(keys, ptrs, sizes)
+        got += sum(r for r in res if r > 0)
+    gets = got / (time.perf_counter() - t0) / 1e9
+    s.remove_all()
+    time.sleep(0.2)
+    # 4 KiB puts, 32 per batch.
+    small = [base + i * 4096 for i in range(32)]
+    t0 = time.perf_counter()
+    count = 0
+    while time.perf_counter() - t0 < 2.0:
+        keys = ["%s-small/%d" % (tag, count + j) for j in range(32)]
+        res = s.batch_put_from(keys, small, [4096] * 32)
+        if any(r != 0 for r in res):
+            raise SystemExit("4 KiB batch_put_from failed")
+        count += 32
+    small_rate = count / (time.perf_counter() - t0)
+    s.remove_all()
+    print("%s first_GBps=%.2f later_GBps=%.2f ratio=%.2f get_1MiB_GBps=%.2f put_4KiB_per_s=%.0f"
+          % (tag, first, second, first / second, gets, small_rate))
+    sys.stdout.flush()
+    s.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

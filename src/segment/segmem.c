@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Segment memory (see segmem.h): create, place, populate and free the memory behind a segment.
+ *
+ * A page nothing has written yet costs a fault and a zeroing on its first write: 4 KiB at a time
+ * that runs at a fraction of memory speed, and it lands on the request path of whoever writes
+ * first.  Population moves that cost off the request path: one thread per segment asks the
+ * kernel to allocate the pages (MADV_POPULATE_WRITE, Linux 5.14+; older kernels get one write per
+ * page, an atomic OR of zero, which leaves any byte a client already wrote as it was) in chunks
+ * from the lowest address upward, publishing after each chunk how far it got.  The master's
+ * offset allocator hands out the lowest free offsets of a fresh segment first, so the memory it
+ * gives out first is the memory that was populated first.
+ *
+ * Huge pages: hugetlb memfds (MFD_HUGETLB) reserve their pages from the pool when mapped; a pool
+ * too small is refused at creation with the shortfall and the sysctl that reserves it, unless the
+ * caller allowed falling back to normal pages.  Normal pages ask for transparent huge pages
+ * (MADV_HUGEPAGE) when the kernel gives them to shared memory on request only.
+ *
+ * NUMA placement uses the raw mbind system call on the mapping before any page exists, so the
+ * policy is the shared memory object's and every page, whoever faults it, lands where it says.
+ *
+ * Threads: create and free run on the caller's thread; the populating thread touches only the
+ * mapping and the two atomics.  Free stops and joins it before unmapping.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "reactor/options.h"
+#include "segment/segmem.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+#define MC_MFD_HUGE_SHIFT 26
+#define MC_MPOL_BIND 2
+#define MC_MPOL_INTERLEAVE 3
+#define MC_SEGMEM_CHUNK (32ull << 20)	/* populated per call: progress and stop granularity */
+#define MC_SEGMEM_NODE_DIR "/sys/devices/system/node"
+#define MC_HUGETLBFS_MAGIC 0x958458f6
+#define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: give up */
+
+static int64_t mc_segmem_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void mc_segmem_human(uint64_t b, char *out, size_t n)
+{
+	if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+		snprintf(out, n, "%llu GiB", (unsigned long long)(b >> 30));
+	else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+		snprintf(out, n, "%llu MiB", (unsigned long long)(b >> 20));
+	else
+		snprintf(out, n, "%llu bytes", (unsigned long long)b);
+}
+
+int mc_segmem_parse_hugepage_size(const char *s, uint64_t *out)
+{
+	uint64_t v;
+
+	if (s == NULL || mc_parse_size(s, &v))
+		return -EINVAL;
+	if (v != (2ull << 20) && v != (1ull << 30))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int mc_segmem_node_exists(unsigned n)
+{
+	char path[128];
+	struct stat sb;
+
+	if (stat(MC_SEGMEM_NODE_DIR, &sb) != 0)
+		return n == 0;	/* no NUMA in this kernel: one node, 0 */
+	snprintf(path, sizeof(path), MC_SEGMEM_NODE_DIR "/node%u", n);
+	return stat(path, &sb) == 0;
+}
+
+static void mc_segmem_set_node(struct mc_segmem_opts *o, unsigned n)
+{
+	o->nodes[n / (8 * sizeof(unsigned long))] |= 1ul << (n % (8 * sizeof(unsigned long)));
+}
+
+/* "N", "N,M", "N-M", combinations; each node must exist.  0 or -EINVAL with err set. */
+static int mc_segmem_parse_nodes(const char *s, const char *whole, struct mc_segmem_opts *o,
+				 char *err, size_t errlen)
+{
+	const char *p = s;
+
+	if (*p == '\0')
+		goto bad;
+	while (*p) {
+		unsigned long a, b, i;
+		char *end;
+
+		if (!isdigit((unsigned char)*p))
+			goto bad;
+		a = strtoul(p, &end, 10);
+		b = a;
+		p = end;
+		if (*p == '-') {
+			p++;
+			if (!isdigit((unsigned char)*p))
+				goto bad;
+			b = strtoul(p, &end, 10);
+			p = end;
+		}
+		if (a > b || b >= MC_SEGMEM_MAX_NODES)
+			goto bad;
+		for (i = a; i <= b; i++) {
+			if (!mc_segmem_node_exists((unsigned)i)) {
+				snprintf(err, errlen, "invalid location '%s': this host has no NUMA "
+					 "node %lu (see " MC_SEGMEM_NODE_DIR ")", whole, i);
+				return -EINVAL;
+			}
+			mc_segmem_set_node(o, (unsigned)i);
+		}
+		if (*p == ',')
+			p++;
+		else if (*p)
+			goto bad;
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "invalid location '%s' (expected '*', 'cpu:N', 'cpu:N,M', 'cpu:N-M', "
+		 "'interleave' or 'interleave:N,M')", whole);
+	return -EINVAL;
+}
+
+int mc_segmem_parse_location(const char *s, struct mc_segmem_opts *o, char *err, size_t errlen)
+{
+	memset(o->nodes, 0, sizeof(o->nodes));
+	o->loc_mode = MC_SEGMEM_LOC_ANY;
+	o->location[0] = '\0';
+	if (s == NULL || *s == '\0' || !strcmp(s, "*"))
+		return 0;
+	if (strlen(s) >= sizeof(o->location)) {
+		snprintf(err, errlen, "invalid location: longer than %zu bytes",
+			 sizeof(o->location) - 1);
+		return -EINVAL;
+	}
+	snprintf(o->location, sizeof(o->location), "%s", s);
+	if (!strncmp(s, "cpu:", 4)) {
+		o->loc_mode = MC_SEGMEM_LOC_NODES;
+		return mc_segmem_parse_nodes(s + 4, s, o, err, errlen);
+	}
+	if (!strcmp(s, "interleave")) {
+		FILE *f = fopen(MC_SEGMEM_NODE_DIR "/has_memory", "r");
+		char line[512] = "0";
+
+		o->loc_mode = MC_SEGMEM_LOC_INTERLEAVE;
+		if (f) {
+			if (fgets(line, sizeof(line), f) == NULL)
+				snprintf(line, sizeof(line), "0");
+			fclose(f);
+		}
+		line[strcspn(line, "\n")] = '\0';
+		return mc_segmem_parse_nodes(line, s, o, err, errlen);
+	}
+	if (!strncmp(s, "interleave:", 11)) {
+		o->loc_mode = MC_SEGMEM_LOC_INTERLEAVE;
+		return mc_segmem_parse_nodes(s + 11, s, o, err, errlen);
+	}
+	o->loc_mode = MC_SEGMEM_LOC_ANY;
+	return mc_segmem_parse_nodes("", s, o, err, errlen);
+}
+
+/* A boolean variable: unset or empty leaves *out.  0 or -EINVAL with err set. */
+static int mc_segmem_env_bool(const char *name, int *out, char *err, size_t errlen)
+{
+	const char *v = getenv(name);
+
+	if (v == NULL || *v == '\0')
+		return 0;
+	if (mc_parse_bool(v, out)) {
+		snprintf(err, errlen, "invalid value '%s' for environment variable %s (expected "
+			 "true or false)", v, name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int mc_segmem_opts_env(struct mc_segmem_opts *o, char *err, size_t errlen)
+{
+	const char *v;
+	int huge = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->populate = 1;
+	if (mc_segmem_env_bool("MC_STORE_USE_HUGEPAGE", &huge, err, errlen) ||
+	    mc_segmem_env_bool("MC_STORE_HUGEPAGE_FALLBACK", &o->hugepage_fallback, err, errlen) ||
+	    mc_segmem_env_bool("MC_STORE_POPULATE", &o->populate, err, errlen))
+		return -EINVAL;
+	v = getenv("MC_STORE_HUGEPAGE_SIZE");
+	o->hugepage_size = 2ull << 20;
+	if (v && *v && mc_segmem_parse_hugepage_size(v, &o->hugepage_size)) {
+		snprintf(err, errlen, "invalid value '%s' for environment variable "
+			 "MC_STORE_HUGEPAGE_SIZE (expected 2MB or 1GB)", v);
+		return -EINVAL;
+	}
+	if (!huge)
+		o->hugepage_size = 0;
+	v = getenv("MC_STORE_SEGMENT_LOCATION");
+	if (v && *v) {
+		char e[400];
+
+		if (mc_segmem_parse_location(v, o, e, sizeof(e))) {
+			snprintf(err, errlen, "environment variable MC_STORE_SEGMENT_LOCATION: %s", e);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* One number from a sysfs file, or -1. */
+static long long mc_segmem_read_num(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long long v = -1;
+
+	if (f == NULL)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* The kernel gives shared memory transparent huge pages only on request ("[advise]"). */
+static int mc_segmem_thp_advise(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	char line[256] = "";
+
+	if (f == NULL)
+		return 0;
+	if (fgets(line, sizeof(line), f) == NULL)
+		line[0] = '\0';
+	fclose(f);
+	return strstr(line, "[advise]") != NULL;
+}
+
+/* The one line for a hugetlb pool that cannot hold len bytes of page-size pages. */
+static void mc_segmem_pool_error(uint64_t len, uint64_t page, char *err, size_t errlen)
+{
+	char dir[128], path[192], hs[32], ps[32];
+	long long total, freep, resv, need = (long long)((len + page - 1) / page), avail;
+
+	snprintf(dir, sizeof(dir), "/sys/kernel/mm/hugepages/hugepages-%llukB",
+		 (unsigned long long)(page >> 10));
+	snprintf(path, sizeof(path), "%s/nr_hugepages", dir);
+	total = mc_segmem_read_num(path);
+	snprintf(path, sizeof(path), "%s/free_hugepages", dir);
+	freep = mc_segmem_read_num(path);
+	snprintf(path, sizeof(path), "%s/resv_hugepages", dir);
+	resv = mc_segmem_read_num(path);
+	mc_segmem_human(len, hs, sizeof(hs));
+	mc_segmem_human(page, ps, sizeof(ps));
+	if (total < 0) {
+		snprintf(err, errlen, "huge pages of %s are not supported by this kernel (no %s); "
+			 "use MC_STORE_HUGEPAGE_SIZE=2MB, or allow normal pages with "
+			 "MC_STORE_HUGEPAGE_FALLBACK=1", ps, dir);
+		return;
+	}
+	avail = freep >= 0 && resv >= 0 ? freep - resv : 0;
+	if (avail < 0)
+		avail = 0;
+	snprintf(err, errlen, "hugetlb pool too small: %s of %s pages needs %lld pages, %lld are "
+		 "free (%lld short); reserve them with 'sysctl vm.nr_hugepages=%lld'%s or 'echo %lld > "
+		 "%s/nr_hugepages', or allow normal pages with MC_STORE_HUGEPAGE_FALLBACK=1",
+		 hs, ps, need, avail, need > avail ? need - avail : 0, total + need - avail,
+		 page == (2ull << 20) ? "" : " (default size only)", total + need - avail, dir);
+}
+
+static int mc_segmem_mbind(struct mc_segmem *m, const struct mc_segmem_opts *o, char *err,
+			   size_t errlen)
+{
+	int mode = o->loc_mode == MC_SEGMEM_LOC_INTERLEAVE ? MC_MPOL_INTERLEAVE : MC_MPOL_BIND;
+
+	if (o->loc_mode == MC_SEGMEM_LOC_ANY)
+		return 0;
+	if (syscall(SYS_mbind, m->base, m->map_len, mode, o->nodes,
+		    (unsigned long)MC_SEGMEM_MAX_NODES + 1, 0) != 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "cannot place segment memory at location '%s': mbind: %s",
+			 o->location, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int mc_segmem_populate_range(void *p, uint64_t len)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+	uint64_t l = ((uintptr_t)p + len - a + pg - 1) & ~(pg - 1), off;
+
+	if (len == 0)
+		return 0;
+	if (madvise((void *)a, l, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -errno;
+	/* A kernel before 5.14: one write per page, which keeps whatever a client already wrote. */
+	for (off = 0; off < l; off += pg)
+		__atomic_fetch_or((uint8_t *)a + off, 0, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void *mc_segmem_populate_main(void *arg)
+{
+	struct mc_segmem *m = arg;
+	uint64_t chunk = MC_SEGMEM_CHUNK, off = 0;
+	char hs[32];
+	int rc = 0;
+
+	if (chunk < m->page_size)
+		chunk = m->page_size;
+	while (off < m->map_len && !__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t n = m->map_len - off < chunk ? m->map_len - off : chunk;
+
+		rc = mc_segmem_populate_range(m->base + off, n);
+		if (rc)
+			break;
+		off += n;
+		__atomic_store_n(&m->populated, off < m->size ? off : m->size, __ATOMIC_RELEASE);
+	}
+	mc_segmem_human(m->size, hs, sizeof(hs));
+	if (rc)
+		mc_log_warn("segment memory: populating %s stopped at %llu bytes: %s (the rest "
+			    "is allocated by its first write)", hs, (unsigned long long)off,
+			    strerror(-rc));
+	else if (off >= m->map_len) {
+		m->done_ms = mc_segmem_now_ms();
+		mc_log_info("segment memory: %s populated in %.2f s", hs,
+			    (double)(m->done_ms - m->started_ms) / 1000.0);
+	}
+	return NULL;
+}
+
+int mc_segmem_create(struct mc_segmem *m, uint64_t len, const char *name,
+		     const struct mc_segmem_opts *o, char *err, size_t errlen)
+{
+	struct mc_segmem_opts none = { .populate = 0 };
+	uint64_t page = 4096;
+	unsigned flags = MFD_CLOEXEC;
+	int rc, huge;
+
+	memset(m, 0, sizeof(*m));
+	m->fd = -1;
+	if (o == NULL)
+		o = &none;
+	if (len == 0) {
+		snprintf(err, errlen, "segment memory of 0 bytes");
+		return -EINVAL;
+	}
+	huge = o->hugepage_size != 0;
+again:
+	if (huge) {
+		page = o->hugepage_size;
+		flags = MFD_CLOEXEC | MFD_HUGETLB |
+			((unsigned)(page == (1ull << 30) ? 30 : 21) << MC_MFD_HUGE_SHIFT);
+	} else {
+		page = (uint64_t)sysconf(_SC_PAGESIZE);
+		flags = MFD_CLOEXEC;
+	}
+	m->page_size = page;
+	m->size = len;
+	m->map_len = (len + page - 1) / page * page;
+	m->hugetlb = huge;
+	m->fd = memfd_create(name, flags);
+	if (m->fd < 0) {
+		rc = -errno;
+		if (huge && (rc == -EINVAL || rc == -ENOENT))
+			goto pool;
+		snprintf(err, errlen, "cannot create segment memory: memfd_create: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	if (ftruncate(m->fd, (off_t)m->map_len) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot size segment memory to %llu bytes: %s",
+			 (unsigned long long)m->map_len, strerror(-rc));
+		goto fail_fd;
+	}
+	/* hugetlb reserves its pages from the pool here (so a short pool fails now, not with a
+	 * SIGBUS on some later write); normal pages are allocated by population or first write. */
+	m->base = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | (huge ? 0 : MAP_NORESERVE), m->fd, 0);
+	if (m->base == MAP_FAILED) {
+		rc = -errno;
+		m->base = NULL;
+		if (huge && rc == -ENOMEM) {
+			close(m->fd);
+			m->fd = -1;
+			goto pool;
+		}
+		snprintf(err, errlen, "cannot map %llu bytes of segment memory: %s",
+			 (unsigned long long)m->map_len, strerror(-rc));
+		goto fail_fd;
+	}
+	if (!huge && mc_segmem_thp_advise())
+		(void)madvise(m->base, m->map_len, MADV_HUGEPAGE);
+	rc = mc_segmem_mbind(m, o, err, errlen);
+	if (rc)
+		goto fail_map;
+	m->started_ms = mc_segmem_now_ms();
+	if (o->populate) {
+		if (pthread_create(&m->thread, NULL, mc_segmem_populate_main, m) == 0) {
+			m->thread_running = 1;
+		} else {
+			mc_log_warn("segment memory: no thread to populate it; pages are allocated "
+				    "by their first write");
+		}
+	}
+	return 0;
+
+pool:
+	mc_segmem_pool_error(len, page, err, errlen);
+	if (o->hugepage_fallback) {
+		mc_log_warn("%s; falling back to normal pages (hugepage fallback allowed)", err);
+		huge = 0;
+		goto again;
+	}
+	return -ENOMEM;
+fail_map:
+	munmap(m->base, m->map_len);
+	m->base = NULL;
+fail_fd:
+	close(m->fd);
+	m->fd = -1;
+	return rc;
+}
+
+uint64_t mc_segmem_populated(const struct mc_segmem *m)
+{
+	uint64_t v;
+	struct stat sb;
+
+	if (m == NULL || m->base == NULL)
+		return 0;
+	v = __atomic_load_n(&m->populated, __ATOMIC_ACQUIRE);
+	/* Pages written before population reached them (or with population off) count too: the
+	 * memfd's blocks are its allocated pages.  hugetlb files do not count theirs. */
+	if (!m->hugetlb && fstat(m->fd, &sb) == 0 && (uint64_t)sb.st_blocks * 512 > v)
+		v = (uint64_t)sb.st_blocks * 512;
+	return v < m->size ? v : m->size;
+}
+
+void mc_segmem_wait(struct mc_segmem *m)
+{
+	if (m->thread_running) {
+		pthread_join(m->thread, NULL);
+		m->thread_running = 0;
+	}
+}
+
+void mc_segmem_free(struct mc_segmem *m)
+{
+	if (m == NULL || m->base == NULL)
+		return;
+	__atomic_store_n(&m->stop, 1, __ATOMIC_RELEASE);
+	mc_segmem_wait(m);
+	munmap(m->base, m->map_len);
+	m->base = NULL;
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
+}
+
+int mc_segmem_bind_cpus(const struct mc_segmem_opts *o)
+{
+	cpu_set_t set;
+	unsigned n;
+	int any = 0;
+
+	if (o->loc_mode == MC_SEGMEM_LOC_ANY)
+		return 0;
+	CPU_ZERO(&set);
+	for (n = 0; n < MC_SEGMEM_MAX_NODES; n++) {
+		char path[128], list[4096], *p;
+		FILE *f;
+
+		if (!(o->nodes[n / (8 * sizeof(unsigned long))] &
+		      (1ul << (n % (8 * sizeof(unsigned long))))))
+			continue;
+		snprintf(path, sizeof(path), MC_SEGMEM_NODE_DIR "/node%u/cpulist", n);
+		f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(list, sizeof(list), f) == NULL)
+			list[0] = '\0';
+		fclose(f);
+		for (p = list; isdigit((unsigned char)*p);) {
+			unsigned long a = strtoul(p, &p, 10), b = a, c;
+
+			if (*p == '-')
+				b = strtoul(p + 1, &p, 10);
+			for (c = a; c <= b && c < CPU_SETSIZE; c++) {
+				CPU_SET(c, &set);
+				any = 1;
+			}
+			if (*p == ',')
+				p++;
+		}
+	}
+	if (!any)
+		return 0;	/* memory-only nodes: no CPUs to run beside them */
+	if (sched_setaffinity(0, sizeof(set), &set) != 0)
+		return -errno;
+	return 0;
+}
+
+struct mc_segmem_peer {
+	uint8_t *base;
+	uint64_t len;
+	uint64_t cursor;		/* mapped up to here */
+	unsigned char vec[MC_SEGMEM_CHUNK / 4096];	/* mincore's answer for one chunk */
+	int stop;			/* atomic */
+	pthread_t thread;
+};
+
+/* Map the owner's pages in [*cursor, limit) that it already has (mincore over at most chunk
+ * bytes from the cursor: its run of resident pages).  Returns the bytes mapped (0: a page the
+ * owner has not populated yet at the cursor). */
+static uint64_t mc_segmem_peer_step(struct mc_segmem_peer *pm, uint64_t *cursor, uint64_t limit,
+				    uint64_t chunk)
+{
+	uint64_t n = limit - *cursor < chunk ? limit - *cursor : chunk, pg = 4096, i, np;
+
+	np = (n + pg - 1) / pg;
+	if (mincore(pm->base + *cursor, n, pm->vec) != 0)
+		return 0;
+	for (i = 0; i < np && (pm->vec[i] & 1); i++)
+		;
+	n = i * pg < n ? i * pg : n;
+	if (n == 0)
+		return 0;
+	/* The pages exist: a read population maps them writable (shared memory has no dirty
+	 * tracking), 16 pages per fault, twice as fast as a write population. */
+	if (madvise(pm->base + *cursor, n, MADV_POPULATE_READ))
+		return 0;
+	*cursor += n;
+	return n;
+}
+
+static void *mc_segmem_peer_main(void *arg)
+{
+	struct mc_segmem_peer *pm = arg;
+	uint64_t cursor = pm->cursor;
+	int64_t idle_since = mc_segmem_now_ms();
+
+	while (cursor < pm->len && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
+		if (mc_segmem_peer_step(pm, &cursor, pm->len, MC_SEGMEM_CHUNK)) {
+			idle_since = mc_segmem_now_ms();
+			continue;
+		}
+		/* A hole: the owner has not populated that far yet (or does not populate). */
+		if (mc_segmem_now_ms() - idle_since > MC_SEGMEM_PEER_IDLE_MS)
+			break;
+		usleep(20000);
+	}
+	return NULL;
+}
+
+struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd)
+{
+	struct mc_segmem_peer *pm;
+	struct statfs fs;
+	uint64_t sync = len < MC_SEGMEM_PEER_SYNC ? len : MC_SEGMEM_PEER_SYNC;
+
+	if (fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == MC_HUGETLBFS_MAGIC)
+		return NULL;
+	/* Where the owner's pages are transparent huge pages, this mapping maps them whole too. */
+	if (mc_segmem_thp_advise())
+		(void)madvise(p, len, MADV_HUGEPAGE);
+	pm = calloc(1, sizeof(*pm));
+	if (pm == NULL)
+		return NULL;
+	pm->base = p;
+	pm->len = len;
+	while (pm->cursor < sync && mc_segmem_peer_step(pm, &pm->cursor, sync, MC_SEGMEM_CHUNK))
+		;
+	if (len > MC_SEGMEM_PEER_SYNC &&
+	    pthread_create(&pm->thread, NULL, mc_segmem_peer_main, pm)) {
+		free(pm);
+		return NULL;
+	}
+	return pm;
+}
+
+void mc_segmem_peer_stop(struct mc_segmem_peer *pm)
+{
+	if (pm == NULL)
+		return;
+	__atomic_store_n(&pm->stop, 1, __ATOMIC_RELEASE);
+	if (pm->len > MC_SEGMEM_PEER_SYNC)
+		pthread_join(pm->thread, NULL);
+	free(pm);
+}

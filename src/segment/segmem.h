@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_SEGMEM_H
+#define MC_SEGMEM_H
+
+/*
+ * Memory behind a segment (or any buffer the store and the engine own): a memfd mapped
+ * MAP_SHARED, so a same-host process can map the very same pages through the descriptor,
+ * optionally backed by huge pages (hugetlb, or transparent huge pages for shared memory where
+ * the kernel offers them on request), optionally placed on NUMA nodes, and populated (every page
+ * allocated and zeroed) by a background thread from the lowest address upward, so the first
+ * write into it costs what the hundredth does.  The master's allocator hands out low offsets
+ * first, so the memory it gives out first is the memory populated first.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_SEGMEM_LOC_ANY 0		/* no placement: the kernel's default policy */
+#define MC_SEGMEM_LOC_NODES 1		/* bind to the nodes in the mask (one node, or several) */
+#define MC_SEGMEM_LOC_INTERLEAVE 2	/* interleave over the nodes in the mask */
+#define MC_SEGMEM_MAX_NODES 1024
+
+struct mc_segmem_opts {
+	uint64_t hugepage_size;		/* 0: normal pages; 2 MiB or 1 GiB: hugetlb pages */
+	int hugepage_fallback;		/* a hugetlb pool too small: normal pages, with a warning */
+	int populate;			/* populate in the background (1) or leave pages to the
+					 * first write (0) */
+	int loc_mode;			/* MC_SEGMEM_LOC_* */
+	unsigned long nodes[MC_SEGMEM_MAX_NODES / (8 * sizeof(unsigned long))];
+	char location[128];		/* as the operator wrote it, for log lines */
+};
+
+struct mc_segmem {
+	uint8_t *base;
+	uint64_t size;			/* bytes asked for */
+	uint64_t map_len;		/* bytes mapped (size rounded up to the page size) */
+	uint64_t page_size;		/* 4 KiB, or the hugetlb page size */
+	int fd;				/* the memfd (owned) */
+	int hugetlb;
+	uint64_t populated;		/* bytes populated from base upward (atomic) */
+	int stop;			/* ask the populating thread to stop (atomic) */
+	int thread_running;
+	pthread_t thread;
+	int64_t started_ms, done_ms;	/* monotonic: creation, population finished (0: not yet) */
+};
+
+/* Defaults (normal pages, populate, no placement) overridden by the environment:
+ * MC_STORE_USE_HUGEPAGE, MC_STORE_HUGEPAGE_SIZE, MC_STORE_HUGEPAGE_FALLBACK, MC_STORE_POPULATE,
+ * MC_STORE_SEGMENT_LOCATION.  Returns 0, or -EINVAL with one line in err naming the variable. */
+int mc_segmem_opts_env(struct mc_segmem_opts *o, char *err, size_t errlen);
+
+/* Set the huge page size from "2MB"/"1GB" (also "2m", "2097152", case-insensitive).  0 or
+ * -EINVAL. */
+int mc_segmem_parse_hugepage_size(const char *s, uint64_t *out);
+
+/* Parse a location: "" or "*" (no placement), "cpu:N" (node N), "cpu:N,M,..." or "cpu:N-M"
+ * (bound to those nodes), "interleave" (every node with memory), "interleave:N,M" (those).
+ * Checks the nodes exist when the host lists them (/sys/devices/system/node).  0, or -EINVAL
+ * with one line in err. */
+int mc_segmem_parse_location(const char *s, struct mc_segmem_opts *o, char *err, size_t errlen);
+
+/* Create len bytes of memory as o says (name labels the memfd).  The memory is mapped and
+ * placed; population, when asked, runs in a thread started here.  Returns 0, or a negative errno
+ * with one line in err (a hugetlb pool too small names the shortfall and the sysctl that
+ * reserves it).  On success the caller owns m and releases it with mc_segmem_free. */
+int mc_segmem_create(struct mc_segmem *m, uint64_t len, const char *name,
+		     const struct mc_segmem_opts *o, char *err, size_t errlen);
+
+/* Bytes of m that have pages so far (any thread; NULL: 0): what population reached, or what
+ * writes allocated when more; m->size once done. */
+uint64_t mc_segmem_populated(const struct mc_segmem *m);
+
+/* Wait until population finished (tests, benchmarks). */
+void mc_segmem_wait(struct mc_segmem *m);
+
+/* Stop the populating thread, unmap, close the fd.  NULL base is a no-op. */
+void mc_segmem_free(struct mc_segmem *m);
+
+/* Populate [p, p+len) of any mapping now, in the calling thread (page-aligned internally).
+ * Returns 0 or a negative errno. */
+int mc_segmem_populate_range(void *p, uint64_t len);
+
+/* Another process's segment mapped here (p, len: our MAP_SHARED mapping of its memfd fd): a
+ * first write through a fresh mapping still faults once per 4 KiB page to map the page, even
+ * when the owner populated it.  This maps the owner's pages into ours ahead of the writes: the
+ * first MC_SEGMEM_PEER_SYNC bytes now (the master hands out a fresh segment's low offsets
+ * first), the rest in a thread, following the owner's population (only pages the owner has are
+ * mapped, so an owner that does not populate keeps its memory unallocated).  Not needed for
+ * hugetlb memory (its faults map 2 MB at once): returns NULL then, and when out of memory.
+ * fd is only looked at (the caller keeps it). */
+#define MC_SEGMEM_PEER_SYNC (128ull << 20)
+struct mc_segmem_peer;
+struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd);
+/* Stop and free (before the caller unmaps p).  NULL is a no-op. */
+void mc_segmem_peer_stop(struct mc_segmem_peer *pm);
+
+/* The CPUs of the nodes in o's mask, as an affinity for the calling thread (so the workers that
+ * move a segment's bytes run beside its memory).  0, or a negative errno; no-op without
+ * placement. */
+int mc_segmem_bind_cpus(const struct mc_segmem_opts *o);
+
+#endif

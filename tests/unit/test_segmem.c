@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests for segment memory (src/segment/segmem.c): location and huge page size parsing,
+ * the environment's settings, and a small segment populated in the background (or not, when
+ * population is off) whose figure reaches its size, shared through its memfd.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "segment/segmem.h"
+#include "tap.h"
+
+static int node_set(const struct mc_segmem_opts *o, unsigned n)
+{
+	return !!(o->nodes[n / (8 * sizeof(unsigned long))] &
+		  (1ul << (n % (8 * sizeof(unsigned long)))));
+}
+
+static void test_location(void)
+{
+	struct mc_segmem_opts o;
+	char err[512];
+	struct stat sb;
+	int have_node1 = stat("/sys/devices/system/node/node1", &sb) == 0;
+
+	memset(&o, 0, sizeof(o));
+	ok(mc_segmem_parse_location("*", &o, err, sizeof(err)) == 0 &&
+	   o.loc_mode == MC_SEGMEM_LOC_ANY, "'*' places nothing");
+	ok(mc_segmem_parse_location("", &o, err, sizeof(err)) == 0 &&
+	   o.loc_mode == MC_SEGMEM_LOC_ANY, "'' places nothing");
+	ok(mc_segmem_parse_location("cpu:0", &o, err, sizeof(err)) == 0 &&
+	   o.loc_mode == MC_SEGMEM_LOC_NODES && node_set(&o, 0) && !node_set(&o, 1),
+	   "cpu:0 binds to node 0 only");
+	ok(mc_segmem_parse_location("cpu:0-0", &o, err, sizeof(err)) == 0 && node_set(&o, 0),
+	   "cpu:0-0 is a range of one");
+	ok(mc_segmem_parse_location("interleave", &o, err, sizeof(err)) == 0 &&
+	   o.loc_mode == MC_SEGMEM_LOC_INTERLEAVE && node_set(&o, 0),
+	   "interleave takes every node with memory (node 0 here)");
+	ok(mc_segmem_parse_location("interleave:0", &o, err, sizeof(err)) == 0 &&
+	   o.loc_mode == MC_SEGMEM_LOC_INTERLEAVE && node_set(&o, 0), "interleave:0");
+	if (have_node1) {
+		ok(mc_segmem_parse_location("cpu:0,1", &o, err, sizeof(err)) == 0 &&
+		   node_set(&o, 0) && node_set(&o, 1), "cpu:0,1 on a host with two nodes");
+	} else {
+		ok(mc_segmem_parse_location("cpu:1", &o, err, sizeof(err)) == -EINVAL &&
+		   strstr(err, "no NUMA node 1"), "cpu:1 on a one-node host: %s", err);
+	}
+	ok(mc_segmem_parse_location("cpu:999", &o, err, sizeof(err)) == -EINVAL &&
+	   strstr(err, "cpu:999"), "a node this host lacks is refused: %s", err);
+	ok(mc_segmem_parse_location("cpu:5000", &o, err, sizeof(err)) == -EINVAL,
+	   "a node past the mask is refused");
+	ok(mc_segmem_parse_location("cpu:", &o, err, sizeof(err)) == -EINVAL, "cpu: without a node");
+	ok(mc_segmem_parse_location("cpu:x", &o, err, sizeof(err)) == -EINVAL &&
+	   strstr(err, "expected"), "cpu:x: %s", err);
+	ok(mc_segmem_parse_location("cpu:1-0", &o, err, sizeof(err)) == -EINVAL,
+	   "a backwards range is refused");
+	ok(mc_segmem_parse_location("cpu:0,", &o, err, sizeof(err)) == 0,
+	   "a trailing comma is tolerated");
+	ok(mc_segmem_parse_location("cuda:0", &o, err, sizeof(err)) == -EINVAL,
+	   "cuda:0 is not a place for host memory");
+	ok(mc_segmem_parse_location("node0", &o, err, sizeof(err)) == -EINVAL, "node0 is refused");
+}
+
+static void test_hugepage_size(void)
+{
+	uint64_t v = 0;
+
+	ok(mc_segmem_parse_hugepage_size("2MB", &v) == 0 && v == 2u << 20, "2MB");
+	ok(mc_segmem_parse_hugepage_size("1GB", &v) == 0 && v == 1u << 30, "1GB");
+	ok(mc_segmem_parse_hugepage_size("2m", &v) == 0 && v == 2u << 20, "2m");
+	ok(mc_segmem_parse_hugepage_size("4MB", &v) == -EINVAL, "4MB is no x86 huge page size");
+	ok(mc_segmem_parse_hugepage_size("", &v) == -EINVAL, "empty");
+}
+
+static void test_env(void)
+{
+	struct mc_segmem_opts o;
+	char err[512];
+
+	unsetenv("MC_STORE_USE_HUGEPAGE");
+	unsetenv("MC_STORE_HUGEPAGE_SIZE");
+	unsetenv("MC_STORE_POPULATE");
+	unsetenv("MC_STORE_SEGMENT_LOCATION");
+	ok(mc_segmem_opts_env(&o, err, sizeof(err)) == 0 && o.populate == 1 &&
+	   o.hugepage_size == 0 && o.loc_mode == MC_SEGMEM_LOC_ANY,
+	   "defaults: populate, normal pages, no placement");
+	setenv("MC_STORE_USE_HUGEPAGE", "1", 1);
+	setenv("MC_STORE_HUGEPAGE_SIZE", "1GB", 1);
+	setenv("MC_STORE_POPULATE", "0", 1);
+	ok(mc_segmem_opts_env(&o, err, sizeof(err)) == 0 && o.populate == 0 &&
+	   o.hugepage_size == 1u << 30, "MC_STORE_USE_HUGEPAGE=1 MC_STORE_HUGEPAGE_SIZE=1GB "
+	   "MC_STORE_POPULATE=0");
+	setenv("MC_STORE_HUGEPAGE_SIZE", "3MB", 1);
+	ok(mc_segmem_opts_env(&o, err, sizeof(err)) == -EINVAL &&
+	   strstr(err, "MC_STORE_HUGEPAGE_SIZE") && strstr(err, "3MB"), "%s", err);
+	unsetenv("MC_STORE_HUGEPAGE_SIZE");
+	setenv("MC_STORE_USE_HUGEPAGE", "perhaps", 1);
+	ok(mc_segmem_opts_env(&o, err, sizeof(err)) == -EINVAL &&
+	   strstr(err, "MC_STORE_USE_HUGEPAGE"), "%s", err);
+	unsetenv("MC_STORE_USE_HUGEPAGE");
+	unsetenv("MC_STORE_POPULATE");
+	setenv("MC_STORE_SEGMENT_LOCATION", "cpu:999", 1);
+	ok(mc_segmem_opts_env(&o, err, sizeof(err)) == -EINVAL &&
+	   strstr(err, "MC_STORE_SEGMENT_LOCATION"), "%s", err);
+	unsetenv("MC_STORE_SEGMENT_LOCATION");
+}
+
+static void test_create(void)
+{
+	struct mc_segmem_opts o = { .populate = 1 };
+	struct mc_segmem m, off;
+	char err[512];
+	uint8_t *peer;
+	uint64_t len = (24u << 20) + 123;	/* not a multiple of the page size */
+
+	ok(mc_segmem_create(&m, len, "test-segmem", &o, err, sizeof(err)) == 0,
+	   "a populated segment of %llu bytes", (unsigned long long)len);
+	mc_segmem_wait(&m);
+	ok(mc_segmem_populated(&m) == len, "population reaches the size (%llu)",
+	   (unsigned long long)mc_segmem_populated(&m));
+	ok(m.done_ms >= m.started_ms && m.done_ms > 0, "population finished and was timed");
+	m.base[len - 1] = 0x5a;
+	peer = mmap(NULL, m.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+	ok(peer != MAP_FAILED && peer[len - 1] == 0x5a,
+	   "another mapping of the memfd sees the same bytes");
+	if (peer != MAP_FAILED)
+		munmap(peer, m.map_len);
+	mc_segmem_free(&m);
+	ok(m.base == NULL && m.fd == -1, "freed");
+	mc_segmem_free(&m);	/* twice is harmless */
+
+	o.populate = 0;
+	ok(mc_segmem_create(&off, 8u << 20, "test-segmem-off", &o, err, sizeof(err)) == 0,
+	   "population off");
+	ok(mc_segmem_populated(&off) == 0, "nothing populated before the first write");
+	memset(off.base, 1, 3 * 4096);
+	ok(mc_segmem_populated(&off) >= 3 * 4096 && mc_segmem_populated(&off) < (8u << 20),
+	   "written pages count as populated (%llu)",
+	   (unsigned long long)mc_segmem_populated(&off));
+	mc_segmem_free(&off);
+
+	/* Stopping a population under way (a segment freed at once) must not crash or leak. */
+	o.populate = 1;
+	ok(mc_segmem_create(&m, 256u << 20, "test-segmem-stop", &o, err, sizeof(err)) == 0,
+	   "a 256 MiB segment freed while populating");
+	mc_segmem_free(&m);
+	ok(mc_segmem_create(&m, 0, "x", &o, err, sizeof(err)) == -EINVAL, "0 bytes refused");
+	ok(mc_segmem_populate_range(NULL, 0) == 0, "an empty range populates nothing");
+}
+
+int main(void)
+{
+	test_location();
+	test_hugepage_size();
+	test_env();
+	test_create();
+	return tap_done();
+}
