@@ -582,8 +582,9 @@ void mc_store_teardown(struct mc_store *st)
 	if (st->lt) {
 		struct mc_setup_ctx x = { .st = st };
 
-		/* Unmount what we contributed, best effort. */
-		for (i = 0; st->mc && st->initialized && i < st->nsegs; i++) {
+		/* Unmount what we contributed, best effort (also when a later step of the set-up
+		 * failed: nothing of a failed set-up stays mounted). */
+		for (i = 0; st->mc && i < st->nsegs; i++) {
 			struct mc_rpc_call call;
 
 			mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
