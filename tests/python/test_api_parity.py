@@ -262,3 +262,22 @@ def test_register_buffer_on_mem_pool_memory(cluster):
         s.register_buffer("p", 10)
     s.remove_all(force=True)
     s.close()
+
+
+def test_distribution_version_answers():
+    """Integrations ask importlib.metadata for the installed distribution's version (upstream's
+    CPU-only wheel is named mooncake-transfer-engine-non-cuda)."""
+    import importlib.metadata as md
+    names = ["mooncake-transfer-engine"] + (["mooncake-transfer-engine-non-cuda"] if UPSTREAM
+                                            else [])
+    for name in names:
+        try:
+            v = md.version(name)
+            break
+        except md.PackageNotFoundError:
+            continue
+    else:
+        pytest.fail("no mooncake-transfer-engine distribution is installed")
+    assert [int(x) for x in v.split(".")[:3]] >= [0, 3, 13]
+    dist = md.distribution(name)
+    assert "mooncake" in (dist.read_text("top_level.txt") or "").split()
