@@ -11,13 +11,16 @@ import re
 from enum import IntEnum
 
 from mooncake import _store
+from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,
+                                  RegisteredBufferLease)
 
 BufferHandle = _store.BufferHandle
 _log = logging.getLogger(__name__)
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
-           "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node"]
+           "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
+           "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
 
 
 class SoftPinAction(IntEnum):
@@ -289,8 +292,10 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             return -600
         self._drop_no_buffer_methods()
         rc = super().setup(*args, **kwargs)
-        if rc == 0 and named.get("local_buffer_size") == 0:
-            self._install_no_buffer_methods()
+        if rc == 0:
+            self._local_buffer_size = named.get("local_buffer_size")
+            if self._local_buffer_size == 0:
+                self._install_no_buffer_methods()
         return rc
 
     # Without a local buffer (local_buffer_size=0) the methods that stage bytes in it fail as
@@ -301,6 +306,7 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
                   "get", "get_buffer", "get_batch", "batch_get_buffer")
 
     def _install_no_buffer_methods(self):
+        self._drop_no_buffer_methods()
         def put(key, value, config=None):
             _check_key(key)
             memoryview(value)
@@ -349,6 +355,7 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
     def _drop_no_buffer_methods(self):
         for name in self._NO_BUFFER:
             self.__dict__.pop(name, None)
+            self.__dict__.pop("async_" + name, None)     # mooncake.async_store's, bound to it
 
     def close(self):
         self._drop_no_buffer_methods()
@@ -480,6 +487,7 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
                            info["master_server_address"])
         if rc != 0:
             return rc
+        self._local_buffer_size = int(local_buffer_size)
         self._pool = None
         if mem_pool_size:
             base = _store.host_alloc(int(mem_pool_size))

@@ -8,37 +8,13 @@ ours_only are then skipped).
 """
 import ctypes
 import os
-import subprocess
 
 import pytest
 
-from conftest import BUILD, free_port, wait_port
+from conftest import UPSTREAM
 from mooncake.store import MooncakeDistributedStore
 
-BIN = os.environ.get("MC_PARITY_BIN") or BUILD
-UPSTREAM = bool(os.environ.get("MC_PARITY_BIN"))
 ours_only = pytest.mark.skipif(UPSTREAM, reason="our daemons' behaviour")
-
-
-@pytest.fixture
-def master(tmp_path):
-    port = free_port()
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    log = open(str(tmp_path / "master.log"), "w")
-    p = subprocess.Popen([os.path.join(BIN, "mooncake_master"), "--rpc_address=127.0.0.1",
-                          "--rpc_port=%d" % port, "--metrics_port=%d" % free_port()],
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_port(port)
-        yield "127.0.0.1:%d" % port
-    finally:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        log.close()
 
 
 def cfg(master, **extra):
