@@ -5,9 +5,11 @@ The methods that move data are implemented in C (mooncake/_store); this module a
 naturally Python: the dict form of setup(), ReplicateConfig and the enums, replica descriptor
 objects, NUMA binding and the host-memory allocator.
 """
+import ctypes
 import logging
 import os
 import re
+import threading
 from enum import IntEnum
 
 from mooncake import _store
@@ -254,6 +256,29 @@ def _check_list(value):
         raise TypeError("expected a list, not %s" % type(value).__name__)
 
 
+def _copy_ranges(sess, ptrs, sizes, offs, into_object):
+    """Copy ranges between caller memory and a put session's staging block; bytes or -600."""
+    for lst in (ptrs, sizes, offs):
+        _check_list(lst)
+    if sess is None or not len(ptrs) == len(sizes) == len(offs):
+        return -600
+    lease, total = sess[0], sess[1]
+    for ptr, size, off in zip(ptrs, sizes, offs):
+        for v in (ptr, size, off):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("buffer pointers, sizes and offsets must be ints")
+        if size < 0 or off < 0 or off + size > total or (size and ptr == 0):
+            return -600
+    done = 0
+    for ptr, size, off in zip(ptrs, sizes, offs):
+        if into_object:
+            ctypes.memmove(lease.ptr + off, ptr, size)
+        else:
+            ctypes.memmove(ptr, lease.ptr + off, size)
+        done += size
+    return done
+
+
 def _bad_ranges(keys, dst):
     """-600 for every range of one buffer whose lists disagree: one per destination offset
     given for a key, one for a key without offsets, one key for a buffer without keys."""
@@ -359,6 +384,17 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
 
     def close(self):
         self._drop_no_buffer_methods()
+        put = self.__dict__.get("_put_sessions")
+        if put:
+            for lease, _, _ in put.values():
+                lease.release()
+            put.clear()
+        get = self.__dict__.get("_get_sessions")
+        if get:
+            get.clear()
+        staging = self.__dict__.pop("_staging", None)
+        if staging is not None:
+            staging.close()
         return super().close()
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
@@ -527,6 +563,198 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             return 0
         pool[2] = off + size
         return pool[0] + off
+
+    # ---------------------------------------------------------------- sessions
+    # A put session stages each object in registered memory of this client: the ranged puts
+    # fill it, batch_put_session_end stores it (batch_put_from) and makes it readable, revoke
+    # drops it.  A get session remembers which keys exist, for the ranged gets that follow.
+
+    def _sessions(self):
+        d = self.__dict__
+        if "_put_sessions" not in d:
+            d["_put_sessions"] = {}
+            d["_get_sessions"] = set()
+            d["_session_lock"] = threading.Lock()
+        return d["_put_sessions"], d["_get_sessions"], d["_session_lock"]
+
+    def _session_pool(self):
+        pool = self.__dict__.get("_staging")
+        if pool is None:
+            pool = BufferPool(self, max_bytes=1 << 62, block_on_exhaustion=False)
+            self._staging = pool
+        return pool
+
+    def batch_put_session_start(self, keys, sizes, config=None):
+        """Open a put session per key for an object of sizes[i] bytes: 0, -705 when the key
+        exists (or repeats in keys), -600 for a size of 0 or lists of different lengths.  The
+        object is not visible until batch_put_session_end."""
+        keys, sizes = list(keys), list(sizes)
+        for key in keys:
+            _check_key(key)
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise TypeError("sizes must be non-negative ints")
+        if len(keys) != len(sizes):
+            _log.error("batch_put_session_start: %d keys, %d sizes", len(keys), len(sizes))
+            return [-600] * len(keys)
+        if not keys:
+            return []
+        put, _, lock = self._sessions()
+        exist = self.batch_is_exist(keys)
+        out = []
+        with lock:
+            for key, size, there in zip(keys, sizes, exist):
+                if there < 0 and there != -704:
+                    out.append(there)
+                elif there == 1 or key in put:
+                    out.append(-705)
+                elif size == 0:
+                    out.append(-600)
+                else:
+                    try:
+                        lease = self._session_pool().acquire(size)
+                    except RuntimeError as e:
+                        _log.error("batch_put_session_start %s: %s", key, e)
+                        out.append(-600)
+                        continue
+                    put[key] = (lease, size, config)
+                    out.append(0)
+        return out
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_dst_offsets):
+        """Fill open put sessions: for key i, all_sizes[i][r] bytes from all_buffer_ptrs[i][r]
+        land at all_dst_offsets[i][r] of the object.  Per key the bytes written, or -600 (no
+        session, a range past the object's end, lists of different lengths)."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        for lst in (all_buffer_ptrs, all_sizes, all_dst_offsets):
+            _check_list(lst)
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets):
+            _log.error("batch_put_from_multi_buffer_ranges: lists of different lengths")
+            return [-600] * len(keys)
+        put, _, lock = self._sessions()
+        out = []
+        for key, ptrs, sizes, offs in zip(keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
+            with lock:
+                sess = put.get(key)
+            out.append(_copy_ranges(sess, ptrs, sizes, offs, into_object=True))
+        return out
+
+    def batch_put_session_end(self, keys):
+        """Store the staged objects: per key 0 or an error code (-600: no open session)."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        put, _, lock = self._sessions()
+        with lock:
+            sess = [put.pop(key, None) for key in keys]
+        out = [-600] * len(keys)
+        todo = [i for i, x in enumerate(sess) if x is not None]
+        # One batch per distinct ReplicateConfig given at the start.
+        while todo:
+            cfg = sess[todo[0]][2]
+            same = [i for i in todo if sess[i][2] is cfg]
+            todo = [i for i in todo if sess[i][2] is not cfg]
+            args = ([keys[i] for i in same], [sess[i][0].ptr for i in same],
+                    [sess[i][1] for i in same])
+            codes = (self.batch_put_from(*args) if cfg is None
+                     else self.batch_put_from(*args, cfg))
+            for i, code in zip(same, codes):
+                out[i] = code
+        for x in sess:
+            if x is not None:
+                x[0].release()
+        return out
+
+    def batch_put_session_revoke(self, keys):
+        """Drop open put sessions: per key 0, or -600 when none is open."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        put, _, lock = self._sessions()
+        out = []
+        for key in keys:
+            with lock:
+                sess = put.pop(key, None)
+            if sess is None:
+                out.append(-600)
+            else:
+                sess[0].release()
+                out.append(0)
+        return out
+
+    def batch_get_session_start(self, keys):
+        """Open a get session per key: 0, or -704 (no such object) or another error code."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        if not keys:
+            return []
+        raw = self._query(keys)
+        _, get, lock = self._sessions()
+        out = []
+        with lock:
+            for key in keys:
+                code = raw[key][0]
+                if code == 0:
+                    get.add(key)
+                out.append(code)
+        return out
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_src_offsets):
+        """Ranged gets for keys with an open get session: for key i, all_sizes[i][r] bytes at
+        all_src_offsets[i][r] of the object into all_buffer_ptrs[i][r] (registered memory).
+        Per key the bytes read, or -600 (no session, a range past the object's end, lists of
+        different lengths) or the read's error code."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        for lst in (all_buffer_ptrs, all_sizes, all_src_offsets):
+            _check_list(lst)
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets):
+            _log.error("batch_get_into_multi_buffer_ranges: lists of different lengths")
+            return [-600] * len(keys)
+        _, get, lock = self._sessions()
+        out = [-600] * len(keys)
+        flat = ([], [], [], [], [])
+        owner = []
+        for i, (key, ptrs, sizes, offs) in enumerate(zip(keys, all_buffer_ptrs, all_sizes,
+                                                         all_src_offsets)):
+            for lst in (ptrs, sizes, offs):
+                _check_list(lst)
+            with lock:
+                open_ = key in get
+            if not open_ or not len(ptrs) == len(sizes) == len(offs):
+                continue
+            out[i] = 0
+            for ptr, size, off in zip(ptrs, sizes, offs):
+                flat[0].append(ptr)
+                flat[1].append([key])
+                flat[2].append([[0]])
+                flat[3].append([[off]])
+                flat[4].append([[size]])
+                owner.append(i)
+        if owner:
+            res = self.get_into_ranges(*flat)
+            for i, r in zip(owner, res):
+                n = r[0][0]
+                if out[i] >= 0:
+                    out[i] = out[i] + n if n >= 0 else n
+        return out
+
+    def batch_get_session_end(self, keys):
+        """Close get sessions; 0."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        _, get, lock = self._sessions()
+        with lock:
+            for key in keys:
+                get.discard(key)
+        return 0
 
     def get_replica_desc(self, key):
         code, reps = self._query([key])[key]
