@@ -464,7 +464,7 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             gsize = _size(get("global_segment_size"))
             lsize = _size(get("local_buffer_size"))
             port = int(get("client_http_port") if "client_http_port" in cfg else 9300)
-        except ValueError as e:
+        except (ValueError, OverflowError) as e:
             _log.error("setup(dict): %s", e)
             return -600
         if 0 < gsize < 1024:

@@ -37,10 +37,20 @@ def registered(store, data, size=4096):
     {"global_segment_size": "16mib"}, {"global_segment_size": ""},
     {"global_segment_size": "16MBx"}, {"global_segment_size": True},
     {"global_segment_size": "16"}, {"client_http_port": "http"}, {"client_http_port": "1.5"},
+    {"global_segment_size": "1e400"},
 ])
 def test_setup_dict_rejected_value_returns_600(master, extra):
     s = MooncakeDistributedStore()
     assert s.setup(cfg(master, **extra)) == -600
+    s.close()
+
+
+@ours_only
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0x", "1e", "."])
+def test_setup_dict_odd_numbers_return_600(master, value):
+    """Upstream's client takes some of these for a size (and hangs on "nan"); ours refuses."""
+    s = MooncakeDistributedStore()
+    assert s.setup(cfg(master, global_segment_size=value)) == -600
     s.close()
 
 
