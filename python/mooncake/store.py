@@ -5,16 +5,24 @@ The methods that move data are implemented in C (mooncake/_store); this module a
 naturally Python: the dict form of setup(), ReplicateConfig and the enums, replica descriptor
 objects, NUMA binding and the host-memory allocator.
 """
+import ctypes
+import logging
 import os
+import re
+import threading
 from enum import IntEnum
 
 from mooncake import _store
+from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,
+                                  RegisteredBufferLease)
 
 BufferHandle = _store.BufferHandle
+_log = logging.getLogger(__name__)
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
-           "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node"]
+           "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
+           "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
 
 
 class SoftPinAction(IntEnum):
@@ -175,38 +183,301 @@ class ReplicaDescriptor:
 _SETUP_DEFAULTS = {"global_segment_size": "16MB", "local_buffer_size": "16MB", "protocol": "tcp",
                    "rdma_devices": "", "master_server_addr": "127.0.0.1:50051"}
 
+# Protocol names a store client accepts (exact, lower case).  Ours moves bytes over tcp or rdma;
+# the other transports' names are accepted and served over tcp, with a warning.
+_PROTOCOLS = frozenset(("tcp", "rdma", "efa", "nvmeof", "nvlink", "nvlink_intra", "musa", "hip",
+                        "barex", "cxl", "ascend", "ub", "ubshmem", "maca", "sunrise_link",
+                        "rpc_only"))
+
+# The positional order of setup()'s parameters.
+_SETUP_PARAMS = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
+                 "protocol", "rdma_devices", "master_server_addr", "engine", "enable_ssd_offload",
+                 "ssd_offload_path", "tenant_id", "enable_client_http_server", "client_http_port")
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
+_SIZE_RE = re.compile(r"([+]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)")
+
 
 def _size(value):
-    """Upstream's size strings: 16MB, 16 MB, 4gb, 1.5k, plain ints."""
-    s = str(value).strip().lower().replace(" ", "")
-    units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
-             "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-             "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
-    num = s.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = s[len(num):]
-    if unit not in units or not num:
+    """Bytes from a setup(dict) size: 16777216, "16MB", "16 mb", "1.5g", "0x1000000".
+
+    Binary units k/m/g/t with or without b; a negative, empty or otherwise malformed value
+    (a percentage, "16 M B", "16mib") raises ValueError.
+    """
+    text = str(value).strip().lower()
+    if text.startswith("0x"):
+        return int(text, 16)
+    m = _SIZE_RE.fullmatch(text)
+    if m is None or m.group(2) not in _SIZE_UNITS:
         raise ValueError("invalid size %r" % (value,))
-    return int(float(num) * units[unit])
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def _flag(value):
+    """A setup(dict) boolean: true for True, 1, "true", "yes", "on", "enable" (any case)."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on", "enable")
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+def _ssd_area_problem(enabled, path):
+    """Why an SSD area at path (or at MOONCAKE_OFFLOAD_FILE_STORAGE_PATH) cannot be opened, or
+    None.  Checked before setup mounts anything, so a refused setup leaves nothing behind."""
+    if not (enabled or _env_flag("MOONCAKE_ENABLE_SSD_OFFLOAD")
+            or _env_flag("MOONCAKE_OFFLOAD_ENABLED")):
+        return None
+    path = path or os.environ.get("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "")
+    if not path:
+        return "SSD offload enabled without a path (ssd_offload_path / " \
+               "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)"
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return "SSD area %s is not a directory" % path
+        where = path
+    else:
+        where = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(where):
+            return "SSD area %s: its parent directory does not exist" % path
+    if not os.access(where, os.W_OK | os.X_OK):
+        return "SSD area %s: %s is not writable" % (path, where)
+    return None
+
+
+def _check_key(key):
+    if not isinstance(key, str):
+        raise TypeError("a key must be a str, not %s" % type(key).__name__)
+
+
+def _check_list(value):
+    if not isinstance(value, (list, tuple)):
+        raise TypeError("expected a list, not %s" % type(value).__name__)
+
+
+def _copy_ranges(sess, ptrs, sizes, offs, into_object):
+    """Copy ranges between caller memory and a put session's staging block; bytes or -600."""
+    for lst in (ptrs, sizes, offs):
+        _check_list(lst)
+    if sess is None or not len(ptrs) == len(sizes) == len(offs):
+        return -600
+    lease, total = sess[0], sess[1]
+    for ptr, size, off in zip(ptrs, sizes, offs):
+        for v in (ptr, size, off):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError("buffer pointers, sizes and offsets must be ints")
+        if size < 0 or off < 0 or off + size > total or (size and ptr == 0):
+            return -600
+    done = 0
+    for ptr, size, off in zip(ptrs, sizes, offs):
+        if into_object:
+            ctypes.memmove(lease.ptr + off, ptr, size)
+        else:
+            ctypes.memmove(ptr, lease.ptr + off, size)
+        done += size
+    return done
+
+
+def _bad_ranges(keys, dst):
+    """-600 for every range of one buffer whose lists disagree: one per destination offset
+    given for a key, one for a key without offsets, one key for a buffer without keys."""
+    if keys is None:
+        return [[-600]]
+    _check_list(keys)
+    out = []
+    for j in range(len(keys)):
+        ranges = dst[j] if dst is not None and j < len(dst) else None
+        out.append([-600] * len(ranges) if isinstance(ranges, (list, tuple)) else [-600])
+    return out
 
 
 class MooncakeDistributedStore(_store.MooncakeDistributedStore):
     """Upstream-compatible Mooncake store client."""
 
     def setup(self, *args, **kwargs):
+        """setup(local_hostname, metadata_server, global_segment_size, local_buffer_size,
+        protocol, rdma_devices, master_server_addr, engine=None, enable_ssd_offload=False,
+        ssd_offload_path="", tenant_id="default", enable_client_http_server=False,
+        client_http_port=9300), or setup(config: dict).  0 on success, else an error code;
+        a dict with a missing or malformed value gives -600 (INVALID_PARAMS) and an unknown
+        protocol -1, as upstream's client does."""
         if len(args) == 1 and not kwargs and isinstance(args[0], dict):
-            cfg = {k: str(v) for k, v in args[0].items()}
-            for req in ("local_hostname", "metadata_server"):
-                if req not in cfg:
-                    raise ValueError("setup(dict): %r is required" % req)
-            get = lambda k: cfg.get(k, _SETUP_DEFAULTS.get(k, ""))
-            ssd = cfg.get("enable_ssd_offload", "").lower() in ("1", "true", "yes")
-            return super().setup(cfg["local_hostname"], cfg["metadata_server"],
-                                 _size(get("global_segment_size")),
-                                 _size(get("local_buffer_size")), get("protocol"),
-                                 get("rdma_devices"), get("master_server_addr"),
-                                 enable_ssd_offload=ssd,
-                                 ssd_offload_path=cfg.get("ssd_offload_path", ""))
-        return super().setup(*args, **kwargs)
+            return self._setup_dict(args[0])
+        named = dict(zip(_SETUP_PARAMS, args))
+        named.update(kwargs)
+        proto = named.get("protocol")
+        if isinstance(proto, str) and proto not in _PROTOCOLS:
+            _log.error("setup: unsupported protocol %r", proto)
+            return -1
+        problem = _ssd_area_problem(named.get("enable_ssd_offload", False),
+                                    named.get("ssd_offload_path", ""))
+        if problem and isinstance(named.get("ssd_offload_path", ""), str):
+            _log.error("setup: %s", problem)
+            return -600
+        self._drop_no_buffer_methods()
+        rc = super().setup(*args, **kwargs)
+        if rc == 0:
+            self._local_buffer_size = named.get("local_buffer_size")
+            if self._local_buffer_size == 0:
+                self._install_no_buffer_methods()
+        return rc
+
+    # Without a local buffer (local_buffer_size=0) the methods that stage bytes in it fail as
+    # upstream's do: puts give -600, gets find nothing.  Only the zero-copy forms (put_from,
+    # get_into, ... on registered memory) move data.  Bound as instance attributes, so a store
+    # with a buffer calls the C methods with nothing in between.
+    _NO_BUFFER = ("put", "upsert", "put_parts", "upsert_parts", "put_batch", "upsert_batch",
+                  "get", "get_buffer", "get_batch", "batch_get_buffer")
+
+    def _install_no_buffer_methods(self):
+        self._drop_no_buffer_methods()
+        def put(key, value, config=None):
+            _check_key(key)
+            memoryview(value)
+            _log.error("put %s: no local buffer (local_buffer_size=0)", key)
+            return -600
+
+        def put_parts(key, *parts, config=None):
+            _check_key(key)
+            for part in parts:
+                memoryview(part)
+            _log.error("put_parts %s: no local buffer (local_buffer_size=0)", key)
+            return -600
+
+        def put_batch(keys, values, config=None):
+            for key in keys:
+                _check_key(key)
+            for value in values:
+                memoryview(value)
+            _log.error("put_batch: no local buffer (local_buffer_size=0)")
+            return -600
+
+        def get(key):
+            _check_key(key)
+            return b""
+
+        def get_buffer(key):
+            _check_key(key)
+            return None
+
+        def get_batch(keys):
+            for key in keys:
+                _check_key(key)
+            return [b""] * len(keys)
+
+        def batch_get_buffer(keys):
+            for key in keys:
+                _check_key(key)
+            return [None] * len(keys)
+
+        self.put = self.upsert = put
+        self.put_parts = self.upsert_parts = put_parts
+        self.put_batch = self.upsert_batch = put_batch
+        self.get, self.get_buffer = get, get_buffer
+        self.get_batch, self.batch_get_buffer = get_batch, batch_get_buffer
+
+    def _drop_no_buffer_methods(self):
+        for name in self._NO_BUFFER:
+            self.__dict__.pop(name, None)
+            self.__dict__.pop("async_" + name, None)     # mooncake.async_store's, bound to it
+
+    def close(self):
+        self._drop_no_buffer_methods()
+        put = self.__dict__.get("_put_sessions")
+        if put:
+            for lease, _, _ in put.values():
+                lease.release()
+            put.clear()
+        get = self.__dict__.get("_get_sessions")
+        if get:
+            get.clear()
+        staging = self.__dict__.pop("_staging", None)
+        if staging is not None:
+            staging.close()
+        return super().close()
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                        all_sizes):
+        """Byte ranges of objects into buffers: for buffer i, key j, range r, copy
+        all_sizes[i][j][r] bytes at all_src_offsets[i][j][r] of the object into buffer_ptrs[i]
+        + all_dst_offsets[i][j][r].  Returns the same nesting of byte counts or error codes.
+
+        Lists whose lengths disagree give -600 (INVALID_PARAMS) for what they describe (every
+        range when the outer lists disagree, else the ranges of the keys concerned), while the
+        consistent rest is still read."""
+        outer = (buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes)
+        for lst in outer:
+            _check_list(lst)
+        n = len(buffer_ptrs)
+        if any(len(lst) != n for lst in outer):
+            _log.error("get_into_ranges: %d buffers but %d key lists, %d/%d/%d range lists", n,
+                       len(all_keys), len(all_dst_offsets), len(all_src_offsets), len(all_sizes))
+            return [_bad_ranges(all_keys[i] if i < len(all_keys) else None,
+                                all_dst_offsets[i] if i < len(all_dst_offsets) else None)
+                    for i in range(n)]
+        # Keep what is consistent, read it, and put the -600s back where the rest was.
+        sel = []
+        keep = ([], [], [], [], [])
+        for i in range(n):
+            keys, dst, src, sizes = (all_keys[i], all_dst_offsets[i], all_src_offsets[i],
+                                     all_sizes[i])
+            for lst in (keys, dst, src, sizes):
+                _check_list(lst)
+            if not len(keys) == len(dst) == len(src) == len(sizes):
+                sel.append(None)
+                continue
+            good = []
+            for j in range(len(keys)):
+                for lst in (dst[j], src[j], sizes[j]):
+                    _check_list(lst)
+                good.append(len(dst[j]) == len(src[j]) == len(sizes[j]))
+            sel.append(good)
+            keep[0].append(buffer_ptrs[i])
+            keep[1].append([k for k, g in zip(keys, good) if g])
+            keep[2].append([r for r, g in zip(dst, good) if g])
+            keep[3].append([r for r, g in zip(src, good) if g])
+            keep[4].append([r for r, g in zip(sizes, good) if g])
+        if all(g is not None and all(g) for g in sel):
+            return super().get_into_ranges(buffer_ptrs, all_keys, all_dst_offsets,
+                                           all_src_offsets, all_sizes)
+        _log.error("get_into_ranges: range lists of different lengths")
+        done = iter(super().get_into_ranges(*keep) if keep[0] else [])
+        out = []
+        for i, good in enumerate(sel):
+            if good is None:
+                out.append(_bad_ranges(all_keys[i], all_dst_offsets[i]))
+                continue
+            got = iter(next(done))
+            out.append([next(got) if g else [-600] * len(all_dst_offsets[i][j])
+                        for j, g in enumerate(good)])
+        return out
+
+    def _setup_dict(self, config):
+        cfg = {str(k): v for k, v in config.items()}
+        for req in ("local_hostname", "metadata_server"):
+            if req not in cfg:
+                _log.error("setup(dict): required key %r is missing", req)
+                return -600
+        get = lambda k: str(cfg.get(k, _SETUP_DEFAULTS.get(k, "")))
+        try:
+            gsize = _size(get("global_segment_size"))
+            lsize = _size(get("local_buffer_size"))
+            port = int(get("client_http_port") if "client_http_port" in cfg else 9300)
+        except (ValueError, OverflowError) as e:
+            _log.error("setup(dict): %s", e)
+            return -600
+        if 0 < gsize < 1024:
+            _log.error("setup(dict): global_segment_size %d must be 0 or at least 1024", gsize)
+            return -600
+        return self.setup(get("local_hostname"), get("metadata_server"), gsize, lsize,
+                          get("protocol"), get("rdma_devices"), get("master_server_addr"),
+                          enable_ssd_offload=_flag(cfg.get("enable_ssd_offload", False)),
+                          ssd_offload_path=str(cfg.get("ssd_offload_path", "")),
+                          tenant_id=str(cfg.get("tenant_id", "default")),
+                          enable_client_http_server=_flag(cfg.get("enable_client_http_server",
+                                                                  False)),
+                          client_http_port=port)
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
         """Attach to a mooncake_client on this host, which owns the pool memory.
@@ -252,6 +523,7 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
                            info["master_server_address"])
         if rc != 0:
             return rc
+        self._local_buffer_size = int(local_buffer_size)
         self._pool = None
         if mem_pool_size:
             base = _store.host_alloc(int(mem_pool_size))
@@ -263,6 +535,24 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             self._pool = [base, int(mem_pool_size), 0]
         return 0
 
+    def _in_pool(self, ptr, size=1):
+        pool = self.__dict__.get("_pool")
+        return (bool(pool) and isinstance(ptr, int) and isinstance(size, int)
+                and pool[0] <= ptr and ptr + size <= pool[0] + pool[1])
+
+    def register_buffer(self, buffer_ptr, size):
+        """Make [buffer_ptr, buffer_ptr + size) usable for zero-copy transfers.  0 on success.
+        Memory from alloc_from_mem_pool() is registered already: 0, nothing to do."""
+        if self._in_pool(buffer_ptr, size):
+            return 0
+        return super().register_buffer(buffer_ptr, size)
+
+    def unregister_buffer(self, buffer_ptr):
+        """Undo register_buffer().  The setup_dummy pool stays registered until close()."""
+        if self._in_pool(buffer_ptr):
+            return 0
+        return super().unregister_buffer(buffer_ptr)
+
     def alloc_from_mem_pool(self, size):
         """A registered buffer of size bytes from the setup_dummy pool (0 when exhausted)."""
         pool = getattr(self, "_pool", None)
@@ -273,6 +563,198 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             return 0
         pool[2] = off + size
         return pool[0] + off
+
+    # ---------------------------------------------------------------- sessions
+    # A put session stages each object in registered memory of this client: the ranged puts
+    # fill it, batch_put_session_end stores it (batch_put_from) and makes it readable, revoke
+    # drops it.  A get session remembers which keys exist, for the ranged gets that follow.
+
+    def _sessions(self):
+        d = self.__dict__
+        if "_put_sessions" not in d:
+            d["_put_sessions"] = {}
+            d["_get_sessions"] = set()
+            d["_session_lock"] = threading.Lock()
+        return d["_put_sessions"], d["_get_sessions"], d["_session_lock"]
+
+    def _session_pool(self):
+        pool = self.__dict__.get("_staging")
+        if pool is None:
+            pool = BufferPool(self, max_bytes=1 << 62, block_on_exhaustion=False)
+            self._staging = pool
+        return pool
+
+    def batch_put_session_start(self, keys, sizes, config=None):
+        """Open a put session per key for an object of sizes[i] bytes: 0, -705 when the key
+        exists (or repeats in keys), -600 for a size of 0 or lists of different lengths.  The
+        object is not visible until batch_put_session_end."""
+        keys, sizes = list(keys), list(sizes)
+        for key in keys:
+            _check_key(key)
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise TypeError("sizes must be non-negative ints")
+        if len(keys) != len(sizes):
+            _log.error("batch_put_session_start: %d keys, %d sizes", len(keys), len(sizes))
+            return [-600] * len(keys)
+        if not keys:
+            return []
+        put, _, lock = self._sessions()
+        exist = self.batch_is_exist(keys)
+        out = []
+        with lock:
+            for key, size, there in zip(keys, sizes, exist):
+                if there < 0 and there != -704:
+                    out.append(there)
+                elif there == 1 or key in put:
+                    out.append(-705)
+                elif size == 0:
+                    out.append(-600)
+                else:
+                    try:
+                        lease = self._session_pool().acquire(size)
+                    except RuntimeError as e:
+                        _log.error("batch_put_session_start %s: %s", key, e)
+                        out.append(-600)
+                        continue
+                    put[key] = (lease, size, config)
+                    out.append(0)
+        return out
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_dst_offsets):
+        """Fill open put sessions: for key i, all_sizes[i][r] bytes from all_buffer_ptrs[i][r]
+        land at all_dst_offsets[i][r] of the object.  Per key the bytes written, or -600 (no
+        session, a range past the object's end, lists of different lengths)."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        for lst in (all_buffer_ptrs, all_sizes, all_dst_offsets):
+            _check_list(lst)
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets):
+            _log.error("batch_put_from_multi_buffer_ranges: lists of different lengths")
+            return [-600] * len(keys)
+        put, _, lock = self._sessions()
+        out = []
+        for key, ptrs, sizes, offs in zip(keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
+            with lock:
+                sess = put.get(key)
+            out.append(_copy_ranges(sess, ptrs, sizes, offs, into_object=True))
+        return out
+
+    def batch_put_session_end(self, keys):
+        """Store the staged objects: per key 0 or an error code (-600: no open session)."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        put, _, lock = self._sessions()
+        with lock:
+            sess = [put.pop(key, None) for key in keys]
+        out = [-600] * len(keys)
+        todo = [i for i, x in enumerate(sess) if x is not None]
+        # One batch per distinct ReplicateConfig given at the start.
+        while todo:
+            cfg = sess[todo[0]][2]
+            same = [i for i in todo if sess[i][2] is cfg]
+            todo = [i for i in todo if sess[i][2] is not cfg]
+            args = ([keys[i] for i in same], [sess[i][0].ptr for i in same],
+                    [sess[i][1] for i in same])
+            codes = (self.batch_put_from(*args) if cfg is None
+                     else self.batch_put_from(*args, cfg))
+            for i, code in zip(same, codes):
+                out[i] = code
+        for x in sess:
+            if x is not None:
+                x[0].release()
+        return out
+
+    def batch_put_session_revoke(self, keys):
+        """Drop open put sessions: per key 0, or -600 when none is open."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        put, _, lock = self._sessions()
+        out = []
+        for key in keys:
+            with lock:
+                sess = put.pop(key, None)
+            if sess is None:
+                out.append(-600)
+            else:
+                sess[0].release()
+                out.append(0)
+        return out
+
+    def batch_get_session_start(self, keys):
+        """Open a get session per key: 0, or -704 (no such object) or another error code."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        if not keys:
+            return []
+        raw = self._query(keys)
+        _, get, lock = self._sessions()
+        out = []
+        with lock:
+            for key in keys:
+                code = raw[key][0]
+                if code == 0:
+                    get.add(key)
+                out.append(code)
+        return out
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes,
+                                           all_src_offsets):
+        """Ranged gets for keys with an open get session: for key i, all_sizes[i][r] bytes at
+        all_src_offsets[i][r] of the object into all_buffer_ptrs[i][r] (registered memory).
+        Per key the bytes read, or -600 (no session, a range past the object's end, lists of
+        different lengths) or the read's error code."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        for lst in (all_buffer_ptrs, all_sizes, all_src_offsets):
+            _check_list(lst)
+        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets):
+            _log.error("batch_get_into_multi_buffer_ranges: lists of different lengths")
+            return [-600] * len(keys)
+        _, get, lock = self._sessions()
+        out = [-600] * len(keys)
+        flat = ([], [], [], [], [])
+        owner = []
+        for i, (key, ptrs, sizes, offs) in enumerate(zip(keys, all_buffer_ptrs, all_sizes,
+                                                         all_src_offsets)):
+            for lst in (ptrs, sizes, offs):
+                _check_list(lst)
+            with lock:
+                open_ = key in get
+            if not open_ or not len(ptrs) == len(sizes) == len(offs):
+                continue
+            out[i] = 0
+            for ptr, size, off in zip(ptrs, sizes, offs):
+                flat[0].append(ptr)
+                flat[1].append([key])
+                flat[2].append([[0]])
+                flat[3].append([[off]])
+                flat[4].append([[size]])
+                owner.append(i)
+        if owner:
+            res = self.get_into_ranges(*flat)
+            for i, r in zip(owner, res):
+                n = r[0][0]
+                if out[i] >= 0:
+                    out[i] = out[i] + n if n >= 0 else n
+        return out
+
+    def batch_get_session_end(self, keys):
+        """Close get sessions; 0."""
+        keys = list(keys)
+        for key in keys:
+            _check_key(key)
+        _, get, lock = self._sessions()
+        with lock:
+            for key in keys:
+                get.discard(key)
+        return 0
 
     def get_replica_desc(self, key):
         code, reps = self._query([key])[key]

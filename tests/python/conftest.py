@@ -92,3 +92,31 @@ def store(cluster):
     yield s
     s.remove_all(force=True)
     s.close()
+
+
+# MC_PARITY_BIN=<dir of upstream's mooncake_master>: the tests that take the `master` fixture run
+# against upstream's daemon (and, with upstream's package first on PYTHONPATH, its wheel).
+PARITY_BIN = os.environ.get("MC_PARITY_BIN") or BUILD
+UPSTREAM = bool(os.environ.get("MC_PARITY_BIN"))
+
+
+@pytest.fixture
+def master(tmp_path):
+    """A master of its own for one test; yields its address."""
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    log = open(str(tmp_path / "master.log"), "w")
+    p = subprocess.Popen([os.path.join(PARITY_BIN, "mooncake_master"), "--rpc_address=127.0.0.1",
+                          "--rpc_port=%d" % port, "--metrics_port=%d" % free_port()],
+                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_port(port)
+        yield "127.0.0.1:%d" % port
+    finally:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        log.close()

@@ -55,8 +55,7 @@ def test_setup_dict_form(cluster):
     assert s.put("dict/k", b"hello") == 0 and s.get("dict/k") == b"hello"
     s.remove_all(force=True)
     s.close()
-    with pytest.raises(ValueError):
-        MooncakeDistributedStore().setup({"metadata_server": "P2PHANDSHAKE"})
+    assert MooncakeDistributedStore().setup({"metadata_server": "P2PHANDSHAKE"}) == -600
 
 
 def test_unreachable_master_fails_fast():
@@ -252,7 +251,7 @@ def test_subclassing(cluster):
             return super().setup(*args)
 
     s = Mine()
-    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", cluster.master) == 0
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", cluster.master) == 0
     assert s.called and s.put("sub", b"x") == 0 and s.get("sub") == b"x"
     s.remove("sub", force=True)
     s.close()
@@ -282,6 +281,7 @@ def test_mooncake_config(tmp_path, monkeypatch):
     assert c.global_segment_size == 4 << 30 and c.protocol == "tcp"
     monkeypatch.setenv("MOONCAKE_CONFIG_PATH", str(p))
     assert MooncakeConfig.load_from_file().local_hostname == "h"
+    monkeypatch.delenv("MOONCAKE_CONFIG_PATH")     # it comes before the variables
     monkeypatch.setenv("MOONCAKE_MASTER", "m:2")
     monkeypatch.setenv("MOONCAKE_GLOBAL_SEGMENT_SIZE", "16 MB")
     e = MooncakeConfig.load_from_env()
@@ -357,7 +357,8 @@ def test_remaining_put_forms(store):
 
 def test_init_all_mounts_more_memory(cluster):
     s = MooncakeDistributedStore()
-    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", cluster.master) == 0
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "",
+                   cluster.master) == 0
     assert s.init_all("tcp", "", 16 << 20) == 0
     cfg = ReplicateConfig()
     cfg.preferred_segment = s.get_hostname()
@@ -387,7 +388,7 @@ def test_setup_with_ssd_offload(cluster, tmp_path):
         addr = "127.0.0.1:%d" % port
         ssd = str(tmp_path / "ssd")
         w = MooncakeDistributedStore()
-        assert w.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", addr,
+        assert w.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 1 << 20, "tcp", "", addr,
                        enable_ssd_offload=True, ssd_offload_path=ssd) == 0
         for i in range(4):
             assert w.put("ssd/%d" % i, buf(100000, i)) == 0
@@ -397,7 +398,7 @@ def test_setup_with_ssd_offload(cluster, tmp_path):
         assert len([f for f in os.listdir(ssd) if f.endswith(".mco")]) == 4
         w.close()                       # its memory and SSD area are unmounted
         r = MooncakeDistributedStore()
-        assert r.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", addr) == 0
+        assert r.setup("127.0.0.1", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", addr) == 0
         assert r.get("ssd/0") == b""    # gone with its owner
         w2 = MooncakeDistributedStore()
         assert w2.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
