@@ -53,31 +53,6 @@ void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned 
 	}
 }
 
-static void mc_evlist_unlink(struct mc_object_table *t, struct mc_object *o)
-{
-	o->lru_prev->lru_next = o->lru_next;
-	o->lru_next->lru_prev = o->lru_prev;
-	if (t->anchor[0] == o)
-		t->anchor[0] = NULL;
-	if (t->anchor[1] == o)
-		t->anchor[1] = NULL;
-	if (t->batch_last == o)
-		t->batch_last = NULL;
-	if (o->evstate & MC_EVS_PROTECTED) {
-		t->protected_count--;
-		o->evstate &= (uint8_t)~MC_EVS_PROTECTED;
-	}
-	t->lru_count--;
-}
-
-static void mc_evlist_link_before(struct mc_object *at, struct mc_object *o)
-{
-	o->lru_next = at;
-	o->lru_prev = at->lru_prev;
-	at->lru_prev->lru_next = o;
-	at->lru_prev = o;
-}
-
 /* Keep the protected part within its cap: its oldest objects become the newest of probation
  * (the marker steps over them), with one use left to count.  Amortised O(1): each placement
  * adds at most one protected object. */
@@ -99,6 +74,32 @@ static void mc_evlist_rebalance(struct mc_object_table *t)
 		x->evstate = (uint8_t)((x->evstate & ~(MC_EVS_PROTECTED | MC_EVS_USES)) | 1u);
 		t->protected_count--;
 	}
+}
+
+static void mc_evlist_unlink(struct mc_object_table *t, struct mc_object *o)
+{
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	if (t->anchor[0] == o)
+		t->anchor[0] = NULL;
+	if (t->anchor[1] == o)
+		t->anchor[1] = NULL;
+	if (t->batch_last == o)
+		t->batch_last = NULL;
+	if (o->evstate & MC_EVS_PROTECTED) {
+		t->protected_count--;
+		o->evstate &= (uint8_t)~MC_EVS_PROTECTED;
+	}
+	t->lru_count--;
+	mc_evlist_rebalance(t);
+}
+
+static void mc_evlist_link_before(struct mc_object *at, struct mc_object *o)
+{
+	o->lru_next = at;
+	o->lru_prev = at->lru_prev;
+	at->lru_prev->lru_next = o;
+	at->lru_prev = o;
 }
 
 /* Put o (not on the list) on it: lru: at the tail; prefix: in probation (prot 0) or protected
@@ -127,7 +128,6 @@ static void mc_evlist_place(struct mc_object_table *t, struct mc_object *o, int 
 
 void mc_object_batch_begin(struct mc_object_table *t)
 {
-	mc_object_batch_end(t);
 	t->anchor[0] = t->anchor[1] = NULL;
 	t->batch_last = NULL;
 	t->batch_n = 0;
@@ -136,9 +136,13 @@ void mc_object_batch_begin(struct mc_object_table *t)
 void mc_object_batch_end(struct mc_object_table *t)
 {
 	struct mc_object *o = t->batch_last;
+	size_t n;
 
 	t->batch_last = NULL;
-	if (o == NULL || t->batch_n < 2 || !t->batch_last_new ||
+	t->anchor[0] = t->anchor[1] = NULL;
+	n = t->batch_n;
+	t->batch_n = 0;
+	if (o == NULL || n < 2 || !t->batch_last_new ||
 	    t->policy != MC_EVICT_POLICY_PREFIX)
 		return;
 	/* The last block of a request's chain: cold (see object_table.h). */

@@ -139,7 +139,9 @@ void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned 
 /* A new request starts: objects placed from now on form one batch (prefix policy: the first
  * one placed ends up the most recent).  Called once per request that carries keys. */
 void mc_object_batch_begin(struct mc_object_table *t);
-/* The current batch is over (also implied by the next mc_object_batch_begin). */
+/* The request is over (called after every request): under the prefix policy the batch's last
+ * object goes to the head of the list if the batch placed two or more and that one was new
+ * (its put or its first use). */
 void mc_object_batch_end(struct mc_object_table *t);
 /* A use of o: lru: to the most-recently-used end; prefix: counted, promoted to protected at
  * the second use, placed at the recent end of its part in batch order. */

@@ -227,11 +227,13 @@ static void mc_sim_table(const struct mc_trace *t, int policy, uint64_t capacity
 			else if (h == n)
 				h = j;
 		}
+		mc_object_batch_end(&tab);
 		mc_sim_count(t, i, h, r);
 		/* BatchGetReplicaList of the hit prefix. */
 		mc_object_batch_begin(&tab);
 		for (j = 0; j < h; j++)
 			mc_object_touch(&tab, pres[j]);
+		mc_object_batch_end(&tab);
 		/* BatchPutStart of the missing blocks, evicting from the head when full. */
 		mc_object_batch_begin(&tab);
 		for (j = h; j < n; j++) {
@@ -245,6 +247,7 @@ static void mc_sim_table(const struct mc_trace *t, int policy, uint64_t capacity
 			if (capacity > 0)
 				mc_object_insert(&tab, key, strlen(key), 0);
 		}
+		mc_object_batch_end(&tab);
 		/* BatchPutEnd: the new blocks become readable (a use). */
 		mc_object_batch_begin(&tab);
 		for (j = h; j < n; j++) {
@@ -256,6 +259,7 @@ static void mc_sim_table(const struct mc_trace *t, int policy, uint64_t capacity
 			if ((o = mc_object_find(&tab, key, strlen(key))) != NULL)
 				mc_object_touch(&tab, o);
 		}
+		mc_object_batch_end(&tab);
 	}
 	mc_object_table_fini(&tab);
 	free(pres);
