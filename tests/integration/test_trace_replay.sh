@@ -22,7 +22,8 @@ replay() {	# replay POLICY SEGMENT_BYTES BLOCK_SIZE TRACE: the store's hit rate
 	mc_start_master --default_kv_lease_ttl=0 --eviction_high_watermark_ratio=1 \
 		--eviction_policy="$1" || return 1
 	out=$(timeout 120 "$MC_BIN/mooncake_bench" --master_server_address=127.0.0.1:"$MC_MASTER_PORT" \
-		--global_segment_size="$2" --block_size="$3" --trace="$4" 2>"$MC_TMP/bench.err")
+		--global_segment_size="$2" --block_size="$3" --trace="$4" --speedup="${SPEEDUP:-0}" \
+		2>"$MC_TMP/bench.err")
 	echo "$out" | sed 's/^/# /' >&2
 	kill "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
 	echo "$out" | sed -n 's/^trace hit rate: \([0-9.]*\) .*/\1/p'
@@ -73,6 +74,21 @@ prefix=$(replay prefix $((36 * 65536)) 64KB "$MC_TMP/chain.jsonl")
 ok $? "store, chain under pressure, --eviction_policy=lru: the chain misses ($lru)"
 awk -v p="$prefix" 'BEGIN { exit !(p != "" && p + 0 >= 0.08) }'
 ok $? "store, chain under pressure, --eviction_policy=prefix: its head hits ($prefix)"
+
+# 2b. --speedup paces the replay by the timestamps: 5 requests over 4 s at speed-up 2 take 2 s;
+# each shares block 0 with the first, so 4 of 10 blocks hit.
+python3 - "$MC_TMP/paced.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(5):
+        f.write(json.dumps({"timestamp": i * 1000, "input_length": 1024, "output_length": 1,
+                            "hash_ids": [0, i + 1]}) + "\n")
+PY
+t0=$(date +%s.%N)
+paced=$(SPEEDUP=2 replay lru $((64 * 4096)) 4KB "$MC_TMP/paced.jsonl")
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[ "$paced" = 0.400 ] && awk -v s="$secs" 'BEGIN { exit !(s >= 2) }'
+ok $? "--speedup=2: 4 s of trace replayed in $secs s, hit rate $paced"
 
 # 3. A synthetic conversation trace at 1/8 of its working set: the store's replay agrees with
 # the simulator (a pool of 609 blocks).
