@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Memory eviction: least recently used objects first, as upstream's master evicts, but O(1) per
- * eviction: reads move an object to the MRU end of one list and eviction takes from its head,
- * instead of upstream's sampling scan of the table.
+ * Memory eviction: from the head of the object table's eviction list, O(1) per eviction instead
+ * of upstream's sampling scan of the table.  The list's order is the policy (--eviction_policy,
+ * object_table.h): lru, least recently used first as upstream evicts, or prefix, blocks never
+ * reused and the tails of request chains first.  The same order picks what is demoted to the
+ * SSD tier.
  *
  * An object is never evicted while a reader may be copying its bytes (fetch lease from
  * GetReplicaList), while it is being written, or when hard-pinned (hard-pinned objects are not
@@ -117,20 +119,19 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 	m->metrics.attempted_evictions++;
 	for (pass = MC_EVICT_EXPIRED; pass <= MC_EVICT_SOFT_PINNED && freed + pending < bytes;
 	     pass++) {
-		struct mc_object *o = m->objects.lru.lru_next, *next;
+		struct mc_object *o = mc_object_evict_first(&m->objects), *next;
 		/* Bound the walk: objects that cannot go now (leased, being written) are skipped,
 		 * and a round must not turn into a scan of the whole table. */
 		uint64_t budget = 4096 + (uint64_t)m->objects.count / 64;
 
 		if (pass == MC_EVICT_SOFT_PINNED && !m->cfg.allow_evict_soft_pinned_objects)
 			break;
-		for (; o != &m->objects.lru && freed + pending < bytes && budget;
-		     o = next, budget--) {
+		for (; o != NULL && freed + pending < bytes && budget; o = next, budget--) {
 			uint64_t mem;
 			uint32_t i;
 			int q;
 
-			next = o->lru_next;
+			next = mc_object_evict_next(&m->objects, o);
 			if (mc_evict_only_dormant(o)) {
 				/* Its memory is on a dormant segment: evicting it frees nothing
 				 * now and loses what may come back.  Out of the way. */

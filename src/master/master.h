@@ -47,6 +47,7 @@ struct mc_master_config {
 	int allow_evict_soft_pinned_objects;
 	double eviction_ratio;
 	double eviction_high_watermark_ratio;
+	char *eviction_policy;			/* lru | prefix (object_table.h) */
 	int64_t put_start_discard_timeout_sec;
 	int64_t put_start_release_timeout_sec;
 	int64_t client_ttl;			/* --client_active_ttl_sec (alias --client_ttl) */

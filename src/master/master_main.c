@@ -71,6 +71,8 @@ static const struct mc_opt mc_master_opts[] = {
 	  "fraction of objects evicted per round" },
 	{ "eviction_high_watermark_ratio", NULL, NULL, MC_OPT_DOUBLE,
 	  O(eviction_high_watermark_ratio), "0.90", 0, 1, "usage ratio that triggers eviction" },
+	{ "eviction_policy", NULL, NULL, MC_OPT_CHOICE, O(eviction_policy), "lru|prefix", 0, -1,
+	  "eviction order: lru, or prefix (blocks never reused and chain tails first)" },
 	{ "put_start_discard_timeout_sec", NULL, NULL, MC_OPT_INT,
 	  O(put_start_discard_timeout_sec), "30", 0, 86400,
 	  "a PutStart without PutEnd may be preempted after this many seconds" },

@@ -2,7 +2,8 @@
 /*
  * Open-addressing hash table of objects with linear probing and tombstones, plus the LRU list.
  * See object_table.h for the memory budget.  The table grows at 0.75 load (counting tombstones)
- * and rehashes in place of tombstones when they dominate.
+ * and rehashes in place of tombstones when they dominate.  The eviction list's two policies are
+ * described in object_table.h.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,134 @@ int mc_object_table_init(struct mc_object_table *t)
 	t->cap = 1024;
 	t->slots = mc_xcalloc(t->cap, sizeof(*t->slots));
 	t->lru.lru_prev = t->lru.lru_next = &t->lru;
+	t->mark.flags = MC_OBJ_HARD_PIN;
+	t->protected_pct = MC_PREFIX_PROTECTED_PCT;
 	return 0;
+}
+
+void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned protected_pct)
+{
+	t->policy = (uint8_t)policy;
+	t->protected_pct = protected_pct;
+	if (policy == MC_EVICT_POLICY_PREFIX && t->mark.lru_next == NULL) {
+		/* The marker goes at the tail: everything already listed is probation. */
+		t->mark.lru_prev = t->lru.lru_prev;
+		t->mark.lru_next = &t->lru;
+		t->lru.lru_prev->lru_next = &t->mark;
+		t->lru.lru_prev = &t->mark;
+	}
+}
+
+/* Keep the protected part within its cap: its oldest objects become the newest of probation
+ * (the marker steps over them), with one use left to count.  Amortised O(1): each placement
+ * adds at most one protected object. */
+static void mc_evlist_rebalance(struct mc_object_table *t)
+{
+	while (t->protected_count > 0 &&
+	       t->protected_count * 100 > (size_t)t->protected_pct * t->lru_count) {
+		struct mc_object *x = t->mark.lru_next, *m = &t->mark;
+
+		if (t->anchor[1] == x)
+			t->anchor[1] = NULL;
+		/* swap the marker and x */
+		m->lru_prev->lru_next = x;
+		x->lru_prev = m->lru_prev;
+		m->lru_next = x->lru_next;
+		x->lru_next->lru_prev = m;
+		x->lru_next = m;
+		m->lru_prev = x;
+		x->evstate = (uint8_t)((x->evstate & ~(MC_EVS_PROTECTED | MC_EVS_USES)) | 1u);
+		t->protected_count--;
+	}
+}
+
+static void mc_evlist_unlink(struct mc_object_table *t, struct mc_object *o)
+{
+	o->lru_prev->lru_next = o->lru_next;
+	o->lru_next->lru_prev = o->lru_prev;
+	if (t->anchor[0] == o)
+		t->anchor[0] = NULL;
+	if (t->anchor[1] == o)
+		t->anchor[1] = NULL;
+	if (t->batch_last == o)
+		t->batch_last = NULL;
+	if (o->evstate & MC_EVS_PROTECTED) {
+		t->protected_count--;
+		o->evstate &= (uint8_t)~MC_EVS_PROTECTED;
+	}
+	t->lru_count--;
+	mc_evlist_rebalance(t);
+}
+
+static void mc_evlist_link_before(struct mc_object *at, struct mc_object *o)
+{
+	o->lru_next = at;
+	o->lru_prev = at->lru_prev;
+	at->lru_prev->lru_next = o;
+	at->lru_prev = o;
+}
+
+/* Put o (not on the list) on it: lru: at the tail; prefix: in probation (prot 0) or protected
+ * (prot 1), just before the object the current batch placed there last, else at the recent end
+ * of that part. */
+static void mc_evlist_place(struct mc_object_table *t, struct mc_object *o, int prot)
+{
+	struct mc_object *at = &t->lru;
+
+	if (t->policy == MC_EVICT_POLICY_PREFIX) {
+		at = t->anchor[prot] ? t->anchor[prot] : prot ? &t->lru : &t->mark;
+		t->anchor[prot] = o;
+		if (prot) {
+			o->evstate |= MC_EVS_PROTECTED;
+			t->protected_count++;
+		}
+	}
+	mc_evlist_link_before(at, o);
+	t->lru_count++;
+	t->batch_last = o;
+	t->batch_last_new = (o->evstate & MC_EVS_USES) <= 1 && !prot;
+	t->batch_n++;
+	if (prot)
+		mc_evlist_rebalance(t);
+}
+
+void mc_object_batch_begin(struct mc_object_table *t)
+{
+	t->anchor[0] = t->anchor[1] = NULL;
+	t->batch_last = NULL;
+	t->batch_n = 0;
+}
+
+void mc_object_batch_end(struct mc_object_table *t)
+{
+	struct mc_object *o = t->batch_last;
+	size_t n;
+
+	t->batch_last = NULL;
+	t->anchor[0] = t->anchor[1] = NULL;
+	n = t->batch_n;
+	t->batch_n = 0;
+	if (o == NULL || n < 2 || !t->batch_last_new ||
+	    t->policy != MC_EVICT_POLICY_PREFIX)
+		return;
+	/* The last block of a request's chain: cold (see object_table.h). */
+	mc_evlist_unlink(t, o);
+	mc_evlist_link_before(t->lru.lru_next, o);
+	t->lru_count++;
+}
+
+struct mc_object *mc_object_evict_next(struct mc_object_table *t, struct mc_object *o)
+{
+	struct mc_object *n = o->lru_next;
+
+	if (n == &t->mark)
+		n = n->lru_next;
+	return n == &t->lru ? NULL : n;
+}
+
+struct mc_object *mc_object_evict_first(struct mc_object_table *t)
+{
+	return mc_object_evict_next(t, &t->lru);
 }
 
 void mc_object_table_fini(struct mc_object_table *t)
@@ -115,11 +243,8 @@ struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, s
 	t->slots[i] = o;
 	t->count++;
 	t->key_bytes += len;
-	/* New objects start at the most-recently-used end. */
-	o->lru_prev = t->lru.lru_prev;
-	o->lru_next = &t->lru;
-	t->lru.lru_prev->lru_next = o;
-	t->lru.lru_prev = o;
+	/* New objects start at the most-recently-used end (prefix: of probation). */
+	mc_evlist_place(t, o, 0);
 	o->flags |= MC_OBJ_IN_LRU;
 	return o;
 }
@@ -144,10 +269,8 @@ void mc_object_erase(struct mc_object_table *t, struct mc_object *o)
 	t->key_bytes -= o->key_len;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		t->soft_pinned--;
-	if (o->flags & MC_OBJ_IN_LRU) {
-		o->lru_prev->lru_next = o->lru_next;
-		o->lru_next->lru_prev = o->lru_prev;
-	}
+	if (o->flags & MC_OBJ_IN_LRU)
+		mc_evlist_unlink(t, o);
 	free(o->extra);
 	free(o);
 	/* No rehash here, so erasing while iterating is safe; insert compacts tombstones. */
@@ -160,14 +283,25 @@ struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i)
 
 void mc_object_touch(struct mc_object_table *t, struct mc_object *o)
 {
-	if (!(o->flags & MC_OBJ_IN_LRU) || t->lru.lru_prev == o)
+	unsigned uses;
+	int prot;
+
+	if (!(o->flags & MC_OBJ_IN_LRU))
 		return;
-	o->lru_prev->lru_next = o->lru_next;
-	o->lru_next->lru_prev = o->lru_prev;
-	o->lru_prev = t->lru.lru_prev;
-	o->lru_next = &t->lru;
-	t->lru.lru_prev->lru_next = o;
-	t->lru.lru_prev = o;
+	if (t->policy != MC_EVICT_POLICY_PREFIX) {
+		if (t->lru.lru_prev == o)
+			return;
+		mc_evlist_unlink(t, o);
+		mc_evlist_place(t, o, 0);
+		return;
+	}
+	uses = o->evstate & MC_EVS_USES;
+	if (uses < MC_EVS_USES)
+		uses++;
+	prot = (o->evstate & MC_EVS_PROTECTED) || uses >= 2;
+	mc_evlist_unlink(t, o);
+	o->evstate = (uint8_t)((o->evstate & ~MC_EVS_USES) | uses);
+	mc_evlist_place(t, o, prot);
 }
 
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos)
@@ -183,11 +317,9 @@ struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos)
 
 void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o)
 {
-	(void)t;
 	if (!(o->flags & MC_OBJ_IN_LRU))
 		return;
-	o->lru_prev->lru_next = o->lru_next;
-	o->lru_next->lru_prev = o->lru_prev;
+	mc_evlist_unlink(t, o);
 	o->lru_prev = o->lru_next = NULL;
 	o->flags &= (uint8_t)~MC_OBJ_IN_LRU;
 }
@@ -196,10 +328,7 @@ void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o)
 {
 	if (o->flags & MC_OBJ_IN_LRU)
 		return;
-	o->lru_prev = t->lru.lru_prev;
-	o->lru_next = &t->lru;
-	t->lru.lru_prev->lru_next = o;
-	t->lru.lru_prev = o;
+	mc_evlist_place(t, o, 0);
 	o->flags |= MC_OBJ_IN_LRU;
 }
 

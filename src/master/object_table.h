@@ -15,8 +15,24 @@ struct mc_alloc_block;
  * Memory budget: the master must hold millions of keys at well under 300 bytes each plus the key,
  * so objects carry their key inline, the common single replica is embedded in the object, and the
  * index is an open-addressing table of pointers (8 bytes a slot at <= 0.8 load).
- * Objects sit on an LRU list (most recently read at the tail) for eviction, and each memory
- * replica sits on its segment's list, so unmounting a segment touches only its own replicas.
+ * Objects sit on one eviction list (evicted from the head) and each memory replica sits on its
+ * segment's list, so unmounting a segment touches only its own replicas.
+ *
+ * Two policies order the eviction list (--eviction_policy):
+ *  - lru: the most recently used object at the tail.
+ *  - prefix: a segmented LRU that knows KV-cache blocks come in chains.  A marker object splits
+ *    the list into a probation part (head side) and a protected part (tail side).  New objects
+ *    and objects used once enter probation; an object used again (its put, then a later probe or
+ *    read) is promoted to protected, which holds at most MC_PREFIX_PROTECTED_PCT percent of the
+ *    list; its oldest objects fall back to the newest end of probation.  Eviction takes the head,
+ *    so blocks never reused go first (a frequency filter), then the least recently used.
+ *    Within one request (one RPC: a batch), keys are placed so that the first key of the batch is
+ *    the most recent and the last the least: a batch lists a request's blocks head first, so the
+ *    tail of a chain, useless without its head, is evicted before the head.  And the last key of
+ *    a batch of two or more that puts (or first completes) objects goes to the head of the list:
+ *    the last block of a prompt is partial and is almost never reused (2% on the conversation
+ *    trace, against a quarter for the other new blocks).
+ *  Every operation is O(1) (amortised for the demotions); no scan of the table.
  * Single-threaded: the master's reactor thread.
  */
 
@@ -47,6 +63,21 @@ enum mc_object_flags {
 					   for lack of replicas or space, it leaves a ghost */
 };
 
+/* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */
+#define MC_EVS_USES 0x03u
+#define MC_EVS_PROTECTED 0x80u
+
+/* The protected part's share of the list under the prefix policy: on the conversation trace
+ * the blocks used once are reused a quarter of the time and those used twice or more half the
+ * time or more; a fifth of the pool for the latter gave the best hit rate from 1/32 to 1/2 of
+ * the working set (mooncake_bench --trace_simulate). */
+#define MC_PREFIX_PROTECTED_PCT 20
+
+enum mc_evict_policy {
+	MC_EVICT_POLICY_LRU = 0,
+	MC_EVICT_POLICY_PREFIX = 1,
+};
+
 struct mc_object {
 	struct mc_object *lru_prev, *lru_next;
 	uint64_t size;
@@ -65,6 +96,7 @@ struct mc_object {
 	uint16_t has_checksum : 1;
 	uint8_t nrep;
 	uint8_t flags;
+	uint8_t evstate;		/* prefix policy: MC_EVS_* */
 	struct mc_replica rep0;
 	char key[];
 };
@@ -74,7 +106,17 @@ struct mc_object_table {
 	size_t cap;			/* power of two */
 	size_t count;
 	size_t tombstones;
-	struct mc_object lru;		/* sentinel of the LRU list */
+	struct mc_object lru;		/* sentinel of the eviction list */
+	struct mc_object mark;		/* prefix policy: probation before it, protected after */
+	struct mc_object *anchor[2];	/* prefix policy: the last object the current batch placed
+					   in probation [0] and protected [1] (NULL: none) */
+	struct mc_object *batch_last;	/* the object the current batch placed last */
+	size_t batch_n;			/* objects the current batch placed */
+	int batch_last_new;		/* batch_last was placed by its put or its first use */
+	size_t lru_count;		/* objects on the eviction list (not the marker) */
+	size_t protected_count;		/* of them, in the protected part */
+	unsigned protected_pct;		/* cap of the protected part, percent of lru_count */
+	uint8_t policy;			/* enum mc_evict_policy */
 	uint64_t key_bytes;
 	size_t soft_pinned;		/* objects with MC_OBJ_SOFT_PIN */
 	/* Called by mc_object_erase before an object goes (NULL: none). */
@@ -94,11 +136,27 @@ struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, s
 /* Unlink from the index and the LRU and free.  Replicas must already be detached. */
 void mc_object_erase(struct mc_object_table *t, struct mc_object *o);
 struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i);
-/* Move to the most-recently-used end. */
+/* Choose the eviction policy (enum mc_evict_policy), before any object is inserted;
+ * protected_pct: the protected part's cap for the prefix policy (1..99). */
+void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned protected_pct);
+/* A new request starts: objects placed from now on form one batch (prefix policy: the first
+ * one placed ends up the most recent).  Called once per request that carries keys. */
+void mc_object_batch_begin(struct mc_object_table *t);
+/* The request is over (called after every request): under the prefix policy the batch's last
+ * object goes to the head of the list if the batch placed two or more and that one was new
+ * (its put or its first use). */
+void mc_object_batch_end(struct mc_object_table *t);
+/* A use of o: lru: to the most-recently-used end; prefix: counted, promoted to protected at
+ * the second use, placed at the recent end of its part in batch order. */
 void mc_object_touch(struct mc_object_table *t, struct mc_object *o);
+/* The object to evict first (the head of the eviction list, passing the marker), NULL if none.
+ * mc_object_evict_next walks on from o. */
+struct mc_object *mc_object_evict_first(struct mc_object_table *t);
+struct mc_object *mc_object_evict_next(struct mc_object_table *t, struct mc_object *o);
 /* Take off the LRU list for good (hard-pinned objects are never evicted). */
 void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o);
-/* Put back on the LRU list at the most-recently-used end (no-op if on it). */
+/* Put back on the eviction list at the most-recently-used end (prefix: of probation; no-op if
+ * on it). */
 void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o);
 /* Append a zeroed replica (status UNDEFINED).  Moves the replicas of extra[]: the segment lists
  * are re-pointed.  Returns NULL if the object already has MC_RPC_MAX_REPLICAS (64). */

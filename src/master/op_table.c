@@ -73,6 +73,8 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	mc_rpc_frame_begin(out, MC_RPC_RESPONSE, h->opcode, 0, h->req_id);
 	if (q.op != NULL) {
 		rc = q.op->handle(&q);
+		/* The keys of one request are one batch for the eviction order (object_table.h). */
+		mc_object_batch_end(&m->objects);
 	} else {
 		mc_log_warn("unknown opcode %u from %s", h->opcode, peer);
 		rc = MC_ERR_NOT_SUPPORTED;

@@ -20,6 +20,8 @@ struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n)
 	struct mc_strv *keys;
 	uint32_t i;
 
+	/* One request's keys are one batch: a client lists a request's blocks head first. */
+	mc_object_batch_begin(&q->m->objects);
 	*n = mc_rbuf_count(&q->r, MC_RPC_MAX_BATCH, 4);
 	if (q->r.err || *n == 0)
 		return NULL;

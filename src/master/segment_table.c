@@ -27,6 +27,9 @@
 int mc_master_tables_init(struct mc_master *m)
 {
 	mc_object_table_init(&m->objects);
+	if (m->cfg.eviction_policy && strcmp(m->cfg.eviction_policy, "prefix") == 0)
+		mc_object_table_set_policy(&m->objects, MC_EVICT_POLICY_PREFIX,
+					   MC_PREFIX_PROTECTED_PCT);
 	mc_ghosts_init(m);
 	m->objects.on_erase = mc_ghost_on_erase;
 	m->objects.on_erase_arg = m;

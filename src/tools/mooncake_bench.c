@@ -5,6 +5,14 @@
  * the duration or the byte budget runs out, then every thread reads those keys back in random
  * batches for the same duration.  Reports MiB/s, operations per second and per-call latency
  * percentiles; with --verify it also checks the bytes it reads.  Keys are removed at the end.
+ *
+ * With --trace it replays a KV-cache request trace instead (bench_trace.h): per request, as a
+ * connector does, it probes every block (BatchExistKey), reads the longest cached prefix and
+ * puts the blocks missing, block_size bytes each, under keys made from the block ids (shared
+ * prefixes share keys).  It reports the prefix hit rate, bytes moved and per-request latency.
+ * With --trace_simulate it runs no cluster and prints the offline simulator's hit rates (lru and
+ * prefix through the master's own object table, Belady's optimum, the unbounded ceiling) at the
+ * pool sizes of --trace_pools.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +25,7 @@
 
 #include "mooncake/store_c.h"
 #include "reactor/options.h"
+#include "tools/bench_trace.h"
 
 struct bench_cfg {
 	char *master_server_address;
@@ -36,7 +45,14 @@ struct bench_cfg {
 	int json;
 	int keep;
 	int check_config;
+	char *trace;
+	uint64_t block_size;
+	double speedup;
+	int trace_simulate;
+	char *trace_pools;
 };
+
+#define BENCH_MAX_POOLS 32
 
 #define O(f) offsetof(struct bench_cfg, f)
 static const struct mc_opt bench_opts[] = {
@@ -72,6 +88,16 @@ static const struct mc_opt bench_opts[] = {
 	  "leave the written keys in the store (to fill a cluster)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags and the environment, then exit (0 valid, 2 invalid)" },
+	{ "trace", NULL, NULL, MC_OPT_PATH, O(trace), "", 0, -1,
+	  "replay this KV-cache trace (JSON lines: timestamp, input_length, hash_ids)" },
+	{ "block_size", NULL, NULL, MC_OPT_SIZE, O(block_size), "64KB", 1, 1073741824.0,
+	  "--trace: bytes per block" },
+	{ "speedup", NULL, NULL, MC_OPT_DOUBLE, O(speedup), "0", 0, 1e9,
+	  "--trace: replay N times faster than the timestamps (0: as fast as possible)" },
+	{ "trace_simulate", NULL, NULL, MC_OPT_BOOL, O(trace_simulate), "false", 0, -1,
+	  "--trace: no cluster, print the simulator's hit rates at --trace_pools" },
+	{ "trace_pools", NULL, NULL, MC_OPT_TOKEN, O(trace_pools), "1/16,1/8,1/4", 0, -1,
+	  "--trace_simulate: pool sizes, fractions of the working set (1/8, 0.25) or blocks" },
 	MC_OPT_END,
 };
 
@@ -286,6 +312,157 @@ static int bench_phase(const struct bench_cfg *c, struct bench_thread *t, int n,
 	return 0;
 }
 
+static void bench_sim(const struct bench_cfg *c, const struct mc_trace *tr, const double *pools,
+		      int npools)
+{
+	static const char *names[] = { "lru", "prefix", "belady", "unbounded" };
+	int i, p;
+
+	printf("trace %s: %zu requests, %zu block references, %zu distinct blocks\n", c->trace,
+	       tr->nreq, tr->nrefs, tr->distinct);
+	for (i = 0; i < npools; i++) {
+		uint64_t cap = mc_trace_pool_blocks(tr, pools[i]);
+
+		printf("pool %" PRIu64 " blocks (%.4f of the working set):", cap,
+		       (double)cap / (double)tr->distinct);
+		for (p = MC_SIM_LRU; p <= MC_SIM_UNBOUNDED; p++) {
+			struct mc_sim_result r;
+
+			mc_sim_run(tr, (enum mc_sim_policy)p, cap, &r);
+			printf(" %s %.3f (tokens %.3f)", names[p],
+			       r.blocks ? (double)r.hit_blocks / (double)r.blocks : 0.0,
+			       r.tokens ? (double)r.hit_tokens / (double)r.tokens : 0.0);
+		}
+		printf("\n");
+		fflush(stdout);
+	}
+}
+
+/* Replay the trace against the cluster, one request at a time, as a connector would. */
+static int bench_replay(const struct bench_cfg *c, const struct mc_trace *tr,
+			mooncake_store_t store)
+{
+	size_t mb = tr->max_blocks ? tr->max_blocks : 1, bs = (size_t)c->block_size, i, j;
+	uint8_t *buf = malloc(mb * bs);
+	char (*keys)[48] = calloc(mb, sizeof(*keys));
+	const char **kp = calloc(mb, sizeof(*kp)), **mk = calloc(mb, sizeof(*mk));
+	void **bufs = calloc(mb, sizeof(*bufs)), **mbufs = calloc(mb, sizeof(*mbufs));
+	size_t *sizes = calloc(mb, sizeof(*sizes));
+	int *ex = calloc(mb, sizeof(*ex)), *res = calloc(mb, sizeof(*res));
+	int64_t *res64 = calloc(mb, sizeof(*res64));
+	double *lat = calloc(tr->nreq, sizeof(*lat)), t0, secs;
+	uint64_t hit_blocks = 0, blocks = 0, hit_tok = 0, tok = 0, rd = 0, wr = 0, errors = 0;
+	mooncake_replicate_config_t rc = { .replica_num = (size_t)c->replica_num };
+	int ret = -1;
+
+	if (!buf || !keys || !kp || !mk || !bufs || !mbufs || !sizes || !ex || !res || !res64 ||
+	    !lat) {
+		fprintf(stderr, "mooncake_bench: out of memory for the replay\n");
+		goto out;
+	}
+	memset(buf, 0x5a, mb * bs);
+	if (mooncake_store_register_buffer(store, buf, mb * bs)) {
+		fprintf(stderr, "mooncake_bench: cannot register the replay buffer\n");
+		goto out;
+	}
+	for (j = 0; j < mb; j++) {
+		kp[j] = keys[j];
+		bufs[j] = buf + j * bs;
+		sizes[j] = bs;
+	}
+	t0 = bench_now();
+	for (i = 0; i < tr->nreq; i++) {
+		const uint32_t *ids = tr->ids + tr->off[i];
+		size_t n = tr->n[i], h = n, nm = 0;
+		double r0;
+		uint64_t ht;
+
+		if (c->speedup > 0) {
+			double due = t0 + (double)tr->ts[i] / 1000.0 / c->speedup, now = bench_now();
+
+			if (due > now)
+				usleep((useconds_t)((due - now) * 1e6));
+		}
+		for (j = 0; j < n; j++)
+			snprintf(keys[j], sizeof(keys[j]), "trace/%d/%u", (int)getpid(), ids[j]);
+		r0 = bench_now();
+		if (n && mooncake_store_batch_is_exist(store, kp, n, ex)) {
+			for (j = 0; j < n; j++)
+				ex[j] = 0;
+			errors++;
+		}
+		for (j = 0; j < n && h == n; j++)
+			if (ex[j] != 1)
+				h = j;
+		if (h && mooncake_store_batch_get_into(store, kp, bufs, sizes, h, res64) == 0) {
+			for (j = 0; j < h; j++) {
+				if (res64[j] == (int64_t)bs)
+					rd += bs;
+				else
+					errors++;
+			}
+		} else if (h) {
+			errors += h;
+		}
+		/* The blocks after the hit prefix that the store lacks (an id may repeat). */
+		for (j = h; j < n; j++) {
+			size_t k;
+
+			if (ex[j] == 1)
+				continue;
+			for (k = 0; k < nm && strcmp(mk[k], kp[j]); k++)
+				;
+			if (k < nm)
+				continue;
+			mk[nm] = kp[j];
+			mbufs[nm++] = bufs[j];
+		}
+		if (nm && mooncake_store_batch_put_from(store, mk, mbufs, sizes, nm, &rc, res) == 0) {
+			for (j = 0; j < nm; j++) {
+				if (res[j] == 0)
+					wr += bs;
+				else
+					errors++;
+			}
+		} else if (nm) {
+			errors += nm;
+		}
+		lat[i] = bench_now() - r0;
+		hit_blocks += h;
+		blocks += n;
+		ht = (uint64_t)h * MC_TRACE_BLOCK_TOKENS;
+		tok += (uint64_t)tr->input_len[i];
+		hit_tok += ht < (uint64_t)tr->input_len[i] ? ht : (uint64_t)tr->input_len[i];
+	}
+	secs = bench_now() - t0;
+	mooncake_store_unregister_buffer(store, buf);
+	qsort(lat, tr->nreq, sizeof(*lat), bench_cmp);
+	printf("trace hit rate: %.3f (tokens %.3f), %zu requests, %" PRIu64 " of %" PRIu64
+	       " blocks hit\n",
+	       blocks ? (double)hit_blocks / (double)blocks : 0.0,
+	       tok ? (double)hit_tok / (double)tok : 0.0, tr->nreq, hit_blocks, blocks);
+	printf("trace bytes: read %.1f MiB, written %.1f MiB, %" PRIu64 " errors, %.1f s\n",
+	       rd / 1048576.0, wr / 1048576.0, errors, secs);
+	printf("trace latency per request: p50 %.1f us p90 %.1f us p99 %.1f us max %.1f us\n",
+	       lat[tr->nreq / 2] * 1e6, lat[(size_t)((double)(tr->nreq - 1) * 0.9)] * 1e6,
+	       lat[(size_t)((double)(tr->nreq - 1) * 0.99)] * 1e6, lat[tr->nreq - 1] * 1e6);
+	fflush(stdout);
+	ret = 0;
+out:
+	free(buf);
+	free(keys);
+	free(kp);
+	free(mk);
+	free(bufs);
+	free(mbufs);
+	free(sizes);
+	free(ex);
+	free(res);
+	free(res64);
+	free(lat);
+	return ret;
+}
+
 static void bench_usage(FILE *out)
 {
 	fprintf(out, "usage: mooncake_bench [--flag=value ...]\n"
@@ -296,6 +473,9 @@ static void bench_usage(FILE *out)
 int main(int argc, char **argv)
 {
 	struct bench_cfg cfg;
+	struct mc_trace trace;
+	double pools[BENCH_MAX_POOLS];
+	int npools;
 	struct bench_thread *t;
 	mooncake_store_t store;
 	char err[512];
@@ -318,8 +498,30 @@ int main(int argc, char **argv)
 		mc_opts_free(bench_opts, &cfg);
 		return 2;
 	}
-	if (cfg.check_config) {
-		printf("mooncake_bench: configuration is valid\n");
+	memset(&trace, 0, sizeof(trace));
+	npools = mc_trace_parse_pools(cfg.trace_pools, pools, BENCH_MAX_POOLS);
+	if (npools <= 0) {
+		fprintf(stderr, "mooncake_bench: --trace_pools: '%s' is not a list of pool sizes "
+			"(1/16,1/8,0.25 of the working set, or block counts)\n", cfg.trace_pools);
+		mc_opts_free(bench_opts, &cfg);
+		return 2;
+	}
+	if (cfg.trace_simulate && cfg.trace[0] == '\0') {
+		fprintf(stderr, "mooncake_bench: --trace_simulate needs --trace\n");
+		mc_opts_free(bench_opts, &cfg);
+		return 2;
+	}
+	if (cfg.trace[0] && mc_trace_load(cfg.trace, &trace, err, sizeof(err))) {
+		fprintf(stderr, "mooncake_bench: %s\n", err);
+		mc_opts_free(bench_opts, &cfg);
+		return 2;
+	}
+	if (cfg.check_config || cfg.trace_simulate) {
+		if (cfg.check_config)
+			printf("mooncake_bench: configuration is valid\n");
+		else
+			bench_sim(&cfg, &trace, pools, npools);
+		mc_trace_free(&trace);
 		mc_opts_free(bench_opts, &cfg);
 		return 0;
 	}
@@ -331,7 +533,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mooncake_bench: setup against %s failed: %d\n",
 			cfg.master_server_address, rc);
 		mooncake_store_destroy(store);
+		mc_trace_free(&trace);
+		mc_opts_free(bench_opts, &cfg);
 		return 1;
+	}
+	if (trace.nreq) {
+		rc = bench_replay(&cfg, &trace, store);
+		snprintf(err, sizeof(err), "^trace/%d/", (int)getpid());
+		if (!cfg.keep)
+			mooncake_store_remove_by_regex(store, err, 1);
+		mooncake_store_destroy(store);
+		mc_trace_free(&trace);
+		mc_opts_free(bench_opts, &cfg);
+		return rc ? 1 : 0;
 	}
 	t = calloc((size_t)cfg.threads, sizeof(*t));
 	per_thread = cfg.total_bytes / cfg.value_size / (uint64_t)cfg.threads;

@@ -28,6 +28,8 @@ cat >"$MC_TMP/model.json" <<JSON
  "num_attention_heads": 4, "torch_dtype": "float16"}
 JSON
 echo '{"retained_tokens": 10}' >"$MC_TMP/tokens.jsonl"
+echo '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [0, 1]}' \
+	>"$MC_TMP/trace.jsonl"
 
 # run OUT ERR [ENV=VALUE ...] -- PROGRAM ARGS...: run with a clean MOONCAKE_*/MC_* environment.
 run() {

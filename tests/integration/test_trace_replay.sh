@@ -1,0 +1,111 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# mooncake_bench --trace: the simulator gives the hand-computed LRU and Belady answers on a tiny
+# trace; under pressure the master's prefix policy keeps the head of a chain where lru keeps
+# none of it; and the store's replay agrees with the simulator within 1 point for both policies
+# on a synthetic conversation trace.
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+
+n=0
+failed=0
+ok() {	# ok COND_STATUS DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
+}
+rate() {	# rate FILE POLICY: the simulator's block hit rate of POLICY on the first pool line
+	sed -n "s/^pool .* $2 \([0-9.]*\) .*/\1/p" "$1" | head -n 1
+}
+replay() {	# replay POLICY SEGMENT_BYTES BLOCK_SIZE TRACE: the store's hit rate
+	local out
+	# No lease holds a block, and only a put that finds no room evicts (none in the background):
+	# the pool holds SEGMENT_BYTES / BLOCK_SIZE blocks, the simulator's capacity.
+	mc_start_master --default_kv_lease_ttl=0 --eviction_high_watermark_ratio=1 \
+		--eviction_policy="$1" || return 1
+	out=$(timeout 120 "$MC_BIN/mooncake_bench" --master_server_address=127.0.0.1:"$MC_MASTER_PORT" \
+		--global_segment_size="$2" --block_size="$3" --trace="$4" --speedup="${SPEEDUP:-0}" \
+		2>"$MC_TMP/bench.err")
+	echo "$out" | sed 's/^/# /' >&2
+	kill "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
+	echo "$out" | sed -n 's/^trace hit rate: \([0-9.]*\) .*/\1/p'
+}
+near() {	# near A B: |A - B| <= 0.01
+	awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 0.0100001) }'
+}
+
+# 1. Hand-made trace, pool of 4 blocks.  LRU: request 2 hits [1,2,3]; request 3 pushes 1 and 2
+# out, so request 4 hits nothing: 3 of 14 blocks.  Belady keeps 1..4 and skips 5, 6 and 7
+# (never used again): requests 2 and 4 hit 3 + 4 = 7 of 14, the unbounded ceiling.
+cat >"$MC_TMP/tiny.jsonl" <<'JSON'
+{"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 3]}
+{"timestamp": 1, "input_length": 2048, "output_length": 1, "hash_ids": [1, 2, 3, 4]}
+{"timestamp": 2, "input_length": 1024, "output_length": 1, "hash_ids": [5, 6]}
+{"timestamp": 3, "input_length": 2500, "output_length": 1, "hash_ids": [1, 2, 3, 4, 7]}
+JSON
+"$MC_BIN/mooncake_bench" --trace="$MC_TMP/tiny.jsonl" --trace_simulate --trace_pools=4 \
+	>"$MC_TMP/tiny.out"
+sed 's/^/# /' "$MC_TMP/tiny.out"
+[ "$(rate "$MC_TMP/tiny.out" lru)" = 0.214 ]
+ok $? "simulator, tiny trace: lru hits 3 of 14 blocks"
+[ "$(rate "$MC_TMP/tiny.out" belady)" = 0.500 ] && [ "$(rate "$MC_TMP/tiny.out" unbounded)" = 0.500 ]
+ok $? "simulator, tiny trace: Belady hits 7 of 14 blocks, the unbounded ceiling"
+
+# 2. A chain of 8 blocks, then 32 single blocks through a pool of 36, then the chain again.
+# lru evicts the chain's head first (it was written first), so the chain misses entirely;
+# prefix evicts its tail first and the head still hits.
+python3 - "$MC_TMP/chain.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    f.write(json.dumps({"timestamp": 0, "input_length": 4096, "output_length": 1,
+                        "hash_ids": list(range(8))}) + "\n")
+    for i in range(32):
+        f.write(json.dumps({"timestamp": i + 1, "input_length": 512, "output_length": 1,
+                            "hash_ids": [100 + i]}) + "\n")
+    f.write(json.dumps({"timestamp": 40, "input_length": 4096, "output_length": 1,
+                        "hash_ids": list(range(8))}) + "\n")
+PY
+"$MC_BIN/mooncake_bench" --trace="$MC_TMP/chain.jsonl" --trace_simulate --trace_pools=36 \
+	>"$MC_TMP/chain.out"
+sed 's/^/# /' "$MC_TMP/chain.out"
+[ "$(rate "$MC_TMP/chain.out" lru)" = 0.000 ] && [ "$(rate "$MC_TMP/chain.out" prefix)" = 0.083 ]
+ok $? "simulator, chain under pressure: lru keeps no head block, prefix keeps 4 of 8"
+lru=$(replay lru $((36 * 65536)) 64KB "$MC_TMP/chain.jsonl")
+prefix=$(replay prefix $((36 * 65536)) 64KB "$MC_TMP/chain.jsonl")
+[ "$lru" = 0.000 ]
+ok $? "store, chain under pressure, --eviction_policy=lru: the chain misses ($lru)"
+awk -v p="$prefix" 'BEGIN { exit !(p != "" && p + 0 >= 0.08) }'
+ok $? "store, chain under pressure, --eviction_policy=prefix: its head hits ($prefix)"
+
+# 2b. --speedup paces the replay by the timestamps: 5 requests over 4 s at speed-up 2 take 2 s;
+# each shares block 0 with the first, so 4 of 10 blocks hit.
+python3 - "$MC_TMP/paced.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(5):
+        f.write(json.dumps({"timestamp": i * 1000, "input_length": 1024, "output_length": 1,
+                            "hash_ids": [0, i + 1]}) + "\n")
+PY
+t0=$(date +%s.%N)
+paced=$(SPEEDUP=2 replay lru $((64 * 4096)) 4KB "$MC_TMP/paced.jsonl")
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[ "$paced" = 0.400 ] && awk -v s="$secs" 'BEGIN { exit !(s >= 2) }'
+ok $? "--speedup=2: 4 s of trace replayed in $secs s, hit rate $paced"
+
+# 3. A synthetic conversation trace at 1/8 of its working set: the store's replay agrees with
+# the simulator (a pool of 609 blocks).
+python3 "$MC_TOP_SRCDIR/tests/integration/gen_conv_trace.py" 7 400 >"$MC_TMP/conv.jsonl"
+"$MC_BIN/mooncake_bench" --trace="$MC_TMP/conv.jsonl" --trace_simulate --trace_pools=1/8 \
+	>"$MC_TMP/conv.out"
+sed 's/^/# /' "$MC_TMP/conv.out"
+seg=$((609 * 4096))
+for pol in lru prefix; do
+	store=$(replay $pol $seg 4KB "$MC_TMP/conv.jsonl")
+	sim=$(rate "$MC_TMP/conv.out" $pol)
+	near "$store" "$sim"
+	ok $? "conversation trace at 1/8, $pol: store $store, simulator $sim (within 0.01)"
+done
+[ "$(rate "$MC_TMP/conv.out" prefix)" \> "$(rate "$MC_TMP/conv.out" lru)" ]
+ok $? "simulator, conversation trace at 1/8: prefix above lru"
+
+echo "1..$n"
+[ $failed -eq 0 ] || mc_dump_logs
+exit $failed

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The prefix eviction policy (object_table.h): the order of the eviction list under batches,
+ * promotions and the protected part's cap, its counters kept right by O(1) bookkeeping through
+ * thousands of random operations (checked against a walk), and, in a master on a fake clock fed
+ * request frames, eviction under the policy still honouring hard pins and fetch leases and
+ * taking a batch put's tail before its head.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "common/errcode.h"
+#include "common/wire.h"
+#include "master/ops.h"
+#include "proto/rpc.h"
+#include "tap.h"
+
+/* Check got == want, printing both. */
+#define is(got, want, ...)                                                               \
+	do {                                                                             \
+		long long is_g_ = (long long)(got), is_w_ = (long long)(want);           \
+		ok(is_g_ == is_w_, __VA_ARGS__);                                         \
+		if (is_g_ != is_w_)                                                      \
+			printf("#   got %lld, want %lld\n", is_g_, is_w_);               \
+	} while (0)
+
+static int64_t fake_now = 1000000;
+
+static int64_t fake_clock(void *arg)
+{
+	return *(int64_t *)arg;
+}
+
+static struct mc_master M;
+static struct mc_uuid client_id, seg_id;
+static uint64_t next_req = 1;
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	if (mc_master_reap(arg, 4096))
+		event_active(((struct mc_master *)arg)->ev_reap, EV_TIMEOUT, 0);
+}
+
+static void master_init(struct mc_master *m)
+{
+	struct mc_master_config *c = &m->cfg;
+
+	memset(m, 0, sizeof(*m));
+	c->default_kv_lease_ttl = 1000;
+	c->default_kv_soft_pin_ttl = 1800000;
+	c->max_kv_soft_pin_ttl = 86400000;
+	c->allow_evict_soft_pinned_objects = 1;
+	c->eviction_ratio = 0.05;
+	c->eviction_high_watermark_ratio = 0.9;
+	c->put_start_discard_timeout_sec = 30;
+	c->put_start_release_timeout_sec = 600;
+	c->client_ttl = 10;
+	c->client_suspicion_ttl_sec = 20;
+	c->dormant_segment_ttl_sec = 600;
+	c->unhealthy_segment_backoff_sec = 5;
+	c->unhealthy_segment_max_backoff_sec = 60;
+	c->remount_grace_period_sec = 30;
+	c->offloading_queue_limit = 50000;
+	c->offload_task_timeout_sec = 30;
+	c->promotion_admission_threshold = 2;
+	c->rpc_max_frame_bytes = 64u << 20;
+	c->max_connections = 4096;
+	c->cluster_id = (char *)"mooncake_cluster";
+	c->root_fs_dir = (char *)"";
+	c->persist_path = (char *)"";
+	c->eviction_policy = (char *)"prefix";
+	m->clock_ms = fake_clock;
+	m->clock_arg = &fake_now;
+	m->base = event_base_new();
+	m->rng = 42;
+	mc_master_tables_init(m);
+	mc_fs_init(m);
+	m->ev_reap = event_new(m->base, -1, 0, on_reap, m);
+}
+
+static void master_fini(struct mc_master *m)
+{
+	event_free(m->ev_reap);
+	mc_master_tables_fini(m);
+	mc_fs_fini(m);
+	event_base_free(m->base);
+}
+
+/* One request: frame it, hand it to the dispatcher, check the response frame's header and
+ * return its status; the response body is left in *resp (valid until the next call). */
+static struct mc_wbuf out;
+static struct mc_rbuf resp;
+
+static int call(uint16_t op, const struct mc_wbuf *body)
+{
+	struct mc_rpc_hdr h = {
+		.magic = MC_RPC_MAGIC, .version = MC_RPC_VERSION, .kind = MC_RPC_REQUEST,
+		.opcode = op, .body_len = (uint32_t)body->len, .status = 0, .req_id = next_req++,
+	};
+	struct mc_rpc_hdr rh;
+
+	mc_wbuf_reset(&out);
+	mc_master_handle(&M, &h, body->data, &out, "test:1");
+	if (out.err || out.len < MC_RPC_HDR_LEN ||
+	    mc_rpc_hdr_decode(out.data, &rh, 1u << 30) != 0 || rh.kind != MC_RPC_RESPONSE ||
+	    rh.opcode != op || rh.req_id != h.req_id ||
+	    out.len != MC_RPC_HDR_LEN + (size_t)rh.body_len) {
+		printf("# bad response frame to opcode %u\n", op);
+		return -99999;
+	}
+	mc_rbuf_init(&resp, out.data + MC_RPC_HDR_LEN, rh.body_len);
+	return rh.status;
+}
+
+static void put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n)
+{
+	uint32_t i;
+
+	mc_wbuf_u32(w, n);
+	for (i = 0; i < n; i++)
+		mc_rpc_put_strv(w, mc_strv_c(keys[i]));
+}
+
+static int mount(const struct mc_uuid *sid, uint64_t base, uint64_t size)
+{
+	struct mc_wbuf b;
+	struct mc_rpc_segment s = {
+		.id = *sid, .name = mc_strv_c("127.0.0.1:17001"), .base = base, .size = size,
+		.endpoint = mc_strv_c("127.0.0.1:17001"), .protocol = mc_strv_c("tcp"),
+	};
+	int st;
+
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_rpc_put_segment(&b, &s);
+	st = call(MC_OP_MOUNT_SEGMENT, &b);
+	mc_wbuf_fini(&b);
+	return st;
+}
+
+
+/* PutStart of one key: the item code (frame errors as they are); *addr the first replica's. */
+static int put_start(const char *key, uint64_t size, int hard_pin, uint32_t *nrep,
+		     uint64_t *addr)
+{
+	struct mc_wbuf b;
+	struct mc_rpc_config cfg;
+	int st, code;
+	uint32_t i, n;
+
+	mc_rpc_config_default(&cfg);
+	cfg.with_hard_pin = (uint8_t)hard_pin;
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_rpc_put_config(&b, &cfg);
+	mc_wbuf_u32(&b, 1);
+	mc_rpc_put_strv(&b, mc_strv_c(key));
+	mc_wbuf_u64(&b, size);
+	st = call(MC_OP_PUT_START, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	code = mc_rbuf_i32(&resp);
+	n = mc_rbuf_u32(&resp);
+	if (nrep)
+		*nrep = n;
+	for (i = 0; i < n; i++) {
+		struct mc_rpc_replica r;
+
+		mc_rpc_get_replica(&resp, &r);
+		if (i == 0 && addr)
+			*addr = r.addr;
+	}
+	mc_rbuf_u8(&resp);	/* space coming */
+	return resp.err || resp.left ? -99997 : code;
+}
+
+/* PutEnd / PutRevoke (op) of one key, replica type ALL: the item code. */
+static int put_finish(uint16_t op, const char *key)
+{
+	struct mc_wbuf b;
+	int st, code;
+
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_wbuf_u8(&b, MC_REPLICA_ALL);
+	put_keys(&b, &key, 1);
+	st = call(op, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	code = mc_rbuf_i32(&resp);
+	return resp.err || resp.left ? -99997 : code;
+}
+
+/* GetReplicaList of one key: the item code; *nrep and *addr of its first replica. */
+static int get_list(const char *key, uint32_t *nrep, uint64_t *addr)
+{
+	struct mc_wbuf b;
+	int st, code;
+	uint32_t i, n;
+
+	mc_wbuf_init(&b);
+	put_keys(&b, &key, 1);
+	st = call(MC_OP_GET_REPLICA_LIST, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	mc_rbuf_u64(&resp);	/* lease ttl */
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	code = mc_rbuf_i32(&resp);
+	n = mc_rbuf_u32(&resp);
+	*nrep = n;
+	for (i = 0; i < n; i++) {
+		struct mc_rpc_replica r;
+
+		mc_rpc_get_replica(&resp, &r);
+		if (i == 0)
+			*addr = r.addr;
+	}
+	return resp.err || resp.left ? -99997 : code;
+}
+
+/* ExistKey of one key: 1, 0, or a frame error. */
+static int exist(const char *key)
+{
+	struct mc_wbuf b;
+	int st, res;
+
+	mc_wbuf_init(&b);
+	put_keys(&b, &key, 1);
+	st = call(MC_OP_EXIST_KEY, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	res = mc_rbuf_i32(&resp);
+	return resp.err || resp.left ? -99997 : res;
+}
+
+
+
+/* Put and end one object: 0 or the first failing code. */
+static int put(const char *key, uint64_t size, int hard_pin)
+{
+	int rc = put_start(key, size, hard_pin, NULL, NULL);
+
+	return rc ? rc : put_finish(MC_OP_PUT_END, key);
+}
+/* PutStart and PutEnd of n keys in one request each (a connector's batch). */
+static int put_batch(const char *const *keys, uint32_t n, uint64_t size)
+{
+	struct mc_wbuf b;
+	struct mc_rpc_config cfg;
+	int st;
+	uint32_t i;
+
+	mc_rpc_config_default(&cfg);
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_rpc_put_config(&b, &cfg);
+	mc_wbuf_u32(&b, n);
+	for (i = 0; i < n; i++) {
+		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
+		mc_wbuf_u64(&b, size);
+	}
+	st = call(MC_OP_BATCH_PUT_START, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_wbuf_u8(&b, MC_REPLICA_ALL);
+	put_keys(&b, keys, n);
+	st = call(MC_OP_BATCH_PUT_END, &b);
+	mc_wbuf_fini(&b);
+	return st;
+}
+
+/* ---- the object table alone ---- */
+
+static struct mc_object *ins(struct mc_object_table *t, const char *k)
+{
+	return mc_object_insert(t, k, strlen(k), 0);
+}
+
+/* The keys in eviction order, concatenated ("cba"). */
+static const char *order(struct mc_object_table *t)
+{
+	static char buf[256];
+	struct mc_object *o;
+	size_t n = 0;
+
+	for (o = mc_object_evict_first(t); o && n + 1 < sizeof(buf); o = mc_object_evict_next(t, o))
+		buf[n++] = o->key[0];
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Walk the list: the marker once, protected objects exactly after it, counters right. */
+static int invariants(struct mc_object_table *t)
+{
+	struct mc_object *o;
+	size_t n = 0, prot = 0, marks = 0;
+	int after = 0;
+
+	for (o = t->lru.lru_next; o != &t->lru; o = o->lru_next) {
+		if (o == &t->mark) {
+			marks++;
+			after = 1;
+			continue;
+		}
+		if (o->lru_next->lru_prev != o || !(o->flags & MC_OBJ_IN_LRU))
+			return 0;
+		n++;
+		if (!!(o->evstate & MC_EVS_PROTECTED) != after)
+			return 0;
+		prot += after;
+	}
+	return marks == 1 && n == t->lru_count && prot == t->protected_count &&
+	       (prot == 0 || prot * 100 <= (size_t)t->protected_pct * n);
+}
+
+static void test_table_order(void)
+{
+	struct mc_object_table t;
+	struct mc_object *a, *b, *c, *d, *x;
+	size_t i;
+
+	mc_object_table_init(&t);
+	mc_object_table_set_policy(&t, MC_EVICT_POLICY_LRU, MC_PREFIX_PROTECTED_PCT);
+	mc_object_batch_begin(&t);
+	a = ins(&t, "a");
+	ins(&t, "b");
+	ins(&t, "c");
+	mc_object_batch_end(&t);
+	ok(strcmp(order(&t), "abc") == 0, "lru: a batch is evicted in its order (%s)", order(&t));
+	mc_object_touch(&t, a);
+	ok(strcmp(order(&t), "bca") == 0, "lru: a touch moves to the recent end (%s)", order(&t));
+	mc_object_table_fini(&t);
+
+	mc_object_table_init(&t);
+	mc_object_table_set_policy(&t, MC_EVICT_POLICY_PREFIX, 50);
+	mc_object_batch_begin(&t);
+	a = ins(&t, "a");
+	b = ins(&t, "b");
+	c = ins(&t, "c");
+	d = ins(&t, "d");
+	mc_object_batch_end(&t);
+	ok(strcmp(order(&t), "dcba") == 0,
+	   "prefix: a batch put [a b c d] is evicted tail first (%s)", order(&t));
+	mc_object_batch_begin(&t);
+	x = ins(&t, "x");
+	mc_object_batch_end(&t);
+	ok(strcmp(order(&t), "dcbax") == 0,
+	   "prefix: a single put goes to the recent end of probation (%s)", order(&t));
+	/* Their put ends: a first use each, the batch's tail again to the head. */
+	mc_object_batch_begin(&t);
+	mc_object_touch(&t, a);
+	mc_object_touch(&t, b);
+	mc_object_touch(&t, c);
+	mc_object_touch(&t, d);
+	mc_object_batch_end(&t);
+	ok(strcmp(order(&t), "dxcba") == 0,
+	   "prefix: their first uses keep head last, the new tail first (%s)", order(&t));
+	/* A later probe of [a b]: second uses, promoted to protected (cap 50% of 5 = 2). */
+	mc_object_batch_begin(&t);
+	mc_object_touch(&t, a);
+	mc_object_touch(&t, b);
+	mc_object_batch_end(&t);
+	ok(strcmp(order(&t), "dxcba") == 0 && (a->evstate & MC_EVS_PROTECTED) &&
+	   (b->evstate & MC_EVS_PROTECTED) && t.protected_count == 2,
+	   "prefix: reused a and b are protected, evicted after all of probation (%s)",
+	   order(&t));
+	mc_object_touch(&t, c);
+	ok(t.protected_count == 2 && (c->evstate & MC_EVS_PROTECTED) &&
+	   !(b->evstate & MC_EVS_PROTECTED) && strcmp(order(&t), "dxbac") == 0,
+	   "prefix: a third promotion over the cap pushes the oldest protected back (%s)",
+	   order(&t));
+	mc_object_lru_unlink(&t, x);
+	ok(strcmp(order(&t), "dbac") == 0 && invariants(&t),
+	   "prefix: an object taken off the list (hard pin) is never a victim (%s)", order(&t));
+	mc_object_lru_link(&t, x);
+	ok(invariants(&t), "prefix: linked back, the list is consistent");
+	mc_object_erase(&t, c);
+	ok(invariants(&t) && t.protected_count == 1, "prefix: erasing a protected object");
+	mc_object_table_fini(&t);
+
+	/* Random operations: the counters stay right without any walk of the table. */
+	mc_object_table_init(&t);
+	mc_object_table_set_policy(&t, MC_EVICT_POLICY_PREFIX, MC_PREFIX_PROTECTED_PCT);
+	{
+		uint64_t x64 = 88172645463325252ull;
+		int good = 1;
+		char key[16];
+
+		for (i = 0; i < 20000 && good; i++) {
+			unsigned r, k;
+			struct mc_object *o;
+
+			x64 ^= x64 << 13, x64 ^= x64 >> 7, x64 ^= x64 << 17;
+			r = (unsigned)(x64 % 100);
+			k = (unsigned)((x64 >> 8) % 500);
+			snprintf(key, sizeof(key), "%u", k);
+			o = mc_object_find(&t, key, strlen(key));
+			if (r < 5)
+				mc_object_batch_begin(&t);
+			else if (r < 8)
+				mc_object_batch_end(&t);
+			else if (o == NULL)
+				ins(&t, key);
+			else if (r < 60)
+				mc_object_touch(&t, o);
+			else if (r < 70)
+				mc_object_erase(&t, o);
+			else if (r < 75 && (o->flags & MC_OBJ_IN_LRU))
+				mc_object_lru_unlink(&t, o);
+			else if (r < 80)
+				mc_object_lru_link(&t, o);
+			else if ((o = mc_object_evict_first(&t)) != NULL)
+				mc_object_erase(&t, o);
+			if (i % 97 == 0)
+				good = invariants(&t);
+		}
+		ok(good && invariants(&t),
+		   "prefix: 20000 random operations keep the list and its counters consistent "
+		   "(%zu objects, %zu listed, %zu protected)", t.count, t.lru_count,
+		   t.protected_count);
+	}
+	mc_object_table_fini(&t);
+}
+
+/* ---- a master with --eviction_policy=prefix ---- */
+
+static int has(const char *key)
+{
+	return mc_object_find(&M.objects, key, strlen(key)) != NULL;
+}
+
+static void test_master_prefix(void)
+{
+	static const char *chain[] = { "h0", "h1", "h2", "h3" };
+	uint32_t nrep;
+	uint64_t addr;
+
+	ok(M.objects.policy == MC_EVICT_POLICY_PREFIX, "the master's table runs the prefix policy");
+	is(put_batch(chain, 4, 4096), 0, "a batch put of the chain h0..h3");
+	is(put("pin", 4096, 1), 0, "a hard-pinned object");
+	is(put("leased", 4096, 0), 0, "an object that will be read");
+	fake_now += 1001;	/* the put leases are over */
+	is(get_list("leased", &nrep, &addr), 0, "GetReplicaList of it: a fetch lease");
+	mc_master_evict(&M, 4096, 0);
+	ok(!has("h3") && has("h2") && has("h1") && has("h0"),
+	   "eviction of one block takes the chain's tail h3, not its head");
+	mc_master_evict(&M, 2 * 4096, 0);
+	ok(!has("h2") && !has("h1") && has("h0"), "then h2 and h1, the head last");
+	mc_master_evict(&M, 64u << 20, 0);
+	ok(!has("h0") && has("pin") && has("leased"),
+	   "evicting everything leaves the hard-pinned object and the one under a fetch lease");
+	fake_now += 1001;
+	mc_master_evict(&M, 64u << 20, 0);
+	ok(has("pin") && !has("leased"), "once the lease is over the read object goes too");
+	is(exist("pin"), 1, "ExistKey of the pinned object");
+	ok(invariants(&M.objects), "the master's list is consistent");
+}
+
+int main(void)
+{
+	test_table_order();
+	mc_wbuf_init(&out);
+	memset(&client_id, 0x11, sizeof(client_id));
+	memset(&seg_id, 0x33, sizeof(seg_id));
+	master_init(&M);
+	is(mount(&seg_id, 0x10000000, 64u << 20), 0, "MountSegment of 64 MiB");
+	test_master_prefix();
+	master_fini(&M);
+	mc_wbuf_fini(&out);
+	return tap_done();
+}
