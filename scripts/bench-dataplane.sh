@@ -6,7 +6,11 @@
 # MC_STORE_SHM=0) and over same-host shared memory.  References: iperf3 single stream on
 # loopback for tcp, a single-thread memcpy of 1 MiB blocks for shm.  Builds alternate round by
 # round so a busy machine skews both alike; medians of RUNS rounds.
-# Usage: [RUNS=3] [DUR=2] scripts/bench-dataplane.sh BUILD_BEFORE BUILD_AFTER
+# SETTLE=N waits N seconds after the segment is mounted (a build that populates segment memory in
+# the background is then measured settled); ENV_AFTER="VAR=value ..." sets variables for the
+# second build's processes only (e.g. MOONCAKE_STORE_CHECKSUM=1 to price checksums, with the
+# same build given twice).
+# Usage: [RUNS=3] [DUR=2] [SETTLE=0] [ENV_AFTER=...] scripts/bench-dataplane.sh BEFORE AFTER
 set -u
 RUNS=${RUNS:-3}
 DUR=${DUR:-2}
@@ -32,17 +36,19 @@ cluster() {
 		--log_level=warn >"$tmp/m$2.log" 2>&1 &
 	mpid=$!
 	for i in $(seq 50); do (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
-	"$b/mooncake_client" --host=127.0.0.1 --port=$((p + 1)) --master_server_address=127.0.0.1:$p \
-		--global_segment_size=2GB --log_level=info >"$tmp/c$2.log" 2>&1 &
+	env $3 "$b/mooncake_client" --host=127.0.0.1 --port=$((p + 1)) \
+		--master_server_address=127.0.0.1:$p --global_segment_size=2GB --log_level=info \
+		>"$tmp/c$2.log" 2>&1 &
 	cpid=$!
 	for i in $(seq 100); do grep -q "serving segment" "$tmp/c$2.log" && break; sleep 0.1; done
+	sleep "${SETTLE:-0}"
 	pids="$pids $mpid $cpid"
 }
 stop() { kill $mpid $cpid 2>/dev/null; wait $mpid $cpid 2>/dev/null; }
-# bench BUILD N MODE VALUE BATCH: "put_MiBps get_MiBps put_ops get_ops"
+# bench BUILD N MODE VALUE BATCH [ENV]: "put_MiBps get_MiBps put_ops get_ops"
 bench() {
-	local b=$1 p=$((P + 10 * $2)) env=""
-	[ "$3" = tcp ] && env="MC_FORCE_TCP=1 MC_STORE_SHM=0"
+	local b=$1 p=$((P + 10 * $2)) env="$6"
+	[ "$3" = tcp ] && env="$env MC_FORCE_TCP=1 MC_STORE_SHM=0"
 	env $env "$b/mooncake_bench" --master_server_address=127.0.0.1:$p --value_size="$4" \
 		--batch_size="$5" --threads=1 --duration="$DUR" --total_bytes=1GB \
 		--local_buffer_size=0 --json 2>/dev/null | python3 -c '
@@ -54,11 +60,11 @@ print("%.1f %.1f %.0f %.0f" % (r["put"]["MiBps"], r["get"]["MiBps"], r["put"]["o
 }
 for r in $(seq "$RUNS"); do
 	for n in 1 2; do
-		b=$1; [ $n = 2 ] && b=$2
-		cluster "$b" $((r * 2 + n))
+		b=$1 e=""; [ $n = 2 ] && b=$2 e=${ENV_AFTER:-}
+		cluster "$b" $((r * 2 + n)) "$e"
 		for mode in tcp shm; do
-			echo "$n $mode 1MB $(bench "$b" $((r * 2 + n)) $mode 1MB 8)" >>"$tmp/res"
-			echo "$n $mode 4KB $(bench "$b" $((r * 2 + n)) $mode 4KB 32)" >>"$tmp/res"
+			echo "$n $mode 1MB $(bench "$b" $((r * 2 + n)) $mode 1MB 8 "$e")" >>"$tmp/res"
+			echo "$n $mode 4KB $(bench "$b" $((r * 2 + n)) $mode 4KB 32 "$e")" >>"$tmp/res"
 		done
 		stop
 	done
