@@ -19,7 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <jansson.h>
@@ -39,6 +42,7 @@ struct px_flow {
 	struct evhttp_connection *down_conn;
 	int down_gone;			/* the caller closed its connection */
 	int started;			/* the reply's status line and headers are sent */
+	struct event *watch;		/* readable caller socket: EOF means it went away */
 	const char *api;		/* "/v1/completions" or "/v1/chat/completions" */
 	json_t *body;			/* the caller's request */
 	char *raw;			/* ... as it came */
@@ -118,6 +122,8 @@ static void px_flow_free(struct px_flow *f)
 	double t = px_now() - f->t0;
 
 	px_flow_release_upstream(f, 0);
+	if (f->watch)
+		event_free(f->watch);
 	if (f->down_conn)
 		evhttp_connection_set_closecb(f->down_conn, NULL, NULL);
 	px->inflight--;
@@ -166,6 +172,30 @@ static void px_flow_on_down_close(struct evhttp_connection *c, void *arg)
 	f->down_conn = NULL;
 	f->state = PX_ST_DONE;
 	px_flow_free(f);
+}
+
+/* The caller's socket became readable while its request is served.  evhttp does not read a
+ * connection while the user holds its request, so a caller that hangs up before the reply
+ * starts is seen here: EOF (or an error) ends the flow and frees the connection; data (a
+ * pipelined request) is left for evhttp and the watch is not renewed. */
+static void px_flow_on_down_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct px_flow *f = arg;
+	struct evhttp_connection *c = f->down_conn;
+	char ch;
+	ssize_t r = recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	(void)what;
+	if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EINTR)) || c == NULL)
+		return;
+	f->px->client_aborts++;
+	mc_log_info("request %s: the caller went away; upstream request cancelled", f->request_id);
+	evhttp_connection_set_closecb(c, NULL, NULL);
+	f->down = NULL;		/* freed with its connection */
+	f->down_conn = NULL;
+	f->state = PX_ST_DONE;
+	px_flow_free(f);
+	evhttp_connection_free(c);
 }
 
 /* Send body to the chosen instance at f->api.  cb is the done callback.  Returns 0, or -1 when
@@ -525,6 +555,16 @@ static void px_flow_begin(struct evhttp_request *req, struct px *px, const char 
 	f->down = req;
 	f->down_conn = evhttp_request_get_connection(req);
 	evhttp_connection_set_closecb(f->down_conn, px_flow_on_down_close, f);
+	{
+		struct bufferevent *bev = evhttp_connection_get_bufferevent(f->down_conn);
+		evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+
+		if (fd >= 0) {
+			f->watch = event_new(px->base, fd, EV_READ, px_flow_on_down_readable, f);
+			if (f->watch)
+				event_add(f->watch, NULL);
+		}
+	}
 	auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
 	if (auth)
 		f->auth = mc_xstrdup(auth);

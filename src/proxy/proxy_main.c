@@ -28,7 +28,7 @@
 
 #define O(f) offsetof(struct px_cfg, f)
 static const struct mc_opt px_opts[] = {
-	{ "model", NULL, NULL, MC_OPT_STRING, O(model), "", 0, -1,
+	{ "model", NULL, NULL, MC_OPT_TOKEN, O(model), "", 0, -1,
 	  "the model the instances serve: /v1/models names it and an instance is put in rotation "
 	  "only when it serves it (empty: not checked)" },
 	{ "host", NULL, NULL, MC_OPT_HOST, O(host), "0.0.0.0", 0, -1, "listen address" },
