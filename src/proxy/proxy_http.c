@@ -132,8 +132,12 @@ static void px_hist_print(struct evbuffer *b, const char *name, const char *labe
 	}
 	evbuffer_add_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels,
 			    *labels ? "," : "", (unsigned long long)h->count);
-	evbuffer_add_printf(b, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, labels, h->sum, name,
-			    labels, (unsigned long long)h->count);
+	if (*labels)
+		evbuffer_add_printf(b, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", name, labels, h->sum,
+				    name, labels, (unsigned long long)h->count);
+	else
+		evbuffer_add_printf(b, "%s_sum %.9f\n%s_count %llu\n", name, h->sum, name,
+				    (unsigned long long)h->count);
 }
 
 static void px_on_metrics(struct evhttp_request *req, void *arg)

@@ -43,6 +43,9 @@ async def completion(w, path, hdrs, body):
         with open(A.log, "a") as f:
             f.write(json.dumps({"t": time.time(), "role": A.role, "port": A.port, "rid": rid,
                                 "path": path, "body": req}) + "\n")
+    if req.get("fake_status"):
+        await answer(w, int(req["fake_status"]), b'{"error": {"message": "refused on purpose"}}')
+        return
     if STATE["mode"] == "fail":
         await answer(w, 500, b'{"error": {"message": "failing on purpose"}}')
         return
