@@ -226,10 +226,10 @@ static uint64_t px_block_hash(uint64_t prev, const char *p, size_t n)
 /* Number of leading blocks of the prompt whose hashes in[] holds. */
 static size_t px_kv_match(const struct px_instance *in, const uint64_t *hs, size_t nb)
 {
-	size_t i, mask = (size_t)in->px->cfg.kv_cache_blocks;
+	size_t i, slots = (size_t)in->px->cfg.kv_cache_blocks;
 
 	for (i = 0; i < nb; i++)
-		if (in->kv_slots[hs[i] % mask] != hs[i])
+		if (in->kv_slots[hs[i] % slots] != hs[i])
 			break;
 	return i;
 }
@@ -238,6 +238,8 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 				      size_t len, struct px_instance *const *avoid, size_t n_avoid)
 {
 	size_t bs = (size_t)px->cfg.kv_block_bytes, nb = prompt ? len / bs : 0, i, best_m = 0, m;
+	size_t start;
+	int pass;
 	uint64_t stack_hs[256], *hs = nb <= 256 ? stack_hs : mc_xmalloc(nb * sizeof(*hs)), h = 0;
 	struct px_instance *in, *best = NULL;
 	int64_t min_load = INT64_MAX;
@@ -248,15 +250,21 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 		if (in->healthy && !px_avoided(in, avoid, n_avoid) && in->inflight < min_load)
 			min_load = in->inflight;
 	/* The longest cached prefix among instances loaded at most kv_load_slack above the least
-	 * loaded; ties (and no match at all) go to the least loaded, then round-robin order. */
-	for (i = 0, in = pool->head; in; in = in->next, i++) {
-		if (!in->healthy || px_avoided(in, avoid, n_avoid) ||
-		    in->inflight > min_load + px->cfg.kv_load_slack)
-			continue;
-		m = px_kv_match(in, hs, nb);
-		if (best == NULL || m > best_m || (m == best_m && in->inflight < best->inflight)) {
-			best = in;
-			best_m = m;
+	 * loaded; ties (and no match at all) go to the least loaded, then to the first from a
+	 * rotating start, so unseen prompts spread like round robin. */
+	start = (size_t)(pool->rr++ % pool->n);
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0, in = pool->head; in; in = in->next, i++) {
+			if ((pass == 0) != (i >= start) || !in->healthy ||
+			    px_avoided(in, avoid, n_avoid) ||
+			    in->inflight > min_load + px->cfg.kv_load_slack)
+				continue;
+			m = px_kv_match(in, hs, nb);
+			if (best == NULL || m > best_m ||
+			    (m == best_m && in->inflight < best->inflight)) {
+				best = in;
+				best_m = m;
+			}
 		}
 	}
 	if (best != NULL) {

@@ -171,6 +171,34 @@ t "--max_header_bytes: a 100 KB header is refused" \
 t "a failed prefill is retried on another instance at once (no health check in between)" \
 	'p=$(mc_free_port); mc_start px5 "$PX" --host=127.0.0.1 --port="$p" --health_interval=1h --prefill 127.0.0.1:"$p2_PORT" 127.0.0.1:"$p1_PORT" --decode 127.0.0.1:"$d1_PORT" && mc_wait_log px5 "proxy on" && curl -s -XPOST "http://127.0.0.1:$p2_PORT/fake/fail" >/dev/null && c=$(curl -s -o /dev/null -w "%{http_code}" -d "{\"prompt\":\"r\"}" "http://127.0.0.1:$p/v1/completions") && curl -s -XPOST "http://127.0.0.1:$p2_PORT/fake/ok" >/dev/null; [ "$c" = 200 ] && [ "$(curl -s "http://127.0.0.1:$p/metrics" | awk "\$1 == \"mooncake_proxy_retries_total\" {print \$2}")" = 1 ] && grep -q "prefill answered HTTP 500; trying another" "$MC_TMP/px5.log"'
 
+# ---- policies ----------------------------------------------------------------------------------
+# ports_of FILE-OF-RIDS ROLE: the port that served each request id, in order.
+ports_of() {
+	python3 - "$LOG" "$1" "$2" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {r["rid"]: r["port"] for r in rows if r["role"] == sys.argv[3]}
+print(" ".join(str(by.get(r, "none")) for r in open(sys.argv[2]).read().split()))
+PY
+}
+U0=$U
+proxy px6 --prefill 127.0.0.1:"$p1_PORT" 127.0.0.1:"$p2_PORT" --decode 127.0.0.1:"$d1_PORT" \
+	--scheduling kv_aware --kv_block_bytes 16
+P=0123456789abcdef0123456789abcdef-shared-prefix-of-a-long-conversation
+for i in 1 2 3 4 5 6; do post /v1/completions "{\"prompt\":\"$i distinct prompt number $i, long enough\"}" >/dev/null; rid; done > "$MC_TMP/distinct"
+for i in 1 2 3 4 5; do post /v1/completions "{\"prompt\":\"$P turn $i and more words\"}" >/dev/null; rid; done > "$MC_TMP/shared"
+t "kv_aware: prompts nobody has seen spread over the prefill instances" \
+	'[ "$(ports_of "$MC_TMP/distinct" prefill | tr " " "\n" | sort -u | wc -l)" = 2 ]'
+t "kv_aware: prompts sharing a prefix all go to the instance that has it" \
+	'[ "$(ports_of "$MC_TMP/shared" prefill | tr " " "\n" | sort -u | wc -l)" = 1 ] && [ "$(metric mooncake_proxy_kv_prefix_blocks_matched_total)" -ge 16 ]'
+t "kv_aware: chat messages are the prompt too" \
+	'C="{\"messages\":[{\"role\":\"system\",\"content\":\"$P\"},{\"role\":\"user\",\"content\":\"q\"}]}"; for i in 1 2 3 4; do post /v1/chat/completions "$C" >/dev/null; rid; done > "$MC_TMP/chat"; [ "$(ports_of "$MC_TMP/chat" prefill | tr " " "\n" | sort -u | wc -l)" = 1 ]'
+proxy px7 --prefill 127.0.0.1:"$sp_PORT" 127.0.0.1:"$p1_PORT" --decode 127.0.0.1:"$d1_PORT" \
+	--scheduling least_loaded
+t "least_loaded: while the slow instance holds a request, the others go to the idle one" \
+	'curl -s -o /dev/null -d "{\"prompt\":\"slow\"}" "$U/v1/completions" & w=$!; sleep 0.3; for i in 1 2 3 4; do post /v1/completions "{\"prompt\":\"ll\"}" >/dev/null; rid; done > "$MC_TMP/ll"; wait $w; [ "$(ports_of "$MC_TMP/ll" prefill)" = "$p1_PORT $p1_PORT $p1_PORT $p1_PORT" ]'
+U=$U0
+
 # ---- the rest ------------------------------------------------------------------------------------
 t "no admin key configured: 503" \
 	'p=$(mc_free_port); mc_start px3 env -u ADMIN_API_KEY "$PX" --host=127.0.0.1 --port="$p" && mc_wait_log px3 "proxy on" && [ "$(curl -s -o /dev/null -w "%{http_code}" -H "X-API-Key: x" -d "$ADD" "http://127.0.0.1:$p/instances/add")" = 503 ] && [ "$(curl -s -o /dev/null -w "%{http_code}" -d "{\"prompt\":\"a\"}" "http://127.0.0.1:$p/v1/completions")" = 503 ]'
