@@ -66,7 +66,7 @@ static const struct mc_opt px_opts[] = {
 	  "kv_aware: prompt bytes per prefix block" },
 	{ "kv_cache_blocks", NULL, NULL, MC_OPT_INT, O(kv_cache_blocks), "65536", 1, 67108864,
 	  "kv_aware: prefix blocks remembered per prefill instance" },
-	{ "kv_load_slack", NULL, NULL, MC_OPT_INT, O(kv_load_slack), "8", 0, 1000000,
+	{ "kv_load_slack", NULL, NULL, MC_OPT_INT, O(kv_load_slack), "2", 0, 1000000,
 	  "kv_aware: requests in flight above the least loaded instance that a prefix match may "
 	  "still win" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
