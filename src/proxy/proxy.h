@@ -124,8 +124,9 @@ void px_pool_free_all(struct px *px);
 struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *prompt,
 				 size_t prompt_len, struct px_instance *const *avoid, size_t n_avoid);
 void px_instance_unref(struct px_instance *in);
-/* An upstream connection to in: a kept-alive one or a new one.  NULL on failure. */
-struct evhttp_connection *px_conn_get(struct px_instance *in);
+/* An upstream connection to in: a kept-alive one (*reused set to 1) unless fresh is set, or a
+ * new one.  NULL on failure. */
+struct evhttp_connection *px_conn_get(struct px_instance *in, int fresh, int *reused);
 /* Give a connection back after a complete exchange (reuse) or drop it (broken, cancelled);
  * dropping frees it from a deferred event, never inside its own callback. */
 void px_conn_put(struct px_instance *in, struct evhttp_connection *c, int reusable);

@@ -56,7 +56,9 @@ struct px_flow {
 	struct evhttp_connection *up_conn;
 	struct evhttp_request *up_req;
 	int cancelling;			/* callbacks of a cancelled request are ignored */
-	struct evbuffer *pbody;		/* the prefill's answer */
+	int reused;			/* the upstream connection was kept alive from before */
+	int fresh;			/* the next send opens a new connection */
+	char *pbody_sent;		/* the prefill's request body */
 	json_t *kv_params;		/* kv_transfer_params the prefill returned */
 	struct px_instance *tried[PX_MAX_TRIES];
 	size_t n_tried;
@@ -129,8 +131,7 @@ static void px_flow_free(struct px_flow *f)
 	px->inflight--;
 	px_hist_observe(&px->lat, t);
 	px_hist_observe(&px->added, t > f->t_upstream ? t - f->t_upstream : 0);
-	if (f->pbody)
-		evbuffer_free(f->pbody);
+	free(f->pbody_sent);
 	json_decref(f->kv_params);
 	json_decref(f->body);
 	free(f->raw);
@@ -161,8 +162,9 @@ static void px_flow_on_down_close(struct evhttp_connection *c, void *arg)
 	f->down_gone = 1;
 	f->px->client_aborts++;
 	mc_log_info("request %s: the caller went away; upstream request cancelled", f->request_id);
-	/* The request outlives its connection until answered; answering it frees it. */
-	if (f->down != NULL) {
+	/* A request the connection let go of (the caller hung up) outlives it until answered,
+	 * and answering frees it; one still attached is freed with the connection. */
+	if (f->down != NULL && evhttp_request_get_connection(f->down) == NULL) {
 		if (f->started)
 			evhttp_send_reply_end(f->down);
 		else
@@ -205,6 +207,7 @@ static int px_flow_send(struct px_flow *f, struct px_instance *in, const char *b
 
 static void px_on_prefill_done(struct evhttp_request *req, void *arg);
 static void px_on_decode_done(struct evhttp_request *req, void *arg);
+static int px_flow_decode_on(struct px_flow *f, struct px_instance *in);
 
 static int px_on_decode_headers(struct evhttp_request *req, void *arg)
 {
@@ -247,7 +250,8 @@ static int px_flow_send(struct px_flow *f, struct px_instance *in, const char *b
 	f->up_in = in;
 	in->inflight++;
 	in->requests++;
-	f->up_conn = px_conn_get(in);
+	f->up_conn = px_conn_get(in, f->fresh, &f->reused);
+	f->fresh = 0;
 	r = f->up_conn ? evhttp_request_new(cb, f) : NULL;
 	if (r == NULL)
 		goto fail;
@@ -321,9 +325,15 @@ static void px_flow_start_prefill(struct px_flow *f)
 		if (f->n_tried > 1)
 			px->retries++;
 		body = px_prefill_body(f);
+		if (body == NULL) {
+			px_instance_unref(in);
+			px_flow_fail(f, 500, "server_error", "out of memory");
+			return;
+		}
+		free(f->pbody_sent);
+		f->pbody_sent = body;
 		f->state = PX_ST_PREFILL;
-		rc = body ? px_flow_send(f, in, body, strlen(body), px_on_prefill_done, 0) : -1;
-		free(body);
+		rc = px_flow_send(f, in, body, strlen(body), px_on_prefill_done, 0);
 		if (rc == 0)
 			return;
 	}
@@ -343,6 +353,17 @@ static void px_on_prefill_done(struct evhttp_request *req, void *arg)
 	dt = px_now() - f->t_sent;
 	f->t_upstream += dt;
 	px_hist_observe(&in->lat, dt);
+	if (code == 0 && f->reused) {
+		/* The instance may have closed the idle connection as we reused it: once more on a
+		 * new connection before blaming the instance. */
+		in->refs++;
+		px_flow_release_upstream(f, 0);
+		f->fresh = 1;
+		if (px_flow_send(f, in, f->pbody_sent, strlen(f->pbody_sent), px_on_prefill_done,
+				 0) != 0)
+			px_flow_start_prefill(f);
+		return;
+	}
 	if (code == 0 || code >= 500) {
 		char why[64];
 
@@ -387,12 +408,37 @@ static void px_on_prefill_done(struct evhttp_request *req, void *arg)
 	px_flow_start_decode(f);
 }
 
+/* Send the decode request to in (whose reference the flow takes).  Returns 0, or -1 when it
+ * could not be sent (in is released and marked failed). */
+static int px_flow_decode_on(struct px_flow *f, struct px_instance *in)
+{
+	char *body;
+	int rc;
+
+	f->tried[f->n_tried++] = in;
+	f->state = PX_ST_DECODE;
+	if (f->kv_params == NULL)	/* nothing to add: the caller's bytes as they came */
+		return px_flow_send(f, in, f->raw, f->raw_len, px_on_decode_done, 1);
+	{
+		json_t *j = json_deep_copy(f->body);
+
+		json_object_set(j, "kv_transfer_params", f->kv_params);
+		body = json_dumps(j, JSON_COMPACT);
+		json_decref(j);
+	}
+	if (body == NULL) {
+		px_instance_unref(in);
+		return -1;
+	}
+	rc = px_flow_send(f, in, body, strlen(body), px_on_decode_done, 1);
+	free(body);
+	return rc;
+}
+
 static void px_flow_start_decode(struct px_flow *f)
 {
 	struct px *px = f->px;
 	struct px_instance *in;
-	char *body = NULL;
-	int rc;
 
 	for (;;) {
 		in = px_pool_pick(px, PX_DECODE, NULL, 0, f->tried, f->n_tried);
@@ -404,21 +450,7 @@ static void px_flow_start_decode(struct px_flow *f)
 						: "no decode instance in rotation");
 			return;
 		}
-		f->tried[f->n_tried++] = in;
-		f->state = PX_ST_DECODE;
-		if (f->kv_params) {
-			json_t *j = json_deep_copy(f->body);
-
-			json_object_set(j, "kv_transfer_params", f->kv_params);
-			body = json_dumps(j, JSON_COMPACT);
-			json_decref(j);
-			rc = body ? px_flow_send(f, in, body, strlen(body), px_on_decode_done, 1) : -1;
-			free(body);
-		} else {
-			/* Nothing to add: the caller's bytes as they came. */
-			rc = px_flow_send(f, in, f->raw, f->raw_len, px_on_decode_done, 1);
-		}
-		if (rc == 0)
+		if (px_flow_decode_on(f, in) == 0)
 			return;
 	}
 }
@@ -436,6 +468,16 @@ static void px_on_decode_done(struct evhttp_request *req, void *arg)
 	dt = px_now() - f->t_sent;
 	f->t_upstream += dt;
 	px_hist_observe(&in->lat, dt);
+	if (code == 0 && !f->started && f->reused) {
+		/* As for the prefill: perhaps a connection the instance closed; once more. */
+		in->refs++;
+		px_flow_release_upstream(f, 0);
+		f->fresh = 1;
+		f->n_tried--;
+		if (px_flow_decode_on(f, in) != 0)
+			px_flow_start_decode(f);
+		return;
+	}
 	if (code == 0 && !f->started) {
 		/* Nothing reached the caller yet: another decode instance may serve it. */
 		in->errors++;
@@ -568,9 +610,7 @@ static void px_flow_begin(struct evhttp_request *req, struct px *px, const char 
 	auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
 	if (auth)
 		f->auth = mc_xstrdup(auth);
-	else if (getenv("OPENAI_API_KEY"))
-		f->auth = NULL;
-	if (f->auth == NULL && getenv("OPENAI_API_KEY")) {
+	else if (getenv("OPENAI_API_KEY")) {
 		const char *k = getenv("OPENAI_API_KEY");
 
 		f->auth = mc_xmalloc(strlen(k) + 8);

@@ -74,14 +74,17 @@ static void px_conn_reap(struct px *px, struct evhttp_connection *c)
 	event_active(px_reap_ev, 0, 0);
 }
 
-struct evhttp_connection *px_conn_get(struct px_instance *in)
+struct evhttp_connection *px_conn_get(struct px_instance *in, int fresh, int *reused)
 {
 	struct px *px = in->px;
 	struct evhttp_connection *c;
 	struct timeval tv;
 
-	if (in->n_idle > 0)
+	*reused = 0;
+	if (!fresh && in->n_idle > 0) {
+		*reused = 1;
 		return in->idle[--in->n_idle];
+	}
 	c = evhttp_connection_base_new(px->base, px->dns, in->host, in->port);
 	if (c == NULL)
 		return NULL;
