@@ -5,7 +5,7 @@
  * - bytewise: one 256-entry table, one byte per step (what a textbook loop does; the reference
  *   the others are tested and measured against).
  * - slice8: eight tables, eight bytes per step: the portable path.
- * - clmul: the message is folded 64 bytes at a time into four 128-bit accumulators with
+ * - clmul: the message is folded 128 bytes at a time into eight 128-bit accumulators with
  *   carry-less multiplications by x^(d+64) mod P and x^d mod P (d the folding distance in bits),
  *   then into one, and the last 128 bits and the tail go through the tables.  Polynomials are
  *   most significant bit first, so each 16-byte block is byte-reversed into a 128-bit integer
@@ -31,6 +31,9 @@
 static uint64_t mc_crc64_tab[8][256];
 static uint64_t mc_crc64_xpow[64];	/* x^(2^k) mod P, k = 0..63 (in bits of shift) */
 static uint64_t mc_crc64_k[4];		/* folding constants (clmul) */
+static uint64_t mc_crc64_k512[2];	/* and for the 512-bit path */
+static int mc_crc64_have_avx512;
+int mc_crc64_no_avx512;
 static int mc_crc64_have_clmul;
 static pthread_once_t mc_crc64_once = PTHREAD_ONCE_INIT;
 
@@ -83,14 +86,19 @@ static void mc_crc64_init(void)
 	mc_crc64_xpow[0] = 2;	/* x^1 */
 	for (k = 1; k < 64; k++)
 		mc_crc64_xpow[k] = mc_crc64_mulmod(mc_crc64_xpow[k - 1], mc_crc64_xpow[k - 1]);
-	/* Folding by 512 bits (four lanes) and by 128 bits (one lane). */
-	mc_crc64_k[0] = mc_crc64_xpow_n(512 + 64);
-	mc_crc64_k[1] = mc_crc64_xpow_n(512);
+	/* Folding by 1024 bits (eight lanes) and by 128 bits (one lane). */
+	mc_crc64_k[0] = mc_crc64_xpow_n(1024 + 64);
+	mc_crc64_k[1] = mc_crc64_xpow_n(1024);
 	mc_crc64_k[2] = mc_crc64_xpow_n(128 + 64);
 	mc_crc64_k[3] = mc_crc64_xpow_n(128);
+	mc_crc64_k512[0] = mc_crc64_xpow_n(2048 + 64);
+	mc_crc64_k512[1] = mc_crc64_xpow_n(2048);
 #ifdef MC_CRC64_X86
 	__builtin_cpu_init();
 	mc_crc64_have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("ssse3");
+	mc_crc64_have_avx512 = mc_crc64_have_clmul && __builtin_cpu_supports("avx512f") &&
+			       __builtin_cpu_supports("avx512bw") &&
+			       __builtin_cpu_supports("vpclmulqdq");
 #endif
 }
 
@@ -147,53 +155,162 @@ __attribute__((target("pclmul,ssse3"))) static inline __m128i mc_crc64_fold(__m1
 	return _mm_xor_si128(_mm_xor_si128(hi, lo), next);
 }
 
+/* 16 bytes at p, first byte most significant; stored unchanged at d first when d is not NULL. */
+__attribute__((target("pclmul,ssse3"), always_inline)) static inline __m128i
+mc_crc64_take(const uint8_t *p, uint8_t *d)
+{
+	const __m128i rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+
+	if (d)
+		_mm_storeu_si128((__m128i *)(void *)d, v);
+	return _mm_shuffle_epi8(v, rev);
+}
+
+/* v stands for the message so far; fold in the 16-byte blocks left at p (copied to d when not
+ * NULL), then the CRC is that of v's 16 bytes, most significant first, continued over the
+ * tail. */
+__attribute__((target("pclmul,ssse3"), always_inline)) static inline uint64_t
+mc_crc64_finish128(__m128i v, uint8_t *d, const uint8_t *p, size_t len)
+{
+	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
+	uint8_t last[16];
+	uint64_t crc, hi, lo;
+	int i;
+
+	while (len >= 16) {
+		v = mc_crc64_fold(v, k128, mc_crc64_take(p, d));
+		p += 16;
+		d = d ? d + 16 : NULL;
+		len -= 16;
+	}
+	hi = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v));
+	lo = (uint64_t)_mm_cvtsi128_si64(v);
+	for (i = 0; i < 8; i++) {
+		last[i] = (uint8_t)(hi >> (56 - 8 * i));
+		last[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
+	}
+	if (d)
+		memcpy(d, p, len);
+	crc = mc_crc64_slice8(0, last, 16);
+	return mc_crc64_slice8(crc, p, len);
+}
+
+#define MC_CRC64_LANES 8
+
+/* The fold over len >= 128 bytes at p (copied to d on the way when d is not NULL): eight
+ * accumulators 128 bytes apart hide the multiplier's latency. */
+__attribute__((target("pclmul,ssse3"), always_inline)) static inline uint64_t
+mc_crc64_fold_run(uint64_t crc, uint8_t *d, const uint8_t *p, size_t len)
+{
+	const __m128i kfar = _mm_set_epi64x((long long)mc_crc64_k[0], (long long)mc_crc64_k[1]);
+	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
+	__m128i x[MC_CRC64_LANES];
+	int i;
+
+	for (i = 0; i < MC_CRC64_LANES; i++)
+		x[i] = mc_crc64_take(p + 16 * i, d ? d + 16 * i : NULL);
+	/* The running CRC goes into the first eight bytes (the top of the first block). */
+	x[0] = _mm_xor_si128(x[0], _mm_set_epi64x((long long)crc, 0));
+	p += 16 * MC_CRC64_LANES;
+	d = d ? d + 16 * MC_CRC64_LANES : NULL;
+	len -= 16 * MC_CRC64_LANES;
+	while (len >= 16 * MC_CRC64_LANES) {
+		for (i = 0; i < MC_CRC64_LANES; i++)
+			x[i] = mc_crc64_fold(x[i], kfar, mc_crc64_take(p + 16 * i, d ? d + 16 * i : NULL));
+		p += 16 * MC_CRC64_LANES;
+		d = d ? d + 16 * MC_CRC64_LANES : NULL;
+		len -= 16 * MC_CRC64_LANES;
+	}
+	for (i = 1; i < MC_CRC64_LANES; i++)
+		x[i] = mc_crc64_fold(x[i - 1], k128, x[i]);
+	return mc_crc64_finish128(x[MC_CRC64_LANES - 1], d, p, len);
+}
+
+/* The same with 512-bit carry-less multiplications (VPCLMULQDQ): four 128-bit lanes per
+ * instruction, sixteen accumulators 256 bytes apart; len >= 256.  The accumulators are then
+ * folded into one 128-bit value and the rest goes through the 128-bit loop above. */
+#define MC_CRC64_AVX_TARGET "avx512f,avx512bw,vpclmulqdq,pclmul,ssse3"
+
+__attribute__((target(MC_CRC64_AVX_TARGET), always_inline)) static inline __m512i
+mc_crc64_take512(const uint8_t *p, uint8_t *d)
+{
+	const __m512i rev = _mm512_broadcast_i32x4(
+		_mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+	__m512i v = _mm512_loadu_si512((const void *)p);
+
+	if (d)
+		_mm512_storeu_si512((void *)d, v);
+	return _mm512_shuffle_epi8(v, rev);
+}
+
+__attribute__((target(MC_CRC64_AVX_TARGET), always_inline)) static inline __m512i
+mc_crc64_fold512(__m512i x, __m512i k, __m512i next)
+{
+	__m512i hi = _mm512_clmulepi64_epi128(x, k, 0x11);
+	__m512i lo = _mm512_clmulepi64_epi128(x, k, 0x00);
+
+	return _mm512_ternarylogic_epi64(hi, lo, next, 0x96);	/* hi ^ lo ^ next */
+}
+
+__attribute__((target(MC_CRC64_AVX_TARGET), always_inline)) static inline uint64_t
+mc_crc64_run512(uint64_t crc, uint8_t *d, const uint8_t *p, size_t len)
+{
+	const __m512i kfar = _mm512_broadcast_i32x4(
+		_mm_set_epi64x((long long)mc_crc64_k512[0], (long long)mc_crc64_k512[1]));
+	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
+	__m512i z[4];
+	__m128i lanes[16], x;
+	size_t done;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		z[i] = mc_crc64_take512(p + 64 * i, d ? d + 64 * i : NULL);
+	z[0] = _mm512_xor_si512(z[0], _mm512_inserti32x4(_mm512_setzero_si512(),
+							 _mm_set_epi64x((long long)crc, 0), 0));
+	for (done = 256; len - done >= 256; done += 256)
+		for (i = 0; i < 4; i++)
+			z[i] = mc_crc64_fold512(z[i], kfar,
+						mc_crc64_take512(p + done + 64 * i,
+								 d ? d + done + 64 * i : NULL));
+	for (i = 0; i < 4; i++) {
+		lanes[4 * i] = _mm512_extracti32x4_epi32(z[i], 0);
+		lanes[4 * i + 1] = _mm512_extracti32x4_epi32(z[i], 1);
+		lanes[4 * i + 2] = _mm512_extracti32x4_epi32(z[i], 2);
+		lanes[4 * i + 3] = _mm512_extracti32x4_epi32(z[i], 3);
+	}
+	x = lanes[0];
+	for (i = 1; i < 16; i++)
+		x = mc_crc64_fold(x, k128, lanes[i]);
+	return mc_crc64_finish128(x, d ? d + done : NULL, p + done, len - done);
+}
+
 __attribute__((target("pclmul,ssse3"))) static uint64_t mc_crc64_clmul_x86(uint64_t crc,
 									    const uint8_t *p,
 									    size_t len)
 {
-	const __m128i k512 = _mm_set_epi64x((long long)mc_crc64_k[0], (long long)mc_crc64_k[1]);
-	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
-	__m128i x0, x1, x2, x3;
-	uint8_t last[16];
+	return mc_crc64_fold_run(crc, NULL, p, len);
+}
 
-	x0 = mc_crc64_load(p);
-	x1 = mc_crc64_load(p + 16);
-	x2 = mc_crc64_load(p + 32);
-	x3 = mc_crc64_load(p + 48);
-	/* The running CRC goes into the first eight bytes (the top of the first block). */
-	x0 = _mm_xor_si128(x0, _mm_set_epi64x((long long)crc, 0));
-	p += 64;
-	len -= 64;
-	while (len >= 64) {
-		x0 = mc_crc64_fold(x0, k512, mc_crc64_load(p));
-		x1 = mc_crc64_fold(x1, k512, mc_crc64_load(p + 16));
-		x2 = mc_crc64_fold(x2, k512, mc_crc64_load(p + 32));
-		x3 = mc_crc64_fold(x3, k512, mc_crc64_load(p + 48));
-		p += 64;
-		len -= 64;
-	}
-	x1 = mc_crc64_fold(x0, k128, x1);
-	x2 = mc_crc64_fold(x1, k128, x2);
-	x3 = mc_crc64_fold(x2, k128, x3);
-	while (len >= 16) {
-		x3 = mc_crc64_fold(x3, k128, mc_crc64_load(p));
-		p += 16;
-		len -= 16;
-	}
-	/* x3 stands for the message so far: its CRC is that of its 16 bytes, most significant
-	 * first. */
-	{
-		uint64_t hi = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(x3, x3));
-		uint64_t lo = (uint64_t)_mm_cvtsi128_si64(x3);
-		int i;
+__attribute__((target("pclmul,ssse3"))) static uint64_t mc_crc64_copy_x86(uint64_t crc, uint8_t *d,
+									   const uint8_t *p, size_t len)
+{
+	return mc_crc64_fold_run(crc, d, p, len);
+}
 
-		for (i = 0; i < 8; i++) {
-			last[i] = (uint8_t)(hi >> (56 - 8 * i));
-			last[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
-		}
-	}
-	crc = mc_crc64_slice8(0, last, 16);
-	return mc_crc64_slice8(crc, p, len);
+__attribute__((target(MC_CRC64_AVX_TARGET))) static uint64_t mc_crc64_clmul_avx(uint64_t crc,
+										const uint8_t *p,
+										size_t len)
+{
+	return mc_crc64_run512(crc, NULL, p, len);
+}
+
+__attribute__((target(MC_CRC64_AVX_TARGET))) static uint64_t mc_crc64_copy_avx(uint64_t crc,
+									       uint8_t *d,
+									       const uint8_t *p,
+									       size_t len)
+{
+	return mc_crc64_run512(crc, d, p, len);
 }
 
 #endif
@@ -202,7 +319,9 @@ uint64_t mc_crc64_clmul(uint64_t crc, const void *buf, size_t len)
 {
 	pthread_once(&mc_crc64_once, mc_crc64_init);
 #ifdef MC_CRC64_X86
-	if (mc_crc64_have_clmul && len >= 64)
+	if (mc_crc64_have_avx512 && !mc_crc64_no_avx512 && len >= 256)
+		return mc_crc64_clmul_avx(crc, buf, len);
+	if (mc_crc64_have_clmul && len >= 128)
 		return mc_crc64_clmul_x86(crc, buf, len);
 #endif
 	return mc_crc64_slice8(crc, buf, len);
@@ -213,10 +332,25 @@ uint64_t mc_crc64(uint64_t crc, const void *buf, size_t len)
 	return mc_crc64_clmul(crc, buf, len);
 }
 
+uint64_t mc_crc64_copy(uint64_t crc, void *dst, const void *src, size_t len)
+{
+	pthread_once(&mc_crc64_once, mc_crc64_init);
+#ifdef MC_CRC64_X86
+	if (mc_crc64_have_avx512 && !mc_crc64_no_avx512 && len >= 256)
+		return mc_crc64_copy_avx(crc, dst, src, len);
+	if (mc_crc64_have_clmul && len >= 128)
+		return mc_crc64_copy_x86(crc, dst, src, len);
+#endif
+	memcpy(dst, src, len);
+	return mc_crc64_slice8(crc, dst, len);
+}
+
 const char *mc_crc64_impl(void)
 {
 	pthread_once(&mc_crc64_once, mc_crc64_init);
-	return mc_crc64_have_clmul ? "pclmul" : "slice8";
+	return mc_crc64_have_avx512 && !mc_crc64_no_avx512 ? "vpclmul (512-bit)"
+	       : mc_crc64_have_clmul			      ? "pclmul"
+							      : "slice8";
 }
 
 uint64_t mc_crc64_combine(uint64_t crc_a, uint64_t crc_b, uint64_t len_b)

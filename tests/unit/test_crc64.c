@@ -26,6 +26,10 @@ int main(void)
 	   (unsigned long long)a);
 	ok(mc_crc64(0, "", 0) == 0 && mc_crc64(0x1234, "", 0) == 0x1234, "empty input keeps the value");
 	printf("# implementation on this CPU: %s\n", mc_crc64_impl());
+	for (int narrow = 0; narrow < 2; narrow++) {
+	/* Every path: the widest the CPU has, then without the 512-bit one. */
+	mc_crc64_no_avx512 = narrow;
+	bad = 0;
 	for (off = 0; off < 16; off++)
 		for (n = 0; n <= 1024; n++) {
 			a = mc_crc64_bytewise(0x0123456789abcdefull, buf + off, n);
@@ -38,7 +42,8 @@ int main(void)
 					       (unsigned long long)c);
 			}
 		}
-	ok(bad == 0, "bytewise, slice8 and clmul agree at 16 alignments x 1025 lengths (%zu differ)", bad);
+	ok(bad == 0, "bytewise, slice8 and clmul (%s) agree at 16 alignments x 1025 lengths (%zu differ)",
+	   mc_crc64_impl(), bad);
 	a = mc_crc64_bytewise(0, buf + 3, 1 << 20);
 	b = mc_crc64_slice8(0, buf + 3, 1 << 20);
 	c = mc_crc64(0, buf + 3, 1 << 20);
@@ -57,5 +62,24 @@ int main(void)
 	}
 	ok(badc == 0, "combine(crc(A), crc(B), |B|) and crc(crc(A), B) equal crc(AB) (%zu of 4000 differ)",
 	   badc);
+	{
+		static uint8_t dst[(1 << 20) + 64];
+		size_t badcp = 0;
+
+		for (off = 0; off < 16; off++)
+			for (n = 0; n <= 1024 + 300; n += (n < 200 ? 1 : 37)) {
+				memset(dst, 0xA5, n + 64);
+				a = mc_crc64_copy(7, dst + (off ^ 5), buf + off, n);
+				if (a != mc_crc64_bytewise(7, buf + off, n) ||
+				    memcmp(dst + (off ^ 5), buf + off, n) || dst[(off ^ 5) + n] != 0xA5)
+					badcp++;
+			}
+		a = mc_crc64_copy(0, dst, buf + 1, 1 << 20);
+		ok(badcp == 0 && a == mc_crc64(0, buf + 1, 1 << 20) && !memcmp(dst, buf + 1, 1 << 20),
+		   "mc_crc64_copy (%s) copies exactly the bytes and gives their CRC (%zu cases differ)",
+		   mc_crc64_impl(), badcp);
+	}
+	}
+	mc_crc64_no_avx512 = 0;
 	return tap_done();
 }
