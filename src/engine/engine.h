@@ -68,6 +68,8 @@ struct mc_te_segment {
 struct mc_te_task {
 	int status;		/* STATUS_* */
 	uint64_t bytes;
+	int has_crc;		/* the transport computed crc, the CRC-64 of the bytes read */
+	uint64_t crc;
 };
 
 struct mc_te_batch {
@@ -173,14 +175,17 @@ struct mc_te_endpoint {
  * otherwise).  mc_te_transfer_start submits them all and returns (the caller may work on
  * something else meanwhile); mc_te_transfer_finish waits for the last, calling on_done (when
  * not NULL) on the waiting thread for each request as it completes, in completion order, with
- * its index and status; status[i] becomes 0 or a negative code.  finish returns the number
+ * its index and status; status[i] becomes 0 or a negative code.  want_crc (may be NULL): for
+ * READs with want_crc[i] set, a transport that copies the bytes with a core (our own memory,
+ * same-host shm) computes their CRC-64 in the same pass and on_done gets it (crc not NULL);
+ * others leave it to the caller (crc NULL).  finish returns the number
  * that failed and frees t.  start returns NULL only when out of memory. */
 struct transfer_request;
 struct mc_te_inflight;
-typedef void (*mc_te_done_fn)(void *arg, size_t i, int status);
+typedef void (*mc_te_done_fn)(void *arg, size_t i, int status, const uint64_t *crc);
 struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
-					    const struct mc_te_endpoint *ep, size_t n,
-					    int notify);
+					    const struct mc_te_endpoint *ep, size_t n, int notify,
+					    const uint8_t *want_crc);
 int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn on_done,
 			  void *arg);
 /* start then finish without on_done. */

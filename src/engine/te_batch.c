@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc64.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "engine/te_gpu.h"
@@ -79,6 +80,8 @@ void mc_te_req_done(struct mc_te_req *r, int status)
 		e->segs[r->seg_id - 1].stale = 1;
 	r->b->tasks[r->task].status = status ? STATUS_FAILED : STATUS_COMPLETED;
 	r->b->tasks[r->task].bytes = status ? 0 : r->len;
+	r->b->tasks[r->task].has_crc = status == 0 && r->has_crc;
+	r->b->tasks[r->task].crc = r->crc;
 	if (r->b->doneq)
 		r->b->doneq[r->b->ndone++] = (uint32_t)r->task;
 	if (--r->b->pending == 0 || r->b->doneq)
@@ -355,7 +358,8 @@ static void mc_te_done_early(struct mc_te_batch *b, size_t i)
 }
 
 struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
-					    const struct mc_te_endpoint *ep, size_t n, int notify)
+					    const struct mc_te_endpoint *ep, size_t n, int notify,
+					    const uint8_t *want_crc)
 {
 	struct mc_te_inflight *t;
 	struct mc_te_submit *s = NULL;
@@ -398,10 +402,16 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 		    (e->gpu && (e->gpu->is_device(q->source) || e->gpu->is_device(to))) ||
 		    !mc_memreg_check(e->reg, q->target_offset, q->length))
 			continue;
-		if (q->opcode == OPCODE_WRITE)
+		if (q->opcode == OPCODE_WRITE) {
 			memmove(to, q->source, q->length);
-		else
+		} else if (want_crc && want_crc[i] &&
+			   ((uint8_t *)q->source + q->length <= (uint8_t *)to ||
+			    (uint8_t *)to + q->length <= (uint8_t *)q->source)) {
+			b->tasks[i].crc = mc_crc64_copy(0, q->source, to, q->length);
+			b->tasks[i].has_crc = 1;
+		} else {
 			memmove(q->source, to, q->length);
+		}
 		b->tasks[i].status = STATUS_COMPLETED;
 		b->tasks[i].bytes = q->length;
 	}
@@ -422,6 +432,7 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 			mc_te_done_early(b, i);
 			continue;
 		}
+		r->want_crc = want_crc && want_crc[i] && r->opcode == MC_XFER_READ;
 		b->pending++;
 		s->r[s->n++] = r;
 		inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;
@@ -450,10 +461,12 @@ int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn o
 		while (b->doneq && t->seen < b->ndone) {
 			size_t k = b->doneq[t->seen++];
 			int st = b->tasks[k].status == STATUS_COMPLETED ? 0 : -EIO;
+			uint64_t crc = b->tasks[k].crc;
+			int has_crc = b->tasks[k].has_crc;
 
 			if (on_done) {
 				pthread_mutex_unlock(&e->mu);
-				on_done(arg, k, st);
+				on_done(arg, k, st, has_crc ? &crc : NULL);
 				pthread_mutex_lock(&e->mu);
 			}
 		}
@@ -481,7 +494,7 @@ int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
 
 	if (n == 0)
 		return 0;
-	t = mc_te_transfer_start(e, x, ep, n, 0);
+	t = mc_te_transfer_start(e, x, ep, n, 0, NULL);
 	if (t == NULL) {
 		for (i = 0; i < n; i++)
 			status[i] = -ENOMEM;

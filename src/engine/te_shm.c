@@ -36,6 +36,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "common/crc64.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "engine/engine.h"
@@ -410,10 +411,14 @@ static int mc_shm_job(struct mc_te_req *r)
 	} else if (b->local) {
 		uint8_t *p = b->local + (r->remote - b->addr);
 
-		if (r->opcode == MC_XFER_WRITE)
+		if (r->opcode == MC_XFER_WRITE) {
 			memcpy(p, r->local, r->len);
-		else
+		} else if (r->want_crc) {
+			r->crc = mc_crc64_copy(0, r->local, p, r->len);
+			r->has_crc = 1;
+		} else {
 			memcpy(r->local, p, r->len);
+		}
 	} else if (m->pvm) {
 		uint64_t done = 0;
 

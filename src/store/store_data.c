@@ -29,7 +29,7 @@ struct mc_store_xfer {
 };
 
 struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
-					      uint32_t n, int notify)
+					      uint32_t n, int notify, const uint8_t *want_crc)
 {
 	struct mc_store_xfer *x = calloc(1, sizeof(*x));
 	struct transfer_request *tr = calloc(n ? n : 1, sizeof(*tr));
@@ -70,7 +70,7 @@ struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfe
 		}
 		tr[i].target_id = h;
 	}
-	x->t = mc_te_transfer_start(st->engine, tr, ep, n, notify);
+	x->t = mc_te_transfer_start(st->engine, tr, ep, n, notify, want_crc);
 	if (x->t == NULL)
 		goto fail;
 	free(tr);
@@ -114,7 +114,7 @@ int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 		return 0;
 	for (i = 0; i < n; i++)
 		reqs[i].status = 0;
-	x = mc_store_transfer_start(st, reqs, n, 0);
+	x = mc_store_transfer_start(st, reqs, n, 0, NULL);
 	return x ? mc_store_transfer_finish(x, NULL, NULL) : (int)n;
 }
 

@@ -276,7 +276,7 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 
 		for (j = 0; j < xl.n; j++)
 			xl.xr[j].status = 0;
-		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0) : NULL;
+		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0, NULL) : NULL;
 		if (st->checksum)
 			for (i = 0; i < n; i++)
 				if (items[i].result == 0 && item_fail[i] == 0)
@@ -628,7 +628,7 @@ struct mc_get_verify {
 
 /* A read of a whole object with a known checksum completed: check its bytes while they are
  * still in cache.  A mismatch fails this read (the next replica is tried) and is logged. */
-static void mc_get_on_read(void *arg, size_t j, int status)
+static void mc_get_on_read(void *arg, size_t j, int status, const uint64_t *copied_crc)
 {
 	struct mc_get_verify *v = arg;
 	struct mc_xfer_req *x = &v->xl->xr[j];
@@ -640,9 +640,13 @@ static void mc_get_on_read(void *arg, size_t j, int status)
 	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size ||
 	    mc_store_on_device(v->st, x->local))
 		return;
-	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP)
+	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP) {
 		((uint8_t *)x->local)[0] ^= 0xff;	/* test hook: corrupted in flight */
-	crc = mc_crc64(0, x->local, x->len);
+		copied_crc = NULL;
+	}
+	/* The engine computed it in the copy (same host), else it is computed here, while the
+	 * bytes are still in cache. */
+	crc = copied_crc ? *copied_crc : mc_crc64(0, x->local, x->len);
 	if (crc == g->crc)
 		return;
 	x->status = MC_ERR_CHECKSUM_MISMATCH;
@@ -668,11 +672,21 @@ static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, stru
 	struct mc_rpc_call *call;
 	uint32_t j;
 
-	for (j = 0; j < xl->n; j++)
+	uint8_t *want = st->checksum ? calloc(xl->n ? xl->n : 1, 1) : NULL;
+
+	for (j = 0; j < xl->n; j++) {
+		uint32_t i = xl->item[j];
+
 		xl->xr[j].status = 0;
-	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum);
+		/* Whole-object reads of objects with a checksum: verified. */
+		if (want)
+			want[j] = gs[i].has_crc && !items[i].ranges &&
+				  xl->xr[j].len == gs[i].reps[gs[i].cur].size;
+	}
+	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum, want);
 	if (x)
 		mc_store_transfer_finish(x, st->checksum ? mc_get_on_read : NULL, &v);
+	free(want);
 	/* The master drops the corrupt replicas (fire and forget). */
 	if (v.nbad == 0 || (call = mc_rpc_call_new(MC_OP_REPORT_CHECKSUM_MISMATCH)) == NULL)
 		return;
