@@ -208,7 +208,21 @@ int mc_store_suspect(struct mc_store *st, struct mc_strv endpoint);
 /* Parse "host:port" into the request.  Returns 0 or -EINVAL. */
 int mc_endpoint_parse(struct mc_strv ep, char *host, size_t hostlen, uint16_t *port);
 
-/* ---- store_ops.c: the operations behind the C API ---- */
+/* ---- store_ops.c: the operations behind the C API (gets in store_get.c) ---- */
+/* Transfers gathered for one step of an operation, with the item each belongs to. */
+struct mc_xfer_list {
+	struct mc_xfer_req *xr;
+	uint32_t *item;
+	uint32_t n, cap;
+};
+
+/* Add a transfer for item (0 or -ENOMEM); free the list's arrays. */
+int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port,
+		     struct mc_strv segment, int opcode, void *local, uint64_t remote, uint64_t len,
+		     uint32_t item);
+void mc_xfer_list_free(struct mc_xfer_list *l);
+/* p is GPU memory, which the CPU may not read (no checksums computed or verified over it). */
+int mc_store_on_device(struct mc_store *st, const void *p);
 /* A piece of caller memory. */
 struct mc_iov {
 	void *base;

@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Get, behind the C API's get forms: GetReplicaList for every key of a batch in one call, then
+ * rounds of reads, each round reading every pending key from its next replica with all reads in
+ * flight at once (memory replicas first, then SSD and shared-directory copies, replicas on
+ * endpoints that failed lately last), a key whose read failed falling back to its next replica
+ * in the next round.  A read that lands after the key's lease ended is not trusted.  With
+ * MOONCAKE_STORE_CHECKSUM each whole-object read is verified against the object's CRC-64 as it
+ * completes; a corrupt replica is reported and the next one read.  A second GetReplicaList is
+ * asked for keys whose lease ran out or none of whose replicas could be read.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/crc64.h"
+#include "common/errcode.h"
+#include "common/log.h"
+#include "engine/engine.h"
+#include "engine/te_gpu.h"
+#include "ssd/fault.h"
+#include "store/store.h"
+
+/* Replicas of one key from a GetReplicaList answer, and the order to try them in. */
+struct mc_get_state {
+	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
+	uint32_t nrep;
+	uint8_t order[MC_RPC_MAX_REPLICAS];
+	uint32_t norder;
+	uint32_t tried;
+	int code;
+	int pending;		/* all its reads of this round were submitted */
+	int expired;		/* read (or still unread) past its lease: needs a new one */
+	int again;		/* every replica failed: ask once more (see mc_store_get_many) */
+	int64_t want;		/* result when the reads succeed */
+	int has_crc;		/* the master knows the object's CRC-64: crc */
+	uint64_t crc;
+	int corrupt;		/* a replica read failed its checksum (kept across passes) */
+	uint8_t cur;		/* the replica read this round */
+};
+
+/* Readable replicas in the order to try: memory, then disk (SSD and shared directory), each in
+ * the master's order; replicas on a data endpoint that failed lately come last. */
+static void mc_get_order(struct mc_store *st, struct mc_get_state *g)
+{
+	uint32_t pass, j;
+
+	g->norder = 0;
+	for (pass = 0; pass < 4; pass++)
+		for (j = 0; j < g->nrep; j++) {
+			const struct mc_rpc_replica *rep = &g->reps[j];
+			int mem = rep->type == MC_REPLICA_MEMORY;
+			int suspect;
+
+			if (!mem && rep->type != MC_REPLICA_LOCAL_DISK && rep->type != MC_REPLICA_DISK)
+				continue;
+			if ((pass & 1) != !mem)
+				continue;
+			suspect = rep->type != MC_REPLICA_DISK && mc_store_suspect(st, rep->endpoint);
+			if ((pass >= 2) != suspect)
+				continue;
+			g->order[g->norder++] = (uint8_t)j;
+		}
+}
+
+/* A second look: leave out replicas whose owner failed lately (the first pass just tried
+ * them), so what the master lists besides them is tried without waiting on them again. */
+static void mc_get_drop_suspects(struct mc_store *st, struct mc_get_state *g)
+{
+	uint32_t j, k = 0;
+
+	for (j = 0; j < g->norder; j++) {
+		const struct mc_rpc_replica *rep = &g->reps[g->order[j]];
+
+		if (rep->type == MC_REPLICA_DISK || !mc_store_suspect(st, rep->endpoint))
+			g->order[k++] = g->order[j];
+	}
+	g->norder = k;
+}
+
+/* GetReplicaList for the keys items[idx[0..m)]: fills their states and sets a provisional
+ * result (MC_ERR_TRANSFER_FAIL until a read succeeds, or the key's error).  *lease_end is when
+ * the leases granted end (monotonic ms).  call holds the answer the states point into. */
+static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc_get_item *items,
+			struct mc_get_state *gs, const uint32_t *idx, uint32_t m, int64_t *lease_end)
+{
+	struct mc_rbuf r;
+	int64_t start = mc_store_now_ms(), lease_ttl;
+	struct mc_rpc_checksum *sums;
+	uint32_t k, j, cnt;
+	int rc, corrupt;
+
+	mc_rpc_call_init(call, m > 1 ? MC_OP_BATCH_GET_REPLICA_LIST : MC_OP_GET_REPLICA_LIST);
+	mc_wbuf_u32(&call->req, m);
+	for (k = 0; k < m; k++)
+		mc_wbuf_cstr(&call->req, items[idx[k]].key);
+	rc = mc_store_call(st, call);
+	if (rc == 0)
+		rc = call->status;
+	if (rc)
+		return rc;
+	mc_rbuf_init(&r, call->resp, call->resp_len);
+	lease_ttl = (int64_t)mc_rbuf_u64(&r);
+	/* Bytes that arrive after the lease ended may have been overwritten meanwhile. */
+	*lease_end = lease_ttl > 0 ? start + lease_ttl : INT64_MAX;
+	cnt = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
+	if (cnt != m)
+		return MC_ERR_RPC_FAIL;
+	for (k = 0; k < m; k++) {
+		struct mc_get_state *g = &gs[idx[k]];
+		struct mc_get_item *it = &items[idx[k]];
+
+		corrupt = g->corrupt;
+		memset(g, 0, sizeof(*g));
+		g->corrupt = corrupt;
+		g->code = mc_rbuf_i32(&r);
+		g->nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
+		for (j = 0; j < g->nrep; j++)
+			mc_rpc_get_replica(&r, &g->reps[j]);
+		if (r.err)
+			return MC_ERR_RPC_FAIL;
+		it->result = g->code;
+		if (g->code == 0 && g->nrep == 0)
+			it->result = MC_ERR_REPLICA_IS_NOT_READY;
+		if (it->result != 0)
+			continue;
+		if (it->ranges) {
+			for (j = 0; j < it->nranges; j++) {
+				const struct mc_get_range *rg = &it->ranges[j];
+
+				if (rg->src_off + rg->len > g->reps[0].size ||
+				    rg->src_off + rg->len < rg->len)
+					it->result = MC_ERR_INVALID_PARAMS;
+				g->want += (int64_t)rg->len;
+			}
+		} else if (g->reps[0].size > it->cap) {
+			it->result = MC_ERR_INVALID_PARAMS;
+		} else {
+			g->want = (int64_t)g->reps[0].size;
+		}
+		if (it->result == 0)
+			it->result = MC_ERR_TRANSFER_FAIL;	/* until a read succeeds */
+		mc_get_order(st, g);
+	}
+	/* The objects' checksums, from a master that keeps them. */
+	sums = calloc(m, sizeof(*sums));
+	if (sums == NULL)
+		return -ENOMEM;
+	if (mc_rpc_get_checksums(&r, sums, m) > 0)
+		for (k = 0; k < m; k++) {
+			gs[idx[k]].has_crc = sums[k].present;
+			gs[idx[k]].crc = sums[k].value;
+		}
+	free(sums);
+	return r.err ? MC_ERR_RPC_FAIL : 0;
+}
+
+struct mc_get_verify {
+	struct mc_store *st;
+	struct mc_get_item *items;
+	struct mc_get_state *gs;
+	struct mc_xfer_list *xl;
+	struct mc_rpc_corrupt_replica bad[MC_RPC_MAX_REPLICAS];	/* to report */
+	uint32_t nbad;
+};
+
+/* A read of a whole object with a known checksum completed: check its bytes while they are
+ * still in cache.  A mismatch fails this read (the next replica is tried) and is logged. */
+static void mc_get_on_read(void *arg, size_t j, int status, const uint64_t *copied_crc)
+{
+	struct mc_get_verify *v = arg;
+	struct mc_xfer_req *x = &v->xl->xr[j];
+	uint32_t i = v->xl->item[j];
+	struct mc_get_item *it = &v->items[i];
+	struct mc_get_state *g = &v->gs[i];
+	uint64_t crc;
+
+	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size ||
+	    mc_store_on_device(v->st, x->local))
+		return;
+	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP) {
+		((uint8_t *)x->local)[0] ^= 0xff;	/* test hook: corrupted in flight */
+		copied_crc = NULL;
+	}
+	/* The engine computed it in the copy (same host), else it is computed here, while the
+	 * bytes are still in cache. */
+	crc = copied_crc ? *copied_crc : mc_crc64(0, x->local, x->len);
+	if (crc == g->crc)
+		return;
+	x->status = MC_ERR_CHECKSUM_MISMATCH;
+	g->corrupt = 1;
+	if (v->nbad < MC_RPC_MAX_REPLICAS) {
+		v->bad[v->nbad].key = mc_strv_c(it->key);
+		v->bad[v->nbad].replica_id = g->reps[g->cur].id;
+		v->bad[v->nbad].expected = g->crc;
+		v->bad[v->nbad++].computed = crc;
+	}
+	mc_log_err("checksum mismatch: key %s, replica in segment %s (%s): expected %016llx, "
+		   "read %016llx",
+		   it->key, x->segment[0] ? x->segment : "SSD", x->host,
+		   (unsigned long long)g->crc, (unsigned long long)crc);
+}
+
+/* This round's reads, each verified as it completes when checksums are on. */
+static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, struct mc_get_state *gs,
+			    struct mc_xfer_list *xl)
+{
+	struct mc_get_verify v = { .st = st, .items = items, .gs = gs, .xl = xl };
+	struct mc_store_xfer *x;
+	struct mc_rpc_call *call;
+	uint32_t j;
+
+	uint8_t *want = st->checksum ? calloc(xl->n ? xl->n : 1, 1) : NULL;
+
+	for (j = 0; j < xl->n; j++) {
+		uint32_t i = xl->item[j];
+
+		xl->xr[j].status = 0;
+		/* Whole-object reads of objects with a checksum: verified. */
+		if (want)
+			want[j] = gs[i].has_crc && !items[i].ranges &&
+				  xl->xr[j].len == gs[i].reps[gs[i].cur].size;
+	}
+	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum, want);
+	if (x)
+		mc_store_transfer_finish(x, st->checksum ? mc_get_on_read : NULL, &v);
+	free(want);
+	/* The master drops the corrupt replicas (fire and forget). */
+	if (v.nbad == 0 || (call = mc_rpc_call_new(MC_OP_REPORT_CHECKSUM_MISMATCH)) == NULL)
+		return;
+	mc_rpc_put_uuid(&call->req, &st->client_id);
+	mc_wbuf_u32(&call->req, v.nbad);
+	for (j = 0; j < v.nbad; j++)
+		mc_rpc_put_corrupt_replica(&call->req, &v.bad[j]);
+	mc_store_call_async(st, call);
+}
+
+/* Read the keys items[idx[0..m)] fetched by mc_get_fetch.  Each round reads every pending key
+ * from its next replica (a local one is copied at once); a key whose read failed falls back to
+ * its next replica in the following round.  Each transfer is bounded by the data client's
+ * connect and progress timeouts.  A key whose read would end past lease_end is marked
+ * expired instead. */
+static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc_get_state *gs,
+		       const uint32_t *idx, uint32_t m, int64_t lease_end, struct mc_xfer_list *xl)
+{
+	uint32_t round, k, j, attempted;
+
+	for (round = 0; round <= MC_RPC_MAX_REPLICAS; round++) {
+		int64_t now = mc_store_now_ms();
+
+		xl->n = 0;
+		attempted = 0;
+		for (k = 0; k < m; k++) {
+			uint32_t i = idx[k];
+			struct mc_get_state *g = &gs[i];
+			struct mc_rpc_replica *rep;
+			struct mc_get_range whole = { items[i].buf, 0, 0 };
+			const struct mc_get_range *rg;
+			uint32_t nrg, q;
+			char host[256];
+			uint16_t port;
+
+			if (items[i].result != MC_ERR_TRANSFER_FAIL || g->code != 0 || g->expired ||
+			    g->tried >= g->norder)
+				continue;
+			if (now >= lease_end) {
+				g->expired = 1;
+				continue;
+			}
+			g->cur = g->order[g->tried];
+			rep = &g->reps[g->order[g->tried++]];
+			attempted++;
+			whole.len = rep->size;
+			rg = items[i].ranges ? items[i].ranges : &whole;
+			nrg = items[i].ranges ? items[i].nranges : 1;
+			if (rep->type == MC_REPLICA_DISK) {
+				/* --root_fs_dir: the shared file (a failure tries the next replica
+				 * in the next round). */
+				if (mc_store_fs_read(st, mc_strv_c(items[i].key), rep->path,
+						     rep->size, rg, nrg) == 0) {
+					if (mc_store_now_ms() <= lease_end)
+						items[i].result = g->want;
+					else
+						g->expired = 1;
+				}
+				continue;
+			}
+			/* An SSD replica (LOCAL_DISK) is read from its owner's data server, which
+			 * serves its SSD objects at these addresses. */
+			if (mc_endpoint_parse(rep->endpoint, host, sizeof(host), &port))
+				continue;
+			for (q = 0; q < nrg; q++) {
+				if (rg[q].len == 0)
+					continue;
+				if (mc_xfer_list_add(xl, host, port, rep->segment_name, MC_XFER_READ,
+						     rg[q].dst, rep->addr + rg[q].src_off, rg[q].len, i))
+					return -ENOMEM;
+			}
+			g->pending = 1;
+		}
+		if (attempted == 0)
+			break;
+		mc_get_transfer(st, items, gs, xl);
+		mc_store_note_transfers(st, xl->xr, xl->n);
+		for (j = 0; j < xl->n; j++)
+			if (xl->xr[j].status)
+				gs[xl->item[j]].pending = 0;
+		now = mc_store_now_ms();
+		for (k = 0; k < m; k++) {
+			struct mc_get_state *g = &gs[idx[k]];
+
+			if (!g->pending)
+				continue;
+			g->pending = 0;
+			if (now <= lease_end)
+				items[idx[k]].result = g->want;
+			else
+				g->expired = 1;
+		}
+	}
+	return 0;
+}
+
+int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n)
+{
+	struct mc_rpc_call calls[2];
+	struct mc_get_state *gs = NULL;
+	struct mc_xfer_list xl = { 0 };
+	uint32_t *idx = NULL, i, m, pass, ncalls = 0;
+	int64_t lease_end = 0;
+	int rc = 0;
+
+	if (n == 0)
+		return 0;
+	gs = calloc(n, sizeof(*gs));
+	idx = calloc(n, sizeof(*idx));
+	if (!gs || !idx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* A second pass, with new leases, for keys whose lease ran out while a replica did not
+	 * answer (another replica may still be read in time), and for keys none of whose replicas
+	 * could be read: the master heard which segments failed before this second question, and
+	 * then lists other copies (an SSD or shared-directory one) that it keeps back while a
+	 * memory replica looks healthy. */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0, m = 0; i < n; i++)
+			if (pass == 0 || gs[i].expired || gs[i].again)
+				idx[m++] = i;
+		if (m == 0)
+			break;
+		rc = mc_get_fetch(st, &calls[ncalls++], items, gs, idx, m, &lease_end);
+		if (rc == 0 && pass == 1)
+			for (i = 0; i < m; i++)
+				mc_get_drop_suspects(st, &gs[idx[i]]);
+		if (rc == 0)
+			rc = mc_get_read(st, items, gs, idx, m, lease_end, &xl);
+		if (rc == 0 && pass == 0)
+			for (i = 0; i < m; i++)
+				gs[idx[i]].again = items[idx[i]].result == MC_ERR_TRANSFER_FAIL &&
+						   gs[idx[i]].code == 0 && !gs[idx[i]].expired &&
+						   gs[idx[i]].norder > 0;
+		if (rc) {
+			for (i = 0; i < m; i++) {
+				items[idx[i]].result = rc;
+				gs[idx[i]].expired = 0;
+			}
+			rc = 0;
+			break;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (gs[i].expired)
+			items[i].result = MC_ERR_LEASE_EXPIRED;
+		/* No replica verified and one at least was corrupt (the master, told so, may
+		 * have removed the object before the second look). */
+		else if ((items[i].result == MC_ERR_TRANSFER_FAIL ||
+			  items[i].result == MC_ERR_OBJECT_NOT_FOUND) && gs[i].corrupt)
+			items[i].result = MC_ERR_CHECKSUM_MISMATCH;
+	}
+out:
+	if (rc)
+		for (i = 0; i < n; i++)
+			items[i].result = rc;
+	free(gs);
+	free(idx);
+	mc_xfer_list_free(&xl);
+	for (i = 0; i < ncalls; i++)
+		mc_rpc_call_fini(&calls[i]);
+	return 0;
+}
