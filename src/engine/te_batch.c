@@ -134,6 +134,26 @@ static void mc_te_submit_on_loop(void *arg)
 	free(s);
 }
 
+/* A request for task of b on transport xport, from the caller's r (NULL when out of memory). */
+static struct mc_te_req *mc_te_req_new(struct mc_engine *e, struct mc_te_batch *b, size_t task,
+				       int xport, const struct transfer_request *r)
+{
+	struct mc_te_req *x = calloc(1, sizeof(*x));
+
+	if (x == NULL)
+		return NULL;
+	x->b = b;
+	x->task = task;
+	x->e = e;
+	x->xport = xport;
+	x->seg_id = r->target_id;
+	x->opcode = r->opcode == OPCODE_READ ? MC_XFER_READ : MC_XFER_WRITE;
+	x->local = r->source;
+	x->remote = r->target_offset;
+	x->len = r->length;
+	return x;
+}
+
 /* A read of objects a data server keeps in files (its file window), from host:port over tcp:
  * only that server can resolve those addresses, and it checks the range itself. */
 static int mc_te_prepare_file_read(struct mc_engine *e, struct mc_te_batch *b, size_t task,
@@ -145,18 +165,9 @@ static int mc_te_prepare_file_read(struct mc_engine *e, struct mc_te_batch *b, s
 	if (r->opcode != OPCODE_READ || port == 0 || host == NULL || *host == '\0' ||
 	    strlen(host) >= sizeof(x->host) || !mc_memreg_in_files(r->target_offset, r->length))
 		return STATUS_FAILED;
-	x = calloc(1, sizeof(*x));
+	x = mc_te_req_new(e, b, task, MC_TE_XPORT_TCP, r);
 	if (x == NULL)
 		return STATUS_FAILED;
-	x->b = b;
-	x->task = task;
-	x->e = e;
-	x->xport = MC_TE_XPORT_TCP;
-	x->seg_id = r->target_id;
-	x->opcode = MC_XFER_READ;
-	x->local = r->source;
-	x->remote = r->target_offset;
-	x->len = r->length;
 	snprintf(x->host, sizeof(x->host), "%s", host);
 	x->tcp_port = port;
 	*out = x;
@@ -234,18 +245,9 @@ static int mc_te_prepare(struct mc_engine *e, struct mc_te_batch *b, size_t task
 	}
 	if (!ok)
 		return STATUS_FAILED;	/* the peer would refuse it too */
-	x = calloc(1, sizeof(*x));
+	x = mc_te_req_new(e, b, task, xport, r);
 	if (x == NULL)
 		return STATUS_FAILED;
-	x->b = b;
-	x->task = task;
-	x->e = e;
-	x->xport = xport;
-	x->seg_id = r->target_id;
-	x->opcode = r->opcode == OPCODE_READ ? MC_XFER_READ : MC_XFER_WRITE;
-	x->local = r->source;
-	x->remote = r->target_offset;
-	x->len = r->length;
 	snprintf(x->seg_name, sizeof(x->seg_name), "%s", seg->name);
 	snprintf(x->host, sizeof(x->host), "%s", seg->host);
 	x->tcp_port = seg->desc.tcp_data_port;

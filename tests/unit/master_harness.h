@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_TEST_MASTER_HARNESS_H
+#define MC_TEST_MASTER_HARNESS_H
+
+/*
+ * A master in-process for unit tests: a struct mc_master (M) on a fake clock (fake_now), fed
+ * encoded request frames through mc_master_handle, the dispatcher the RPC server calls; call()
+ * returns a response's status and leaves its body in resp.  No sockets: the only event is the
+ * deferred reaping of unmounted segments.  One master per test program.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "common/errcode.h"
+#include "common/wire.h"
+#include "master/ops.h"
+#include "proto/rpc.h"
+
+static int64_t fake_now = 1000000;
+
+static int64_t fake_clock(void *arg)
+{
+	return *(int64_t *)arg;
+}
+
+static struct mc_master M;
+static struct mc_uuid client_id, seg_id;
+static uint64_t next_req = 1;
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	if (mc_master_reap(arg, 4096))
+		event_active(((struct mc_master *)arg)->ev_reap, EV_TIMEOUT, 0);
+}
+
+/* policy: --eviction_policy, or NULL for the default. */
+static void master_init(struct mc_master *m, const char *policy)
+{
+	struct mc_master_config *c = &m->cfg;
+
+	memset(m, 0, sizeof(*m));
+	c->eviction_policy = (char *)policy;
+	c->default_kv_lease_ttl = 1000;
+	c->default_kv_soft_pin_ttl = 1800000;
+	c->max_kv_soft_pin_ttl = 86400000;
+	c->allow_evict_soft_pinned_objects = 1;
+	c->eviction_ratio = 0.05;
+	c->eviction_high_watermark_ratio = 0.9;
+	c->put_start_discard_timeout_sec = 30;
+	c->put_start_release_timeout_sec = 600;
+	c->client_ttl = 10;
+	c->client_suspicion_ttl_sec = 20;
+	c->dormant_segment_ttl_sec = 600;
+	c->unhealthy_segment_backoff_sec = 5;
+	c->unhealthy_segment_max_backoff_sec = 60;
+	c->remount_grace_period_sec = 30;
+	c->offloading_queue_limit = 50000;
+	c->offload_task_timeout_sec = 30;
+	c->promotion_admission_threshold = 2;
+	c->rpc_max_frame_bytes = 64u << 20;
+	c->max_connections = 4096;
+	c->cluster_id = (char *)"mooncake_cluster";
+	c->root_fs_dir = (char *)"";
+	c->persist_path = (char *)"";
+	m->clock_ms = fake_clock;
+	m->clock_arg = &fake_now;
+	m->base = event_base_new();
+	m->rng = 42;
+	mc_master_tables_init(m);
+	mc_fs_init(m);
+	m->ev_reap = event_new(m->base, -1, 0, on_reap, m);
+}
+
+static void master_fini(struct mc_master *m)
+{
+	event_free(m->ev_reap);
+	mc_master_tables_fini(m);
+	mc_fs_fini(m);
+	event_base_free(m->base);
+}
+
+/* One request: frame it, hand it to the dispatcher, check the response frame's header and
+ * return its status; the response body is left in *resp (valid until the next call). */
+static struct mc_wbuf out;
+static struct mc_rbuf resp;
+
+static int call(uint16_t op, const struct mc_wbuf *body)
+{
+	struct mc_rpc_hdr h = {
+		.magic = MC_RPC_MAGIC, .version = MC_RPC_VERSION, .kind = MC_RPC_REQUEST,
+		.opcode = op, .body_len = (uint32_t)body->len, .status = 0, .req_id = next_req++,
+	};
+	struct mc_rpc_hdr rh;
+
+	mc_wbuf_reset(&out);
+	mc_master_handle(&M, &h, body->data, &out, "test:1");
+	if (out.err || out.len < MC_RPC_HDR_LEN ||
+	    mc_rpc_hdr_decode(out.data, &rh, 1u << 30) != 0 || rh.kind != MC_RPC_RESPONSE ||
+	    rh.opcode != op || rh.req_id != h.req_id ||
+	    out.len != MC_RPC_HDR_LEN + (size_t)rh.body_len) {
+		printf("# bad response frame to opcode %u\n", op);
+		return -99999;
+	}
+	mc_rbuf_init(&resp, out.data + MC_RPC_HDR_LEN, rh.body_len);
+	return rh.status;
+}
+
+static void put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n)
+{
+	uint32_t i;
+
+	mc_wbuf_u32(w, n);
+	for (i = 0; i < n; i++)
+		mc_rpc_put_strv(w, mc_strv_c(keys[i]));
+}
+
+static int mount(const struct mc_uuid *sid, uint64_t base, uint64_t size)
+{
+	struct mc_wbuf b;
+	struct mc_rpc_segment s = {
+		.id = *sid, .name = mc_strv_c("127.0.0.1:17001"), .base = base, .size = size,
+		.endpoint = mc_strv_c("127.0.0.1:17001"), .protocol = mc_strv_c("tcp"),
+	};
+	int st;
+
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_rpc_put_segment(&b, &s);
+	st = call(MC_OP_MOUNT_SEGMENT, &b);
+	mc_wbuf_fini(&b);
+	return st;
+}
+
+#endif
