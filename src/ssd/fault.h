@@ -11,9 +11,11 @@
  * POINT: ssd_write, ssd_fsync, ssd_rename (the SSD area: a value's pwrite, its fdatasync or
  * the directory fsync, the rename that publishes it), fs_write, fs_fsync, fs_rename (the
  * shared-directory tier's file), read_flip (a store read of a whole object that just landed,
- * before its checksum is verified: bytes corrupted in flight).  ERROR: ENOSPC, EIO, EROFS,
+ * before its checksum is verified: bytes corrupted in flight), offload_flip (an SSD offload's
+ * check of the object's bytes against its checksum sees them changed, as if they had rotted in
+ * memory).  ERROR: ENOSPC, EIO, EROFS,
  * EDQUOT, "short" (a pwrite writes half of what it was given, then fails with ENOSPC), or
- * "flip" (read_flip: the read's first byte is inverted).  The first SKIP calls at the point
+ * "flip" (read_flip: the read's first byte is inverted; offload_flip: the computed checksum is).  The first SKIP calls at the point
  * pass (default 0), the next COUNT fail (0: all of them), then the fault clears by itself, so a
  * test sees the tier resume without a restart.  A malformed value is ignored with a line on
  * stderr.  Unset, the hook costs one load of a global per write.
@@ -27,6 +29,7 @@ enum mc_fault_point {
 	MC_FAULT_FS_FSYNC,
 	MC_FAULT_FS_RENAME,
 	MC_FAULT_READ_FLIP,
+	MC_FAULT_OFFLOAD_FLIP,
 	MC_FAULT_NPOINTS
 };
 

@@ -38,10 +38,12 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "ssd/ssd_area.h"
+#include "ssd/fault.h"
 #include "store/store.h"
 
 #define MC_SSD_HIGH 0.90
@@ -333,6 +335,22 @@ static void mc_ssd_do_offload(struct mc_store_ssd *w, struct mc_task *t)
 			    (int)(t->key.n > 128 ? 128 : t->key.n), t->key.p, t->src, t->size);
 		t->result = MC_ERR_INVALID_PARAMS;
 		return;
+	}
+	if (t->cs.present) {
+		/* Bytes that rotted in memory must not become an SSD copy that looks sound (its
+		 * file checksum would be computed over the bad bytes). */
+		uint64_t crc = mc_crc64(0, (const void *)(uintptr_t)t->src, t->size);
+
+		if (mc_fault(MC_FAULT_OFFLOAD_FLIP) == MC_FAULT_FLIP)
+			crc ^= 1;	/* test hook: as if they had rotted */
+		if (crc != t->cs.value) {
+			mc_log_err("checksum mismatch: key %.*s in our segment at 0x%" PRIx64
+				   ": expected %016" PRIx64 ", read %016" PRIx64 "; not offloaded",
+				   (int)(t->key.n > 128 ? 128 : t->key.n), t->key.p, t->src,
+				   t->cs.value, crc);
+			t->result = MC_ERR_CHECKSUM_MISMATCH;
+			return;
+		}
 	}
 	used = mc_ssd_used(w->ssd);
 	if (used + need > limit)

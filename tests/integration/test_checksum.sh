@@ -6,7 +6,8 @@
 #     other replica (right bytes), the master is told and drops the bad one;
 #  2. when the last replica is corrupt too the get answers -801 and the object is gone;
 #  3. bytes corrupted in flight (MC_TEST_FAULT=read_flip) are caught the same way;
-#  4. objects written without a checksum (an older writer, or the switch off) still read.
+#  4. objects written without a checksum (an older writer, or the switch off) still read;
+#  5. an SSD owner does not offload an object whose bytes fail its checksum.
 # Corrupting another process's memory needs root (/proc/PID/map_files).
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "# skip: corrupting a client's memory needs root"; exit 77; }
@@ -51,5 +52,21 @@ check "the in-flight corruption was reported" "$(metric master_checksum_mismatch
 MOONCAKE_STORE_CHECKSUM=0 "$T" fill nock 4 65536 1 || rc=1
 "$T" verify nock 4 65536 || rc=1
 MOONCAKE_STORE_CHECKSUM=0 "$T" verify ck 4 1048576 1 || rc=1
+# 5. An SSD owner checks an object's bytes against its checksum before it offloads them: bytes
+# that rotted in memory (MC_TEST_FAULT=offload_flip, first offload) do not become an SSD copy.
+kill "$p1" "$p2"; wait "$p1" "$p2" 2>/dev/null
+kill "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
+mc_start_master --offload_on_evict --eviction_ratio=0.2 || { mc_dump_logs; exit 1; }
+export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
+mkdir -p "$MC_TMP/ssd"
+MC_TEST_FAULT=offload_flip:flip:1 mc_start_client s1 16MB --enable_offload \
+	--ssd_offload_path="$MC_TMP/ssd" --ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
+"$T" fill off 32 1048576 1 || rc=1
+mc_wait_log s1 "not offloaded" 20 && echo "ok - the rotten object was not offloaded" \
+	|| { echo "not ok - no offload was refused"; rc=1; }
+n=$(grep -c "not offloaded" "$MC_TMP/s1.log")
+check "exactly one offload refused" "$n" 1
+# The refused one stays in memory or is gone; none reads back wrong.
+"$T" verify off 32 1048576 1 || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
