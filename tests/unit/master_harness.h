@@ -5,7 +5,8 @@
 /*
  * A master in-process for unit tests: a struct mc_master (M) on a fake clock (fake_now), fed
  * encoded request frames through mc_master_handle, the dispatcher the RPC server calls; call()
- * returns a response's status and leaves its body in resp.  No sockets: the only event is the
+ * returns a response's status and leaves its body in resp; put_start, put_finish, put, get_list
+ * and exist make one-key calls.  No sockets: the only event is the
  * deferred reaping of unmounted segments.  One master per test program.
  */
 #include <inttypes.h>
@@ -135,6 +136,125 @@ static int mount(const struct mc_uuid *sid, uint64_t base, uint64_t size)
 	st = call(MC_OP_MOUNT_SEGMENT, &b);
 	mc_wbuf_fini(&b);
 	return st;
+}
+
+/* PutStart of one key: the item code (frame errors as they are); *addr the first replica's. */
+static int put_start(const char *key, uint64_t size, int hard_pin, uint32_t *nrep,
+		     uint64_t *addr)
+{
+	struct mc_wbuf b;
+	struct mc_rpc_config cfg;
+	int st, code;
+	uint32_t i, n;
+
+	mc_rpc_config_default(&cfg);
+	cfg.with_hard_pin = (uint8_t)hard_pin;
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_rpc_put_config(&b, &cfg);
+	mc_wbuf_u32(&b, 1);
+	mc_rpc_put_strv(&b, mc_strv_c(key));
+	mc_wbuf_u64(&b, size);
+	st = call(MC_OP_PUT_START, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	code = mc_rbuf_i32(&resp);
+	n = mc_rbuf_u32(&resp);
+	if (nrep)
+		*nrep = n;
+	for (i = 0; i < n; i++) {
+		struct mc_rpc_replica r;
+
+		mc_rpc_get_replica(&resp, &r);
+		if (i == 0 && addr)
+			*addr = r.addr;
+	}
+	mc_rbuf_u8(&resp);	/* space coming */
+	return resp.err || resp.left ? -99997 : code;
+}
+
+/* PutEnd / PutRevoke (op) of one key, replica type ALL: the item code. */
+static int put_finish(uint16_t op, const char *key)
+{
+	struct mc_wbuf b;
+	int st, code;
+
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_wbuf_u8(&b, MC_REPLICA_ALL);
+	put_keys(&b, &key, 1);
+	st = call(op, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	code = mc_rbuf_i32(&resp);
+	return resp.err || resp.left ? -99997 : code;
+}
+
+/* Put and end one object: 0 or the first failing code. */
+static int put(const char *key, uint64_t size, int hard_pin)
+{
+	int rc = put_start(key, size, hard_pin, NULL, NULL);
+
+	return rc ? rc : put_finish(MC_OP_PUT_END, key);
+}
+
+/* GetReplicaList of one key: the item code; *nrep and *addr of its first replica. */
+static int get_list(const char *key, uint32_t *nrep, uint64_t *addr)
+{
+	struct mc_wbuf b;
+	int st, code;
+	uint32_t i, n;
+
+	mc_wbuf_init(&b);
+	put_keys(&b, &key, 1);
+	st = call(MC_OP_GET_REPLICA_LIST, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	mc_rbuf_u64(&resp);	/* lease ttl */
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	code = mc_rbuf_i32(&resp);
+	n = mc_rbuf_u32(&resp);
+	*nrep = n;
+	for (i = 0; i < n; i++) {
+		struct mc_rpc_replica r;
+
+		mc_rpc_get_replica(&resp, &r);
+		if (i == 0)
+			*addr = r.addr;
+	}
+	{
+		struct mc_rpc_checksum cs;
+
+		if (mc_rpc_get_checksums(&resp, &cs, 1) != 1)	/* always sent */
+			return -99996;
+	}
+	return resp.err || resp.left ? -99997 : code;
+}
+
+/* ExistKey of one key: 1, 0, or a frame error. */
+static int exist(const char *key)
+{
+	struct mc_wbuf b;
+	int st, res;
+
+	mc_wbuf_init(&b);
+	put_keys(&b, &key, 1);
+	st = call(MC_OP_EXIST_KEY, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	if (mc_rbuf_u32(&resp) != 1)
+		return -99998;
+	res = mc_rbuf_i32(&resp);
+	return resp.err || resp.left ? -99997 : res;
 }
 
 #endif
