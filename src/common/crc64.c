@@ -137,14 +137,6 @@ uint64_t mc_crc64_slice8(uint64_t crc, const void *buf, size_t len)
 
 #ifdef MC_CRC64_X86
 
-/* 16 bytes, first byte most significant. */
-__attribute__((target("ssse3"))) static inline __m128i mc_crc64_load(const uint8_t *p)
-{
-	const __m128i rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-
-	return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), rev);
-}
-
 /* x * x^d + next, reduced to 128 bits: hi * (x^(d+64) mod P) + lo * (x^d mod P) + next. */
 __attribute__((target("pclmul,ssse3"))) static inline __m128i mc_crc64_fold(__m128i x, __m128i k,
 									     __m128i next)

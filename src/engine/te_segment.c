@@ -26,11 +26,18 @@
 
 #define MC_E(x) ((struct mc_engine *)(x))
 
+/* MC_FORCE_TCP set (to anything but "" and "0"): tcp is the only transport picked. */
+static int mc_te_only_tcp(void)
+{
+	const char *force = getenv("MC_FORCE_TCP");
+
+	return force && *force && strcmp(force, "0");
+}
+
 /* Choose the transport that serves seg (API thread, e->mu not held; seg is a private copy). */
 void mc_te_pick(struct mc_engine *e, struct mc_te_segment *seg)
 {
-	const char *force = getenv("MC_FORCE_TCP");
-	int i, only_tcp = force && *force && strcmp(force, "0");
+	int i, only_tcp = mc_te_only_tcp();
 
 	seg->xport = -1;
 	seg->xport_ctx = NULL;
@@ -71,10 +78,9 @@ void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg)
  * transport.h): a refresh picks again.  e->mu held. */
 static int mc_te_better_xport_may_serve(struct mc_engine *e, const struct mc_te_segment *seg)
 {
-	const char *force = getenv("MC_FORCE_TCP");
 	int k;
 
-	if (force && *force && strcmp(force, "0"))
+	if (mc_te_only_tcp())
 		return 0;	/* tcp is all mc_te_pick would choose */
 	for (k = 0; k < seg->xport && k < MC_TE_NXPORTS; k++)
 		if (e->xports[k].state && e->xports[k].ops->may_match &&

@@ -167,6 +167,18 @@ struct mc_get_verify {
 	uint32_t nbad;
 };
 
+/* Read j of this round is verified: a read of a whole object whose checksum the master
+ * knows, into memory the CPU may read. */
+static int mc_get_verifiable(const struct mc_get_verify *v, size_t j)
+{
+	const struct mc_xfer_req *x = &v->xl->xr[j];
+	uint32_t i = v->xl->item[j];
+	const struct mc_get_state *g = &v->gs[i];
+
+	return g->has_crc && !v->items[i].ranges && x->len == g->reps[g->cur].size &&
+	       !mc_store_on_device(v->st, x->local);
+}
+
 /* A read of a whole object with a known checksum completed: check its bytes while they are
  * still in cache.  A mismatch fails this read (the next replica is tried) and is logged. */
 static void mc_get_on_read(void *arg, size_t j, int status, const uint64_t *copied_crc)
@@ -178,8 +190,7 @@ static void mc_get_on_read(void *arg, size_t j, int status, const uint64_t *copi
 	struct mc_get_state *g = &v->gs[i];
 	uint64_t crc;
 
-	if (status || !g->has_crc || it->ranges || x->len != g->reps[g->cur].size ||
-	    mc_store_on_device(v->st, x->local))
+	if (status || !mc_get_verifiable(v, j))
 		return;
 	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP) {
 		((uint8_t *)x->local)[0] ^= 0xff;	/* test hook: corrupted in flight */
@@ -211,18 +222,13 @@ static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, stru
 	struct mc_get_verify v = { .st = st, .items = items, .gs = gs, .xl = xl };
 	struct mc_store_xfer *x;
 	struct mc_rpc_call *call;
+	uint8_t *want = st->checksum ? calloc(xl->n ? xl->n : 1, 1) : NULL;
 	uint32_t j;
 
-	uint8_t *want = st->checksum ? calloc(xl->n ? xl->n : 1, 1) : NULL;
-
 	for (j = 0; j < xl->n; j++) {
-		uint32_t i = xl->item[j];
-
 		xl->xr[j].status = 0;
-		/* Whole-object reads of objects with a checksum: verified. */
 		if (want)
-			want[j] = gs[i].has_crc && !items[i].ranges &&
-				  xl->xr[j].len == gs[i].reps[gs[i].cur].size;
+			want[j] = (uint8_t)mc_get_verifiable(&v, j);
 	}
 	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum, want);
 	if (x)
