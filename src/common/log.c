@@ -4,10 +4,12 @@
  * program; any thread may log.  Lines are formatted into a stack buffer (long lines are cut), so
  * logging never allocates and is safe on out-of-memory paths.
  */
+#include <errno.h>
 #include <stdio.h>
-#include <string.h>
-#include <time.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <syslog.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -32,6 +34,24 @@ void mc_log_set_level(int level)
 	if (level > MC_LOG_DEBUG)
 		level = MC_LOG_DEBUG;
 	mc_log_level = level;
+}
+
+int mc_log_set_level_name(const char *name)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = { { "debug", MC_LOG_DEBUG }, { "info", MC_LOG_INFO },
+		       { "warning", MC_LOG_WARN }, { "warn", MC_LOG_WARN },
+		       { "error", MC_LOG_ERR } };
+	size_t i;
+
+	for (i = 0; name && i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (!strcasecmp(name, levels[i].name)) {
+			mc_log_set_level(levels[i].level);
+			return 0;
+		}
+	return -EINVAL;
 }
 
 int mc_log_enabled(int level)

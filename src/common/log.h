@@ -22,6 +22,9 @@ typedef void (*mc_log_sink_fn)(void *arg, int level, const char *line);
  * Thread-safe: the sink is called under no lock, so sinks must be thread-safe themselves. */
 void mc_log_set_sink(mc_log_sink_fn fn, void *arg);
 void mc_log_set_level(int level);
+/* Set the level by name: debug, info, warning (or warn), error, in any case (upstream's
+ * Python logging names and MC_LOG_LEVEL's).  0, or -EINVAL for another name (level unchanged). */
+int mc_log_set_level_name(const char *name);
 int mc_log_enabled(int level);
 
 /* Prefixes each line with a timestamp, level and the program name set by mc_log_set_ident. */

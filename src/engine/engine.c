@@ -127,18 +127,10 @@ int mc_te_nic_slot(struct mc_engine *e, void **state)
 /* MC_LOG_LEVEL (upstream's variable): debug, info, warning or error. */
 static void mc_te_log_level_from_env(void)
 {
-	static const struct {
-		const char *name;
-		int level;
-	} levels[] = { { "debug", MC_LOG_DEBUG }, { "info", MC_LOG_INFO },
-		       { "warning", MC_LOG_WARN }, { "warn", MC_LOG_WARN },
-		       { "error", MC_LOG_ERR } };
 	const char *v = getenv("MC_LOG_LEVEL");
-	size_t i;
 
-	for (i = 0; v && i < sizeof(levels) / sizeof(levels[0]); i++)
-		if (!strcasecmp(v, levels[i].name))
-			mc_log_set_level(levels[i].level);
+	if (v)
+		(void)mc_log_set_level_name(v);
 }
 
 static int mc_te_env_true(const char *name)

@@ -71,27 +71,6 @@ static void mc_meta_usage(FILE *out)
 		     "  --version\n      print the version and exit\n");
 }
 
-/* Map upstream's Python logging level names.  Returns 0 or -EINVAL. */
-static int mc_meta_set_log_level(const char *name)
-{
-	static const struct {
-		const char *name;
-		int level;
-	} levels[] = {
-		{ "DEBUG", MC_LOG_DEBUG }, { "INFO", MC_LOG_INFO },   { "WARNING", MC_LOG_WARN },
-		{ "WARN", MC_LOG_WARN },   { "ERROR", MC_LOG_ERR },
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
-		if (!strcasecmp(name, levels[i].name)) {
-			mc_log_set_level(levels[i].level);
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 /* Parse argv into d->cfg.  Returns 0, or 2 (the exit status) after a message on stderr. */
 static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 {
@@ -111,7 +90,7 @@ static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 		fprintf(stderr, MC_META_PROG ": unexpected argument '%s'\n", argv[next]);
 		return 2;
 	}
-	if (mc_meta_set_log_level(d->cfg.log_level) != 0) {
+	if (mc_log_set_level_name(d->cfg.log_level) != 0) {
 		fprintf(stderr, MC_META_PROG ": --log-level must be DEBUG, INFO, WARNING or ERROR, "
 				"not '%s'\n", d->cfg.log_level);
 		return 2;

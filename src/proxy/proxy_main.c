@@ -89,26 +89,6 @@ static void px_usage(FILE *out)
 		     "  --version\n      print the version and exit\n");
 }
 
-static int px_set_log_level(const char *name)
-{
-	static const struct {
-		const char *name;
-		int level;
-	} levels[] = {
-		{ "DEBUG", MC_LOG_DEBUG }, { "INFO", MC_LOG_INFO },   { "WARNING", MC_LOG_WARN },
-		{ "WARN", MC_LOG_WARN },   { "ERROR", MC_LOG_ERR },
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
-		if (!strcasecmp(name, levels[i].name)) {
-			mc_log_set_level(levels[i].level);
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 /* Is a the list flag of role (--prefill, -p, --prefill=V ...)?  Sets *val to an inline value. */
 static int px_list_flag(const char *a, const char *lng, const char *shrt, const char **val)
 {
@@ -232,7 +212,7 @@ static int px_parse(struct px *px, int argc, char **argv)
 		fprintf(stderr, PX_PROG ": unexpected argument '%s'\n", rest[next]);
 		goto out;
 	}
-	if (px_set_log_level(px->cfg.log_level) != 0) {
+	if (mc_log_set_level_name(px->cfg.log_level) != 0) {
 		fprintf(stderr, PX_PROG ": --log-level must be DEBUG, INFO, WARNING or ERROR, not '%s'\n",
 			px->cfg.log_level);
 		goto out;
