@@ -191,8 +191,8 @@ struct mc_xfer_req {
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n);
 /* The same in two steps: start submits them (NULL when out of memory: every status is then
  * MC_ERR_TRANSFER_FAIL) and the caller may work meanwhile; finish waits, calling on_done
- * (with notify, when not NULL) on this thread for each request as it completes.  The caller
- * clears the statuses before start; one that on_done sets stays. */
+ * (with notify, when not NULL) on this thread for each request as it completes.  start clears
+ * every status; one that on_done sets stays. */
 struct mc_store_xfer;
 typedef void (*mc_te_done_fn)(void *arg, size_t i, int status, const uint64_t *crc);
 /* want_crc (may be NULL): READs whose CRC-64 the engine computes in the copy when it can (see

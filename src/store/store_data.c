@@ -43,6 +43,8 @@ struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfe
 		goto fail;
 	x->reqs = reqs;
 	x->n = n;
+	for (i = 0; i < n; i++)
+		reqs[i].status = 0;
 	for (i = 0; i < n; i++) {
 		segment_handle_t h = ERR_INVALID_ARGUMENT;
 
@@ -108,12 +110,9 @@ int mc_store_transfer_finish(struct mc_store_xfer *x, mc_te_done_fn on_done, voi
 int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
 {
 	struct mc_store_xfer *x;
-	uint32_t i;
 
 	if (n == 0)
 		return 0;
-	for (i = 0; i < n; i++)
-		reqs[i].status = 0;
 	x = mc_store_transfer_start(st, reqs, n, 0, NULL);
 	return x ? mc_store_transfer_finish(x, NULL, NULL) : (int)n;
 }

@@ -225,11 +225,8 @@ static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, stru
 	uint8_t *want = st->checksum ? calloc(xl->n ? xl->n : 1, 1) : NULL;
 	uint32_t j;
 
-	for (j = 0; j < xl->n; j++) {
-		xl->xr[j].status = 0;
-		if (want)
-			want[j] = (uint8_t)mc_get_verifiable(&v, j);
-	}
+	for (j = 0; want && j < xl->n; j++)
+		want[j] = (uint8_t)mc_get_verifiable(&v, j);
 	x = mc_store_transfer_start(st, xl->xr, xl->n, st->checksum, want);
 	if (x)
 		mc_store_transfer_finish(x, st->checksum ? mc_get_on_read : NULL, &v);

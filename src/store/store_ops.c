@@ -267,8 +267,6 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 		/* The objects' checksums are computed while their bytes are on their way. */
 		struct mc_store_xfer *x;
 
-		for (j = 0; j < xl.n; j++)
-			xl.xr[j].status = 0;
 		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0, NULL) : NULL;
 		if (st->checksum)
 			for (i = 0; i < n; i++)
