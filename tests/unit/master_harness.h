@@ -138,24 +138,22 @@ static int mount(const struct mc_uuid *sid, uint64_t base, uint64_t size)
 	return st;
 }
 
-/* PutStart of one key: the item code (frame errors as they are); *addr the first replica's. */
-static int put_start(const char *key, uint64_t size, int hard_pin, uint32_t *nrep,
-		     uint64_t *addr)
+/* PutStart or UpsertStart (op) of one key with config cfg: the item code (frame errors as they
+ * are); *nrep (may be NULL) its replicas, *addr (may be NULL) the first one's address. */
+static int put_start_cfg(uint16_t op, const char *key, uint64_t size,
+			 const struct mc_rpc_config *cfg, uint32_t *nrep, uint64_t *addr)
 {
 	struct mc_wbuf b;
-	struct mc_rpc_config cfg;
 	int st, code;
 	uint32_t i, n;
 
-	mc_rpc_config_default(&cfg);
-	cfg.with_hard_pin = (uint8_t)hard_pin;
 	mc_wbuf_init(&b);
 	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
+	mc_rpc_put_config(&b, cfg);
 	mc_wbuf_u32(&b, 1);
 	mc_rpc_put_strv(&b, mc_strv_c(key));
 	mc_wbuf_u64(&b, size);
-	st = call(MC_OP_PUT_START, &b);
+	st = call(op, &b);
 	mc_wbuf_fini(&b);
 	if (st)
 		return st;
@@ -174,6 +172,17 @@ static int put_start(const char *key, uint64_t size, int hard_pin, uint32_t *nre
 	}
 	mc_rbuf_u8(&resp);	/* space coming */
 	return resp.err || resp.left ? -99997 : code;
+}
+
+/* PutStart of one key, hard-pinned or not: as put_start_cfg. */
+static int put_start(const char *key, uint64_t size, int hard_pin, uint32_t *nrep,
+		     uint64_t *addr)
+{
+	struct mc_rpc_config cfg;
+
+	mc_rpc_config_default(&cfg);
+	cfg.with_hard_pin = (uint8_t)hard_pin;
+	return put_start_cfg(MC_OP_PUT_START, key, size, &cfg, nrep, addr);
 }
 
 /* PutEnd / PutRevoke (op) of one key, replica type ALL: the item code. */

@@ -266,34 +266,11 @@ static int mount_named(const struct mc_uuid *sid, const char *name, uint64_t bas
 /* PutStart (op: PUT_START or UPSERT_START) of one key with replica_num copies: the item code. */
 static int put_start_n(uint16_t op, const char *key, uint64_t size, uint32_t replica_num)
 {
-	struct mc_wbuf b;
 	struct mc_rpc_config cfg;
-	int st, code;
-	uint32_t i, n;
 
 	mc_rpc_config_default(&cfg);
 	cfg.replica_num = replica_num;
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
-	mc_wbuf_u32(&b, 1);
-	mc_rpc_put_strv(&b, mc_strv_c(key));
-	mc_wbuf_u64(&b, size);
-	st = call(op, &b);
-	mc_wbuf_fini(&b);
-	if (st)
-		return st;
-	if (mc_rbuf_u32(&resp) != 1)
-		return -99998;
-	code = mc_rbuf_i32(&resp);
-	n = mc_rbuf_u32(&resp);
-	for (i = 0; i < n; i++) {
-		struct mc_rpc_replica r;
-
-		mc_rpc_get_replica(&resp, &r);
-	}
-	mc_rbuf_u8(&resp);
-	return resp.err || resp.left ? -99997 : code;
+	return put_start_cfg(op, key, size, &cfg, NULL, NULL);
 }
 
 /* PutEnd-like op of n keys, the checksum section cs (NULL: none; raw, when given, is appended
