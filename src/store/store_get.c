@@ -6,8 +6,12 @@
  * endpoints that failed lately last), a key whose read failed falling back to its next replica
  * in the next round.  A read that lands after the key's lease ended is not trusted.  With
  * MOONCAKE_STORE_CHECKSUM each whole-object read is verified against the object's CRC-64 as it
- * completes; a corrupt replica is reported and the next one read.  A second GetReplicaList is
- * asked for keys whose lease ran out or none of whose replicas could be read.
+ * completes; a corrupt replica is reported and the next one read.  A ranged read of an object
+ * with a checksum reads the whole object once into a scratch buffer, verifies it and copies the
+ * ranges out: a CRC covers the whole object, and keeping per-chunk checksums beside every object
+ * would cost the master memory for every object to spare bytes only for the rare read of a
+ * small piece of a large one.  A second GetReplicaList is asked for keys whose lease ran out or
+ * none of whose replicas could be read.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -40,6 +44,8 @@ struct mc_get_state {
 	uint64_t crc;
 	int corrupt;		/* a replica read failed its checksum (kept across passes) */
 	uint8_t cur;		/* the replica read this round */
+	uint8_t *scratch;	/* a ranged read of a checksummed object: the whole object, read
+				 * here and verified before its ranges are copied out */
 };
 
 /* Readable replicas in the order to try: memory, then disk (SSD and shared directory), each in
@@ -114,6 +120,7 @@ static int mc_get_fetch(struct mc_store *st, struct mc_rpc_call *call, struct mc
 		struct mc_get_item *it = &items[idx[k]];
 
 		corrupt = g->corrupt;
+		free(g->scratch);
 		memset(g, 0, sizeof(*g));
 		g->corrupt = corrupt;
 		g->code = mc_rbuf_i32(&r);
@@ -175,8 +182,7 @@ static int mc_get_verifiable(const struct mc_get_verify *v, size_t j)
 	uint32_t i = v->xl->item[j];
 	const struct mc_get_state *g = &v->gs[i];
 
-	return g->has_crc && !v->items[i].ranges && x->len == g->reps[g->cur].size &&
-	       !mc_store_on_device(v->st, x->local);
+	return g->has_crc && x->len == g->reps[g->cur].size && !mc_store_on_device(v->st, x->local);
 }
 
 /* A read of a whole object with a known checksum completed: check its bytes while they are
@@ -241,6 +247,39 @@ static void mc_get_transfer(struct mc_store *st, struct mc_get_item *items, stru
 	mc_store_call_async(st, call);
 }
 
+/* Whether key i's read this round goes through a scratch buffer: ranges of an object whose
+ * checksum is known, with checksums on. */
+static int mc_get_needs_scratch(const struct mc_store *st, const struct mc_get_item *it,
+				const struct mc_get_state *g)
+{
+	return st->checksum && g->has_crc && it->ranges && it->nranges > 0;
+}
+
+/* The ranges of a verified whole object read into g->scratch go to their destinations (GPU
+ * memory through the engine's device copy).  0 or a negative code. */
+static int mc_get_copy_ranges(struct mc_store *st, const struct mc_get_item *it,
+			      const struct mc_get_state *g)
+{
+	uint32_t q;
+
+	for (q = 0; q < it->nranges; q++) {
+		const struct mc_get_range *rg = &it->ranges[q];
+
+		if (rg->len == 0)
+			continue;
+		if (mc_store_on_device(st, rg->dst)) {
+			int rc = mc_te_gpu_local_copy(st->engine, rg->dst, g->scratch + rg->src_off,
+						      rg->len);
+
+			if (rc)
+				return rc;
+		} else {
+			memcpy(rg->dst, g->scratch + rg->src_off, rg->len);
+		}
+	}
+	return 0;
+}
+
 /* Read the keys items[idx[0..m)] fetched by mc_get_fetch.  Each round reads every pending key
  * from its next replica (a local one is copied at once); a key whose read failed falls back to
  * its next replica in the following round.  Each transfer is bounded by the data client's
@@ -250,6 +289,7 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 		       const uint32_t *idx, uint32_t m, int64_t lease_end, struct mc_xfer_list *xl)
 {
 	uint32_t round, k, j, attempted;
+	int rc;
 
 	for (round = 0; round <= MC_RPC_MAX_REPLICAS; round++) {
 		int64_t now = mc_store_now_ms();
@@ -295,6 +335,16 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 			 * serves its SSD objects at these addresses. */
 			if (mc_endpoint_parse(rep->endpoint, host, sizeof(host), &port))
 				continue;
+			if (mc_get_needs_scratch(st, &items[i], g)) {
+				if (g->scratch == NULL &&
+				    (g->scratch = malloc(rep->size ? rep->size : 1)) == NULL) {
+					items[i].result = -ENOMEM;
+					continue;
+				}
+				whole.dst = g->scratch;
+				rg = &whole;
+				nrg = 1;
+			}
 			for (q = 0; q < nrg; q++) {
 				if (rg[q].len == 0)
 					continue;
@@ -318,10 +368,12 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 			if (!g->pending)
 				continue;
 			g->pending = 0;
-			if (now <= lease_end)
-				items[idx[k]].result = g->want;
-			else
+			if (now > lease_end)
 				g->expired = 1;
+			else if (g->scratch && (rc = mc_get_copy_ranges(st, &items[idx[k]], g)) != 0)
+				items[idx[k]].result = rc;
+			else
+				items[idx[k]].result = g->want;
 		}
 	}
 	return 0;
@@ -388,6 +440,8 @@ out:
 	if (rc)
 		for (i = 0; i < n; i++)
 			items[i].result = rc;
+	for (i = 0; gs && i < n; i++)
+		free(gs[i].scratch);
 	free(gs);
 	free(idx);
 	mc_xfer_list_free(&xl);

@@ -7,7 +7,9 @@
 #  2. when the last replica is corrupt too the get answers -801 and the object is gone;
 #  3. bytes corrupted in flight (MC_TEST_FAULT=read_flip) are caught the same way;
 #  4. objects written without a checksum (an older writer, or the switch off) still read;
-#  5. an SSD owner does not offload an object whose bytes fail its checksum.
+#  5. an SSD owner does not offload an object whose bytes fail its checksum;
+#  6. ranged reads (get_into_ranges) are verified too: the whole object is read and checked, so
+#     a replica rotted outside the asked ranges is caught as well as one rotted inside them.
 # Corrupting another process's memory needs root (/proc/PID/map_files).
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "# skip: corrupting a client's memory needs root"; exit 77; }
@@ -52,6 +54,19 @@ check "the in-flight corruption was reported" "$(metric master_checksum_mismatch
 MOONCAKE_STORE_CHECKSUM=0 "$T" fill nock 4 65536 1 || rc=1
 "$T" verify nock 4 65536 || rc=1
 MOONCAKE_STORE_CHECKSUM=0 "$T" verify ck 4 1048576 1 || rc=1
+# 6. Ranged reads of a checksummed object: a replica rotted at byte 0 is caught although the
+# reader asked for ranges only, and the ranges come from the good replica; once no replica
+# verifies, every range answers -801.
+RG="$MC_TOP_SRCDIR/tests/integration/ranged_get.py $MC_MASTER"
+mc_python $RG put rg/0 1048576 2 || rc=1
+$CORRUPT "$MC_METRICS_PORT" rg/0 0 "$p1" "$p2" || rc=1
+before=$(metric master_checksum_mismatch_total)
+mc_python $RG ranges rg/0 1048576 ok || rc=1
+check "the ranged read reported the rotten replica" "$(metric master_checksum_mismatch_total)" \
+	$((before + 1))
+$CORRUPT "$MC_METRICS_PORT" rg/0 0 "$p1" "$p2" || rc=1
+mc_python $RG ranges rg/0 1048576 -801 || rc=1
+
 # 5. An SSD owner checks an object's bytes against its checksum before it offloads them: bytes
 # that rotted in memory (MC_TEST_FAULT=offload_flip, first offload) do not become an SSD copy.
 kill "$p1" "$p2"; wait "$p1" "$p2" 2>/dev/null
