@@ -178,7 +178,10 @@ struct mc_te_endpoint {
  * its index and status; status[i] becomes 0 or a negative code.  want_crc (may be NULL): for
  * READs with want_crc[i] set, a transport that copies the bytes with a core (our own memory,
  * same-host shm) computes their CRC-64 in the same pass and on_done gets it (crc not NULL);
- * others leave it to the caller (crc NULL).  finish returns the number
+ * others leave it to the caller (crc NULL).  A request whose local memory is on a GPU, READ
+ * or WRITE, with want_crc[i] set always gets its CRC: it is staged through pinned host memory
+ * (even where rdma could reach the GPU directly) and checksummed there, or, to and from our
+ * own segment, checksummed on the segment's side.  finish returns the number
  * that failed and frees t.  start returns NULL only when out of memory. */
 struct transfer_request;
 struct mc_te_inflight;

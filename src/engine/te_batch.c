@@ -359,6 +359,22 @@ static void mc_te_done_early(struct mc_te_batch *b, size_t i)
 		b->doneq[b->ndone++] = (uint32_t)i;
 }
 
+/* A request between GPU memory and our own segment, completed by mc_te_prepare: its CRC-64
+ * from the segment's side, host memory the CPU may read (nothing when the segment is device
+ * memory too). */
+static void mc_te_local_gpu_crc(struct mc_engine *e, struct mc_te_task *t,
+				const struct transfer_request *q)
+{
+	const void *host = (const void *)(uintptr_t)q->target_offset;
+
+	if (q->target_id != LOCAL_SEGMENT || q->length == 0 || e->gpu == NULL ||
+	    !e->gpu->is_device(q->source) || e->gpu->is_device(host) ||
+	    !mc_memreg_check(e->reg, q->target_offset, q->length))
+		return;
+	t->crc = mc_crc64(0, host, q->length);
+	t->has_crc = 1;
+}
+
 struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
 					    const struct mc_te_endpoint *ep, size_t n, int notify,
 					    const uint8_t *want_crc)
@@ -430,11 +446,16 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 			else
 				b->tasks[i].status = mc_te_prepare(e, b, i, &x[i], &r);
 		}
+		if (b->tasks[i].status == STATUS_COMPLETED && want_crc && want_crc[i] &&
+		    !b->tasks[i].has_crc)
+			mc_te_local_gpu_crc(e, &b->tasks[i], &x[i]);
 		if (b->tasks[i].status != STATUS_PENDING) {
 			mc_te_done_early(b, i);
 			continue;
 		}
-		r->want_crc = want_crc && want_crc[i] && r->opcode == MC_XFER_READ;
+		if (want_crc && want_crc[i] && e->gpu && e->gpu->is_device(r->local))
+			r->gpu = 1;	/* its CRC is taken on the staging chunks */
+		r->want_crc = want_crc && want_crc[i] && (r->opcode == MC_XFER_READ || r->gpu);
 		b->pending++;
 		s->r[s->n++] = r;
 		inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;

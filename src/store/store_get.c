@@ -175,14 +175,14 @@ struct mc_get_verify {
 };
 
 /* Read j of this round is verified: a read of a whole object whose checksum the master
- * knows, into memory the CPU may read. */
+ * knows (into GPU memory too: the engine checksums it on its staging chunks). */
 static int mc_get_verifiable(const struct mc_get_verify *v, size_t j)
 {
 	const struct mc_xfer_req *x = &v->xl->xr[j];
 	uint32_t i = v->xl->item[j];
 	const struct mc_get_state *g = &v->gs[i];
 
-	return g->has_crc && x->len == g->reps[g->cur].size && !mc_store_on_device(v->st, x->local);
+	return g->has_crc && x->len == g->reps[g->cur].size;
 }
 
 /* A read of a whole object with a known checksum completed: check its bytes while they are
@@ -194,17 +194,29 @@ static void mc_get_on_read(void *arg, size_t j, int status, const uint64_t *copi
 	uint32_t i = v->xl->item[j];
 	struct mc_get_item *it = &v->items[i];
 	struct mc_get_state *g = &v->gs[i];
-	uint64_t crc;
+	uint64_t crc, crc_flip = 0;
+	int dev;
 
 	if (status || !mc_get_verifiable(v, j))
 		return;
-	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP) {
-		((uint8_t *)x->local)[0] ^= 0xff;	/* test hook: corrupted in flight */
-		copied_crc = NULL;
+	dev = mc_store_on_device(v->st, x->local);
+	if (dev && copied_crc == NULL) {
+		mc_log_warn("key %s: read into GPU memory came without its checksum: not verified",
+			    it->key);
+		return;
 	}
-	/* The engine computed it in the copy (same host), else it is computed here, while the
-	 * bytes are still in cache. */
+	if (x->len && mc_fault(MC_FAULT_READ_FLIP) == MC_FAULT_FLIP) {
+		/* Test hook: corrupted in flight (the value the engine computed on the way). */
+		if (dev)
+			crc_flip = 1;
+		else
+			((uint8_t *)x->local)[0] ^= 0xff;
+		copied_crc = dev ? copied_crc : NULL;
+	}
+	/* The engine computed it in the copy (same host, GPU staging), else it is computed here,
+	 * while the bytes are still in cache. */
 	crc = copied_crc ? *copied_crc : mc_crc64(0, x->local, x->len);
+	crc ^= crc_flip;
 	if (crc == g->crc)
 		return;
 	x->status = MC_ERR_CHECKSUM_MISMATCH;

@@ -122,32 +122,70 @@ int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int 
 	return rc;
 }
 
-/* GPU memory, which the CPU may not read: its objects go without a checksum, and reads into it
- * are not verified. */
+/* GPU memory, which the CPU may not read: checksums over it come from the engine, which takes
+ * them on the pinned chunks it stages the bytes through. */
 int mc_store_on_device(struct mc_store *st, const void *p)
 {
 	return st->engine->gpu && st->engine->gpu->is_device(p);
 }
 
-/* CRC-64 of an item's value (its parts in order). */
-static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it)
-{
-	uint64_t crc = 0;
-	uint32_t k;
+/* The CRC-64 of each write of a put batch whose local memory is on a GPU, as the engine
+ * reported it (want[j] set for the first replica's writes of such parts). */
+struct mc_put_dev_crc {
+	uint64_t *crc;
+	uint8_t *have;
+};
 
-	if (it->iov) {
-		for (k = 0; k < it->iovcnt; k++)
-			if (it->iov[k].len && mc_store_on_device(st, it->iov[k].base))
+static void mc_put_on_write(void *arg, size_t j, int status, const uint64_t *crc)
+{
+	struct mc_put_dev_crc *d = arg;
+
+	if (status == 0 && crc) {
+		d->crc[j] = *crc;
+		d->have[j] = 1;
+	}
+}
+
+/* CRC-64 of an item's value (its parts in order).  A part in GPU memory takes the engine's
+ * value for write first_req + (its index among the item's non-empty parts); without one the
+ * object goes without a checksum. */
+static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it,
+			    const struct mc_put_dev_crc *dev, int64_t first_req)
+{
+	struct mc_iov one = { (void *)it->buf, it->size };
+	const struct mc_iov *parts = it->iov ? it->iov : &one;
+	uint32_t np = it->iov ? it->iovcnt : 1, k, nz = 0;
+	uint64_t crc = 0;
+
+	for (k = 0; k < np; k++) {
+		if (parts[k].len == 0)
+			continue;
+		if (mc_store_on_device(st, parts[k].base)) {
+			int64_t j = first_req + nz;
+
+			if (first_req < 0 || dev->have == NULL || !dev->have[j])
 				return;
-		for (k = 0; k < it->iovcnt; k++)
-			crc = mc_crc64(crc, it->iov[k].base, it->iov[k].len);
-	} else {
-		if (it->size && mc_store_on_device(st, it->buf))
-			return;
-		crc = mc_crc64(0, it->buf, it->size);
+			crc = mc_crc64_combine(crc, dev->crc[j], parts[k].len);
+		} else {
+			crc = mc_crc64(crc, parts[k].base, parts[k].len);
+		}
+		nz++;
 	}
 	it->crc = crc;
 	it->has_crc = 1;
+}
+
+/* Whether any non-empty part of the item is GPU memory. */
+static int mc_put_item_on_device(struct mc_store *st, const struct mc_put_item *it)
+{
+	uint32_t k;
+
+	if (it->iov == NULL)
+		return it->size && mc_store_on_device(st, it->buf);
+	for (k = 0; k < it->iovcnt; k++)
+		if (it->iov[k].len && mc_store_on_device(st, it->iov[k].base))
+			return 1;
+	return 0;
 }
 
 /* One attempt of a put batch: PutStart, the writes, PutEnd of what was written and PutRevoke
@@ -165,6 +203,9 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	int *item_fail = NULL, *end_res = NULL;
 	struct mc_rpc_checksum *end_sums = NULL;
 	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
+	int64_t *first_req = NULL;	/* checksums on: item's first write of its first replica */
+	struct mc_put_dev_crc dev = { NULL, NULL };
+	uint8_t *want = NULL;
 	int rc;
 
 	if (n == 0)
@@ -193,8 +234,11 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	end_sums = calloc(n, sizeof(*end_sums));
 	if (st->fsdir[0])
 		disk_path = calloc(n, sizeof(*disk_path));
+	if (st->checksum && (first_req = malloc(n * sizeof(*first_req))) != NULL)
+		for (i = 0; i < n; i++)
+			first_req[i] = -1;
 	if (!item_fail || !end_keys || !rev_keys || !end_res || !end_sums ||
-	    (st->fsdir[0] && !disk_path)) {
+	    (st->fsdir[0] && !disk_path) || (st->checksum && !first_req)) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -239,6 +283,8 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 					item_fail[i] = 2;
 					continue;
 				}
+				if (first_req && first_req[i] < 0)
+					first_req[i] = xl.n;
 				for (k = 0; k < np; off += parts[k].len, k++) {
 					if (parts[k].len == 0)
 						continue;
@@ -264,16 +310,43 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 				items[i].space_hint = hint;
 	}
 	{
-		/* The objects' checksums are computed while their bytes are on their way. */
+		/* The objects' checksums are computed while their bytes are on their way; those of
+		 * parts in GPU memory by the engine, on the pinned chunks it stages them through. */
 		struct mc_store_xfer *x;
+		int ondev = 0;
 
-		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0, NULL) : NULL;
-		if (st->checksum)
-			for (i = 0; i < n; i++)
-				if (items[i].result == 0 && item_fail[i] == 0)
-					mc_put_item_crc(st, &items[i]);
+		for (i = 0; first_req && i < n; i++)
+			if (first_req[i] >= 0 && items[i].result == 0 && item_fail[i] == 0 &&
+			    mc_put_item_on_device(st, &items[i]))
+				ondev = 1;
+		if (ondev) {
+			want = calloc(xl.n, 1);
+			dev.crc = calloc(xl.n, sizeof(*dev.crc));
+			dev.have = calloc(xl.n, 1);
+			if (!want || !dev.crc || !dev.have) {
+				/* Short of memory: these objects go without a checksum. */
+				free(want);
+				free(dev.crc);
+				free(dev.have);
+				want = dev.have = NULL;
+				dev.crc = NULL;
+				ondev = 0;
+			}
+			for (j = 0; ondev && j < xl.n; j++)
+				want[j] = (uint8_t)(first_req[xl.item[j]] >= 0 &&
+						    mc_store_on_device(st, xl.xr[j].local));
+		}
+		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, ondev, want) : NULL;
+		for (i = 0; first_req && i < n; i++)
+			if (items[i].result == 0 && item_fail[i] == 0 &&
+			    !mc_put_item_on_device(st, &items[i]))
+				mc_put_item_crc(st, &items[i], &dev, first_req[i]);
 		if (x)
-			mc_store_transfer_finish(x, NULL, NULL);
+			mc_store_transfer_finish(x, ondev ? mc_put_on_write : NULL, &dev);
+		for (i = 0; ondev && i < n; i++)
+			if (items[i].result == 0 && item_fail[i] == 0 &&
+			    mc_put_item_on_device(st, &items[i]))
+				mc_put_item_crc(st, &items[i], &dev, first_req[i]);
 	}
 	mc_store_note_transfers(st, xl.xr, xl.n);
 	for (j = 0; j < xl.n; j++)
@@ -343,6 +416,10 @@ out:
 	free(end_res);
 	free(end_sums);
 	free(disk_path);
+	free(first_req);
+	free(want);
+	free(dev.crc);
+	free(dev.have);
 	mc_rpc_call_fini(&call);
 	return 0;
 }
