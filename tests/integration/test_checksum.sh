@@ -7,7 +7,8 @@
 #  2. when the last replica is corrupt too the get answers -801 and the object is gone;
 #  3. bytes corrupted in flight (MC_TEST_FAULT=read_flip) are caught the same way;
 #  4. objects written without a checksum (an older writer, or the switch off) still read;
-#  5. an SSD owner does not offload an object whose bytes fail its checksum;
+#  5. an SSD owner does not offload an object whose bytes fail its checksum, nor promote one
+#     whose SSD copy fails it;
 #  6. ranged reads (get_into_ranges) are verified too: the whole object is read and checked, so
 #     a replica rotted outside the asked ranges is caught as well as one rotted inside them.
 # Corrupting another process's memory needs root (/proc/PID/map_files).
@@ -71,10 +72,11 @@ mc_python $RG ranges rg/0 1048576 -801 || rc=1
 # that rotted in memory (MC_TEST_FAULT=offload_flip, first offload) do not become an SSD copy.
 kill "$p1" "$p2"; wait "$p1" "$p2" 2>/dev/null
 kill "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
-mc_start_master --offload_on_evict --eviction_ratio=0.2 || { mc_dump_logs; exit 1; }
+mc_start_master --offload_on_evict --promotion_on_hit --eviction_ratio=0.2 \
+	|| { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 mkdir -p "$MC_TMP/ssd"
-MC_TEST_FAULT=offload_flip:flip:1 mc_start_client s1 16MB --enable_offload \
+MC_TEST_FAULT=offload_flip:flip:1,promote_flip:flip:1 mc_start_client s1 16MB --enable_offload \
 	--ssd_offload_path="$MC_TMP/ssd" --ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
 "$T" fill off 32 1048576 1 || rc=1
 mc_wait_log s1 "not offloaded" 20 && echo "ok - the rotten object was not offloaded" \
@@ -83,5 +85,11 @@ n=$(grep -c "not offloaded" "$MC_TMP/s1.log")
 check "exactly one offload refused" "$n" 1
 # The refused one stays in memory or is gone; none reads back wrong.
 "$T" verify off 32 1048576 1 || rc=1
+# Reads of SSD-only objects promote them: the first promotion's check against the object's
+# checksum fails (MC_TEST_FAULT=promote_flip), so that copy is dropped, not made a replica.
+"$T" verify off 32 1048576 2 >/dev/null
+mc_wait_log s1 "not promoted" 20 && echo "ok - a promotion whose bytes fail the checksum was refused" \
+	|| { echo "not ok - no promotion was refused"; rc=1; }
+"$T" verify off 32 1048576 2 || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
