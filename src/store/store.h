@@ -169,10 +169,12 @@ void mc_store_fs_stop(struct mc_store *st);
 void mc_store_fs_submit(struct mc_store *st, const char *key, const char *path,
 			const struct mc_iov *parts, uint32_t np, uint64_t size, int upsert);
 /* Read ranges of key's DISK replica's file of size bytes, checked against the checksum the
- * writer stored with it.  A file of the wrong size or checksum is never served: the master is
- * told to forget the replica and the file is deleted.  0 or MC_ERR_*. */
+ * writer stored with it, and, when crc64 is not NULL (then rg must be the whole value in one
+ * range), against the object's CRC-64.  A file of the wrong size or checksum is never served:
+ * the master is told to forget the replica and the file is deleted.  0, MC_ERR_CHECKSUM_MISMATCH
+ * (the object's checksum failed) or another MC_ERR_*. */
 int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv path, uint64_t size,
-		     const struct mc_get_range *rg, uint32_t nrg);
+		     const struct mc_get_range *rg, uint32_t nrg, const uint64_t *crc64);
 
 /* ---- store_data.c: moving bytes ---- */
 struct mc_xfer_req {

@@ -333,14 +333,35 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 			nrg = items[i].ranges ? items[i].nranges : 1;
 			if (rep->type == MC_REPLICA_DISK) {
 				/* --root_fs_dir: the shared file (a failure tries the next replica
-				 * in the next round). */
-				if (mc_store_fs_read(st, mc_strv_c(items[i].key), rep->path,
-						     rep->size, rg, nrg) == 0) {
-					if (mc_store_now_ms() <= lease_end)
-						items[i].result = g->want;
-					else
-						g->expired = 1;
+				 * in the next round), checked against the object's checksum too
+				 * when it has one (ranges through the scratch buffer). */
+				const uint64_t *crc = NULL;
+
+				if (st->checksum && g->has_crc &&
+				    (items[i].ranges || !mc_store_on_device(st, items[i].buf))) {
+					if (items[i].ranges) {
+						if (g->scratch == NULL &&
+						    (g->scratch = malloc(rep->size ? rep->size : 1)) == NULL) {
+							items[i].result = -ENOMEM;
+							continue;
+						}
+						whole.dst = g->scratch;
+						rg = &whole;
+						nrg = 1;
+					}
+					crc = &g->crc;
 				}
+				rc = mc_store_fs_read(st, mc_strv_c(items[i].key), rep->path, rep->size,
+						      rg, nrg, crc);
+				if (rc == MC_ERR_CHECKSUM_MISMATCH)
+					g->corrupt = 1;
+				if (rc == 0 && mc_store_now_ms() > lease_end)
+					g->expired = 1;
+				else if (rc == 0 && crc && items[i].ranges &&
+					 (rc = mc_get_copy_ranges(st, &items[i], g)) != 0)
+					items[i].result = rc;
+				else if (rc == 0)
+					items[i].result = g->want;
 				continue;
 			}
 			/* An SSD replica (LOCAL_DISK) is read from its owner's data server, which
