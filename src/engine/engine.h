@@ -175,20 +175,24 @@ struct mc_te_endpoint {
  * otherwise).  mc_te_transfer_start submits them all and returns (the caller may work on
  * something else meanwhile); mc_te_transfer_finish waits for the last, calling on_done (when
  * not NULL) on the waiting thread for each request as it completes, in completion order, with
- * its index and status; status[i] becomes 0 or a negative code.  want_crc (may be NULL): for
- * READs with want_crc[i] set, a transport that copies the bytes with a core (our own memory,
- * same-host shm) computes their CRC-64 in the same pass and on_done gets it (crc not NULL);
- * others leave it to the caller (crc NULL).  A request whose local memory is on a GPU, READ
- * or WRITE, with want_crc[i] set always gets its CRC: it is staged through pinned host memory
- * (even where rdma could reach the GPU directly) and checksummed there, or, to and from our
- * own segment, checksummed on the segment's side.  finish returns the number
- * that failed and frees t.  start returns NULL only when out of memory. */
+ * its index and status; status[i] becomes 0 or a negative code.
+ *
+ * want_crc (may be NULL; in and out): requests whose CRC-64 the caller wants.  Where the bytes
+ * pass through a core anyway the engine computes it on the way and on_done gets it (crc not
+ * NULL): our own memory and same-host shm (in the copy), tcp (each piece just before the socket
+ * takes it, or as it lands), GPU memory (on the pinned staging chunks; such a request is always
+ * staged when its CRC is wanted, even where rdma could reach the GPU directly).  Same-host
+ * WRITEs that go to the engine's workers are left to the caller, who has a core free meanwhile,
+ * as are rdma and file requests.  On return want_crc[i] is cleared for every request whose CRC
+ * the engine will not deliver, so the caller computes those itself while the transfer runs.
+ * finish returns the number that failed and frees t.  start returns NULL only when out of
+ * memory. */
 struct transfer_request;
 struct mc_te_inflight;
 typedef void (*mc_te_done_fn)(void *arg, size_t i, int status, const uint64_t *crc);
 struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
 					    const struct mc_te_endpoint *ep, size_t n, int notify,
-					    const uint8_t *want_crc);
+					    uint8_t *want_crc);
 int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn on_done,
 			  void *arg);
 /* start then finish without on_done. */

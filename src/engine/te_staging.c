@@ -96,6 +96,7 @@ static int mc_te_gpu_start(void *arg, unsigned i, void *host, uint64_t n, uint64
 	sub->remote = j->r->remote + off;
 	sub->len = n;
 	sub->gpu = 0;
+	sub->want_crc = 0;	/* the job checksums the chunks itself */
 	sub->on_done = mc_te_gpu_sub_done;
 	sub->done_arg = &j->slot[i];
 	mc_waiter_init(&j->slot[i].w);

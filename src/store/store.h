@@ -197,10 +197,11 @@ int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
  * every status; one that on_done sets stays. */
 struct mc_store_xfer;
 typedef void (*mc_te_done_fn)(void *arg, size_t i, int status, const uint64_t *crc);
-/* want_crc (may be NULL): READs whose CRC-64 the engine computes in the copy when it can (see
- * mc_te_transfer_start); on_done gets it, or NULL. */
+/* want_crc (may be NULL; in and out): requests whose CRC-64 the engine computes on the way
+ * when it can (see mc_te_transfer_start); on_done gets it, or NULL.  On return want_crc[i] is
+ * cleared where the engine will not, so the caller computes those itself meanwhile. */
 struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
-					      uint32_t n, int notify, const uint8_t *want_crc);
+					      uint32_t n, int notify, uint8_t *want_crc);
 int mc_store_transfer_finish(struct mc_store_xfer *x, mc_te_done_fn on_done, void *arg);
 /* After a batch: forgive the endpoints that answered, mark those that failed suspect and
  * report their segments to the master (without waiting). */

@@ -29,7 +29,7 @@ struct mc_store_xfer {
 };
 
 struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
-					      uint32_t n, int notify, const uint8_t *want_crc)
+					      uint32_t n, int notify, uint8_t *want_crc)
 {
 	struct mc_store_xfer *x = calloc(1, sizeof(*x));
 	struct transfer_request *tr = calloc(n ? n : 1, sizeof(*tr));

@@ -129,63 +129,81 @@ int mc_store_on_device(struct mc_store *st, const void *p)
 	return st->engine->gpu && st->engine->gpu->is_device(p);
 }
 
-/* The CRC-64 of each write of a put batch whose local memory is on a GPU, as the engine
- * reported it (want[j] set for the first replica's writes of such parts). */
-struct mc_put_dev_crc {
-	uint64_t *crc;
+/* The writes of a put batch whose CRC-64 the engine computes on the way (want[j], as
+ * mc_store_transfer_start left it) and the values it reported (have[j], crc[j]). */
+struct mc_put_crcs {
+	uint8_t *want;
 	uint8_t *have;
+	uint64_t *crc;
 };
 
 static void mc_put_on_write(void *arg, size_t j, int status, const uint64_t *crc)
 {
-	struct mc_put_dev_crc *d = arg;
+	struct mc_put_crcs *c = arg;
 
 	if (status == 0 && crc) {
-		d->crc[j] = *crc;
-		d->have[j] = 1;
+		c->crc[j] = *crc;
+		c->have[j] = 1;
 	}
 }
 
-/* CRC-64 of an item's value (its parts in order).  A part in GPU memory takes the engine's
- * value for write first_req + (its index among the item's non-empty parts); without one the
- * object goes without a checksum. */
-static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it,
-			    const struct mc_put_dev_crc *dev, int64_t first_req)
+/* The number of non-empty parts of an item: the writes of each of its replicas. */
+static uint32_t mc_put_item_writes(const struct mc_put_item *it)
+{
+	uint32_t k, nz = 0;
+
+	if (it->iov == NULL)
+		return it->size > 0;
+	for (k = 0; k < it->iovcnt; k++)
+		nz += it->iov[k].len > 0;
+	return nz;
+}
+
+/* Whether some part of the item (its writes first..first+parts of its first replica) has its
+ * CRC computed by the engine; then mc_put_item_crc waits for the transfer's end. */
+static int mc_put_item_by_engine(const struct mc_put_item *it, const struct mc_put_crcs *c,
+				 int64_t first)
 {
 	struct mc_iov one = { (void *)it->buf, it->size };
 	const struct mc_iov *parts = it->iov ? it->iov : &one;
-	uint32_t np = it->iov ? it->iovcnt : 1, k, nz = 0;
+	uint32_t np = it->iov ? it->iovcnt : 1, k;
+	int64_t j = first;
+
+	for (k = 0; first >= 0 && k < np; k++)
+		if (parts[k].len && c->want[j++])
+			return 1;
+	return 0;
+}
+
+/* CRC-64 of an item's value (its parts in order, combined): a part the engine checksummed on
+ * its way takes the engine's value for its write (first + its index among the item's non-empty
+ * parts), the others are computed here (also one the engine meant to but could not).  A part
+ * in GPU memory without the engine's value leaves the object without a checksum. */
+static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it,
+			    const struct mc_put_crcs *c, int64_t first)
+{
+	struct mc_iov one = { (void *)it->buf, it->size };
+	const struct mc_iov *parts = it->iov ? it->iov : &one;
+	uint32_t np = it->iov ? it->iovcnt : 1, k;
+	int64_t j = first;
 	uint64_t crc = 0;
 
+	if (first < 0)
+		return;
 	for (k = 0; k < np; k++) {
 		if (parts[k].len == 0)
 			continue;
-		if (mc_store_on_device(st, parts[k].base)) {
-			int64_t j = first_req + nz;
-
-			if (first_req < 0 || dev->have == NULL || !dev->have[j])
-				return;
-			crc = mc_crc64_combine(crc, dev->crc[j], parts[k].len);
+		if (c->want[j] && c->have[j]) {
+			crc = mc_crc64_combine(crc, c->crc[j], parts[k].len);
+		} else if (mc_store_on_device(st, parts[k].base)) {
+			return;
 		} else {
 			crc = mc_crc64(crc, parts[k].base, parts[k].len);
 		}
-		nz++;
+		j++;
 	}
 	it->crc = crc;
 	it->has_crc = 1;
-}
-
-/* Whether any non-empty part of the item is GPU memory. */
-static int mc_put_item_on_device(struct mc_store *st, const struct mc_put_item *it)
-{
-	uint32_t k;
-
-	if (it->iov == NULL)
-		return it->size && mc_store_on_device(st, it->buf);
-	for (k = 0; k < it->iovcnt; k++)
-		if (it->iov[k].len && mc_store_on_device(st, it->iov[k].base))
-			return 1;
-	return 0;
 }
 
 /* One attempt of a put batch: PutStart, the writes, PutEnd of what was written and PutRevoke
@@ -204,8 +222,7 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	struct mc_rpc_checksum *end_sums = NULL;
 	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
 	int64_t *first_req = NULL;	/* checksums on: item's first write of its first replica */
-	struct mc_put_dev_crc dev = { NULL, NULL };
-	uint8_t *want = NULL;
+	struct mc_put_crcs crcs = { NULL, NULL, NULL };
 	int rc;
 
 	if (n == 0)
@@ -310,43 +327,45 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 				items[i].space_hint = hint;
 	}
 	{
-		/* The objects' checksums are computed while their bytes are on their way; those of
-		 * parts in GPU memory by the engine, on the pinned chunks it stages them through. */
+		/* The objects' checksums are computed while their bytes are on their way: by the
+		 * engine where they pass through a core anyway (a copy, a socket, GPU staging),
+		 * else here meanwhile. */
 		struct mc_store_xfer *x;
-		int ondev = 0;
+		int by_engine = 0;
 
-		for (i = 0; first_req && i < n; i++)
-			if (first_req[i] >= 0 && items[i].result == 0 && item_fail[i] == 0 &&
-			    mc_put_item_on_device(st, &items[i]))
-				ondev = 1;
-		if (ondev) {
-			want = calloc(xl.n, 1);
-			dev.crc = calloc(xl.n, sizeof(*dev.crc));
-			dev.have = calloc(xl.n, 1);
-			if (!want || !dev.crc || !dev.have) {
-				/* Short of memory: these objects go without a checksum. */
-				free(want);
-				free(dev.crc);
-				free(dev.have);
-				want = dev.have = NULL;
-				dev.crc = NULL;
-				ondev = 0;
+		if (first_req && xl.n) {
+			crcs.want = calloc(xl.n, 1);
+			crcs.have = calloc(xl.n, 1);
+			crcs.crc = calloc(xl.n, sizeof(*crcs.crc));
+			if (!crcs.want || !crcs.have || !crcs.crc) {
+				rc = -ENOMEM;
+				goto out;
 			}
-			for (j = 0; ondev && j < xl.n; j++)
-				want[j] = (uint8_t)(first_req[xl.item[j]] >= 0 &&
-						    mc_store_on_device(st, xl.xr[j].local));
+			for (j = 0; j < xl.n; j++) {
+				uint32_t it = xl.item[j];
+
+				/* The first replica's writes: first_req .. + the non-empty parts. */
+				crcs.want[j] = (uint8_t)(first_req[it] >= 0 && j >= first_req[it] &&
+							 j < first_req[it] + mc_put_item_writes(&items[it]) &&
+							 items[it].result == 0 && item_fail[it] == 0);
+			}
 		}
-		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, ondev, want) : NULL;
-		for (i = 0; first_req && i < n; i++)
-			if (items[i].result == 0 && item_fail[i] == 0 &&
-			    !mc_put_item_on_device(st, &items[i]))
-				mc_put_item_crc(st, &items[i], &dev, first_req[i]);
+		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, first_req != NULL, crcs.want)
+			 : NULL;
+		for (i = 0; first_req && i < n; i++) {
+			if (items[i].result != 0 || item_fail[i] != 0)
+				continue;
+			if (mc_put_item_by_engine(&items[i], &crcs, first_req[i]))
+				by_engine = 1;
+			else
+				mc_put_item_crc(st, &items[i], &crcs, first_req[i]);
+		}
 		if (x)
-			mc_store_transfer_finish(x, ondev ? mc_put_on_write : NULL, &dev);
-		for (i = 0; ondev && i < n; i++)
+			mc_store_transfer_finish(x, first_req ? mc_put_on_write : NULL, &crcs);
+		for (i = 0; by_engine && i < n; i++)
 			if (items[i].result == 0 && item_fail[i] == 0 &&
-			    mc_put_item_on_device(st, &items[i]))
-				mc_put_item_crc(st, &items[i], &dev, first_req[i]);
+			    mc_put_item_by_engine(&items[i], &crcs, first_req[i]))
+				mc_put_item_crc(st, &items[i], &crcs, first_req[i]);
 	}
 	mc_store_note_transfers(st, xl.xr, xl.n);
 	for (j = 0; j < xl.n; j++)
@@ -417,9 +436,9 @@ out:
 	free(end_sums);
 	free(disk_path);
 	free(first_req);
-	free(want);
-	free(dev.crc);
-	free(dev.have);
+	free(crcs.want);
+	free(crcs.have);
+	free(crcs.crc);
 	mc_rpc_call_fini(&call);
 	return 0;
 }

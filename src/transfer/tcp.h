@@ -51,10 +51,12 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 					const struct mc_tcp_client_opts *opts);
 /* Fails every pending transfer (callbacks run with -800 before this returns) and closes. */
 void mc_tcp_client_free(struct mc_tcp_client *c);
-/* Queue a transfer of len bytes between local and remote_addr at host:port.  Returns 0 (cb will
- * be called) or -ENOMEM/-EINVAL (cb will not be called). */
+/* Queue a transfer of len bytes between local and remote_addr at host:port.  crc (may be NULL):
+ * set to the CRC-64/ECMA-182 of the bytes moved, computed on the way while they are in cache,
+ * before cb runs with status 0.  Returns 0 (cb will be called) or -ENOMEM/-EINVAL (cb will not
+ * be called). */
 int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t port, int opcode,
 			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
-			 void *arg);
+			 void *arg, uint64_t *crc);
 
 #endif

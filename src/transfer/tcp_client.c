@@ -12,6 +12,11 @@
  * that unsent bytes never reach the peer late) and is reconnected by the next submit.
  * Completion callbacks are queued and run from a separate event, never from inside submit and
  * never while a lane is being walked.
+ *
+ * A transfer submitted with a crc pointer gets the CRC-64 of its bytes on the way: a WRITE
+ * slice's payload is checksummed at most MC_TCP_CRC_AHEAD bytes ahead of what the socket was
+ * given, so the kernel copies bytes the CRC just brought into cache; a READ slice's payload as
+ * each recv lands, while it is in cache.  Slices' values are combined in order at the end.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -24,6 +29,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -31,6 +37,7 @@
 
 #define MC_TCP_MAX_LANES 16
 #define MC_TCP_IOV 64
+#define MC_TCP_CRC_AHEAD (256u << 10)
 
 struct mc_xfer {
 	mc_xfer_done_fn cb;
@@ -38,6 +45,12 @@ struct mc_xfer {
 	uint32_t pending;
 	int status;
 	struct mc_xfer *next_done;
+	uint64_t *crc_out;	/* NULL: no CRC wanted */
+	uint64_t slice_size;	/* every slice's length but the last's */
+	uint64_t len;
+	uint32_t nslices;
+	uint64_t *slice_crc;	/* per slice, when there are several; else crc1 */
+	uint64_t crc1;
 };
 
 struct mc_slice {
@@ -51,6 +64,9 @@ struct mc_slice {
 	uint8_t status[8];
 	uint32_t status_got;
 	uint64_t recvd;		/* READ payload bytes received */
+	uint32_t idx;		/* its place in the transfer */
+	uint64_t crc;		/* CRC-64 of the payload's first crc_done bytes (crc wanted) */
+	uint64_t crc_done;
 };
 
 struct mc_peer;
@@ -95,6 +111,26 @@ static uint64_t mc_env_u64(const char *name, uint64_t def)
 	return *end == '\0' && x > 0 ? x : def;
 }
 
+/* The whole transfer's CRC from its slices' (in order), into *crc_out, once all succeeded. */
+static void mc_xfer_fold_crc(struct mc_xfer *x)
+{
+	uint64_t crc;
+	uint32_t i;
+
+	if (x->crc_out == NULL || x->status)
+		return;
+	if (x->nslices <= 1) {
+		*x->crc_out = x->crc1;
+		return;
+	}
+	crc = x->slice_crc[0];
+	for (i = 1; i < x->nslices; i++)
+		crc = mc_crc64_combine(crc, x->slice_crc[i],
+				       i + 1 < x->nslices ? x->slice_size
+							  : x->len - (uint64_t)i * x->slice_size);
+	*x->crc_out = crc;
+}
+
 static void mc_xfer_finish(struct mc_tcp_client *c, struct mc_xfer *x)
 {
 	x->next_done = NULL;
@@ -117,7 +153,9 @@ static void mc_tcp_client_on_done(evutil_socket_t fd, short what, void *arg)
 	while (x) {
 		struct mc_xfer *n = x->next_done;
 
+		mc_xfer_fold_crc(x);
 		x->cb(x->arg, x->status);
+		free(x->slice_crc);
 		free(x);
 		x = n;
 	}
@@ -129,6 +167,10 @@ static void mc_slice_complete(struct mc_tcp_client *c, struct mc_slice *s, int s
 
 	if (status)
 		x->status = MC_ERR_TRANSFER_FAIL;
+	else if (x->crc_out && x->nslices > 1)
+		x->slice_crc[s->idx] = s->crc;
+	else if (x->crc_out)
+		x->crc1 = s->crc;
 	if (--x->pending == 0)
 		mc_xfer_finish(c, x);
 	free(s);
@@ -240,8 +282,23 @@ static int mc_lane_send(struct mc_lane *l)
 				off = MC_TCP_HDR_LEN;
 			}
 			if (off < total) {
-				iov[n].iov_base = s->local + (off - MC_TCP_HDR_LEN);
-				iov[n++].iov_len = total - off;
+				uint64_t from = off - MC_TCP_HDR_LEN, upto = s->len;
+
+				if (s->x->crc_out) {
+					/* Checksum what goes out next, then hand the socket
+					 * no more than that. */
+					upto = from + MC_TCP_CRC_AHEAD < s->len ? from + MC_TCP_CRC_AHEAD
+										: s->len;
+					if (s->crc_done < upto) {
+						s->crc = mc_crc64(s->crc, s->local + s->crc_done,
+								  upto - s->crc_done);
+						s->crc_done = upto;
+					}
+				}
+				iov[n].iov_base = s->local + from;
+				iov[n++].iov_len = upto - from;
+				if (upto < s->len)
+					break;	/* the rest after this part is sent */
 			}
 			if (s->op == MC_XFER_WRITE && s->len > (256u << 10))
 				break;	/* big payloads go alone */
@@ -317,6 +374,8 @@ static int mc_lane_recv(struct mc_lane *l)
 			r = recv(l->fd, s->local + s->recvd, want > (1u << 30) ? (1u << 30) : want, 0);
 			if (r <= 0)
 				goto check;
+			if (s->x->crc_out)	/* while the bytes just landed are in cache */
+				s->crc = mc_crc64(s->crc, s->local + s->recvd, (size_t)r);
 			s->recvd += (uint64_t)r;
 			mc_lane_arm_timer(l);
 			if (s->recvd < s->len)
@@ -479,7 +538,7 @@ void mc_tcp_client_free(struct mc_tcp_client *c)
 
 int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t port, int opcode,
 			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
-			 void *arg)
+			 void *arg, uint64_t *crc)
 {
 	struct mc_peer *p;
 	struct mc_xfer *x;
@@ -497,11 +556,19 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 		return -ENOMEM;
 	x->cb = cb;
 	x->arg = arg;
+	x->crc_out = crc;
+	x->len = len;
+	x->slice_size = c->opts.slice_size;
 	if (len == 0) {
 		mc_xfer_finish(c, x);
 		return 0;
 	}
 	x->pending = (uint32_t)((len + c->opts.slice_size - 1) / c->opts.slice_size);
+	x->nslices = x->pending;
+	if (crc && x->nslices > 1 && (x->slice_crc = calloc(x->nslices, sizeof(uint64_t))) == NULL) {
+		free(x);
+		return -ENOMEM;
+	}
 	for (off = 0; off < len; off += c->opts.slice_size) {
 		uint64_t n = len - off < c->opts.slice_size ? len - off : c->opts.slice_size;
 		struct mc_slice *s = calloc(1, sizeof(*s));
@@ -520,6 +587,7 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 			if (p->lanes[i].queued < l->queued)
 				l = &p->lanes[i];
 		s->x = x;
+		s->idx = (uint32_t)(off / c->opts.slice_size);
 		s->op = (uint8_t)opcode;
 		s->local = (uint8_t *)local + off;
 		s->len = n;
