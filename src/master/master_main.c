@@ -40,6 +40,9 @@ static const struct mc_opt mc_master_opts[] = {
 	  "accepted for compatibility; the master is a single-threaded reactor" },
 	{ "max_threads", NULL, NULL, MC_OPT_INT, O(max_threads), "16", 0, 1024,
 	  "accepted for compatibility (deprecated alias of --rpc_thread_num)" },
+	{ "handler_worker_thread_num", NULL, NULL, MC_OPT_INT, O(handler_worker_thread_num), "0",
+	  0, 1024, "accepted for compatibility; one reactor thread serves every request, and "
+	  "clients ping on a connection of their own (see mooncake_master(8))" },
 	{ "rpc_conn_timeout_seconds", NULL, NULL, MC_OPT_INT, O(rpc_conn_timeout_seconds), "0", 0,
 	  86400, "close RPC connections idle this long (0: never)" },
 	{ "rpc_enable_tcp_no_delay", NULL, NULL, MC_OPT_BOOL, O(rpc_enable_tcp_no_delay), "true",
@@ -62,8 +65,8 @@ static const struct mc_opt mc_master_opts[] = {
 	  86400000, "read lease granted by ExistKey/GetReplicaList (ms, or N with ms|s|m|h)" },
 	{ "default_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(default_kv_soft_pin_ttl),
 	  "1800000", 0, -1, "soft-pin lifetime when none is given" },
-	{ "max_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(max_kv_soft_pin_ttl), "86400000",
-	  0, -1, "largest soft-pin lifetime a request may ask for" },
+	{ "max_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(max_kv_soft_pin_ttl), "604800000",
+	  0, -1, "largest soft-pin lifetime a request may ask for (ms; 7 days)" },
 	{ "allow_evict_soft_pinned_objects", NULL, NULL, MC_OPT_BOOL,
 	  O(allow_evict_soft_pinned_objects), "true", 0, -1,
 	  "evict soft-pinned objects as a last resort" },
@@ -382,6 +385,9 @@ int main(int argc, char **argv)
 	m->argv = argv;
 	if (m->cfg.rpc_thread_num)
 		mc_log_notice("--rpc_thread_num ignored: the master is a single-threaded reactor");
+	if (m->cfg.handler_worker_thread_num)
+		mc_log_notice("--handler_worker_thread_num ignored: the master is a single-threaded "
+			      "reactor");
 	signal(SIGPIPE, SIG_IGN);
 	m->base = event_base_new();
 	if (m->base == NULL)
