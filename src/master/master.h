@@ -263,6 +263,19 @@ struct mc_master {
 	void *clock_arg;
 };
 
+/* master_main.c: the daemon, and a master on a caller's loop */
+/* mooncake_master's main: flags, configuration, signals, the loop.  The exit status. */
+int mc_master_main(int argc, char **argv);
+/* The option table's defaults into cfg (free with mc_master_config_free).  0 or -1. */
+int mc_master_config_defaults(struct mc_master_config *cfg);
+void mc_master_config_free(struct mc_master_config *cfg);
+/* Start m (its cfg filled) on base: tables, recovery from --persist_path, the RPC listener,
+ * admin HTTP and the embedded metadata service as configured, its timers.  0, or -1 (logged)
+ * with everything undone.  Runs on base's thread, as everything of m afterwards. */
+int mc_master_start(struct mc_master *m, struct event_base *base);
+/* Close its listeners and connections and free its tables (the base stays). */
+void mc_master_stop(struct mc_master *m);
+
 /* master_clock.c: the master's clock (monotonic ms). */
 int64_t mc_master_now(const struct mc_master *m);
 

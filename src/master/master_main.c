@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mooncake_master: options, configuration, start-up, the event loop and shutdown.
- * Everything else lives in the modules named in master.h.
+ * Everything else lives in the modules named in master.h.  mc_master_main is the daemon
+ * (master_cli.c's main calls it); mc_master_start / mc_master_stop put a master on any loop,
+ * which is how a store client runs one in its own process (src/store/store_embedded.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -354,11 +356,79 @@ static void mc_master_usage(FILE *out)
 	fprintf(out, "  --help      print this and exit\n  --version   print the version and exit\n");
 }
 
-int main(int argc, char **argv)
+int mc_master_start(struct mc_master *m, struct event_base *base)
+{
+	struct timeval one_sec = { 1, 0 }, evict_tv = { 0, 50000 };
+
+	m->base = base;
+	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
+	mc_master_tables_init(m);
+	mc_fs_init(m);
+	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
+	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
+	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
+	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
+	if (mc_master_recover(m)) {
+		mc_log_err("cannot recover from %s", m->cfg.persist_path);
+		goto fail;
+	}
+	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
+		goto fail;
+	if (m->cfg.enable_http_metadata_server) {
+		int err = 0;
+
+		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
+					     (uint16_t)m->cfg.http_metadata_server_port, NULL, &err);
+		if (m->meta == NULL) {
+			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
+				   m->cfg.http_metadata_server_host,
+				   (long long)m->cfg.http_metadata_server_port, strerror(-err));
+			goto fail;
+		}
+		mc_log_notice("HTTP metadata service on %s:%lld", m->cfg.http_metadata_server_host,
+			      (long long)m->cfg.http_metadata_server_port);
+	}
+	event_add(m->tick, &one_sec);
+	event_add(m->ev_evict, &evict_tv);
+	return 0;
+fail:
+	mc_master_stop(m);
+	return -1;
+}
+
+void mc_master_stop(struct mc_master *m)
+{
+	mc_rpc_server_stop(m);
+	mc_meta_server_free(m->meta);
+	m->meta = NULL;
+	if (m->meta_conn)
+		evhttp_connection_free(m->meta_conn);
+	m->meta_conn = NULL;
+	mc_admin_http_stop(m);
+	mc_master_persist_close(m);
+	event_free(m->tick);
+	event_free(m->ev_evict);
+	event_free(m->ev_flush);
+	event_free(m->ev_reap);
+	m->tick = m->ev_evict = m->ev_flush = m->ev_reap = NULL;
+	mc_master_tables_fini(m);
+	mc_fs_fini(m);
+}
+
+int mc_master_config_defaults(struct mc_master_config *cfg)
+{
+	return mc_opts_defaults(mc_master_opts, cfg);
+}
+
+void mc_master_config_free(struct mc_master_config *cfg)
+{
+	mc_opts_free(mc_master_opts, cfg);
+}
+
+int mc_master_main(int argc, char **argv)
 {
 	static struct mc_master master;
 	struct mc_master *m = &master;
-	struct timeval one_sec = { 1, 0 };
 	int rc = 1;
 
 	mc_log_set_ident("mooncake_master");
@@ -392,64 +462,22 @@ int main(int argc, char **argv)
 	m->base = event_base_new();
 	if (m->base == NULL)
 		goto out_cfg;
-	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
-	mc_master_tables_init(m);
-	mc_fs_init(m);
-	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
-	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
-	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	if (mc_master_recover(m)) {
-		mc_log_err("cannot recover from %s", m->cfg.persist_path);
-		goto out_tables;
-	}
-	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
-		goto out_tables;
-	if (m->cfg.enable_http_metadata_server) {
-		int err = 0;
-
-		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
-					     (uint16_t)m->cfg.http_metadata_server_port, NULL, &err);
-		if (m->meta == NULL) {
-			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
-				   m->cfg.http_metadata_server_host,
-				   (long long)m->cfg.http_metadata_server_port, strerror(-err));
-			goto out_tables;
-		}
-		mc_log_notice("HTTP metadata service on %s:%lld", m->cfg.http_metadata_server_host,
-			      (long long)m->cfg.http_metadata_server_port);
-	}
+	if (mc_master_start(m, m->base))
+		goto out_base;
 	m->sig_term = evsignal_new(m->base, SIGTERM, mc_master_on_signal, m);
 	m->sig_int = evsignal_new(m->base, SIGINT, mc_master_on_signal, m);
 	m->sig_hup = evsignal_new(m->base, SIGHUP, mc_master_on_signal, m);
-	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
 	event_add(m->sig_term, NULL);
 	event_add(m->sig_int, NULL);
 	event_add(m->sig_hup, NULL);
-	event_add(m->tick, &one_sec);
-	{
-		struct timeval evict_tv = { 0, 50000 };
-
-		event_add(m->ev_evict, &evict_tv);
-	}
 	mc_sd_notify("READY=1");
 	event_base_dispatch(m->base);
 	rc = 0;
-	event_free(m->tick);
 	event_free(m->sig_hup);
 	event_free(m->sig_int);
 	event_free(m->sig_term);
-	mc_rpc_server_stop(m);
-out_tables:
-	mc_meta_server_free(m->meta);
-	if (m->meta_conn)
-		evhttp_connection_free(m->meta_conn);
-	mc_admin_http_stop(m);
-	mc_master_persist_close(m);
-	event_free(m->ev_evict);
-	event_free(m->ev_flush);
-	event_free(m->ev_reap);
-	mc_master_tables_fini(m);
-	mc_fs_fini(m);
+	mc_master_stop(m);
+out_base:
 	event_base_free(m->base);
 out_cfg:
 	mc_opts_free(mc_master_opts, &m->cfg);

@@ -233,21 +233,63 @@ static int mc_py_store_init(struct mc_py_store *self, PyObject *args, PyObject *
 	return self->lock ? 0 : -1;
 }
 
+/* The handle behind self, made on first use (self->lock held).  NULL: out of memory. */
+static struct mc_store *mc_py_store_get(struct mc_py_store *self)
+{
+	if (self->st == NULL) {
+		self->st = calloc(1, sizeof(*self->st));
+		if (self->st == NULL)
+			return NULL;
+		pthread_mutex_init(&self->st->mu, NULL);
+		self->st->reserve_fd = -1;
+	}
+	return self->st;
+}
+
+/* _configure_prefetch(enable, cooldown_sec, dedup_ttl_sec): setup(dict)'s enable_ssd_prefetch,
+ * ssd_prefetch_cooldown_sec and ssd_prefetch_dedup_ttl_sec, given before setup. */
+static PyObject *mc_py_configure_prefetch(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "enable", "cooldown_sec", "dedup_ttl_sec", NULL };
+	int enable;
+	double cooldown, dedup;
+	struct mc_store *st;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "pdd:_configure_prefetch", names, &enable,
+					 &cooldown, &dedup))
+		return NULL;
+	if (!(cooldown >= 0 && cooldown <= 86400 * 365) || !(dedup >= 0 && dedup <= 86400 * 365)) {
+		PyErr_SetString(PyExc_ValueError, "prefetch times must be 0 .. 1 year in seconds");
+		return NULL;
+	}
+	PyThread_acquire_lock(self->lock, WAIT_LOCK);
+	st = mc_py_store_get(self);
+	if (st) {
+		st->ssd_prefetch = enable;
+		st->prefetch_cooldown_ms = (int64_t)(cooldown * 1000);
+		st->prefetch_dedup_ms = (int64_t)(dedup * 1000);
+	}
+	PyThread_release_lock(self->lock);
+	if (st == NULL)
+		return PyErr_NoMemory();
+	Py_RETURN_NONE;
+}
+
 static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "local_hostname", "metadata_server", "global_segment_size",
 				 "local_buffer_size", "protocol", "rdma_devices",
 				 "master_server_addr", "engine", "enable_ssd_offload",
 				 "ssd_offload_path", "tenant_id", "enable_client_http_server",
-				 "client_http_port", NULL };
+				 "client_http_port", "enable_embedded_master", NULL };
 	const char *host, *meta, *proto, *dev, *master, *ssd_path = "", *tenant = "default";
 	unsigned long long gsize, lsize;
 	PyObject *engine = Py_None;
-	int ssd = 0, http = 0, http_port = 9300, rc;
+	int ssd = 0, http = 0, http_port = 9300, embedded = 0, rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "ssKKsss|OpsspI:setup", names, &host, &meta,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "ssKKsss|OpsspIp:setup", names, &host, &meta,
 					 &gsize, &lsize, &proto, &dev, &master, &engine, &ssd,
-					 &ssd_path, &tenant, &http, &http_port))
+					 &ssd_path, &tenant, &http, &http_port, &embedded))
 		return NULL;
 	if (http) {
 		/* Not available yet: refuse rather than pretend. */
@@ -258,15 +300,11 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 		PyThread_release_lock(self->lock);
 		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
 	}
-	if (self->st == NULL) {
-		self->st = calloc(1, sizeof(*self->st));
-		if (self->st == NULL) {
-			PyThread_release_lock(self->lock);
-			return PyErr_NoMemory();
-		}
-		pthread_mutex_init(&self->st->mu, NULL);
-		self->st->reserve_fd = -1;
+	if (mc_py_store_get(self) == NULL) {
+		PyThread_release_lock(self->lock);
+		return PyErr_NoMemory();
 	}
+	self->st->embedded_master = embedded;
 	/* SSD tier: MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES
 	 * fill what is not given here. */
 	self->st->ssd_enable = ssd;
@@ -373,17 +411,24 @@ PyObject *mc_py_buffer_new_from(void *data, Py_ssize_t size)
 
 /* ---------------------------------------------------------------- queries, removal */
 
+/* is_exist(key, options=None): with options.prefetch_to_memory (and the client's
+ * enable_ssd_prefetch) an object found only on SSD is also asked back into memory. */
 static PyObject *mc_py_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "key", NULL };
+	static char *names[] = { "key", "options", NULL };
 	const char *key;
-	int res = -1;
+	PyObject *opt = Py_None;
+	int res = -1, pf;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s:is_exist", names, &key))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O:is_exist", names, &key, &opt))
+		return NULL;
+	if ((pf = mc_py_exist_prefetch(opt)) < 0)
 		return NULL;
 	if (mc_py_ready(self)) {
 		Py_BEGIN_ALLOW_THREADS
 		mc_store_exist_many(self->st, &key, 1, &res);
+		if (pf)
+			mc_store_prefetch(self->st, &key, 1, &res);
 		Py_END_ALLOW_THREADS
 	}
 	return PyLong_FromLong(res);
@@ -391,13 +436,15 @@ static PyObject *mc_py_is_exist(struct mc_py_store *self, PyObject *args, PyObje
 
 static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "keys", NULL };
-	PyObject *keys_o, *res;
+	static char *names[] = { "keys", "options", NULL };
+	PyObject *keys_o, *res, *opt = Py_None;
 	struct mc_py_keys k;
-	int *out;
+	int *out, pf;
 	Py_ssize_t i;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_is_exist", names, &keys_o))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_is_exist", names, &keys_o, &opt))
+		return NULL;
+	if ((pf = mc_py_exist_prefetch(opt)) < 0)
 		return NULL;
 	if (mc_py_keys_get(keys_o, &k))
 		return NULL;
@@ -412,6 +459,8 @@ static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, 
 	} else if (k.n) {
 		Py_BEGIN_ALLOW_THREADS
 		mc_store_exist_many(self->st, k.keys, (uint32_t)k.n, out);
+		if (pf)
+			mc_store_prefetch(self->st, k.keys, (uint32_t)k.n, out);
 		Py_END_ALLOW_THREADS
 	}
 	res = mc_py_int_list(out, k.n);
@@ -634,6 +683,16 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "get_into_ranges", KW mc_py_get_into_ranges, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "is_exist", KW mc_py_is_exist, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_is_exist", KW mc_py_batch_is_exist, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "probe_key", KW mc_py_probe_key, METH_VARARGS | METH_KEYWORDS,
+	  "Point-in-time existence check that grants no read lease." },
+	{ "batch_probe_key", KW mc_py_batch_probe_key, METH_VARARGS | METH_KEYWORDS,
+	  "Per-key existence without leases (policy 'none') or leasing the last all-present "
+	  "group of candidate_size keys (policy 'LastHitOnly')." },
+	{ "prepare_get_into_ranges_snapshot", KW mc_py_prepare_snapshot,
+	  METH_VARARGS | METH_KEYWORDS, "Prepare a reusable metadata snapshot for ranged reads" },
+	{ "get_into_ranges_from_snapshot", KW mc_py_get_from_snapshot, METH_VARARGS | METH_KEYWORDS,
+	  "Get byte ranges using a reusable metadata snapshot." },
+	{ "_configure_prefetch", KW mc_py_configure_prefetch, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_size", KW mc_py_get_size, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove", KW mc_py_remove, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_remove", KW mc_py_batch_remove, METH_VARARGS | METH_KEYWORDS, NULL },
@@ -765,15 +824,18 @@ PyMODINIT_FUNC PyInit__store(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&mc_py_store_type) < 0 || PyType_Ready(&mc_py_buffer_type) < 0)
+	if (PyType_Ready(&mc_py_store_type) < 0 || PyType_Ready(&mc_py_buffer_type) < 0 ||
+	    PyType_Ready(&mc_py_snapshot_type) < 0)
 		return NULL;
 	m = PyModule_Create(&mc_py_module);
 	if (m == NULL)
 		return NULL;
 	Py_INCREF(&mc_py_store_type);
 	Py_INCREF(&mc_py_buffer_type);
+	Py_INCREF(&mc_py_snapshot_type);
 	if (PyModule_AddObject(m, "MooncakeDistributedStore", (PyObject *)&mc_py_store_type) ||
-	    PyModule_AddObject(m, "BufferHandle", (PyObject *)&mc_py_buffer_type)) {
+	    PyModule_AddObject(m, "BufferHandle", (PyObject *)&mc_py_buffer_type) ||
+	    PyModule_AddObject(m, "RangedReadSnapshot", (PyObject *)&mc_py_snapshot_type)) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -65,5 +65,18 @@ PyObject *mc_py_get_batch(struct mc_py_store *self, PyObject *args, PyObject *kw
 PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw);
+/* get_into_ranges's work, through GetReplicaList (snap NULL) or from a ranged-read snapshot. */
+PyObject *mc_py_ranges(struct mc_py_store *self, PyObject *bp, PyObject *ak, PyObject *ad,
+		       PyObject *as, PyObject *asz, struct mc_get_snapshot *snap);
+
+/* store_py_probe.c: probes without leases, exist options, ranged-read snapshots */
+PyObject *mc_py_probe_key(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_batch_probe_key(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_prepare_snapshot(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_get_from_snapshot(struct mc_py_store *self, PyObject *args, PyObject *kw);
+/* options.prefetch_to_memory of an ExistOptions (None or absent: 0); -1 with an exception. */
+int mc_py_exist_prefetch(PyObject *options);
+/* The RangedReadSnapshot type, made ready and added to the module by PyInit__store. */
+extern PyTypeObject mc_py_snapshot_type;
 
 #endif
