@@ -3,8 +3,9 @@
  * mooncake._store: the CPython extension behind mooncake.store.MooncakeDistributedStore.
  *
  * The type here implements upstream's store methods with their exact keyword names, defaults
- * and return conventions (plain ints, bytes, lists as long as the input); mooncake/store.py
- * subclasses it to add the pure-Python parts (dict setup, replica descriptor objects, enums).
+ * and return conventions (plain ints, bytes, lists as long as the input); the package
+ * mooncake.store (python/mooncake/store/__init__.py) subclasses it to add the pure-Python parts
+ * (dict setup, replica descriptor objects, enums).
  * Every blocking call releases the GIL: arguments are converted first (keys pinned with a
  * reference, buffers held through the buffer protocol), then the store runs without the GIL.
  * The object may be used from many threads at once and subclassed.
@@ -815,7 +816,7 @@ static PyMethodDef mc_py_module_methods[] = {
 
 static struct PyModuleDef mc_py_module = {
 	PyModuleDef_HEAD_INIT, "mooncake._store",
-	"C core of mooncake.store (see mooncake/store.py).", -1, mc_py_module_methods,
+	"C core of mooncake.store (see mooncake/store/__init__.py).", -1, mc_py_module_methods,
 	NULL, NULL, NULL, NULL,
 };
 

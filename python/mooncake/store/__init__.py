@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """mooncake.store: upstream-compatible store API over the C extension mooncake._store.
 
-The methods that move data are implemented in C (mooncake/_store); this module adds what is
-naturally Python: the dict form of setup(), ReplicateConfig and the enums, replica descriptor
-objects, NUMA binding and the host-memory allocator.
+A package, as upstream 0.3.14 lays it out (mooncake/store/__init__.py over the native
+mooncake._store).  The methods that move data are implemented in C (mooncake/_store); this
+module adds what is naturally Python: the dict form of setup(), ReplicateConfig and the enums,
+replica descriptor objects, NUMA binding and the host-memory allocator.
+
+MOONCAKE_STORE_BACKEND selects the implementation as upstream's does: "cpp" (the default) is
+this one; upstream's Rust store ("rs") is not part of this build and is refused on import.
 """
 import ctypes
 import logging
@@ -12,8 +16,15 @@ import re
 import threading
 from enum import IntEnum
 
-from mooncake import _store
-from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,
+_BACKEND = os.environ.get("MOONCAKE_STORE_BACKEND", "cpp")
+if _BACKEND == "rs":
+    raise ImportError("MOONCAKE_STORE_BACKEND='rs': upstream's Rust store backend is not part "
+                      "of this build; unset it or use 'cpp'")
+if _BACKEND != "cpp":
+    raise ValueError("MOONCAKE_STORE_BACKEND must be exactly 'cpp' or 'rs'; got %r" % _BACKEND)
+
+from mooncake import _store  # noqa: E402
+from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,  # noqa: E402
                                   RegisteredBufferLease)
 
 BufferHandle = _store.BufferHandle
