@@ -104,13 +104,30 @@ static long long mc_py_attr_ll(PyObject *o, const char *name, long long def)
 	return x;
 }
 
+/* The length of a list attribute of a config object, or -1 when it is absent or None. */
+static Py_ssize_t mc_py_attr_len(PyObject *o, const char *name)
+{
+	PyObject *v = PyObject_GetAttrString(o, name);
+	Py_ssize_t n = -1;
+
+	if (v && v != Py_None)
+		n = PyObject_Length(v);
+	Py_XDECREF(v);
+	PyErr_Clear();
+	return n < 0 ? -1 : n;
+}
+
 int mc_py_config_get(PyObject *o, struct mc_py_config *c)
 {
 	PyObject *v;
 
 	mc_rpc_config_default(&c->cfg);
+	c->session_n = c->residency_n = c->per_key_hca_n = -1;
 	if (o == NULL || o == Py_None)
 		return 0;
+	c->session_n = mc_py_attr_len(o, "session_ids");
+	c->residency_n = mc_py_attr_len(o, "residency_affinity_ids");
+	c->per_key_hca_n = mc_py_attr_len(o, "per_key_preferred_hca_names");
 	c->cfg.replica_num = (uint32_t)mc_py_attr_ll(o, "replica_num", 1);
 	c->cfg.with_hard_pin = mc_py_attr_ll(o, "with_hard_pin", 0) != 0;
 	c->cfg.soft_pin_action = (uint8_t)mc_py_attr_ll(o, "soft_pin_action", 0);

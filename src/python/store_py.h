@@ -25,6 +25,10 @@ struct mc_py_keys {
 struct mc_py_config {
 	struct mc_rpc_config cfg;
 	char names[MC_RPC_MAX_PREFERRED + 1][MC_RPC_MAX_NAME + 1];
+	/* 0.3.14's per-key lists (session_ids, residency_affinity_ids,
+	 * per_key_preferred_hca_names): how many entries they have, -1 when None; a put of
+	 * another number of keys is refused (-600). */
+	Py_ssize_t session_n, residency_n, per_key_hca_n;
 };
 
 int mc_py_ready(struct mc_py_store *self);

@@ -169,6 +169,10 @@ PyObject *mc_py_get_from_snapshot(struct mc_py_store *self, PyObject *args, PyOb
 					 &mc_py_snapshot_type, &so, &bp, &ak, &ad, &as, &asz))
 		return NULL;
 	snap = (struct mc_py_snapshot *)so;
+	if (!mc_py_ready(self)) {
+		PyErr_SetString(PyExc_RuntimeError, "Client is not initialized");
+		return NULL;
+	}
 	if (snap->owner != (PyObject *)self) {
 		PyErr_SetString(PyExc_ValueError, "Ranged-read snapshot belongs to another Store");
 		return NULL;

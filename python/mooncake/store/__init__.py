@@ -83,8 +83,8 @@ class ReplicateConfig:
 
     # Fields 0.3.14 added.  preferred_hca_names / per_key_preferred_hca_names (the latter one
     # list per key of a batch put) name the RDMA NICs this client moves the put's bytes through
-    # first; residency_affinity_ids and session_ids are accepted and carried for programs that
-    # set them, and place nothing differently here (see libmooncake(3)).
+    # first.  residency_affinity_ids and session_ids hold one id per key of the put (another
+    # count is -600, as upstream's); they place nothing differently here (see libmooncake(3)).
     _LIST_FIELDS = ("preferred_hca_names", "residency_affinity_ids", "session_ids")
 
     def __setattr__(self, name, value):
