@@ -170,6 +170,13 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 		snprintf(err, n, "--enable_ha is not supported yet");
 		return -1;
 	}
+	if (cfg->enable_http_metadata_server) {
+		struct mc_meta_server_opts mo = { 0 };
+
+		/* The metadata service's token and bind rule (MC_METADATA_*), checked up front. */
+		if (mc_meta_server_opts_env(&mo, cfg->http_metadata_server_host, err, n) != 0)
+			return -1;
+	}
 	if (cfg->rpc_interface[0]) {
 		struct ifaddrs *ifs, *i;
 		char ip[INET_ADDRSTRLEN] = "";
@@ -375,10 +382,18 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto fail;
 	if (m->cfg.enable_http_metadata_server) {
+		struct mc_meta_server_opts mo = { 0 };
+		char why[256];
 		int err = 0;
 
+		/* Upstream 0.3.14's limits, token and bind rule (MC_METADATA_*). */
+		if (mc_meta_server_opts_env(&mo, m->cfg.http_metadata_server_host, why,
+					    sizeof(why)) != 0) {
+			mc_log_err("HTTP metadata service: %s", why);
+			goto fail;
+		}
 		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
-					     (uint16_t)m->cfg.http_metadata_server_port, NULL, &err);
+					     (uint16_t)m->cfg.http_metadata_server_port, &mo, &err);
 		if (m->meta == NULL) {
 			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
 				   m->cfg.http_metadata_server_host,
