@@ -127,28 +127,18 @@ int mc_op_get_replica_list(struct mc_req *q)
 	return 0;
 }
 
+static int mc_exist_one(struct mc_req *q, struct mc_object *o)
+{
+	int res = o != NULL && mc_object_count_readable(o) > 0;
+
+	if (res)
+		mc_grant_lease(q, o);
+	return res;
+}
+
 int mc_op_exist_key(struct mc_req *q)
 {
-	struct mc_strv *keys;
-	uint32_t n, i;
-
-	keys = mc_req_keys(q, &n);
-	if (!mc_req_done(q)) {
-		free(keys);
-		return MC_ERR_INVALID_PARAMS;
-	}
-	mc_wbuf_u32(q->out, n);
-	for (i = 0; i < n; i++) {
-		struct mc_object *o = mc_object_find(&q->m->objects, keys[i].p, keys[i].n);
-		int res = o != NULL && mc_object_count_readable(o) > 0;
-
-		if (res)
-			mc_grant_lease(q, o);
-		mc_wbuf_i32(q->out, res);
-		mc_req_item(q, 0);
-	}
-	free(keys);
-	return 0;
+	return mc_req_keys_each(q, mc_exist_one);
 }
 
 int mc_op_get_replica_list_by_regex(struct mc_req *q)

@@ -452,30 +452,18 @@ int mc_op_evict_disk_replica(struct mc_req *q)
  * memory already, being promoted, no SSD copy), OBJECT_NOT_FOUND, or NO_AVAILABLE_HANDLE when
  * memory has no room (never evicts for it; the client backs off) or another code of
  * mc_tier_promote.  Grants no lease. */
+static int mc_prefetch_one(struct mc_req *q, struct mc_object *o)
+{
+	struct mc_replica *disk;
+
+	if (o == NULL || mc_object_count_readable(o) == 0)
+		return MC_ERR_OBJECT_NOT_FOUND;
+	if (!mc_object_in_memory(o) && (disk = mc_object_disk_replica(o)) != NULL)
+		return mc_tier_promote(q->m, o, disk);
+	return 0;
+}
+
 int mc_op_register_prefetch(struct mc_req *q)
 {
-	struct mc_master *m = q->m;
-	struct mc_strv *keys;
-	uint32_t n, i;
-
-	keys = mc_req_keys(q, &n);
-	if (!mc_req_done(q)) {
-		free(keys);
-		return MC_ERR_INVALID_PARAMS;
-	}
-	mc_wbuf_u32(q->out, n);
-	for (i = 0; i < n; i++) {
-		struct mc_object *o = mc_object_find(&m->objects, keys[i].p, keys[i].n);
-		struct mc_replica *disk;
-		int rc = 0;
-
-		if (o == NULL || mc_object_count_readable(o) == 0)
-			rc = MC_ERR_OBJECT_NOT_FOUND;
-		else if (!mc_object_in_memory(o) && (disk = mc_object_disk_replica(o)) != NULL)
-			rc = mc_tier_promote(m, o, disk);
-		mc_wbuf_i32(q->out, rc);
-		mc_req_item(q, rc);
-	}
-	free(keys);
-	return 0;
+	return mc_req_keys_each(q, mc_prefetch_one);
 }

@@ -452,18 +452,14 @@ static PyObject *mc_py_is_exist(struct mc_py_store *self, PyObject *args, PyObje
 	return PyLong_FromLong(res);
 }
 
-static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
+PyObject *mc_py_per_key(struct mc_py_store *self, PyObject *keys_o, mc_py_keys_fn run,
+			 const void *arg)
 {
-	static char *names[] = { "keys", "options", NULL };
-	PyObject *keys_o, *res, *opt = Py_None;
+	PyObject *res;
 	struct mc_py_keys k;
-	int *out, pf;
+	int *out;
 	Py_ssize_t i;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_is_exist", names, &keys_o, &opt))
-		return NULL;
-	if ((pf = mc_py_exist_prefetch(opt)) < 0)
-		return NULL;
 	if (mc_py_keys_get(keys_o, &k))
 		return NULL;
 	out = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*out));
@@ -476,15 +472,35 @@ static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, 
 			out[i] = -1;
 	} else if (k.n) {
 		Py_BEGIN_ALLOW_THREADS
-		mc_store_exist_many(self->st, k.keys, (uint32_t)k.n, out);
-		if (pf)
-			mc_store_prefetch(self->st, k.keys, (uint32_t)k.n, out);
+		run(self->st, k.keys, (uint32_t)k.n, out, arg);
 		Py_END_ALLOW_THREADS
 	}
 	res = mc_py_int_list(out, k.n);
 	PyMem_Free(out);
 	mc_py_keys_free(&k);
 	return res;
+}
+
+/* batch_is_exist's work (arg: the prefetch flag). */
+static void mc_py_exist_run(struct mc_store *st, const char **keys, uint32_t n, int *out,
+			    const void *arg)
+{
+	mc_store_exist_many(st, keys, n, out);
+	if (*(const int *)arg)
+		mc_store_prefetch(st, keys, n, out);
+}
+
+static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "keys", "options", NULL };
+	PyObject *keys_o, *opt = Py_None;
+	int pf;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_is_exist", names, &keys_o, &opt))
+		return NULL;
+	if ((pf = mc_py_exist_prefetch(opt)) < 0)
+		return NULL;
+	return mc_py_per_key(self, keys_o, mc_py_exist_run, &pf);
 }
 
 static PyObject *mc_py_get_size(struct mc_py_store *self, PyObject *args, PyObject *kw)

@@ -32,6 +32,12 @@ struct mc_py_config {
 };
 
 int mc_py_ready(struct mc_py_store *self);
+/* Run run(st, keys, n, out, arg) over the str keys of keys_o (GIL released) and return out as
+ * a list of ints: one per key, -1 each when the store is not set up. */
+typedef void (*mc_py_keys_fn)(struct mc_store *st, const char **keys, uint32_t n, int *out,
+			      const void *arg);
+PyObject *mc_py_per_key(struct mc_py_store *self, PyObject *keys_o, mc_py_keys_fn run,
+			const void *arg);
 void mc_py_keys_free(struct mc_py_keys *k);
 int mc_py_keys_get(PyObject *seq, struct mc_py_keys *k);
 int mc_py_config_get(PyObject *o, struct mc_py_config *c);

@@ -29,17 +29,29 @@ PyObject *mc_py_probe_key(struct mc_py_store *self, PyObject *args, PyObject *kw
 	return PyLong_FromLong(res);
 }
 
+struct mc_py_probe {
+	int policy;
+	uint32_t candidate_size;
+};
+
+static void mc_py_probe_run(struct mc_store *st, const char **keys, uint32_t n, int *out,
+			    const void *arg)
+{
+	const struct mc_py_probe *p = arg;
+
+	mc_store_probe_many(st, keys, n, p->policy, p->candidate_size, out);
+}
+
 /* batch_probe_key(keys, policy='none', candidate_size=1): per key 1, 0 or a negative code.
  * An unknown policy raises ValueError, as upstream's; a candidate_size that LastHitOnly cannot
  * use (0, or not dividing the keys) gives -600 for every key. */
 PyObject *mc_py_batch_probe_key(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "keys", "policy", "candidate_size", NULL };
-	PyObject *keys_o, *res;
+	PyObject *keys_o;
 	const char *policy = "none";
-	Py_ssize_t cs = 1, i;
-	struct mc_py_keys k;
-	int *out, p;
+	Py_ssize_t cs = 1;
+	struct mc_py_probe p;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sn:batch_probe_key", names, &keys_o, &policy,
 					 &cs))
@@ -48,30 +60,13 @@ PyObject *mc_py_batch_probe_key(struct mc_py_store *self, PyObject *args, PyObje
 		PyErr_SetString(PyExc_TypeError, "candidate_size must be a non-negative int");
 		return NULL;
 	}
-	p = mc_store_probe_policy(policy);
-	if (p < 0) {
+	p.policy = mc_store_probe_policy(policy);
+	p.candidate_size = (uint32_t)cs;
+	if (p.policy < 0) {
 		PyErr_Format(PyExc_ValueError, "Unknown batch_probe_key policy: %s", policy);
 		return NULL;
 	}
-	if (mc_py_keys_get(keys_o, &k))
-		return NULL;
-	out = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*out));
-	if (out == NULL) {
-		mc_py_keys_free(&k);
-		return PyErr_NoMemory();
-	}
-	if (!mc_py_ready(self)) {
-		for (i = 0; i < k.n; i++)
-			out[i] = -1;
-	} else if (k.n) {
-		Py_BEGIN_ALLOW_THREADS
-		mc_store_probe_many(self->st, k.keys, (uint32_t)k.n, p, (uint32_t)cs, out);
-		Py_END_ALLOW_THREADS
-	}
-	res = mc_py_int_list(out, k.n);
-	PyMem_Free(out);
-	mc_py_keys_free(&k);
-	return res;
+	return mc_py_per_key(self, keys_o, mc_py_probe_run, &p);
 }
 
 int mc_py_exist_prefetch(PyObject *options)

@@ -17,7 +17,6 @@ MASTER_BIN is the directory of mooncake_master (ours, or upstream's with its pac
 PYTHONPATH).  --check turns the expectations for our master into assertions (exit 1).
 """
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,27 +26,13 @@ import urllib.request
 
 from mooncake.store import MooncakeDistributedStore
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from conftest import free_port, wait_port  # noqa: E402
+
 SEGMENT = 64 << 20
 VALUE = 1 << 20
 COLD = 56           # 56 MiB of 64: past the 0.80 watermark below
 NEW = 40            # more than the free room: eviction has to run
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, secs=20):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("port %d did not open" % port)
 
 
 def metric(port, name):

@@ -6,6 +6,7 @@
 B=${MC_TOP_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 S=${MC_TOP_SRCDIR:-$B}
 [ -f "$B/pybuild/mooncake/_store.so" ] || { echo "# SKIP: Python package not built"; exit 77; }
+python3 -c "import pytest" 2>/dev/null || { echo "# SKIP: pytest is not installed"; exit 77; }
 export PYTHONPATH="$B/pybuild${PYTHONPATH:+:$PYTHONPATH}"
 if nm -D "$B/pybuild/mooncake/_store.so" 2>/dev/null | grep -q __asan_init; then
 	export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
