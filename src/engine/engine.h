@@ -169,6 +169,9 @@ struct mc_engine *mc_engine_new(const struct mc_engine_opts *o);
 struct mc_te_endpoint {
 	const char *host;
 	uint16_t port;
+	/* For any request of mc_te_transfer_start: a local NIC to carry it first (rdma), or NULL.
+	 * The string must stay valid until the transfer finishes. */
+	const char *nic_hint;
 };
 
 /* Transfers for the store: x[i] goes to the open segment x[i].target_id (LOCAL_SEGMENT: our own

@@ -454,6 +454,8 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 			continue;
 		}
 		r->want_crc = want_crc && want_crc[i] && r->opcode == MC_XFER_READ;
+		if (ep && ep[i].nic_hint && *ep[i].nic_hint)
+			r->nic_hint = ep[i].nic_hint;
 		b->pending++;
 		s->r[s->n++] = r;
 		inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;

@@ -182,6 +182,51 @@ int mc_py_config_get(PyObject *o, struct mc_py_config *c)
 	return 0;
 }
 
+/* The first str of list l (borrowed), or NULL. */
+static const char *mc_py_first_str(PyObject *l)
+{
+	PyObject *s;
+
+	if (l == NULL || !PyList_Check(l) || PyList_GET_SIZE(l) == 0)
+		return NULL;
+	s = PyList_GET_ITEM(l, 0);
+	return PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+}
+
+PyObject *mc_py_nic_hints(PyObject *config, struct mc_put_item *items, Py_ssize_t n)
+{
+	PyObject *pref, *per, *hold;
+	const char *all;
+	Py_ssize_t i;
+
+	if (config == NULL || config == Py_None)
+		return NULL;
+	pref = PyObject_GetAttrString(config, "preferred_hca_names");
+	if (pref == NULL)
+		PyErr_Clear();
+	per = PyObject_GetAttrString(config, "per_key_preferred_hca_names");
+	if (per == NULL)
+		PyErr_Clear();
+	all = mc_py_first_str(pref);
+	for (i = 0; i < n; i++) {
+		const char *k = per && PyList_Check(per) && PyList_GET_SIZE(per) == n
+					? mc_py_first_str(PyList_GET_ITEM(per, i))
+					: NULL;
+
+		items[i].nic_hint = k ? k : all;
+	}
+	PyErr_Clear();
+	hold = PyTuple_Pack(2, pref ? pref : Py_None, per ? per : Py_None);
+	Py_XDECREF(pref);
+	Py_XDECREF(per);
+	if (hold == NULL) {
+		PyErr_Clear();
+		for (i = 0; i < n; i++)
+			items[i].nic_hint = NULL;
+	}
+	return hold;
+}
+
 PyObject *mc_py_int_list(const int *v, Py_ssize_t n)
 {
 	PyObject *l = PyList_New(n);

@@ -41,6 +41,11 @@ PyObject *mc_py_per_key(struct mc_py_store *self, PyObject *keys_o, mc_py_keys_f
 void mc_py_keys_free(struct mc_py_keys *k);
 int mc_py_keys_get(PyObject *seq, struct mc_py_keys *k);
 int mc_py_config_get(PyObject *o, struct mc_py_config *c);
+/* Set items[i].nic_hint from a ReplicateConfig: the first name of
+ * per_key_preferred_hca_names[i] (when it has one list per item), else the first of
+ * preferred_hca_names, else NULL.  Returns what keeps the names alive (release it after the
+ * put), or NULL when there are none. */
+PyObject *mc_py_nic_hints(PyObject *config, struct mc_put_item *items, Py_ssize_t n);
 PyObject *mc_py_int_list(const int *v, Py_ssize_t n);
 PyObject *mc_py_i64_list(const int64_t *v, Py_ssize_t n);
 int mc_py_u64s(PyObject *seq, uint64_t **out, Py_ssize_t *n, const char *what);

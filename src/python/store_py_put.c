@@ -15,6 +15,7 @@ static int mc_py_put_items(struct mc_py_store *self, struct mc_put_item *items, 
 			   PyObject *config, int upsert)
 {
 	struct mc_py_config c;
+	PyObject *nics;
 	Py_ssize_t i;
 
 	if (mc_py_config_get(config, &c))
@@ -34,9 +35,12 @@ static int mc_py_put_items(struct mc_py_store *self, struct mc_put_item *items, 
 			items[i].result = -1;
 		return 0;
 	}
+	/* ReplicateConfig.preferred_hca_names: the NICs (rdma) the bytes go through first. */
+	nics = mc_py_nic_hints(config, items, n);
 	Py_BEGIN_ALLOW_THREADS
 	mc_store_put_many(self->st, items, (uint32_t)n, &c.cfg, upsert);
 	Py_END_ALLOW_THREADS
+	Py_XDECREF(nics);
 	return 0;
 }
 

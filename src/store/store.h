@@ -194,6 +194,7 @@ struct mc_xfer_req {
 	uint16_t port;
 	char segment[256];		/* the peer's segment name (the engine path) */
 	int status;			/* out */
+	char nic[64];			/* a local NIC to carry it first (rdma), or "" */
 };
 
 /* Run the transfers (all at once) through the engine and wait.  Each req's status is set (0 or
@@ -251,6 +252,8 @@ struct mc_put_item {
 				 * it does not, -1 it did not say (an older master) */
 	int has_crc;		/* set by the put when checksums are on: crc is the value's */
 	uint64_t crc;		/* CRC-64/ECMA-182 */
+	const char *nic_hint;	/* a local NIC to move its bytes through first (ReplicateConfig's
+				   preferred_hca_names), or NULL */
 };
 
 /* A piece of an object to read: len bytes at src_off of the object into dst. */

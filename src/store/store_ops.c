@@ -247,6 +247,9 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 						rc = -ENOMEM;
 						goto out;
 					}
+					if (items[i].nic_hint)
+						snprintf(xl.xr[xl.n - 1].nic, sizeof(xl.xr[0].nic),
+							 "%s", items[i].nic_hint);
 				}
 			}
 		}

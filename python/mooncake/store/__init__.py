@@ -82,9 +82,10 @@ class ReplicateConfig:
     group_ids = None
 
     # Fields 0.3.14 added.  preferred_hca_names / per_key_preferred_hca_names (the latter one
-    # list per key of a batch put) name the RDMA NICs this client moves the put's bytes through
-    # first.  residency_affinity_ids and session_ids hold one id per key of the put (another
-    # count is -600, as upstream's); they place nothing differently here (see libmooncake(3)).
+    # list per key of a batch put): over rdma the first name is the local NIC this client moves
+    # the put's bytes through first.  residency_affinity_ids and session_ids hold one id per key
+    # of the put (another count is -600, as upstream's); nothing here places by them (see
+    # libmooncake(3)).
     _LIST_FIELDS = ("preferred_hca_names", "residency_affinity_ids", "session_ids")
 
     def __setattr__(self, name, value):
