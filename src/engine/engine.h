@@ -82,6 +82,7 @@ struct mc_te_batch {
 	pthread_cond_t *cv;
 	uint32_t *doneq;
 	size_t ndone;
+	char nic_hint[64];	/* a local NIC its rdma requests use first (mc_te_batch_nic_hint) */
 	struct mc_te_task tasks[];
 };
 
@@ -168,6 +169,9 @@ struct mc_engine *mc_engine_new(const struct mc_engine_opts *o);
 struct mc_te_endpoint {
 	const char *host;
 	uint16_t port;
+	/* For any request of mc_te_transfer_start: a local NIC to carry it first (rdma), or NULL.
+	 * The string must stay valid until the transfer finishes. */
+	const char *nic_hint;
 };
 
 /* Transfers for the store: x[i] goes to the open segment x[i].target_id (LOCAL_SEGMENT: our own
@@ -199,9 +203,18 @@ int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn o
 int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
 			const struct mc_te_endpoint *ep, size_t n, int *status);
 
+/* Requests submitted to the batch from now on prefer the local NIC named nic (upstream's
+ * nic_hint; NULL or "" clears it).  Only rdma has NICs to choose; an unknown name changes
+ * nothing.  0, or ERR_INVALID_ARGUMENT for an unknown batch or a name over 63 bytes. */
+int mc_te_batch_nic_hint(void *engine, uint64_t batch_id, const char *nic);
+
 /* Wait until no request of the batch is pending (any thread but the engine's loop).  0, or
  * ERR_INVALID_ARGUMENT for an unknown batch. */
 int mc_te_batch_wait(void *engine, uint64_t batch_id);
+
+/* te_segment.c: the one transport slot MC_FORCE_TCP (tcp) or MC_FORCE_SHM (shm) leaves to
+ * peers, or -1 when neither is set. */
+int mc_te_forced_slot(void);
 
 /* engine.c: the transports this build knows, by slot (NULL: not built). */
 extern const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS];

@@ -151,7 +151,26 @@ static struct mc_te_req *mc_te_req_new(struct mc_engine *e, struct mc_te_batch *
 	x->local = r->source;
 	x->remote = r->target_offset;
 	x->len = r->length;
+	x->nic_hint = b && b->nic_hint[0] ? b->nic_hint : NULL;
 	return x;
+}
+
+int mc_te_batch_nic_hint(void *engine, uint64_t batch_id, const char *nic)
+{
+	struct mc_engine *e = MC_E(engine);
+	struct mc_te_batch *b;
+	int rc = ERR_INVALID_ARGUMENT;
+
+	if (e == NULL || (nic && strlen(nic) >= sizeof(b->nic_hint)))
+		return rc;
+	pthread_mutex_lock(&e->mu);
+	b = mc_te_batch_find(e, (batch_id_t)batch_id);
+	if (b) {
+		snprintf(b->nic_hint, sizeof(b->nic_hint), "%s", nic ? nic : "");
+		rc = 0;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
 }
 
 /* A read of objects a data server keeps in files (its file window), from host:port over tcp:
@@ -484,6 +503,8 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 		r->want_crc = want_crc && want_crc[i] &&
 			      (r->opcode == MC_XFER_READ || r->gpu || r->xport == MC_TE_XPORT_TCP ||
 			       r->xport == MC_TE_XPORT_SHM);
+		if (ep && ep[i].nic_hint && *ep[i].nic_hint)
+			r->nic_hint = ep[i].nic_hint;
 		b->pending++;
 		s->r[s->n++] = r;
 		inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;

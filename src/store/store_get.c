@@ -482,3 +482,190 @@ out:
 		mc_rpc_call_fini(&calls[i]);
 	return 0;
 }
+
+/* ---------------------------------------------------------------- ranged-read snapshots */
+
+/* The replica lists of a fixed set of keys, kept for repeated ranged reads (upstream's
+ * RangedReadSnapshot): reads skip GetReplicaList while its leases last, and the lists are asked
+ * for again once half the lease has passed, or after a read found none of a key's replicas
+ * readable.  Calls on one snapshot are serialized by its mutex (the replica lists point into
+ * the answer it holds). */
+struct mc_get_snapshot {
+	pthread_mutex_t mu;
+	struct mc_store *st;
+	uint32_t n;
+	char **keys;			/* sorted copies */
+	struct mc_get_state *gs;	/* per key, from the last answer */
+	struct mc_rpc_call call;	/* that answer */
+	int have_call;
+	int64_t fetched_ms, lease_end;
+	int stale;
+};
+
+static int mc_snapshot_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Ask the master for the replica lists of every key again. */
+static int mc_snapshot_fetch(struct mc_get_snapshot *s)
+{
+	struct mc_get_item *items = calloc(s->n ? s->n : 1, sizeof(*items));
+	uint32_t *idx = calloc(s->n ? s->n : 1, sizeof(*idx));
+	struct mc_rpc_call call;
+	int64_t start = mc_store_now_ms(), lease_end = 0;
+	uint32_t i;
+	int rc = -ENOMEM;
+
+	if (items == NULL || idx == NULL)
+		goto out;
+	for (i = 0; i < s->n; i++) {
+		items[i].key = s->keys[i];
+		items[i].cap = UINT64_MAX;
+		idx[i] = i;
+	}
+	rc = mc_get_fetch(s->st, &call, items, s->gs, idx, s->n, &lease_end);
+	if (rc) {
+		mc_rpc_call_fini(&call);
+		goto out;
+	}
+	if (s->have_call)
+		mc_rpc_call_fini(&s->call);
+	s->call = call;
+	s->have_call = 1;
+	s->fetched_ms = start;
+	s->lease_end = lease_end;
+	s->stale = 0;
+out:
+	free(items);
+	free(idx);
+	return rc;
+}
+
+struct mc_get_snapshot *mc_store_snapshot_new(struct mc_store *st, const char **keys, uint32_t n,
+					      int *rc)
+{
+	struct mc_get_snapshot *s = calloc(1, sizeof(*s));
+	uint32_t i, k = 0;
+
+	*rc = -ENOMEM;
+	if (s == NULL)
+		return NULL;
+	pthread_mutex_init(&s->mu, NULL);
+	s->st = st;
+	s->keys = calloc(n ? n : 1, sizeof(*s->keys));
+	s->gs = calloc(n ? n : 1, sizeof(*s->gs));
+	if (s->keys == NULL || s->gs == NULL)
+		goto fail;
+	for (i = 0; i < n; i++)
+		if ((s->keys[i] = strdup(keys[i])) == NULL)
+			goto fail;
+	qsort(s->keys, n, sizeof(*s->keys), mc_snapshot_cmp);
+	for (i = 0; i < n; i++)		/* a key listed twice is kept once */
+		if (k == 0 || strcmp(s->keys[k - 1], s->keys[i]))
+			s->keys[k++] = s->keys[i];
+		else
+			free(s->keys[i]);
+	for (i = k; i < n; i++)
+		s->keys[i] = NULL;
+	s->n = k;
+	*rc = k ? mc_snapshot_fetch(s) : 0;
+	if (*rc == 0)
+		return s;
+fail:
+	s->n = s->keys ? n : 0;
+	mc_store_snapshot_free(s);
+	return NULL;
+}
+
+void mc_store_snapshot_free(struct mc_get_snapshot *s)
+{
+	uint32_t i;
+
+	if (s == NULL)
+		return;
+	for (i = 0; s->keys && i < s->n; i++)
+		free(s->keys[i]);
+	free(s->keys);
+	free(s->gs);
+	if (s->have_call)
+		mc_rpc_call_fini(&s->call);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+struct mc_store *mc_store_snapshot_store(const struct mc_get_snapshot *s)
+{
+	return s->st;
+}
+
+int mc_store_get_from_snapshot(struct mc_get_snapshot *s, struct mc_get_item *items, uint32_t n)
+{
+	struct mc_get_state *gs = calloc(n ? n : 1, sizeof(*gs));
+	uint32_t *idx = calloc(n ? n : 1, sizeof(*idx));
+	struct mc_xfer_list xl = { 0 };
+	uint32_t i, j, m = 0;
+	int rc = 0;
+
+	if (gs == NULL || idx == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	pthread_mutex_lock(&s->mu);
+	/* Past the lease's midpoint (or after a failed read) the lists are renewed, so that
+	 * every read submitted below lands within a lease. */
+	if (s->n && (s->stale || mc_store_now_ms() >= s->fetched_ms +
+							      (s->lease_end - s->fetched_ms) / 2))
+		rc = mc_snapshot_fetch(s);
+	for (i = 0; i < n; i++) {
+		const char *key = items[i].key;
+		char **at = s->n ? bsearch(&key, s->keys, s->n, sizeof(*s->keys),
+					   mc_snapshot_cmp) : NULL;
+		const struct mc_get_state *g0;
+
+		if (rc) {
+			items[i].result = rc;
+			continue;
+		}
+		if (at == NULL || items[i].ranges == NULL) {
+			items[i].result = MC_ERR_INVALID_PARAMS;	/* not in the snapshot */
+			continue;
+		}
+		g0 = &s->gs[at - s->keys];
+		gs[i] = *g0;
+		gs[i].tried = gs[i].pending = gs[i].expired = gs[i].again = gs[i].corrupt = 0;
+		gs[i].want = 0;
+		items[i].result = g0->code ? g0->code
+				  : g0->nrep == 0 ? MC_ERR_REPLICA_IS_NOT_READY
+						  : MC_ERR_TRANSFER_FAIL;
+		for (j = 0; g0->code == 0 && g0->nrep && j < items[i].nranges; j++) {
+			const struct mc_get_range *rg = &items[i].ranges[j];
+
+			if (rg->src_off + rg->len > g0->reps[0].size ||
+			    rg->src_off + rg->len < rg->len)
+				items[i].result = MC_ERR_INVALID_PARAMS;
+			gs[i].want += (int64_t)rg->len;
+		}
+		if (items[i].result == MC_ERR_TRANSFER_FAIL)
+			idx[m++] = i;
+	}
+	if (rc == 0 && m)
+		rc = mc_get_read(s->st, items, gs, idx, m, s->lease_end, &xl);
+	for (i = 0; i < m; i++) {
+		if (gs[idx[i]].expired)
+			items[idx[i]].result = MC_ERR_LEASE_EXPIRED;
+		if (rc)
+			items[idx[i]].result = rc;
+		if (items[idx[i]].result < 0)
+			s->stale = 1;
+	}
+	pthread_mutex_unlock(&s->mu);
+out:
+	if (rc == -ENOMEM)
+		for (i = 0; i < n; i++)
+			items[i].result = rc;
+	free(gs);
+	free(idx);
+	mc_xfer_list_free(&xl);
+	return 0;
+}

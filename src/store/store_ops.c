@@ -310,6 +310,9 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 						rc = -ENOMEM;
 						goto out;
 					}
+					if (items[i].nic_hint)
+						snprintf(xl.xr[xl.n - 1].nic, sizeof(xl.xr[0].nic),
+							 "%s", items[i].nic_hint);
 				}
 			}
 		}
@@ -570,10 +573,8 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 	return rc;
 }
 
-/* A call whose body is "keys" (optionally preceded by a force byte) and whose answer is
- * "u32 n, n x i32". */
-static int mc_store_codes_call(struct mc_store *st, uint16_t op, int force_byte, int force,
-			       const char **keys, uint32_t n, int *results)
+int mc_store_keys_call(struct mc_store *st, uint16_t op, const uint8_t *pre, size_t npre,
+		       const char **keys, uint32_t n, int *results)
 {
 	struct mc_rpc_call call;
 	struct mc_rbuf r;
@@ -581,8 +582,8 @@ static int mc_store_codes_call(struct mc_store *st, uint16_t op, int force_byte,
 	int rc;
 
 	mc_rpc_call_init(&call, op);
-	if (force_byte)
-		mc_wbuf_u8(&call.req, force ? 1 : 0);
+	if (npre)
+		mc_wbuf_put(&call.req, pre, npre);
 	mc_put_keys(&call.req, keys, n);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
@@ -606,18 +607,41 @@ int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int 
 {
 	if (n == 0)
 		return 0;
-	mc_store_codes_call(st, n > 1 ? MC_OP_BATCH_EXIST_KEY : MC_OP_EXIST_KEY, 0, 0, keys, n,
-			    results);
+	mc_store_keys_call(st, n > 1 ? MC_OP_BATCH_EXIST_KEY : MC_OP_EXIST_KEY, NULL, 0, keys, n,
+			   results);
 	return 0;
+}
+
+int mc_store_probe_policy(const char *name)
+{
+	if (name == NULL || !strcmp(name, "none"))
+		return MC_PROBE_NONE;
+	if (!strcmp(name, "LastHitOnly"))
+		return MC_PROBE_LAST_HIT_ONLY;
+	return -1;
+}
+
+int mc_store_probe_many(struct mc_store *st, const char **keys, uint32_t n, int policy,
+			uint32_t candidate_size, int *results)
+{
+	uint8_t pre[5] = { (uint8_t)policy };
+
+	if (n == 0)
+		return 0;
+	if (policy == MC_PROBE_NONE && n == 1)
+		return mc_store_keys_call(st, MC_OP_PROBE_KEY, NULL, 0, keys, n, results);
+	mc_put_le32(pre + 1, candidate_size);
+	return mc_store_keys_call(st, MC_OP_BATCH_PROBE_KEY, pre, sizeof(pre), keys, n, results);
 }
 
 int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,
 			 int *results)
 {
+	uint8_t f = force ? 1 : 0;
+
 	if (n == 0)
 		return 0;
-	mc_store_codes_call(st, n > 1 ? MC_OP_BATCH_REMOVE : MC_OP_REMOVE, 1, force, keys, n,
-			    results);
+	mc_store_keys_call(st, n > 1 ? MC_OP_BATCH_REMOVE : MC_OP_REMOVE, &f, 1, keys, n, results);
 	return 0;
 }
 

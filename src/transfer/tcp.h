@@ -40,6 +40,10 @@ struct mc_tcp_client_opts {
 	unsigned connect_timeout_ms;	/* default 5000 (the store client passes its own, 2000) */
 	unsigned io_timeout_ms;		/* no byte moving for this long while transfers are pending
 					   fails the lane (default 30000; the store client: 2000) */
+	/* Bytes of transfers on a peer's lanes at once (MC_TCP_MAX_QUEUED_BYTES_PER_PEER; 0: no
+	 * bound).  Transfers past it wait, in order, until earlier ones end; one larger than the
+	 * bound goes alone. */
+	uint64_t max_queued_bytes;
 };
 
 /* Called exactly once per transfer, on the loop thread, never from inside submit.

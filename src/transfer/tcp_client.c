@@ -47,10 +47,15 @@ struct mc_xfer {
 	struct mc_xfer *next_done;
 	uint64_t *crc_out;	/* NULL: no CRC wanted */
 	uint64_t slice_size;	/* every slice's length but the last's */
-	uint64_t len;
 	uint32_t nslices;
 	uint64_t *slice_crc;	/* per slice, when there are several; else crc1 */
 	uint64_t crc1;
+	/* The request, kept while it waits for room on its peer's lanes (max_queued_bytes). */
+	struct mc_peer *peer;
+	struct mc_xfer *next_wait;
+	int opcode;
+	void *local;
+	uint64_t remote, len;
 };
 
 struct mc_slice {
@@ -85,6 +90,8 @@ struct mc_peer {
 	struct mc_tcp_client *c;
 	char host[256];
 	uint16_t port;
+	uint64_t queued;		/* bytes of transfers on its lanes, not yet ended */
+	struct mc_xfer *wait_head, *wait_tail;	/* past max_queued_bytes, in order */
 	struct mc_lane lanes[MC_TCP_MAX_LANES];
 };
 
@@ -98,6 +105,8 @@ struct mc_tcp_client {
 
 static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg);
 static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg);
+static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x);
+static void mc_peer_admit(struct mc_tcp_client *c, struct mc_peer *p);
 
 static uint64_t mc_env_u64(const char *name, uint64_t def)
 {
@@ -152,11 +161,17 @@ static void mc_tcp_client_on_done(evutil_socket_t fd, short what, void *arg)
 	c->done_tail = &c->done_head;
 	while (x) {
 		struct mc_xfer *n = x->next_done;
+		struct mc_peer *p = x->peer;
 
+		if (p)
+			p->queued -= x->len;
 		mc_xfer_fold_crc(x);
 		x->cb(x->arg, x->status);
 		free(x->slice_crc);
 		free(x);
+		/* Its bytes are off the lanes: transfers waiting for room may go. */
+		if (p && p->wait_head)
+			mc_peer_admit(c, p);
 		x = n;
 	}
 }
@@ -503,6 +518,8 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 		c->opts.connect_timeout_ms = 5000;
 	if (c->opts.io_timeout_ms == 0)
 		c->opts.io_timeout_ms = 30000;
+	if (c->opts.max_queued_bytes == 0)
+		c->opts.max_queued_bytes = mc_env_u64("MC_TCP_MAX_QUEUED_BYTES_PER_PEER", 0);
 	c->done_tail = &c->done_head;
 	c->ev_done = event_new(base, -1, 0, mc_tcp_client_on_done, c);
 	if (c->ev_done == NULL) {
@@ -515,12 +532,21 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 void mc_tcp_client_free(struct mc_tcp_client *c)
 {
 	struct mc_peer *p, *n;
+	struct mc_xfer *x;
 	unsigned i;
 
 	if (c == NULL)
 		return;
 	for (p = c->peers; p; p = n) {
+		struct mc_xfer *w;
+
 		n = p->next;
+		while ((w = p->wait_head) != NULL) {
+			p->wait_head = w->next_wait;
+			w->status = MC_ERR_TRANSFER_FAIL;
+			w->peer = NULL;
+			mc_xfer_finish(c, w);
+		}
 		for (i = 0; i < c->opts.lanes_per_peer; i++) {
 			struct mc_lane *l = &p->lanes[i];
 
@@ -531,6 +557,9 @@ void mc_tcp_client_free(struct mc_tcp_client *c)
 		}
 		free(p);
 	}
+	/* The peers are gone: their transfers end without touching them. */
+	for (x = c->done_head; x; x = x->next_done)
+		x->peer = NULL;
 	mc_tcp_client_on_done(-1, 0, c);
 	event_free(c->ev_done);
 	free(c);
@@ -542,8 +571,6 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 {
 	struct mc_peer *p;
 	struct mc_xfer *x;
-	uint64_t off;
-	unsigned i;
 
 	if ((opcode != MC_XFER_READ && opcode != MC_XFER_WRITE) || cb == NULL ||
 	    (len && local == NULL))
@@ -563,12 +590,54 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 		mc_xfer_finish(c, x);
 		return 0;
 	}
-	x->pending = (uint32_t)((len + c->opts.slice_size - 1) / c->opts.slice_size);
-	x->nslices = x->pending;
+	x->nslices = (uint32_t)((len + c->opts.slice_size - 1) / c->opts.slice_size);
 	if (crc && x->nslices > 1 && (x->slice_crc = calloc(x->nslices, sizeof(uint64_t))) == NULL) {
 		free(x);
 		return -ENOMEM;
 	}
+	x->peer = p;
+	x->opcode = opcode;
+	x->local = local;
+	x->remote = remote_addr;
+	x->len = len;
+	if (c->opts.max_queued_bytes && (p->wait_head || (p->queued &&
+	    p->queued + len > c->opts.max_queued_bytes))) {
+		if (p->wait_tail)
+			p->wait_tail->next_wait = x;
+		else
+			p->wait_head = x;
+		p->wait_tail = x;
+		return 0;
+	}
+	mc_xfer_enqueue(c, x);
+	return 0;
+}
+
+/* Admit p's waiting transfers, in order, while they fit under max_queued_bytes (the first
+ * always fits an empty queue). */
+static void mc_peer_admit(struct mc_tcp_client *c, struct mc_peer *p)
+{
+	struct mc_xfer *x;
+
+	while ((x = p->wait_head) != NULL &&
+	       (p->queued == 0 || p->queued + x->len <= c->opts.max_queued_bytes)) {
+		p->wait_head = x->next_wait;
+		if (p->wait_head == NULL)
+			p->wait_tail = NULL;
+		x->next_wait = NULL;
+		mc_xfer_enqueue(c, x);
+	}
+}
+
+/* Cut x into slices on the peer's least loaded lanes and start them. */
+static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x)
+{
+	struct mc_peer *p = x->peer;
+	uint64_t off, len = x->len;
+	unsigned i;
+
+	p->queued += len;
+	x->pending = x->nslices;
 	for (off = 0; off < len; off += c->opts.slice_size) {
 		uint64_t n = len - off < c->opts.slice_size ? len - off : c->opts.slice_size;
 		struct mc_slice *s = calloc(1, sizeof(*s));
@@ -581,19 +650,19 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 						 c->opts.slice_size);
 			if (x->pending == 0)
 				mc_xfer_finish(c, x);
-			return 0;
+			return;
 		}
 		for (i = 1; i < c->opts.lanes_per_peer; i++)
 			if (p->lanes[i].queued < l->queued)
 				l = &p->lanes[i];
 		s->x = x;
 		s->idx = (uint32_t)(off / c->opts.slice_size);
-		s->op = (uint8_t)opcode;
-		s->local = (uint8_t *)local + off;
+		s->op = (uint8_t)x->opcode;
+		s->local = (uint8_t *)x->local + off;
 		s->len = n;
 		mc_put_le64(s->hdr, n);
-		mc_put_le64(s->hdr + 8, remote_addr + off);
-		s->hdr[16] = (uint8_t)(opcode | 0x80);
+		mc_put_le64(s->hdr + 8, x->remote + off);
+		s->hdr[16] = (uint8_t)(x->opcode | 0x80);
 		if (l->tail)
 			l->tail->next = s;
 		else
@@ -611,5 +680,4 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 				mc_lane_arm_timer(l);
 		}
 	}
-	return 0;
 }

@@ -141,6 +141,15 @@ static void cli_new_short(void *arg)
 	mc_waiter_signal(arg, 0);
 }
 
+/* A client whose peers take at most 1 MiB of transfers at once (the rest wait). */
+static void cli_new_bounded(void *arg)
+{
+	struct mc_tcp_client_opts o = { .max_queued_bytes = 1u << 20 };
+
+	cli = mc_tcp_client_new(mc_loop_thread_base(cli_lt), &o);
+	mc_waiter_signal(arg, 0);
+}
+
 static void cli_free(void *arg)
 {
 	mc_tcp_client_free(cli);
@@ -322,6 +331,42 @@ int main(int argc, char **argv)
 		for (i = 0; i < 200; i++)
 			bad += memcmp(local + i * chunk, remote + i * chunk, chunk - (i % 7)) != 0;
 		is(bad, 0, "and every range matches");
+	}
+
+	/* max_queued_bytes (MC_TCP_MAX_QUEUED_BYTES_PER_PEER): 64 transfers of 256 KiB and one of
+	 * 4 MiB (larger than the bound: it goes alone) through a client that lets 1 MiB onto a
+	 * peer's lanes at once; every one completes and lands. */
+	{
+		struct op ops[65];
+		size_t chunk = 256u << 10;
+
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_free, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_new_bounded, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		fill(local, big, 21);
+		memset(remote, 0, big);
+		for (i = 0; i < 65; i++) {
+			memset(&ops[i], 0, sizeof(ops[i]));
+			ops[i].opcode = MC_XFER_WRITE;
+			ops[i].local = local + i * chunk;
+			ops[i].remote = (uint64_t)(uintptr_t)remote + i * chunk;
+			ops[i].len = i == 64 ? 4u << 20 : chunk;
+		}
+		is(run_ops(ops, 65), 0, "transfers past max_queued_bytes wait their turn and succeed");
+		ok(!memcmp(local, remote, 64 * chunk + (4u << 20)), "and every byte lands");
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_free, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_new, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
 	}
 
 	/* Refused ranges keep the connection usable. */
