@@ -25,6 +25,11 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "Obje
            "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
 
 
+# ReplicateConfig.eviction_hint flags (ours): the last key of the put holds a partial block,
+# which no later request shares (the master's --eviction_policy=prefix evicts it first).
+EVICTION_HINT_LAST_PARTIAL = 1
+
+
 class SoftPinAction(IntEnum):
     PRESERVE = 0
     ENABLE = 1
@@ -67,6 +72,9 @@ class ReplicateConfig:
     data_type = ObjectDataType.UNKNOWN
     host_id = ""
     group_ids = None
+    # Ours, not upstream's: what the writer knows about a put's keys, for the master's
+    # --eviction_policy=prefix (None: nothing said; else EVICTION_HINT_* flags, or 0).
+    eviction_hint = None
 
     def __init__(self):
         self.replica_num = 1
@@ -82,6 +90,7 @@ class ReplicateConfig:
         self.data_type = ObjectDataType.UNKNOWN
         self.host_id = ""
         self.group_ids = None
+        self.eviction_hint = None
 
     @property
     def soft_pin_ttl_ms(self):
