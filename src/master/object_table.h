@@ -29,9 +29,10 @@ struct mc_alloc_block;
  *    Within one request (one RPC: a batch), keys are placed so that the first key of the batch is
  *    the most recent and the last the least: a batch lists a request's blocks head first, so the
  *    tail of a chain, useless without its head, is evicted before the head.  And the last key of
- *    a batch of two or more that puts (or first completes) objects goes to the head of the list:
- *    the last block of a prompt is partial and is almost never reused (2% on the conversation
- *    trace, against a quarter for the other new blocks).
+ *    a put of two or more goes to the head of the list, at the put and again when its PutEnd
+ *    first completes it (MC_EVS_TAIL): the last block of a prompt is partial and is almost never
+ *    reused (2% on the conversation trace, against a quarter for the other new blocks).  A
+ *    writer's eviction hint (proto/rpc.h) replaces that guess, for single puts too.
  *  Every operation is O(1) (amortised for the demotions); no scan of the table.
  * Single-threaded: the master's reactor thread.
  */
