@@ -2,9 +2,14 @@
 """ReplicateConfig.eviction_hint reaches a master running --eviction_policy=prefix: the last key
 of a batch put without a hint is taken for a partial block and evicted first, one hinted 0 is not,
 and a single put hinted EVICTION_HINT_LAST_PARTIAL is.  The keys left are read from the admin
-port's /get_all_keys, which uses no object (a probe would count as a use and reorder them)."""
+port's /get_all_keys, which uses no object (a probe would count as a use and reorder them).
+Behind a relay that answers -600 to a PutStart carrying the hint, as a master from before the
+hint does, puts still succeed: the library asks again without it, and sends it no more."""
 import os
+import socket
+import struct
 import subprocess
+import threading
 import urllib.request
 
 import pytest
@@ -91,3 +96,110 @@ def test_eviction_hint_rejects_bad_values():
         c.eviction_hint = bad
         with pytest.raises((ValueError, TypeError)):
             s.put("k", b"v", c)
+
+
+HDR = struct.Struct("<IBBHIiQ")
+PUT_STARTS = (20, 21, 26, 27)   # PutStart, BatchPutStart, UpsertStart, BatchUpsertStart
+
+
+def _after_items(body):
+    """Bytes left in a PutStart-family body after its items."""
+    at = 16                                             # client id
+    at += 4 + 1 + 1 + 1 + 8 + 1 + 4                     # config up to data_type
+    at += 4 + struct.unpack_from("<I", body, at)[0]     # preferred_segment
+    npref = struct.unpack_from("<I", body, at)[0]
+    at += 4
+    for _ in range(npref):
+        at += 4 + struct.unpack_from("<I", body, at)[0]
+    n = struct.unpack_from("<I", body, at)[0]
+    at += 4
+    for _ in range(n):
+        at += 4 + struct.unpack_from("<I", body, at)[0] + 8
+    return len(body) - at
+
+
+class OldMasterRelay:
+    """Relays a client's frames to the master, but answers -600 itself to a PutStart with bytes
+    after its items, as a master from before the eviction hint does."""
+
+    def __init__(self, master):
+        host, port = master.rsplit(":", 1)
+        self.master = (host, int(port))
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.refused = 0
+        self.hintless_puts = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            m = socket.create_connection(self.master)
+            threading.Thread(target=self._up, args=(c, m), daemon=True).start()
+            threading.Thread(target=self._down, args=(m, c), daemon=True).start()
+
+    @staticmethod
+    def _exact(sock, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError
+            buf += chunk
+        return buf
+
+    def _up(self, c, m):
+        try:
+            while True:
+                hdr = self._exact(c, HDR.size)
+                magic, ver, kind, op, blen, status, rid = HDR.unpack(hdr)
+                body = self._exact(c, blen)
+                if op in PUT_STARTS and _after_items(body) > 0:
+                    with self.lock:
+                        self.refused += 1
+                        c.sendall(HDR.pack(magic, ver, 1, op, 0, -600, rid))
+                    continue
+                if op in PUT_STARTS:
+                    self.hintless_puts += 1
+                m.sendall(hdr + body)
+        except (ConnectionError, OSError):
+            c.close()
+            m.close()
+
+    def _down(self, m, c):
+        try:
+            while True:
+                data = m.recv(65536)
+                if not data:
+                    break
+                with self.lock:
+                    c.sendall(data)
+        except OSError:
+            pass
+        c.close()
+        m.close()
+
+
+def test_eviction_hint_dropped_for_an_older_master(prefix_master):
+    addr, _ = prefix_master
+    relay = OldMasterRelay(addr)
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 4 << 20, 1 << 20, "tcp", "", relay.addr) == 0
+    try:
+        v = b"y" * 4096
+        assert s.put_batch(["h0", "h1"], [v, v], hinted(EVICTION_HINT_LAST_PARTIAL)) == 0
+        assert relay.refused == 1 and relay.hintless_puts == 1
+        assert s.put("h2", v, hinted(0)) == 0
+        assert s.put("h3", v) == 0
+        assert relay.refused == 1 and relay.hintless_puts == 3
+        for k in ("h0", "h1", "h2", "h3"):
+            assert s.get(k) == v
+    finally:
+        s.remove_all(force=True)
+        s.close()
