@@ -5,16 +5,14 @@ and a single put hinted EVICTION_HINT_LAST_PARTIAL is.  The keys left are read f
 port's /get_all_keys, which uses no object (a probe would count as a use and reorder them).
 Behind a relay that answers -600 to a PutStart carrying the hint, as a master from before the
 hint does, puts still succeed: the library asks again without it, and sends it no more."""
-import os
 import socket
 import struct
-import subprocess
 import threading
 import urllib.request
 
 import pytest
 
-from conftest import BUILD, free_port, wait_port, UPSTREAM
+from conftest import own_master, wait_port, UPSTREAM
 from mooncake.store import (MooncakeDistributedStore, ReplicateConfig,
                             EVICTION_HINT_LAST_PARTIAL)
 
@@ -25,27 +23,12 @@ VALUE = 256 << 10
 
 @pytest.fixture
 def prefix_master(tmp_path):
-    port, admin = free_port(), free_port()
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    log = open(str(tmp_path / "master.log"), "w")
     # No lease holds an object and only a put that finds no room evicts, one object at a time.
-    p = subprocess.Popen([os.path.join(BUILD, "mooncake_master"), "--rpc_address=127.0.0.1",
-                          "--rpc_port=%d" % port, "--metrics_port=%d" % admin,
-                          "--eviction_policy=prefix", "--default_kv_lease_ttl=0",
-                          "--eviction_high_watermark_ratio=1", "--eviction_ratio=0.001"],
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_port(port)
+    with own_master(tmp_path, ["--eviction_policy=prefix", "--default_kv_lease_ttl=0",
+                               "--eviction_high_watermark_ratio=1",
+                               "--eviction_ratio=0.001"]) as (addr, admin):
         wait_port(admin)
-        yield "127.0.0.1:%d" % port, admin
-    finally:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        log.close()
+        yield addr, admin
 
 
 def keys_left(admin):

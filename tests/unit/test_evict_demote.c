@@ -40,36 +40,6 @@ static int mount_disk(uint64_t capacity)
 	return st;
 }
 
-/* BatchPutStart and BatchPutEnd of n keys. */
-static int put_n(const char *const *keys, uint32_t n)
-{
-	struct mc_wbuf b;
-	struct mc_rpc_config cfg;
-	uint32_t i;
-	int st;
-
-	mc_rpc_config_default(&cfg);
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
-	mc_wbuf_u32(&b, n);
-	for (i = 0; i < n; i++) {
-		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
-		mc_wbuf_u64(&b, SIZE);
-	}
-	st = call(MC_OP_BATCH_PUT_START, &b);
-	mc_wbuf_fini(&b);
-	if (st)
-		return st;
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_wbuf_u8(&b, MC_REPLICA_ALL);
-	put_keys(&b, keys, n);
-	st = call(MC_OP_BATCH_PUT_END, &b);
-	mc_wbuf_fini(&b);
-	return st;
-}
-
 /* The keys of the OFFLOAD tasks one heartbeat hands out (at most 16), space-separated, into
  * got; their source addresses into src[16].  Returns the number of tasks, or < 0. */
 static int heartbeat(char *got, size_t len, uint64_t *src)
@@ -173,7 +143,7 @@ static void run(const char *policy, const char *expect)
 	is(mount(&seg_id, 0x10000000, 64u << 20), 0, "%s: MountSegment", policy);
 	is(mount_disk(1u << 30), 0, "%s: MountLocalDiskSegment of the same client", policy);
 	is(put("a", SIZE, 0), 0, "%s: put a", policy);
-	is(put_n(chain, 4), 0, "%s: a batch put of the chain c0..c3", policy);
+	is(put_batch_hint(chain, 4, SIZE, -1), 0, "%s: a batch put of the chain c0..c3", policy);
 	is(put("b", SIZE, 0), 0, "%s: put b", policy);
 	fake_now += 1001;
 	is(get_list("a", &nrep, &addr), 0, "%s: a is read again", policy);

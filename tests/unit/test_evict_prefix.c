@@ -26,45 +26,6 @@
 
 
 
-/* PutStart and PutEnd of n keys in one request each (a connector's batch); hint: the eviction
- * hint byte PutStart ends with (MC_EVICT_HINT_*), or -1 for none. */
-static int put_batch_hint(const char *const *keys, uint32_t n, uint64_t size, int hint)
-{
-	struct mc_wbuf b;
-	struct mc_rpc_config cfg;
-	int st;
-	uint32_t i;
-
-	mc_rpc_config_default(&cfg);
-	cfg.has_evict_hint = hint >= 0;
-	cfg.evict_hint = (uint8_t)hint;
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
-	mc_wbuf_u32(&b, n);
-	for (i = 0; i < n; i++) {
-		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
-		mc_wbuf_u64(&b, size);
-	}
-	mc_rpc_put_evict_hint(&b, &cfg);
-	st = call(MC_OP_BATCH_PUT_START, &b);
-	mc_wbuf_fini(&b);
-	if (st)
-		return st;
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_wbuf_u8(&b, MC_REPLICA_ALL);
-	put_keys(&b, keys, n);
-	st = call(MC_OP_BATCH_PUT_END, &b);
-	mc_wbuf_fini(&b);
-	return st;
-}
-
-static int put_batch(const char *const *keys, uint32_t n, uint64_t size)
-{
-	return put_batch_hint(keys, n, size, -1);
-}
-
 /* ---- the object table alone ---- */
 
 static struct mc_object *ins(struct mc_object_table *t, const char *k)
@@ -232,7 +193,7 @@ static void test_master_prefix(void)
 	uint64_t addr;
 
 	ok(M.objects.policy == MC_EVICT_POLICY_PREFIX, "the master's table runs the prefix policy");
-	is(put_batch(chain, 4, 4096), 0, "a batch put of the chain h0..h3");
+	is(put_batch_hint(chain, 4, 4096, -1), 0, "a batch put of the chain h0..h3");
 	is(put("pin", 4096, 1), 0, "a hard-pinned object");
 	is(put("leased", 4096, 0), 0, "an object that will be read");
 	fake_now += 1001;	/* the put leases are over */
