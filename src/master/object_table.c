@@ -37,6 +37,7 @@ int mc_object_table_init(struct mc_object_table *t)
 	t->lru.lru_prev = t->lru.lru_next = &t->lru;
 	t->mark.flags = MC_OBJ_HARD_PIN;
 	t->protected_pct = MC_PREFIX_PROTECTED_PCT;
+	t->batch_hint = -1;
 	return 0;
 }
 
@@ -131,21 +132,38 @@ void mc_object_batch_begin(struct mc_object_table *t)
 	t->anchor[0] = t->anchor[1] = NULL;
 	t->batch_last = NULL;
 	t->batch_n = 0;
+	t->batch_hint = -1;
+}
+
+void mc_object_batch_hint(struct mc_object_table *t, int hint)
+{
+	t->batch_hint = hint;
 }
 
 void mc_object_batch_end(struct mc_object_table *t)
 {
 	struct mc_object *o = t->batch_last;
+	int hint = t->batch_hint, cold;
 	size_t n;
 
 	t->batch_last = NULL;
 	t->anchor[0] = t->anchor[1] = NULL;
+	t->batch_hint = -1;
 	n = t->batch_n;
 	t->batch_n = 0;
-	if (o == NULL || n < 2 || !t->batch_last_new ||
-	    t->policy != MC_EVICT_POLICY_PREFIX)
+	if (o == NULL || !t->batch_last_new || t->policy != MC_EVICT_POLICY_PREFIX)
 		return;
-	/* The last block of a request's chain: cold (see object_table.h). */
+	if ((o->evstate & MC_EVS_USES) == 0) {
+		/* Placed by its put: the last block of a request's chain is partial, and cold
+		 * (see object_table.h), unless the writer said otherwise. */
+		cold = hint >= 0 ? (hint & MC_EVICT_HINT_LAST_PARTIAL) != 0 : n >= 2;
+		if (cold)
+			o->evstate |= MC_EVS_TAIL;
+	} else {
+		cold = (o->evstate & MC_EVS_TAIL) != 0;	/* its first use: as its put found */
+	}
+	if (!cold)
+		return;
 	mc_evlist_unlink(t, o);
 	mc_evlist_link_before(t->lru.lru_next, o);
 	t->lru_count++;
@@ -300,7 +318,7 @@ void mc_object_touch(struct mc_object_table *t, struct mc_object *o)
 		uses++;
 	prot = (o->evstate & MC_EVS_PROTECTED) || uses >= 2;
 	mc_evlist_unlink(t, o);
-	o->evstate = (uint8_t)((o->evstate & ~MC_EVS_USES) | uses);
+	o->evstate = (uint8_t)((o->evstate & ~(MC_EVS_USES | (prot ? MC_EVS_TAIL : 0))) | uses);
 	mc_evlist_place(t, o, prot);
 }
 

@@ -29,9 +29,10 @@ struct mc_alloc_block;
  *    Within one request (one RPC: a batch), keys are placed so that the first key of the batch is
  *    the most recent and the last the least: a batch lists a request's blocks head first, so the
  *    tail of a chain, useless without its head, is evicted before the head.  And the last key of
- *    a batch of two or more that puts (or first completes) objects goes to the head of the list:
- *    the last block of a prompt is partial and is almost never reused (2% on the conversation
- *    trace, against a quarter for the other new blocks).
+ *    a put of two or more goes to the head of the list, at the put and again when its PutEnd
+ *    first completes it (MC_EVS_TAIL): the last block of a prompt is partial and is almost never
+ *    reused (2% on the conversation trace, against a quarter for the other new blocks).  A
+ *    writer's eviction hint (proto/rpc.h) replaces that guess, for single puts too.
  *  Every operation is O(1) (amortised for the demotions); no scan of the table.
  * Single-threaded: the master's reactor thread.
  */
@@ -63,8 +64,10 @@ enum mc_object_flags {
 					   for lack of replicas or space, it leaves a ghost */
 };
 
-/* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */
+/* mc_object.evstate (prefix policy): uses counted (saturating), the protected bit, and the
+ * tail bit: the partial last block of its put, evicted first at its put and its first use. */
 #define MC_EVS_USES 0x03u
+#define MC_EVS_TAIL 0x04u
 #define MC_EVS_PROTECTED 0x80u
 
 /* The protected part's share of the list under the prefix policy: on the conversation trace
@@ -113,6 +116,7 @@ struct mc_object_table {
 	struct mc_object *batch_last;	/* the object the current batch placed last */
 	size_t batch_n;			/* objects the current batch placed */
 	int batch_last_new;		/* batch_last was placed by its put or its first use */
+	int batch_hint;			/* the writer's MC_EVICT_HINT_* for this batch, -1: none */
 	size_t lru_count;		/* objects on the eviction list (not the marker) */
 	size_t protected_count;		/* of them, in the protected part */
 	unsigned protected_pct;		/* cap of the protected part, percent of lru_count */
@@ -142,9 +146,14 @@ void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned 
 /* A new request starts: objects placed from now on form one batch (prefix policy: the first
  * one placed ends up the most recent).  Called once per request that carries keys. */
 void mc_object_batch_begin(struct mc_object_table *t);
+/* The current batch is a put whose writer described its keys: hint is MC_EVICT_HINT_* (see
+ * proto/rpc.h), or -1 for none.  Prefix policy: its last key is cold with
+ * MC_EVICT_HINT_LAST_PARTIAL, not without; with no hint, when the batch has two or more. */
+void mc_object_batch_hint(struct mc_object_table *t, int hint);
 /* The request is over (called after every request): under the prefix policy the batch's last
- * object goes to the head of the list if the batch placed two or more and that one was new
- * (its put or its first use). */
+ * object goes to the head of the list if it was placed by its put and is cold (the last of a
+ * put of two or more keys, or as the put's hint says: it gets MC_EVS_TAIL), or by its first use
+ * and its put found it cold. */
 void mc_object_batch_end(struct mc_object_table *t);
 /* A use of o: lru: to the most-recently-used end; prefix: counted, promoted to protected at
  * the second use, placed at the recent end of its part in batch order. */

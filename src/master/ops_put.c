@@ -221,12 +221,14 @@ static int mc_put_start_batch(struct mc_req *q, int upsert)
 		keys[i] = mc_rpc_get_strv(&q->r, MC_RPC_MAX_KEY);
 		sizes[i] = mc_rbuf_u64(&q->r);
 	}
+	mc_rpc_get_evict_hint(&q->r, &cfg);
 	if (!mc_req_done(q)) {
 		free(keys);
 		free(sizes);
 		return MC_ERR_INVALID_PARAMS;
 	}
 	c = mc_client_get(q->m, &cid);
+	mc_object_batch_hint(&q->m->objects, cfg.has_evict_hint ? cfg.evict_hint : -1);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++)
 		mc_put_start_one(q, c, &cfg, keys[i], sizes[i], upsert);

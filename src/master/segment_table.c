@@ -27,7 +27,8 @@
 int mc_master_tables_init(struct mc_master *m)
 {
 	mc_object_table_init(&m->objects);
-	if (m->cfg.eviction_policy && strcmp(m->cfg.eviction_policy, "prefix") == 0)
+	/* prefix unless lru is asked for (NULL: the default, prefix) */
+	if (m->cfg.eviction_policy == NULL || strcmp(m->cfg.eviction_policy, "lru") != 0)
 		mc_object_table_set_policy(&m->objects, MC_EVICT_POLICY_PREFIX,
 					   MC_PREFIX_PROTECTED_PCT);
 	mc_ghosts_init(m);

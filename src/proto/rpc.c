@@ -206,6 +206,22 @@ void mc_rpc_get_config(struct mc_rbuf *r, struct mc_rpc_config *c)
 		r->err = -EBADMSG;
 }
 
+void mc_rpc_put_evict_hint(struct mc_wbuf *w, const struct mc_rpc_config *c)
+{
+	if (c->has_evict_hint)
+		mc_wbuf_u8(w, c->evict_hint);
+}
+
+void mc_rpc_get_evict_hint(struct mc_rbuf *r, struct mc_rpc_config *c)
+{
+	if (r->err || r->left != 1)
+		return;
+	c->evict_hint = mc_rbuf_u8(r);
+	c->has_evict_hint = 1;
+	if (c->evict_hint & ~MC_EVICT_HINT_MASK)
+		r->err = -EBADMSG;
+}
+
 void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep)
 {
 	mc_wbuf_u64(w, rep->id);

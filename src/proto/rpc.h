@@ -211,7 +211,21 @@ struct mc_rpc_config {
 	struct mc_strv preferred_segment;
 	uint32_t n_preferred;
 	struct mc_strv preferred[MC_RPC_MAX_PREFERRED];
+	/* Not part of the config's encoding: the optional eviction hint (MC_EVICT_HINT_*) that
+	 * ends a PutStart-family body, sent when has_evict_hint (mc_rpc_put_evict_hint). */
+	uint8_t has_evict_hint;
+	uint8_t evict_hint;
 };
+
+/*
+ * The eviction hint a writer may append to PutStart, BatchPutStart, UpsertStart and
+ * BatchUpsertStart (one byte after the items; doc/protocol.md): what it knows about the keys
+ * of that request, for --eviction_policy=prefix, which takes the keys of a request for one
+ * prefix chain, head first.  Without a hint that policy also takes the last key of a request of
+ * two or more for a partial block (cold: evicted first), as a KV-cache connector's is.
+ */
+#define MC_EVICT_HINT_LAST_PARTIAL 0x01	/* the last key holds a partial block */
+#define MC_EVICT_HINT_MASK 0x01
 
 /* One replica descriptor.  Which fields are meaningful depends on type. */
 struct mc_rpc_replica {
@@ -260,6 +274,11 @@ void mc_rpc_put_segment(struct mc_wbuf *w, const struct mc_rpc_segment *s);
 void mc_rpc_get_segment(struct mc_rbuf *r, struct mc_rpc_segment *s);
 void mc_rpc_put_config(struct mc_wbuf *w, const struct mc_rpc_config *c);
 void mc_rpc_get_config(struct mc_rbuf *r, struct mc_rpc_config *c);
+/* The optional eviction hint at the end of a PutStart-family body: written when
+ * c->has_evict_hint; read (setting has_evict_hint) when exactly one byte is left, an unknown bit
+ * setting r->err. */
+void mc_rpc_put_evict_hint(struct mc_wbuf *w, const struct mc_rpc_config *c);
+void mc_rpc_get_evict_hint(struct mc_rbuf *r, struct mc_rpc_config *c);
 void mc_rpc_put_replica(struct mc_wbuf *w, const struct mc_rpc_replica *rep);
 void mc_rpc_get_replica(struct mc_rbuf *r, struct mc_rpc_replica *rep);
 /* One item of ReportTransferFailure: a segment and the transfer error seen on it. */

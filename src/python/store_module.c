@@ -175,6 +175,21 @@ int mc_py_config_get(PyObject *o, struct mc_py_config *c)
 	}
 	Py_XDECREF(v);
 	PyErr_Clear();
+	v = PyObject_GetAttrString(o, "eviction_hint");
+	if (v && v != Py_None) {
+		long h = PyLong_Check(v) && !PyBool_Check(v) ? PyLong_AsLong(v) : -1;
+
+		if (h < 0 || h > MC_EVICT_HINT_MASK) {
+			Py_DECREF(v);
+			PyErr_Format(PyExc_ValueError, "eviction_hint must be None or an int from 0 "
+				     "to %d (EVICTION_HINT_* flags)", MC_EVICT_HINT_MASK);
+			return -1;
+		}
+		c->cfg.has_evict_hint = 1;
+		c->cfg.evict_hint = (uint8_t)h;
+	}
+	Py_XDECREF(v);
+	PyErr_Clear();
 	if (c->cfg.soft_pin_action != MC_SOFT_PIN_ENABLE && c->cfg.has_soft_pin_ttl) {
 		/* Upstream: a TTL without ENABLE is invalid. */
 		c->cfg.replica_num = 0;

@@ -57,6 +57,7 @@ struct mc_store {
 	char metadata_server[512];
 	char master_addr[300];
 	int checksum;			/* MOONCAKE_STORE_CHECKSUM: CRC-64 objects written, verify reads */
+	int evict_hint_refused;		/* the master refused a PutStart's eviction hint (atomic) */
 	int reserve_fd;			/* keeps the hostname's port taken until the engine's
 					   handshake server listens on it */
 	int auto_port;			/* we picked that port (another may replace it) */

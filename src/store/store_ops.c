@@ -223,10 +223,13 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
 	int64_t *first_req = NULL;	/* checksums on: item's first write of its first replica */
 	struct mc_put_crcs crcs = { NULL, NULL, NULL };
+	int hinted = cfg->has_evict_hint &&
+		     !__atomic_load_n(&st->evict_hint_refused, __ATOMIC_RELAXED);
 	int rc;
 
 	if (n == 0)
 		return 0;
+again:
 	mc_rpc_call_init(&call, upsert ? (n > 1 ? MC_OP_BATCH_UPSERT_START : MC_OP_UPSERT_START)
 				       : (n > 1 ? MC_OP_BATCH_PUT_START : MC_OP_PUT_START));
 	mc_rpc_put_uuid(&call.req, &st->client_id);
@@ -236,9 +239,19 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 		mc_wbuf_cstr(&call.req, items[i].key);
 		mc_wbuf_u64(&call.req, items[i].size);
 	}
+	if (hinted)
+		mc_rpc_put_evict_hint(&call.req, cfg);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
+	if (rc == MC_ERR_INVALID_PARAMS && hinted) {
+		/* A master from before the eviction hint refuses the body with it: ask again
+		 * without, and send that master none from now on. */
+		__atomic_store_n(&st->evict_hint_refused, 1, __ATOMIC_RELAXED);
+		hinted = 0;
+		mc_rpc_call_fini(&call);
+		goto again;
+	}
 	if (rc) {
 		for (i = 0; i < n; i++)
 			items[i].result = rc;

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures: a real master and mooncake_client on 127.0.0.1 with free ports."""
+import contextlib
 import os
 import shutil
 import socket
@@ -102,19 +103,20 @@ PARITY_BIN = os.environ.get("MC_PARITY_BIN") or BUILD
 UPSTREAM = bool(os.environ.get("MC_PARITY_BIN"))
 
 
-@pytest.fixture
-def master(tmp_path):
-    """A master of its own for one test; yields its address."""
-    port = free_port()
+@contextlib.contextmanager
+def own_master(tmp_path, flags=()):
+    """A master of its own (PARITY_BIN's), with extra flags; yields (its address, its admin
+    port) once both listen, and stops it."""
+    port, admin = free_port(), free_port()
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     log = open(str(tmp_path / "master.log"), "w")
     p = subprocess.Popen([os.path.join(PARITY_BIN, "mooncake_master"), "--rpc_address=127.0.0.1",
-                          "--rpc_port=%d" % port, "--metrics_port=%d" % free_port()],
+                          "--rpc_port=%d" % port, "--metrics_port=%d" % admin] + list(flags),
                          stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_port(port)
-        yield "127.0.0.1:%d" % port
+        yield "127.0.0.1:%d" % port, admin
     finally:
         p.terminate()
         try:
@@ -122,3 +124,10 @@ def master(tmp_path):
         except subprocess.TimeoutExpired:
             p.kill()
         log.close()
+
+
+@pytest.fixture
+def master(tmp_path):
+    """A master of its own for one test; yields its address."""
+    with own_master(tmp_path) as (addr, _):
+        yield addr

@@ -6,7 +6,7 @@
  * A master in-process for unit tests: a struct mc_master (M) on a fake clock (fake_now), fed
  * encoded request frames through mc_master_handle, the dispatcher the RPC server calls; call()
  * returns a response's status and leaves its body in resp; put_start, put_finish, put, get_list
- * and exist make one-key calls.  No sockets: the only event is the
+ * and exist make one-key calls, put_batch_hint a batch put.  No sockets: the only event is the
  * deferred reaping of unmounted segments.  One master per test program.
  */
 #include <inttypes.h>
@@ -211,6 +211,41 @@ static int put(const char *key, uint64_t size, int hard_pin)
 	int rc = put_start(key, size, hard_pin, NULL, NULL);
 
 	return rc ? rc : put_finish(MC_OP_PUT_END, key);
+}
+
+/* BatchPutStart and BatchPutEnd of n keys of size bytes in one request each (a connector's
+ * batch); hint: the eviction hint byte the PutStart ends with (MC_EVICT_HINT_*), or -1 for
+ * none.  0 or the first failing frame status. */
+static inline int put_batch_hint(const char *const *keys, uint32_t n, uint64_t size, int hint)
+{
+	struct mc_wbuf b;
+	struct mc_rpc_config cfg;
+	int st;
+	uint32_t i;
+
+	mc_rpc_config_default(&cfg);
+	cfg.has_evict_hint = hint >= 0;
+	cfg.evict_hint = (uint8_t)hint;
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_rpc_put_config(&b, &cfg);
+	mc_wbuf_u32(&b, n);
+	for (i = 0; i < n; i++) {
+		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
+		mc_wbuf_u64(&b, size);
+	}
+	mc_rpc_put_evict_hint(&b, &cfg);
+	st = call(MC_OP_BATCH_PUT_START, &b);
+	mc_wbuf_fini(&b);
+	if (st)
+		return st;
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_wbuf_u8(&b, MC_REPLICA_ALL);
+	put_keys(&b, keys, n);
+	st = call(MC_OP_BATCH_PUT_END, &b);
+	mc_wbuf_fini(&b);
+	return st;
 }
 
 /* GetReplicaList of one key: the item code; *nrep and *addr of its first replica. */

@@ -26,36 +26,6 @@
 
 
 
-/* PutStart and PutEnd of n keys in one request each (a connector's batch). */
-static int put_batch(const char *const *keys, uint32_t n, uint64_t size)
-{
-	struct mc_wbuf b;
-	struct mc_rpc_config cfg;
-	int st;
-	uint32_t i;
-
-	mc_rpc_config_default(&cfg);
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
-	mc_wbuf_u32(&b, n);
-	for (i = 0; i < n; i++) {
-		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
-		mc_wbuf_u64(&b, size);
-	}
-	st = call(MC_OP_BATCH_PUT_START, &b);
-	mc_wbuf_fini(&b);
-	if (st)
-		return st;
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_wbuf_u8(&b, MC_REPLICA_ALL);
-	put_keys(&b, keys, n);
-	st = call(MC_OP_BATCH_PUT_END, &b);
-	mc_wbuf_fini(&b);
-	return st;
-}
-
 /* ---- the object table alone ---- */
 
 static struct mc_object *ins(struct mc_object_table *t, const char *k)
@@ -223,7 +193,7 @@ static void test_master_prefix(void)
 	uint64_t addr;
 
 	ok(M.objects.policy == MC_EVICT_POLICY_PREFIX, "the master's table runs the prefix policy");
-	is(put_batch(chain, 4, 4096), 0, "a batch put of the chain h0..h3");
+	is(put_batch_hint(chain, 4, 4096, -1), 0, "a batch put of the chain h0..h3");
 	is(put("pin", 4096, 1), 0, "a hard-pinned object");
 	is(put("leased", 4096, 0), 0, "an object that will be read");
 	fake_now += 1001;	/* the put leases are over */
@@ -243,6 +213,80 @@ static void test_master_prefix(void)
 	ok(invariants(&M.objects), "the master's list is consistent");
 }
 
+/* The keys of the master's eviction list whose names start with prefix, in eviction order,
+ * space-separated. */
+static const char *master_order(const char *prefix)
+{
+	static char buf[512];
+	struct mc_object *o;
+	size_t n = 0, pl = strlen(prefix);
+
+	buf[0] = '\0';
+	for (o = mc_object_evict_first(&M.objects); o; o = mc_object_evict_next(&M.objects, o)) {
+		if (o->key_len < pl || memcmp(o->key, prefix, pl) != 0 || n + o->key_len + 2 > sizeof(buf))
+			continue;
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%.*s", n ? " " : "", (int)o->key_len,
+				      o->key);
+	}
+	return buf;
+}
+
+/* PutStart's optional eviction hint: without it the last key of a batch of two or more is
+ * taken for a partial block, evicted first; with it the writer says whether it is one, also for a
+ * single key; an unknown bit or a second byte is refused. */
+static void test_master_hint(void)
+{
+	static const char *none[] = { "n/0", "n/1", "n/2" };
+	static const char *part[] = { "b/0", "b/1", "b/2" };
+	static const char *full[] = { "f/0", "f/1", "f/2" };
+	static const char *one[] = { "p/0" };
+	struct mc_object *first;
+
+	mc_master_evict(&M, 64u << 20, 0);	/* an empty list but for pinned objects */
+	is(put_batch_hint(none, 3, 4096, -1), 0, "a batch put without a hint");
+	is(put_batch_hint(part, 3, 4096, MC_EVICT_HINT_LAST_PARTIAL), 0,
+	   "a batch put hinted LAST_PARTIAL");
+	is(put_batch_hint(full, 3, 4096, 0), 0, "a batch put hinted 0 (its last block is full)");
+	is(put_batch_hint(one, 1, 4096, MC_EVICT_HINT_LAST_PARTIAL), 0,
+	   "a single put hinted LAST_PARTIAL");
+	/* After the puts ended (their first uses) the order is still what the puts said. */
+	first = mc_object_evict_first(&M.objects);
+	ok(first == mc_object_find(&M.objects, "p/0", 3),
+	   "the single put's partial block is the first victim");
+	ok(mc_object_evict_next(&M.objects, first) == mc_object_find(&M.objects, "b/2", 3),
+	   "then the last block of the batch hinted LAST_PARTIAL");
+	ok(mc_object_evict_next(&M.objects, mc_object_evict_next(&M.objects, first)) ==
+		   mc_object_find(&M.objects, "n/2", 3),
+	   "then the last block of the batch without a hint, taken for partial");
+	is_str(master_order("n/"), "n/2 n/1 n/0", "no hint: the tail first");
+	is_str(master_order("f/"), "f/2 f/1 f/0", "hint 0: the tail first too");
+	ok(mc_object_find(&M.objects, "f/2", 3)->lru_prev == mc_object_find(&M.objects, "b/0", 3),
+	   "hint 0: its last block waits its turn after the older puts");
+	{
+		struct mc_wbuf b;
+		struct mc_rpc_config cfg;
+
+		mc_rpc_config_default(&cfg);
+		cfg.has_evict_hint = 1;
+		cfg.evict_hint = 0x02;
+		mc_wbuf_init(&b);
+		mc_rpc_put_uuid(&b, &client_id);
+		mc_rpc_put_config(&b, &cfg);
+		mc_wbuf_u32(&b, 1);
+		mc_rpc_put_strv(&b, mc_strv_c("bad-hint"));
+		mc_wbuf_u64(&b, 4096);
+		mc_rpc_put_evict_hint(&b, &cfg);
+		is(call(MC_OP_BATCH_PUT_START, &b), MC_ERR_INVALID_PARAMS,
+		   "a hint with an unknown bit: the request is refused");
+		mc_wbuf_u8(&b, 0);
+		is(call(MC_OP_BATCH_PUT_START, &b), MC_ERR_INVALID_PARAMS,
+		   "two bytes after the items: refused");
+		mc_wbuf_fini(&b);
+		ok(!has("bad-hint"), "and nothing was put");
+	}
+	ok(invariants(&M.objects), "the master's list is consistent");
+}
+
 int main(void)
 {
 	test_table_order();
@@ -252,6 +296,7 @@ int main(void)
 	master_init(&M, "prefix");
 	is(mount(&seg_id, 0x10000000, 64u << 20), 0, "MountSegment of 64 MiB");
 	test_master_prefix();
+	test_master_hint();
 	master_fini(&M);
 	mc_wbuf_fini(&out);
 	return tap_done();

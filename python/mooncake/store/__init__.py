@@ -38,6 +38,11 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ExistOptions", "Range
            "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
 
 
+# ReplicateConfig.eviction_hint flags (ours): the last key of the put holds a partial block,
+# which no later request shares (the master's --eviction_policy=prefix evicts it first).
+EVICTION_HINT_LAST_PARTIAL = 1
+
+
 class SoftPinAction(IntEnum):
     PRESERVE = 0
     ENABLE = 1
@@ -80,6 +85,9 @@ class ReplicateConfig:
     data_type = ObjectDataType.UNKNOWN
     host_id = ""
     group_ids = None
+    # Ours, not upstream's: what the writer knows about a put's keys, for the master's
+    # --eviction_policy=prefix (None: nothing said; else EVICTION_HINT_* flags, or 0).
+    eviction_hint = None
 
     # Fields 0.3.14 added.  preferred_hca_names / per_key_preferred_hca_names (the latter one
     # list per key of a batch put): over rdma the first name is the local NIC this client moves
@@ -116,6 +124,7 @@ class ReplicateConfig:
         self.per_key_preferred_hca_names = None
         self.residency_affinity_ids = None
         self.session_ids = None
+        self.eviction_hint = None
 
     @property
     def soft_pin_ttl_ms(self):
