@@ -75,6 +75,8 @@ struct mc_master_config {
 	int64_t offload_task_timeout_sec;
 	uint64_t rpc_max_frame_bytes;
 	int64_t max_connections;
+	char *cluster_secret_file;
+	int auth_http_reads;
 	char *log_level;
 	int verbose;
 	int check_config;
@@ -200,11 +202,15 @@ struct mc_ghost_table {
 	size_t nkeep, ntomb;
 };
 
+struct mc_auth;
+
 struct mc_master {
 	struct mc_master_config cfg;
 	struct event_base *base;
+	struct mc_auth *auth;		/* the cluster secret (NULL: an open cluster) */
 	struct evconnlistener *listener;
 	struct evhttp *admin;
+	void *admin_routes;		/* admin_http.c's route table */
 	struct mc_meta_server *meta;		/* embedded HTTP metadata service */
 	struct evhttp_connection *meta_conn;	/* to a remote one, for cleanup */
 	struct event *sig_term, *sig_int, *sig_hup, *tick;

@@ -18,6 +18,7 @@
 #include <event2/http.h>
 #include <event2/thread.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "master/master.h"
 #include "reactor/options.h"
@@ -134,6 +135,11 @@ static const struct mc_opt mc_master_opts[] = {
 	  0, -1,
 	  "when --persist_path cannot be written: refuse changes (PERSISTENT_FAIL) or continue "
 	  "acknowledging them (they may be lost)" },
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "file holding the cluster secret: every connection must prove it knows it (empty: an "
+	  "open cluster)" },
+	{ "auth_http_reads", NULL, NULL, MC_OPT_BOOL, O(auth_http_reads), "false", 0, -1,
+	  "with a cluster secret, admin HTTP reads (/metrics, /health, queries) need it too" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
@@ -164,6 +170,13 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	if (cfg->enable_ha) {
 		snprintf(err, n, "--enable_ha is not supported yet");
 		return -1;
+	}
+	if (cfg->cluster_secret_file[0]) {
+		struct mc_auth *a;
+
+		if (mc_auth_load(cfg->cluster_secret_file, &a, err, n) != 0)
+			return -1;
+		mc_auth_unref(a);
 	}
 	if (cfg->rpc_interface[0]) {
 		struct ifaddrs *ifs, *i;
@@ -396,6 +409,20 @@ int main(int argc, char **argv)
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
+	{
+		char err[512];
+
+		if (mc_auth_load(m->cfg.cluster_secret_file, &m->auth, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			goto out_tables;
+		}
+		if (m->auth)
+			mc_log_notice("cluster secret from %s: every connection is authenticated",
+				      mc_auth_path(m->auth));
+		else
+			mc_log_warn("no --cluster_secret_file: the cluster is open (any host that "
+				    "reaches its ports can read, write and remove objects)");
+	}
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto out_tables;
 	if (m->cfg.enable_http_metadata_server) {
@@ -445,6 +472,7 @@ out_tables:
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);
 	event_base_free(m->base);
+	mc_auth_unref(m->auth);
 out_cfg:
 	mc_opts_free(mc_master_opts, &m->cfg);
 	return rc;

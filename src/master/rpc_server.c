@@ -31,11 +31,13 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
+#include "common/auth.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "reactor/auth_event.h"
 
 /* A client that does not read its replies must not make the master buffer without bound. */
 #define MC_CONN_MAX_OUTPUT (256u << 20)
@@ -53,6 +55,11 @@ struct mc_conn {
 	struct mc_wbuf out;
 	size_t *dur;		/* offsets in out of successful replies that need the commit */
 	size_t ndur, capdur;
+	/* With a cluster secret: the handshake in progress (no bev yet) on fd, or refusing: a
+	 * peer without the handshake gets ILLEGAL_CLIENT for its first request, then the close. */
+	struct mc_auth_op *auth_op;
+	evutil_socket_t fd;
+	int refusing;
 };
 
 static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
@@ -87,7 +94,14 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	if (why)
 		mc_log_info("connection %llu from %s closed: %s", (unsigned long long)c->id, c->peer,
 			    why);
-	bufferevent_free(c->bev);
+	if (c->bev == NULL) {
+		/* Still authenticating: the socket is not the bufferevent's yet. */
+		mc_auth_op_free(c->auth_op);
+		c->auth_op = NULL;
+		evutil_closesocket(c->fd);
+	}
+	if (c->bev)
+		bufferevent_free(c->bev);
 	c->bev = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
@@ -231,6 +245,8 @@ static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, s
 	return 1;
 }
 
+static void mc_rpc_server_refuse(struct mc_conn *c);
+
 static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_conn *c = arg;
@@ -238,6 +254,10 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
 
+	if (c->refusing) {
+		mc_rpc_server_refuse(c);
+		return;
+	}
 	if (!c->flush_pending) {
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
@@ -335,6 +355,79 @@ static void mc_format_peer(const struct sockaddr *sa, char *out, size_t n)
 	}
 }
 
+/* Give the connection its bufferevent: requests are read from now on.  0 or -1 (c freed). */
+static int mc_conn_open(struct mc_conn *c)
+{
+	struct mc_master *m = c->m;
+
+	c->bev = bufferevent_socket_new(m->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		mc_conn_close(c, "out of memory");
+		return -1;
+	}
+	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
+	if (m->cfg.rpc_conn_timeout_seconds > 0) {
+		struct timeval tv = { (time_t)m->cfg.rpc_conn_timeout_seconds, 0 };
+
+		bufferevent_set_timeouts(c->bev, &tv, NULL);
+	}
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+static void mc_conn_on_refused_sent(struct bufferevent *bev, void *arg)
+{
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		mc_conn_close(arg, NULL);
+}
+
+/* A peer that speaks RPC without the handshake: its first request is answered ILLEGAL_CLIENT
+ * (so that a client without the secret reports a refusal rather than a broken connection), then
+ * the connection closes.  Anything else closes at once. */
+static void mc_rpc_server_refuse(struct mc_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	uint8_t hb[MC_RPC_HDR_LEN];
+	struct mc_rpc_hdr h;
+	size_t start = c->out.len;
+
+	if (evbuffer_get_length(in) < MC_RPC_HDR_LEN)
+		return;
+	evbuffer_copyout(in, hb, sizeof(hb));
+	if (mc_rpc_hdr_decode(hb, &h, UINT32_MAX) != 0 || h.kind != MC_RPC_REQUEST) {
+		mc_conn_close(c, NULL);
+		return;
+	}
+	mc_wbuf_reset(&c->out);
+	mc_rpc_frame_begin(&c->out, MC_RPC_RESPONSE, h.opcode, MC_ERR_ILLEGAL_CLIENT, h.req_id);
+	mc_rpc_frame_end(&c->out, start);
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_setcb(c->bev, NULL, mc_conn_on_refused_sent, mc_conn_on_event, c);
+	if (c->out.err || bufferevent_write(c->bev, c->out.data, c->out.len) != 0)
+		mc_conn_close(c, NULL);
+}
+
+static void mc_conn_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
+{
+	struct mc_conn *c = arg;
+	struct mc_master *m = c->m;
+
+	c->auth_op = NULL;
+	if (rc == 0) {
+		mc_conn_open(c);
+		return;
+	}
+	mc_auth_hs_refused(m->auth, "master RPC", c->peer, rc, hs);
+	if (rc != MC_AUTH_NOT_HELLO || hs->pos < 4 || memcmp(hs->msg, "MCRP", 4) != 0 ||
+	    mc_conn_open(c) != 0) {
+		mc_conn_close(c, NULL);
+		return;
+	}
+	c->refusing = 1;
+	evbuffer_prepend(bufferevent_get_input(c->bev), hs->msg, hs->pos);
+	mc_rpc_server_refuse(c);
+}
+
 static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 				  struct sockaddr *sa, int salen, void *arg)
 {
@@ -356,28 +449,23 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c = mc_xcalloc(1, sizeof(*c));
 	c->m = m;
+	c->fd = fd;
 	c->id = ++m->next_conn_id;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	mc_wbuf_init(&c->out);
-	c->bev = bufferevent_socket_new(m->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
-		evutil_closesocket(fd);
-		free(c);
-		return;
-	}
-	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
-	if (m->cfg.rpc_conn_timeout_seconds > 0) {
-		struct timeval tv = { (time_t)m->cfg.rpc_conn_timeout_seconds, 0 };
-
-		bufferevent_set_timeouts(c->bev, &tv, NULL);
-	}
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	c->next = m->conns;
 	if (m->conns)
 		m->conns->prev = c;
 	m->conns = c;
 	m->nconns++;
 	mc_log_debug("connection %llu from %s", (unsigned long long)c->id, c->peer);
+	if (m->auth == NULL) {
+		mc_conn_open(c);
+		return;
+	}
+	c->auth_op = mc_auth_op_start(m->base, fd, m->auth, MC_AUTH_SERVER, 0, mc_conn_on_auth, c);
+	if (c->auth_op == NULL)
+		mc_conn_close(c, "cannot start the authentication handshake");
 }
 
 static void mc_listener_on_error(struct evconnlistener *l, void *arg)

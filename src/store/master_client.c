@@ -55,8 +55,10 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/auth.h"
 #include "common/errcode.h"
 #include "common/log.h"
+#include "reactor/auth_event.h"
 #include "store/store.h"
 
 #define MC_PING_INTERVAL_MS 1000
@@ -69,6 +71,7 @@
 enum mc_mc_state {
 	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
 	MC_MC_CONNECTING,
+	MC_MC_AUTHENTICATING,	/* connected, proving the cluster secret (nothing sent yet) */
 	MC_MC_PROBING,		/* connected, its first ping not answered yet */
 	MC_MC_UP,
 };
@@ -81,6 +84,7 @@ struct mc_master_client {
 	enum mc_mc_state state;
 	int suspect;			/* a connection was lost and none answered since */
 	struct bufferevent *bev;
+	struct mc_auth_op *auth_op;	/* the handshake on bev's socket while AUTHENTICATING */
 	struct mc_rpc_call *pending;	/* sent or waiting to be sent, any order */
 	uint64_t next_req_id;
 	struct event *ev_tick;		/* ping, timeouts */
@@ -184,10 +188,13 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 	struct timeval tv;
 
 	/* Once per outage: the probes of a master that stays silent are not news. */
-	if (mc->state == MC_MC_UP || (mc->state == MC_MC_PROBING && !mc->suspect))
+	if (mc->state == MC_MC_UP ||
+	    ((mc->state == MC_MC_PROBING || mc->state == MC_MC_AUTHENTICATING) && !mc->suspect))
 		mc_log_warn("master %s:%u unreachable: %s", mc->host, mc->port, why);
 	else
 		mc_log_debug("master %s:%u still unreachable: %s", mc->host, mc->port, why);
+	mc_auth_op_free(mc->auth_op);
+	mc->auth_op = NULL;
 	if (mc->bev) {
 		evutil_socket_t fd = bufferevent_getfd(mc->bev);
 
@@ -304,10 +311,44 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 
 static void mc_ping(struct mc_master_client *mc, int64_t now);
 
+/* The connection is ready for requests: the ping first (its answer ends the probe and gives
+ * the master's clock), then whatever waited. */
+static void mc_master_client_ready(struct mc_master_client *mc)
+{
+	struct mc_rpc_call *c;
+
+	mc->state = MC_MC_PROBING;
+	if (mc->suspect)
+		mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
+	else
+		mc_log_info("connected to master %s:%u", mc->host, mc->port);
+	mc_ping(mc, mc_store_now_ms());
+	for (c = mc->pending; c && mc->bev; c = c->next)
+		if (c != &mc->ping_call && mc_send(mc, c)) {
+			mc_master_client_down(mc, "cannot queue request", 1);
+			return;
+		}
+}
+
+static void mc_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
+{
+	struct mc_master_client *mc = arg;
+	char why[200];
+
+	mc->auth_op = NULL;
+	if (rc != 0) {
+		snprintf(why, sizeof(why), "authentication failed: %s",
+			 hs->why ? hs->why : strerror(-rc));
+		mc_master_client_down(mc, why, 1);
+		return;
+	}
+	bufferevent_enable(mc->bev, EV_READ | EV_WRITE);
+	mc_master_client_ready(mc);
+}
+
 static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct mc_master_client *mc = arg;
-	struct mc_rpc_call *c;
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
@@ -319,18 +360,18 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 		/* Data the master's host does not acknowledge for this long breaks the connection
 		 * (a cut network), whatever the kernel's retransmission backoff. */
 		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
-		mc->state = MC_MC_PROBING;
-		if (mc->suspect)
-			mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
-		else
-			mc_log_info("connected to master %s:%u", mc->host, mc->port);
-		/* The ping goes first: its answer ends the probe and gives the master's clock. */
-		mc_ping(mc, mc_store_now_ms());
-		for (c = mc->pending; c && mc->bev; c = c->next)
-			if (c != &mc->ping_call && mc_send(mc, c)) {
-				mc_master_client_down(mc, "cannot queue request", 1);
-				return;
-			}
+		if (mc->st->auth == NULL) {
+			mc_master_client_ready(mc);
+			return;
+		}
+		/* The handshake owns the socket until it is done; the bufferevent waits. */
+		bufferevent_disable(mc->bev, EV_READ | EV_WRITE);
+		mc->state = MC_MC_AUTHENTICATING;
+		mc->auth_op = mc_auth_op_start(mc->base, fd, mc->st->auth, MC_AUTH_CLIENT,
+					       (int)mc->connect_timeout_ms + MC_PING_TIMEOUT_MS,
+					       mc_on_auth, mc);
+		if (mc->auth_op == NULL)
+			mc_master_client_down(mc, "cannot start the authentication handshake", 1);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
@@ -605,6 +646,8 @@ void mc_master_client_free(struct mc_master_client *mc)
 		close(mc->dl_fd);
 	mc->dl_fd = -1;
 	pthread_mutex_unlock(&mc->dl_mu);
+	mc_auth_op_free(mc->auth_op);
+	mc->auth_op = NULL;
 	if (mc->bev)
 		bufferevent_free(mc->bev);
 	mc->bev = NULL;
@@ -686,6 +729,17 @@ static int mc_dl_connect(struct mc_master_client *mc, const struct sockaddr_stor
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+	if (mc->st->auth) {
+		struct mc_auth_hs hs;
+
+		if (mc_auth_hs_init(&hs, mc->st->auth, MC_AUTH_CLIENT) != 0 ||
+		    mc_auth_hs_run(&hs, fd, (int)mc->connect_timeout_ms + MC_PING_TIMEOUT_MS) != 0) {
+			mc_log_debug("master %s:%u: direct lane: authentication failed: %s", mc->host,
+				     mc->port, hs.why ? hs.why : "?");
+			close(fd);
+			return -1;
+		}
+	}
 	return fd;
 }
 

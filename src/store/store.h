@@ -83,6 +83,10 @@ struct mc_store {
 	int fs_evict;			/* enable_disk_eviction */
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
 	struct mc_store_fs *fsw;	/* its worker (store_tier_fsdir.c) */
+	/* The cluster secret: its file set before mc_store_setup (mooncake_client's
+	 * cluster_secret_file), else MOONCAKE_CLUSTER_SECRET_FILE; loaded by setup. */
+	char cluster_secret_file[1024];
+	struct mc_auth *auth;		/* NULL: an open cluster */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */

@@ -37,6 +37,7 @@
 
 #include <event2/listener.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "transfer/tcp.h"
@@ -47,6 +48,7 @@
 #define MC_FILE_STEP (1u << 30)	/* bytes per sendfile call */
 
 enum mc_srv_state {
+	SRV_AUTH,	/* the authentication handshake (with a cluster secret) */
 	SRV_HDR,
 	SRV_RECV,	/* WRITE payload into memory */
 	SRV_DISCARD,	/* refused WRITE payload */
@@ -76,6 +78,8 @@ struct mc_srv_conn {
 	struct mc_srv_conn *job_next;	/* in the pool's pending or done list */
 	int job_busy;		/* a worker owns fd, file_fd, file_off, file_left */
 	int closing;		/* closed while job_busy: freed when the worker is done */
+	struct mc_auth_hs *hs;	/* SRV_AUTH */
+	struct event *ev_auth;	/* SRV_AUTH: its deadline */
 	char peer[64];
 };
 
@@ -99,6 +103,7 @@ struct mc_tcp_server {
 	uint16_t port;
 	uint8_t *scratch;
 	struct mc_file_pool *pool;	/* NULL until the first file-backed READ */
+	struct mc_auth *auth;		/* cluster secret, or NULL */
 };
 
 static void mc_srv_drive(struct mc_srv_conn *c);
@@ -112,6 +117,11 @@ static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 		mc_log_warn("tcp data connection from %s closed: %s", c->peer, why);
 	event_free(c->ev_read);
 	event_free(c->ev_write);
+	if (c->ev_auth)
+		event_free(c->ev_auth);
+	free(c->hs);
+	c->ev_auth = NULL;
+	c->hs = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -411,6 +421,25 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 		int rc;
 
 		switch (c->state) {
+		case SRV_AUTH:
+			rc = mc_auth_hs_step(c->hs, c->fd);
+			if (rc == MC_AUTH_AGAIN) {
+				if (c->hs->want_write)
+					event_add(c->ev_write, NULL);
+				return;
+			}
+			if (rc != MC_AUTH_DONE) {
+				mc_auth_hs_refused(c->srv->auth, "engine TCP data", c->peer, rc,
+						   c->hs);
+				mc_srv_conn_close(c, NULL);
+				return;
+			}
+			event_free(c->ev_auth);
+			free(c->hs);
+			c->ev_auth = NULL;
+			c->hs = NULL;
+			c->state = SRV_HDR;
+			break;
 		case SRV_HDR:
 			r = recv(c->fd, c->hdr + c->hdr_got, MC_TCP_HDR_LEN - c->hdr_got, 0);
 			if (r == 0) {
@@ -513,6 +542,32 @@ static void mc_srv_on_io(evutil_socket_t fd, short what, void *arg)
 	mc_srv_drive(c);
 }
 
+static void mc_srv_on_auth_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_srv_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	mc_auth_refused(c->srv->auth, "engine TCP data", c->peer, "handshake timeout");
+	mc_srv_conn_close(c, NULL);
+}
+
+/* With a cluster secret, a connection starts in SRV_AUTH with a deadline.  0 or -ENOMEM. */
+static int mc_srv_auth_start(struct mc_srv_conn *c)
+{
+	int ms = mc_auth_timeout_ms();
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	c->hs = malloc(sizeof(*c->hs));
+	c->ev_auth = evtimer_new(c->srv->base, mc_srv_on_auth_timeout, c);
+	if (c->hs == NULL || c->ev_auth == NULL ||
+	    mc_auth_hs_init(c->hs, c->srv->auth, MC_AUTH_SERVER) != 0)
+		return -ENOMEM;
+	evtimer_add(c->ev_auth, &tv);
+	c->state = SRV_AUTH;
+	return 0;
+}
+
 static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			     int salen, void *arg)
 {
@@ -530,6 +585,7 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	c->srv = s;
 	c->fd = fd;
 	c->file_fd = -1;
+	c->state = SRV_HDR;
 	if (sa->sa_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)sa;
 		char ip[INET_ADDRSTRLEN];
@@ -555,6 +611,13 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
+	if (s->auth && mc_srv_auth_start(c) != 0)
+		mc_srv_conn_close(c, "out of memory");
+}
+
+void mc_tcp_server_set_auth(struct mc_tcp_server *s, struct mc_auth *a)
+{
+	s->auth = a;
 }
 
 struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bind_addr,
