@@ -360,9 +360,16 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
 		struct mc_auth *a = NULL;
 		const char *path = cfg->cluster_secret_file[0] ? cfg->cluster_secret_file
 							       : getenv(MC_AUTH_SECRET_ENV);
+		char why[400];
 
-		if (mc_auth_load(path, &a, err, sizeof(err)) != 0)
+		if (mc_auth_load(path, &a, why, sizeof(why)) != 0) {
+			snprintf(err, sizeof(err), "invalid value '%s' for %s: %s", path,
+				 cfg->cluster_secret_file[0]
+					 ? "--cluster_secret_file"
+					 : "environment variable " MC_AUTH_SECRET_ENV,
+				 why);
 			goto out;
+		}
 		mc_auth_unref(a);
 	}
 	if (cfg->log_dir[0] && access(cfg->log_dir, W_OK | X_OK)) {

@@ -173,9 +173,13 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	}
 	if (cfg->cluster_secret_file[0]) {
 		struct mc_auth *a;
+		char why[400];
 
-		if (mc_auth_load(cfg->cluster_secret_file, &a, err, n) != 0)
+		if (mc_auth_load(cfg->cluster_secret_file, &a, why, sizeof(why)) != 0) {
+			snprintf(err, n, "invalid value '%s' for --cluster_secret_file: %s",
+				 cfg->cluster_secret_file, why);
 			return -1;
+		}
 		mc_auth_unref(a);
 	}
 	if (cfg->rpc_interface[0]) {
