@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #ifdef HAVE_CURL
@@ -24,6 +25,7 @@
 #include <hiredis/hiredis.h>
 #endif
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
@@ -115,15 +117,31 @@ static size_t mc_kv_on_body(char *p, size_t sz, size_t nm, void *arg)
 	return n;
 }
 
-/* One request; returns the HTTP status or a negative error. */
-static long mc_kv_curl(const char *url, const char *method, const char *body,
-		       struct mc_kv_body *out)
+/* One request, signed with the cluster secret a (NULL: none; see common/auth.h); returns the
+ * HTTP status or a negative error. */
+static long mc_kv_curl_auth(const struct mc_auth *a, const char *url, const char *method,
+			    const char *body, struct mc_kv_body *out)
 {
 	CURL *c = curl_easy_init();
+	struct curl_slist *hdrs = NULL;
 	long code = ERR_METADATA;
 
 	if (c == NULL)
 		return ERR_MEMORY;
+	if (a) {
+		const char *scheme = strstr(url, "://");
+		const char *uri = scheme ? strchr(scheme + 3, '/') : NULL;
+		char h[200];
+
+		snprintf(h, sizeof(h), "%s: ", MC_AUTH_HTTP_HEADER);
+		if (mc_auth_http_sign(a, method, uri ? uri : "/", body, body ? strlen(body) : 0,
+				      (int64_t)time(NULL), h + strlen(h), sizeof(h) - strlen(h)) != 0 ||
+		    (hdrs = curl_slist_append(NULL, h)) == NULL) {
+			curl_easy_cleanup(c);
+			return ERR_MEMORY;
+		}
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1500L);
@@ -141,7 +159,14 @@ static long mc_kv_curl(const char *url, const char *method, const char *body,
 	if (curl_easy_perform(c) == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
 	return code;
+}
+
+static long mc_kv_curl(const char *url, const char *method, const char *body,
+		       struct mc_kv_body *out)
+{
+	return mc_kv_curl_auth(NULL, url, method, body, out);
 }
 
 static int mc_kv_http(struct mc_engine *e, const char *method, const char *key,
@@ -158,7 +183,7 @@ static int mc_kv_http(struct mc_engine *e, const char *method, const char *key,
 	snprintf(url, sizeof(url), "%s?key=%s", e->meta_conn, esc ? esc : key);
 	curl_free(esc);
 	curl_easy_cleanup(c);
-	code = mc_kv_curl(url, method, value, &b);	/* bodies are never printed */
+	code = mc_kv_curl_auth(e->auth, url, method, value, &b);	/* bodies are never printed */
 	if (code == 404) {
 		free(b.data);
 		return -ENOENT;

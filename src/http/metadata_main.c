@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "http/metadata_server.h"
+#include "common/auth.h"
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
 
@@ -29,6 +30,8 @@ struct mc_meta_cfg {
 	uint64_t max_key_bytes;
 	uint64_t max_value_bytes;
 	int64_t max_keys;
+	char *cluster_secret_file;
+	int auth_http_reads;
 	int check_config;
 };
 
@@ -40,6 +43,7 @@ struct mc_meta_daemon {
 	struct event *sig_term;
 	struct event *sig_int;
 	struct event *sig_hup;
+	struct mc_auth *auth;
 };
 
 #define O(f) offsetof(struct mc_meta_cfg, f)
@@ -56,6 +60,11 @@ static const struct mc_opt mc_meta_opts[] = {
 	  "largest value accepted (413 above)" },
 	{ "max_keys", NULL, NULL, MC_OPT_INT, O(max_keys), "1000000", 1, 1000000000,
 	  "keys stored at most (503 for a new key above)" },
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "file holding the cluster secret: PUT and DELETE must be signed with it (empty: an open "
+	  "service)" },
+	{ "auth_http_reads", NULL, NULL, MC_OPT_BOOL, O(auth_http_reads), "false", 0, -1,
+	  "with a cluster secret, GET /metadata needs it too" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
@@ -90,6 +99,15 @@ static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 		fprintf(stderr, MC_META_PROG ": unexpected argument '%s'\n", argv[next]);
 		return 2;
 	}
+	{
+		char why[400];
+
+		if (mc_auth_load(d->cfg.cluster_secret_file, &d->auth, why, sizeof(why)) != 0) {
+			fprintf(stderr, MC_META_PROG ": invalid value '%s' for --cluster_secret_file: "
+					"%s\n", d->cfg.cluster_secret_file, why);
+			return 2;
+		}
+	}
 	if (mc_log_set_level_name(d->cfg.log_level) != 0) {
 		fprintf(stderr, MC_META_PROG ": --log-level must be DEBUG, INFO, WARNING or ERROR, "
 				"not '%s'\n", d->cfg.log_level);
@@ -122,6 +140,8 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		.max_key_bytes = (size_t)d->cfg.max_key_bytes,
 		.max_value_bytes = (size_t)d->cfg.max_value_bytes,
 		.max_keys = (size_t)d->cfg.max_keys,
+		.auth = d->auth,
+		.auth_reads = d->cfg.auth_http_reads,
 	};
 	int rc = 0;
 
@@ -149,6 +169,12 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		mc_log_err("cannot watch SIGTERM and SIGINT");
 		return -1;
 	}
+	if (d->auth)
+		mc_log_notice("cluster secret from %s: writes must be signed with it",
+			      mc_auth_path(d->auth));
+	else
+		mc_log_warn("no --cluster_secret_file: the metadata service is open (any host that "
+			    "reaches it can change the cluster's descriptors)");
 	mc_log_notice("HTTP metadata service on %s:%u (keys up to %zu bytes, values up to %zu "
 		      "bytes, at most %zu keys)", d->cfg.host, mc_meta_server_port(d->srv),
 		      mo.max_key_bytes, mo.max_value_bytes, mo.max_keys);
@@ -167,6 +193,8 @@ static void mc_meta_stop(struct mc_meta_daemon *d)
 	mc_meta_server_free(d->srv);
 	if (d->base)
 		event_base_free(d->base);
+	mc_auth_unref(d->auth);
+	d->auth = NULL;
 }
 
 int main(int argc, char **argv)
@@ -205,6 +233,7 @@ int main(int argc, char **argv)
 stop:
 	mc_meta_stop(&d);
 free_cfg:
+	mc_auth_unref(d.auth);
 	mc_opts_free(mc_meta_opts, &d.cfg);
 	return status;
 }

@@ -31,6 +31,8 @@
 #include <event2/util.h>
 
 #include "common/log.h"
+#include "common/auth.h"
+#include "http/http_auth.h"
 #include "http/metadata_server.h"
 
 #define MC_META_DEF_KEY_BYTES 1024
@@ -492,6 +494,9 @@ static void mc_meta_on_metadata(struct evhttp_request *req, void *arg)
 		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
 		return;
 	}
+	if ((cmd != EVHTTP_REQ_GET || s->opts.auth_reads) &&
+	    !mc_http_auth_check(s->opts.auth, req, "metadata HTTP"))
+		return;
 	if (mc_meta_query_key(s, req, &key, &klen) != 0)
 		return;
 	if (cmd == EVHTTP_REQ_GET)
@@ -511,6 +516,34 @@ static void mc_meta_on_health(struct evhttp_request *req, void *arg)
 		mc_meta_text(req, 200, "OK");
 	else
 		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
+}
+
+static void mc_meta_on_metrics(struct evhttp_request *req, void *arg)
+{
+	struct mc_meta_server *s = arg;
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	struct evbuffer *b;
+
+	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
+		return;
+	}
+	b = evbuffer_new();
+	if (b == NULL) {
+		evhttp_send_error(req, 503, "Out of memory");
+		return;
+	}
+	evbuffer_add_printf(b,
+			    "# HELP metadata_keys keys stored\n# TYPE metadata_keys gauge\n"
+			    "metadata_keys %zu\n"
+			    "# HELP mooncake_auth_failures_total requests refused for want of the "
+			    "cluster secret\n# TYPE mooncake_auth_failures_total counter\n"
+			    "mooncake_auth_failures_total %llu\n",
+			    s->count, (unsigned long long)mc_auth_failures(s->opts.auth));
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
 }
 
 static void mc_meta_on_other(struct evhttp_request *req, void *arg)
@@ -628,6 +661,7 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 	evhttp_set_bevcb(s->http, mc_meta_on_accept, s);
 	evhttp_set_cb(s->http, "/metadata", mc_meta_on_metadata, s);
 	evhttp_set_cb(s->http, "/health", mc_meta_on_health, s);
+	evhttp_set_cb(s->http, "/metrics", mc_meta_on_metrics, s);
 	evhttp_set_gencb(s->http, mc_meta_on_other, s);
 	errno = 0;
 	s->sock = evhttp_bind_socket_with_handle(s->http, host, port);

@@ -19,6 +19,11 @@
  *                            key not allowed"
  *   DELETE /metadata?key=K   200 "metadata deleted" | 404 "metadata not found"
  *   GET    /health           200 "OK"
+ *   GET    /metrics          Prometheus text: keys stored, requests refused for want of the
+ *                            cluster secret
+ *
+ * With a cluster secret (opts.auth), PUT and DELETE without valid credentials get 401
+ * (http/http_auth.h), GET too with opts.auth_reads; /health and /metrics stay open.
  *
  * K is URL-decoded.  A missing, empty or repeated key parameter is 400 "Missing key parameter"
  * (repeated: "Repeated key parameter"); a key over max_key_bytes or holding a NUL byte is 400;
@@ -39,6 +44,10 @@ struct mc_meta_server_opts {
 	size_t max_header_bytes;	/* request line, and all headers together;
 					 * default 8 KiB + 3 * max_key_bytes (a fully
 					 * escaped key fits in the request line) */
+	/* The cluster secret PUT and DELETE must carry (and GET too with auth_reads); NULL: an
+	 * open service.  Not owned: it must outlive the server. */
+	struct mc_auth *auth;
+	int auth_reads;
 };
 
 /*

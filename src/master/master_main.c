@@ -432,8 +432,11 @@ int main(int argc, char **argv)
 	if (m->cfg.enable_http_metadata_server) {
 		int err = 0;
 
+		struct mc_meta_server_opts mo = { .auth = m->auth,
+						  .auth_reads = m->cfg.auth_http_reads };
+
 		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
-					     (uint16_t)m->cfg.http_metadata_server_port, NULL, &err);
+					     (uint16_t)m->cfg.http_metadata_server_port, &mo, &err);
 		if (m->meta == NULL) {
 			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
 				   m->cfg.http_metadata_server_host,
