@@ -199,7 +199,6 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1
 _SIZE_RE = re.compile(r"([+]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)")
 
 
-
 def _auth_handshake(sk, path):
     """Prove the cluster secret in path on a connected socket, as every port of the cluster
     asks (doc/protocol.md, "Authentication").  True when the peer proved it knows it too."""

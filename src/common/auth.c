@@ -35,7 +35,7 @@
 
 #define MC_AUTH_LABEL_SERVER "mooncake-auth-v1 server"
 #define MC_AUTH_LABEL_CLIENT "mooncake-auth-v1 client"
-#define MC_AUTH_LOG_PER_SEC 5
+#define MC_AUTH_LOG_PER_SEC 20
 
 struct mc_auth {
 	atomic_uint refs;

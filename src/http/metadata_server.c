@@ -610,6 +610,8 @@ static void mc_meta_opts_init(struct mc_meta_server_opts *o, const struct mc_met
 	o->max_keys = in && in->max_keys ? in->max_keys : MC_META_DEF_KEYS;
 	o->max_header_bytes = in && in->max_header_bytes ? in->max_header_bytes
 							 : 8192 + 3 * o->max_key_bytes;
+	o->auth = in ? in->auth : NULL;
+	o->auth_reads = in ? in->auth_reads : 0;
 }
 
 static uint16_t mc_meta_bound_port(struct evhttp_bound_socket *sock)
