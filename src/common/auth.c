@@ -279,9 +279,11 @@ int mc_auth_hs_init(struct mc_auth_hs *hs, const struct mc_auth *a, int role)
 static int mc_auth_io(struct mc_auth_hs *hs, int fd, size_t len, int writing)
 {
 	while (hs->pos < len) {
-		ssize_t n = writing ? send(fd, hs->msg + hs->pos, len - hs->pos,
-					   MSG_DONTWAIT | MSG_NOSIGNAL)
-				    : recv(fd, hs->msg + hs->pos, len - hs->pos, MSG_DONTWAIT);
+		ssize_t n = hs->io ? (ssize_t)hs->io(hs->io_ctx, hs->msg + hs->pos, len - hs->pos,
+						       writing)
+			    : writing ? send(fd, hs->msg + hs->pos, len - hs->pos,
+					     MSG_DONTWAIT | MSG_NOSIGNAL)
+				      : recv(fd, hs->msg + hs->pos, len - hs->pos, MSG_DONTWAIT);
 
 		if (n == 0 && !writing) {
 			hs->why = "connection closed during the handshake";

@@ -79,9 +79,16 @@ enum mc_auth_role {
 #define MC_AUTH_BAD_PROOF (-10001)	/* the peer does not know our secret */
 #define MC_AUTH_NOT_HELLO (-10002)	/* server: the peer speaks without the handshake */
 
+/* Moves bytes of the handshake for a connection that is not a plain socket (TLS through a
+ * bufferevent): like recv/send with MSG_DONTWAIT, -1 with errno EAGAIN when nothing can move,
+ * 0 from a read at end of stream. */
+typedef long (*mc_auth_io_fn)(void *ctx, void *buf, size_t n, int writing);
+
 /* One handshake in progress on a socket.  Embedded by its owner; holds no resource. */
 struct mc_auth_hs {
 	const struct mc_auth *a;
+	mc_auth_io_fn io;		/* NULL: recv/send on the fd given to mc_auth_hs_step */
+	void *io_ctx;
 	int role;
 	int state;
 	int want_write;			/* AGAIN: wait for writability, else readability */

@@ -142,6 +142,19 @@ static long mc_kv_curl_auth(const struct mc_auth *a, const char *url, const char
 		}
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	}
+	if (strncmp(url, "https://", 8) == 0) {
+		/* The control plane's TLS settings (libmooncake(3)). */
+		const char *ca = getenv("MOONCAKE_TLS_CA_FILE");
+		const char *cert = getenv("MOONCAKE_TLS_CERT_FILE");
+		const char *key = getenv("MOONCAKE_TLS_KEY_FILE");
+
+		if (ca && *ca)
+			curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+		if (cert && *cert && key && *key) {
+			curl_easy_setopt(c, CURLOPT_SSLCERT, cert);
+			curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+		}
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1500L);

@@ -34,6 +34,7 @@
 #include "common/auth.h"
 #include "http/http_auth.h"
 #include "http/metadata_server.h"
+#include "reactor/tls.h"
 
 #define MC_META_DEF_KEY_BYTES 1024
 #define MC_META_DEF_VALUE_BYTES (16u << 20)
@@ -612,6 +613,7 @@ static void mc_meta_opts_init(struct mc_meta_server_opts *o, const struct mc_met
 							 : 8192 + 3 * o->max_key_bytes;
 	o->auth = in ? in->auth : NULL;
 	o->auth_reads = in ? in->auth_reads : 0;
+	o->tls = in ? in->tls : NULL;
 }
 
 static uint16_t mc_meta_bound_port(struct evhttp_bound_socket *sock)
@@ -661,6 +663,8 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 	 * sees the 413 rather than a reset of a connection closed under its upload. */
 	evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_bevcb(s->http, mc_meta_on_accept, s);
+	if (s->opts.tls)
+		mc_tls_http_serve(s->http, s->opts.tls);
 	evhttp_set_cb(s->http, "/metadata", mc_meta_on_metadata, s);
 	evhttp_set_cb(s->http, "/health", mc_meta_on_health, s);
 	evhttp_set_cb(s->http, "/metrics", mc_meta_on_metrics, s);

@@ -35,6 +35,8 @@
  * including the in-process accessors below; the server takes no locks.
  */
 struct mc_meta_server;
+struct mc_auth;
+struct mc_tls;
 
 /* Bounds on what the network may make us store.  A zero field takes the default. */
 struct mc_meta_server_opts {
@@ -48,6 +50,7 @@ struct mc_meta_server_opts {
 	 * open service.  Not owned: it must outlive the server. */
 	struct mc_auth *auth;
 	int auth_reads;
+	struct mc_tls *tls;		/* serve HTTPS (NULL: HTTP); not owned */
 };
 
 /*

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "http/http_auth.h"
+#include "reactor/tls.h"
 #include "master/ops.h"
 #include "segment/alloc.h"
 
@@ -826,6 +827,8 @@ int mc_admin_http_start(struct mc_master *m)
 		return -1;
 	evhttp_set_max_headers_size(m->admin, 16384);
 	evhttp_set_max_body_size(m->admin, 1 << 20);
+	if (m->tls)
+		mc_tls_http_serve(m->admin, m->tls);
 	if (mc_admin_routes(m) != 0 ||
 	    evhttp_bind_socket(m->admin, m->cfg.metrics_host, (uint16_t)m->cfg.metrics_port)) {
 		mc_log_err("cannot listen for admin HTTP on %s:%lld", m->cfg.metrics_host,

@@ -77,6 +77,9 @@ struct mc_master_config {
 	int64_t max_connections;
 	char *cluster_secret_file;
 	int auth_http_reads;
+	char *tls_cert_file;		/* with tls_key_file: TLS on RPC, admin and metadata HTTP */
+	char *tls_key_file;
+	char *tls_ca_file;		/* clients must present a certificate from this CA */
 	char *log_level;
 	int verbose;
 	int check_config;
@@ -203,11 +206,13 @@ struct mc_ghost_table {
 };
 
 struct mc_auth;
+struct mc_tls;
 
 struct mc_master {
 	struct mc_master_config cfg;
 	struct event_base *base;
 	struct mc_auth *auth;		/* the cluster secret (NULL: an open cluster) */
+	struct mc_tls *tls;		/* the control plane's TLS (NULL: plain TCP) */
 	struct evconnlistener *listener;
 	struct evhttp *admin;
 	void *admin_routes;		/* admin_http.c's route table */

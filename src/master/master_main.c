@@ -24,6 +24,7 @@
 #include "reactor/options.h"
 #include "http/metadata_server.h"
 #include "reactor/sd_notify.h"
+#include "reactor/tls.h"
 
 #define O(f) offsetof(struct mc_master_config, f)
 static const struct mc_opt mc_master_opts[] = {
@@ -140,6 +141,13 @@ static const struct mc_opt mc_master_opts[] = {
 	  "open cluster)" },
 	{ "auth_http_reads", NULL, NULL, MC_OPT_BOOL, O(auth_http_reads), "false", 0, -1,
 	  "with a cluster secret, admin HTTP reads (/metrics, /health, queries) need it too" },
+	{ "tls_cert_file", NULL, NULL, MC_OPT_PATH, O(tls_cert_file), "", 0, -1,
+	  "PEM certificate (chain): with --tls_key_file, RPC, admin HTTP and the embedded "
+	  "metadata service speak TLS" },
+	{ "tls_key_file", NULL, NULL, MC_OPT_PATH, O(tls_key_file), "", 0, -1,
+	  "PEM private key of --tls_cert_file" },
+	{ "tls_ca_file", NULL, NULL, MC_OPT_PATH, O(tls_ca_file), "", 0, -1,
+	  "PEM CA certificates: clients must present a certificate they sign (mutual TLS)" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
@@ -181,6 +189,23 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 			return -1;
 		}
 		mc_auth_unref(a);
+	}
+	if (mc_opts_check_readable("tls_cert_file", cfg->tls_cert_file, err, n) ||
+	    mc_opts_check_readable("tls_key_file", cfg->tls_key_file, err, n) ||
+	    mc_opts_check_readable("tls_ca_file", cfg->tls_ca_file, err, n))
+		return -1;
+	if (cfg->tls_cert_file[0] || cfg->tls_key_file[0] || cfg->tls_ca_file[0]) {
+		struct mc_tls *t;
+		char why[400];
+
+		if (mc_tls_server_new(cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_ca_file, &t,
+				      why, sizeof(why)) != 0) {
+			snprintf(err, n, "invalid value '%s' for --%s: %s",
+				 cfg->tls_cert_file[0] ? cfg->tls_cert_file : cfg->tls_key_file,
+				 cfg->tls_cert_file[0] ? "tls_cert_file" : "tls_key_file", why);
+			return -1;
+		}
+		mc_tls_free(t);
 	}
 	if (cfg->rpc_interface[0]) {
 		struct ifaddrs *ifs, *i;
@@ -420,6 +445,16 @@ int main(int argc, char **argv)
 			mc_log_err("%s", err);
 			goto out_tables;
 		}
+		if (m->cfg.tls_cert_file[0] &&
+		    mc_tls_server_new(m->cfg.tls_cert_file, m->cfg.tls_key_file,
+				      m->cfg.tls_ca_file, &m->tls, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			goto out_tables;
+		}
+		if (m->tls)
+			mc_log_notice("TLS on RPC, admin and metadata HTTP (%s)%s",
+				      m->cfg.tls_cert_file,
+				      m->cfg.tls_ca_file[0] ? ", client certificates required" : "");
 		if (m->auth)
 			mc_log_notice("cluster secret from %s: every connection is authenticated",
 				      mc_auth_path(m->auth));
@@ -433,7 +468,8 @@ int main(int argc, char **argv)
 		int err = 0;
 
 		struct mc_meta_server_opts mo = { .auth = m->auth,
-						  .auth_reads = m->cfg.auth_http_reads };
+						  .auth_reads = m->cfg.auth_http_reads,
+						  .tls = m->tls };
 
 		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
 					     (uint16_t)m->cfg.http_metadata_server_port, &mo, &err);
@@ -480,6 +516,7 @@ out_tables:
 	mc_fs_fini(m);
 	event_base_free(m->base);
 	mc_auth_unref(m->auth);
+	mc_tls_free(m->tls);
 out_cfg:
 	mc_opts_free(mc_master_opts, &m->cfg);
 	return rc;

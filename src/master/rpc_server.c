@@ -38,6 +38,7 @@
 #include "common/xalloc.h"
 #include "master/ops.h"
 #include "reactor/auth_event.h"
+#include "reactor/tls.h"
 
 /* A client that does not read its replies must not make the master buffer without bound. */
 #define MC_CONN_MAX_OUTPUT (256u << 20)
@@ -60,6 +61,8 @@ struct mc_conn {
 	struct mc_auth_op *auth_op;
 	evutil_socket_t fd;
 	int refusing;
+	int tls;			/* bev is a TLS bufferevent: never write to fd directly */
+	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
 };
 
 static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
@@ -71,6 +74,7 @@ static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
 	event_free(c->reaper);
 	mc_wbuf_fini(&c->out);
 	free(c->dur);
+	free(c->hs);
 	free(c);
 }
 
@@ -121,7 +125,7 @@ static void mc_conn_send(struct mc_conn *c)
 	struct evbuffer *ob = bufferevent_get_output(c->bev);
 	ssize_t n = 0;
 
-	if (!c->out.err && evbuffer_get_length(ob) == 0) {
+	if (!c->out.err && !c->tls && evbuffer_get_length(ob) == 0) {
 		n = send(bufferevent_getfd(c->bev), c->out.data, c->out.len,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0)
@@ -246,6 +250,34 @@ static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, s
 }
 
 static void mc_rpc_server_refuse(struct mc_conn *c);
+static void mc_conn_set_timeouts(struct mc_conn *c);
+
+/* TLS with a cluster secret: the secret's handshake runs inside TLS, over the bufferevent.
+ * 0 when it is done and requests may be read (or the peer is to be refused in words), else 1
+ * (wait for more, or c was closed). */
+static int mc_conn_tls_auth(struct mc_conn *c)
+{
+	int rc = mc_auth_hs_step(c->hs, -1);
+
+	if (rc == MC_AUTH_AGAIN)
+		return 1;
+	if (rc == MC_AUTH_DONE) {
+		free(c->hs);
+		c->hs = NULL;
+		mc_conn_set_timeouts(c);
+		return 0;
+	}
+	mc_auth_hs_refused(c->m->auth, "master RPC", c->peer, rc, c->hs);
+	if (rc == MC_AUTH_NOT_HELLO && c->hs->pos >= 4 && memcmp(c->hs->msg, "MCRP", 4) == 0) {
+		evbuffer_prepend(bufferevent_get_input(c->bev), c->hs->msg, c->hs->pos);
+		free(c->hs);
+		c->hs = NULL;
+		c->refusing = 1;
+		return 0;
+	}
+	mc_conn_close(c, NULL);
+	return 1;
+}
 
 static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 {
@@ -254,6 +286,8 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
 
+	if (c->hs && mc_conn_tls_auth(c) != 0)
+		return;
 	if (c->refusing) {
 		mc_rpc_server_refuse(c);
 		return;
@@ -329,7 +363,13 @@ static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
 		mc_conn_close(c, NULL);
 	else if (what & BEV_EVENT_TIMEOUT)
 		mc_conn_close(c, "idle timeout");
-	else if (what & BEV_EVENT_ERROR)
+	else if ((what & BEV_EVENT_ERROR) && c->tls) {
+		char why[256];
+
+		mc_conn_close(c, *mc_tls_bev_error(c->bev, why, sizeof(why))
+					 ? why
+					 : strerror(EVUTIL_SOCKET_ERROR()));
+	} else if (what & BEV_EVENT_ERROR)
 		mc_conn_close(c, strerror(EVUTIL_SOCKET_ERROR()));
 }
 
@@ -355,22 +395,46 @@ static void mc_format_peer(const struct sockaddr *sa, char *out, size_t n)
 	}
 }
 
-/* Give the connection its bufferevent: requests are read from now on.  0 or -1 (c freed). */
+static void mc_conn_set_timeouts(struct mc_conn *c)
+{
+	struct timeval tv = { (time_t)c->m->cfg.rpc_conn_timeout_seconds, 0 };
+
+	if (c->hs) {
+		/* TLS and the secret's handshake must finish within the handshake's time. */
+		int ms = mc_auth_timeout_ms();
+
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+	} else if (c->m->cfg.rpc_conn_timeout_seconds <= 0) {
+		bufferevent_set_timeouts(c->bev, NULL, NULL);
+		return;
+	}
+	bufferevent_set_timeouts(c->bev, &tv, NULL);
+}
+
+/* Give the connection its bufferevent: requests are read from now on (with TLS: after the TLS
+ * handshake, and with a secret the secret's inside it).  0 or -1 (c closed). */
 static int mc_conn_open(struct mc_conn *c)
 {
 	struct mc_master *m = c->m;
 
-	c->bev = bufferevent_socket_new(m->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+	c->bev = m->tls ? mc_tls_bev_accept(m->base, m->tls, c->fd)
+			: bufferevent_socket_new(m->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL) {
 		mc_conn_close(c, "out of memory");
 		return -1;
 	}
-	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
-	if (m->cfg.rpc_conn_timeout_seconds > 0) {
-		struct timeval tv = { (time_t)m->cfg.rpc_conn_timeout_seconds, 0 };
-
-		bufferevent_set_timeouts(c->bev, &tv, NULL);
+	c->tls = m->tls != NULL;
+	if (c->tls && m->auth) {
+		c->hs = malloc(sizeof(*c->hs));
+		if (c->hs == NULL || mc_auth_hs_init(c->hs, m->auth, MC_AUTH_SERVER) != 0) {
+			mc_conn_close(c, "cannot start the authentication handshake");
+			return -1;
+		}
+		mc_auth_hs_use_bev(c->hs, c->bev);
 	}
+	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
+	mc_conn_set_timeouts(c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
@@ -459,7 +523,7 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	m->conns = c;
 	m->nconns++;
 	mc_log_debug("connection %llu from %s", (unsigned long long)c->id, c->peer);
-	if (m->auth == NULL) {
+	if (m->auth == NULL || m->tls) {
 		mc_conn_open(c);
 		return;
 	}
@@ -521,6 +585,7 @@ void mc_rpc_server_stop(struct mc_master *m)
 		event_free(c->reaper);
 		mc_wbuf_fini(&c->out);
 		free(c->dur);
+		free(c->hs);
 		free(c);
 	}
 }

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
 #include "reactor/auth_event.h"
 
 struct mc_auth_op {
@@ -108,4 +111,24 @@ void mc_auth_op_free(struct mc_auth_op *op)
 	if (op->ev)
 		event_free(op->ev);
 	free(op);
+}
+
+static long mc_auth_bev_io(void *ctx, void *buf, size_t n, int writing)
+{
+	struct bufferevent *bev = ctx;
+	int got;
+
+	if (writing)
+		return bufferevent_write(bev, buf, n) == 0 ? (long)n : -1;
+	got = evbuffer_remove(bufferevent_get_input(bev), buf, n);
+	if (got > 0)
+		return got;
+	errno = EAGAIN;		/* the end of the stream comes as the bufferevent's event */
+	return -1;
+}
+
+void mc_auth_hs_use_bev(struct mc_auth_hs *hs, struct bufferevent *bev)
+{
+	hs->io = mc_auth_bev_io;
+	hs->io_ctx = bev;
 }

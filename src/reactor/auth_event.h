@@ -26,4 +26,10 @@ struct mc_auth_op *mc_auth_op_start(struct event_base *base, evutil_socket_t fd,
 /* Cancel a handshake still in progress (its callback will not run).  NULL: no-op. */
 void mc_auth_op_free(struct mc_auth_op *op);
 
+/* Run hs over a bufferevent (a TLS connection) instead of a socket: its reads take bytes from
+ * bev's input, its writes queue on bev's output.  The owner calls mc_auth_hs_step(hs, -1) from
+ * its read callback until it is done; bytes after the handshake stay in the input. */
+struct bufferevent;
+void mc_auth_hs_use_bev(struct mc_auth_hs *hs, struct bufferevent *bev);
+
 #endif

@@ -580,6 +580,14 @@ int mc_opts_check_value(const struct mc_opt *o, const char *value, const char *l
 	return rc;
 }
 
+int mc_opts_check_readable(const char *flag, const char *path, char *err, size_t errlen)
+{
+	if (path == NULL || *path == '\0' || access(path, R_OK) == 0)
+		return 0;
+	snprintf(err, errlen, "invalid value '%s' for --%s: %s", path, flag, strerror(errno));
+	return -1;
+}
+
 int mc_opts_check_env(const struct mc_opt *tab, char *err, size_t errlen)
 {
 	const struct mc_opt *o;

@@ -59,6 +59,7 @@
 #include "common/errcode.h"
 #include "common/log.h"
 #include "reactor/auth_event.h"
+#include "reactor/tls.h"
 #include "store/store.h"
 
 #define MC_PING_INTERVAL_MS 1000
@@ -85,6 +86,7 @@ struct mc_master_client {
 	int suspect;			/* a connection was lost and none answered since */
 	struct bufferevent *bev;
 	struct mc_auth_op *auth_op;	/* the handshake on bev's socket while AUTHENTICATING */
+	struct mc_auth_hs *hs;		/* ... or, with TLS, inside TLS over bev */
 	struct mc_rpc_call *pending;	/* sent or waiting to be sent, any order */
 	uint64_t next_req_id;
 	struct event *ev_tick;		/* ping, timeouts */
@@ -195,6 +197,8 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 		mc_log_debug("master %s:%u still unreachable: %s", mc->host, mc->port, why);
 	mc_auth_op_free(mc->auth_op);
 	mc->auth_op = NULL;
+	free(mc->hs);
+	mc->hs = NULL;
 	if (mc->bev) {
 		evutil_socket_t fd = bufferevent_getfd(mc->bev);
 
@@ -264,10 +268,36 @@ static void mc_master_alive(struct mc_master_client *mc)
 	}
 }
 
+static void mc_master_client_ready(struct mc_master_client *mc);
+
+/* TLS with a cluster secret: the secret's handshake inside TLS.  0 when done (requests may
+ * go), 1 to wait (or the connection was dropped). */
+static int mc_tls_auth_step(struct mc_master_client *mc)
+{
+	int rc = mc_auth_hs_step(mc->hs, -1);
+	char why[200];
+
+	if (rc == MC_AUTH_AGAIN)
+		return 1;
+	if (rc == MC_AUTH_DONE) {
+		free(mc->hs);
+		mc->hs = NULL;
+		mc_master_client_ready(mc);
+		return 0;
+	}
+	snprintf(why, sizeof(why), "authentication failed: %s",
+		 mc->hs->why ? mc->hs->why : strerror(rc < 0 && rc > -4096 ? -rc : EPROTO));
+	mc_master_client_down(mc, why, 1);
+	return 1;
+}
+
 static void mc_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_master_client *mc = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
+
+	if (mc->hs && mc_tls_auth_step(mc) != 0)
+		return;
 
 	for (;;) {
 		uint8_t hb[MC_RPC_HDR_LEN];
@@ -364,6 +394,20 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 			mc_master_client_ready(mc);
 			return;
 		}
+		if (mc->st->tls) {
+			/* Inside TLS the handshake goes through the bufferevent. */
+			mc->state = MC_MC_AUTHENTICATING;
+			mc->hs = malloc(sizeof(*mc->hs));
+			if (mc->hs == NULL ||
+			    mc_auth_hs_init(mc->hs, mc->st->auth, MC_AUTH_CLIENT) != 0) {
+				mc_master_client_down(mc, "cannot start the authentication handshake",
+						      1);
+				return;
+			}
+			mc_auth_hs_use_bev(mc->hs, mc->bev);
+			mc_tls_auth_step(mc);
+			return;
+		}
 		/* The handshake owns the socket until it is done; the bufferevent waits. */
 		bufferevent_disable(mc->bev, EV_READ | EV_WRITE);
 		mc->state = MC_MC_AUTHENTICATING;
@@ -374,11 +418,17 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 			mc_master_client_down(mc, "cannot start the authentication handshake", 1);
 		return;
 	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		char tls_why[256] = "";
+
+		if (mc->st->tls && (what & BEV_EVENT_ERROR))
+			mc_tls_bev_error(mc->bev, tls_why, sizeof(tls_why));
 		mc_master_client_down(mc,
 				      what & BEV_EVENT_EOF ? "connection closed"
+				      : tls_why[0]	   ? tls_why
 							   : strerror(EVUTIL_SOCKET_ERROR()),
 				      1);
+	}
 }
 
 static void mc_master_client_connect(struct mc_master_client *mc)
@@ -403,7 +453,8 @@ static void mc_master_client_connect(struct mc_master_client *mc)
 	mc->addr = ss;
 	mc->addrlen = len;
 	pthread_mutex_unlock(&mc->mu);
-	mc->bev = bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	mc->bev = mc->st->tls ? mc_tls_bev_connect(mc->base, mc->st->tls, mc->host)
+			      : bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (mc->bev == NULL) {
 		mc_master_client_down(mc, "out of memory", 0);
 		return;
@@ -622,7 +673,8 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 	}
 	pthread_mutex_init(&mc->mu, NULL);
 	pthread_mutex_init(&mc->dl_mu, NULL);
-	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0);
+	/* The lane is a plain socket: with TLS every call goes through the loop. */
+	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0) && st->tls == NULL;
 	mc->dl_fd = -1;
 	mc->dl_failed_gen = (uint64_t)-1;
 	event_add(mc->ev_tick, &tick);
@@ -648,6 +700,8 @@ void mc_master_client_free(struct mc_master_client *mc)
 	pthread_mutex_unlock(&mc->dl_mu);
 	mc_auth_op_free(mc->auth_op);
 	mc->auth_op = NULL;
+	free(mc->hs);
+	mc->hs = NULL;
 	if (mc->bev)
 		bufferevent_free(mc->bev);
 	mc->bev = NULL;

@@ -29,6 +29,7 @@
 #include "common/errcode.h"
 #include "common/auth.h"
 #include "common/log.h"
+#include "reactor/tls.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 #include "reactor/options.h"
@@ -454,6 +455,14 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			mc_log_err("%s", err);
 			return MC_ERR_INVALID_PARAMS;
 		}
+		mc_tls_free(st->tls);
+		st->tls = NULL;
+		if (mc_tls_client_from_env(&st->tls, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			mc_auth_unref(st->auth);
+			st->auth = NULL;
+			return MC_ERR_INVALID_PARAMS;
+		}
 	}
 	/* Bounds of master calls and of each replica transfer (see libmooncake(3)). */
 	st->rpc_timeout_ms = mc_env_int("MC_RPC_TIMEOUT_MS", MC_STORE_RPC_TIMEOUT_MS);
@@ -636,5 +645,7 @@ void mc_store_teardown(struct mc_store *st)
 	st->reserve_fd = -1;
 	mc_auth_unref(st->auth);
 	st->auth = NULL;
+	mc_tls_free(st->tls);
+	st->tls = NULL;
 	st->initialized = 0;
 }

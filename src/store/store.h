@@ -87,6 +87,7 @@ struct mc_store {
 	 * cluster_secret_file), else MOONCAKE_CLUSTER_SECRET_FILE; loaded by setup. */
 	char cluster_secret_file[1024];
 	struct mc_auth *auth;		/* NULL: an open cluster */
+	struct mc_tls *tls;		/* MOONCAKE_TLS_CA_FILE: TLS to the master (NULL: none) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */

@@ -35,6 +35,8 @@ class CtlError(Exception):
 # The cluster secret (--cluster-secret-file or MOONCAKE_CLUSTER_SECRET_FILE): every request is
 # signed with it (the X-Mooncake-Auth header, doc/protocol.md).
 SECRET = None
+# For https:// masters: the TLS context (--tls-ca-file, --tls-cert-file, --tls-key-file).
+TLS = None
 
 
 def load_secret(path):
@@ -69,7 +71,7 @@ def request(base, path, method="GET"):
         target = (uri.path or "/") + ("?" + uri.query if uri.query else "")
         req.add_header("X-Mooncake-Auth", sign(SECRET, method, target, body or b""))
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=TLS) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
@@ -491,8 +493,18 @@ def main(argv=None):
     p.add_argument("--master", default="http://127.0.0.1:9003", type=master_url,
                    help="the master's admin HTTP address (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--tls-ca-file", type=readable_file("--tls-ca-file"),
+                   default=os.environ.get("MOONCAKE_TLS_CA_FILE") or None,
+                   help="CA certificates to verify an https:// master (default: "
+                   "$MOONCAKE_TLS_CA_FILE)")
+    p.add_argument("--tls-cert-file", type=readable_file("--tls-cert-file"),
+                   default=os.environ.get("MOONCAKE_TLS_CERT_FILE") or None,
+                   help="client certificate for a master that asks for one")
+    p.add_argument("--tls-key-file", type=readable_file("--tls-key-file"),
+                   default=os.environ.get("MOONCAKE_TLS_KEY_FILE") or None,
+                   help="key of --tls-cert-file")
     p.add_argument("--cluster-secret-file", "--cluster_secret_file", dest="secret_file",
-                   default=os.environ.get("MOONCAKE_CLUSTER_SECRET_FILE") or None,
+                   type=readable_file("--cluster-secret-file"), default=os.environ.get("MOONCAKE_CLUSTER_SECRET_FILE") or None,
                    help="sign requests with the cluster secret in this file (default: "
                    "$MOONCAKE_CLUSTER_SECRET_FILE)")
     p.add_argument("--version", action="version", version="mooncake_ctl " + VERSION)
@@ -527,9 +539,17 @@ def main(argv=None):
     c.add_argument("--tolerance", type=non_negative_float("--tolerance"), default=0.25,
                    help="allowed relative difference (default: %(default)s)")
     args = p.parse_args(argv)
-    global SECRET
+    global SECRET, TLS
     try:
         SECRET = load_secret(args.secret_file) if args.secret_file else None
+        if args.master.startswith("https://"):
+            import ssl
+            TLS = ssl.create_default_context(cafile=args.tls_ca_file)
+            if args.tls_cert_file:
+                TLS.load_cert_chain(args.tls_cert_file, args.tls_key_file)
+    except OSError as e:
+        print("mooncake_ctl: TLS: %s" % e, file=sys.stderr)
+        return 2
     except CtlError as e:
         print("mooncake_ctl: %s" % e, file=sys.stderr)
         return 2
