@@ -665,6 +665,7 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 	evhttp_set_bevcb(s->http, mc_meta_on_accept, s);
 	if (s->opts.tls)
 		mc_tls_http_serve(s->http, s->opts.tls);
+	evhttp_set_timeout(s->http, 30);	/* slow or idle clients let go (seconds) */
 	evhttp_set_cb(s->http, "/metadata", mc_meta_on_metadata, s);
 	evhttp_set_cb(s->http, "/health", mc_meta_on_health, s);
 	evhttp_set_cb(s->http, "/metrics", mc_meta_on_metrics, s);

@@ -302,6 +302,20 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_put_start_discarded_staging_size", "gauge",
 		"Bytes of preempted puts", x->put_start_discarded_staging_size);
 	mc_prom(b, "master_bad_frames_total", "counter", "RPC frames refused", x->bad_frames);
+	mc_prom(b, "master_rpc_connections", "gauge", "RPC connections open", m->nconns);
+	mc_prom(b, "master_rpc_connections_refused_total", "counter",
+		"RPC connections refused at max_connections", x->conns_refused_total);
+	mc_prom(b, "master_rpc_connections_refused_per_peer_total", "counter",
+		"RPC connections refused at max_connections_per_peer", x->conns_refused_peer);
+	mc_prom(b, "master_rpc_slow_requests_closed_total", "counter",
+		"RPC connections closed for not completing a request within "
+		"rpc_request_timeout_ms", x->conns_closed_slow);
+	mc_prom(b, "master_rpc_idle_closed_total", "counter",
+		"RPC connections closed idle (rpc_conn_timeout_seconds) or in their handshake",
+		x->conns_closed_idle);
+	mc_prom(b, "master_rpc_output_overflow_closed_total", "counter",
+		"RPC connections closed with rpc_max_conn_output_bytes of unread replies",
+		x->conns_closed_output);
 	mc_prom(b, "mooncake_auth_failures_total", "counter",
 		"peers refused for want of the cluster secret (every port)",
 		mc_auth_failures(m->auth));
@@ -827,6 +841,9 @@ int mc_admin_http_start(struct mc_master *m)
 		return -1;
 	evhttp_set_max_headers_size(m->admin, 16384);
 	evhttp_set_max_body_size(m->admin, 1 << 20);
+	/* A request (or an idle keep-alive connection) gets this long: slow clients cannot hold
+	 * the admin port. */
+	evhttp_set_timeout(m->admin, 10);
 	if (m->tls)
 		mc_tls_http_serve(m->admin, m->tls);
 	if (mc_admin_routes(m) != 0 ||

@@ -75,6 +75,9 @@ struct mc_master_config {
 	int64_t offload_task_timeout_sec;
 	uint64_t rpc_max_frame_bytes;
 	int64_t max_connections;
+	int64_t max_connections_per_peer;
+	int64_t rpc_request_timeout_ms;		/* first request, and each request once begun */
+	uint64_t rpc_max_conn_output_bytes;
 	char *cluster_secret_file;
 	int auth_http_reads;
 	char *tls_cert_file;		/* with tls_key_file: TLS on RPC, admin and metadata HTTP */
@@ -222,6 +225,8 @@ struct mc_master {
 	struct mc_conn *conns;		/* all live connections */
 	uint64_t nconns;
 	uint64_t next_conn_id;
+	int64_t conn_refused_log_sec;	/* last "refusing connection" line (rate limit) */
+	uint64_t conn_refusals_quiet;
 
 	struct mc_object_table objects;
 	struct mc_segment **segs;	/* dense array for random choice */

@@ -50,12 +50,21 @@ static const struct mc_opt mc_master_opts[] = {
 	  4294967295.0, "largest RPC frame body accepted; larger frames close the connection" },
 	{ "max_connections", NULL, NULL, MC_OPT_INT, O(max_connections), "4096", 1, 1000000,
 	  "RPC connections accepted at once" },
+	{ "max_connections_per_peer", NULL, NULL, MC_OPT_INT, O(max_connections_per_peer), "256",
+	  1, 1000000, "RPC connections accepted at once from one IP address" },
+	{ "rpc_request_timeout_ms", NULL, NULL, MC_OPT_INT, O(rpc_request_timeout_ms), "10000", 0,
+	  86400000,
+	  "an RPC connection must send its first request, and each request once begun, within "
+	  "this time or be closed (slow clients cannot hold connections; 0: no limit)" },
+	{ "rpc_max_conn_output_bytes", NULL, NULL, MC_OPT_SIZE, O(rpc_max_conn_output_bytes),
+	  "256MB", 65536, 1099511627776.0,
+	  "replies queued for one connection that does not read them before it is closed" },
 	{ "enable_metric_reporting", NULL, NULL, MC_OPT_BOOL, O(enable_metric_reporting), "true", 0,
 	  -1, "log a metrics summary every 10 seconds" },
 	{ "metrics_port", NULL, NULL, MC_OPT_INT, O(metrics_port), "9003", 0, 65535,
 	  "admin and metrics HTTP port" },
-	{ "metrics_host", NULL, NULL, MC_OPT_HOST, O(metrics_host), "0.0.0.0", 0, -1,
-	  "admin and metrics HTTP bind address" },
+	{ "metrics_host", NULL, NULL, MC_OPT_HOST, O(metrics_host), "127.0.0.1", 0, -1,
+	  "admin and metrics HTTP bind address (0.0.0.0: every interface)" },
 	{ "memory_allocator", NULL, NULL, MC_OPT_STRING, O(memory_allocator), "offset", 0, -1,
 	  "segment allocator: offset (cachelib is not supported)" },
 	{ "allocation_strategy", NULL, NULL, MC_OPT_STRING, O(allocation_strategy), "random", 0, -1,
@@ -309,6 +318,9 @@ static void mc_master_reload(struct mc_master *m)
 	o->enable_metadata_cleanup_on_timeout = c->enable_metadata_cleanup_on_timeout;
 	o->rpc_conn_timeout_seconds = c->rpc_conn_timeout_seconds;
 	o->max_connections = c->max_connections;
+	o->max_connections_per_peer = c->max_connections_per_peer;
+	o->rpc_request_timeout_ms = c->rpc_request_timeout_ms;
+	o->rpc_max_conn_output_bytes = c->rpc_max_conn_output_bytes;
 	o->verbose = c->verbose;
 	free(o->log_level);
 	o->log_level = c->log_level;

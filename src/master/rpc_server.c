@@ -40,8 +40,6 @@
 #include "reactor/auth_event.h"
 #include "reactor/tls.h"
 
-/* A client that does not read its replies must not make the master buffer without bound. */
-#define MC_CONN_MAX_OUTPUT (256u << 20)
 
 struct mc_conn {
 	struct mc_master *m;
@@ -62,6 +60,10 @@ struct mc_conn {
 	evutil_socket_t fd;
 	int refusing;
 	int tls;			/* bev is a TLS bufferevent: never write to fd directly */
+	struct event *ev_slow;		/* rpc_request_timeout_ms: a request begun (or the first
+					   one) must be complete by then */
+	int slow_armed;
+	char ip[INET6_ADDRSTRLEN];	/* the peer's address, for max_connections_per_peer */
 	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
 };
 
@@ -104,6 +106,10 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 		c->auth_op = NULL;
 		evutil_closesocket(c->fd);
 	}
+	if (c->ev_slow) {
+		event_free(c->ev_slow);
+		c->ev_slow = NULL;
+	}
 	if (c->bev)
 		bufferevent_free(c->bev);
 	c->bev = NULL;
@@ -139,8 +145,11 @@ static void mc_conn_send(struct mc_conn *c)
 	}
 	mc_wbuf_reset(&c->out);
 	c->ndur = 0;
-	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > MC_CONN_MAX_OUTPUT)
-		mc_conn_close(c, "client does not read its replies");
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) >
+	    c->m->cfg.rpc_max_conn_output_bytes) {
+		c->m->metrics.conns_closed_output++;
+		mc_conn_close(c, "client does not read its replies (rpc_max_conn_output_bytes)");
+	}
 }
 
 /* Requests whose success is a change of durable state (the table's durable column, see
@@ -252,6 +261,38 @@ static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, s
 static void mc_rpc_server_refuse(struct mc_conn *c);
 static void mc_conn_set_timeouts(struct mc_conn *c);
 
+static void mc_conn_on_slow(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->m->metrics.conns_closed_slow++;
+	mc_log_warn("connection %llu from %s: no complete request within %lld ms "
+		    "(rpc_request_timeout_ms): closed", (unsigned long long)c->id, c->peer,
+		    (long long)c->m->cfg.rpc_request_timeout_ms);
+	mc_conn_close(c, NULL);
+}
+
+/* rpc_request_timeout_ms: a partial request must complete in time.  The clock starts when a
+ * request begins (and at accept, for the first), and again after each complete one. */
+static void mc_conn_slow_watch(struct mc_conn *c, unsigned handled)
+{
+	int64_t ms = c->m->cfg.rpc_request_timeout_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	if (c->ev_slow == NULL || c->bev == NULL)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
+		if (c->slow_armed)
+			event_del(c->ev_slow);
+		c->slow_armed = 0;
+	} else if (!c->slow_armed || handled) {
+		event_add(c->ev_slow, &tv);
+		c->slow_armed = 1;
+	}
+}
+
 /* TLS with a cluster secret: the secret's handshake runs inside TLS, over the bufferevent.
  * 0 when it is done and requests may be read (or the peer is to be refused in words), else 1
  * (wait for more, or c was closed). */
@@ -285,6 +326,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 	struct mc_master *m = c->m;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
+	unsigned handled = 0;
 
 	if (c->hs && mc_conn_tls_auth(c) != 0)
 		return;
@@ -296,7 +338,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
-	for (;;) {
+	for (;; handled++) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
 		size_t avail = evbuffer_get_length(in);
@@ -339,6 +381,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
+	mc_conn_slow_watch(c, handled);
 	if (c->out.len == 0)
 		return;
 	if (m->persist) {
@@ -361,8 +404,10 @@ static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_EOF)
 		mc_conn_close(c, NULL);
-	else if (what & BEV_EVENT_TIMEOUT)
-		mc_conn_close(c, "idle timeout");
+	else if (what & BEV_EVENT_TIMEOUT) {
+		c->m->metrics.conns_closed_idle++;
+		mc_conn_close(c, c->hs ? "handshake timeout" : "idle timeout");
+	}
 	else if ((what & BEV_EVENT_ERROR) && c->tls) {
 		char why[256];
 
@@ -492,20 +537,56 @@ static void mc_conn_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
 	mc_rpc_server_refuse(c);
 }
 
+/* The peer's IP address alone (connections per peer are counted by it). */
+static void mc_format_ip(const struct sockaddr *sa, char *out, size_t n)
+{
+	snprintf(out, n, "?");
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)n);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+			  (socklen_t)n);
+}
+
+/* One line a second at most about refused connections (a flood must not flood the log). */
+static void mc_conn_refuse_log(struct mc_master *m, const char *peer, const char *limit,
+			       long long n)
+{
+	int64_t now = mc_master_now(m) / 1000;
+
+	m->conn_refusals_quiet++;
+	if (now == m->conn_refused_log_sec)
+		return;
+	m->conn_refused_log_sec = now;
+	mc_log_warn("refusing connection from %s: %lld connections (%s)%s", peer, n, limit,
+		    m->conn_refusals_quiet > 1 ? "; more refusals in the last second" : "");
+	m->conn_refusals_quiet = 0;
+}
+
 static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 				  struct sockaddr *sa, int salen, void *arg)
 {
 	struct mc_master *m = arg;
 	struct mc_conn *c;
-	char peer[80];
+	char peer[80], ip[INET6_ADDRSTRLEN];
+	int64_t npeer = 0;
 	int one = 1;
 
 	(void)l;
 	(void)salen;
 	mc_format_peer(sa, peer, sizeof(peer));
+	mc_format_ip(sa, ip, sizeof(ip));
 	if ((int64_t)m->nconns >= m->cfg.max_connections) {
-		mc_log_warn("refusing connection from %s: %llu connections (max_connections)", peer,
-			    (unsigned long long)m->nconns);
+		m->metrics.conns_refused_total++;
+		mc_conn_refuse_log(m, peer, "max_connections", (long long)m->nconns);
+		evutil_closesocket(fd);
+		return;
+	}
+	for (c = m->conns; c && npeer < m->cfg.max_connections_per_peer; c = c->next)
+		npeer += strcmp(c->ip, ip) == 0;
+	if (npeer >= m->cfg.max_connections_per_peer) {
+		m->metrics.conns_refused_peer++;
+		mc_conn_refuse_log(m, peer, "max_connections_per_peer", (long long)npeer);
 		evutil_closesocket(fd);
 		return;
 	}
@@ -516,6 +597,17 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	c->fd = fd;
 	c->id = ++m->next_conn_id;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->ip, sizeof(c->ip), "%s", ip);
+	if (m->cfg.rpc_request_timeout_ms > 0) {
+		int64_t ms = m->cfg.rpc_request_timeout_ms;
+		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+		c->ev_slow = evtimer_new(m->base, mc_conn_on_slow, c);
+		if (c->ev_slow) {
+			event_add(c->ev_slow, &tv);
+			c->slow_armed = 1;
+		}
+	}
 	mc_wbuf_init(&c->out);
 	c->next = m->conns;
 	if (m->conns)

@@ -28,6 +28,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/sendfile.h>
@@ -104,6 +105,8 @@ struct mc_tcp_server {
 	uint8_t *scratch;
 	struct mc_file_pool *pool;	/* NULL until the first file-backed READ */
 	struct mc_auth *auth;		/* cluster secret, or NULL */
+	unsigned nconns, max_conns;	/* MC_TCP_SERVER_MAX_CONNECTIONS (default 4096) */
+	int64_t refused_log_sec;
 };
 
 static void mc_srv_drive(struct mc_srv_conn *c);
@@ -122,6 +125,7 @@ static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 	free(c->hs);
 	c->ev_auth = NULL;
 	c->hs = NULL;
+	s->nconns--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -577,6 +581,16 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 
 	(void)l;
 	(void)salen;
+	if (s->nconns >= s->max_conns) {
+		time_t now = time(NULL);
+
+		if (now != s->refused_log_sec)
+			mc_log_warn("tcp data server: refusing a connection: %u open "
+				    "(MC_TCP_SERVER_MAX_CONNECTIONS)", s->nconns);
+		s->refused_log_sec = now;
+		evutil_closesocket(fd);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		evutil_closesocket(fd);
@@ -611,6 +625,7 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
+	s->nconns++;
 	if (s->auth && mc_srv_auth_start(c) != 0)
 		mc_srv_conn_close(c, "out of memory");
 }
@@ -635,6 +650,12 @@ struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bin
 	}
 	s->base = base;
 	s->reg = reg;
+	{
+		const char *v = getenv("MC_TCP_SERVER_MAX_CONNECTIONS");
+		long n = v ? strtol(v, NULL, 10) : 0;
+
+		s->max_conns = n > 0 && n <= 1000000 ? (unsigned)n : 4096;
+	}
 	s->scratch = malloc(MC_DISCARD_BUF);
 	if (s->scratch == NULL) {
 		*err = -ENOMEM;
