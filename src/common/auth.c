@@ -164,6 +164,25 @@ out_close:
 	return rc;
 }
 
+int mc_auth_export(const char *flag, const char *path, char *err, size_t errlen)
+{
+	struct mc_auth *a = NULL;
+	char why[400];
+
+	if (path == NULL || *path == '\0')
+		return 0;
+	if (mc_auth_load(path, &a, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "invalid value '%s' for --%s: %s", path, flag, why);
+		return -1;
+	}
+	mc_auth_unref(a);
+	if (setenv(MC_AUTH_SECRET_ENV, path, 1) != 0) {
+		snprintf(err, errlen, "--%s: %s", flag, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 const char *mc_auth_path(const struct mc_auth *a)
 {
 	return a ? a->path : "";

@@ -47,6 +47,10 @@ struct mc_auth;
 int mc_auth_load(const char *path, struct mc_auth **out, char *err, size_t errlen);
 /* mc_auth_load(getenv(MOONCAKE_CLUSTER_SECRET_FILE)). */
 int mc_auth_load_env(struct mc_auth **out, char *err, size_t errlen);
+/* For tools built on the libraries: check the secret file a --flag names and put it in the
+ * environment (MOONCAKE_CLUSTER_SECRET_FILE) for the store and engine the tool creates.  path
+ * "" or NULL: nothing.  0, or -1 with "invalid value 'PATH' for --FLAG: reason" in err. */
+int mc_auth_export(const char *flag, const char *path, char *err, size_t errlen);
 /* The path the secret came from (for log lines). */
 const char *mc_auth_path(const struct mc_auth *a);
 struct mc_auth *mc_auth_ref(struct mc_auth *a);
