@@ -471,12 +471,7 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_client_opts, &cfg);
 		return 1;
 	}
-	if (st->auth)
-		mc_log_notice("cluster secret from %s: every connection is authenticated",
-			      mc_auth_path(st->auth));
-	else
-		mc_log_warn("no --cluster_secret_file: the cluster is open (any host that reaches "
-			    "its ports can read and write this segment)");
+	mc_auth_announce(st->auth, "can read and write its segment");
 	mc_log_notice("serving segment %s (%llu bytes) at %s", st->hostname,
 		      (unsigned long long)cfg.global_segment_size, st->endpoint);
 	if (st->nsegs && st->segs[0].mem)

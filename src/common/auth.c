@@ -183,6 +183,15 @@ int mc_auth_export(const char *flag, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+void mc_auth_announce(const struct mc_auth *a, const char *open_risk)
+{
+	if (a)
+		mc_log_notice("cluster secret from %s: every connection is authenticated", a->path);
+	else
+		mc_log_warn("no --cluster_secret_file: the cluster is open (any host that reaches "
+			    "this daemon %s)", open_risk);
+}
+
 const char *mc_auth_path(const struct mc_auth *a)
 {
 	return a ? a->path : "";

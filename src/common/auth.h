@@ -51,6 +51,9 @@ int mc_auth_load_env(struct mc_auth **out, char *err, size_t errlen);
  * environment (MOONCAKE_CLUSTER_SECRET_FILE) for the store and engine the tool creates.  path
  * "" or NULL: nothing.  0, or -1 with "invalid value 'PATH' for --FLAG: reason" in err. */
 int mc_auth_export(const char *flag, const char *path, char *err, size_t errlen);
+/* A daemon's one start-up line about the secret: a notice naming its file, or (a NULL: an
+ * open cluster) a warning saying what anyone who reaches the daemon can do (open_risk). */
+void mc_auth_announce(const struct mc_auth *a, const char *open_risk);
 /* The path the secret came from (for log lines). */
 const char *mc_auth_path(const struct mc_auth *a);
 struct mc_auth *mc_auth_ref(struct mc_auth *a);

@@ -199,12 +199,7 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		mc_log_err("cannot watch SIGTERM and SIGINT");
 		return -1;
 	}
-	if (d->auth)
-		mc_log_notice("cluster secret from %s: writes must be signed with it",
-			      mc_auth_path(d->auth));
-	else
-		mc_log_warn("no --cluster_secret_file: the metadata service is open (any host that "
-			    "reaches it can change the cluster's descriptors)");
+	mc_auth_announce(d->auth, "can change the cluster's transfer-engine descriptors");
 	if (d->tls)
 		mc_log_notice("HTTPS (%s)%s", d->cfg.tls_cert_file,
 			      d->cfg.tls_ca_file[0] ? ", client certificates required" : "");

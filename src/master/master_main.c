@@ -467,12 +467,7 @@ int main(int argc, char **argv)
 			mc_log_notice("TLS on RPC, admin and metadata HTTP (%s)%s",
 				      m->cfg.tls_cert_file,
 				      m->cfg.tls_ca_file[0] ? ", client certificates required" : "");
-		if (m->auth)
-			mc_log_notice("cluster secret from %s: every connection is authenticated",
-				      mc_auth_path(m->auth));
-		else
-			mc_log_warn("no --cluster_secret_file: the cluster is open (any host that "
-				    "reaches its ports can read, write and remove objects)");
+		mc_auth_announce(m->auth, "can mount segments and remove every object");
 	}
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto out_tables;

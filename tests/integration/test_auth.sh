@@ -31,7 +31,8 @@ pid1=$MC_LAST_PID
 mc_start_client client2 128MB --cluster_secret_file="$MC_TMP/secret" || { mc_dump_logs; exit 1; }
 mc_wait_mounted client1 client2 || { mc_dump_logs; exit 1; }
 
-grep -q "cluster secret from .*every connection is authenticated" "$MC_TMP/master.log"
+grep -q "cluster secret from .*every connection is authenticated" "$MC_TMP/master.log" &&
+	grep -q "cluster secret from .*every connection is authenticated" "$MC_TMP/meta.log"
 check $? "the master says its connections are authenticated"
 grep -q "the cluster is open" "$MC_TMP/master.log" "$MC_TMP/client1.log"
 check $((!$?)) "no open-cluster warning with a secret"
