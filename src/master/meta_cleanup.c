@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/http.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "http/metadata_server.h"
 #include "master/master.h"
@@ -61,7 +63,14 @@ static void mc_meta_http_delete(struct mc_master *m, const char *url, const char
 	free(esc);
 	req = evhttp_request_new(mc_meta_on_delete_done, m->meta_conn);
 	if (req && m->meta_conn) {
+		char sig[160];
+
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
+		/* A metadata service of a cluster with a secret wants its writes signed. */
+		if (m->auth && mc_auth_http_sign(m->auth, "DELETE", path, NULL, 0,
+						 (int64_t)time(NULL), sig, sizeof(sig)) == 0)
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+					  MC_AUTH_HTTP_HEADER, sig);
 		evhttp_make_request(m->meta_conn, req, EVHTTP_REQ_DELETE, path);
 	}
 	evhttp_uri_free(u);
