@@ -40,7 +40,6 @@
 #include "reactor/auth_event.h"
 #include "reactor/tls.h"
 
-
 struct mc_conn {
 	struct mc_master *m;
 	struct bufferevent *bev;
@@ -407,8 +406,7 @@ static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
 	else if (what & BEV_EVENT_TIMEOUT) {
 		c->m->metrics.conns_closed_idle++;
 		mc_conn_close(c, c->hs ? "handshake timeout" : "idle timeout");
-	}
-	else if ((what & BEV_EVENT_ERROR) && c->tls) {
+	} else if ((what & BEV_EVENT_ERROR) && c->tls) {
 		char why[256];
 
 		mc_conn_close(c, *mc_tls_bev_error(c->bev, why, sizeof(why))

@@ -28,7 +28,8 @@ mc_start_master --cluster_secret_file="$MC_TMP/secret" --enable_http_metadata_se
 export MOONCAKE_CLUSTER_SECRET_FILE=$MC_TMP/secret
 mc_start_client client1 128MB || { mc_dump_logs; exit 1; }
 pid1=$MC_LAST_PID
-mc_start_client client2 128MB --cluster_secret_file="$MC_TMP/secret" || { mc_dump_logs; exit 1; }
+mc_start_client client2 128MB --cluster_secret_file="$MC_TMP/secret" \
+	--metadata_server="http://127.0.0.1:$META_PORT/metadata" || { mc_dump_logs; exit 1; }
 mc_wait_mounted client1 client2 || { mc_dump_logs; exit 1; }
 
 grep -q "cluster secret from .*every connection is authenticated" "$MC_TMP/master.log" &&
@@ -43,6 +44,11 @@ data=$(grep -o "serving segment [^ ]* ([0-9]* bytes) at [0-9.:]*" "$MC_TMP/clien
 cport=${seg##*:}
 shm=$(grep -o "@mooncake_te_${pid1}_[0-9a-f]*" /proc/net/unix | head -1 | cut -c2-)
 echo "# segment $seg, data $data, shm $shm"
+
+# client2 published its descriptor to the metadata service: its writes were signed.
+seg2=$(mc_segment_of client2)
+curl -sf "http://127.0.0.1:$META_PORT/metadata?key=mooncake/rpc_meta/$seg2" >/dev/null
+check $? "an engine's signed PUT to the metadata service is accepted ($seg2)"
 
 # Every port, three kinds of peer.
 python3 "$MC_TOP_SRCDIR/tests/integration/auth_probe.py" "$MC_TMP/secret" "$MC_TMP/wrong" \
