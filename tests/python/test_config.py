@@ -246,7 +246,9 @@ def test_cluster_secret_file_reaches_the_store_environment(tmp_path, monkeypatch
     import os
     if not hasattr(MooncakeConfig, "cluster_secret_file"):
         pytest.skip("upstream's MooncakeConfig has no cluster_secret_file")
-    monkeypatch.delenv("MOONCAKE_CLUSTER_SECRET_FILE", raising=False)
+    # setenv first, so that the variable the config sets is removed again afterwards
+    monkeypatch.setenv("MOONCAKE_CLUSTER_SECRET_FILE", "")
+    monkeypatch.delenv("MOONCAKE_CLUSTER_SECRET_FILE")
     c = MooncakeConfig.from_file(write(tmp_path, dict(BASE, cluster_secret_file="/etc/s")))
     assert c.cluster_secret_file == "/etc/s"
     assert os.environ["MOONCAKE_CLUSTER_SECRET_FILE"] == "/etc/s"
