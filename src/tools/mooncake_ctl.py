@@ -503,7 +503,7 @@ def main(argv=None):
     p.add_argument("--tls-key-file", type=readable_file("--tls-key-file"),
                    default=os.environ.get("MOONCAKE_TLS_KEY_FILE") or None,
                    help="key of --tls-cert-file")
-    p.add_argument("--cluster-secret-file", "--cluster_secret_file", dest="secret_file",
+    p.add_argument("--cluster-secret-file", dest="secret_file",
                    type=readable_file("--cluster-secret-file"), default=os.environ.get("MOONCAKE_CLUSTER_SECRET_FILE") or None,
                    help="sign requests with the cluster secret in this file (default: "
                    "$MOONCAKE_CLUSTER_SECRET_FILE)")

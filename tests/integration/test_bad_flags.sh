@@ -79,7 +79,7 @@ sub() { printf '%b' "${1//@TMP@/$MC_TMP}"; }
 ctl_args() {
 	local name=$1 value=$2
 	case $name in
-	master | json) echo "--$name=$value"; echo status ;;
+	master | json | cluster-secret-file | tls-*) echo "--$name=$value"; echo status ;;
 	model-config) echo capacity; echo "--$name=$value" ;;
 	*) echo capacity; echo "--model-config=$MC_TMP/model.json"; echo "--$name=$value" ;;
 	esac
