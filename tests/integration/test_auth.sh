@@ -8,6 +8,8 @@
 # from Python (puts and gets over tcp and shm, a dummy client), and a store with a wrong or no
 # secret cannot join.  mooncake_ctl signs its requests.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+grep -q "define HAVE_OPENSSL 1" "$MC_BIN/config.h" 2>/dev/null ||
+	{ echo "# SKIP: built without OpenSSL (--with-openssl)"; exit 77; }
 
 rc=0
 check() {	# check COND-EXIT-STATUS WHAT

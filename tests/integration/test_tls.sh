@@ -9,8 +9,8 @@
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 command -v openssl >/dev/null || { echo "# SKIP: no openssl command to make certificates"; exit 77; }
-"$MC_BIN/mooncake_master" --help | grep -q tls_cert_file ||
-	{ echo "# SKIP: built without OpenSSL"; exit 77; }
+grep -q "define HAVE_OPENSSL 1" "$MC_BIN/config.h" 2>/dev/null ||
+	{ echo "# SKIP: built without OpenSSL (--with-openssl)"; exit 77; }
 
 rc=0
 check() {	# check EXIT-STATUS WHAT
