@@ -9,8 +9,10 @@
 # SETTLE=N waits N seconds after the segment is mounted (a build that populates segment memory in
 # the background is then measured settled); ENV_AFTER="VAR=value ..." sets variables for the
 # second build's processes only (e.g. MOONCAKE_STORE_CHECKSUM=1 to price checksums, with the
-# same build given twice).
-# Usage: [RUNS=3] [DUR=2] [SETTLE=0] [ENV_AFTER=...] scripts/bench-dataplane.sh BEFORE AFTER
+# same build given twice); MASTER_AFTER="--flag=value ..." gives the second build's master flags
+# (e.g. --cluster_secret_file=F with ENV_AFTER=MOONCAKE_CLUSTER_SECRET_FILE=F to price the
+# cluster secret).
+# Usage: [RUNS=3] [DUR=2] [SETTLE=0] [ENV_AFTER=...] [MASTER_AFTER=...] scripts/bench-dataplane.sh BEFORE AFTER
 set -u
 RUNS=${RUNS:-3}
 DUR=${DUR:-2}
@@ -32,8 +34,9 @@ iperf() {
 # cluster BUILD N: start master + client on ports P+10N.., wait for the segment.
 cluster() {
 	local b=$1 p=$((P + 10 * $2))
+	# shellcheck disable=SC2086
 	"$b/mooncake_master" --rpc_address=127.0.0.1 --rpc_port=$p --metrics_port=0 \
-		--log_level=warn >"$tmp/m$2.log" 2>&1 &
+		--log_level=warn $4 >"$tmp/m$2.log" 2>&1 &
 	mpid=$!
 	for i in $(seq 50); do (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
 	env $3 "$b/mooncake_client" --host=127.0.0.1 --port=$((p + 1)) \
@@ -60,8 +63,8 @@ print("%.1f %.1f %.0f %.0f" % (r["put"]["MiBps"], r["get"]["MiBps"], r["put"]["o
 }
 for r in $(seq "$RUNS"); do
 	for n in 1 2; do
-		b=$1 e=""; [ $n = 2 ] && b=$2 e=${ENV_AFTER:-}
-		cluster "$b" $((r * 2 + n)) "$e"
+		b=$1 e="" mf=""; [ $n = 2 ] && b=$2 e=${ENV_AFTER:-} mf=${MASTER_AFTER:-}
+		cluster "$b" $((r * 2 + n)) "$e" "$mf"
 		for mode in tcp shm; do
 			echo "$n $mode 1MB $(bench "$b" $((r * 2 + n)) $mode 1MB 8 "$e")" >>"$tmp/res"
 			echo "$n $mode 4KB $(bench "$b" $((r * 2 + n)) $mode 4KB 32 "$e")" >>"$tmp/res"

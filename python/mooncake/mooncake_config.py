@@ -97,8 +97,14 @@ class MooncakeConfig:
     tenant_id: str = "default"
     enable_client_http_server: bool = False
     client_http_port: int = 9300
+    # The cluster secret every connection proves (mooncake.json(5) cluster_secret_file).  The
+    # store reads it from MOONCAKE_CLUSTER_SECRET_FILE at setup, so a config that names one
+    # puts it there unless the environment already names one.
+    cluster_secret_file: str = ""
 
     def __post_init__(self):
+        if self.cluster_secret_file:
+            os.environ.setdefault("MOONCAKE_CLUSTER_SECRET_FILE", str(self.cluster_secret_file))
         if not isinstance(self.protocol, str) or self.protocol.strip() == "":
             raise ValueError("Invalid protocol: %r (a transport name such as 'tcp' or 'rdma' "
                              "is required)" % (self.protocol,))
@@ -149,6 +155,7 @@ class MooncakeConfig:
             tenant_id="default" if tenant is None else str(tenant),
             enable_client_http_server=_parse_bool(cfg.get("enable_client_http_server", False)),
             client_http_port=int(cfg.get("client_http_port", 9300)),
+            cluster_secret_file=str(cfg.get("cluster_secret_file") or ""),
         )
 
     @staticmethod
@@ -193,4 +200,5 @@ class MooncakeConfig:
             enable_client_http_server=_parse_bool(
                 env("MOONCAKE_ENABLE_CLIENT_HTTP_SERVER", "false")),
             client_http_port=int(env("MOONCAKE_CLIENT_HTTP_PORT", 9300)),
+            cluster_secret_file=env("MOONCAKE_CLUSTER_SECRET_FILE", ""),
         )

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
@@ -47,6 +48,7 @@ struct mc_client_cfg {
 	int hugepage_fallback;
 	int populate_segment;
 	char *segment_location;
+	char *cluster_secret_file;
 	char *log_dir;
 	char *log_level;
 	char *config;
@@ -106,6 +108,9 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "segment_location", NULL, NULL, MC_OPT_TOKEN, O(segment_location), "*", 0, -1,
 	  "NUMA placement of the segment: '*' (none), cpu:N, cpu:N,M, interleave, interleave:N,M "
 	  "(MC_STORE_SEGMENT_LOCATION)" },
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "file holding the cluster secret every connection proves (default: "
+	  "$MOONCAKE_CLUSTER_SECRET_FILE; empty: an open cluster)" },
 	{ "log_dir", NULL, NULL, MC_OPT_PATH, O(log_dir), "", 0, -1,
 	  "append logs to DIR/mooncake_client.log instead of stderr" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
@@ -123,6 +128,7 @@ static volatile sig_atomic_t mc_client_stop, mc_client_hup;
 /* Dummy clients on this host (setup_dummy) ask this socket how to reach the cluster. */
 struct mc_dummy_srv {
 	int fd;
+	struct mc_auth *auth;	/* the cluster secret a dummy proves first (NULL: none) */
 	char reply[4096];
 };
 
@@ -143,7 +149,15 @@ static void *mc_client_dummy_main(void *arg)
 			break;
 		}
 		if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid()) {
-			if (send(c, d->reply, strlen(d->reply), MSG_NOSIGNAL) < 0)
+			struct mc_auth_hs hs;
+			char peer[48];
+			int rc = 0;
+
+			if (d->auth && ((rc = mc_auth_hs_init(&hs, d->auth, MC_AUTH_SERVER)) != 0 ||
+					(rc = mc_auth_hs_run(&hs, c, mc_auth_timeout_ms())) != 0)) {
+				snprintf(peer, sizeof(peer), "pid %d", (int)cred.pid);
+				mc_auth_hs_refused(d->auth, "dummy client socket", peer, rc, &hs);
+			} else if (send(c, d->reply, strlen(d->reply), MSG_NOSIGNAL) < 0)
 				mc_log_warn("dummy client: reply failed: %s", strerror(errno));
 		} else {
 			mc_log_warn("dummy client of another uid refused");
@@ -268,6 +282,8 @@ static int mc_client_apply_file(struct mc_client_cfg *cfg, const struct mc_opts_
 	SET("hugepage_fallback", "hugepage_fallback", sc.hugepage_fallback ? "true" : "false");
 	SET("populate_segment", "populate_segment", sc.populate_segment ? "true" : "false");
 	SET("segment_location", "segment_location", sc.segment_location);
+	if (sc.cluster_secret_file[0])
+		SET("cluster_secret_file", "cluster_secret_file", sc.cluster_secret_file);
 #undef SET
 	return 0;
 }
@@ -340,6 +356,22 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
 	}
 	if (mc_client_mem_opts(cfg, &st, mem, err, sizeof(err)))
 		goto out;
+	{
+		struct mc_auth *a = NULL;
+		const char *path = cfg->cluster_secret_file[0] ? cfg->cluster_secret_file
+							       : getenv(MC_AUTH_SECRET_ENV);
+		char why[400];
+
+		if (mc_auth_load(path, &a, why, sizeof(why)) != 0) {
+			snprintf(err, sizeof(err), "invalid value '%s' for %s: %s", path,
+				 cfg->cluster_secret_file[0]
+					 ? "--cluster_secret_file"
+					 : "environment variable " MC_AUTH_SECRET_ENV,
+				 why);
+			goto out;
+		}
+		mc_auth_unref(a);
+	}
 	if (cfg->log_dir[0] && access(cfg->log_dir, W_OK | X_OK)) {
 		snprintf(err, sizeof(err), "invalid value '%s' for --log_dir: %s", cfg->log_dir,
 			 strerror(errno));
@@ -421,6 +453,8 @@ int main(int argc, char **argv)
 	st->ssd_limit = cfg.ssd_offload_size_limit;
 	st->memopts = mem;
 	st->memopts_set = 1;
+	snprintf(st->cluster_secret_file, sizeof(st->cluster_secret_file), "%s",
+		 cfg.cluster_secret_file);
 	/* Threads started from here on (the store's loop, the populating one) run on the CPUs of
 	 * the segment's nodes. */
 	rc = mc_segmem_bind_cpus(&mem);
@@ -437,6 +471,7 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_client_opts, &cfg);
 		return 1;
 	}
+	mc_auth_announce(st->auth, "can read and write its segment");
 	mc_log_notice("serving segment %s (%llu bytes) at %s", st->hostname,
 		      (unsigned long long)cfg.global_segment_size, st->endpoint);
 	if (st->nsegs && st->segs[0].mem)
@@ -447,6 +482,8 @@ int main(int argc, char **argv)
 			    mem.populate ? "populating in the background" : "population off");
 	{
 		static struct mc_dummy_srv dummy;
+
+		dummy.auth = st->auth;
 
 		/* st->protocol is rdma only when this client's engine runs: dummies then run
 		 * their own on the same NICs, so their buffers are registered and ride rdma. */

@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "common/errcode.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "engine/te_gpu.h"
@@ -251,6 +252,14 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	e = mc_engine_alloc(metadata_conn_string);
 	if (e == NULL)
 		return NULL;
+	{
+		char err[512];
+
+		if (mc_auth_load_env(&e->auth, err, sizeof(err)) != 0) {
+			mc_log_err("transfer engine: %s", err);
+			goto fail;
+		}
+	}
 	e->auto_discover = auto_discover != 0;
 	e->p2p = !strcmp(metadata_conn_string, "P2PHANDSHAKE");
 	{
@@ -313,6 +322,7 @@ struct mc_engine *mc_engine_new(const struct mc_engine_opts *o)
 	if (e == NULL)
 		return NULL;
 	e->p2p = 1;
+	e->auth = mc_auth_ref(o->auth);
 	e->publish = strcmp(meta, "P2PHANDSHAKE") != 0;
 	e->peer_populate = o->peer_populate;
 	if (o->hs_timeout_ms)
@@ -557,6 +567,7 @@ void destroyTransferEngine(transfer_engine_t engine)
 			close(e->bufs[i].fd);
 	free(e->bufs);
 	mc_memreg_free(e->reg);
+	mc_auth_unref(e->auth);
 	pthread_cond_destroy(&e->batch_cv);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
@@ -746,7 +757,8 @@ int mc_te_probe(transfer_engine_t engine, const char *segment_name)
 	    atoi(colon + 1) <= 0)
 		return ERR_INVALID_ARGUMENT;
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - segment_name), segment_name);
-	rc = mc_te_hs_call(host, (uint16_t)atoi(colon + 1), MC_HS_PROBE, "{}", &reply, &len);
+	rc = mc_te_hs_call_within(MC_E(engine)->auth, host, (uint16_t)atoi(colon + 1), MC_HS_PROBE,
+				  "{}", &reply, &len, 5000);
 	if (rc == 0 && (reply == NULL || strstr(reply, "\"success\"") == NULL))
 		rc = ERR_REJECT_HANDSHAKE;
 	free(reply);
@@ -806,7 +818,7 @@ int mc_te_notify_send(transfer_engine_t engine, segment_handle_t seg, const char
 	json_decref(j);
 	if (body == NULL)
 		return ERR_MEMORY;
-	rc = mc_te_hs_call(host, port, MC_HS_NOTIFY, body, &reply, &len);
+	rc = mc_te_hs_call_within(e->auth, host, port, MC_HS_NOTIFY, body, &reply, &len, 5000);
 	free(body);
 	if (rc == 0 && (reply == NULL || strstr(reply, "success") == NULL))
 		rc = ERR_REJECT_HANDSHAKE;

@@ -124,6 +124,7 @@ struct mc_engine {
 	struct mc_te_notify *notifies;	/* received, oldest first */
 	struct mc_te_notify **notifies_tail;
 	uint32_t nnotifies;
+	struct mc_auth *auth;	/* the cluster secret every port of the engine requires (NULL: none) */
 };
 
 /* A notification another engine sent us (handshake type Notify). */
@@ -158,6 +159,8 @@ struct mc_engine_opts {
 	unsigned hs_timeout_ms;		/* 0: 5000 */
 	int shm;			/* install the same-host shm transport */
 	int peer_populate;		/* map same-host peers' populated pages ahead of writes */
+	struct mc_auth *auth;		/* the cluster secret (NULL: an open cluster); the engine
+					   takes a reference */
 };
 
 /* NULL on failure (logged).  Free with destroyTransferEngine, before the owner's loop stops. */
@@ -279,9 +282,10 @@ void mc_te_hs_stop(struct mc_engine *e);
  * Returns 0 with a malloc'ed reply, or a negative ERR_*. */
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
 		  size_t *reply_len);
-/* The same with its own bound on the connect and on each read or write. */
-int mc_te_hs_call_within(const char *host, uint16_t port, uint8_t type, const char *json,
-			 char **reply, size_t *reply_len, unsigned timeout_ms);
+/* The same with its own bound on the connect and on each read or write, proving the cluster
+ * secret a first (NULL: none; ERR_REJECT_HANDSHAKE when the peer does not accept us). */
+int mc_te_hs_call_within(const struct mc_auth *a, const char *host, uint16_t port, uint8_t type,
+			 const char *json, char **reply, size_t *reply_len, unsigned timeout_ms);
 
 /* For the Python binding: the first buffer a segment publishes, and the handshake port. */
 int mc_te_first_buffer(void *engine, int32_t seg, uint64_t *addr);

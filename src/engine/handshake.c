@@ -25,15 +25,43 @@
 
 #include <jansson.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
+#include "reactor/auth_event.h"
+
+struct mc_hs_pending;
 
 struct mc_te_hs_server {
 	struct evconnlistener *listener;
 	struct mc_engine *e;
+	struct mc_hs_pending *pending;	/* connections still authenticating */
 };
+
+/* A connection proving the cluster secret before its frame is read. */
+struct mc_hs_pending {
+	struct mc_hs_pending *prev, *next;
+	struct mc_te_hs_server *s;
+	struct mc_auth_op *op;
+	evutil_socket_t fd;
+	char peer[64];
+};
+
+static void mc_hs_format_peer(const struct sockaddr *sa, char *out, size_t n)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(out, n, "%s:%u", ip, ntohs(in->sin_port));
+	} else {
+		snprintf(out, n, "peer");
+	}
+}
 
 static size_t mc_hs_max(void)
 {
@@ -124,6 +152,21 @@ static char *mc_hs_on_connection(struct mc_engine *e, const char *json, size_t l
 	return state ? ops->on_connection(state, json, len) : NULL;
 }
 
+/* A peer without the cluster secret: its frame is answered with a refusal in the handshake
+ * protocol's own words (upstream's peers report it as a rejected handshake), then closed. */
+static void mc_hs_on_read_refusing(struct bufferevent *bev, void *arg)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[9];
+
+	(void)arg;
+	if (evbuffer_get_length(in) < sizeof(hdr))
+		return;
+	evbuffer_copyout(in, hdr, sizeof(hdr));
+	mc_hs_reply(bev, hdr[8],
+		    "{\"reply_msg\":\"unauthorized: this cluster requires the cluster secret\"}");
+}
+
 static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_te_hs_server *s = arg;
@@ -185,23 +228,86 @@ static void mc_hs_on_event(struct bufferevent *bev, short what, void *arg)
 	bufferevent_free(bev);
 }
 
-static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-			    int salen, void *arg)
+/* Serve fd: its frame is read (refusing: answered with a refusal). */
+static void mc_hs_serve(struct mc_te_hs_server *s, evutil_socket_t fd, const uint8_t *pre,
+			size_t npre, int refusing)
 {
-	struct mc_te_hs_server *s = arg;
 	struct bufferevent *bev;
 	struct timeval tv = { 5, 0 };
 
-	(void)sa;
-	(void)salen;
-	bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+	bev = bufferevent_socket_new(evconnlistener_get_base(s->listener), fd,
+				     BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL) {
 		evutil_closesocket(fd);
 		return;
 	}
-	bufferevent_setcb(bev, mc_hs_on_read, NULL, mc_hs_on_event, s);
+	if (npre)
+		evbuffer_prepend(bufferevent_get_input(bev), pre, npre);
+	bufferevent_setcb(bev, refusing ? mc_hs_on_read_refusing : mc_hs_on_read, NULL,
+			  mc_hs_on_event, s);
 	bufferevent_set_timeouts(bev, &tv, &tv);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+static void mc_hs_pending_free(struct mc_hs_pending *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		p->s->pending = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	free(p);
+}
+
+static void mc_hs_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
+{
+	struct mc_hs_pending *p = arg;
+	struct mc_te_hs_server *s = p->s;
+	evutil_socket_t fd = p->fd;
+
+	if (rc != 0)
+		mc_auth_hs_refused(s->e->auth, "engine handshake", p->peer, rc, hs);
+	mc_hs_pending_free(p);
+	if (rc == 0)
+		mc_hs_serve(s, fd, NULL, 0, 0);
+	else if (rc == MC_AUTH_NOT_HELLO)
+		mc_hs_serve(s, fd, hs->msg, hs->pos, 1);
+	else
+		evutil_closesocket(fd);
+}
+
+static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+			    int salen, void *arg)
+{
+	struct mc_te_hs_server *s = arg;
+	struct mc_hs_pending *p;
+
+	(void)l;
+	(void)salen;
+	if (s->e->auth == NULL) {
+		mc_hs_serve(s, fd, NULL, 0, 0);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p == NULL) {
+		evutil_closesocket(fd);
+		return;
+	}
+	p->s = s;
+	p->fd = fd;
+	mc_hs_format_peer(sa, p->peer, sizeof(p->peer));
+	p->op = mc_auth_op_start(evconnlistener_get_base(s->listener), fd, s->e->auth,
+				 MC_AUTH_SERVER, 0, mc_hs_on_auth, p);
+	if (p->op == NULL) {
+		evutil_closesocket(fd);
+		free(p);
+		return;
+	}
+	p->next = s->pending;
+	if (s->pending)
+		s->pending->prev = p;
+	s->pending = p;
 }
 
 struct mc_hs_start_ctx {
@@ -270,8 +376,15 @@ static void mc_hs_stop_on_loop(void *arg)
 	struct mc_hs_start_ctx *x = arg;
 
 	if (x->e->hs) {
-		evconnlistener_free(x->e->hs->listener);
-		free(x->e->hs);
+		struct mc_te_hs_server *s = x->e->hs;
+
+		evconnlistener_free(s->listener);
+		while (s->pending) {
+			mc_auth_op_free(s->pending->op);
+			evutil_closesocket(s->pending->fd);
+			mc_hs_pending_free(s->pending);
+		}
+		free(s);
 		x->e->hs = NULL;
 	}
 	mc_waiter_signal(&x->w, 0);
@@ -333,11 +446,11 @@ static int mc_hs_connect(int fd, const struct sockaddr *sa, socklen_t len, int t
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,
 		  size_t *reply_len)
 {
-	return mc_te_hs_call_within(host, port, type, json, reply, reply_len, 5000);
+	return mc_te_hs_call_within(NULL, host, port, type, json, reply, reply_len, 5000);
 }
 
-int mc_te_hs_call_within(const char *host, uint16_t port, uint8_t type, const char *json,
-			 char **reply, size_t *reply_len, unsigned timeout_ms)
+int mc_te_hs_call_within(const struct mc_auth *a, const char *host, uint16_t port, uint8_t type,
+			 const char *json, char **reply, size_t *reply_len, unsigned timeout_ms)
 {
 	int to = timeout_ms ? (int)timeout_ms : 5000;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
@@ -355,6 +468,16 @@ int mc_te_hs_call_within(const char *host, uint16_t port, uint8_t type, const ch
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || mc_hs_connect(fd, res->ai_addr, res->ai_addrlen, to) != 0)
 		goto out;
+	if (a) {
+		struct mc_auth_hs hs;
+
+		if (mc_auth_hs_init(&hs, a, MC_AUTH_CLIENT) != 0 || mc_auth_hs_run(&hs, fd, to) != 0) {
+			mc_log_warn("handshake with %s:%u: authentication failed: %s", host, port,
+				    hs.why ? hs.why : "?");
+			rc = ERR_REJECT_HANDSHAKE;
+			goto out;
+		}
+	}
 	mc_put_le64(hdr, (uint64_t)n + 1);
 	hdr[8] = type;
 	if (mc_hs_io(fd, hdr, sizeof(hdr), 1, to) || mc_hs_io(fd, (void *)json, n, 1, to) ||

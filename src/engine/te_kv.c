@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #ifdef HAVE_CURL
@@ -26,6 +27,7 @@
 #include <hiredis/hiredis.h>
 #endif
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
@@ -117,46 +119,67 @@ static size_t mc_kv_on_body(char *p, size_t sz, size_t nm, void *arg)
 	return n;
 }
 
-/* "Authorization: <value>" as a one-line curl header list (NULL when out of memory). */
-static struct curl_slist *mc_kv_header(const char *value)
-{
-	size_t n = strlen("Authorization: ") + strlen(value) + 1;
-	char *line = malloc(n);
-	struct curl_slist *l;
-
-	if (line == NULL)
-		return NULL;
-	snprintf(line, n, "Authorization: %s", value);
-	l = curl_slist_append(NULL, line);
-	free(line);
-	return l;
-}
-
 /* One request; returns the HTTP status or a negative error.  token: a bearer token to send
- * (the HTTP metadata service's), or NULL. */
-static long mc_kv_curl(const char *url, const char *method, const char *body,
-		       struct mc_kv_body *out, const char *token)
+ * (the HTTP metadata service's MC_METADATA_HTTP_TOKEN), or NULL; a: the cluster secret to sign
+ * it with (NULL: none; see common/auth.h). */
+static long mc_kv_curl(const struct mc_auth *a, const char *url, const char *method,
+		       const char *body, struct mc_kv_body *out, const char *token)
 {
 	CURL *c = curl_easy_init();
-	long code = ERR_METADATA;
 	struct curl_slist *hdrs = NULL;
+	long code = ERR_METADATA;
 	char *auth = NULL;
 
 	if (c == NULL)
 		return ERR_MEMORY;
 	if (token) {
+		size_t n;
+		char *line;
+
 		auth = mc_meta_auth_header(token);
-		if (auth == NULL) {
-			curl_easy_cleanup(c);
-			return ERR_MEMORY;
-		}
-		hdrs = mc_kv_header(auth);
+		n = auth ? strlen("Authorization: ") + strlen(auth) + 1 : 0;
+		line = auth ? malloc(n) : NULL;
+		if (line)
+			snprintf(line, n, "Authorization: %s", auth);
+		hdrs = line ? curl_slist_append(NULL, line) : NULL;
+		free(line);
 		if (hdrs == NULL) {
 			free(auth);
 			curl_easy_cleanup(c);
 			return ERR_MEMORY;
 		}
+	}
+	if (a) {
+		const char *scheme = strstr(url, "://");
+		const char *uri = scheme ? strchr(scheme + 3, '/') : NULL;
+		struct curl_slist *more;
+		char h[200];
+
+		snprintf(h, sizeof(h), "%s: ", MC_AUTH_HTTP_HEADER);
+		if (mc_auth_http_sign(a, method, uri ? uri : "/", body, body ? strlen(body) : 0,
+				      (int64_t)time(NULL), h + strlen(h), sizeof(h) - strlen(h)) != 0 ||
+		    (more = curl_slist_append(hdrs, h)) == NULL) {
+			curl_slist_free_all(hdrs);
+			free(auth);
+			curl_easy_cleanup(c);
+			return ERR_MEMORY;
+		}
+		hdrs = more;
+	}
+	if (hdrs)
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	if (strncmp(url, "https://", 8) == 0) {
+		/* The control plane's TLS settings (libmooncake(3)). */
+		const char *ca = getenv("MOONCAKE_TLS_CA_FILE");
+		const char *cert = getenv("MOONCAKE_TLS_CERT_FILE");
+		const char *key = getenv("MOONCAKE_TLS_KEY_FILE");
+
+		if (ca && *ca)
+			curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+		if (cert && *cert && key && *key) {
+			curl_easy_setopt(c, CURLOPT_SSLCERT, cert);
+			curl_easy_setopt(c, CURLOPT_SSLKEY, key);
+		}
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
@@ -195,7 +218,7 @@ static int mc_kv_http(struct mc_engine *e, const char *method, const char *key,
 	curl_free(esc);
 	curl_easy_cleanup(c);
 	/* Bodies are never printed; MC_METADATA_HTTP_TOKEN, when set, is sent. */
-	code = mc_kv_curl(url, method, value, &b, mc_meta_auth_token());
+	code = mc_kv_curl(e->auth, url, method, value, &b, mc_meta_auth_token());
 	if (code == 404) {
 		free(b.data);
 		return -ENOENT;
@@ -246,7 +269,7 @@ static int mc_kv_etcd(struct mc_engine *e, const char *op, const char *key, cons
 		long code;
 
 		snprintf(url, sizeof(url), "http://%s/v3/kv/%s", ep, op);
-		code = mc_kv_curl(url, "POST", big, &b, NULL);
+		code = mc_kv_curl(NULL, url, "POST", big, &b, NULL);
 		if (code < 0) {
 			free(b.data);
 			continue;	/* unreachable: try the next endpoint */

@@ -144,7 +144,7 @@ static int mc_te_meta_take_over(struct mc_engine *e, const char *key)
 	port = json_object_get(rpc, "rpc_port");
 	if (json_is_string(ip) && json_is_integer(port) && json_integer_value(port) > 0 &&
 	    json_integer_value(port) < 65536 &&
-	    mc_te_hs_call_within(json_string_value(ip), (uint16_t)json_integer_value(port),
+	    mc_te_hs_call_within(e->auth, json_string_value(ip), (uint16_t)json_integer_value(port),
 				 MC_HS_PROBE, "{}", &reply, &rlen, e->hs_timeout_ms) == 0) {
 		mc_log_err("transfer engine: segment name %s is in use by a live engine at %s:%d",
 			   e->server_name, json_string_value(ip), (int)json_integer_value(port));
@@ -221,7 +221,7 @@ int mc_te_meta_fetch(struct mc_engine *e, const char *name, struct mc_te_segment
 		pthread_mutex_lock(&e->mu);
 		mine = mc_te_desc_to_json(e);
 		pthread_mutex_unlock(&e->mu);
-		rc = mc_te_hs_call_within(seg->host, (uint16_t)atoi(colon + 1), MC_HS_METADATA,
+		rc = mc_te_hs_call_within(e->auth, seg->host, (uint16_t)atoi(colon + 1), MC_HS_METADATA,
 					  mine ? mine : "{}", &reply, &len, e->hs_timeout_ms);
 		free(mine);
 		if (rc)

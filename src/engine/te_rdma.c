@@ -33,8 +33,10 @@ void mc_te_rdma_set_verbs(const struct mc_verbs_ops *ops)
 static int mc_te_rdma_hs(void *arg, const char *host, uint16_t port, const char *json,
 			 char **reply, size_t *reply_len)
 {
-	(void)arg;
-	return mc_te_hs_call(host, port, MC_HS_CONNECTION, json, reply, reply_len);
+	struct mc_engine *e = arg;
+
+	return mc_te_hs_call_within(e->auth, host, port, MC_HS_CONNECTION, json, reply, reply_len,
+				    5000);
 }
 
 struct mc_te_rdma_call {
@@ -52,6 +54,7 @@ static void mc_te_rdma_new_on_loop(void *arg)
 		.server_name = c->e->server_name,
 		.matrix = c->e->rdma_matrix,
 		.hs = mc_te_rdma_hs,
+		.hs_arg = c->e,
 	};
 
 	c->r = mc_rdma_new(mc_loop_thread_base(c->e->lt), &p, &c->rc);

@@ -37,9 +37,11 @@
 #include <event2/listener.h>
 
 #include "common/crc64.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "engine/engine.h"
+#include "reactor/auth_event.h"
 #include "engine/te_pool.h"
 #include "engine/transport.h"
 #include "segment/segmem.h"
@@ -80,6 +82,7 @@ struct mc_shm_peer {
 	struct mc_te_shm *s;
 	int fd;
 	struct event *ev;
+	struct mc_auth_op *op;	/* proving the cluster secret: no list, no notices yet */
 };
 
 struct mc_te_shm {
@@ -123,7 +126,9 @@ static void mc_shm_peer_free(struct mc_shm_peer *p)
 			*pp = p->next;
 			break;
 		}
-	event_free(p->ev);
+	mc_auth_op_free(p->op);
+	if (p->ev)
+		event_free(p->ev);
 	close(p->fd);
 	free(p);
 }
@@ -176,14 +181,51 @@ static int mc_shm_send_list(struct mc_te_shm *s, int fd)
 	return rc;
 }
 
+/* Send the list to an accepted (and authenticated) peer and watch for its hang-up; p is in
+ * s->peers and is freed on failure. */
+static void mc_shm_serve(struct mc_te_shm *s, struct mc_shm_peer *p)
+{
+	struct timeval tv = { MC_SHM_TIMEOUT_MS / 1000, 0 };
+	int rc;
+
+	/* Blocking with a bound: the list may exceed the socket buffer. */
+	fcntl(p->fd, F_SETFL, fcntl(p->fd, F_GETFL) & ~O_NONBLOCK);
+	setsockopt(p->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	rc = mc_shm_send_list(s, p->fd);
+	if (rc) {
+		mc_log_warn("transfer engine %s: shm: sending buffers to a peer failed: %s",
+			    s->e->server_name, strerror(-rc));
+		mc_shm_peer_free(p);
+		return;
+	}
+	evutil_make_socket_nonblocking(p->fd);
+	p->ev = event_new(mc_loop_thread_base(s->e->lt), p->fd, EV_READ | EV_PERSIST,
+			  mc_shm_on_peer, p);
+	if (p->ev == NULL || event_add(p->ev, NULL))
+		mc_shm_peer_free(p);
+}
+
+static void mc_shm_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
+{
+	struct mc_shm_peer *p = arg;
+	char peer[48];
+
+	p->op = NULL;
+	if (rc == 0) {
+		mc_shm_serve(p->s, p);
+		return;
+	}
+	snprintf(peer, sizeof(peer), "fd %d", p->fd);
+	mc_auth_hs_refused(p->s->e->auth, "engine shm socket", peer, rc, hs);
+	mc_shm_peer_free(p);
+}
+
 static void mc_shm_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			     int salen, void *arg)
 {
 	struct mc_te_shm *s = arg;
 	struct mc_shm_peer *p;
-	struct timeval tv = { MC_SHM_TIMEOUT_MS / 1000, 0 };
 	uid_t uid = (uid_t)-1;
-	int rc;
 
 	(void)l;
 	(void)sa;
@@ -194,31 +236,25 @@ static void mc_shm_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 		close(fd);
 		return;
 	}
-	/* Blocking with a bound: the list may exceed the socket buffer. */
 	evutil_make_socket_closeonexec(fd);
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	rc = mc_shm_send_list(s, fd);
-	p = rc == 0 ? calloc(1, sizeof(*p)) : NULL;
+	p = calloc(1, sizeof(*p));
 	if (p == NULL) {
-		mc_log_warn("transfer engine %s: shm: sending buffers to a peer failed: %s",
-			    s->e->server_name, strerror(rc ? -rc : ENOMEM));
 		close(fd);
+		return;
+	}
+	p->s = s;
+	p->fd = fd;
+	p->next = s->peers;
+	s->peers = p;
+	if (s->e->auth == NULL) {
+		mc_shm_serve(s, p);
 		return;
 	}
 	evutil_make_socket_nonblocking(fd);
-	p->s = s;
-	p->fd = fd;
-	p->ev = event_new(mc_loop_thread_base(s->e->lt), fd, EV_READ | EV_PERSIST, mc_shm_on_peer,
-			  p);
-	if (p->ev == NULL || event_add(p->ev, NULL)) {
-		if (p->ev)
-			event_free(p->ev);
-		close(fd);
-		free(p);
-		return;
-	}
-	p->next = s->peers;
-	s->peers = p;
+	p->op = mc_auth_op_start(mc_loop_thread_base(s->e->lt), fd, s->e->auth, MC_AUTH_SERVER, 0,
+				 mc_shm_on_auth, p);
+	if (p->op == NULL)
+		mc_shm_peer_free(p);
 }
 
 static void mc_shm_start_on_loop(void *arg)
@@ -254,7 +290,7 @@ static void mc_shm_notify_on_loop(void *arg)
 	struct mc_shm_peer *p;
 
 	for (p = s->peers; p; p = p->next)
-		if (send(p->fd, "c", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+		if (p->op == NULL && send(p->fd, "c", 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
 			mc_log_debug("transfer engine: shm: change notice failed: %s",
 				     strerror(errno));
 	mc_waiter_signal(&s->w, 0);
@@ -303,6 +339,19 @@ static int mc_shm_attach(struct mc_te_shm *s, struct mc_shm_map *m)
 		rc = m->sock;
 		m->sock = -1;
 		return rc;
+	}
+	if (s->e->auth) {
+		struct mc_auth_hs hs;
+
+		rc = mc_auth_hs_init(&hs, s->e->auth, MC_AUTH_CLIENT);
+		if (rc == 0)
+			rc = mc_auth_hs_run(&hs, m->sock, MC_SHM_TIMEOUT_MS);
+		if (rc) {
+			mc_log_warn("transfer engine: shm: %s refused us: %s", m->name,
+				    hs.why ? hs.why : strerror(-rc));
+			rc = -EACCES;
+			goto fail;
+		}
 	}
 	rc = mc_fdpass_recv(m->sock, hdr, sizeof(hdr), &fd);
 	if (fd >= 0)

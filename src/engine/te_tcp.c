@@ -27,9 +27,15 @@ static void mc_te_tcp_start_on_loop(void *arg)
 	struct mc_te_tcp *t = arg;
 	struct event_base *base = mc_loop_thread_base(t->e->lt);
 	int err = 0;
+	struct mc_tcp_client_opts o = { 0 };
 
+	if (t->e->has_tcp_opts)
+		o = t->e->tcp_opts;
+	o.auth = t->e->auth;
 	t->srv = mc_tcp_server_new(base, t->e->ip, 0, t->e->reg, &err);
-	t->cli = mc_tcp_client_new(base, t->e->has_tcp_opts ? &t->e->tcp_opts : NULL);
+	if (t->srv)
+		mc_tcp_server_set_auth(t->srv, t->e->auth);
+	t->cli = mc_tcp_client_new(base, &o);
 	t->rc = t->srv && t->cli ? 0 : -EADDRNOTAVAIL;
 	mc_waiter_signal(&t->w, 0);
 }

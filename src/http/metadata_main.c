@@ -17,7 +17,9 @@
 
 #include "common/log.h"
 #include "http/metadata_server.h"
+#include "common/auth.h"
 #include "reactor/options.h"
+#include "reactor/tls.h"
 #include "reactor/sd_notify.h"
 
 #define MC_META_PROG "mooncake_http_metadata_server"
@@ -29,6 +31,11 @@ struct mc_meta_cfg {
 	uint64_t max_key_bytes;
 	uint64_t max_value_bytes;
 	int64_t max_keys;
+	char *cluster_secret_file;
+	int auth_http_reads;
+	char *tls_cert_file;
+	char *tls_key_file;
+	char *tls_ca_file;
 	int check_config;
 };
 
@@ -41,6 +48,8 @@ struct mc_meta_daemon {
 	struct event *sig_term;
 	struct event *sig_int;
 	struct event *sig_hup;
+	struct mc_auth *auth;
+	struct mc_tls *tls;
 };
 
 #define O(f) offsetof(struct mc_meta_cfg, f)
@@ -57,6 +66,17 @@ static const struct mc_opt mc_meta_opts[] = {
 	  "largest value accepted (413 above; MC_METADATA_MAX_BODY_BYTES)" },
 	{ "max_keys", NULL, NULL, MC_OPT_INT, O(max_keys), "65536", 1, 1000000000,
 	  "keys stored at most (507 for a new key above; MC_METADATA_MAX_KEYS)" },
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "file holding the cluster secret: PUT and DELETE must be signed with it (empty: an open "
+	  "service)" },
+	{ "auth_http_reads", NULL, NULL, MC_OPT_BOOL, O(auth_http_reads), "false", 0, -1,
+	  "with a cluster secret, GET /metadata needs it too" },
+	{ "tls_cert_file", NULL, NULL, MC_OPT_PATH, O(tls_cert_file), "", 0, -1,
+	  "PEM certificate (chain): with --tls_key_file the service speaks HTTPS" },
+	{ "tls_key_file", NULL, NULL, MC_OPT_PATH, O(tls_key_file), "", 0, -1,
+	  "PEM private key of --tls_cert_file" },
+	{ "tls_ca_file", NULL, NULL, MC_OPT_PATH, O(tls_ca_file), "", 0, -1,
+	  "PEM CA certificates: clients must present a certificate they sign (mutual TLS)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
@@ -100,12 +120,41 @@ static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 		fprintf(stderr, MC_META_PROG ": unexpected argument '%s'\n", argv[next]);
 		return 2;
 	}
+	{
+		char why[400];
+
+		if (mc_auth_load(d->cfg.cluster_secret_file, &d->auth, why, sizeof(why)) != 0) {
+			fprintf(stderr, MC_META_PROG ": invalid value '%s' for --cluster_secret_file: "
+					"%s\n", d->cfg.cluster_secret_file, why);
+			return 2;
+		}
+	}
+	if (mc_opts_check_readable("tls_cert_file", d->cfg.tls_cert_file, err, sizeof(err)) ||
+	    mc_opts_check_readable("tls_key_file", d->cfg.tls_key_file, err, sizeof(err)) ||
+	    mc_opts_check_readable("tls_ca_file", d->cfg.tls_ca_file, err, sizeof(err))) {
+		fprintf(stderr, MC_META_PROG ": %s\n", err);
+		return 2;
+	}
+	if ((d->cfg.tls_cert_file[0] || d->cfg.tls_key_file[0] || d->cfg.tls_ca_file[0])) {
+		char why[400];
+
+		if (mc_tls_server_new(d->cfg.tls_cert_file, d->cfg.tls_key_file,
+				      d->cfg.tls_ca_file, &d->tls, why, sizeof(why)) != 0) {
+			fprintf(stderr, MC_META_PROG ": invalid value '%s' for --%s: %s\n",
+				d->cfg.tls_cert_file[0] ? d->cfg.tls_cert_file
+							: d->cfg.tls_key_file,
+				d->cfg.tls_cert_file[0] ? "tls_cert_file" : "tls_key_file", why);
+			return 2;
+		}
+	}
 	if (mc_log_set_level_name(d->cfg.log_level) != 0) {
 		fprintf(stderr, MC_META_PROG ": --log-level must be DEBUG, INFO, WARNING or ERROR, "
 				"not '%s'\n", d->cfg.log_level);
 		return 2;
 	}
-	/* Now that the address is known: no token, no other host than this one. */
+	/* Now that the address is known: no token (or cluster secret), no other host than this
+	 * one. */
+	d->env.auth = d->auth;
 	if (mc_meta_server_opts_env(&d->env, d->cfg.host, err, sizeof(err)) != 0) {
 		fprintf(stderr, MC_META_PROG ": %s\n", err);
 		return 2;
@@ -140,6 +189,9 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		.max_total_bytes = d->env.max_total_bytes,
 		.max_concurrent_puts = d->env.max_concurrent_puts,
 		.token = d->env.token,
+		.auth = d->auth,
+		.auth_reads = d->cfg.auth_http_reads,
+		.tls = d->tls,
 	};
 	int rc = 0;
 
@@ -167,6 +219,10 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		mc_log_err("cannot watch SIGTERM and SIGINT");
 		return -1;
 	}
+	mc_auth_announce(d->auth, "can change the cluster's transfer-engine descriptors");
+	if (d->tls)
+		mc_log_notice("HTTPS (%s)%s", d->cfg.tls_cert_file,
+			      d->cfg.tls_ca_file[0] ? ", client certificates required" : "");
 	mc_log_notice("HTTP metadata service on %s:%u (keys up to %zu bytes, values up to %zu "
 		      "bytes, at most %zu keys%s)", d->cfg.host, mc_meta_server_port(d->srv),
 		      mo.max_key_bytes, mo.max_value_bytes, mo.max_keys,
@@ -186,6 +242,10 @@ static void mc_meta_stop(struct mc_meta_daemon *d)
 	mc_meta_server_free(d->srv);
 	if (d->base)
 		event_base_free(d->base);
+	mc_auth_unref(d->auth);
+	d->auth = NULL;
+	mc_tls_free(d->tls);
+	d->tls = NULL;
 }
 
 int main(int argc, char **argv)
@@ -224,6 +284,8 @@ int main(int argc, char **argv)
 stop:
 	mc_meta_stop(&d);
 free_cfg:
+	mc_auth_unref(d.auth);
+	mc_tls_free(d.tls);
 	mc_opts_free(mc_meta_opts, &d.cfg);
 	return status;
 }

@@ -32,8 +32,11 @@
 #include <event2/util.h>
 
 #include "common/log.h"
+#include "common/auth.h"
 #include "common/meta_auth.h"
+#include "http/http_auth.h"
 #include "http/metadata_server.h"
+#include "reactor/tls.h"
 
 #define MC_META_DEF_KEY_BYTES 1024
 #define MC_META_DEF_VALUE_BYTES (1u << 20)
@@ -518,6 +521,9 @@ static void mc_meta_on_metadata(struct evhttp_request *req, void *arg)
 		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
 		return;
 	}
+	if ((cmd != EVHTTP_REQ_GET || s->opts.auth_reads) &&
+	    !mc_http_auth_check(s->opts.auth, req, "metadata HTTP"))
+		return;
 	if (mc_meta_query_key(s, req, &key, &klen) != 0)
 		return;
 	if (cmd == EVHTTP_REQ_GET)
@@ -537,6 +543,34 @@ static void mc_meta_on_health(struct evhttp_request *req, void *arg)
 		mc_meta_text(req, 200, "OK");
 	else
 		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
+}
+
+static void mc_meta_on_metrics(struct evhttp_request *req, void *arg)
+{
+	struct mc_meta_server *s = arg;
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	struct evbuffer *b;
+
+	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
+		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
+		return;
+	}
+	b = evbuffer_new();
+	if (b == NULL) {
+		evhttp_send_error(req, 503, "Out of memory");
+		return;
+	}
+	evbuffer_add_printf(b,
+			    "# HELP metadata_keys keys stored\n# TYPE metadata_keys gauge\n"
+			    "metadata_keys %zu\n"
+			    "# HELP mooncake_auth_failures_total requests refused for want of the "
+			    "cluster secret\n# TYPE mooncake_auth_failures_total counter\n"
+			    "mooncake_auth_failures_total %llu\n",
+			    s->count, (unsigned long long)mc_auth_failures(s->opts.auth));
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
 }
 
 static void mc_meta_on_other(struct evhttp_request *req, void *arg)
@@ -608,6 +642,9 @@ static void mc_meta_opts_init(struct mc_meta_server_opts *o, const struct mc_met
 	o->max_concurrent_puts = in && in->max_concurrent_puts ? in->max_concurrent_puts
 							       : MC_META_DEF_PUTS;
 	o->token = NULL;	/* kept as the server's own copy */
+	o->auth = in ? in->auth : NULL;
+	o->auth_reads = in ? in->auth_reads : 0;
+	o->tls = in ? in->tls : NULL;
 }
 
 /* A positive size from the environment variable name into *out (left alone when unset).  0,
@@ -655,10 +692,13 @@ int mc_meta_server_opts_env(struct mc_meta_server_opts *o, const char *host, cha
 			     err, n))
 		return -1;
 	o->token = mc_meta_auth_token();
-	if (o->token == NULL && !mc_meta_loopback(host) && !(insecure && !strcmp(insecure, "1"))) {
+	/* A cluster secret guards the service as well as a token does. */
+	if (o->token == NULL && o->auth == NULL && !mc_meta_loopback(host) &&
+	    !(insecure && !strcmp(insecure, "1"))) {
 		snprintf(err, n, "refusing to serve metadata on %s without a token: set "
-			 "MC_METADATA_HTTP_TOKEN, bind a loopback address, or set "
-			 "MC_METADATA_HTTP_ALLOW_INSECURE=1", host && *host ? host : "all addresses");
+			 "MC_METADATA_HTTP_TOKEN or a cluster secret, bind a loopback address, or "
+			 "set MC_METADATA_HTTP_ALLOW_INSECURE=1",
+			 host && *host ? host : "all addresses");
 		return -1;
 	}
 	return 0;
@@ -715,8 +755,12 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 	 * sees the 413 rather than a reset of a connection closed under its upload. */
 	evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
 	evhttp_set_bevcb(s->http, mc_meta_on_accept, s);
+	if (s->opts.tls)
+		mc_tls_http_serve(s->http, s->opts.tls);
+	evhttp_set_timeout(s->http, 30);	/* slow or idle clients let go (seconds) */
 	evhttp_set_cb(s->http, "/metadata", mc_meta_on_metadata, s);
 	evhttp_set_cb(s->http, "/health", mc_meta_on_health, s);
+	evhttp_set_cb(s->http, "/metrics", mc_meta_on_metrics, s);
 	evhttp_set_gencb(s->http, mc_meta_on_other, s);
 	errno = 0;
 	s->sock = evhttp_bind_socket_with_handle(s->http, host, port);

@@ -21,6 +21,11 @@
  *                            ("metadata byte budget exhausted")
  *   DELETE /metadata?key=K   200 "metadata deleted" | 404 "metadata not found"
  *   GET    /health           200 "OK"
+ *   GET    /metrics          Prometheus text: keys stored, requests refused for want of the
+ *                            cluster secret
+ *
+ * With a cluster secret (opts.auth), PUT and DELETE without valid credentials get 401
+ * (http/http_auth.h), GET too with opts.auth_reads; /health and /metrics stay open.
  *
  * K is URL-decoded.  A missing, empty or repeated key parameter is 400 "Missing key parameter"
  * (repeated: "Repeated key parameter"); a key over max_key_bytes or holding a NUL byte is 400;
@@ -34,6 +39,8 @@
  * including the in-process accessors below; the server takes no locks.
  */
 struct mc_meta_server;
+struct mc_auth;
+struct mc_tls;
 
 /* Bounds on what the network may make us store, and who may.  A zero field takes the
  * default (upstream 0.3.14's). */
@@ -51,6 +58,11 @@ struct mc_meta_server_opts {
 	size_t max_concurrent_puts;
 	const char *token;		/* bearer token every /metadata request must carry, or
 					 * NULL (copied) */
+	/* The cluster secret PUT and DELETE must carry (and GET too with auth_reads); NULL: an
+	 * open service.  Not owned: it must outlive the server. */
+	struct mc_auth *auth;
+	int auth_reads;
+	struct mc_tls *tls;		/* serve HTTPS (NULL: HTTP); not owned */
 };
 
 /* Upstream's environment into o: MC_METADATA_MAX_BODY_BYTES (max_value_bytes),

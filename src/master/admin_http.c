@@ -21,7 +21,11 @@
 #include <jansson.h>
 
 #include "common/errcode.h"
+#include "common/auth.h"
 #include "common/log.h"
+#include "common/xalloc.h"
+#include "http/http_auth.h"
+#include "reactor/tls.h"
 #include "master/ops.h"
 #include "reactor/procmem.h"
 #include "segment/alloc.h"
@@ -307,6 +311,23 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_put_start_discarded_staging_size", "gauge",
 		"Bytes of preempted puts", x->put_start_discarded_staging_size);
 	mc_prom(b, "master_bad_frames_total", "counter", "RPC frames refused", x->bad_frames);
+	mc_prom(b, "master_rpc_connections", "gauge", "RPC connections open", m->nconns);
+	mc_prom(b, "master_rpc_connections_refused_total", "counter",
+		"RPC connections refused at max_connections", x->conns_refused_total);
+	mc_prom(b, "master_rpc_connections_refused_per_peer_total", "counter",
+		"RPC connections refused at max_connections_per_peer", x->conns_refused_peer);
+	mc_prom(b, "master_rpc_slow_requests_closed_total", "counter",
+		"RPC connections closed for not completing a request within "
+		"rpc_request_timeout_ms", x->conns_closed_slow);
+	mc_prom(b, "master_rpc_idle_closed_total", "counter",
+		"RPC connections closed idle (rpc_conn_timeout_seconds) or in their handshake",
+		x->conns_closed_idle);
+	mc_prom(b, "master_rpc_output_overflow_closed_total", "counter",
+		"RPC connections closed with rpc_max_conn_output_bytes of unread replies",
+		x->conns_closed_output);
+	mc_prom(b, "mooncake_auth_failures_total", "counter",
+		"peers refused for want of the cluster secret (every port)",
+		mc_auth_failures(m->auth));
 	mc_prom(b, "master_rpc_expired_requests_total", "counter",
 		"Requests read after their deadline and not executed", x->rpc_expired_requests);
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
@@ -800,6 +821,26 @@ static void mc_admin_not_found(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 404, "Not Found");
 }
 
+struct mc_admin_route {
+	struct mc_master *m;
+	void (*cb)(struct evhttp_request *, void *);
+	void *arg;
+};
+
+/* With a cluster secret, a request that may change something (any method but GET and HEAD)
+ * must carry it, and so must reads with --auth_http_reads; then the route's own callback. */
+static void mc_admin_on_request(struct evhttp_request *req, void *arg)
+{
+	struct mc_admin_route *r = arg;
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+	int read_only = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
+
+	if ((!read_only || r->m->cfg.auth_http_reads) &&
+	    !mc_http_auth_check(r->m->auth, req, "admin HTTP"))
+		return;
+	r->cb(req, r->arg);
+}
+
 /* The routes: one callback per path. */
 static int mc_admin_routes(struct mc_master *m)
 {
@@ -822,15 +863,25 @@ static int mc_admin_routes(struct mc_master *m)
 		{ "/api/v1/soft_unpin", mc_admin_soft_unpin },
 		{ "/version", mc_admin_version },
 	};
-	size_t i;
+	size_t i, n = sizeof(routes) / sizeof(routes[0]);
+	struct mc_admin_route *r;
 
-	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
-		if (evhttp_set_cb(m->admin, routes[i].path, routes[i].cb, m) != 0)
+	/* Every route goes through mc_admin_on_request: the cluster secret is checked in one
+	 * place for every path, the ones added later too. */
+	r = mc_xcalloc(n + 3, sizeof(*r));
+	m->admin_routes = r;
+	for (i = 0; i < n; i++) {
+		r[i] = (struct mc_admin_route){ m, routes[i].cb, m };
+		if (evhttp_set_cb(m->admin, routes[i].path, mc_admin_on_request, &r[i]) != 0)
 			return -1;
-	if (evhttp_set_cb(m->admin, "/role", mc_admin_get_text, (void *)"leader") != 0 ||
-	    evhttp_set_cb(m->admin, "/ha_status", mc_admin_get_text, (void *)"serving") != 0)
+	}
+	r[n] = (struct mc_admin_route){ m, mc_admin_get_text, (void *)"leader" };
+	r[n + 1] = (struct mc_admin_route){ m, mc_admin_get_text, (void *)"serving" };
+	r[n + 2] = (struct mc_admin_route){ m, mc_admin_not_found, m };
+	if (evhttp_set_cb(m->admin, "/role", mc_admin_on_request, &r[n]) != 0 ||
+	    evhttp_set_cb(m->admin, "/ha_status", mc_admin_on_request, &r[n + 1]) != 0)
 		return -1;
-	evhttp_set_gencb(m->admin, mc_admin_not_found, m);
+	evhttp_set_gencb(m->admin, mc_admin_on_request, &r[n + 2]);
 	return 0;
 }
 
@@ -843,6 +894,11 @@ int mc_admin_http_start(struct mc_master *m)
 		return -1;
 	evhttp_set_max_headers_size(m->admin, 16384);
 	evhttp_set_max_body_size(m->admin, 1 << 20);
+	/* A request (or an idle keep-alive connection) gets this long: slow clients cannot hold
+	 * the admin port. */
+	evhttp_set_timeout(m->admin, 10);
+	if (m->tls)
+		mc_tls_http_serve(m->admin, m->tls);
 	if (mc_admin_routes(m) != 0 ||
 	    evhttp_bind_socket(m->admin, m->cfg.metrics_host, (uint16_t)m->cfg.metrics_port)) {
 		mc_log_err("cannot listen for admin HTTP on %s:%lld", m->cfg.metrics_host,
@@ -861,4 +917,6 @@ void mc_admin_http_stop(struct mc_master *m)
 	if (m->admin)
 		evhttp_free(m->admin);
 	m->admin = NULL;
+	free(m->admin_routes);
+	m->admin_routes = NULL;
 }

@@ -76,6 +76,14 @@ struct mc_master_config {
 	int64_t offload_task_timeout_sec;
 	uint64_t rpc_max_frame_bytes;
 	int64_t max_connections;
+	int64_t max_connections_per_peer;
+	int64_t rpc_request_timeout_ms;		/* first request, and each request once begun */
+	uint64_t rpc_max_conn_output_bytes;
+	char *cluster_secret_file;
+	int auth_http_reads;
+	char *tls_cert_file;		/* with tls_key_file: TLS on RPC, admin and metadata HTTP */
+	char *tls_key_file;
+	char *tls_ca_file;		/* clients must present a certificate from this CA */
 	char *log_level;
 	int verbose;
 	int check_config;
@@ -201,17 +209,25 @@ struct mc_ghost_table {
 	size_t nkeep, ntomb;
 };
 
+struct mc_auth;
+struct mc_tls;
+
 struct mc_master {
 	struct mc_master_config cfg;
 	struct event_base *base;
+	struct mc_auth *auth;		/* the cluster secret (NULL: an open cluster) */
+	struct mc_tls *tls;		/* the control plane's TLS (NULL: plain TCP) */
 	struct evconnlistener *listener;
 	struct evhttp *admin;
+	void *admin_routes;		/* admin_http.c's route table */
 	struct mc_meta_server *meta;		/* embedded HTTP metadata service */
 	struct evhttp_connection *meta_conn;	/* to a remote one, for cleanup */
 	struct event *sig_term, *sig_int, *sig_hup, *tick;
 	struct mc_conn *conns;		/* all live connections */
 	uint64_t nconns;
 	uint64_t next_conn_id;
+	int64_t conn_refused_log_sec;	/* last "refusing connection" line (rate limit) */
+	uint64_t conn_refusals_quiet;
 
 	struct mc_object_table objects;
 	struct mc_segment **segs;	/* dense array for random choice */

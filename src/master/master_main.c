@@ -20,11 +20,13 @@
 #include <event2/http.h>
 #include <event2/thread.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "master/master.h"
 #include "reactor/options.h"
 #include "http/metadata_server.h"
 #include "reactor/sd_notify.h"
+#include "reactor/tls.h"
 
 #define O(f) offsetof(struct mc_master_config, f)
 static const struct mc_opt mc_master_opts[] = {
@@ -53,12 +55,21 @@ static const struct mc_opt mc_master_opts[] = {
 	  4294967295.0, "largest RPC frame body accepted; larger frames close the connection" },
 	{ "max_connections", NULL, NULL, MC_OPT_INT, O(max_connections), "4096", 1, 1000000,
 	  "RPC connections accepted at once" },
+	{ "max_connections_per_peer", NULL, NULL, MC_OPT_INT, O(max_connections_per_peer), "256",
+	  1, 1000000, "RPC connections accepted at once from one IP address" },
+	{ "rpc_request_timeout_ms", NULL, NULL, MC_OPT_INT, O(rpc_request_timeout_ms), "10000", 0,
+	  86400000,
+	  "an RPC connection must send its first request, and each request once begun, within "
+	  "this time or be closed (slow clients cannot hold connections; 0: no limit)" },
+	{ "rpc_max_conn_output_bytes", NULL, NULL, MC_OPT_SIZE, O(rpc_max_conn_output_bytes),
+	  "256MB", 65536, 1099511627776.0,
+	  "replies queued for one connection that does not read them before it is closed" },
 	{ "enable_metric_reporting", NULL, NULL, MC_OPT_BOOL, O(enable_metric_reporting), "true", 0,
 	  -1, "log a metrics summary every 10 seconds" },
 	{ "metrics_port", NULL, NULL, MC_OPT_INT, O(metrics_port), "9003", 0, 65535,
 	  "admin and metrics HTTP port" },
-	{ "metrics_host", NULL, NULL, MC_OPT_HOST, O(metrics_host), "0.0.0.0", 0, -1,
-	  "admin and metrics HTTP bind address" },
+	{ "metrics_host", NULL, NULL, MC_OPT_HOST, O(metrics_host), "127.0.0.1", 0, -1,
+	  "admin and metrics HTTP bind address (0.0.0.0: every interface)" },
 	{ "memory_allocator", NULL, NULL, MC_OPT_STRING, O(memory_allocator), "offset", 0, -1,
 	  "segment allocator: offset (cachelib is not supported)" },
 	{ "allocation_strategy", NULL, NULL, MC_OPT_STRING, O(allocation_strategy), "random", 0, -1,
@@ -139,6 +150,18 @@ static const struct mc_opt mc_master_opts[] = {
 	  0, -1,
 	  "when --persist_path cannot be written: refuse changes (PERSISTENT_FAIL) or continue "
 	  "acknowledging them (they may be lost)" },
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "file holding the cluster secret: every connection must prove it knows it (empty: an "
+	  "open cluster)" },
+	{ "auth_http_reads", NULL, NULL, MC_OPT_BOOL, O(auth_http_reads), "false", 0, -1,
+	  "with a cluster secret, admin HTTP reads (/metrics, /health, queries) need it too" },
+	{ "tls_cert_file", NULL, NULL, MC_OPT_PATH, O(tls_cert_file), "", 0, -1,
+	  "PEM certificate (chain): with --tls_key_file, RPC, admin HTTP and the embedded "
+	  "metadata service speak TLS" },
+	{ "tls_key_file", NULL, NULL, MC_OPT_PATH, O(tls_key_file), "", 0, -1,
+	  "PEM private key of --tls_cert_file" },
+	{ "tls_ca_file", NULL, NULL, MC_OPT_PATH, O(tls_ca_file), "", 0, -1,
+	  "PEM CA certificates: clients must present a certificate they sign (mutual TLS)" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
@@ -170,12 +193,43 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 		snprintf(err, n, "--enable_ha is not supported yet");
 		return -1;
 	}
-	if (cfg->enable_http_metadata_server) {
-		struct mc_meta_server_opts mo = { 0 };
+	if (cfg->cluster_secret_file[0] || cfg->enable_http_metadata_server) {
+		struct mc_auth *a = NULL;
+		char why[400];
+		int rc = 0;
 
-		/* The metadata service's token and bind rule (MC_METADATA_*), checked up front. */
-		if (mc_meta_server_opts_env(&mo, cfg->http_metadata_server_host, err, n) != 0)
+		if (mc_auth_load(cfg->cluster_secret_file, &a, why, sizeof(why)) != 0) {
+			snprintf(err, n, "invalid value '%s' for --cluster_secret_file: %s",
+				 cfg->cluster_secret_file, why);
 			return -1;
+		}
+		if (cfg->enable_http_metadata_server) {
+			/* The metadata service's token and bind rule (MC_METADATA_*), checked up
+			 * front; a cluster secret guards it as a token does. */
+			struct mc_meta_server_opts mo = { .auth = a };
+
+			rc = mc_meta_server_opts_env(&mo, cfg->http_metadata_server_host, err, n);
+		}
+		mc_auth_unref(a);
+		if (rc)
+			return -1;
+	}
+	if (mc_opts_check_readable("tls_cert_file", cfg->tls_cert_file, err, n) ||
+	    mc_opts_check_readable("tls_key_file", cfg->tls_key_file, err, n) ||
+	    mc_opts_check_readable("tls_ca_file", cfg->tls_ca_file, err, n))
+		return -1;
+	if (cfg->tls_cert_file[0] || cfg->tls_key_file[0] || cfg->tls_ca_file[0]) {
+		struct mc_tls *t;
+		char why[400];
+
+		if (mc_tls_server_new(cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_ca_file, &t,
+				      why, sizeof(why)) != 0) {
+			snprintf(err, n, "invalid value '%s' for --%s: %s",
+				 cfg->tls_cert_file[0] ? cfg->tls_cert_file : cfg->tls_key_file,
+				 cfg->tls_cert_file[0] ? "tls_cert_file" : "tls_key_file", why);
+			return -1;
+		}
+		mc_tls_free(t);
 	}
 	if (cfg->rpc_interface[0]) {
 		struct ifaddrs *ifs, *i;
@@ -279,6 +333,9 @@ static void mc_master_reload(struct mc_master *m)
 	o->enable_metadata_cleanup_on_timeout = c->enable_metadata_cleanup_on_timeout;
 	o->rpc_conn_timeout_seconds = c->rpc_conn_timeout_seconds;
 	o->max_connections = c->max_connections;
+	o->max_connections_per_peer = c->max_connections_per_peer;
+	o->rpc_request_timeout_ms = c->rpc_request_timeout_ms;
+	o->rpc_max_conn_output_bytes = c->rpc_max_conn_output_bytes;
 	o->verbose = c->verbose;
 	free(o->log_level);
 	o->log_level = c->log_level;
@@ -379,10 +436,31 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto fail;
 	}
+	{
+		char err[512];
+
+		if (mc_auth_load(m->cfg.cluster_secret_file, &m->auth, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			goto fail;
+		}
+		if (m->cfg.tls_cert_file[0] &&
+		    mc_tls_server_new(m->cfg.tls_cert_file, m->cfg.tls_key_file,
+				      m->cfg.tls_ca_file, &m->tls, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			goto fail;
+		}
+		if (m->tls)
+			mc_log_notice("TLS on RPC, admin and metadata HTTP (%s)%s",
+				      m->cfg.tls_cert_file,
+				      m->cfg.tls_ca_file[0] ? ", client certificates required" : "");
+		mc_auth_announce(m->auth, "can mount segments and remove every object");
+	}
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto fail;
 	if (m->cfg.enable_http_metadata_server) {
-		struct mc_meta_server_opts mo = { 0 };
+		struct mc_meta_server_opts mo = { .auth = m->auth,
+						  .auth_reads = m->cfg.auth_http_reads,
+						  .tls = m->tls };
 		char why[256];
 		int err = 0;
 
@@ -428,6 +506,10 @@ void mc_master_stop(struct mc_master *m)
 	m->tick = m->ev_evict = m->ev_flush = m->ev_reap = NULL;
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);
+	mc_auth_unref(m->auth);
+	m->auth = NULL;
+	mc_tls_free(m->tls);
+	m->tls = NULL;
 }
 
 int mc_master_config_defaults(struct mc_master_config *cfg)

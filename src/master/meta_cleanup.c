@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/http.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/meta_auth.h"
 #include "http/metadata_server.h"
@@ -64,12 +66,18 @@ static void mc_meta_http_delete(struct mc_master *m, const char *url, const char
 	if (req && m->meta_conn) {
 		const char *token = mc_meta_auth_token();
 		char *auth = token ? mc_meta_auth_header(token) : NULL;
+		char sig[160];
 
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
 		if (auth)
 			evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization",
 					  auth);
 		free(auth);
+		/* A metadata service of a cluster with a secret wants its writes signed. */
+		if (m->auth && mc_auth_http_sign(m->auth, "DELETE", path, NULL, 0,
+						 (int64_t)time(NULL), sig, sizeof(sig)) == 0)
+			evhttp_add_header(evhttp_request_get_output_headers(req),
+					  MC_AUTH_HTTP_HEADER, sig);
 		evhttp_make_request(m->meta_conn, req, EVHTTP_REQ_DELETE, path);
 	}
 	evhttp_uri_free(u);

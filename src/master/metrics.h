@@ -32,6 +32,12 @@ struct mc_metrics {
 	uint64_t valid_get_nums;
 	uint64_t total_get_nums;
 	uint64_t bad_frames;
+	/* connection limits (rpc_server.c) */
+	uint64_t conns_refused_total;		/* max_connections */
+	uint64_t conns_refused_peer;		/* max_connections_per_peer */
+	uint64_t conns_closed_slow;		/* rpc_request_timeout_ms */
+	uint64_t conns_closed_idle;		/* rpc_conn_timeout_seconds */
+	uint64_t conns_closed_output;		/* rpc_max_conn_output_bytes */
 	uint64_t rpc_expired_requests;		/* dropped: past their deadline when read */
 	uint64_t attempted_evictions;
 	uint64_t successful_evictions;

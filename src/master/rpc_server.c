@@ -31,14 +31,14 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
+#include "common/auth.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
-
-/* A client that does not read its replies must not make the master buffer without bound. */
-#define MC_CONN_MAX_OUTPUT (256u << 20)
+#include "reactor/auth_event.h"
+#include "reactor/tls.h"
 
 struct mc_conn {
 	struct mc_master *m;
@@ -53,6 +53,17 @@ struct mc_conn {
 	struct mc_wbuf out;
 	size_t *dur;		/* offsets in out of successful replies that need the commit */
 	size_t ndur, capdur;
+	/* With a cluster secret: the handshake in progress (no bev yet) on fd, or refusing: a
+	 * peer without the handshake gets ILLEGAL_CLIENT for its first request, then the close. */
+	struct mc_auth_op *auth_op;
+	evutil_socket_t fd;
+	int refusing;
+	int tls;			/* bev is a TLS bufferevent: never write to fd directly */
+	struct event *ev_slow;		/* rpc_request_timeout_ms: a request begun (or the first
+					   one) must be complete by then */
+	int slow_armed;
+	char ip[INET6_ADDRSTRLEN];	/* the peer's address, for max_connections_per_peer */
+	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
 };
 
 static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
@@ -64,6 +75,7 @@ static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
 	event_free(c->reaper);
 	mc_wbuf_fini(&c->out);
 	free(c->dur);
+	free(c->hs);
 	free(c);
 }
 
@@ -87,7 +99,18 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	if (why)
 		mc_log_info("connection %llu from %s closed: %s", (unsigned long long)c->id, c->peer,
 			    why);
-	bufferevent_free(c->bev);
+	if (c->bev == NULL) {
+		/* Still authenticating: the socket is not the bufferevent's yet. */
+		mc_auth_op_free(c->auth_op);
+		c->auth_op = NULL;
+		evutil_closesocket(c->fd);
+	}
+	if (c->ev_slow) {
+		event_free(c->ev_slow);
+		c->ev_slow = NULL;
+	}
+	if (c->bev)
+		bufferevent_free(c->bev);
 	c->bev = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
@@ -107,7 +130,7 @@ static void mc_conn_send(struct mc_conn *c)
 	struct evbuffer *ob = bufferevent_get_output(c->bev);
 	ssize_t n = 0;
 
-	if (!c->out.err && evbuffer_get_length(ob) == 0) {
+	if (!c->out.err && !c->tls && evbuffer_get_length(ob) == 0) {
 		n = send(bufferevent_getfd(c->bev), c->out.data, c->out.len,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0)
@@ -121,8 +144,11 @@ static void mc_conn_send(struct mc_conn *c)
 	}
 	mc_wbuf_reset(&c->out);
 	c->ndur = 0;
-	if (evbuffer_get_length(bufferevent_get_output(c->bev)) > MC_CONN_MAX_OUTPUT)
-		mc_conn_close(c, "client does not read its replies");
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) >
+	    c->m->cfg.rpc_max_conn_output_bytes) {
+		c->m->metrics.conns_closed_output++;
+		mc_conn_close(c, "client does not read its replies (rpc_max_conn_output_bytes)");
+	}
 }
 
 /* Requests whose success is a change of durable state (the table's durable column, see
@@ -231,18 +257,87 @@ static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, s
 	return 1;
 }
 
+static void mc_rpc_server_refuse(struct mc_conn *c);
+static void mc_conn_set_timeouts(struct mc_conn *c);
+
+static void mc_conn_on_slow(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->m->metrics.conns_closed_slow++;
+	mc_log_warn("connection %llu from %s: no complete request within %lld ms "
+		    "(rpc_request_timeout_ms): closed", (unsigned long long)c->id, c->peer,
+		    (long long)c->m->cfg.rpc_request_timeout_ms);
+	mc_conn_close(c, NULL);
+}
+
+/* rpc_request_timeout_ms: a partial request must complete in time.  The clock starts when a
+ * request begins (and at accept, for the first), and again after each complete one. */
+static void mc_conn_slow_watch(struct mc_conn *c, unsigned handled)
+{
+	int64_t ms = c->m->cfg.rpc_request_timeout_ms;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	if (c->ev_slow == NULL || c->bev == NULL)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
+		if (c->slow_armed)
+			event_del(c->ev_slow);
+		c->slow_armed = 0;
+	} else if (!c->slow_armed || handled) {
+		event_add(c->ev_slow, &tv);
+		c->slow_armed = 1;
+	}
+}
+
+/* TLS with a cluster secret: the secret's handshake runs inside TLS, over the bufferevent.
+ * 0 when it is done and requests may be read (or the peer is to be refused in words), else 1
+ * (wait for more, or c was closed). */
+static int mc_conn_tls_auth(struct mc_conn *c)
+{
+	int rc = mc_auth_hs_step(c->hs, -1);
+
+	if (rc == MC_AUTH_AGAIN)
+		return 1;
+	if (rc == MC_AUTH_DONE) {
+		free(c->hs);
+		c->hs = NULL;
+		mc_conn_set_timeouts(c);
+		return 0;
+	}
+	mc_auth_hs_refused(c->m->auth, "master RPC", c->peer, rc, c->hs);
+	if (rc == MC_AUTH_NOT_HELLO && c->hs->pos >= 4 && memcmp(c->hs->msg, "MCRP", 4) == 0) {
+		evbuffer_prepend(bufferevent_get_input(c->bev), c->hs->msg, c->hs->pos);
+		free(c->hs);
+		c->hs = NULL;
+		c->refusing = 1;
+		return 0;
+	}
+	mc_conn_close(c, NULL);
+	return 1;
+}
+
 static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_conn *c = arg;
 	struct mc_master *m = c->m;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint32_t max_body = (uint32_t)m->cfg.rpc_max_frame_bytes;
+	unsigned handled = 0;
 
+	if (c->hs && mc_conn_tls_auth(c) != 0)
+		return;
+	if (c->refusing) {
+		mc_rpc_server_refuse(c);
+		return;
+	}
 	if (!c->flush_pending) {
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
-	for (;;) {
+	for (;; handled++) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
 		size_t avail = evbuffer_get_length(in);
@@ -285,6 +380,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
+	mc_conn_slow_watch(c, handled);
 	if (c->out.len == 0)
 		return;
 	if (m->persist) {
@@ -307,9 +403,16 @@ static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_EOF)
 		mc_conn_close(c, NULL);
-	else if (what & BEV_EVENT_TIMEOUT)
-		mc_conn_close(c, "idle timeout");
-	else if (what & BEV_EVENT_ERROR)
+	else if (what & BEV_EVENT_TIMEOUT) {
+		c->m->metrics.conns_closed_idle++;
+		mc_conn_close(c, c->hs ? "handshake timeout" : "idle timeout");
+	} else if ((what & BEV_EVENT_ERROR) && c->tls) {
+		char why[256];
+
+		mc_conn_close(c, *mc_tls_bev_error(c->bev, why, sizeof(why))
+					 ? why
+					 : strerror(EVUTIL_SOCKET_ERROR()));
+	} else if (what & BEV_EVENT_ERROR)
 		mc_conn_close(c, strerror(EVUTIL_SOCKET_ERROR()));
 }
 
@@ -335,20 +438,153 @@ static void mc_format_peer(const struct sockaddr *sa, char *out, size_t n)
 	}
 }
 
+static void mc_conn_set_timeouts(struct mc_conn *c)
+{
+	struct timeval tv = { (time_t)c->m->cfg.rpc_conn_timeout_seconds, 0 };
+
+	if (c->hs) {
+		/* TLS and the secret's handshake must finish within the handshake's time. */
+		int ms = mc_auth_timeout_ms();
+
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+	} else if (c->m->cfg.rpc_conn_timeout_seconds <= 0) {
+		bufferevent_set_timeouts(c->bev, NULL, NULL);
+		return;
+	}
+	bufferevent_set_timeouts(c->bev, &tv, NULL);
+}
+
+/* Give the connection its bufferevent: requests are read from now on (with TLS: after the TLS
+ * handshake, and with a secret the secret's inside it).  0 or -1 (c closed). */
+static int mc_conn_open(struct mc_conn *c)
+{
+	struct mc_master *m = c->m;
+
+	c->bev = m->tls ? mc_tls_bev_accept(m->base, m->tls, c->fd)
+			: bufferevent_socket_new(m->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		mc_conn_close(c, "out of memory");
+		return -1;
+	}
+	c->tls = m->tls != NULL;
+	if (c->tls && m->auth) {
+		c->hs = malloc(sizeof(*c->hs));
+		if (c->hs == NULL || mc_auth_hs_init(c->hs, m->auth, MC_AUTH_SERVER) != 0) {
+			mc_conn_close(c, "cannot start the authentication handshake");
+			return -1;
+		}
+		mc_auth_hs_use_bev(c->hs, c->bev);
+	}
+	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
+	mc_conn_set_timeouts(c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+static void mc_conn_on_refused_sent(struct bufferevent *bev, void *arg)
+{
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		mc_conn_close(arg, NULL);
+}
+
+/* A peer that speaks RPC without the handshake: its first request is answered ILLEGAL_CLIENT
+ * (so that a client without the secret reports a refusal rather than a broken connection), then
+ * the connection closes.  Anything else closes at once. */
+static void mc_rpc_server_refuse(struct mc_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	uint8_t hb[MC_RPC_HDR_LEN];
+	struct mc_rpc_hdr h;
+	size_t start = c->out.len;
+
+	if (evbuffer_get_length(in) < MC_RPC_HDR_LEN)
+		return;
+	evbuffer_copyout(in, hb, sizeof(hb));
+	if (mc_rpc_hdr_decode(hb, &h, UINT32_MAX) != 0 || h.kind != MC_RPC_REQUEST) {
+		mc_conn_close(c, NULL);
+		return;
+	}
+	mc_wbuf_reset(&c->out);
+	mc_rpc_frame_begin(&c->out, MC_RPC_RESPONSE, h.opcode, MC_ERR_ILLEGAL_CLIENT, h.req_id);
+	mc_rpc_frame_end(&c->out, start);
+	bufferevent_disable(c->bev, EV_READ);
+	bufferevent_setcb(c->bev, NULL, mc_conn_on_refused_sent, mc_conn_on_event, c);
+	if (c->out.err || bufferevent_write(c->bev, c->out.data, c->out.len) != 0)
+		mc_conn_close(c, NULL);
+}
+
+static void mc_conn_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
+{
+	struct mc_conn *c = arg;
+	struct mc_master *m = c->m;
+
+	c->auth_op = NULL;
+	if (rc == 0) {
+		mc_conn_open(c);
+		return;
+	}
+	mc_auth_hs_refused(m->auth, "master RPC", c->peer, rc, hs);
+	if (rc != MC_AUTH_NOT_HELLO || hs->pos < 4 || memcmp(hs->msg, "MCRP", 4) != 0 ||
+	    mc_conn_open(c) != 0) {
+		mc_conn_close(c, NULL);
+		return;
+	}
+	c->refusing = 1;
+	evbuffer_prepend(bufferevent_get_input(c->bev), hs->msg, hs->pos);
+	mc_rpc_server_refuse(c);
+}
+
+/* The peer's IP address alone (connections per peer are counted by it). */
+static void mc_format_ip(const struct sockaddr *sa, char *out, size_t n)
+{
+	snprintf(out, n, "?");
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)n);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+			  (socklen_t)n);
+}
+
+/* One line a second at most about refused connections (a flood must not flood the log). */
+static void mc_conn_refuse_log(struct mc_master *m, const char *peer, const char *limit,
+			       long long n)
+{
+	int64_t now = mc_master_now(m) / 1000;
+
+	m->conn_refusals_quiet++;
+	if (now == m->conn_refused_log_sec)
+		return;
+	m->conn_refused_log_sec = now;
+	mc_log_warn("refusing connection from %s: %lld connections (%s)%s", peer, n, limit,
+		    m->conn_refusals_quiet > 1 ? "; more refusals in the last second" : "");
+	m->conn_refusals_quiet = 0;
+}
+
 static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 				  struct sockaddr *sa, int salen, void *arg)
 {
 	struct mc_master *m = arg;
 	struct mc_conn *c;
-	char peer[80];
+	char peer[80], ip[INET6_ADDRSTRLEN];
+	int64_t npeer = 0;
 	int one = 1;
 
 	(void)l;
 	(void)salen;
 	mc_format_peer(sa, peer, sizeof(peer));
+	mc_format_ip(sa, ip, sizeof(ip));
 	if ((int64_t)m->nconns >= m->cfg.max_connections) {
-		mc_log_warn("refusing connection from %s: %llu connections (max_connections)", peer,
-			    (unsigned long long)m->nconns);
+		m->metrics.conns_refused_total++;
+		mc_conn_refuse_log(m, peer, "max_connections", (long long)m->nconns);
+		evutil_closesocket(fd);
+		return;
+	}
+	for (c = m->conns; c && npeer < m->cfg.max_connections_per_peer; c = c->next)
+		npeer += strcmp(c->ip, ip) == 0;
+	if (npeer >= m->cfg.max_connections_per_peer) {
+		m->metrics.conns_refused_peer++;
+		mc_conn_refuse_log(m, peer, "max_connections_per_peer", (long long)npeer);
 		evutil_closesocket(fd);
 		return;
 	}
@@ -356,28 +592,34 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c = mc_xcalloc(1, sizeof(*c));
 	c->m = m;
+	c->fd = fd;
 	c->id = ++m->next_conn_id;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	mc_wbuf_init(&c->out);
-	c->bev = bufferevent_socket_new(m->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
-		evutil_closesocket(fd);
-		free(c);
-		return;
-	}
-	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
-	if (m->cfg.rpc_conn_timeout_seconds > 0) {
-		struct timeval tv = { (time_t)m->cfg.rpc_conn_timeout_seconds, 0 };
+	snprintf(c->ip, sizeof(c->ip), "%s", ip);
+	if (m->cfg.rpc_request_timeout_ms > 0) {
+		int64_t ms = m->cfg.rpc_request_timeout_ms;
+		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
 
-		bufferevent_set_timeouts(c->bev, &tv, NULL);
+		c->ev_slow = evtimer_new(m->base, mc_conn_on_slow, c);
+		if (c->ev_slow) {
+			event_add(c->ev_slow, &tv);
+			c->slow_armed = 1;
+		}
 	}
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	mc_wbuf_init(&c->out);
 	c->next = m->conns;
 	if (m->conns)
 		m->conns->prev = c;
 	m->conns = c;
 	m->nconns++;
 	mc_log_debug("connection %llu from %s", (unsigned long long)c->id, c->peer);
+	if (m->auth == NULL || m->tls) {
+		mc_conn_open(c);
+		return;
+	}
+	c->auth_op = mc_auth_op_start(m->base, fd, m->auth, MC_AUTH_SERVER, 0, mc_conn_on_auth, c);
+	if (c->auth_op == NULL)
+		mc_conn_close(c, "cannot start the authentication handshake");
 }
 
 static void mc_listener_on_error(struct evconnlistener *l, void *arg)
@@ -433,6 +675,7 @@ void mc_rpc_server_stop(struct mc_master *m)
 		event_free(c->reaper);
 		mc_wbuf_fini(&c->out);
 		free(c->dur);
+		free(c->hs);
 		free(c);
 	}
 }

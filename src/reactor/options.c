@@ -580,6 +580,14 @@ int mc_opts_check_value(const struct mc_opt *o, const char *value, const char *l
 	return rc;
 }
 
+int mc_opts_check_readable(const char *flag, const char *path, char *err, size_t errlen)
+{
+	if (path == NULL || *path == '\0' || access(path, R_OK) == 0)
+		return 0;
+	snprintf(err, errlen, "invalid value '%s' for --%s: %s", path, flag, strerror(errno));
+	return -1;
+}
+
 int mc_opts_check_env(const struct mc_opt *tab, char *err, size_t errlen)
 {
 	const struct mc_opt *o;
@@ -880,6 +888,12 @@ const struct mc_opt mc_opts_env_store[] = {
 	MC_ENV("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", MC_OPT_INT, NULL, 0, 9.2e18),
 	MC_ENV("MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_MS", MC_OPT_INT, NULL, 1, 86400000),
 	MC_ENV("MOONCAKE_STORE_CHECKSUM", MC_OPT_BOOL, NULL, 0, -1),
+	MC_ENV("MOONCAKE_CLUSTER_SECRET_FILE", MC_OPT_PATH, NULL, 0, -1),
+	MC_ENV("MC_AUTH_TIMEOUT_MS", MC_OPT_INT, NULL, 1, 600000),
+	MC_ENV("MC_TCP_SERVER_MAX_CONNECTIONS", MC_OPT_INT, NULL, 1, 1000000),
+	MC_ENV("MOONCAKE_TLS_CA_FILE", MC_OPT_PATH, NULL, 0, -1),
+	MC_ENV("MOONCAKE_TLS_CERT_FILE", MC_OPT_PATH, NULL, 0, -1),
+	MC_ENV("MOONCAKE_TLS_KEY_FILE", MC_OPT_PATH, NULL, 0, -1),
 	MC_ENV("MC_STORE_SHM", MC_OPT_BOOL, NULL, 0, -1),
 	MC_ENV("MC_RPC_TIMEOUT_MS", MC_OPT_INT, NULL, -2147483648.0, 2147483647.0),
 	MC_ENV("MC_STORE_CLIENT_MIN_PORT", MC_OPT_INT, NULL, 1, 65535),

@@ -110,6 +110,9 @@ int mc_opts_check_value(const struct mc_opt *o, const char *value, const char *l
 /* Check every environment variable named in tab (names are the variables, offsets unused) that
  * is set and not empty.  Returns 0 or -EINVAL with one line naming the variable and its value. */
 int mc_opts_check_env(const struct mc_opt *tab, char *err, size_t errlen);
+/* A file flag's value must name a readable file ("" is fine: not set).  0, or -1 with
+ * "invalid value 'PATH' for --FLAG: reason" in err. */
+int mc_opts_check_readable(const char *flag, const char *path, char *err, size_t errlen);
 
 /* Split an MC_OPT_ADDR value into host (brackets of an IPv6 literal removed) and port (0 when
  * none is given).  Returns 0, or -EINVAL when the value has not that form. */

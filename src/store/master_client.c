@@ -55,8 +55,11 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/auth.h"
 #include "common/errcode.h"
 #include "common/log.h"
+#include "reactor/auth_event.h"
+#include "reactor/tls.h"
 #include "store/store.h"
 
 #define MC_PING_INTERVAL_MS 1000
@@ -69,6 +72,7 @@
 enum mc_mc_state {
 	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
 	MC_MC_CONNECTING,
+	MC_MC_AUTHENTICATING,	/* connected, proving the cluster secret (nothing sent yet) */
 	MC_MC_PROBING,		/* connected, its first ping not answered yet */
 	MC_MC_UP,
 };
@@ -81,6 +85,8 @@ struct mc_master_client {
 	enum mc_mc_state state;
 	int suspect;			/* a connection was lost and none answered since */
 	struct bufferevent *bev;
+	struct mc_auth_op *auth_op;	/* the handshake on bev's socket while AUTHENTICATING */
+	struct mc_auth_hs *hs;		/* ... or, with TLS, inside TLS over bev */
 	struct mc_rpc_call *pending;	/* sent or waiting to be sent, any order */
 	uint64_t next_req_id;
 	struct event *ev_tick;		/* ping, timeouts */
@@ -184,10 +190,15 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 	struct timeval tv;
 
 	/* Once per outage: the probes of a master that stays silent are not news. */
-	if (mc->state == MC_MC_UP || (mc->state == MC_MC_PROBING && !mc->suspect))
+	if (mc->state == MC_MC_UP ||
+	    ((mc->state == MC_MC_PROBING || mc->state == MC_MC_AUTHENTICATING) && !mc->suspect))
 		mc_log_warn("master %s:%u unreachable: %s", mc->host, mc->port, why);
 	else
 		mc_log_debug("master %s:%u still unreachable: %s", mc->host, mc->port, why);
+	mc_auth_op_free(mc->auth_op);
+	mc->auth_op = NULL;
+	free(mc->hs);
+	mc->hs = NULL;
 	if (mc->bev) {
 		evutil_socket_t fd = bufferevent_getfd(mc->bev);
 
@@ -257,10 +268,36 @@ static void mc_master_alive(struct mc_master_client *mc)
 	}
 }
 
+static void mc_master_client_ready(struct mc_master_client *mc);
+
+/* TLS with a cluster secret: the secret's handshake inside TLS.  0 when done (requests may
+ * go), 1 to wait (or the connection was dropped). */
+static int mc_tls_auth_step(struct mc_master_client *mc)
+{
+	int rc = mc_auth_hs_step(mc->hs, -1);
+	char why[200];
+
+	if (rc == MC_AUTH_AGAIN)
+		return 1;
+	if (rc == MC_AUTH_DONE) {
+		free(mc->hs);
+		mc->hs = NULL;
+		mc_master_client_ready(mc);
+		return 0;
+	}
+	snprintf(why, sizeof(why), "authentication failed: %s",
+		 mc->hs->why ? mc->hs->why : strerror(rc < 0 && rc > -4096 ? -rc : EPROTO));
+	mc_master_client_down(mc, why, 1);
+	return 1;
+}
+
 static void mc_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_master_client *mc = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
+
+	if (mc->hs && mc_tls_auth_step(mc) != 0)
+		return;
 
 	for (;;) {
 		uint8_t hb[MC_RPC_HDR_LEN];
@@ -304,10 +341,44 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 
 static void mc_ping(struct mc_master_client *mc, int64_t now);
 
+/* The connection is ready for requests: the ping first (its answer ends the probe and gives
+ * the master's clock), then whatever waited. */
+static void mc_master_client_ready(struct mc_master_client *mc)
+{
+	struct mc_rpc_call *c;
+
+	mc->state = MC_MC_PROBING;
+	if (mc->suspect)
+		mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
+	else
+		mc_log_info("connected to master %s:%u", mc->host, mc->port);
+	mc_ping(mc, mc_store_now_ms());
+	for (c = mc->pending; c && mc->bev; c = c->next)
+		if (c != &mc->ping_call && mc_send(mc, c)) {
+			mc_master_client_down(mc, "cannot queue request", 1);
+			return;
+		}
+}
+
+static void mc_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
+{
+	struct mc_master_client *mc = arg;
+	char why[200];
+
+	mc->auth_op = NULL;
+	if (rc != 0) {
+		snprintf(why, sizeof(why), "authentication failed: %s",
+			 hs->why ? hs->why : strerror(-rc));
+		mc_master_client_down(mc, why, 1);
+		return;
+	}
+	bufferevent_enable(mc->bev, EV_READ | EV_WRITE);
+	mc_master_client_ready(mc);
+}
+
 static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct mc_master_client *mc = arg;
-	struct mc_rpc_call *c;
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
@@ -319,25 +390,45 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 		/* Data the master's host does not acknowledge for this long breaks the connection
 		 * (a cut network), whatever the kernel's retransmission backoff. */
 		setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
-		mc->state = MC_MC_PROBING;
-		if (mc->suspect)
-			mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
-		else
-			mc_log_info("connected to master %s:%u", mc->host, mc->port);
-		/* The ping goes first: its answer ends the probe and gives the master's clock. */
-		mc_ping(mc, mc_store_now_ms());
-		for (c = mc->pending; c && mc->bev; c = c->next)
-			if (c != &mc->ping_call && mc_send(mc, c)) {
-				mc_master_client_down(mc, "cannot queue request", 1);
+		if (mc->st->auth == NULL) {
+			mc_master_client_ready(mc);
+			return;
+		}
+		if (mc->st->tls) {
+			/* Inside TLS the handshake goes through the bufferevent. */
+			mc->state = MC_MC_AUTHENTICATING;
+			mc->hs = malloc(sizeof(*mc->hs));
+			if (mc->hs == NULL ||
+			    mc_auth_hs_init(mc->hs, mc->st->auth, MC_AUTH_CLIENT) != 0) {
+				mc_master_client_down(mc, "cannot start the authentication handshake",
+						      1);
 				return;
 			}
+			mc_auth_hs_use_bev(mc->hs, mc->bev);
+			mc_tls_auth_step(mc);
+			return;
+		}
+		/* The handshake owns the socket until it is done; the bufferevent waits. */
+		bufferevent_disable(mc->bev, EV_READ | EV_WRITE);
+		mc->state = MC_MC_AUTHENTICATING;
+		mc->auth_op = mc_auth_op_start(mc->base, fd, mc->st->auth, MC_AUTH_CLIENT,
+					       (int)mc->connect_timeout_ms + MC_PING_TIMEOUT_MS,
+					       mc_on_auth, mc);
+		if (mc->auth_op == NULL)
+			mc_master_client_down(mc, "cannot start the authentication handshake", 1);
 		return;
 	}
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		char tls_why[256] = "";
+
+		if (mc->st->tls && (what & BEV_EVENT_ERROR))
+			mc_tls_bev_error(mc->bev, tls_why, sizeof(tls_why));
 		mc_master_client_down(mc,
 				      what & BEV_EVENT_EOF ? "connection closed"
+				      : tls_why[0]	   ? tls_why
 							   : strerror(EVUTIL_SOCKET_ERROR()),
 				      1);
+	}
 }
 
 static void mc_master_client_connect(struct mc_master_client *mc)
@@ -362,7 +453,8 @@ static void mc_master_client_connect(struct mc_master_client *mc)
 	mc->addr = ss;
 	mc->addrlen = len;
 	pthread_mutex_unlock(&mc->mu);
-	mc->bev = bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	mc->bev = mc->st->tls ? mc_tls_bev_connect(mc->base, mc->st->tls, mc->host)
+			      : bufferevent_socket_new(mc->base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (mc->bev == NULL) {
 		mc_master_client_down(mc, "out of memory", 0);
 		return;
@@ -581,7 +673,8 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 	}
 	pthread_mutex_init(&mc->mu, NULL);
 	pthread_mutex_init(&mc->dl_mu, NULL);
-	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0);
+	/* The lane is a plain socket: with TLS every call goes through the loop. */
+	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0) && st->tls == NULL;
 	mc->dl_fd = -1;
 	mc->dl_failed_gen = (uint64_t)-1;
 	event_add(mc->ev_tick, &tick);
@@ -605,6 +698,10 @@ void mc_master_client_free(struct mc_master_client *mc)
 		close(mc->dl_fd);
 	mc->dl_fd = -1;
 	pthread_mutex_unlock(&mc->dl_mu);
+	mc_auth_op_free(mc->auth_op);
+	mc->auth_op = NULL;
+	free(mc->hs);
+	mc->hs = NULL;
 	if (mc->bev)
 		bufferevent_free(mc->bev);
 	mc->bev = NULL;
@@ -686,6 +783,17 @@ static int mc_dl_connect(struct mc_master_client *mc, const struct sockaddr_stor
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+	if (mc->st->auth) {
+		struct mc_auth_hs hs;
+
+		if (mc_auth_hs_init(&hs, mc->st->auth, MC_AUTH_CLIENT) != 0 ||
+		    mc_auth_hs_run(&hs, fd, (int)mc->connect_timeout_ms + MC_PING_TIMEOUT_MS) != 0) {
+			mc_log_debug("master %s:%u: direct lane: authentication failed: %s", mc->host,
+				     mc->port, hs.why ? hs.why : "?");
+			close(fd);
+			return -1;
+		}
+	}
 	return fd;
 }
 

@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "common/errcode.h"
+#include "common/auth.h"
 #include "common/log.h"
+#include "reactor/tls.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 #include "reactor/options.h"
@@ -361,6 +363,7 @@ static int mc_store_engine_start(struct mc_store *st, const char *ip, uint16_t p
 		.hs_timeout_ms = st->xfer_opts.connect_timeout_ms,
 		.shm = !(shm && mc_parse_bool(shm, &shm_on) == 0 && !shm_on),
 		.peer_populate = st->memopts.populate,
+		.auth = st->auth,
 	};
 	int tries;
 
@@ -439,6 +442,28 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		int on = 0;
 
 		st->checksum = v && mc_parse_bool(v, &on) == 0 && on;
+	}
+	/* The cluster secret every connection of this handle proves (master, data, handshake,
+	 * shm). */
+	{
+		char err[512];
+		const char *path = st->cluster_secret_file[0] ? st->cluster_secret_file
+							      : getenv(MC_AUTH_SECRET_ENV);
+
+		mc_auth_unref(st->auth);
+		st->auth = NULL;
+		if (mc_auth_load(path, &st->auth, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			return MC_ERR_INVALID_PARAMS;
+		}
+		mc_tls_free(st->tls);
+		st->tls = NULL;
+		if (mc_tls_client_from_env(&st->tls, err, sizeof(err)) != 0) {
+			mc_log_err("%s", err);
+			mc_auth_unref(st->auth);
+			st->auth = NULL;
+			return MC_ERR_INVALID_PARAMS;
+		}
 	}
 	/* Bounds of master calls and of each replica transfer (see libmooncake(3)). */
 	st->rpc_timeout_ms = mc_env_int("MC_RPC_TIMEOUT_MS", MC_STORE_RPC_TIMEOUT_MS);
@@ -623,5 +648,9 @@ void mc_store_teardown(struct mc_store *st)
 	if (st->reserve_fd >= 0)
 		close(st->reserve_fd);
 	st->reserve_fd = -1;
+	mc_auth_unref(st->auth);
+	st->auth = NULL;
+	mc_tls_free(st->tls);
+	st->tls = NULL;
 	st->initialized = 0;
 }

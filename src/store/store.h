@@ -94,6 +94,11 @@ struct mc_store {
 	 * MOONCAKE_ENABLE_EMBEDDED_MASTER */
 	int embedded_master;
 	struct mc_master *master;	/* running, on the loop thread */
+	/* The cluster secret: its file set before mc_store_setup (mooncake_client's
+	 * cluster_secret_file), else MOONCAKE_CLUSTER_SECRET_FILE; loaded by setup. */
+	char cluster_secret_file[1024];
+	struct mc_auth *auth;		/* NULL: an open cluster */
+	struct mc_tls *tls;		/* MOONCAKE_TLS_CA_FILE: TLS to the master (NULL: none) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */

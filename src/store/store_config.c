@@ -39,6 +39,8 @@ static const struct mc_opt mc_cfg_checks[] = {
 	{ "populate_segment", "MC_STORE_POPULATE", NULL, MC_OPT_BOOL, 0, NULL, 0, -1, "" },
 	{ "segment_location", "MC_STORE_SEGMENT_LOCATION", NULL, MC_OPT_TOKEN, 0, NULL, 0, -1,
 	  "" },
+	{ "cluster_secret_file", "MOONCAKE_CLUSTER_SECRET_FILE", NULL, MC_OPT_PATH, 0, NULL, 0, -1,
+	  "" },
 	MC_OPT_END,
 };
 
@@ -184,6 +186,9 @@ static int mc_cfg_from_json(struct mc_store_config *c, const char *path, char *e
 		else if (!strcmp(key, "segment_location"))
 			rc = mc_cfg_str(c->segment_location, sizeof(c->segment_location), s, key, err,
 					el);
+		else if (!strcmp(key, "cluster_secret_file"))
+			rc = mc_cfg_str(c->cluster_secret_file, sizeof(c->cluster_secret_file), s,
+					key, err, el);
 		if (rc)
 			goto out;
 	}
@@ -231,6 +236,9 @@ static int mc_cfg_from_env(struct mc_store_config *c, char *err, size_t el)
 	if (!rc && (v = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")) && *v)
 		rc = mc_cfg_str(c->ssd_offload_path, sizeof(c->ssd_offload_path), v,
 				"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", err, el);
+	if (!rc && (v = getenv("MOONCAKE_CLUSTER_SECRET_FILE")) && *v)
+		rc = mc_cfg_str(c->cluster_secret_file, sizeof(c->cluster_secret_file), v,
+				"MOONCAKE_CLUSTER_SECRET_FILE", err, el);
 	mc_lower(c->protocol);
 	return rc;
 }

@@ -28,6 +28,8 @@ struct mc_store_config {
 	int hugepage_fallback;		/* "hugepage_fallback" */
 	int populate_segment;		/* "populate_segment" (default true) */
 	char segment_location[128];	/* "segment_location": "*", cpu:N, interleave */
+	/* "cluster_secret_file" / MOONCAKE_CLUSTER_SECRET_FILE: the cluster secret (libmooncake(3)) */
+	char cluster_secret_file[1024];
 };
 
 /* path NULL: MOONCAKE_CONFIG_PATH if set, else the environment.  Returns 0, -ENOENT (no file,

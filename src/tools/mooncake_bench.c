@@ -23,11 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "mooncake/store_c.h"
 #include "reactor/options.h"
 #include "tools/bench_trace.h"
 
 struct bench_cfg {
+	char *cluster_secret_file;
 	char *master_server_address;
 	char *metadata_server;
 	char *local_hostname;
@@ -56,6 +58,8 @@ struct bench_cfg {
 
 #define O(f) offsetof(struct bench_cfg, f)
 static const struct mc_opt bench_opts[] = {
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "the cluster secret (default: $MOONCAKE_CLUSTER_SECRET_FILE)" },
 	{ "master_server_address", NULL, NULL, MC_OPT_ENDPOINT, O(master_server_address),
 	  "127.0.0.1:50051", 0, -1, "master RPC address host:port" },
 	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server), "P2PHANDSHAKE", 0, -1,
@@ -488,6 +492,7 @@ int main(int argc, char **argv)
 	}
 	if (mc_opts_defaults(bench_opts, &cfg) ||
 	    mc_opts_parse_argv(bench_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
+	    mc_auth_export("cluster_secret_file", cfg.cluster_secret_file, err, sizeof(err)) ||
 	    (next == argc && mc_opts_check_env(mc_opts_env_store, err, sizeof(err)))) {
 		fprintf(stderr, "mooncake_bench: %s\n", err);
 		mc_opts_free(bench_opts, &cfg);

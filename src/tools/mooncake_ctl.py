@@ -9,9 +9,15 @@ Human tables by default, --json for scripts.  Exit status 0, 1 on a failed reque
 usage.
 """
 import argparse
+import hashlib
+import hmac
 import json
+import os
 import re
+import secrets
+import stat
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,11 +32,46 @@ class CtlError(Exception):
     pass
 
 
+# The cluster secret (--cluster-secret-file or MOONCAKE_CLUSTER_SECRET_FILE): every request is
+# signed with it (the X-Mooncake-Auth header, doc/protocol.md).
+SECRET = None
+# For https:// masters: the TLS context (--tls-ca-file, --tls-cert-file, --tls-key-file).
+TLS = None
+
+
+def load_secret(path):
+    """The secret's bytes, trailing white space removed, as the daemons read it."""
+    try:
+        st = os.stat(path)
+        if st.st_mode & stat.S_IRWXO:
+            raise CtlError("cluster secret %s: readable by others; chmod 600 it" % path)
+        with open(path, "rb") as f:
+            key = f.read(4096).rstrip(b" \t\r\n")
+    except OSError as e:
+        raise CtlError("cluster secret %s: %s" % (path, e.strerror))
+    if len(key) < 16:
+        raise CtlError("cluster secret %s: at least 16 bytes are needed" % path)
+    return key
+
+
+def sign(key, method, uri, body):
+    ts = str(int(time.time()))
+    nonce = secrets.token_hex(16)
+    msg = "mooncake-http-v1\n%s\n%s\n%s\n%s\n%s" % (method, uri, ts, nonce,
+                                                    hashlib.sha256(body).hexdigest())
+    return "%s:%s:%s" % (ts, nonce, hmac.new(key, msg.encode(), hashlib.sha256).hexdigest())
+
+
 def request(base, path, method="GET"):
     url = base.rstrip("/") + path
-    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    body = b"" if method == "POST" else None
+    req = urllib.request.Request(url, method=method, data=body)
+    if SECRET is not None:
+        uri = urllib.parse.urlsplit(url)
+        target = (uri.path or "/") + ("?" + uri.query if uri.query else "")
+        req.add_header("X-Mooncake-Auth", sign(SECRET, method, target, body or b""))
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=TLS) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
@@ -452,6 +493,20 @@ def main(argv=None):
     p.add_argument("--master", default="http://127.0.0.1:9003", type=master_url,
                    help="the master's admin HTTP address (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--tls-ca-file", type=readable_file("--tls-ca-file"),
+                   default=os.environ.get("MOONCAKE_TLS_CA_FILE") or None,
+                   help="CA certificates to verify an https:// master (default: "
+                   "$MOONCAKE_TLS_CA_FILE)")
+    p.add_argument("--tls-cert-file", type=readable_file("--tls-cert-file"),
+                   default=os.environ.get("MOONCAKE_TLS_CERT_FILE") or None,
+                   help="client certificate for a master that asks for one")
+    p.add_argument("--tls-key-file", type=readable_file("--tls-key-file"),
+                   default=os.environ.get("MOONCAKE_TLS_KEY_FILE") or None,
+                   help="key of --tls-cert-file")
+    p.add_argument("--cluster-secret-file", dest="secret_file",
+                   type=readable_file("--cluster-secret-file"), default=os.environ.get("MOONCAKE_CLUSTER_SECRET_FILE") or None,
+                   help="sign requests with the cluster secret in this file (default: "
+                   "$MOONCAKE_CLUSTER_SECRET_FILE)")
     p.add_argument("--version", action="version", version="mooncake_ctl " + VERSION)
     sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     sub.add_parser("status", help="role, capacity, keys and clients")
@@ -467,6 +522,8 @@ def main(argv=None):
     ra = sub.add_parser("remove-all", help="remove every object")
     ra.add_argument("--force", action="store_true", help="even objects under a read lease")
     sub.add_parser("metrics", help="the Prometheus metrics")
+    sub.add_parser("token", help="print the bearer token derived from the cluster secret "
+                   "(Authorization: Bearer TOKEN for curl)")
     c = sub.add_parser("capacity", help="explain the store's memory use by retained tokens; "
                        "without --model-config: each segment's total and populated bytes and "
                        "the hugetlb pool that holds them")
@@ -482,6 +539,25 @@ def main(argv=None):
     c.add_argument("--tolerance", type=non_negative_float("--tolerance"), default=0.25,
                    help="allowed relative difference (default: %(default)s)")
     args = p.parse_args(argv)
+    global SECRET, TLS
+    try:
+        SECRET = load_secret(args.secret_file) if args.secret_file else None
+        if args.master.startswith("https://"):
+            import ssl
+            TLS = ssl.create_default_context(cafile=args.tls_ca_file)
+            if args.tls_cert_file:
+                TLS.load_cert_chain(args.tls_cert_file, args.tls_key_file)
+    except OSError as e:
+        print("mooncake_ctl: TLS: %s" % e, file=sys.stderr)
+        return 2
+    except CtlError as e:
+        print("mooncake_ctl: %s" % e, file=sys.stderr)
+        return 2
+    if args.command == "token":
+        if SECRET is None:
+            p.error("token needs --cluster-secret-file or MOONCAKE_CLUSTER_SECRET_FILE")
+        print(hmac.new(SECRET, b"mooncake-http-token-v1", hashlib.sha256).hexdigest())
+        return 0
     if args.command == "capacity" and args.model_config is None and (
             args.tokens is not None or args.token_log or args.master_log):
         c.error("--tokens, --token-log and --master-log need --model-config")

@@ -24,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "mooncake/transfer_engine_c.h"
 #include "reactor/options.h"
 
 struct teb_cfg {
+	char *cluster_secret_file;
 	char *local_server_name;
 	char *metadata_server;
 	char *mode;
@@ -51,6 +53,8 @@ struct teb_cfg {
 
 #define O(f) offsetof(struct teb_cfg, f)
 static const struct mc_opt teb_opts[] = {
+	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
+	  "the cluster secret (default: $MOONCAKE_CLUSTER_SECRET_FILE)" },
 	{ "local_server_name", NULL, NULL, MC_OPT_ADDR, O(local_server_name), "127.0.0.1", 0, -1,
 	  "this engine's segment name (with P2PHANDSHAKE: its address)" },
 	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server), "P2PHANDSHAKE", 0, -1,
@@ -285,6 +289,7 @@ int main(int argc, char **argv)
 	}
 	if (mc_opts_defaults(teb_opts, &cfg) ||
 	    mc_opts_parse_argv(teb_opts, &cfg, argc, argv, NULL, &next, err, sizeof(err)) ||
+	    mc_auth_export("cluster_secret_file", cfg.cluster_secret_file, err, sizeof(err)) ||
 	    mc_opts_check_env(mc_opts_env_store, err, sizeof(err)) || teb_check(argc, argv, next,
 										err, sizeof(err))) {
 		fprintf(stderr, "transfer_engine_bench: %s\n", err[0] ? err : "invalid arguments");

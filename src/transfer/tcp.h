@@ -25,12 +25,16 @@ enum mc_xfer_opcode {
 
 struct mc_tcp_server;
 struct mc_tcp_client;
+struct mc_auth;
 
 /* Listen on bind_addr:port (port 0: any free port) and serve READ/WRITE of ranges inside reg.
  * Returns NULL with *err set on failure. */
 struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bind_addr,
 					uint16_t port, struct mc_memreg *reg, int *err);
 uint16_t mc_tcp_server_port(const struct mc_tcp_server *s);
+/* Require the cluster secret a (NULL: none) of every connection accepted from now on; call it
+ * right after mc_tcp_server_new, on the loop.  a must outlive the server. */
+void mc_tcp_server_set_auth(struct mc_tcp_server *s, struct mc_auth *a);
 void mc_tcp_server_free(struct mc_tcp_server *s);
 
 struct mc_tcp_client_opts {
@@ -44,6 +48,9 @@ struct mc_tcp_client_opts {
 	 * bound).  Transfers past it wait, in order, until earlier ones end; one larger than the
 	 * bound goes alone. */
 	uint64_t max_queued_bytes;
+	/* The cluster secret every new lane proves before its first request (within
+	 * connect_timeout_ms, connect included), or NULL.  Must outlive the client. */
+	const struct mc_auth *auth;
 };
 
 /* Called exactly once per transfer, on the loop thread, never from inside submit.

@@ -31,6 +31,7 @@
 
 #include "common/crc64.h"
 #include "common/errcode.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "transfer/tcp.h"
@@ -80,7 +81,8 @@ struct mc_lane {
 	struct mc_peer *peer;
 	evutil_socket_t fd;
 	struct event *ev_read, *ev_write, *ev_timer;
-	int connecting;
+	int connecting;		/* connect, then the authentication handshake (hs) */
+	struct mc_auth_hs *hs;
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
 };
@@ -214,6 +216,8 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 		l->fd = -1;
 	}
 	l->connecting = 0;
+	free(l->hs);
+	l->hs = NULL;
 	for (s = l->head; s; s = n) {
 		n = s->next;
 		mc_slice_complete(c, s, -1);
@@ -418,6 +422,48 @@ check:
 	}
 }
 
+/* The lane is connected: prove the cluster secret, if any, before the first request.  1 done,
+ * 0 in progress (waiting for the one event it needs), -1 failed (the lane failed). */
+static int mc_lane_auth(struct mc_lane *l)
+{
+	const struct mc_auth *a = l->peer->c->opts.auth;
+	int rc;
+
+	if (a == NULL)
+		return 1;
+	if (l->hs == NULL) {
+		l->hs = malloc(sizeof(*l->hs));
+		if (l->hs == NULL || mc_auth_hs_init(l->hs, a, MC_AUTH_CLIENT) != 0) {
+			mc_lane_fail(l, "cannot start the authentication handshake");
+			return -1;
+		}
+	}
+	rc = mc_auth_hs_step(l->hs, l->fd);
+	if (rc == MC_AUTH_AGAIN) {
+		/* Only the event the handshake waits for: a writable socket must not spin. */
+		if (l->hs->want_write) {
+			event_del(l->ev_read);
+			event_add(l->ev_write, NULL);
+		} else {
+			event_del(l->ev_write);
+			event_add(l->ev_read, NULL);
+		}
+		return 0;
+	}
+	if (rc != MC_AUTH_DONE) {
+		char why[160];
+
+		mc_log_warn("tcp: %s:%u refused us: %s", l->peer->host, l->peer->port,
+			    l->hs->why ? l->hs->why : strerror(-rc));
+		snprintf(why, sizeof(why), "authentication failed");
+		mc_lane_fail(l, why);
+		return -1;
+	}
+	free(l->hs);
+	l->hs = NULL;
+	return 1;
+}
+
 static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_lane *l = arg;
@@ -426,15 +472,20 @@ static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
 		int err = 0;
 		socklen_t len = sizeof(err);
 
-		if (!(what & EV_WRITE))
-			return;
-		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-		if (err) {
-			mc_lane_fail(l, strerror(err));
-			return;
+		if (l->hs == NULL) {
+			if (!(what & EV_WRITE))
+				return;
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+			if (err) {
+				mc_lane_fail(l, strerror(err));
+				return;
+			}
 		}
+		if (mc_lane_auth(l) <= 0)
+			return;
 		l->connecting = 0;
 		event_add(l->ev_read, NULL);
+		what |= EV_WRITE;	/* send what queued meanwhile */
 	}
 	if ((what & EV_READ) && mc_lane_recv(l) < 0) {
 		mc_lane_fail(l, errno ? strerror(errno) : "connection closed");

@@ -29,6 +29,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/sendfile.h>
@@ -38,6 +39,7 @@
 
 #include <event2/listener.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "transfer/tcp.h"
@@ -49,6 +51,7 @@
 #define MC_FILE_STEP (1u << 30)	/* bytes per sendfile call */
 
 enum mc_srv_state {
+	SRV_AUTH,	/* the authentication handshake (with a cluster secret) */
 	SRV_HDR,
 	SRV_RECV,	/* WRITE payload into memory */
 	SRV_DISCARD,	/* refused WRITE payload */
@@ -78,6 +81,8 @@ struct mc_srv_conn {
 	struct mc_srv_conn *job_next;	/* in the pool's pending or done list */
 	int job_busy;		/* a worker owns fd, file_fd, file_off, file_left */
 	int closing;		/* closed while job_busy: freed when the worker is done */
+	struct mc_auth_hs *hs;	/* SRV_AUTH */
+	struct event *ev_auth;	/* SRV_AUTH: its deadline */
 	char peer[64];
 };
 
@@ -101,6 +106,9 @@ struct mc_tcp_server {
 	uint16_t port;
 	uint8_t *scratch;
 	struct mc_file_pool *pool;	/* NULL until the first file-backed READ */
+	struct mc_auth *auth;		/* cluster secret, or NULL */
+	unsigned nconns, max_conns;	/* MC_TCP_SERVER_MAX_CONNECTIONS (default 4096) */
+	int64_t refused_log_sec;
 };
 
 static void mc_srv_drive(struct mc_srv_conn *c);
@@ -114,6 +122,12 @@ static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 		mc_log_warn("tcp data connection from %s closed: %s", c->peer, why);
 	event_free(c->ev_read);
 	event_free(c->ev_write);
+	if (c->ev_auth)
+		event_free(c->ev_auth);
+	free(c->hs);
+	c->ev_auth = NULL;
+	c->hs = NULL;
+	s->nconns--;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -428,6 +442,25 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 		int rc;
 
 		switch (c->state) {
+		case SRV_AUTH:
+			rc = mc_auth_hs_step(c->hs, c->fd);
+			if (rc == MC_AUTH_AGAIN) {
+				if (c->hs->want_write)
+					event_add(c->ev_write, NULL);
+				return;
+			}
+			if (rc != MC_AUTH_DONE) {
+				mc_auth_hs_refused(c->srv->auth, "engine TCP data", c->peer, rc,
+						   c->hs);
+				mc_srv_conn_close(c, NULL);
+				return;
+			}
+			event_free(c->ev_auth);
+			free(c->hs);
+			c->ev_auth = NULL;
+			c->hs = NULL;
+			c->state = SRV_HDR;
+			break;
 		case SRV_HDR:
 			r = recv(c->fd, c->hdr + c->hdr_got, MC_TCP_HDR_LEN - c->hdr_got, 0);
 			if (r == 0) {
@@ -530,6 +563,32 @@ static void mc_srv_on_io(evutil_socket_t fd, short what, void *arg)
 	mc_srv_drive(c);
 }
 
+static void mc_srv_on_auth_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_srv_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	mc_auth_refused(c->srv->auth, "engine TCP data", c->peer, "handshake timeout");
+	mc_srv_conn_close(c, NULL);
+}
+
+/* With a cluster secret, a connection starts in SRV_AUTH with a deadline.  0 or -ENOMEM. */
+static int mc_srv_auth_start(struct mc_srv_conn *c)
+{
+	int ms = mc_auth_timeout_ms();
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	c->hs = malloc(sizeof(*c->hs));
+	c->ev_auth = evtimer_new(c->srv->base, mc_srv_on_auth_timeout, c);
+	if (c->hs == NULL || c->ev_auth == NULL ||
+	    mc_auth_hs_init(c->hs, c->srv->auth, MC_AUTH_SERVER) != 0)
+		return -ENOMEM;
+	evtimer_add(c->ev_auth, &tv);
+	c->state = SRV_AUTH;
+	return 0;
+}
+
 static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			     int salen, void *arg)
 {
@@ -539,6 +598,16 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 
 	(void)l;
 	(void)salen;
+	if (s->nconns >= s->max_conns) {
+		time_t now = time(NULL);
+
+		if (now != s->refused_log_sec)
+			mc_log_warn("tcp data server: refusing a connection: %u open "
+				    "(MC_TCP_SERVER_MAX_CONNECTIONS)", s->nconns);
+		s->refused_log_sec = now;
+		evutil_closesocket(fd);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		evutil_closesocket(fd);
@@ -547,6 +616,7 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	c->srv = s;
 	c->fd = fd;
 	c->file_fd = -1;
+	c->state = SRV_HDR;
 	if (sa->sa_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)sa;
 		char ip[INET_ADDRSTRLEN];
@@ -572,6 +642,14 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
+	s->nconns++;
+	if (s->auth && mc_srv_auth_start(c) != 0)
+		mc_srv_conn_close(c, "out of memory");
+}
+
+void mc_tcp_server_set_auth(struct mc_tcp_server *s, struct mc_auth *a)
+{
+	s->auth = a;
 }
 
 struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bind_addr,
@@ -589,6 +667,12 @@ struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bin
 	}
 	s->base = base;
 	s->reg = reg;
+	{
+		const char *v = getenv("MC_TCP_SERVER_MAX_CONNECTIONS");
+		long n = v ? strtol(v, NULL, 10) : 0;
+
+		s->max_conns = n > 0 && n <= 1000000 ? (unsigned)n : 4096;
+	}
 	s->scratch = malloc(MC_DISCARD_BUF);
 	if (s->scratch == NULL) {
 		*err = -ENOMEM;

@@ -134,7 +134,7 @@ nn_liveness_flags() {
 nn_start_master() {
 	nn_start master master "${NN_MASTER_BIN:-$MC_BIN/mooncake_master}" \
 		--rpc_address="${NN_IP[master]}" --rpc_port=$NN_MASTER_PORT \
-		--metrics_port=$NN_METRICS_PORT "$@"
+		--metrics_port=$NN_METRICS_PORT --metrics_host="${NN_IP[master]}" "$@"
 	# shellcheck disable=SC2034
 	MC_MASTER_PID=$MC_LAST_PID
 	MC_MASTER=${NN_IP[master]}:$NN_MASTER_PORT

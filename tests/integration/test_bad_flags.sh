@@ -22,6 +22,9 @@ cat >"$MC_TMP/mooncake_good.json" <<JSON
  "master_server_address": "127.0.0.1:50051", "protocol": "tcp", "global_segment_size": "1GB"}
 JSON
 echo '{"rpc_port": 5000, "eviction_ratio": 0.1}' >"$MC_TMP/master_good.json"
+# Cluster secrets: a good one (mode 600), one too short, one others may read.
+(umask 077; head -c 32 /dev/urandom | base64 >"$MC_TMP/secret"; echo short >"$MC_TMP/secret_short")
+head -c 32 /dev/urandom | base64 >"$MC_TMP/secret_open"; chmod 644 "$MC_TMP/secret_open"
 echo '{"cuda": [["mlx5_0"], []]}' >"$MC_TMP/matrix.json"
 cat >"$MC_TMP/model.json" <<JSON
 {"num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_size": 64,
@@ -79,7 +82,7 @@ sub() { printf '%b' "${1//@TMP@/$MC_TMP}"; }
 ctl_args() {
 	local name=$1 value=$2
 	case $name in
-	master | json) echo "--$name=$value"; echo status ;;
+	master | json | cluster-secret-file | tls-*) echo "--$name=$value"; echo status ;;
 	model-config) echo capacity; echo "--$name=$value" ;;
 	*) echo capacity; echo "--model-config=$MC_TMP/model.json"; echo "--$name=$value" ;;
 	esac

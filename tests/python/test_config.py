@@ -238,3 +238,21 @@ def test_env_config_path_wins(env, tmp_path):
     env.setenv("MOONCAKE_CONFIG_PATH", str(tmp_path / "absent.json"))
     with pytest.raises(FileNotFoundError):
         MooncakeConfig.load_from_env()
+
+
+def test_cluster_secret_file_reaches_the_store_environment(tmp_path, monkeypatch):
+    # The store reads the secret from MOONCAKE_CLUSTER_SECRET_FILE at setup; a config naming
+    # one puts it there, and an environment that names one already wins.  (Ours only.)
+    import os
+    if not hasattr(MooncakeConfig, "cluster_secret_file"):
+        pytest.skip("upstream's MooncakeConfig has no cluster_secret_file")
+    # setenv first, so that the variable the config sets is removed again afterwards
+    monkeypatch.setenv("MOONCAKE_CLUSTER_SECRET_FILE", "")
+    monkeypatch.delenv("MOONCAKE_CLUSTER_SECRET_FILE")
+    c = MooncakeConfig.from_file(write(tmp_path, dict(BASE, cluster_secret_file="/etc/s")))
+    assert c.cluster_secret_file == "/etc/s"
+    assert os.environ["MOONCAKE_CLUSTER_SECRET_FILE"] == "/etc/s"
+    monkeypatch.setenv("MOONCAKE_CLUSTER_SECRET_FILE", "/run/other")
+    MooncakeConfig.from_file(write(tmp_path, dict(BASE, cluster_secret_file="/etc/s")))
+    assert os.environ["MOONCAKE_CLUSTER_SECRET_FILE"] == "/run/other"
+    assert MooncakeConfig.from_file(write(tmp_path, BASE)).cluster_secret_file == ""

@@ -273,6 +273,34 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1
 _SIZE_RE = re.compile(r"([+]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)")
 
 
+def _auth_handshake(sk, path):
+    """Prove the cluster secret in path on a connected socket, as every port of the cluster
+    asks (doc/protocol.md, "Authentication").  True when the peer proved it knows it too."""
+    import hashlib
+    import hmac
+    try:
+        with open(path, "rb") as f:
+            key = f.read(4096).rstrip(b" \t\r\n")
+    except OSError as e:
+        _log.error("cluster secret %s: %s", path, e.strerror)
+        return False
+    nc = os.urandom(32)
+    sk.sendall(b"MCAUTH1\n" + nc)
+    ch = b""
+    while len(ch) < 72:
+        chunk = sk.recv(72 - len(ch))
+        if not chunk:
+            _log.error("the peer closed the connection during the authentication handshake")
+            return False
+        ch += chunk
+    ns = ch[8:40]
+    want = hmac.new(key, b"mooncake-auth-v1 server" + nc + ns, hashlib.sha256).digest()
+    if ch[:8] != b"MCAUTH1\n" or not hmac.compare_digest(ch[40:72], want):
+        _log.error("the peer does not know our cluster secret")
+        return False
+    sk.sendall(hmac.new(key, b"mooncake-auth-v1 client" + nc + ns, hashlib.sha256).digest())
+    return True
+
 def _size(value):
     """Bytes from a setup(dict) size: 16777216, "16MB", "16 mb", "1.5g", "0x1000000".
 
@@ -562,6 +590,9 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
 
     def _setup_dict(self, config):
         cfg = {str(k): v for k, v in config.items()}
+        if cfg.get("cluster_secret_file"):
+            # The store reads the secret from the environment at setup (libmooncake(3)).
+            os.environ["MOONCAKE_CLUSTER_SECRET_FILE"] = str(cfg["cluster_secret_file"])
         for req in ("local_hostname", "metadata_server"):
             if req not in cfg:
                 _log.error("setup(dict): required key %r is missing", req)
@@ -615,6 +646,9 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
         sk.settimeout(5)
         try:
             sk.connect("\0mooncake_client_%d.sock" % port)
+            secret = os.environ.get("MOONCAKE_CLUSTER_SECRET_FILE")
+            if secret and not _auth_handshake(sk, secret):
+                return -601
             data = b""
             while not data.endswith(b"\n"):
                 chunk = sk.recv(4096)
