@@ -17,6 +17,7 @@ engines() {
 		echo "ok - $meta: same-host segments were served by shm"
 	else
 		echo "not ok - $meta: same-host segments were not served by shm"; rc=1
+		grep -E "through (shm|tcp)|shm" "$log" | sed 's/^/# /' | head -20
 	fi
 	[ -n "$put" ] || return 0
 	local seg="files-$RANDOM" f1="$MC_TMP/seg-a.bin" f2="$MC_TMP/seg-b.bin"
