@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/errcode.h"
+#include "common/log.h"
 #include "python/store_py.h"
 
 struct mc_py_buffer {
@@ -351,6 +352,60 @@ static PyObject *mc_py_configure_prefetch(struct mc_py_store *self, PyObject *ar
 	if (st == NULL)
 		return PyErr_NoMemory();
 	Py_RETURN_NONE;
+}
+
+/* _memory_options(use_hugepage, hugepage_size, hugepage_fallback, populate_segment,
+ * segment_location): the memory behind this store's segment and local buffer, as setup(dict)'s
+ * keys of those names (and mooncake.json's) give them; each None keeps what the environment
+ * (MC_STORE_USE_HUGEPAGE, MC_STORE_HUGEPAGE_SIZE, MC_STORE_HUGEPAGE_FALLBACK, MC_STORE_POPULATE,
+ * MC_STORE_SEGMENT_LOCATION) says.  Before setup.  0, or -600 with a log line for a bad value. */
+static PyObject *mc_py_memory_options(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "use_hugepage", "hugepage_size", "hugepage_fallback",
+				 "populate_segment", "segment_location", NULL };
+	PyObject *huge = Py_None, *fallback = Py_None, *populate = Py_None;
+	const char *size = NULL, *loc = NULL;
+	struct mc_segmem_opts o;
+	struct mc_store *st;
+	char err[512];
+	int on;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OzOOz:_memory_options", names, &huge, &size,
+					 &fallback, &populate, &loc))
+		return NULL;
+	if (mc_segmem_opts_env(&o, err, sizeof(err))) {
+		mc_log_err("setup: %s", err);
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+	}
+	on = o.hugepage_size != 0;
+	if (huge != Py_None && (on = PyObject_IsTrue(huge)) < 0)
+		return NULL;
+	if (size && mc_segmem_parse_hugepage_size(size, &o.hugepage_size)) {
+		mc_log_err("setup: invalid value '%s' for hugepage_size (expected 2MB or 1GB)", size);
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+	}
+	if (on && o.hugepage_size == 0)
+		o.hugepage_size = 2ull << 20;
+	if (!on)
+		o.hugepage_size = 0;
+	if (fallback != Py_None && (o.hugepage_fallback = PyObject_IsTrue(fallback)) < 0)
+		return NULL;
+	if (populate != Py_None && (o.populate = PyObject_IsTrue(populate)) < 0)
+		return NULL;
+	if (loc && mc_segmem_parse_location(loc, &o, err, sizeof(err))) {
+		mc_log_err("setup: segment_location: %s", err);
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+	}
+	PyThread_acquire_lock(self->lock, WAIT_LOCK);
+	st = mc_py_store_get(self);
+	if (st && !st->initialized) {
+		st->memopts = o;
+		st->memopts_set = 1;
+	}
+	PyThread_release_lock(self->lock);
+	if (st == NULL)
+		return PyErr_NoMemory();
+	return PyLong_FromLong(st->initialized ? MC_ERR_INVALID_PARAMS : 0);
 }
 
 static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject *kw)
@@ -746,6 +801,8 @@ static PyObject *mc_py_batch_replica_clear(struct mc_py_store *self, PyObject *a
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef mc_py_store_methods[] = {
 	{ "setup", KW mc_py_setup, METH_VARARGS | METH_KEYWORDS, "Connect and contribute memory." },
+	{ "_memory_options", KW mc_py_memory_options, METH_VARARGS | METH_KEYWORDS,
+	  "Huge pages, population and NUMA placement of the store's memory (before setup)." },
 	{ "init_all", KW mc_py_init_all, METH_VARARGS | METH_KEYWORDS, "Mount one more segment." },
 	{ "close", (PyCFunction)mc_py_close, METH_NOARGS, "Tear down (idempotent)." },
 	{ "health_check", (PyCFunction)mc_py_health_check, METH_NOARGS, "0, 1 or 2." },

@@ -404,6 +404,11 @@ def _bad_ranges(keys, dst):
     return out
 
 
+# setup(dict) keys for the store's memory (see _memory_options).
+_MEMORY_KEYS = ("use_hugepage", "hugepage_size", "hugepage_fallback", "populate_segment",
+                "segment_location")
+
+
 class MooncakeDistributedStore(_store.MooncakeDistributedStore):
     """Upstream-compatible Mooncake store client."""
 
@@ -616,6 +621,18 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
                        "memory, which this build does not support")
             return -600
         self._configure_prefetch(_flag(cfg.get("enable_ssd_prefetch", False)), cooldown, dedup)
+        # The memory behind the segment and the local buffer (ours, as mooncake.json's keys and
+        # the MC_STORE_* variables): huge pages, background population, NUMA placement.
+        mem = {k: cfg[k] for k in _MEMORY_KEYS if cfg.get(k) is not None}
+        if mem:
+            for k in ("use_hugepage", "hugepage_fallback", "populate_segment"):
+                if k in mem:
+                    mem[k] = _flag(mem[k])
+            for k in ("hugepage_size", "segment_location"):
+                if k in mem:
+                    mem[k] = str(mem[k])
+            if self._memory_options(**mem) != 0:
+                return -600
         return self.setup(get("local_hostname"), get("metadata_server"), gsize, lsize,
                           get("protocol"), get("rdma_devices"), get("master_server_addr"),
                           enable_ssd_offload=_flag(cfg.get("enable_ssd_offload", False)),
