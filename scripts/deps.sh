@@ -3,7 +3,7 @@
 # Install the Debian 12 packages needed to build and test mooncake (only the missing ones).
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config libevent-dev libjansson-dev
-libsqlite3-dev libhiredis-dev libcurl4-openssl-dev libibverbs-dev librdmacm-dev python3 python3-dev
+libsqlite3-dev libyaml-dev libzmq3-dev libhiredis-dev libcurl4-openssl-dev libibverbs-dev librdmacm-dev python3 python3-dev
 curl iperf3 mandoc redis-server etcd-server etcd-client procps iproute2 iptables"
 missing=""
 for p in $PKGS; do

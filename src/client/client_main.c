@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "reactor/log_opts.h"
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
 #include "segment/segmem.h"
@@ -47,7 +48,9 @@ struct mc_client_cfg {
 	int hugepage_fallback;
 	int populate_segment;
 	char *segment_location;
-	char *log_dir;
+	struct mc_log_opts log;		/* glog's flags: --log_dir, --logtostderr, ... */
+	int use_mmap_arena_allocator;
+	uint64_t mmap_arena_pool_size;
 	char *log_level;
 	char *config;
 	int check_config;
@@ -106,8 +109,12 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "segment_location", NULL, NULL, MC_OPT_TOKEN, O(segment_location), "*", 0, -1,
 	  "NUMA placement of the segment: '*' (none), cpu:N, cpu:N,M, interleave, interleave:N,M "
 	  "(MC_STORE_SEGMENT_LOCATION)" },
-	{ "log_dir", NULL, NULL, MC_OPT_PATH, O(log_dir), "", 0, -1,
-	  "append logs to DIR/mooncake_client.log instead of stderr" },
+	MC_LOG_OPTS(O(log)),
+	{ "use_mmap_arena_allocator", NULL, NULL, MC_OPT_BOOL, O(use_mmap_arena_allocator),
+	  "false", 0, -1, "accepted for compatibility: each segment is one memfd mapping reserved "
+	  "without committing pages, which is what upstream's arena provides" },
+	{ "mmap_arena_pool_size", NULL, NULL, MC_OPT_SIZE, O(mmap_arena_pool_size), "8589934592",
+	  0, -1, "accepted for compatibility with --use_mmap_arena_allocator" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "config", NULL, NULL, MC_OPT_PATH, O(config), "", 0, -1,
@@ -340,11 +347,8 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
 	}
 	if (mc_client_mem_opts(cfg, &st, mem, err, sizeof(err)))
 		goto out;
-	if (cfg->log_dir[0] && access(cfg->log_dir, W_OK | X_OK)) {
-		snprintf(err, sizeof(err), "invalid value '%s' for --log_dir: %s", cfg->log_dir,
-			 strerror(errno));
+	if (mc_log_opts_check(&cfg->log, err, sizeof(err)))
 		goto out;
-	}
 	rc = 0;
 out:
 	if (rc)
@@ -383,21 +387,14 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_client_opts, &cfg);
 		return 0;
 	}
-	mc_log_set_level(cfg.verbose ? MC_LOG_DEBUG
-			 : !strcmp(cfg.log_level, "error") ? MC_LOG_ERR
-			 : !strcmp(cfg.log_level, "warn") ? MC_LOG_WARN
-			 : !strcmp(cfg.log_level, "debug") ? MC_LOG_DEBUG
-							   : MC_LOG_INFO);
-	if (cfg.log_dir[0]) {
-		char path[4096];
-
-		snprintf(path, sizeof(path), "%s/mooncake_client.log", cfg.log_dir);
-		if (freopen(path, "a", stderr) == NULL) {
-			fprintf(stdout, "mooncake_client: cannot open %s\n", path);
-			mc_opts_free(mc_client_opts, &cfg);
-			return 1;
-		}
-		mc_log_set_sink(mc_log_stderr_sink, NULL);	/* --log_dir wins over the journal */
+	if (mc_log_opts_apply(&cfg.log, "mooncake_client",
+			      cfg.verbose ? MC_LOG_DEBUG
+			      : !strcmp(cfg.log_level, "error") ? MC_LOG_ERR
+			      : !strcmp(cfg.log_level, "warn") ? MC_LOG_WARN
+			      : !strcmp(cfg.log_level, "debug") ? MC_LOG_DEBUG
+								: MC_LOG_INFO)) {
+		mc_opts_free(mc_client_opts, &cfg);
+		return 1;
 	}
 	/* --host may carry the port; a wildcard host advertises a reachable address. */
 	if (mc_opts_split_addr(cfg.host, host, sizeof(host), &port) == 0 && port > 0)

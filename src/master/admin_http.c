@@ -246,7 +246,11 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		m->disk_allocated);
 	mc_prom(b, "master_total_file_capacity_bytes", "gauge",
 		"Quota of the shared directory plus mounted client SSD areas",
-		m->disk_capacity + (m->fs_seg ? m->fs_quota : 0));
+		m->disk_capacity +
+			(!m->fs_seg ? 0
+			 : m->cfg.up.global_file_segment_size != INT64_MAX
+				 ? (uint64_t)m->cfg.up.global_file_segment_size	/* as declared */
+				 : m->fs_quota));
 	mc_prom(b, "master_offloaded_key_count", "counter", "Objects copied to SSD",
 		x->offloaded_key_count);
 	mc_prom(b, "master_offloaded_bytes", "counter", "Bytes copied to SSD", x->offloaded_bytes);

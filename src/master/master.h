@@ -15,6 +15,7 @@
 #include <event2/listener.h>
 
 #include "master/object_table.h"
+#include "master/master_flags.h"
 #include "master/metrics.h"
 #include "proto/rpc.h"
 
@@ -78,6 +79,7 @@ struct mc_master_config {
 	char *log_level;
 	int verbose;
 	int check_config;
+	struct mc_master_flags up;	/* upstream's further flags (master_flags.h) */
 };
 
 enum mc_segment_status {
@@ -473,6 +475,8 @@ void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc
 			  uint8_t type, uint64_t addr, uint64_t size);
 /* Forget a disk replica its owner evicts (the caller checked leases). */
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
+/* Promotions started and not yet ended (done or failed). */
+uint64_t mc_tier_promotions_in_flight(const struct mc_master *m);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
 /* Fail in-flight tasks past their deadline (from the 1 s tick). */

@@ -27,7 +27,8 @@
 #define O(f) offsetof(struct mc_master_config, f)
 static const struct mc_opt mc_master_opts[] = {
 	{ "config_path", NULL, NULL, MC_OPT_PATH, O(config_path), "", 0, -1,
-	  "JSON configuration file with the same keys as the flags (client_ttl is client_live_ttl_sec)" },
+	  "configuration file, JSON or (.yaml, .yml) YAML, with the same keys as the flags "
+	  "(client_ttl is client_live_ttl_sec)" },
 	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
 	  "RPC listen port (0: use --port)" },
 	{ "port", NULL, NULL, MC_OPT_INT, O(port), "50051", 1, 65535,
@@ -139,6 +140,7 @@ static const struct mc_opt mc_master_opts[] = {
 	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
+	MC_MASTER_FLAGS_OPTS(O(up)),
 	MC_OPT_END,
 };
 
@@ -212,10 +214,11 @@ static int mc_master_configure(struct mc_master *m, int argc, char **argv)
 		goto out;
 	}
 	if (m->cfg.config_path[0] &&
-	    mc_opts_parse_json_file(mc_master_opts, &m->cfg, m->cfg.config_path, &st, 1, err,
-				    sizeof(err)))
+	    mc_opts_parse_config_file(mc_master_opts, &m->cfg, m->cfg.config_path, &st, 1, err,
+				      sizeof(err)))
 		goto out;
-	if (mc_master_validate(&m->cfg, err, sizeof(err)))
+	if (mc_master_validate(&m->cfg, err, sizeof(err)) ||
+	    mc_master_flags_check(&m->cfg.up, err, sizeof(err)))
 		goto out;
 	rc = 0;
 out:
@@ -377,7 +380,8 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_master_opts, &m->cfg);
 		return 0;
 	}
-	mc_log_set_level(mc_master_log_level(&m->cfg));
+	if (mc_log_opts_apply(&m->cfg.up.log, "mooncake_master", mc_master_log_level(&m->cfg)))
+		goto out_cfg;
 	m->argc = argc;
 	m->argv = argv;
 	if (m->cfg.rpc_thread_num)

@@ -516,6 +516,14 @@ void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r)
 				       r->disk_addr));
 }
 
+uint64_t mc_tier_promotions_in_flight(const struct mc_master *m)
+{
+	const struct mc_metrics *x = &m->metrics;
+	uint64_t ended = x->promotion_completed + x->promotion_failed;
+
+	return x->promotion_admitted > ended ? x->promotion_admitted - ended : 0;
+}
+
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
 {
 	struct mc_segment *dseg = disk->seg, *mseg;
@@ -532,6 +540,10 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_OFFLOADING)) ||
 	    dseg->ntasks >= (uint64_t)m->cfg.offloading_queue_limit)
 		return;
+	if (mc_tier_promotions_in_flight(m) >= (uint64_t)m->cfg.up.promotion_queue_limit) {
+		m->metrics.promotion_rejected++;	/* --promotion_queue_limit */
+		return;
+	}
 	r = mc_object_add_replica(o);	/* may move disk: not used below */
 	if (r == NULL)
 		return;

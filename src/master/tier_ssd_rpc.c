@@ -93,6 +93,7 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	struct mc_tier_task *t;
 	struct mc_rpc_checksum *cs = NULL;
 	uint32_t max, n = 0;
+	int64_t promotes = 0;
 	uint8_t features = 0;
 	size_t at;
 
@@ -116,7 +117,12 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 		cs = mc_xcalloc(max ? max : 1, sizeof(*cs));
 	at = out->len;
 	mc_wbuf_u32(out, 0);
-	while (n < max && (t = mc_task_next(m, disk)) != NULL) {
+	/* --promotion_max_per_heartbeat: each promotion is a read and a write the owner does
+	 * in turn; the ones past it wait at the head of the queue for the next heartbeat. */
+	while (n < max &&
+	       !(promotes >= m->cfg.up.promotion_max_per_heartbeat && disk->tasks &&
+		 disk->tasks->kind == MC_TIER_PROMOTE) &&
+	       (t = mc_task_next(m, disk)) != NULL) {
 		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
 		struct mc_replica *src = NULL, *dst = NULL, *dr = NULL;
 
@@ -170,6 +176,7 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 			mc_wbuf_u64(out, dst->seg->base + mc_alloc_block_offset(dst->blk));
 		}
 		mc_wbuf_u64(out, o->gen);
+		promotes += t->kind == MC_TIER_PROMOTE;
 		t->deadline = now + m->cfg.offload_task_timeout_sec * 1000;
 		t->next = disk->inflight;
 		disk->inflight = t;

@@ -748,9 +748,8 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 			    const struct mc_opts_state *st, int strict, char *err, size_t errlen)
 {
 	json_error_t jerr;
-	json_t *root, *val;
-	const char *key;
-	int ret = 0;
+	json_t *root;
+	int ret;
 
 	root = json_load_file(path, 0, &jerr);
 	if (root == NULL) {
@@ -759,9 +758,22 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 	}
 	if (!json_is_object(root)) {
 		snprintf(err, errlen, "%s: top level must be a JSON object", path);
-		ret = -EINVAL;
-		goto out;
+		json_decref(root);
+		return -EINVAL;
 	}
+	ret = mc_opts_apply_object(tab, cfg, root, path, st, strict, err, errlen);
+	json_decref(root);
+	return ret;
+}
+
+int mc_opts_apply_object(const struct mc_opt *tab, void *cfg, const void *object,
+			 const char *path, const struct mc_opts_state *st, int strict, char *err,
+			 size_t errlen)
+{
+	json_t *root = (json_t *)object, *val;
+	const char *key;
+	int ret = 0;
+
 	json_object_foreach(root, key, val) {
 		const struct mc_opt *o = NULL, *p;
 		char buf[64], label[1200];
@@ -815,7 +827,6 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 		}
 	}
 out:
-	json_decref(root);
 	return ret;
 }
 

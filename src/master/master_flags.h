@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_MASTER_FLAGS_H
+#define MC_MASTER_FLAGS_H
+
+/*
+ * Upstream master flags that tune parts the core table does not own: glog's logging flags, the
+ * SSD tier's caps, the shared-file capacity figure, and the flags of hardware or features this
+ * build has not (CXL memory, NVMe-oF SSD pools, the mmap arena, managed model weights), each
+ * either honoured or refused with a message naming what is missing (master_flags.c).
+ *
+ * mooncake_master embeds struct mc_master_flags in its configuration (cfg.up) and puts
+ * MC_MASTER_FLAGS_OPTS(offsetof(cfg, up)) in its option table.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reactor/log_opts.h"
+
+struct mc_master_flags {
+	struct mc_log_opts log;
+	/* SSD tier (tier_ssd.c, eviction.c) */
+	double offload_cap_ratio;		/* demotions one eviction round may queue, as a
+						   fraction of offloading_queue_limit */
+	int offload_force_evict;		/* past that cap: evict without an SSD copy */
+	int64_t promotion_queue_limit;		/* promotions in flight, all SSD areas */
+	int64_t promotion_max_per_heartbeat;	/* promotions handed to one heartbeat */
+	int64_t global_file_segment_size;	/* declared capacity of the shared directory */
+	/* hardware and features this build cannot drive: refused unless left as they are */
+	int enable_cxl;
+	char *cxl_path;
+	uint64_t cxl_size;
+	double nof_eviction_ratio;
+	double nof_eviction_high_watermark_ratio;
+	int64_t nof_heartbeat_interval_sec;
+	int64_t nof_heartbeat_probe_timeout_ms;
+	int64_t nof_heartbeat_failures_threshold;
+	int use_mmap_arena_allocator;
+	uint64_t mmap_arena_pool_size;
+	int64_t weight_import_idle_timeout_ms;
+	int weight_management_oplog_capability_confirmed;
+};
+
+#define MC_NOF_HELP "NVMe-oF SSD pools: not supported by this build (only the default is accepted)"
+#define MC_MF(base, f) ((base) + offsetof(struct mc_master_flags, f))
+#define MC_MASTER_FLAGS_OPTS(base)                                                             \
+	MC_LOG_OPTS((base) + offsetof(struct mc_master_flags, log)),                             \
+	{ "offload_cap_ratio", NULL, NULL, MC_OPT_DOUBLE, MC_MF(base, offload_cap_ratio), "0.5", \
+	  0, 1, "demotions to SSD one eviction round may queue, as a fraction of "              \
+	  "--offloading_queue_limit" },                                                         \
+	{ "offload_force_evict", NULL, NULL, MC_OPT_BOOL, MC_MF(base, offload_force_evict),     \
+	  "false", 0, -1, "past that cap, evict objects without an SSD copy instead of keeping "\
+	  "them in memory for a later round" },                                                 \
+	{ "promotion_queue_limit", NULL, NULL, MC_OPT_INT, MC_MF(base, promotion_queue_limit),  \
+	  "50000", 1, 100000000, "promotions from SSD to memory in flight at once" },           \
+	{ "promotion_max_per_heartbeat", NULL, NULL, MC_OPT_INT,                                \
+	  MC_MF(base, promotion_max_per_heartbeat), "1", 1, 1000000,                            \
+	  "promotion tasks handed to one SSD owner per heartbeat" },                            \
+	{ "global_file_segment_size", NULL, NULL, MC_OPT_INT,                                    \
+	  MC_MF(base, global_file_segment_size), "9223372036854775807", 0,                      \
+	  9223372036854775807.0, "declared capacity of the --root_fs_dir directory, for "       \
+	  "master_total_file_capacity_bytes (the default: its quota)" },                        \
+	{ "enable_cxl", NULL, NULL, MC_OPT_BOOL, MC_MF(base, enable_cxl), "false", 0, -1,        \
+	  "CXL memory segments: not supported by this build (true is refused)" },               \
+	{ "cxl_path", NULL, NULL, MC_OPT_PATH, MC_MF(base, cxl_path), "/dev/dax0.0", 0, -1,      \
+	  "DAX device of CXL memory (only with --enable_cxl)" },                                \
+	{ "cxl_size", NULL, NULL, MC_OPT_SIZE, MC_MF(base, cxl_size), "8589934592", 0, -1,       \
+	  "bytes of CXL memory (only with --enable_cxl)" },                                     \
+	{ "nof_eviction_ratio", NULL, NULL, MC_OPT_DOUBLE, MC_MF(base, nof_eviction_ratio),     \
+	  "0.05", 0, 1, MC_NOF_HELP }, \
+	{ "nof_eviction_high_watermark_ratio", NULL, NULL, MC_OPT_DOUBLE,                      \
+	  MC_MF(base, nof_eviction_high_watermark_ratio), "0.90", 0, 1,                         \
+	  MC_NOF_HELP },               \
+	{ "nof_heartbeat_interval_sec", NULL, NULL, MC_OPT_INT,                                 \
+	  MC_MF(base, nof_heartbeat_interval_sec), "10", 1, 86400,                              \
+	  MC_NOF_HELP },               \
+	{ "nof_heartbeat_probe_timeout_ms", NULL, NULL, MC_OPT_INT,                             \
+	  MC_MF(base, nof_heartbeat_probe_timeout_ms), "1000", 1, 3600000,                      \
+	  MC_NOF_HELP },               \
+	{ "nof_heartbeat_failures_threshold", NULL, NULL, MC_OPT_INT,                           \
+	  MC_MF(base, nof_heartbeat_failures_threshold), "3", 1, 1000000,                       \
+	  MC_NOF_HELP },               \
+	{ "use_mmap_arena_allocator", NULL, NULL, MC_OPT_BOOL,                                  \
+	  MC_MF(base, use_mmap_arena_allocator), "false", 0, -1,                                \
+	  "accepted for compatibility: the master maps no buffers (0.3.14 dropped it here)" },  \
+	{ "mmap_arena_pool_size", NULL, NULL, MC_OPT_SIZE, MC_MF(base, mmap_arena_pool_size),   \
+	  "8589934592", 0, -1, "accepted for compatibility, as --use_mmap_arena_allocator" },   \
+	{ "weight_import_idle_timeout_ms", NULL, NULL, MC_OPT_INT,                              \
+	  MC_MF(base, weight_import_idle_timeout_ms), "300000", 1, 86400000,                    \
+	  "managed model-weight imports: not supported by this build (only the default is "     \
+	  "accepted)" },                                                                        \
+	{ "weight_management_oplog_capability_confirmed", NULL, NULL, MC_OPT_BOOL,             \
+	  MC_MF(base, weight_management_oplog_capability_confirmed), "false", 0, -1,            \
+	  "managed model weights: not supported by this build (true is refused)" }
+
+/* Refuse what this build cannot do (with the missing piece named).  0, or -1 with one line in
+ * err. */
+int mc_master_flags_check(const struct mc_master_flags *f, char *err, size_t n);
+
+#endif
