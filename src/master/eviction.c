@@ -41,7 +41,7 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 
 	if (o->flags & (MC_OBJ_HARD_PIN | MC_OBJ_PROMOTING | MC_OBJ_DEMOTE))
 		return 0;
-	if (o->fetch_until > now)
+	if (o->fetch_until > now || (o->xflags & MC_OBJX_TASK))
 		return 0;
 	if (pass == MC_EVICT_EXPIRED && o->lease_until > now)
 		return 0;
@@ -64,7 +64,7 @@ static int mc_evictable_later(const struct mc_object *o, int64_t now)
 
 	if (o->flags & MC_OBJ_HARD_PIN)
 		return 0;
-	if (o->fetch_until > now || o->lease_until > now ||
+	if (o->fetch_until > now || o->lease_until > now || (o->xflags & MC_OBJX_TASK) ||
 	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_DEMOTE)))
 		return 1;
 	for (i = 0; i < o->nrep; i++) {

@@ -80,6 +80,7 @@ struct mc_master_config {
 	int verbose;
 	int check_config;
 	struct mc_master_flags up;	/* upstream's further flags (master_flags.h) */
+	struct mc_task_config tasks;	/* copy/move task limits (master_flags.h) */
 };
 
 enum mc_segment_status {
@@ -100,6 +101,13 @@ enum mc_client_state {
 	MC_CLIENT_OFFLINE = 3,		/* suspected longer than client_suspicion_ttl_sec */
 };
 
+/* Kinds of the master's records in --persist_path beyond segments and objects (persist.h). */
+enum mc_record_kind {
+	MC_RECORD_TASK = 1,		/* tasks.c */
+	MC_RECORD_DRAIN_JOB = 2,	/* drain.c */
+	MC_RECORD_TENANT = 3,		/* tenants.c */
+};
+
 struct mc_client {
 	struct mc_uuid id;
 	struct mc_client *hnext;	/* hash chain */
@@ -109,6 +117,7 @@ struct mc_client {
 	int ok;				/* in good standing (after ReMountSegment) */
 	uint8_t state;			/* enum mc_client_state */
 	uint32_t refs;			/* objects naming it as writer + segments */
+	uint32_t tasks_pending;		/* copy/move tasks waiting for it (tasks.c; Ping says) */
 };
 
 /* A disk tier's part in the tables' work, set by the tier on its segments (tier_ssd.c,
@@ -257,6 +266,7 @@ struct mc_master {
 	int64_t persist_failed_since;	/* monotonic ms */
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;
+	struct mc_tasks *tasks;			/* copy and move tasks (tasks.c) */
 	struct mc_metrics metrics;
 	/* Monotonic ms, as every module reads it (mc_master_now): NULL is CLOCK_MONOTONIC; tests
 	 * set their own clock, called with clock_arg. */
@@ -408,6 +418,12 @@ int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
  * for mc_master_evict(..., 1) and returns 1; else 0, and nothing may be evicted for it: an
  * object that cannot fit, or a pool below its watermark, never costs an acknowledged one. */
 int mc_replica_evict_room(struct mc_master *m, uint64_t len);
+/* The mounted memory segment (in master->segs) named name, or NULL. */
+struct mc_segment *mc_segment_by_name(struct mc_master *m, struct mc_strv name);
+/* Allocate len bytes for a replica on seg itself (placeable, room): 0, filling r->seg/blk/id,
+ * or MC_ERR_NO_AVAILABLE_HANDLE. */
+int mc_replica_alloc_on(struct mc_master *m, struct mc_replica *r, uint64_t len,
+			struct mc_segment *seg);
 /* Unlink from its segment and free its bytes. */
 void mc_replica_release(struct mc_master *m, struct mc_replica *r);
 /* Unlink from its segment and park its bytes on the discard list until release_at. */

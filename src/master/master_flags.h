@@ -92,6 +92,34 @@ struct mc_master_flags {
 	  MC_MF(base, weight_management_oplog_capability_confirmed), "false", 0, -1,            \
 	  "managed model weights: not supported by this build (true is refused)" }
 
+/* The flags of upstream's task limits and timeouts (cfg.tasks). */
+struct mc_task_config {
+	int64_t max_total_finished_tasks;
+	int64_t max_total_pending_tasks;
+	int64_t max_total_processing_tasks;
+	int64_t pending_task_timeout_sec;	/* 0: none */
+	int64_t processing_task_timeout_sec;	/* 0: none */
+	int64_t max_retry_attempts;
+};
+
+#define MC_TC(base, f) ((base) + offsetof(struct mc_task_config, f))
+#define MC_TASK_OPTS(base)                                                                     \
+	{ "max_total_finished_tasks", NULL, NULL, MC_OPT_INT, MC_TC(base, max_total_finished_tasks),\
+	  "10000", 1, 10000000, "finished copy/move tasks kept for QueryTask" },                \
+	{ "max_total_pending_tasks", NULL, NULL, MC_OPT_INT, MC_TC(base, max_total_pending_tasks), \
+	  "10000", 1, 10000000, "tasks waiting to run; more are refused "                      \
+	  "(TASK_PENDING_LIMIT_EXCEEDED)" },                                                    \
+	{ "max_total_processing_tasks", NULL, NULL, MC_OPT_INT,                                 \
+	  MC_TC(base, max_total_processing_tasks), "10000", 1, 10000000,                        \
+	  "tasks handed to clients at once" },                                                  \
+	{ "pending_task_timeout_sec", NULL, NULL, MC_OPT_INT, MC_TC(base, pending_task_timeout_sec),\
+	  "300", 0, 31536000, "a task no client took this long fails (0: never)" },             \
+	{ "processing_task_timeout_sec", NULL, NULL, MC_OPT_INT,                                \
+	  MC_TC(base, processing_task_timeout_sec), "300", 0, 31536000,                         \
+	  "a task a client took but did not finish this long is tried again (0: never)" },      \
+	{ "max_retry_attempts", NULL, NULL, MC_OPT_INT, MC_TC(base, max_retry_attempts), "10", 1, \
+	  1000000, "attempts of a task before it fails for good" }
+
 /* Refuse what this build cannot do (with the missing piece named).  0, or -1 with one line in
  * err. */
 int mc_master_flags_check(const struct mc_master_flags *f, char *err, size_t n);

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "master/master.h"
+#include "master/tasks.h"
 #include "reactor/options.h"
 #include "http/metadata_server.h"
 #include "reactor/sd_notify.h"
@@ -141,6 +142,7 @@ static const struct mc_opt mc_master_opts[] = {
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
 	MC_MASTER_FLAGS_OPTS(O(up)),
+	MC_TASK_OPTS(O(tasks)),
 	MC_OPT_END,
 };
 
@@ -306,6 +308,7 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_master_release_discards(m, mc_master_now(m), 0);
 	mc_master_check_clients(m);
 	mc_tier_expire(m, mc_master_now(m));
+	mc_tasks_tick(m);
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
 		char line[2048];
@@ -393,10 +396,11 @@ int main(int argc, char **argv)
 	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
 	mc_master_tables_init(m);
 	mc_fs_init(m);
+	mc_tasks_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	if (mc_master_recover(m)) {
+	if (mc_master_recover(m) || mc_tasks_recover(m)) {
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
@@ -446,6 +450,7 @@ out_tables:
 	event_free(m->ev_evict);
 	event_free(m->ev_flush);
 	event_free(m->ev_reap);
+	mc_tasks_fini(m);
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);
 	event_base_free(m->base);

@@ -63,6 +63,12 @@ enum mc_object_flags {
 					   for lack of replicas or space, it leaves a ghost */
 };
 
+/* Further flags, with the operator features (tasks.c, drain.c). */
+enum mc_object_xflags {
+	MC_OBJX_TASK = 1u << 0,		/* a copy or move task works on it: it may not be removed,
+					   evicted or overwritten until the task ends */
+};
+
 /* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */
 #define MC_EVS_USES 0x03u
 #define MC_EVS_PROTECTED 0x80u
@@ -97,6 +103,7 @@ struct mc_object {
 	uint8_t nrep;
 	uint8_t flags;
 	uint8_t evstate;		/* prefix policy: MC_EVS_* */
+	uint8_t xflags;			/* enum mc_object_xflags (in what was padding) */
 	struct mc_replica rep0;
 	char key[];
 };

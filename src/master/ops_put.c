@@ -65,6 +65,11 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		uint32_t complete = mc_count_live_complete(o);
 		int in_progress = mc_object_count_status(o, MC_REPLICA_PROCESSING) > 0;
 
+		if (upsert && (o->xflags & MC_OBJX_TASK)) {
+			rc = MC_ERR_OBJECT_HAS_REPLICATION_TASK;	/* a copy or move works on it */
+			goto fail;
+		}
+
 		if (!upsert) {
 			if (complete > 0 ||
 			    (in_progress &&
@@ -266,8 +271,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	processing = mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING);
-	if (o->flags & MC_OBJ_PROMOTING)
-		processing = 0;	/* that one is the SSD owner's, not the writer's */
+	if ((o->flags & MC_OBJ_PROMOTING) || (o->xflags & MC_OBJX_TASK))
+		processing = 0;	/* those are the SSD owner's or a task's, not the writer's */
 	if (processing == 0) {
 		for (i = 0; i < o->nrep; i++)
 			if (mc_put_targets(mc_object_replica(o, i), rtype))
@@ -316,7 +321,7 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	if (mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING) == 0 ||
-	    (o->flags & MC_OBJ_PROMOTING))
+	    (o->flags & MC_OBJ_PROMOTING) || (o->xflags & MC_OBJX_TASK))
 		return MC_ERR_INVALID_WRITE;
 	m->quiet_disk_release = 1;	/* the writer cleans up its own unfinished file */
 	for (i = 0; i < o->nrep; i++) {

@@ -408,6 +408,23 @@ static int mc_try_named(struct mc_master *m, struct mc_strv name, struct mc_repl
 	return -1;
 }
 
+struct mc_segment *mc_segment_by_name(struct mc_master *m, struct mc_strv name)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->nsegs; i++)
+		if (strlen(m->segs[i]->name) == name.n &&
+		    !memcmp(m->segs[i]->name, name.p, name.n))
+			return m->segs[i];
+	return NULL;
+}
+
+int mc_replica_alloc_on(struct mc_master *m, struct mc_replica *r, uint64_t len,
+			struct mc_segment *seg)
+{
+	return mc_try_segment(m, seg, r, len) == 0 ? 0 : MC_ERR_NO_AVAILABLE_HANDLE;
+}
+
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused)
 {

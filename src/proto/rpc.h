@@ -180,6 +180,14 @@ int mc_uuid_generate(struct mc_uuid *u);
 /* 36-character canonical text form plus NUL into out (at least 37 bytes). */
 void mc_uuid_format(const struct mc_uuid *u, char *out);
 int mc_uuid_is_nil(const struct mc_uuid *u);
+/* Upstream's UUIDs are a pair of u64 (the 16 bytes as two little-endian halves), written
+ * "first-second" in decimal (task and drain-job ids, Python's (first, second) tuples). */
+void mc_uuid_to_pair(const struct mc_uuid *u, uint64_t *first, uint64_t *second);
+void mc_uuid_from_pair(struct mc_uuid *u, uint64_t first, uint64_t second);
+/* "first-second" plus NUL into out (at least 42 bytes). */
+void mc_uuid_pair_format(const struct mc_uuid *u, char *out);
+/* Parse "first-second"; 0, or -1 for anything else. */
+int mc_uuid_pair_parse(const char *s, struct mc_uuid *u);
 
 /* A memory segment as mounted by a client. */
 struct mc_rpc_segment {

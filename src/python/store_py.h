@@ -66,4 +66,9 @@ PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *k
 PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw);
 
+/* store_py_tasks.c */
+PyObject *mc_py_create_copy_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_create_move_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_query_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
+
 #endif

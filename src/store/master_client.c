@@ -458,6 +458,9 @@ static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
 		}
 		/* Older masters refuse a Ping with anything after the client id. */
 		mc->ping_figures = r.err == 0 && r.left >= 1 && mc_rbuf_u8(&r) == 1;
+		/* Copy/move tasks wait for us (absent from older masters). */
+		if (r.err == 0 && r.left >= 1 && mc_rbuf_u8(&r) == 1)
+			mc_store_tasks_kick(mc->st);
 		if (r.err == 0 && status == MC_CLIENT_NEED_REMOUNT)
 			mc_remount(mc);
 	} else {

@@ -564,6 +564,8 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	rc = mc_store_ssd_start(st);
 	if (rc)
 		goto fail;
+	if (st->nsegs > 0 && (rc = mc_store_tasks_start(st)) != 0)
+		goto fail;
 	st->initialized = 1;
 	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
 		    st->endpoint, st->master_addr, st->nsegs);
@@ -579,6 +581,7 @@ void mc_store_teardown(struct mc_store *st)
 
 	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);
+	mc_store_tasks_stop(st);
 	if (st->lt) {
 		struct mc_setup_ctx x = { .st = st };
 
@@ -606,6 +609,7 @@ void mc_store_teardown(struct mc_store *st)
 		st->lt = NULL;
 	}
 	mc_store_ssd_free(st);
+	mc_store_tasks_free(st);
 	for (i = 0; i < st->nsegs; i++) {
 		mc_segmem_free(st->segs[i].mem);
 		free(st->segs[i].mem);

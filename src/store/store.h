@@ -83,6 +83,7 @@ struct mc_store {
 	int fs_evict;			/* enable_disk_eviction */
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
 	struct mc_store_fs *fsw;	/* its worker (store_tier_fsdir.c) */
+	struct mc_store_tasks *tasksw;	/* copy/move task worker (store_tasks.c) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -154,6 +155,32 @@ void mc_store_ssd_free(struct mc_store *st);
  * call's error. */
 int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
 			int upsert, uint8_t rtype, int *res, const struct mc_rpc_checksum *sums);
+
+/* ---- store_tasks.c: copy and move tasks the master gives this client ---- */
+struct mc_store_tasks;
+/* Start the worker (a handle that mounts memory: it owns replicas tasks copy). */
+int mc_store_tasks_start(struct mc_store *st);
+/* The master says tasks wait for us (from the loop thread; no-op without a worker). */
+void mc_store_tasks_kick(struct mc_store *st);
+/* Stop the worker (while the loop still runs: it finishes its round's RPCs), then free it
+ * (after the loop stopped). */
+void mc_store_tasks_stop(struct mc_store *st);
+void mc_store_tasks_free(struct mc_store *st);
+/* CreateCopyTask (move 0: key to targets[0..n)) or CreateMoveTask (move 1: key from source to
+ * targets[0]): 0 and the task's id, or the master's code. */
+int mc_store_create_task(struct mc_store *st, int move, const char *key, const char *source,
+			 const char **targets, uint32_t n, struct mc_uuid *id);
+/* QueryTask: upstream's QueryTaskResponse. */
+struct mc_store_task_info {
+	struct mc_uuid id;
+	uint8_t type;			/* 0 REPLICA_COPY, 1 REPLICA_MOVE */
+	uint8_t status;			/* 0 PENDING, 1 PROCESSING, 2 FAILED, 3 SUCCESS */
+	int64_t created_ms, updated_ms;	/* ms since the epoch */
+	struct mc_uuid assigned;	/* the client carrying it out */
+	char message[256];
+};
+int mc_store_query_task(struct mc_store *st, const struct mc_uuid *id,
+			struct mc_store_task_info *info);
 
 /* ---- store_tier_fsdir.c: legacy shared-directory DISK replicas ---- */
 struct mc_iov;
