@@ -22,6 +22,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "master/admin_http.h"
 #include "master/ops.h"
 #include "segment/alloc.h"
 
@@ -307,6 +308,7 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
 	mc_admin_liveness_metrics(m, b);
+	mc_admin_more_metrics(m, b);
 	if (m->persist == NULL)
 		return;
 	mc_prom(b, "master_persist_ok", "gauge",
@@ -706,7 +708,10 @@ static json_t *mc_segment_detail(struct mc_segment *s, int64_t now)
 	j = json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name, "segment_id", id,
 		      "client_id", cid, "base_address", base, "size_bytes", (json_int_t)s->size,
 		      "size_human", human, "te_endpoint", s->endpoint, "protocol", s->protocol,
-		      "status", s->status == MC_SEG_DORMANT ? "DORMANT" : "OK",
+		      "status", s->status == MC_SEG_DORMANT ? "DORMANT"
+				: s->drain == 1		  ? "DRAINING"
+				: s->drain == 2		  ? "DRAINED"
+							  : "OK",
 		      "allocator_used_bytes", (json_int_t)used, "allocator_capacity_bytes",
 		      (json_int_t)s->size, "allocator_usage_percent",
 		      s->size ? 100.0 * (double)used / (double)s->size : 0.0);
@@ -778,6 +783,8 @@ static int mc_admin_routes(struct mc_master *m)
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (evhttp_set_cb(m->admin, routes[i].path, routes[i].cb, m) != 0)
 			return -1;
+	if (mc_admin_more_routes(m) != 0)
+		return -1;
 	if (evhttp_set_cb(m->admin, "/role", mc_admin_get_text, (void *)"leader") != 0 ||
 	    evhttp_set_cb(m->admin, "/ha_status", mc_admin_get_text, (void *)"serving") != 0)
 		return -1;
@@ -812,4 +819,67 @@ void mc_admin_http_stop(struct mc_master *m)
 	if (m->admin)
 		evhttp_free(m->admin);
 	m->admin = NULL;
+}
+
+/* ---------------------------------------------------------------- for the other modules' routes */
+
+void mc_admin_send_json(struct evhttp_request *req, int code, json_t *j)
+{
+	mc_reply_json(req, code, j);
+}
+
+int mc_admin_http_status(int err)
+{
+	switch (err) {
+	case MC_ERR_INVALID_PARAMS:
+		return 400;
+	case MC_ERR_JOB_NOT_FOUND:
+	case MC_ERR_SEGMENT_NOT_FOUND:
+	case MC_ERR_OBJECT_NOT_FOUND:
+	case MC_ERR_TENANT_NOT_REGISTERED:
+		return 404;
+	case MC_ERR_UNAVAILABLE_IN_CURRENT_MODE:
+	case MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS:
+	case MC_ERR_TENANT_NOT_EMPTY:
+		return 409;
+	default:
+		return 500;
+	}
+}
+
+void mc_admin_send_error(struct evhttp_request *req, int code, int err, const char *msg)
+{
+	mc_reply_json(req, code, json_pack("{sbsiss}", "success", 0, "error_code", err,
+					   "error_message", msg ? msg : mc_strerror(err)));
+}
+
+char *mc_admin_query_param(struct evhttp_request *req, const char *name)
+{
+	struct evkeyvalq q;
+	const char *v;
+	char *out;
+
+	TAILQ_INIT(&q);
+	v = mc_query(req, &q, name);
+	out = v ? strdup(v) : NULL;
+	evhttp_clear_headers(&q);
+	return out;
+}
+
+char *mc_admin_body(struct evhttp_request *req, size_t max)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t n = evbuffer_get_length(in);
+	char *s;
+
+	if (n > max || (s = malloc(n + 1)) == NULL)
+		return NULL;
+	evbuffer_copyout(in, s, n);
+	s[n] = '\0';
+	return s;
+}
+
+int mc_admin_refuse_changes(struct mc_master *m, struct evhttp_request *req)
+{
+	return mc_admin_refusing(m, req);
 }

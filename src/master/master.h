@@ -169,6 +169,7 @@ struct mc_segment {
 	 * before offload_retry_at (monotonic ms; exponential backoff, reset by a success). */
 	uint32_t offload_fail_streak;
 	int64_t offload_retry_at;
+	uint8_t drain;			/* enum mc_drain_state (drain.c): no placements while set */
 	/* Bytes of its memory the client process has populated, from Ping's tail (has_populated
 	 * 0: not told, an older client). */
 	uint64_t populated;
@@ -267,6 +268,7 @@ struct mc_master {
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;
 	struct mc_tasks *tasks;			/* copy and move tasks (tasks.c) */
+	struct mc_drain *drain;			/* drain jobs (drain.c) */
 	struct mc_metrics metrics;
 	/* Monotonic ms, as every module reads it (mc_master_now): NULL is CLOCK_MONOTONIC; tests
 	 * set their own clock, called with clock_arg. */
@@ -437,6 +439,11 @@ void mc_object_compact(struct mc_object *o);
  * no replica is left.  o must not be used after a 1. */
 int mc_object_settle(struct mc_master *m, struct mc_object *o);
 
+/* Write the sentence fmt into why (n bytes) and return code: how refusals with a reason are
+ * made (tasks.c, drain.c, tenants.c). */
+int mc_master_refuse(char *why, size_t n, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* Remove an object and release all its replicas (segment_table.c; the caller persists). */
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
 
@@ -493,6 +500,11 @@ void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
 /* Promotions started and not yet ended (done or failed). */
 uint64_t mc_tier_promotions_in_flight(const struct mc_master *m);
+/* Start a promotion of o from its copy on SSD area dseg into a new memory replica (where: the
+ * segments preferred, NULL: any that takes placements): 0, or -1 when no memory could be
+ * allocated (nothing changed). */
+int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_segment *dseg,
+		    const struct mc_rpc_config *where);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
 /* Fail in-flight tasks past their deadline (from the 1 s tick). */

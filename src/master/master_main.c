@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "master/master.h"
+#include "master/drain.h"
 #include "master/tasks.h"
 #include "reactor/options.h"
 #include "http/metadata_server.h"
@@ -309,6 +310,7 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_master_check_clients(m);
 	mc_tier_expire(m, mc_master_now(m));
 	mc_tasks_tick(m);
+	mc_drain_tick(m);
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
 		char line[2048];
@@ -397,10 +399,11 @@ int main(int argc, char **argv)
 	mc_master_tables_init(m);
 	mc_fs_init(m);
 	mc_tasks_init(m);
+	mc_drain_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	if (mc_master_recover(m) || mc_tasks_recover(m)) {
+	if (mc_master_recover(m) || mc_tasks_recover(m) || mc_drain_recover(m)) {
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
@@ -450,6 +453,7 @@ out_tables:
 	event_free(m->ev_evict);
 	event_free(m->ev_flush);
 	event_free(m->ev_reap);
+	mc_drain_fini(m);
 	mc_tasks_fini(m);
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);

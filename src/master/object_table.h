@@ -104,6 +104,7 @@ struct mc_object {
 	uint8_t flags;
 	uint8_t evstate;		/* prefix policy: MC_EVS_* */
 	uint8_t xflags;			/* enum mc_object_xflags (in what was padding) */
+	uint16_t tenant;		/* its tenant's index (tenants.c; 0: default), also padding */
 	struct mc_replica rep0;
 	char key[];
 };

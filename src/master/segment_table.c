@@ -202,8 +202,8 @@ int mc_replica_readable(const struct mc_replica *r)
 int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now)
 {
 	(void)m;
-	if (seg->status != MC_SEG_OK || now < seg->unhealthy_until)
-		return 0;
+	if (seg->status != MC_SEG_OK || now < seg->unhealthy_until || seg->drain)
+		return 0;	/* a segment being drained takes nothing new */
 	/* The shared directory's holder (--root_fs_dir) belongs to no client. */
 	return seg->client == NULL || (seg->client->state != MC_CLIENT_SUSPECTED &&
 				       seg->client->state != MC_CLIENT_OFFLINE);

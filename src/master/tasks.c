@@ -333,9 +333,7 @@ static void mc_task_attempt_failed(struct mc_master *m, struct mc_task *t, int c
 
 /* ---------------------------------------------------------------- create, cancel */
 
-static int mc_task_refuse(char *why, size_t n, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int mc_task_refuse(char *why, size_t n, int code, const char *fmt, ...)
+int mc_master_refuse(char *why, size_t n, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -359,56 +357,56 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 	if (key.n == 0 || key.n > MC_RPC_MAX_KEY || ntargets == 0 ||
 	    ntargets > MC_TASK_MAX_TARGETS || (type == MC_TASK_REPLICA_MOVE && ntargets != 1) ||
 	    (type == MC_TASK_REPLICA_MOVE && source.n == 0) || source.n > MC_RPC_MAX_NAME)
-		return mc_task_refuse(why, n, MC_ERR_INVALID_PARAMS, "%s",
+		return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS, "%s",
 				      ntargets == 0 ? "no target segment given"
 						    : "a key and 1 to 16 targets are needed (a "
 						      "move has one source and one target)");
 	snprintf(sname, sizeof(sname), "%.*s", (int)source.n, source.p);
 	for (i = 0; i < ntargets; i++) {
 		if (targets[i].n == 0 || targets[i].n > MC_RPC_MAX_NAME)
-			return mc_task_refuse(why, n, MC_ERR_INVALID_PARAMS, "%s",
+			return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS, "%s",
 					      "an empty or overlong target segment name");
 		snprintf(name, sizeof(name), "%.*s", (int)targets[i].n, targets[i].p);
 		if (mc_segment_by_name(m, targets[i]) == NULL)
-			return mc_task_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
+			return mc_master_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
 					      "target %s is not a mounted memory segment", name);
 		if (mc_strv_eq(targets[i], source))
-			return mc_task_refuse(why, n, MC_ERR_INVALID_PARAMS,
+			return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
 					      "target %s is the source", name);
 		for (j = 0; j < i; j++)
 			if (mc_strv_eq(targets[i], targets[j]))
-				return mc_task_refuse(why, n, MC_ERR_INVALID_PARAMS,
+				return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
 						      "target %s is named twice", name);
 	}
 	if (type == MC_TASK_REPLICA_MOVE && mc_segment_by_name(m, source) == NULL)
-		return mc_task_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
+		return mc_master_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
 				      "source %s is not a mounted memory segment", sname);
 	o = mc_object_find(&m->objects, key.p, key.n);
 	if (o == NULL)
-		return mc_task_refuse(why, n, MC_ERR_OBJECT_NOT_FOUND, "%s", "no such object");
+		return mc_master_refuse(why, n, MC_ERR_OBJECT_NOT_FOUND, "%s", "no such object");
 	if (o->xflags & MC_OBJX_TASK)
-		return mc_task_refuse(why, n, MC_ERR_OBJECT_HAS_REPLICATION_TASK, "%s",
+		return mc_master_refuse(why, n, MC_ERR_OBJECT_HAS_REPLICATION_TASK, "%s",
 				      "another task works on the object");
 	if (mc_object_count_status(o, MC_REPLICA_PROCESSING) > 0 ||
 	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_DEMOTE)))
-		return mc_task_refuse(why, n, MC_ERR_REPLICA_IS_NOT_READY, "%s",
+		return mc_master_refuse(why, n, MC_ERR_REPLICA_IS_NOT_READY, "%s",
 				      "the object is being written or moved between tiers");
 	src = mc_task_source(m, o, type == MC_TASK_REPLICA_MOVE ? sname : NULL, NULL);
 	if (src == NULL)
 		return type == MC_TASK_REPLICA_MOVE
-			       ? mc_task_refuse(why, n, MC_ERR_REPLICA_NOT_FOUND,
+			       ? mc_master_refuse(why, n, MC_ERR_REPLICA_NOT_FOUND,
 						"the object has no complete replica on %s", sname)
-			       : mc_task_refuse(why, n, MC_ERR_REPLICA_IS_NOT_READY, "%s",
+			       : mc_master_refuse(why, n, MC_ERR_REPLICA_IS_NOT_READY, "%s",
 						"the object has no readable memory replica");
 	for (i = 0; i < ntargets; i++) {
 		snprintf(name, sizeof(name), "%.*s", (int)targets[i].n, targets[i].p);
 		fresh += !mc_object_on(o, name);
 	}
 	if (fresh == 0)
-		return mc_task_refuse(why, n, MC_ERR_REPLICA_ALREADY_EXISTS, "%s",
+		return mc_master_refuse(why, n, MC_ERR_REPLICA_ALREADY_EXISTS, "%s",
 				      "the object already has a replica on every target");
 	if (m->tasks->list[MC_TASK_PENDING].n >= (uint64_t)m->cfg.tasks.max_total_pending_tasks)
-		return mc_task_refuse(why, n, MC_ERR_TASK_PENDING_LIMIT_EXCEEDED, "%s",
+		return mc_master_refuse(why, n, MC_ERR_TASK_PENDING_LIMIT_EXCEEDED, "%s",
 				      "max_total_pending_tasks tasks are waiting already");
 	t = mc_xcalloc(1, sizeof(*t));
 	mc_uuid_generate(&t->id);
@@ -675,6 +673,20 @@ void mc_tasks_tick(struct mc_master *m)
 		if (c)
 			c->tasks_pending++;
 	}
+}
+
+uint32_t mc_tasks_active_for_job(struct mc_master *m, const struct mc_uuid *job)
+{
+	uint32_t n = 0;
+	int st;
+
+	for (st = MC_TASK_PENDING; st <= MC_TASK_PROCESSING; st++) {
+		struct mc_task *t;
+
+		for (t = m->tasks->list[st].head; t; t = t->next)
+			n += !memcmp(t->job.b, job->b, 16);
+	}
+	return n;
 }
 
 void mc_tasks_counts(const struct mc_master *m, uint64_t out[4])

@@ -83,6 +83,8 @@ int mc_tasks_complete(struct mc_master *m, struct mc_client *c, const struct mc_
 		      int ok, int code, struct mc_strv msg);
 /* Timeouts, retries, re-assignment of copies whose owner went away (the 1 s tick). */
 void mc_tasks_tick(struct mc_master *m);
+/* Unfinished tasks (PENDING, PROCESSING) of a drain job. */
+uint32_t mc_tasks_active_for_job(struct mc_master *m, const struct mc_uuid *job);
 /* Tasks in each state, for the metrics. */
 void mc_tasks_counts(const struct mc_master *m, uint64_t out[4]);
 /* A finished task's drain job learns of it (drain.c sets it; NULL: none). */

@@ -486,8 +486,8 @@ int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
 		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r))
 			disk = mc_client_disk(r->seg->client, NULL);
 	}
-	if (disk == NULL || o->size > disk->size)
-		return -1;
+	if (disk == NULL || o->size > disk->size || disk->drain)
+		return -1;	/* (an area being drained takes no new copies) */
 	if (disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit ||
 	    (demote && mc_disk_backing_off(m, disk))) {
 		m->metrics.offload_enqueue_rejected++;
@@ -526,10 +526,7 @@ uint64_t mc_tier_promotions_in_flight(const struct mc_master *m)
 
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
 {
-	struct mc_segment *dseg = disk->seg, *mseg;
-	struct mc_rpc_config cfg;
-	struct mc_replica *r;
-	struct mc_tier_task *t;
+	struct mc_segment *dseg = disk->seg;
 
 	m->metrics.file_cache_hit_nums++;
 	if (!m->cfg.promotion_on_hit || disk->type != MC_REPLICA_LOCAL_DISK)
@@ -544,10 +541,23 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 		m->metrics.promotion_rejected++;	/* --promotion_queue_limit */
 		return;
 	}
-	r = mc_object_add_replica(o);	/* may move disk: not used below */
+	mc_tier_promote(m, o, dseg, NULL);
+}
+
+int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_segment *dseg,
+		    const struct mc_rpc_config *where)
+{
+	struct mc_rpc_config cfg;
+	struct mc_replica *r;
+	struct mc_tier_task *t;
+
+	r = mc_object_add_replica(o);	/* may move disk replicas */
 	if (r == NULL)
-		return;
-	mc_rpc_config_default(&cfg);
+		return -1;
+	if (where)
+		cfg = *where;
+	else
+		mc_rpc_config_default(&cfg);
 	if (mc_replica_alloc(m, r, o->size, &cfg, NULL, 0) != 0) {
 		/* Memory is full: no promotion (it never evicts for one, so hot SSD reads cannot
 		 * push out what memory holds); the object stays readable from SSD and the next
@@ -555,18 +565,17 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 		memset(r, 0, sizeof(*r));
 		o->nrep--;
 		m->metrics.promotion_rejected++;
-		return;
+		return -1;
 	}
 	m->metrics.promotion_admitted++;
 	r->type = MC_REPLICA_MEMORY;
 	r->status = MC_REPLICA_PROCESSING;
-	mseg = r->seg;
-	(void)mseg;
 	o->flags |= MC_OBJ_PROMOTING;
 	t = mc_task_new(MC_TIER_PROMOTE, o->key, o->key_len, o->size, 0);
 	t->replica_id = r->id;
 	mc_task_push(dseg, t);
 	mc_persist_object_changed(m, o);
+	return 0;
 }
 
 void mc_tier_expire(struct mc_master *m, int64_t now)

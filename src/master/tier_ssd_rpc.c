@@ -94,6 +94,7 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	struct mc_rpc_checksum *cs = NULL;
 	uint32_t max, n = 0;
 	int64_t promotes = 0;
+	const char **dsegs = NULL;	/* MC_RPC_HB_SEGMENTS: destination segment names */
 	uint8_t features = 0;
 	size_t at;
 
@@ -115,6 +116,8 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 		max = MC_TIER_MAX_TASKS;
 	if (features & MC_RPC_HB_CHECKSUMS)
 		cs = mc_xcalloc(max ? max : 1, sizeof(*cs));
+	if ((features & MC_RPC_HB_CHECKSUMS) && (features & MC_RPC_HB_SEGMENTS))
+		dsegs = mc_xcalloc(max ? max : 1, sizeof(*dsegs));
 	at = out->len;
 	mc_wbuf_u32(out, 0);
 	/* --promotion_max_per_heartbeat: each promotion is a read and a write the owner does
@@ -161,6 +164,8 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 			cs[n].present = o->has_checksum;
 			cs[n].value = o->checksum;
 		}
+		if (dsegs)
+			dsegs[n] = dst ? dst->seg->name : "";
 		mc_wbuf_u8(out, t->kind);
 		mc_wbuf_str(out, t->key, t->key_len);
 		mc_wbuf_u64(out, t->size);
@@ -185,6 +190,14 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	mc_wbuf_patch_u32(out, at, n);
 	if (cs)
 		mc_rpc_put_checksums(out, cs, n);
+	if (dsegs) {
+		uint32_t i;
+
+		mc_wbuf_u32(out, n);
+		for (i = 0; i < n; i++)
+			mc_wbuf_cstr(out, dsegs[i] ? dsegs[i] : "");
+	}
+	free(dsegs);
 	free(cs);
 	return 0;
 }

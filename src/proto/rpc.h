@@ -67,7 +67,8 @@
  *                        [, u8 features]
  *                        -> u32 n, n x task (u8 kind, str key, u64 size, u64 src_addr,
  *                           str dst_endpoint, u64 dst_addr, u64 gen) [, n x checksum when
- *                           features has MC_RPC_HB_CHECKSUMS]; status MC_ERR_SEGMENT_NOT_FOUND
+ *                           features has MC_RPC_HB_CHECKSUMS] [, u32 n, n x str dst_segment
+ *                           when it also has MC_RPC_HB_SEGMENTS]; status MC_ERR_SEGMENT_NOT_FOUND
  *                           when the disk is not mounted (mount it and register its objects)
  *   NOTIFY_OFFLOAD       uuid client_id, uuid disk_id, u32 n,
  *                        n x (u8 kind, str key, u64 size, u64 disk_addr, i32 result, u64 gen)
@@ -301,6 +302,10 @@ int mc_rpc_get_checksums(struct mc_rbuf *r, struct mc_rpc_checksum *c, uint32_t 
 /* OffloadObjectHeartbeat's optional trailing request byte: the features the disk owner
  * understands in the answer. */
 #define MC_RPC_HB_CHECKSUMS 0x01	/* append the tasks' object checksums */
+#define MC_RPC_HB_SEGMENTS 0x02		/* then u32 n, n x str: each task's destination
+					   segment name (PROMOTE's; "" for the others), so a
+					   promotion into another client's memory opens that
+					   segment (only with MC_RPC_HB_CHECKSUMS) */
 
 /* One item of ReportChecksumMismatch: a reader read replica replica_id of key and its bytes'
  * CRC-64 (computed) differs from the object's checksum (expected, as GetReplicaList gave it). */

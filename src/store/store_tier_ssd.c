@@ -83,6 +83,8 @@ struct mc_task {
 	struct mc_strv key;
 	uint64_t size, src, dst, gen;
 	struct mc_strv dst_ep;
+	struct mc_strv dst_seg;		/* PROMOTE: the destination's segment name ("": unknown,
+					   an older master) */
 	struct mc_rpc_checksum cs;	/* the object's checksum, kept with an offloaded copy */
 	/* result */
 	uint64_t disk_addr;
@@ -424,6 +426,9 @@ static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 		x.remote = t->dst;
 		x.len = t->size;
 		rc = mc_endpoint_parse(t->dst_ep, x.host, sizeof(x.host), &x.port);
+		/* Another client's memory is written through its segment (by name). */
+		if (t->dst_seg.n && t->dst_seg.n < sizeof(x.segment))
+			memcpy(x.segment, t->dst_seg.p, t->dst_seg.n);
 		if (rc == 0 && mc_store_transfer(st, &x, 1) != 0)
 			rc = x.status ? x.status : MC_ERR_TRANSFER_FAIL;
 	}
@@ -448,7 +453,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 	mc_wbuf_u32(&call.req, MC_SSD_MAX_TASKS);
 	mc_wbuf_u64(&call.req, mc_ssd_used(w->ssd));
 	if (!w->old_master)
-		mc_wbuf_u8(&call.req, MC_RPC_HB_CHECKSUMS);
+		mc_wbuf_u8(&call.req, MC_RPC_HB_CHECKSUMS | MC_RPC_HB_SEGMENTS);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
@@ -478,7 +483,18 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		tasks[i].dst = mc_rbuf_u64(&r);
 		tasks[i].gen = mc_rbuf_u64(&r);
 	}
-	if (r.err == 0 && !w->old_master) {
+	if (r.err == 0 && !w->old_master && r.left > (size_t)n * MC_RPC_CHECKSUM_BYTES) {
+		/* Checksums, then each task's destination segment (a master that knows
+		 * MC_RPC_HB_SEGMENTS). */
+		for (i = 0; i < n; i++) {
+			tasks[i].cs.present = mc_rbuf_u8(&r);
+			tasks[i].cs.value = mc_rbuf_u64(&r);
+		}
+		if (mc_rbuf_u32(&r) != n)
+			r.err = 1;
+		for (i = 0; i < n && r.err == 0; i++)
+			tasks[i].dst_seg = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
+	} else if (r.err == 0 && !w->old_master) {
 		struct mc_rpc_checksum cs[MC_SSD_MAX_TASKS];
 
 		if (mc_rpc_get_checksums(&r, cs, n) >= 0)

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The admin HTTP routes and metrics of the operator features, registered on the admin server
+ * (admin_http.c) from one place: drain jobs (drain_http.c) and copy/move tasks.
+ * Single-threaded: the master's reactor thread.
+ */
+#include <inttypes.h>
+
+#include <event2/buffer.h>
+
+#include "master/admin_http.h"
+#include "master/drain.h"
+#include "master/tasks.h"
+
+int mc_admin_more_routes(struct mc_master *m)
+{
+	return mc_drain_http_routes(m);
+}
+
+/* One gauge per label value. */
+static void mc_more_gauge(struct evbuffer *b, const char *name, const char *help,
+			  const char *label, const char *const *values, const uint64_t *v, int n)
+{
+	int i;
+
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+	for (i = 0; i < n; i++)
+		evbuffer_add_printf(b, "%s{%s=\"%s\"} %" PRIu64 "\n", name, label, values[i], v[i]);
+}
+
+void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
+{
+	static const char *const task_states[] = { "PENDING", "PROCESSING", "FAILED", "SUCCESS" };
+	static const char *const job_states[] = { "CREATED", "PLANNING", "RUNNING", "SUCCEEDED",
+						  "FAILED", "CANCELED" };
+	uint64_t tasks[4], jobs[6];
+
+	mc_tasks_counts(m, tasks);
+	mc_more_gauge(b, "master_tasks", "Copy and move tasks kept, by status", "status",
+		      task_states, tasks, 4);
+	mc_drain_counts(m, jobs);
+	mc_more_gauge(b, "master_drain_jobs", "Drain jobs kept, by status", "status", job_states,
+		      jobs, 6);
+}
