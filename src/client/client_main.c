@@ -414,6 +414,7 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&st->mu, NULL);
 	st->reserve_fd = -1;
 	st->ssd_enable = cfg.enable_offload;
+	snprintf(st->tenant_id, sizeof(st->tenant_id), "%s", cfg.tenant_id);
 	snprintf(st->ssd_path, sizeof(st->ssd_path), "%s", cfg.ssd_offload_path);
 	st->ssd_limit = cfg.ssd_offload_size_limit;
 	st->memopts = mem;

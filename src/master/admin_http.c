@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "master/admin_http.h"
 #include "master/ops.h"
+#include "master/tenants.h"
 #include "segment/alloc.h"
 
 uint32_t mc_master_active_clients(const struct mc_master *m)
@@ -436,7 +437,19 @@ static void mc_admin_remove_all(struct evhttp_request *req, void *arg)
 	f = mc_query_flag(&q, "force");
 	if (!mc_admin_method(req, EVHTTP_REQ_POST) || mc_admin_refusing(m, req))
 		goto out;
+	{
+		/* ?tenant_id=: only that tenant's objects (upstream's); none: every tenant's. */
+		const char *tid = evhttp_find_header(&q, "tenant_id");
+
+		if (tid && *tid && mc_tenant_scope(m, tid) != 0) {
+			mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
+							  (json_int_t)0));
+			goto out;
+		}
+	}
 	count = mc_master_remove_all(m, f, mc_master_now(m), "admin remove_all");
+	m->objects.tenant = 0;
+	m->objects.all_tenants = 1;
 	if (mc_master_commit(m) != 0) {
 		mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
 		goto out;
@@ -877,6 +890,11 @@ char *mc_admin_body(struct evhttp_request *req, size_t max)
 	evbuffer_copyout(in, s, n);
 	s[n] = '\0';
 	return s;
+}
+
+void mc_admin_prom_label(struct evbuffer *b, const char *s)
+{
+	mc_prom_label(b, s);
 }
 
 int mc_admin_refuse_changes(struct mc_master *m, struct evhttp_request *req)

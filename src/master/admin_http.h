@@ -24,6 +24,8 @@ int mc_admin_http_status(int err);
 char *mc_admin_query_param(struct evhttp_request *req, const char *name);
 /* The request body as a string to free (NUL-terminated), or NULL when it is larger than max. */
 char *mc_admin_body(struct evhttp_request *req, size_t max);
+/* Write a Prometheus label value, escaped. */
+void mc_admin_prom_label(struct evbuffer *b, const char *s);
 /* Changes are refused while persistence fails: 1 (and a 503 sent) when refused. */
 int mc_admin_refuse_changes(struct mc_master *m, struct evhttp_request *req);
 

@@ -11,10 +11,11 @@
 #include "master/admin_http.h"
 #include "master/drain.h"
 #include "master/tasks.h"
+#include "master/tenants.h"
 
 int mc_admin_more_routes(struct mc_master *m)
 {
-	return mc_drain_http_routes(m);
+	return mc_drain_http_routes(m) || mc_tenant_http_routes(m);
 }
 
 /* One gauge per label value. */
@@ -41,4 +42,5 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_drain_counts(m, jobs);
 	mc_more_gauge(b, "master_drain_jobs", "Drain jobs kept, by status", "status", job_states,
 		      jobs, 6);
+	mc_tenant_metrics(m, b);
 }

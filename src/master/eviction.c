@@ -135,6 +135,8 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 			int q;
 
 			next = mc_object_evict_next(&m->objects, o);
+			if (m->evict_one_tenant && o->tenant != m->evict_tenant)
+				continue;	/* a tenant evicts only its own objects */
 			if (mc_evict_only_dormant(o)) {
 				/* Its memory is on a dormant segment: evicting it frees nothing
 				 * now and loses what may come back.  Out of the way. */

@@ -81,6 +81,7 @@ struct mc_master_config {
 	int check_config;
 	struct mc_master_flags up;	/* upstream's further flags (master_flags.h) */
 	struct mc_task_config tasks;	/* copy/move task limits (master_flags.h) */
+	struct mc_tenant_config tenants;	/* multi-tenancy (master_flags.h) */
 };
 
 enum mc_segment_status {
@@ -269,6 +270,12 @@ struct mc_master {
 	struct event *ev_persist_retry;
 	struct mc_tasks *tasks;			/* copy and move tasks (tasks.c) */
 	struct mc_drain *drain;			/* drain jobs (drain.c) */
+	struct mc_tenants *tenants;		/* tenants and their quotas (tenants.c) */
+	uint16_t conn_tenant;		/* the tenant of the connection whose request is handled
+					   (rpc_server.c sets it; SetTenant changes it) */
+	uint16_t evict_tenant;		/* with evict_one_tenant: eviction takes only this
+					   tenant's objects (tenants.c) */
+	uint8_t evict_one_tenant;
 	struct mc_metrics metrics;
 	/* Monotonic ms, as every module reads it (mc_master_now): NULL is CLOCK_MONOTONIC; tests
 	 * set their own clock, called with clock_arg. */

@@ -120,6 +120,32 @@ struct mc_task_config {
 	{ "max_retry_attempts", NULL, NULL, MC_OPT_INT, MC_TC(base, max_retry_attempts), "10", 1, \
 	  1000000, "attempts of a task before it fails for good" }
 
+/* Upstream's multi-tenancy flags (cfg.tenants, tenants.c). */
+struct mc_tenant_config {
+	int enable_multi_tenants;
+	char *tenant_quota_connector_type;	/* file (etcd is refused) */
+	char *tenant_quota_connector_uri;	/* the policy file */
+	double tenant_eviction_high_watermark_ratio;
+};
+
+#define MC_TN(base, f) ((base) + offsetof(struct mc_tenant_config, f))
+#define MC_TENANT_OPTS(base)                                                                   \
+	{ "enable_multi_tenants", NULL, NULL, MC_OPT_BOOL, MC_TN(base, enable_multi_tenants),   \
+	  "false", 0, -1, "strict multi-tenant mode: each client's tenant_id is a namespace of "\
+	  "its own, writes are admitted against the tenant's quota" },                          \
+	{ "tenant_quota_connector_type", NULL, NULL, MC_OPT_CHOICE,                             \
+	  MC_TN(base, tenant_quota_connector_type), "file|etcd", 0, -1,                         \
+	  "where tenant quota policies are kept: file (etcd is not supported by this build)" }, \
+	{ "tenant_quota_connector_uri", NULL, NULL, MC_OPT_PATH,                                 \
+	  MC_TN(base, tenant_quota_connector_uri), "", 0, -1,                                    \
+	  "the YAML policy file (version: 1, tenants: [{name, quota}]); changes made through "  \
+	  "/api/v1/tenant_quotas are written back to it" },                                     \
+	{ "tenant_eviction_high_watermark_ratio", NULL, NULL, MC_OPT_DOUBLE,                    \
+	  MC_TN(base, tenant_eviction_high_watermark_ratio), "0.9", 0.01, 1,                    \
+	  "a tenant whose charged bytes pass this share of its effective quota has its own "    \
+	  "least recently used objects evicted (admission never evicts: it refuses with "       \
+	  "TENANT_QUOTA_EXCEEDED)" }
+
 /* Refuse what this build cannot do (with the missing piece named).  0, or -1 with one line in
  * err. */
 int mc_master_flags_check(const struct mc_master_flags *f, char *err, size_t n);

@@ -22,6 +22,7 @@
 #include "master/master.h"
 #include "master/drain.h"
 #include "master/tasks.h"
+#include "master/tenants.h"
 #include "reactor/options.h"
 #include "http/metadata_server.h"
 #include "reactor/sd_notify.h"
@@ -144,6 +145,7 @@ static const struct mc_opt mc_master_opts[] = {
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
 	MC_MASTER_FLAGS_OPTS(O(up)),
 	MC_TASK_OPTS(O(tasks)),
+	MC_TENANT_OPTS(O(tenants)),
 	MC_OPT_END,
 };
 
@@ -164,6 +166,20 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	if (strcmp(cfg->allocation_strategy, "random")) {
 		snprintf(err, n, "--allocation_strategy=%s is not supported (use random)",
 			 cfg->allocation_strategy);
+		return -1;
+	}
+	if (cfg->tenants.enable_multi_tenants &&
+	    !strcmp(cfg->tenants.tenant_quota_connector_type, "etcd")) {
+		snprintf(err, n, "--tenant_quota_connector_type=etcd: this build keeps tenant quota "
+			 "policies in a file only (no etcd client in the master); use file");
+		return -1;
+	}
+	if (cfg->tenants.enable_multi_tenants &&
+	    (cfg->root_fs_dir[0] || cfg->enable_offload || cfg->offload_on_evict ||
+	     cfg->promotion_on_hit)) {
+		snprintf(err, n, "--enable_multi_tenants: not available together with the disk tiers "
+			 "(--root_fs_dir, --enable_offload, --offload_on_evict, --promotion_on_hit) "
+			 "in this build");
 		return -1;
 	}
 	if (cfg->enable_ha) {
@@ -311,6 +327,7 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_tier_expire(m, mc_master_now(m));
 	mc_tasks_tick(m);
 	mc_drain_tick(m);
+	mc_tenants_recompute(m);
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
 		char line[2048];
@@ -326,8 +343,13 @@ static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	/* While changes are refused no put needs the room: keep the objects readable. */
-	if (!mc_master_persist_refusing(m))
+	/* While changes are refused no put needs the room: keep the objects readable.  With
+	 * tenants each evicts its own objects at its own watermark, no one else's. */
+	if (mc_master_persist_refusing(m))
+		;
+	else if (mc_tenants_enabled(m))
+		mc_tenants_evict_check(m);
+	else
 		mc_master_evict_check(m);
 	mc_master_commit(m);
 }
@@ -400,10 +422,13 @@ int main(int argc, char **argv)
 	mc_fs_init(m);
 	mc_tasks_init(m);
 	mc_drain_init(m);
+	if (mc_tenants_init(m))
+		goto out_tables;
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	if (mc_master_recover(m) || mc_tasks_recover(m) || mc_drain_recover(m)) {
+	if (mc_master_recover(m) || mc_tasks_recover(m) || mc_drain_recover(m) ||
+	    mc_tenants_recover(m)) {
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
@@ -455,6 +480,7 @@ out_tables:
 	event_free(m->ev_reap);
 	mc_drain_fini(m);
 	mc_tasks_fini(m);
+	mc_tenants_fini(m);
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);
 	event_base_free(m->base);

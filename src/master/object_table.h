@@ -127,6 +127,12 @@ struct mc_object_table {
 	uint8_t policy;			/* enum mc_evict_policy */
 	uint64_t key_bytes;
 	size_t soft_pinned;		/* objects with MC_OBJ_SOFT_PIN */
+	/* The tenant namespace mc_object_find and mc_object_insert work in (tenants.c): the
+	 * requesting connection's during an RPC, else the default tenant's (0).  all_tenants:
+	 * walks of the whole table (remove_all, regex) see every tenant's objects (admin), else
+	 * only the namespace's (mc_object_in_scope). */
+	uint16_t tenant;
+	uint8_t all_tenants;
 	/* Called by mc_object_erase before an object goes (NULL: none). */
 	void (*on_erase)(void *arg, struct mc_object *o);
 	void *on_erase_arg;
@@ -169,7 +175,13 @@ void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o);
 /* Append a zeroed replica (status UNDEFINED).  Moves the replicas of extra[]: the segment lists
  * are re-pointed.  Returns NULL if the object already has MC_RPC_MAX_REPLICAS (64). */
 struct mc_replica *mc_object_add_replica(struct mc_object *o);
-/* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.
+/* Does a walk of the table in the current namespace include o? */
+static inline int mc_object_in_scope(const struct mc_object_table *t, const struct mc_object *o)
+{
+	return t->all_tenants || o->tenant == t->tenant;
+}
+/* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.  Only
+ * objects in scope (mc_object_in_scope): a request sees its own tenant's.
  * Erasing the returned object during iteration is allowed. */
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos);
 

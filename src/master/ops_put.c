@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "master/tenants.h"
 
 /* Complete replicas on segments that are not dormant. */
 static uint32_t mc_count_live_complete(struct mc_object *o)
@@ -54,6 +55,10 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	int rc = 0;
 
 	if (key.n == 0 || size == 0 || cfg->replica_num == 0)
+		goto fail_params;
+	/* Other tenants' keys are persisted as "tenant\0key": the default tenant's must not look
+	 * like one (tenants.c). */
+	if (q->tenant == 0 && mc_tenants_enabled(m) && memchr(key.p, '\0', key.n))
 		goto fail_params;
 	if (cfg->has_soft_pin_ttl && cfg->soft_pin_action == MC_SOFT_PIN_ENABLE &&
 	    (int64_t)cfg->soft_pin_ttl_ms > m->cfg.max_kv_soft_pin_ttl)
@@ -108,6 +113,10 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		mc_object_erase(&m->objects, o);
 	}
 	want = cfg->replica_num > MC_RPC_MAX_REPLICAS ? MC_RPC_MAX_REPLICAS : cfg->replica_num;
+	/* Multi-tenant mode: as many replicas as the tenant's quota holds (tenants.c). */
+	rc = mc_tenant_admit(m, q->tenant, size, &want);
+	if (rc)
+		goto fail;
 	m->evict_waiting = 0;
 	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
@@ -129,7 +138,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 			mc_master_release_discards(m, q->now, 0);
 			if (mc_replica_alloc(m, r, size, cfg, used, got) == 0)
 				goto allocated;
-			if (got > 0 || m->cfg.eviction_ratio <= 0 ||
+			if (got > 0 || m->cfg.eviction_ratio <= 0 || mc_tenants_enabled(m) ||
 			    !mc_replica_evict_room(m, size) ||
 			    mc_master_evict(m, size > want_bytes ? size : want_bytes, 1) == 0 ||
 			    mc_replica_alloc(m, r, size, cfg, used, got) != 0)

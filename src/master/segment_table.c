@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/tenants.h"
 #include "reactor/options.h"
 #include "segment/alloc.h"
 
@@ -388,6 +389,8 @@ static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc
 	mc_segment_push_replica(seg, r);
 	r->id = m->next_replica_id++;
 	m->allocated += mc_alloc_block_size(r->blk);
+	if (r->obj)
+		mc_tenant_charge(m, r->obj->tenant, (int64_t)mc_alloc_block_size(r->blk));
 	return 0;
 }
 
@@ -492,6 +495,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 	mc_replica_unlink(r);
 	if (seg->status != MC_SEG_DORMANT)	/* a dormant segment's bytes are not counted */
 		m->allocated -= mc_alloc_block_size(r->blk);
+	if (r->obj)
+		mc_tenant_charge(m, r->obj->tenant, -(int64_t)mc_alloc_block_size(r->blk));
 	mc_alloc_release(seg->alloc, r->blk);
 	r->seg = NULL;
 	r->blk = NULL;
@@ -516,6 +521,8 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 	d->blk = r->blk;
 	d->len = mc_alloc_block_size(r->blk);
 	d->release_at = release_at;
+	if (r->obj)	/* parked bytes are no longer the tenant's */
+		mc_tenant_charge(m, r->obj->tenant, -(int64_t)d->len);
 	d->next = m->discards;
 	m->discards = d;
 	mc_replica_unlink(r);

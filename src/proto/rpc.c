@@ -31,6 +31,18 @@ int mc_uuid_generate(struct mc_uuid *u)
 	return 0;
 }
 
+int mc_rpc_tenant_valid(const char *name, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > MC_RPC_MAX_NAME || name[0] == '_')
+		return 0;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
 void mc_uuid_to_pair(const struct mc_uuid *u, uint64_t *first, uint64_t *second)
 {
 	uint64_t a = 0, b = 0;

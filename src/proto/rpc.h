@@ -185,6 +185,9 @@ int mc_uuid_is_nil(const struct mc_uuid *u);
  * "first-second" in decimal (task and drain-job ids, Python's (first, second) tuples). */
 void mc_uuid_to_pair(const struct mc_uuid *u, uint64_t *first, uint64_t *second);
 void mc_uuid_from_pair(struct mc_uuid *u, uint64_t first, uint64_t second);
+/* Is name[0..len) a tenant name (upstream's TenantId rule: not empty, no leading '_', printable
+ * ASCII; and at most MC_RPC_MAX_NAME bytes)? */
+int mc_rpc_tenant_valid(const char *name, size_t len);
 /* "first-second" plus NUL into out (at least 42 bytes). */
 void mc_uuid_pair_format(const struct mc_uuid *u, char *out);
 /* Parse "first-second"; 0, or -1 for anything else. */

@@ -270,6 +270,7 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 	/* SSD tier: MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES
 	 * fill what is not given here. */
 	self->st->ssd_enable = ssd;
+	snprintf(self->st->tenant_id, sizeof(self->st->tenant_id), "%s", tenant ? tenant : "");
 	snprintf(self->st->ssd_path, sizeof(self->st->ssd_path), "%s", ssd_path ? ssd_path : "");
 	Py_BEGIN_ALLOW_THREADS
 	rc = mc_store_setup(self->st, host, meta, gsize, lsize, proto, dev, master);

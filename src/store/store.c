@@ -388,6 +388,11 @@ static int mc_store_engine_start(struct mc_store *st, const char *ip, uint16_t p
 	return 0;
 }
 
+int mc_store_tenant_valid(const char *t)
+{
+	return mc_rpc_tenant_valid(t, strlen(t));
+}
+
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr)
@@ -400,6 +405,16 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 
 	if (st->initialized)
 		return MC_ERR_INVALID_PARAMS;
+	if (st->tenant_id[0] == '\0') {
+		const char *t = getenv("MOONCAKE_TENANT_ID");
+
+		snprintf(st->tenant_id, sizeof(st->tenant_id), "%s", t && *t ? t : "default");
+	}
+	if (!mc_store_tenant_valid(st->tenant_id)) {
+		mc_log_err("tenant_id '%s' is not a tenant name (printable ASCII, at most 255 bytes, "
+			   "not starting with '_')", st->tenant_id);
+		return MC_ERR_INVALID_PARAMS;
+	}
 	if (!st->memopts_set) {
 		char err[512];
 

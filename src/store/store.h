@@ -84,6 +84,9 @@ struct mc_store {
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
 	struct mc_store_fs *fsw;	/* its worker (store_tier_fsdir.c) */
 	struct mc_store_tasks *tasksw;	/* copy/move task worker (store_tasks.c) */
+	char tenant_id[256];		/* the tenant its requests work for ("" or "default": the
+					   default namespace; set before mc_store_setup, else
+					   MOONCAKE_TENANT_ID) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -124,6 +127,9 @@ struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode);
 void mc_store_call_async(struct mc_store *st, struct mc_rpc_call *call);
 
 /* ---- store.c ---- */
+/* Is t a tenant name (upstream's: printable ASCII, not empty, not starting with '_'; at most
+ * 255 bytes)? */
+int mc_store_tenant_valid(const char *t);
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr);
