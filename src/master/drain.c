@@ -36,6 +36,7 @@
 #include "common/xalloc.h"
 #include "master/drain.h"
 #include "master/tasks.h"
+#include "master/tenants.h"
 #include "master/tier_ssd.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
@@ -620,7 +621,7 @@ static void mc_drain_on_task_done(struct mc_master *m, const struct mc_task *t)
 	if (mc_uuid_is_nil(&t->job) || (j = mc_job_find(m, &t->job)) == NULL)
 		return;
 	if (t->status == MC_TASK_SUCCESS) {
-		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+		struct mc_object *o = mc_object_find_in(m, t->tenant, t->key, t->key_len);
 
 		j->succeeded++;
 		j->migrated_bytes += o ? o->size : 0;

@@ -36,6 +36,7 @@
 #include "common/xalloc.h"
 #include "master/ops.h"
 #include "master/tasks.h"
+#include "master/tenants.h"
 #include "master/tier_ssd.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
@@ -178,9 +179,11 @@ static void mc_task_persist_gone(struct mc_master *m, const struct mc_task *t)
 
 /* ---------------------------------------------------------------- objects and owners */
 
+/* The task's object, in its tenant's namespace (FetchTasks comes on the owner's connection,
+ * a drain from the tick). */
 static struct mc_object *mc_task_object(struct mc_master *m, const struct mc_task *t)
 {
-	return mc_object_find(&m->objects, t->key, t->key_len);
+	return mc_object_find_in(m, t->tenant, t->key, t->key_len);
 }
 
 /* A readable memory replica of o: on the segment named source when given, else on one of
@@ -381,7 +384,7 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 	if (type == MC_TASK_REPLICA_MOVE && mc_segment_by_name(m, source) == NULL)
 		return mc_master_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
 				      "source %s is not a mounted memory segment", sname);
-	o = mc_object_find(&m->objects, key.p, key.n);
+	o = mc_object_find_in(m, tenant, key.p, key.n);
 	if (o == NULL)
 		return mc_master_refuse(why, n, MC_ERR_OBJECT_NOT_FOUND, "%s", "no such object");
 	if (o->xflags & MC_OBJX_TASK)

@@ -98,6 +98,18 @@ int mc_tenant_scope(struct mc_master *m, const char *name)
 	return 0;
 }
 
+struct mc_object *mc_object_find_in(struct mc_master *m, uint16_t tenant, const char *key,
+				     size_t len)
+{
+	uint16_t saved = m->objects.tenant;
+	struct mc_object *o;
+
+	m->objects.tenant = tenant;
+	o = mc_object_find(&m->objects, key, len);
+	m->objects.tenant = saved;
+	return o;
+}
+
 void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta)
 {
 	struct mc_tenant *t;

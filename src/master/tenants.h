@@ -46,6 +46,9 @@ const char *mc_tenant_name(const struct mc_master *m, uint16_t idx);
 /* Admin calls: work in tenant name's namespace (its objects only) until the caller resets
  * m->objects.tenant/all_tenants.  0, or -1 when no such tenant exists. */
 int mc_tenant_scope(struct mc_master *m, const char *name);
+/* Find key in tenant's namespace, whatever namespace the caller works in. */
+struct mc_object *mc_object_find_in(struct mc_master *m, uint16_t tenant, const char *key,
+				     size_t len);
 /* Memory replica bytes of tenant idx allocated (delta > 0) or given back (segment_table.c). */
 void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta);
 /* Admission of an object of size bytes for tenant idx wanting *want replicas: 0 (with *want
