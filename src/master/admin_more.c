@@ -10,12 +10,32 @@
 
 #include "master/admin_http.h"
 #include "master/drain.h"
+#include "master/kv_events.h"
 #include "master/tasks.h"
 #include "master/tenants.h"
 
+/* GET /kv_events/status: upstream's publisher figures. */
+static void mc_kv_status(struct evhttp_request *req, void *arg)
+{
+	struct mc_kv_stats s;
+
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+		evhttp_send_error(req, 405, "Method not allowed");
+		return;
+	}
+	mc_kv_events_stats(arg, &s);
+	mc_admin_send_json(req, 200, json_pack("{sbsIsIsIsI}", "enabled", s.enabled,
+					       "published_batches", (json_int_t)s.published_batches,
+					       "published_events", (json_int_t)s.published_events,
+					       "dropped_events", (json_int_t)s.dropped_events,
+					       "skipped_unparsed_keys",
+					       (json_int_t)s.skipped_unparsed_keys));
+}
+
 int mc_admin_more_routes(struct mc_master *m)
 {
-	return mc_drain_http_routes(m) || mc_tenant_http_routes(m);
+	return mc_drain_http_routes(m) || mc_tenant_http_routes(m) ||
+	       evhttp_set_cb(m->admin, "/kv_events/status", mc_kv_status, m);
 }
 
 /* One gauge per label value. */
@@ -43,4 +63,22 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_more_gauge(b, "master_drain_jobs", "Drain jobs kept, by status", "status", job_states,
 		      jobs, 6);
 	mc_tenant_metrics(m, b);
+	{
+		struct mc_kv_stats s;
+
+		mc_kv_events_stats(m, &s);
+		if (s.enabled)
+			evbuffer_add_printf(b,
+					    "# HELP master_kv_events_published_total KV events sent\n"
+					    "# TYPE master_kv_events_published_total counter\n"
+					    "master_kv_events_published_total %" PRIu64 "\n"
+					    "# HELP master_kv_events_dropped_total KV events dropped "
+					    "(queue full or send failed)\n"
+					    "# TYPE master_kv_events_dropped_total counter\n"
+					    "master_kv_events_dropped_total %" PRIu64 "\n"
+					    "# HELP master_kv_events_queued KV events waiting for the "
+					    "publisher\n# TYPE master_kv_events_queued gauge\n"
+					    "master_kv_events_queued %" PRIu64 "\n",
+					    s.published_events, s.dropped_events, s.queued);
+	}
 }

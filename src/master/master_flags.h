@@ -146,6 +146,54 @@ struct mc_tenant_config {
 	  "least recently used objects evicted (admission never evicts: it refuses with "       \
 	  "TENANT_QUOTA_EXCEEDED)" }
 
+/* Upstream's KV event flags (cfg.kv, kv_events.c). */
+struct mc_kv_config {
+	int enable_kv_events;
+	char *kv_events_bind_endpoint;
+	char *kv_events_model_name;
+	char *kv_events_backend_id;
+	char *kv_events_tenant_id;
+	char *kv_events_additional_salt;
+	char *kv_events_lora_name;
+	int64_t kv_events_block_size;
+	int64_t kv_events_dp_rank;
+	int kv_events_emit_legacy_compat;
+	int kv_events_emit_object_key;
+	int64_t kv_events_queue_capacity;
+};
+
+#define MC_KV(base, f) ((base) + offsetof(struct mc_kv_config, f))
+#define MC_KV_STR(base, name, def, help)                                                             \
+	{ #name, NULL, NULL, MC_OPT_TOKEN, MC_KV(base, name), def, 0, -1, help }
+#define MC_KV_OPTS(base)                                                                       \
+	{ "enable_kv_events", NULL, NULL, MC_OPT_BOOL, MC_KV(base, enable_kv_events), "false", 0, \
+	  -1, "publish KV cache events (stored, removed) over ZeroMQ PUB, msgpack-encoded as "  \
+	  "upstream's (needs libzmq)" },                                                        \
+	MC_KV_STR(base, kv_events_bind_endpoint, "", "ZeroMQ PUB bind endpoint, e.g. "               \
+		  "tcp://0.0.0.0:5557 (required with --enable_kv_events)"),                     \
+	MC_KV_STR(base, kv_events_model_name, "", "model_name stamped on every event (empty: nil)"), \
+	MC_KV_STR(base, kv_events_backend_id, "", "backend_id of the events: this cache's identity " \
+		  "(required with --enable_kv_events)"),                                        \
+	MC_KV_STR(base, kv_events_tenant_id, "default", "tenant_id stamped on events outside "       \
+		  "multi-tenant mode (with it: each object's tenant)"),                         \
+	MC_KV_STR(base, kv_events_additional_salt, "", "additional_salt stamped on every event "     \
+		  "(empty: nil)"),                                                              \
+	MC_KV_STR(base, kv_events_lora_name, "", "lora_name stamped on every event (empty: nil)"),  \
+	{ "kv_events_block_size", NULL, NULL, MC_OPT_INT, MC_KV(base, kv_events_block_size), "0",\
+	  0, 4294967295.0, "block_size stamped on every event (0: nil)" },                     \
+	{ "kv_events_dp_rank", NULL, NULL, MC_OPT_INT, MC_KV(base, kv_events_dp_rank), "0", 0,   \
+	  4294967295.0, "dp_rank stamped on every event and batch" },                          \
+	{ "kv_events_emit_legacy_compat", NULL, NULL, MC_OPT_BOOL,                              \
+	  MC_KV(base, kv_events_emit_legacy_compat), "true", 0, -1,                             \
+	  "also emit vLLM/SGLang's field names (type, block_hashes, parent_block_hash)" },      \
+	{ "kv_events_emit_object_key", NULL, NULL, MC_OPT_BOOL,                                 \
+	  MC_KV(base, kv_events_emit_object_key), "true", 0, -1,                               \
+	  "include the object key (events whose key is no u64 hash are dropped without it)" },  \
+	{ "kv_events_queue_capacity", NULL, NULL, MC_OPT_INT,                                   \
+	  MC_KV(base, kv_events_queue_capacity), "65536", 0, 4294967295.0,                      \
+	  "events waiting for the publisher; past it the oldest are dropped, leaving a gap in "\
+	  "the sequence numbers (0: unbounded)" }
+
 /* Refuse what this build cannot do (with the missing piece named).  0, or -1 with one line in
  * err. */
 int mc_master_flags_check(const struct mc_master_flags *f, char *err, size_t n);

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "master/master.h"
 #include "master/drain.h"
+#include "master/kv_events.h"
 #include "master/tasks.h"
 #include "master/tenants.h"
 #include "reactor/options.h"
@@ -146,6 +147,7 @@ static const struct mc_opt mc_master_opts[] = {
 	MC_MASTER_FLAGS_OPTS(O(up)),
 	MC_TASK_OPTS(O(tasks)),
 	MC_TENANT_OPTS(O(tenants)),
+	MC_KV_OPTS(O(kv)),
 	MC_OPT_END,
 };
 
@@ -180,6 +182,20 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 		snprintf(err, n, "--enable_multi_tenants: not available together with the disk tiers "
 			 "(--root_fs_dir, --enable_offload, --offload_on_evict, --promotion_on_hit) "
 			 "in this build");
+		return -1;
+	}
+	if (cfg->kv.kv_events_bind_endpoint[0] &&
+	    strncmp(cfg->kv.kv_events_bind_endpoint, "tcp://", 6) &&
+	    strncmp(cfg->kv.kv_events_bind_endpoint, "ipc://", 6) &&
+	    strncmp(cfg->kv.kv_events_bind_endpoint, "inproc://", 9)) {
+		snprintf(err, n, "invalid value '%s' for --kv_events_bind_endpoint (expected a "
+			 "ZeroMQ endpoint: tcp://host:port, ipc://path)", cfg->kv.kv_events_bind_endpoint);
+		return -1;
+	}
+	if (cfg->kv.enable_kv_events &&
+	    (!cfg->kv.kv_events_bind_endpoint[0] || !cfg->kv.kv_events_backend_id[0])) {
+		snprintf(err, n, "--enable_kv_events needs --kv_events_bind_endpoint (e.g. "
+			 "tcp://0.0.0.0:5557) and --kv_events_backend_id");
 		return -1;
 	}
 	if (cfg->enable_ha) {
@@ -432,6 +448,8 @@ int main(int argc, char **argv)
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto out_tables;
 	}
+	if (mc_kv_events_init(m))	/* after the reload: reloaded objects were stored before */
+		goto out_tables;
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto out_tables;
 	if (m->cfg.enable_http_metadata_server) {
@@ -478,6 +496,7 @@ out_tables:
 	event_free(m->ev_evict);
 	event_free(m->ev_flush);
 	event_free(m->ev_reap);
+	mc_kv_events_fini(m);
 	mc_drain_fini(m);
 	mc_tasks_fini(m);
 	mc_tenants_fini(m);

@@ -67,6 +67,8 @@ enum mc_object_flags {
 enum mc_object_xflags {
 	MC_OBJX_TASK = 1u << 0,		/* a copy or move task works on it: it may not be removed,
 					   evicted or overwritten until the task ends */
+	MC_OBJX_PUBLISHED = 1u << 1,	/* a "stored" KV event was published (kv_events.c) */
+	MC_OBJX_PUBLISHED_DISK = 1u << 2,	/* ... with medium "disk" */
 };
 
 /* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */

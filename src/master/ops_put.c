@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "master/kv_events.h"
 #include "master/tenants.h"
 
 /* Complete replicas on segments that are not dormant. */
@@ -307,6 +308,7 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	mc_persist_object_changed(q->m, o);
 	if (was_readable)
 		return 0;	/* e.g. PutEnd(DISK) after PutEnd(MEMORY): already readable */
+	mc_kv_event_stored(q->m, o, rtype);
 	o->lease_until = q->now;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
