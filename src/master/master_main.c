@@ -192,6 +192,13 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 			 "ZeroMQ endpoint: tcp://host:port, ipc://path)", cfg->kv.kv_events_bind_endpoint);
 		return -1;
 	}
+#ifndef HAVE_ZMQ
+	if (cfg->kv.enable_kv_events) {
+		snprintf(err, n, "--enable_kv_events: this build has no ZeroMQ (configure found no "
+			 "libzmq; install libzmq3-dev and rebuild)");
+		return -1;
+	}
+#endif
 	if (cfg->kv.enable_kv_events &&
 	    (!cfg->kv.kv_events_bind_endpoint[0] || !cfg->kv.kv_events_backend_id[0])) {
 		snprintf(err, n, "--enable_kv_events needs --kv_events_bind_endpoint (e.g. "

@@ -35,6 +35,18 @@
 
 /* ---------------------------------------------------------------- reading */
 
+void mc_tenant_policy_free(struct mc_tenant_policy *p)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->n; i++)
+		free(p->names[i]);
+	free(p->names);
+	free(p->quotas);
+	memset(p, 0, sizeof(*p));
+}
+
+#ifdef HAVE_YAML
 /* Upstream's quota form: digits, then nothing, B, KB, MB, GB or TB. */
 static int mc_quota_parse(const char *s, uint64_t *out, const char **why)
 {
@@ -76,18 +88,6 @@ static int mc_quota_parse(const char *s, uint64_t *out, const char **why)
 	return 0;
 }
 
-void mc_tenant_policy_free(struct mc_tenant_policy *p)
-{
-	uint32_t i;
-
-	for (i = 0; i < p->n; i++)
-		free(p->names[i]);
-	free(p->names);
-	free(p->quotas);
-	memset(p, 0, sizeof(*p));
-}
-
-#ifdef HAVE_YAML
 /* The parser's state: where in the schema the next event belongs. */
 enum mc_pol_state { POL_TOP, POL_TOP_VALUE, POL_TENANTS, POL_ENTRY, POL_ENTRY_VALUE };
 
