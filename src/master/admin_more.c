@@ -10,6 +10,7 @@
 
 #include "master/admin_http.h"
 #include "master/drain.h"
+#include "master/dyn_replication.h"
 #include "master/kv_events.h"
 #include "master/tasks.h"
 #include "master/tenants.h"
@@ -63,6 +64,20 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_more_gauge(b, "master_drain_jobs", "Drain jobs kept, by status", "status", job_states,
 		      jobs, 6);
 	mc_tenant_metrics(m, b);
+	{
+		uint64_t hot, dtasks;
+
+		mc_dynrep_counts(m, &hot, &dtasks);
+		evbuffer_add_printf(b, "# HELP master_dynamic_replication_hot_keys_total Keys read "
+				       "past the admission threshold within a heat window\n"
+				       "# TYPE master_dynamic_replication_hot_keys_total counter\n"
+				       "master_dynamic_replication_hot_keys_total %" PRIu64 "\n"
+				       "# HELP master_dynamic_replication_tasks_total Copy tasks made "
+				       "for hot keys (enforce)\n"
+				       "# TYPE master_dynamic_replication_tasks_total counter\n"
+				       "master_dynamic_replication_tasks_total %" PRIu64 "\n",
+				    hot, dtasks);
+	}
 	{
 		struct mc_kv_stats s;
 

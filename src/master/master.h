@@ -83,6 +83,7 @@ struct mc_master_config {
 	struct mc_task_config tasks;	/* copy/move task limits (master_flags.h) */
 	struct mc_tenant_config tenants;	/* multi-tenancy (master_flags.h) */
 	struct mc_kv_config kv;		/* KV events (master_flags.h) */
+	struct mc_dynrep_config dynrep;	/* dynamic replication (master_flags.h) */
 };
 
 enum mc_segment_status {
@@ -273,6 +274,7 @@ struct mc_master {
 	struct mc_drain *drain;			/* drain jobs (drain.c) */
 	struct mc_tenants *tenants;		/* tenants and their quotas (tenants.c) */
 	struct mc_kv *kv;			/* KV event publisher (kv_events.c; NULL: off) */
+	struct mc_dynrep *dynrep;		/* hot-key replication (dyn_replication.c) */
 	uint16_t conn_tenant;		/* the tenant of the connection whose request is handled
 					   (rpc_server.c sets it; SetTenant changes it) */
 	uint16_t evict_tenant;		/* with evict_one_tenant: eviction takes only this

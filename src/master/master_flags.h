@@ -194,6 +194,30 @@ struct mc_kv_config {
 	  "events waiting for the publisher; past it the oldest are dropped, leaving a gap in "\
 	  "the sequence numbers (0: unbounded)" }
 
+/* Upstream's dynamic MEMORY replication of hot keys (cfg.dynrep, dyn_replication.c). */
+struct mc_dynrep_config {
+	char *dynamic_replication_mode;		/* off | observe | enforce */
+	int64_t dynamic_replication_heat_window_seconds;
+	double dynamic_replication_admission_qps_threshold;
+	int64_t dynamic_replication_max_memory_replicas;
+};
+
+#define MC_DR(base, f) ((base) + offsetof(struct mc_dynrep_config, f))
+#define MC_DYNREP_OPTS(base)                                                                   \
+	{ "dynamic_replication_mode", NULL, NULL, MC_OPT_CHOICE,                                \
+	  MC_DR(base, dynamic_replication_mode), "off|observe|enforce", 0, -1,                  \
+	  "hot keys: off; observe (count them, master_dynamic_replication_*); enforce (give "   \
+	  "each one more MEMORY replica through a copy task)" },                               \
+	{ "dynamic_replication_heat_window_seconds", NULL, NULL, MC_OPT_INT,                    \
+	  MC_DR(base, dynamic_replication_heat_window_seconds), "10", 1, 86400,                 \
+	  "window over which reads of a key are counted" },                                    \
+	{ "dynamic_replication_admission_qps_threshold", NULL, NULL, MC_OPT_DOUBLE,             \
+	  MC_DR(base, dynamic_replication_admission_qps_threshold), "0.8", 0.001, 1000000,      \
+	  "reads per second of a key, over the window, that make it hot" },                    \
+	{ "dynamic_replication_max_memory_replicas", NULL, NULL, MC_OPT_INT,                    \
+	  MC_DR(base, dynamic_replication_max_memory_replicas), "2", 1, 64,                     \
+	  "MEMORY replicas a hot key is given at most" }
+
 /* Refuse what this build cannot do (with the missing piece named).  0, or -1 with one line in
  * err. */
 int mc_master_flags_check(const struct mc_master_flags *f, char *err, size_t n);

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "master/master.h"
 #include "master/drain.h"
+#include "master/dyn_replication.h"
 #include "master/kv_events.h"
 #include "master/tasks.h"
 #include "master/tenants.h"
@@ -148,6 +149,7 @@ static const struct mc_opt mc_master_opts[] = {
 	MC_TASK_OPTS(O(tasks)),
 	MC_TENANT_OPTS(O(tenants)),
 	MC_KV_OPTS(O(kv)),
+	MC_DYNREP_OPTS(O(dynrep)),
 	MC_OPT_END,
 };
 
@@ -350,6 +352,7 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_tier_expire(m, mc_master_now(m));
 	mc_tasks_tick(m);
 	mc_drain_tick(m);
+	mc_dynrep_tick(m);
 	mc_tenants_recompute(m);
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
@@ -445,6 +448,7 @@ int main(int argc, char **argv)
 	mc_fs_init(m);
 	mc_tasks_init(m);
 	mc_drain_init(m);
+	mc_dynrep_init(m);
 	if (mc_tenants_init(m))
 		goto out_tables;
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
@@ -505,6 +509,7 @@ out_tables:
 	event_free(m->ev_reap);
 	mc_kv_events_fini(m);
 	mc_drain_fini(m);
+	mc_dynrep_fini(m);
 	mc_tasks_fini(m);
 	mc_tenants_fini(m);
 	mc_master_tables_fini(m);
