@@ -66,6 +66,13 @@ PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *k
 PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw);
 
+/* store_py_segments.c */
+PyObject *mc_py_mount_file_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_allocate_and_mount(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_file_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_and_free(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_local_disk(struct mc_py_store *self, PyObject *args, PyObject *kw);
+
 /* store_py_tasks.c */
 PyObject *mc_py_create_copy_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_create_move_task(struct mc_py_store *self, PyObject *args, PyObject *kw);

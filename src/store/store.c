@@ -200,60 +200,85 @@ int mc_store_unregister(struct mc_store *st, void *addr)
 
 int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 {
-	struct mc_store_segment seg = { .memfd = -1 };
-	struct mc_rpc_call call;
-	char err[512];
-	int rc;
+	return mc_store_mount_new(st, size, MC_STORE_SEG_ALLOCATED, NULL);
+}
 
-	if (st->nsegs >= MC_STORE_MAX_SEGMENTS)
-		return MC_ERR_INVALID_PARAMS;
-	seg.mem = calloc(1, sizeof(*seg.mem));
-	if (seg.mem == NULL)
+int mc_store_mount_new(struct mc_store *st, uint64_t size, int origin, struct mc_uuid *id)
+{
+	struct mc_segmem *mem = calloc(1, sizeof(*mem));
+	char err[512];
+
+	if (mem == NULL)
 		return MC_ERR_INTERNAL;
-	if (mc_segmem_create(seg.mem, size, "mooncake-segment", &st->memopts, err,
-			     sizeof(err)) != 0) {
+	if (mc_segmem_create(mem, size, "mooncake-segment", &st->memopts, err, sizeof(err)) != 0) {
 		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
-		free(seg.mem);
+		free(mem);
 		return MC_ERR_INVALID_PARAMS;
 	}
-	seg.base = seg.mem->base;
-	seg.memfd = seg.mem->fd;
-	seg.size = size;
+	return mc_store_mount_mem(st, mem, origin, id);
+}
+
+int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin, struct mc_uuid *id)
+{
+	struct mc_store_segment seg = { .memfd = -1 };
+	struct mc_rpc_call call;
+	uint32_t i;
+	int rc;
+
+	seg.mem = mem;
+	seg.base = mem->base;
+	seg.memfd = mem->fd;
+	seg.size = mem->size;
+	seg.origin = (uint8_t)origin;
 	mc_uuid_generate(&seg.id);
 	if (mc_store_make_token(seg.token) != 0) {
 		mc_log_err("cannot make a segment token: %s", strerror(errno));
 		rc = MC_ERR_INTERNAL;
 		goto fail_map;
 	}
-	rc = mc_store_register(st, seg.base, size);
+	rc = mc_store_register(st, seg.base, seg.size);
 	if (rc)
 		goto fail_map;
 	pthread_mutex_lock(&st->mu);
+	if (st->nsegs >= MC_STORE_MAX_SEGMENTS) {
+		pthread_mutex_unlock(&st->mu);
+		mc_store_unregister(st, seg.base);
+		rc = MC_ERR_INVALID_PARAMS;
+		goto fail_map;
+	}
+	i = st->nsegs;
 	st->segs[st->nsegs++] = seg;
-	pthread_mutex_unlock(&st->mu);
-
 	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
 	mc_rpc_put_uuid(&call.req, &st->client_id);
-	mc_store_put_segment(st, &call.req, st->nsegs - 1);
-	mc_store_put_segment_token(st, &call.req, st->nsegs - 1);
+	mc_store_put_segment(st, &call.req, i);
+	mc_store_put_segment_token(st, &call.req, i);
+	pthread_mutex_unlock(&st->mu);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
 	mc_rpc_call_fini(&call);
 	if (rc) {
 		mc_log_err("MountSegment of %llu bytes at master %s failed: %s",
-			   (unsigned long long)size, st->master_addr, mc_strerror(rc));
+			   (unsigned long long)seg.size, st->master_addr, mc_strerror(rc));
 		pthread_mutex_lock(&st->mu);
-		st->nsegs--;
+		for (i = 0; i < st->nsegs; i++)
+			if (!memcmp(&st->segs[i].id, &seg.id, sizeof(seg.id))) {
+				memmove(&st->segs[i], &st->segs[i + 1],
+					(st->nsegs - i - 1) * sizeof(st->segs[0]));
+				st->nsegs--;
+				break;
+			}
 		pthread_mutex_unlock(&st->mu);
 		mc_store_unregister(st, seg.base);
 		goto fail_map;
 	}
+	if (id)
+		*id = seg.id;
 	return 0;
 
 fail_map:
-	mc_segmem_free(seg.mem);
-	free(seg.mem);
+	mc_segmem_free(mem);
+	free(mem);
 	return rc;
 }
 
@@ -535,7 +560,7 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 	}
 	if (global_segment_size) {
-		rc = mc_store_mount_segment(st, global_segment_size);
+		rc = mc_store_mount_new(st, global_segment_size, MC_STORE_SEG_SETUP, NULL);
 		if (rc)
 			goto fail;
 	} else {

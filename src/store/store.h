@@ -39,7 +39,14 @@ struct mc_store_segment {
 	uint64_t size;
 	int memfd;
 	struct mc_segmem *mem;		/* the memory behind it (segment/segmem.h) */
+	uint8_t origin;			/* MC_STORE_SEG_*: how it came to be */
 };
+
+/* mc_store_segment.origin: set-up's global segment, one allocated after set-up
+ * (allocate_and_mount_segment, mount_segment_size), a file mapped by mount_segment. */
+#define MC_STORE_SEG_SETUP 0
+#define MC_STORE_SEG_ALLOCATED 1
+#define MC_STORE_SEG_FILE 2
 
 struct mc_store {
 	pthread_mutex_t mu;		/* setup/teardown, the segment list, suspect[] */
@@ -134,6 +141,33 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr);
 int mc_store_mount_segment(struct mc_store *st, uint64_t size);
+/* Create size bytes of segment memory (st->memopts) and mount them, origin MC_STORE_SEG_*; the
+ * id in *id (may be NULL).  0 or an MC_ERR_* code. */
+int mc_store_mount_new(struct mc_store *st, uint64_t size, int origin, struct mc_uuid *id);
+/* Mount mem (owned from now on: freed on failure) as a further segment of this client, origin
+ * MC_STORE_SEG_*; its id in *id (may be NULL).  0 or an MC_ERR_* code. */
+struct mc_segmem;
+int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin, struct mc_uuid *id);
+
+/* ---- store_segments.c: segments mounted and unmounted at run time (upstream's mount_segment,
+ * allocate_and_mount_segment, unmount_segment, unmount_and_free_segment and
+ * unmount_local_disk_segment) ---- */
+/* Map [offset, offset + size) of the file at path (offset page-aligned, the range inside the
+ * file) MAP_SHARED and mount it; its id in *id. */
+int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t size, uint64_t offset,
+			struct mc_uuid *id);
+/* Allocate size bytes (rounded up to the page size, *allocated) and mount them. */
+int mc_store_allocate_and_mount(struct mc_store *st, uint64_t size, struct mc_uuid *id,
+				uint64_t *allocated);
+/* Unmount the segment id, which must be of origin origin: the master first (its replicas
+ * there are dropped), then, grace_ms later (in-flight reads finish), the memory is unmapped.
+ * MC_ERR_INVALID_PARAMS when this client has no such segment. */
+int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origin,
+			uint64_t grace_ms);
+/* Take this client's SSD area out of service: the master forgets its replicas, offload stops,
+ * and grace_ms later the call returns (reads in flight are still served until close).  0 also
+ * when there is none. */
+int mc_store_unmount_local_disk(struct mc_store *st, uint64_t grace_ms);
 void mc_store_teardown(struct mc_store *st);
 /* Encode this client's segments (for MountSegment / ReMountSegment): the segments first, then
  * their tokens in the same order (st->mu held by the caller when other threads may mount). */

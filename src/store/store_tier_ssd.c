@@ -60,6 +60,7 @@ struct mc_store_ssd {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop;
+	int joined;		/* the thread is gone (mc_store_ssd_stop ran) */
 	int mounted;
 	/* The master answered -600 to the checksum features (a master from before them): send
 	 * the older forms of OffloadObjectHeartbeat and NotifyOffloadSuccess from then on. */
@@ -676,13 +677,14 @@ void mc_store_ssd_stop(struct mc_store *st)
 {
 	struct mc_store_ssd *w = st->ssdw;
 
-	if (w == NULL)
+	if (w == NULL || w->joined)
 		return;
 	pthread_mutex_lock(&w->mu);
 	w->stop = 1;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->thread, NULL);
+	w->joined = 1;
 	if (w->mounted && st->mc) {
 		struct mc_rpc_call call;
 
