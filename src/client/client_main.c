@@ -93,9 +93,9 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "start_offload_rpc_server", NULL, NULL, MC_OPT_BOOL, O(start_offload_rpc_server), "true",
 	  0, -1, "accepted for compatibility: SSD objects are always served on the data port" },
 	{ "enable_http_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_server), "false", 0, -1,
-	  "client HTTP metrics server (not available yet: true is refused)" },
+	  "serve GET /health, /metrics and /metrics/summary on --http_port" },
 	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
-	  "client HTTP port" },
+	  "port of the client HTTP server (with --enable_http_server)" },
 	{ "use_hugepage", NULL, NULL, MC_OPT_BOOL, O(use_hugepage), "false", 0, -1,
 	  "back the segment with hugetlb pages from the reserved pool (MC_STORE_USE_HUGEPAGE)" },
 	{ "hugepage_size", NULL, NULL, MC_OPT_CHOICE, O(hugepage_size), "2MB|1GB", 0, -1,
@@ -335,10 +335,6 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
 	}
 	if (mc_client_apply_file(cfg, &st, err, sizeof(err)))
 		goto out;
-	if (cfg->enable_http_server) {
-		snprintf(err, sizeof(err), "--enable_http_server is not available in this version");
-		goto out;
-	}
 	if (cfg->enable_offload && !cfg->ssd_offload_path[0] &&
 	    !getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")) {
 		snprintf(err, sizeof(err), "--enable_offload needs --ssd_offload_path or "
@@ -414,6 +410,7 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&st->mu, NULL);
 	st->reserve_fd = -1;
 	st->ssd_enable = cfg.enable_offload;
+	st->http_port = cfg.enable_http_server ? (int)cfg.http_port : 0;
 	snprintf(st->tenant_id, sizeof(st->tenant_id), "%s", cfg.tenant_id);
 	snprintf(st->ssd_path, sizeof(st->ssd_path), "%s", cfg.ssd_offload_path);
 	st->ssd_limit = cfg.ssd_offload_size_limit;

@@ -249,10 +249,8 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 					 &gsize, &lsize, &proto, &dev, &master, &engine, &ssd,
 					 &ssd_path, &tenant, &http, &http_port))
 		return NULL;
-	if (http) {
-		/* Not available yet: refuse rather than pretend. */
-		return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
-	}
+	if (http && (http_port < 1 || http_port > 65535))
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
 	PyThread_acquire_lock(self->lock, WAIT_LOCK);
 	if (self->st && self->st->initialized) {
 		PyThread_release_lock(self->lock);
@@ -270,6 +268,7 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 	/* SSD tier: MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES
 	 * fill what is not given here. */
 	self->st->ssd_enable = ssd;
+	self->st->http_port = http ? http_port : 0;
 	snprintf(self->st->tenant_id, sizeof(self->st->tenant_id), "%s", tenant ? tenant : "");
 	snprintf(self->st->ssd_path, sizeof(self->st->ssd_path), "%s", ssd_path ? ssd_path : "");
 	Py_BEGIN_ALLOW_THREADS

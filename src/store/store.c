@@ -606,7 +606,12 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		goto fail;
 	if (st->nsegs > 0 && (rc = mc_store_tasks_start(st)) != 0)
 		goto fail;
+	st->metrics.start_ms = mc_store_now_ms();
 	st->initialized = 1;
+	if (st->http_port > 0 && (rc = mc_store_http_start(st, st->http_port)) != 0) {
+		st->initialized = 0;
+		goto fail;
+	}
 	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
 		    st->endpoint, st->master_addr, st->nsegs);
 	return 0;
@@ -619,6 +624,7 @@ void mc_store_teardown(struct mc_store *st)
 {
 	uint32_t i;
 
+	mc_store_http_stop(st);
 	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);
 	mc_store_tasks_stop(st);

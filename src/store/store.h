@@ -48,6 +48,16 @@ struct mc_store_segment {
 #define MC_STORE_SEG_ALLOCATED 1
 #define MC_STORE_SEG_FILE 2
 
+/* The client's transfer metrics (store_http.c): atomics. */
+#define MC_STORE_LAT_BUCKETS 27
+struct mc_store_metrics {
+	uint64_t read_bytes, write_bytes;
+	uint64_t hist[4][MC_STORE_LAT_BUCKETS + 1];	/* get, put, batch get, batch put (us) */
+	uint64_t sum_us[4];
+	int64_t start_ms;
+};
+struct mc_store_http;
+
 struct mc_store {
 	pthread_mutex_t mu;		/* setup/teardown, the segment list, suspect[] */
 	int initialized;
@@ -86,6 +96,10 @@ struct mc_store {
 	char ssd_path[1024];
 	uint64_t ssd_limit;
 	struct mc_store_ssd *ssdw;
+	/* The embedded HTTP server (store_http.c): http_port > 0 starts it at set-up. */
+	int http_port;
+	struct mc_store_http *http;
+	struct mc_store_metrics metrics;
 	char fsdir[1024];		/* GetStorageConfig: the master's shared directory, or "" */
 	int fs_evict;			/* enable_disk_eviction */
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
@@ -343,6 +357,18 @@ void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int s
 int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
 		      const struct mc_rpc_config *cfg, int upsert);
 int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n);
+/* The same without the counting of store_http.c (mc_store_*_many count and call these). */
+int mc_store_put_many_raw(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+			  const struct mc_rpc_config *cfg, int upsert);
+int mc_store_get_many_raw(struct mc_store *st, struct mc_get_item *items, uint32_t n);
+/* store_http.c: the embedded HTTP server (/health, /metrics, /metrics/summary) on the loop
+ * thread; start 0 or an MC_ERR_* code (the port taken); stop: NULL-safe, before the loop
+ * goes.  The metrics as Prometheus text and as upstream's summary. */
+struct evbuffer;
+int mc_store_http_start(struct mc_store *st, int port);
+void mc_store_http_stop(struct mc_store *st);
+void mc_store_metrics_prometheus(struct mc_store *st, struct evbuffer *b);
+void mc_store_metrics_summary(struct mc_store *st, struct evbuffer *b);
 int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int *results);
 int64_t mc_store_get_size(struct mc_store *st, const char *key);
 int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,

@@ -42,6 +42,14 @@ def jreq(port, path, method="GET", body=None, raw=None):
         return status, text
 
 
+def req_fails(port):
+    try:
+        req(port, "/health")
+        return False
+    except OSError:
+        return True
+
+
 c = mc_cluster.Cluster()
 env = dict(os.environ, MOONCAKE_BIN_DIR=BUILD)
 procs = []
@@ -197,6 +205,44 @@ try:
     rest.send_signal(signal.SIGTERM)
     ok(rest.wait(20) == 0, "mc_store_rest_server stops on SIGTERM")
     ok(wait_for("the segment to go", lambda: capacity() == 0), "and unmounts its segment")
+
+    # ---- the client HTTP server: mooncake_client and the Python store ----
+    hport = free_port()
+    ok(c.start_client("H", "16MB", "--enable_http_server", "--http_port=%d" % hport),
+       "mooncake_client --enable_http_server up")
+    status, body = jreq(hport, "/health")
+    ok(status == 200 and body == {"status": "healthy", "code": 0}, "its /health: %r" % (body,))
+    status, text, ctype = req(hport, "/metrics")
+    ok(status == 200 and b"mooncake_transfer_read_bytes 0" in text and
+       b'mooncake_transfer_put_latency_bucket{le="+Inf"}' in text, "its /metrics")
+    ok(req(hport, "/nope")[0] == 404 and req(hport, "/health", "POST", raw=b"")[0] == 405,
+       "an unknown path is 404, a POST 405")
+    c.pause("master")
+    ok(wait_for("master_unreachable", lambda: jreq(hport, "/health") ==
+                (503, {"status": "master_unreachable", "code": 2}), 30),
+       "/health is 503 master_unreachable while the master does not answer")
+    c.resume("master")
+    from mooncake.store import MooncakeDistributedStore
+    pport = free_port()
+    s = MooncakeDistributedStore()
+    ok(s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                "global_segment_size": 16 << 20, "local_buffer_size": 16 << 20,
+                "protocol": "tcp", "rdma_devices": "", "master_server_addr": c.master,
+                "enable_client_http_server": True, "client_http_port": pport}) == 0,
+       "a Python store with enable_client_http_server")
+    ok(s.put("hk", b"x" * 1000) == 0 and s.get("hk") == b"x" * 1000 and
+       s.put_batch(["hb1", "hb2"], [b"y" * 10, b"z" * 10]) == 0, "puts and gets")
+    text = req(pport, "/metrics")[1].decode()
+    ok("mooncake_transfer_write_bytes 1020" in text and
+       "mooncake_transfer_read_bytes 1000" in text and
+       "mooncake_transfer_put_latency_count 1" in text and
+       "mooncake_transfer_batch_put_latency_count 1" in text,
+       "/metrics counts its bytes and calls: %r" % (text[:400],))
+    text = req(pport, "/metrics/summary")[1].decode()
+    ok(text.startswith("=== Transfer Metrics Summary ===") and "Put: count=1" in text and
+       "Batch Get: No data" in text, "/metrics/summary is upstream's text: %r" % (text,))
+    s.close()
+    ok(wait_for("the port to close", lambda: req_fails(pport)), "close() stops the server")
 
     # ---- transfer_engine_topology_dump and the cli modules ----
     out = subprocess.run([PY, "-m", "mooncake.transfer_engine_topology_dump"], env=env,
