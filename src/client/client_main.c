@@ -121,7 +121,8 @@ static const struct mc_opt mc_client_opts[] = {
 	  "mooncake.json (default: $MOONCAKE_CONFIG_PATH); flags given explicitly win" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
-	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, 9,
+	  "debug logging (-v); glog's --v=N: any N > 0 turns it on" },
 	MC_OPT_END,
 };
 

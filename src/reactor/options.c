@@ -460,8 +460,16 @@ static int mc_opts_set_as(const struct mc_opt *o, void *cfg, const char *value,
 	}
 	switch (o->type) {
 	case MC_OPT_BOOL:
-		if (mc_parse_bool(value, &b))
-			goto bad;
+		if (mc_parse_bool(value, &b)) {
+			/* A bool with a max > 0 (glog's --v) also takes a level 0..max: N > 0 is
+			 * true. */
+			errno = 0;
+			ll = o->max > 0 ? strtoll(value, &end, 10) : -1;
+			if (o->max <= 0 || errno || end == value || *end || ll < 0 ||
+			    (double)ll > o->max)
+				goto bad;
+			b = ll > 0;
+		}
 		*FIELD(cfg, o, int) = b;
 		return 0;
 	case MC_OPT_INT:

@@ -33,6 +33,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "common/log.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 #include "reactor/options.h"
@@ -60,6 +61,9 @@ struct teb_cfg {
 	int use_vram;
 	int64_t gpu_id;
 	int init_mem;
+	int verbose;
+	char *vmodule;
+	int symbolize_stacktrace;
 	int check_config;
 };
 
@@ -109,12 +113,29 @@ static const struct mc_opt teb_opts[] = {
 	  "GPU of the buffer with --use_vram (-1: the first)" },
 	{ "init_mem", NULL, NULL, MC_OPT_BOOL, O(init_mem), "true", 0, -1,
 	  "fill the buffer before the run" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, 9,
+	  "debug logging; glog's --v=N: any N > 0 turns it on" },
+	{ "vmodule", NULL, NULL, MC_OPT_STRING, O(vmodule), "", 0, -1,
+	  "module=N,...: lines are not split by module here, so any N > 0 turns on debug lines" },
+	{ "symbolize_stacktrace", NULL, NULL, MC_OPT_BOOL, O(symbolize_stacktrace), "true", 0, -1,
+	  "accepted for compatibility: this program prints no stack traces to symbolize" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags and the environment, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
 };
 
 static struct teb_cfg cfg;
+
+/* Does --vmodule (module=N,...) ask for any level above 0? */
+static int teb_vmodule_on(const char *s)
+{
+	const char *eq;
+
+	for (; s && (eq = strchr(s, '=')) != NULL; s = strchr(eq, ','), s = s ? s + 1 : NULL)
+		if (strtol(eq + 1, NULL, 10) > 0)
+			return 1;
+	return 0;
+}
 static uint64_t remote;		/* the target's buffer (its descriptor, or TEB_REMOTE_BASE) */
 static transfer_engine_t engine;
 static segment_handle_t target;
@@ -308,6 +329,20 @@ static int teb_check(int argc, char **argv, int next, char *err, size_t n)
 		snprintf(err, n, "unexpected argument '%s' (see --help)", argv[next]);
 		return -1;
 	}
+	if (cfg.vmodule[0]) {
+		const char *p = cfg.vmodule;
+
+		while (p) {	/* each entry module=N */
+			const char *e = strchr(p, ','), *eq = strchr(p, '=');
+
+			if (eq == NULL || eq == p || (e && eq > e) || eq[1] < '0' || eq[1] > '9') {
+				snprintf(err, n, "invalid value '%s' for --vmodule (expected "
+					 "module=N,...)", cfg.vmodule);
+				return -1;
+			}
+			p = e ? e + 1 : NULL;
+		}
+	}
 	if (cfg.block_size > cfg.buffer_size / (uint64_t)cfg.threads) {
 		snprintf(err, n, "invalid value '%" PRIu64 "' for --block_size: larger than "
 			 "--buffer_size / --threads (%" PRIu64 ")", cfg.block_size,
@@ -363,6 +398,8 @@ int main(int argc, char **argv)
 		mc_opts_free(teb_opts, &cfg);
 		return 2;
 	}
+	if (cfg.verbose || teb_vmodule_on(cfg.vmodule))
+		mc_log_set_level(MC_LOG_DEBUG);
 	if (cfg.check_config) {
 		printf("transfer_engine_bench: configuration is valid\n");
 		mc_opts_free(teb_opts, &cfg);
