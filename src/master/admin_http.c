@@ -309,7 +309,8 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
 	mc_admin_liveness_metrics(m, b);
-	mc_admin_more_metrics(m, b);
+	if (m->admin_extra_metrics)	/* drain, tasks, tenants, KV events (admin_more.c) */
+		m->admin_extra_metrics(m, b);
 	if (m->persist == NULL)
 		return;
 	mc_prom(b, "master_persist_ok", "gauge",
@@ -796,7 +797,7 @@ static int mc_admin_routes(struct mc_master *m)
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
 		if (evhttp_set_cb(m->admin, routes[i].path, routes[i].cb, m) != 0)
 			return -1;
-	if (mc_admin_more_routes(m) != 0)
+	if (m->admin_extra_routes && m->admin_extra_routes(m) != 0)
 		return -1;
 	if (evhttp_set_cb(m->admin, "/role", mc_admin_get_text, (void *)"leader") != 0 ||
 	    evhttp_set_cb(m->admin, "/ha_status", mc_admin_get_text, (void *)"serving") != 0)

@@ -215,11 +215,17 @@ struct mc_ghost_table {
 	size_t nkeep, ntomb;
 };
 
+struct evbuffer;
+
 struct mc_master {
 	struct mc_master_config cfg;
 	struct event_base *base;
 	struct evconnlistener *listener;
 	struct evhttp *admin;
+	/* Routes and metrics the admin server adds (admin_more.c's, set by the program: hooks
+	 * keep the admin server below the modules they serve). */
+	int (*admin_extra_routes)(struct mc_master *m);
+	void (*admin_extra_metrics)(struct mc_master *m, struct evbuffer *b);
 	struct mc_meta_server *meta;		/* embedded HTTP metadata service */
 	struct evhttp_connection *meta_conn;	/* to a remote one, for cleanup */
 	struct event *sig_term, *sig_int, *sig_hup, *tick;

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "master/master.h"
+#include "master/admin_http.h"
 #include "master/drain.h"
 #include "master/dyn_replication.h"
 #include "master/kv_events.h"
@@ -462,6 +463,8 @@ int main(int argc, char **argv)
 	}
 	if (mc_kv_events_init(m))	/* after the reload: reloaded objects were stored before */
 		goto out_tables;
+	m->admin_extra_routes = mc_admin_more_routes;
+	m->admin_extra_metrics = mc_admin_more_metrics;
 	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
 		goto out_tables;
 	if (m->cfg.enable_http_metadata_server) {

@@ -33,95 +33,11 @@
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "master/admin_http.h"
 #include "master/ops.h"
 #include "master/tenants.h"
+#include "master/tenants_int.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
-
-struct mc_tenant {
-	char *name;
-	uint64_t requested, effective, charged;
-	int explicit_policy;
-	uint64_t reject_quota, reject_unregistered, evict_bytes;
-};
-
-struct mc_tenants {
-	int enabled;
-	uint64_t capacity_seen;		/* total_capacity the effective quotas were made for */
-	struct mc_tenant *t;
-	uint32_t n, cap;
-};
-
-int mc_tenants_enabled(const struct mc_master *m)
-{
-	return m->tenants && m->tenants->enabled;
-}
-
-int mc_tenant_name_valid(const char *name, size_t len)
-{
-	return mc_rpc_tenant_valid(name, len);
-}
-
-int mc_tenant_index(struct mc_master *m, const char *name, size_t len, int create)
-{
-	struct mc_tenants *ts = m->tenants;
-	uint32_t i;
-
-	for (i = 0; i < ts->n; i++)
-		if (strlen(ts->t[i].name) == len && !memcmp(ts->t[i].name, name, len))
-			return (int)i;
-	if (!create || ts->n >= MC_TENANT_MAX || !mc_tenant_name_valid(name, len))
-		return -1;
-	if (ts->n == ts->cap) {
-		ts->cap = ts->cap ? ts->cap * 2 : 16;
-		ts->t = mc_xrealloc(ts->t, ts->cap * sizeof(*ts->t));
-	}
-	memset(&ts->t[ts->n], 0, sizeof(ts->t[ts->n]));
-	ts->t[ts->n].name = mc_xstrndup(name, len);
-	return (int)ts->n++;
-}
-
-const char *mc_tenant_name(const struct mc_master *m, uint16_t idx)
-{
-	return m->tenants && idx < m->tenants->n ? m->tenants->t[idx].name : "default";
-}
-
-int mc_tenant_scope(struct mc_master *m, const char *name)
-{
-	int idx = mc_tenant_index(m, name, strlen(name), 0);
-
-	if (idx < 0)
-		return -1;
-	m->objects.tenant = (uint16_t)idx;
-	m->objects.all_tenants = 0;
-	return 0;
-}
-
-struct mc_object *mc_object_find_in(struct mc_master *m, uint16_t tenant, const char *key,
-				     size_t len)
-{
-	uint16_t saved = m->objects.tenant;
-	struct mc_object *o;
-
-	m->objects.tenant = tenant;
-	o = mc_object_find(&m->objects, key, len);
-	m->objects.tenant = saved;
-	return o;
-}
-
-void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta)
-{
-	struct mc_tenant *t;
-
-	if (!mc_tenants_enabled(m) || idx >= m->tenants->n)
-		return;
-	t = &m->tenants->t[idx];
-	if (delta < 0 && (uint64_t)-delta > t->charged)
-		t->charged = 0;
-	else
-		t->charged += (uint64_t)delta;
-}
 
 int mc_tenant_admit(struct mc_master *m, uint16_t idx, uint64_t size, uint32_t *want)
 {
@@ -244,50 +160,6 @@ void mc_tenants_evict_check(struct mc_master *m)
 	}
 }
 
-/* ---------------------------------------------------------------- persisted keys */
-
-size_t mc_tenant_persist_key(const struct mc_master *m, const struct mc_object *o, char *out,
-			     uint32_t *flags)
-{
-	const char *name;
-	size_t n;
-
-	if (o->tenant == 0) {
-		memcpy(out, o->key, o->key_len);
-		return o->key_len;
-	}
-	name = mc_tenant_name(m, o->tenant);
-	n = strlen(name);
-	memcpy(out, name, n);
-	out[n] = '\0';
-	memcpy(out + n + 1, o->key, o->key_len);
-	*flags |= MC_PERSIST_SCOPED;
-	return n + 1 + o->key_len;
-}
-
-int mc_tenant_unscope(struct mc_master *m, const char *key, size_t len, uint32_t flags,
-		      uint16_t *tenant, const char **local, size_t *local_len)
-{
-	const char *nul;
-	int idx;
-
-	*tenant = 0;
-	*local = key;
-	*local_len = len;
-	if (!(flags & MC_PERSIST_SCOPED))
-		return 0;
-	nul = memchr(key, '\0', len);
-	if (nul == NULL || m->tenants == NULL)
-		return -1;
-	idx = mc_tenant_index(m, key, (size_t)(nul - key), 1);
-	if (idx < 0)
-		return -1;
-	*tenant = (uint16_t)idx;
-	*local = nul + 1;
-	*local_len = len - (size_t)(nul - key) - 1;
-	return 0;
-}
-
 /* ---------------------------------------------------------------- policies */
 
 static void mc_tenant_fill(struct mc_master *m, uint32_t i, struct mc_tenant_snapshot *out)
@@ -392,62 +264,6 @@ int mc_tenant_policy_delete(struct mc_master *m, const char *name, int *had)
 	return 0;
 }
 
-void mc_tenant_counter_metrics(struct mc_master *m, struct evbuffer *b)
-{
-	struct mc_tenants *ts = m->tenants;
-	uint32_t i;
-
-	evbuffer_add_printf(b, "# HELP mooncake_tenant_quota_reject_total Writes refused by "
-			       "tenant admission\n# TYPE mooncake_tenant_quota_reject_total "
-			       "counter\n");
-	for (i = 0; i < ts->n; i++) {
-		const char *reason[2] = { "quota_exceeded", "not_registered" };
-		uint64_t v[2] = { ts->t[i].reject_quota, ts->t[i].reject_unregistered };
-		int k;
-
-		for (k = 0; k < 2; k++) {
-			if (v[k] == 0)
-				continue;
-			evbuffer_add_printf(b, "mooncake_tenant_quota_reject_total{tenant_id=\"");
-			mc_admin_prom_label(b, ts->t[i].name);
-			evbuffer_add_printf(b, "\",reason=\"%s\"} %" PRIu64 "\n", reason[k], v[k]);
-		}
-	}
-	evbuffer_add_printf(b, "# HELP mooncake_tenant_evict_bytes_total Bytes evicted at the "
-			       "tenant's watermark\n# TYPE mooncake_tenant_evict_bytes_total "
-			       "counter\n");
-	for (i = 0; i < ts->n; i++) {
-		if (!ts->t[i].explicit_policy && !ts->t[i].evict_bytes)
-			continue;
-		evbuffer_add_printf(b, "mooncake_tenant_evict_bytes_total{tenant_id=\"");
-		mc_admin_prom_label(b, ts->t[i].name);
-		evbuffer_add_printf(b, "\"} %" PRIu64 "\n", ts->t[i].evict_bytes);
-	}
-}
-
-/* ---------------------------------------------------------------- SetTenant */
-
-/* Body: str tenant_id -> (empty).  Outside multi-tenant mode the connection stays in the
- * default namespace (upstream ignores tenant_id then). */
-int mc_op_set_tenant(struct mc_req *q)
-{
-	struct mc_strv name = mc_rpc_get_strv(&q->r, MC_TENANT_NAME_MAX);
-	int idx;
-
-	if (!mc_req_done(q) || !mc_tenant_name_valid(name.p, name.n))
-		return MC_ERR_INVALID_PARAMS;
-	if (!mc_tenants_enabled(q->m))
-		return 0;
-	idx = mc_tenant_index(q->m, name.p, name.n, 1);
-	if (idx < 0) {
-		mc_log_warn("SetTenant %.*s from %s refused: %d tenants known already", (int)name.n,
-			    name.p, q->peer, MC_TENANT_MAX);
-		return MC_ERR_TENANT_NOT_REGISTERED;
-	}
-	q->m->conn_tenant = (uint16_t)idx;
-	return 0;
-}
-
 /* ---------------------------------------------------------------- set-up */
 
 int mc_tenants_init(struct mc_master *m)
@@ -535,4 +351,40 @@ int mc_tenants_recover(struct mc_master *m)
 	}
 	mc_tenants_recompute(m);
 	return rc;
+}
+
+/* The policy file's text for the tenants with an explicit policy (tenants_policy.c writes it). */
+char *mc_tenant_policy_format(struct mc_master *m)
+{
+	uint32_t i, n = mc_tenant_count(m), explicit = 0;
+	size_t cap = 64, len;
+	char *out;
+
+	for (i = 0; i < n; i++) {
+		struct mc_tenant_snapshot s;
+
+		mc_tenant_snapshot_at(m, i, &s);
+		if (s.has_explicit_policy) {
+			explicit++;
+			cap += strlen(s.tenant_id) * 2 + 64;
+		}
+	}
+	out = mc_xmalloc(cap);
+	len = (size_t)snprintf(out, cap, explicit ? "version: 1\n\ntenants:\n"
+						  : "version: 1\n\ntenants: []\n");
+	for (i = 0; i < n; i++) {
+		struct mc_tenant_snapshot s;
+		const char *c;
+
+		mc_tenant_snapshot_at(m, i, &s);
+		if (!s.has_explicit_policy)
+			continue;
+		len += (size_t)snprintf(out + len, cap - len, "  - name: \"");
+		for (c = s.tenant_id; *c; c++)	/* printable ASCII: only these need escapes */
+			len += (size_t)snprintf(out + len, cap - len, *c == '"' || *c == '\\'
+								   ? "\\%c" : "%c", *c);
+		len += (size_t)snprintf(out + len, cap - len, "\"\n    quota: %llu\n",
+					(unsigned long long)s.requested_quota_bytes);
+	}
+	return out;
 }

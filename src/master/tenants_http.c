@@ -29,6 +29,7 @@
 #include "common/xalloc.h"
 #include "master/admin_http.h"
 #include "master/tenants.h"
+#include "master/tenants_int.h"
 
 static json_t *mc_tenant_json(const struct mc_tenant_snapshot *s)
 {
@@ -268,4 +269,37 @@ void mc_tenant_metrics(struct mc_master *m, struct evbuffer *b)
 			       "mooncake_tenant_quota_effective_bytes_sum %" PRIu64 "\n",
 			    cap, req, eff);
 	mc_tenant_counter_metrics(m, b);
+}
+
+void mc_tenant_counter_metrics(struct mc_master *m, struct evbuffer *b)
+{
+	struct mc_tenants *ts = m->tenants;
+	uint32_t i;
+
+	evbuffer_add_printf(b, "# HELP mooncake_tenant_quota_reject_total Writes refused by "
+			       "tenant admission\n# TYPE mooncake_tenant_quota_reject_total "
+			       "counter\n");
+	for (i = 0; i < ts->n; i++) {
+		const char *reason[2] = { "quota_exceeded", "not_registered" };
+		uint64_t v[2] = { ts->t[i].reject_quota, ts->t[i].reject_unregistered };
+		int k;
+
+		for (k = 0; k < 2; k++) {
+			if (v[k] == 0)
+				continue;
+			evbuffer_add_printf(b, "mooncake_tenant_quota_reject_total{tenant_id=\"");
+			mc_admin_prom_label(b, ts->t[i].name);
+			evbuffer_add_printf(b, "\",reason=\"%s\"} %" PRIu64 "\n", reason[k], v[k]);
+		}
+	}
+	evbuffer_add_printf(b, "# HELP mooncake_tenant_evict_bytes_total Bytes evicted at the "
+			       "tenant's watermark\n# TYPE mooncake_tenant_evict_bytes_total "
+			       "counter\n");
+	for (i = 0; i < ts->n; i++) {
+		if (!ts->t[i].explicit_policy && !ts->t[i].evict_bytes)
+			continue;
+		evbuffer_add_printf(b, "mooncake_tenant_evict_bytes_total{tenant_id=\"");
+		mc_admin_prom_label(b, ts->t[i].name);
+		evbuffer_add_printf(b, "\"} %" PRIu64 "\n", ts->t[i].evict_bytes);
+	}
 }

@@ -254,41 +254,6 @@ int mc_tenant_policy_load(const char *path, struct mc_tenant_policy *p, char *er
 
 /* ---------------------------------------------------------------- writing */
 
-char *mc_tenant_policy_format(struct mc_master *m)
-{
-	uint32_t i, n = mc_tenant_count(m), explicit = 0;
-	size_t cap = 64, len;
-	char *out;
-
-	for (i = 0; i < n; i++) {
-		struct mc_tenant_snapshot s;
-
-		mc_tenant_snapshot_at(m, i, &s);
-		if (s.has_explicit_policy) {
-			explicit++;
-			cap += strlen(s.tenant_id) * 2 + 64;
-		}
-	}
-	out = mc_xmalloc(cap);
-	len = (size_t)snprintf(out, cap, explicit ? "version: 1\n\ntenants:\n"
-						  : "version: 1\n\ntenants: []\n");
-	for (i = 0; i < n; i++) {
-		struct mc_tenant_snapshot s;
-		const char *c;
-
-		mc_tenant_snapshot_at(m, i, &s);
-		if (!s.has_explicit_policy)
-			continue;
-		len += (size_t)snprintf(out + len, cap - len, "  - name: \"");
-		for (c = s.tenant_id; *c; c++)	/* printable ASCII: only these need escapes */
-			len += (size_t)snprintf(out + len, cap - len, *c == '"' || *c == '\\'
-								   ? "\\%c" : "%c", *c);
-		len += (size_t)snprintf(out + len, cap - len, "\"\n    quota: %llu\n",
-					(unsigned long long)s.requested_quota_bytes);
-	}
-	return out;
-}
-
 struct mc_policy_save {
 	struct mc_master *m;
 	char *path, *text;
