@@ -377,43 +377,11 @@ static int mc_object_safe_elsewhere(struct mc_object *o, const struct mc_replica
 	return 0;
 }
 
-static int mc_object_has_on(struct mc_object *o, const struct mc_segment *seg)
-{
-	uint32_t i;
-
-	for (i = 0; i < o->nrep; i++) {
-		struct mc_replica *r = mc_object_replica(o, i);
-
-		if (r->seg && r->type == MC_REPLICA_MEMORY && !strcmp(r->seg->name, seg->name))
-			return 1;
-	}
-	return 0;
-}
-
 /* The least used segment the job may move o to (its targets, or any), with room for it. */
 static struct mc_segment *mc_job_target(struct mc_master *m, struct mc_drain_job *j,
 					struct mc_object *o)
 {
-	struct mc_segment *best = NULL;
-	double best_use = 2.0;
-	int64_t now = mc_master_now(m);
-	uint32_t i, n = j->ntargets ? j->ntargets : m->nsegs;
-
-	for (i = 0; i < n; i++) {
-		struct mc_segment *seg = j->ntargets ? mc_segment_by_name(m, mc_strv_c(j->targets[i]))
-						     : m->segs[i];
-		double use;
-
-		if (seg == NULL || !mc_segment_placeable(m, seg, now) || mc_object_has_on(o, seg) ||
-		    mc_alloc_largest_free(seg->alloc) < o->size)
-			continue;
-		use = (double)mc_alloc_used(seg->alloc) / (double)(seg->size ? seg->size : 1);
-		if (use < best_use) {
-			best_use = use;
-			best = seg;
-		}
-	}
-	return best;
+	return mc_task_pick_target(m, o, j->targets, j->ntargets);
 }
 
 /* The object's tenant's namespace is where tasks and lookups go. */

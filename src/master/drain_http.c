@@ -39,6 +39,24 @@ static int mc_drain_method(struct evhttp_request *req, enum evhttp_cmd_type cmd)
 	return 0;
 }
 
+/* Answer a creation or cancellation of job id: the error rc, or (committed first) upstream's
+ * {"success":true,"job_id","status",...}. */
+static void mc_drain_reply_change(struct mc_master *m, struct evhttp_request *req, int rc,
+				  const struct mc_uuid *id, const char *status)
+{
+	char sid[42];
+
+	if (rc) {
+		mc_admin_send_error(req, mc_admin_http_status(rc), rc, NULL);
+		return;
+	}
+	mc_master_commit(m);
+	mc_uuid_pair_format(id, sid);
+	mc_admin_send_json(req, 200, json_pack("{sbsssssiss}", "success", 1, "job_id", sid,
+					       "status", status, "error_code", 0,
+					       "error_message", ""));
+}
+
 /* The names of a JSON array of strings into v (at most max): their count, or -1. */
 static int mc_drain_names(json_t *arr, const char **v, size_t max)
 {
@@ -63,7 +81,7 @@ static void mc_drain_http_create(struct evhttp_request *req, void *arg)
 	const char *segs[MC_DRAIN_MAX_SEGMENTS], *targets[MC_DRAIN_MAX_SEGMENTS];
 	json_error_t jerr;
 	json_t *body, *mc;
-	char *text, why[256], sid[42], msg[300];
+	char *text, why[256], msg[300];
 	struct mc_uuid id;
 	int nsegs, ntargets, rc;
 	json_int_t conc = 4;
@@ -102,16 +120,9 @@ static void mc_drain_http_create(struct evhttp_request *req, void *arg)
 	rc = mc_drain_create(m, segs, (uint32_t)nsegs, targets, (uint32_t)ntargets,
 			     (uint32_t)conc, &id, why, sizeof(why));
 	json_decref(body);
-	if (rc) {
+	if (rc)
 		mc_log_info("drain job refused: %s (%d)", why, rc);
-		mc_admin_send_error(req, mc_admin_http_status(rc), rc, NULL);
-		return;
-	}
-	mc_master_commit(m);
-	mc_uuid_pair_format(&id, sid);
-	mc_admin_send_json(req, 200, json_pack("{sbsssssiss}", "success", 1, "job_id", sid,
-					       "status", "CREATED", "error_code", 0,
-					       "error_message", ""));
+	mc_drain_reply_change(m, req, rc, &id, "CREATED");
 }
 
 /* The job_id query parameter: 0 and *id, or a 400 sent. */
@@ -164,22 +175,13 @@ static void mc_drain_http_cancel(struct evhttp_request *req, void *arg)
 {
 	struct mc_master *m = arg;
 	struct mc_uuid id;
-	char sid[42];
 	int rc;
 
 	if (!mc_drain_method(req, EVHTTP_REQ_POST) || mc_drain_job_id(req, &id) ||
 	    mc_admin_refuse_changes(m, req))
 		return;
 	rc = mc_drain_cancel(m, &id);
-	if (rc) {
-		mc_admin_send_error(req, mc_admin_http_status(rc), rc, NULL);
-		return;
-	}
-	mc_master_commit(m);
-	mc_uuid_pair_format(&id, sid);
-	mc_admin_send_json(req, 200, json_pack("{sbsssssiss}", "success", 1, "job_id", sid,
-					       "status", "CANCELED", "error_code", 0,
-					       "error_message", ""));
+	mc_drain_reply_change(m, req, rc, &id, "CANCELED");
 }
 
 static void mc_drain_http_segment(struct evhttp_request *req, void *arg)

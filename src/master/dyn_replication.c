@@ -18,7 +18,6 @@
 #include "common/xalloc.h"
 #include "master/dyn_replication.h"
 #include "master/tasks.h"
-#include "segment/alloc.h"
 
 #define MC_DR_ROWS 4
 #define MC_DR_COLS 4096
@@ -56,33 +55,6 @@ void mc_dynrep_tick(struct mc_master *m)
 		memset(d->c, 0, sizeof(d->c));
 		d->window_start = now;
 	}
-}
-
-/* The least used segment that takes placements, has room for o and holds none of it. */
-static struct mc_segment *mc_dynrep_target(struct mc_master *m, struct mc_object *o)
-{
-	struct mc_segment *best = NULL;
-	double best_use = 2.0;
-	int64_t now = mc_master_now(m);
-	uint32_t i, k;
-
-	for (i = 0; i < m->nsegs; i++) {
-		struct mc_segment *seg = m->segs[i];
-		double use;
-		int has = 0;
-
-		for (k = 0; k < o->nrep && !has; k++)
-			has = mc_object_replica(o, k)->seg == seg;
-		if (has || !mc_segment_placeable(m, seg, now) ||
-		    mc_alloc_largest_free(seg->alloc) < o->size)
-			continue;
-		use = (double)mc_alloc_used(seg->alloc) / (double)(seg->size ? seg->size : 1);
-		if (use < best_use) {
-			best_use = use;
-			best = seg;
-		}
-	}
-	return best;
 }
 
 void mc_dynrep_on_read(struct mc_master *m, struct mc_object *o)
@@ -125,7 +97,7 @@ void mc_dynrep_on_read(struct mc_master *m, struct mc_object *o)
 	    (o->xflags & MC_OBJX_TASK))
 		return;
 	d->hot++;
-	if (d->mode != 2 || (target = mc_dynrep_target(m, o)) == NULL)
+	if (d->mode != 2 || (target = mc_task_pick_target(m, o, NULL, 0)) == NULL)
 		return;
 	{
 		struct mc_strv key = { o->key, o->key_len }, none = { "", 0 };

@@ -106,6 +106,43 @@ static void mc_list_del(struct mc_task_list *l, struct mc_task *t)
 	l->n--;
 }
 
+static int mc_object_has_memory_on(struct mc_object *o, const struct mc_segment *seg)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->seg && r->type == MC_REPLICA_MEMORY && !strcmp(r->seg->name, seg->name))
+			return 1;
+	}
+	return 0;
+}
+
+struct mc_segment *mc_task_pick_target(struct mc_master *m, struct mc_object *o,
+				       char *const *names, uint32_t n)
+{
+	struct mc_segment *best = NULL;
+	double best_use = 2.0;
+	int64_t now = mc_master_now(m);
+	uint32_t i, count = n ? n : m->nsegs;
+
+	for (i = 0; i < count; i++) {
+		struct mc_segment *seg = n ? mc_segment_by_name(m, mc_strv_c(names[i])) : m->segs[i];
+		double use;
+
+		if (seg == NULL || !mc_segment_placeable(m, seg, now) ||
+		    mc_object_has_memory_on(o, seg) || mc_alloc_largest_free(seg->alloc) < o->size)
+			continue;
+		use = (double)mc_alloc_used(seg->alloc) / (double)(seg->size ? seg->size : 1);
+		if (use < best_use) {
+			best_use = use;
+			best = seg;
+		}
+	}
+	return best;
+}
+
 struct mc_task *mc_task_find(struct mc_master *m, const struct mc_uuid *id)
 {
 	struct mc_task *t;

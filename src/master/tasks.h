@@ -70,6 +70,10 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 		   struct mc_strv source, const struct mc_strv *targets, uint32_t ntargets,
 		   const struct mc_uuid *job, struct mc_uuid *id, char *why, size_t n);
 struct mc_task *mc_task_find(struct mc_master *m, const struct mc_uuid *id);
+/* The least used segment among names[0..n) (n 0: every segment) that takes placements, has
+ * room for o and holds no memory replica of it; NULL when none does. */
+struct mc_segment *mc_task_pick_target(struct mc_master *m, struct mc_object *o,
+				       char *const *names, uint32_t n);
 /* Cancel an unfinished task (FAILED with message why; a drain job's cancellation). */
 void mc_task_cancel_one(struct mc_master *m, struct mc_task *t, const char *why);
 /* FetchTasks of client c: begin up to max of the tasks waiting for it and append their

@@ -185,7 +185,9 @@ void mc_tenant_snapshot_at(struct mc_master *m, uint32_t i, struct mc_tenant_sna
 	mc_tenant_fill(m, i, out);
 }
 
-int mc_tenant_snapshot(struct mc_master *m, const char *name, struct mc_tenant_snapshot *out)
+/* The index of tenant name for the admin API: >= 0, or UNAVAILABLE_IN_CURRENT_MODE (not in
+ * multi-tenant mode), INVALID_PARAMS or TENANT_NOT_REGISTERED. */
+static int mc_tenant_lookup(struct mc_master *m, const char *name)
 {
 	int idx;
 
@@ -194,8 +196,17 @@ int mc_tenant_snapshot(struct mc_master *m, const char *name, struct mc_tenant_s
 	if (!mc_tenant_name_valid(name, strlen(name)))
 		return MC_ERR_INVALID_PARAMS;
 	idx = mc_tenant_index(m, name, strlen(name), 0);
+	return idx < 0 ? MC_ERR_TENANT_NOT_REGISTERED : idx;
+}
+
+int mc_tenant_snapshot(struct mc_master *m, const char *name, struct mc_tenant_snapshot *out)
+{
+	int idx = mc_tenant_lookup(m, name);
+
+	if (idx < 0)
+		return idx;
 	/* A name clients only claimed (no policy, no bytes) is not registered. */
-	if (idx < 0 || (!m->tenants->t[idx].explicit_policy && !m->tenants->t[idx].charged))
+	if (!m->tenants->t[idx].explicit_policy && !m->tenants->t[idx].charged)
 		return MC_ERR_TENANT_NOT_REGISTERED;
 	if (m->tenants->capacity_seen != m->total_capacity)
 		mc_tenants_recompute(m);
@@ -246,12 +257,10 @@ int mc_tenant_policy_delete(struct mc_master *m, const char *name, int *had)
 	int idx;
 
 	*had = 0;
-	if (!mc_tenants_enabled(m))
-		return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
-	if (!mc_tenant_name_valid(name, strlen(name)))
-		return MC_ERR_INVALID_PARAMS;
-	idx = mc_tenant_index(m, name, strlen(name), 0);
-	if (idx < 0 || !m->tenants->t[idx].explicit_policy)
+	idx = mc_tenant_lookup(m, name);
+	if (idx < 0)
+		return idx;
+	if (!m->tenants->t[idx].explicit_policy)
 		return MC_ERR_TENANT_NOT_REGISTERED;
 	t = &m->tenants->t[idx];
 	if (t->charged > 0)
