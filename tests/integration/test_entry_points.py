@@ -210,6 +210,7 @@ try:
     hport = free_port()
     ok(c.start_client("H", "16MB", "--enable_http_server", "--http_port=%d" % hport),
        "mooncake_client --enable_http_server up")
+    ok(wait_port(hport), "its HTTP server listens on --http_port")
     status, body = jreq(hport, "/health")
     ok(status == 200 and body == {"status": "healthy", "code": 0}, "its /health: %r" % (body,))
     status, text, ctype = req(hport, "/metrics")
@@ -230,6 +231,7 @@ try:
                 "protocol": "tcp", "rdma_devices": "", "master_server_addr": c.master,
                 "enable_client_http_server": True, "client_http_port": pport}) == 0,
        "a Python store with enable_client_http_server")
+    ok(wait_port(pport), "its HTTP server listens on client_http_port")
     ok(s.put("hk", b"x" * 1000) == 0 and s.get("hk") == b"x" * 1000 and
        s.put_batch(["hb1", "hb2"], [b"y" * 10, b"z" * 10]) == 0, "puts and gets")
     text = req(pport, "/metrics")[1].decode()
