@@ -45,5 +45,15 @@ setup(
     package_dir={"": "python"},
     ext_modules=[Extension("mooncake._store", sources=[]), Extension("mooncake._engine", sources=[])],
     cmdclass={"build_ext": AutotoolsBuild},
+    # Upstream's console scripts; the programs they run come from `make install`
+    # (mooncake._binaries finds them).
+    entry_points={"console_scripts": [
+        "mc_store_rest_server = mooncake.mooncake_store_service:sync_main",
+        "mooncake_client = mooncake.cli_client:main",
+        "mooncake_http_metadata_server = mooncake.http_metadata_server:main",
+        "mooncake_master = mooncake.cli:main",
+        "transfer_engine_bench = mooncake.cli_bench:main",
+        "transfer_engine_topology_dump = mooncake.transfer_engine_topology_dump:main",
+    ]},
     python_requires=">=3.8",
 )

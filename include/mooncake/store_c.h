@@ -38,6 +38,16 @@ mooncake_store_t mooncake_store_create(void);
 void mooncake_store_destroy(mooncake_store_t store);
 
 /*
+ * The tenant this handle works for (a master started with --enable_multi_tenants gives each
+ * tenant a namespace and a quota; other masters ignore it), as upstream's setup() takes
+ * tenant_id.  Call before mooncake_store_setup; without it MOONCAKE_TENANT_ID, else "default".
+ * 0, or -1 for a name that is not a tenant name (printable ASCII, at most 255 bytes, not
+ * starting with '_') or a handle already set up.  (An addition of this implementation: the
+ * upstream C API has no tenant.)
+ */
+int mooncake_store_set_tenant_id(mooncake_store_t store, const char *tenant_id);
+
+/*
  * Connect to the master and contribute global_segment_size bytes of memory (0: a pure client).
  * local_hostname: "host" or "host:port" naming this client (its segment name); without a port one
  * is picked.  metadata_server: transfer-engine metadata ("P2PHANDSHAKE", "http://h:p/metadata",

@@ -20,6 +20,7 @@
 
 #include "common/auth.h"
 #include "common/log.h"
+#include "reactor/log_opts.h"
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
 #include "segment/segmem.h"
@@ -49,7 +50,9 @@ struct mc_client_cfg {
 	int populate_segment;
 	char *segment_location;
 	char *cluster_secret_file;
-	char *log_dir;
+	struct mc_log_opts log;		/* glog's flags: --log_dir, --logtostderr, ... */
+	int use_mmap_arena_allocator;
+	uint64_t mmap_arena_pool_size;
 	char *log_level;
 	char *config;
 	int check_config;
@@ -92,9 +95,9 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "start_offload_rpc_server", NULL, NULL, MC_OPT_BOOL, O(start_offload_rpc_server), "true",
 	  0, -1, "accepted for compatibility: SSD objects are always served on the data port" },
 	{ "enable_http_server", NULL, NULL, MC_OPT_BOOL, O(enable_http_server), "false", 0, -1,
-	  "client HTTP metrics server (not available yet: true is refused)" },
+	  "serve GET /health, /metrics and /metrics/summary on --http_port" },
 	{ "http_port", NULL, NULL, MC_OPT_INT, O(http_port), "9300", 1, 65535,
-	  "client HTTP port" },
+	  "port of the client HTTP server (with --enable_http_server)" },
 	{ "use_hugepage", NULL, NULL, MC_OPT_BOOL, O(use_hugepage), "false", 0, -1,
 	  "back the segment with hugetlb pages from the reserved pool (MC_STORE_USE_HUGEPAGE)" },
 	{ "hugepage_size", NULL, NULL, MC_OPT_CHOICE, O(hugepage_size), "2MB|1GB", 0, -1,
@@ -111,15 +114,20 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
 	  "file holding the cluster secret every connection proves (default: "
 	  "$MOONCAKE_CLUSTER_SECRET_FILE; empty: an open cluster)" },
-	{ "log_dir", NULL, NULL, MC_OPT_PATH, O(log_dir), "", 0, -1,
-	  "append logs to DIR/mooncake_client.log instead of stderr" },
+	MC_LOG_OPTS(O(log)),
+	{ "use_mmap_arena_allocator", NULL, NULL, MC_OPT_BOOL, O(use_mmap_arena_allocator),
+	  "false", 0, -1, "accepted for compatibility: each segment is one memfd mapping reserved "
+	  "without committing pages, which is what upstream's arena provides" },
+	{ "mmap_arena_pool_size", NULL, NULL, MC_OPT_SIZE, O(mmap_arena_pool_size), "8589934592",
+	  0, -1, "accepted for compatibility with --use_mmap_arena_allocator" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
 	{ "config", NULL, NULL, MC_OPT_PATH, O(config), "", 0, -1,
 	  "mooncake.json (default: $MOONCAKE_CONFIG_PATH); flags given explicitly win" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
-	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, 9,
+	  "debug logging (-v); glog's --v=N: any N > 0 turns it on" },
 	MC_OPT_END,
 };
 
@@ -344,10 +352,6 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
 	}
 	if (mc_client_apply_file(cfg, &st, err, sizeof(err)))
 		goto out;
-	if (cfg->enable_http_server) {
-		snprintf(err, sizeof(err), "--enable_http_server is not available in this version");
-		goto out;
-	}
 	if (cfg->enable_offload && !cfg->ssd_offload_path[0] &&
 	    !getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH")) {
 		snprintf(err, sizeof(err), "--enable_offload needs --ssd_offload_path or "
@@ -372,11 +376,8 @@ static int mc_client_configure(struct mc_client_cfg *cfg, int argc, char **argv,
 		}
 		mc_auth_unref(a);
 	}
-	if (cfg->log_dir[0] && access(cfg->log_dir, W_OK | X_OK)) {
-		snprintf(err, sizeof(err), "invalid value '%s' for --log_dir: %s", cfg->log_dir,
-			 strerror(errno));
+	if (mc_log_opts_check(&cfg->log, err, sizeof(err)))
 		goto out;
-	}
 	rc = 0;
 out:
 	if (rc)
@@ -415,21 +416,14 @@ int main(int argc, char **argv)
 		mc_opts_free(mc_client_opts, &cfg);
 		return 0;
 	}
-	mc_log_set_level(cfg.verbose ? MC_LOG_DEBUG
-			 : !strcmp(cfg.log_level, "error") ? MC_LOG_ERR
-			 : !strcmp(cfg.log_level, "warn") ? MC_LOG_WARN
-			 : !strcmp(cfg.log_level, "debug") ? MC_LOG_DEBUG
-							   : MC_LOG_INFO);
-	if (cfg.log_dir[0]) {
-		char path[4096];
-
-		snprintf(path, sizeof(path), "%s/mooncake_client.log", cfg.log_dir);
-		if (freopen(path, "a", stderr) == NULL) {
-			fprintf(stdout, "mooncake_client: cannot open %s\n", path);
-			mc_opts_free(mc_client_opts, &cfg);
-			return 1;
-		}
-		mc_log_set_sink(mc_log_stderr_sink, NULL);	/* --log_dir wins over the journal */
+	if (mc_log_opts_apply(&cfg.log, "mooncake_client",
+			      cfg.verbose ? MC_LOG_DEBUG
+			      : !strcmp(cfg.log_level, "error") ? MC_LOG_ERR
+			      : !strcmp(cfg.log_level, "warn") ? MC_LOG_WARN
+			      : !strcmp(cfg.log_level, "debug") ? MC_LOG_DEBUG
+								: MC_LOG_INFO)) {
+		mc_opts_free(mc_client_opts, &cfg);
+		return 1;
 	}
 	/* --host may carry the port; a wildcard host advertises a reachable address. */
 	if (mc_opts_split_addr(cfg.host, host, sizeof(host), &port) == 0 && port > 0)
@@ -449,6 +443,8 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&st->mu, NULL);
 	st->reserve_fd = -1;
 	st->ssd_enable = cfg.enable_offload;
+	st->http_port = cfg.enable_http_server ? (int)cfg.http_port : 0;
+	snprintf(st->tenant_id, sizeof(st->tenant_id), "%s", cfg.tenant_id);
 	snprintf(st->ssd_path, sizeof(st->ssd_path), "%s", cfg.ssd_offload_path);
 	st->ssd_limit = cfg.ssd_offload_size_limit;
 	st->memopts = mem;

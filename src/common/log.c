@@ -80,18 +80,23 @@ static const char *mc_log_level_name(int level)
 	}
 }
 
-void mc_log_stderr_sink(void *arg, int level, const char *line)
+void mc_log_write_line(FILE *f, int level, const char *line)
 {
 	struct timeval tv;
 	struct tm tm;
 	char ts[32];
 
-	(void)arg;
 	gettimeofday(&tv, NULL);
 	localtime_r(&tv.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
-	fprintf(stderr, "%s.%03ld %s %s: %s\n", ts, (long)(tv.tv_usec / 1000),
+	fprintf(f, "%s.%03ld %s %s: %s\n", ts, (long)(tv.tv_usec / 1000),
 		mc_log_level_name(level), mc_log_ident, line);
+}
+
+void mc_log_stderr_sink(void *arg, int level, const char *line)
+{
+	(void)arg;
+	mc_log_write_line(stderr, level, line);
 }
 
 void mc_logv(int level, const char *fmt, va_list ap)

@@ -3,6 +3,7 @@
 #define MC_LOG_H
 
 #include <stdarg.h>
+#include <stdio.h>
 
 /* Severities, syslog-compatible numbers so the journal gets the right priority. */
 enum mc_log_level {
@@ -29,6 +30,8 @@ int mc_log_enabled(int level);
 
 /* Prefixes each line with a timestamp, level and the program name set by mc_log_set_ident. */
 void mc_log_stderr_sink(void *arg, int level, const char *line);
+/* Writes one line to f with that prefix, as mc_log_stderr_sink does to stderr. */
+void mc_log_write_line(FILE *f, int level, const char *line);
 /* Sends each line to syslog(3) (the journal under systemd) with its priority. */
 void mc_log_syslog_sink(void *arg, int level, const char *line);
 /* Daemons: log to the journal when systemd started us with output not on a terminal

@@ -25,9 +25,11 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "http/http_auth.h"
-#include "reactor/tls.h"
+#include "master/admin_http.h"
 #include "master/ops.h"
+#include "master/tenants.h"
 #include "reactor/procmem.h"
+#include "reactor/tls.h"
 #include "segment/alloc.h"
 
 uint32_t mc_master_active_clients(const struct mc_master *m)
@@ -251,7 +253,11 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		m->disk_allocated);
 	mc_prom(b, "master_total_file_capacity_bytes", "gauge",
 		"Quota of the shared directory plus mounted client SSD areas",
-		m->disk_capacity + (m->fs_seg ? m->fs_quota : 0));
+		m->disk_capacity +
+			(!m->fs_seg ? 0
+			 : m->cfg.up.global_file_segment_size != INT64_MAX
+				 ? (uint64_t)m->cfg.up.global_file_segment_size	/* as declared */
+				 : m->fs_quota));
 	mc_prom(b, "master_offloaded_key_count", "counter", "Objects copied to SSD",
 		x->offloaded_key_count);
 	mc_prom(b, "master_offloaded_bytes", "counter", "Bytes copied to SSD", x->offloaded_bytes);
@@ -334,6 +340,8 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		x->clients_expired);
 	mc_admin_liveness_metrics(m, b);
 	mc_procmem_prom(b);
+	if (m->admin_extra_metrics)	/* drain, tasks, tenants, KV events (admin_more.c) */
+		m->admin_extra_metrics(m, b);
 	if (m->persist == NULL)
 		return;
 	mc_prom(b, "master_persist_ok", "gauge",
@@ -461,7 +469,19 @@ static void mc_admin_remove_all(struct evhttp_request *req, void *arg)
 	f = mc_query_flag(&q, "force");
 	if (!mc_admin_method(req, EVHTTP_REQ_POST) || mc_admin_refusing(m, req))
 		goto out;
+	{
+		/* ?tenant_id=: only that tenant's objects (upstream's); none: every tenant's. */
+		const char *tid = evhttp_find_header(&q, "tenant_id");
+
+		if (tid && *tid && mc_tenant_scope(m, tid) != 0) {
+			mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
+							  (json_int_t)0));
+			goto out;
+		}
+	}
 	count = mc_master_remove_all(m, f, mc_master_now(m), "admin remove_all");
+	m->objects.tenant = 0;
+	m->objects.all_tenants = 1;
 	if (mc_master_commit(m) != 0) {
 		mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
 		goto out;
@@ -733,7 +753,10 @@ static json_t *mc_segment_detail(struct mc_segment *s, int64_t now)
 	j = json_pack("{sssssssssIsssssssssIsIsf}", "segment_name", s->name, "segment_id", id,
 		      "client_id", cid, "base_address", base, "size_bytes", (json_int_t)s->size,
 		      "size_human", human, "te_endpoint", s->endpoint, "protocol", s->protocol,
-		      "status", s->status == MC_SEG_DORMANT ? "DORMANT" : "OK",
+		      "status", s->status == MC_SEG_DORMANT ? "DORMANT"
+				: s->drain == 1		  ? "DRAINING"
+				: s->drain == 2		  ? "DRAINED"
+							  : "OK",
 		      "allocator_used_bytes", (json_int_t)used, "allocator_capacity_bytes",
 		      (json_int_t)s->size, "allocator_usage_percent",
 		      s->size ? 100.0 * (double)used / (double)s->size : 0.0);
@@ -822,6 +845,7 @@ static void mc_admin_not_found(struct evhttp_request *req, void *arg)
 }
 
 struct mc_admin_route {
+	struct mc_admin_route *next;	/* m->admin_routes, freed at stop */
 	struct mc_master *m;
 	void (*cb)(struct evhttp_request *, void *);
 	void *arg;
@@ -839,6 +863,20 @@ static void mc_admin_on_request(struct evhttp_request *req, void *arg)
 	    !mc_http_auth_check(r->m->auth, req, "admin HTTP"))
 		return;
 	r->cb(req, r->arg);
+}
+
+int mc_admin_route(struct mc_master *m, const char *path,
+		   void (*cb)(struct evhttp_request *, void *), void *arg)
+{
+	struct mc_admin_route *r = mc_xcalloc(1, sizeof(*r));
+
+	*r = (struct mc_admin_route){ m->admin_routes, m, cb, arg };
+	m->admin_routes = r;
+	if (path == NULL) {
+		evhttp_set_gencb(m->admin, mc_admin_on_request, r);
+		return 0;
+	}
+	return evhttp_set_cb(m->admin, path, mc_admin_on_request, r);
 }
 
 /* The routes: one callback per path. */
@@ -864,25 +902,18 @@ static int mc_admin_routes(struct mc_master *m)
 		{ "/version", mc_admin_version },
 	};
 	size_t i, n = sizeof(routes) / sizeof(routes[0]);
-	struct mc_admin_route *r;
 
-	/* Every route goes through mc_admin_on_request: the cluster secret is checked in one
-	 * place for every path, the ones added later too. */
-	r = mc_xcalloc(n + 3, sizeof(*r));
-	m->admin_routes = r;
-	for (i = 0; i < n; i++) {
-		r[i] = (struct mc_admin_route){ m, routes[i].cb, m };
-		if (evhttp_set_cb(m->admin, routes[i].path, mc_admin_on_request, &r[i]) != 0)
+	/* Every route goes through mc_admin_route, so the cluster secret is checked in one
+	 * place for every path, the ones other modules add too. */
+	for (i = 0; i < n; i++)
+		if (mc_admin_route(m, routes[i].path, routes[i].cb, m) != 0)
 			return -1;
-	}
-	r[n] = (struct mc_admin_route){ m, mc_admin_get_text, (void *)"leader" };
-	r[n + 1] = (struct mc_admin_route){ m, mc_admin_get_text, (void *)"serving" };
-	r[n + 2] = (struct mc_admin_route){ m, mc_admin_not_found, m };
-	if (evhttp_set_cb(m->admin, "/role", mc_admin_on_request, &r[n]) != 0 ||
-	    evhttp_set_cb(m->admin, "/ha_status", mc_admin_on_request, &r[n + 1]) != 0)
+	if (m->admin_extra_routes && m->admin_extra_routes(m) != 0)
 		return -1;
-	evhttp_set_gencb(m->admin, mc_admin_on_request, &r[n + 2]);
-	return 0;
+	if (mc_admin_route(m, "/role", mc_admin_get_text, (void *)"leader") != 0 ||
+	    mc_admin_route(m, "/ha_status", mc_admin_get_text, (void *)"serving") != 0)
+		return -1;
+	return mc_admin_route(m, NULL, mc_admin_not_found, m);
 }
 
 int mc_admin_http_start(struct mc_master *m)
@@ -917,6 +948,78 @@ void mc_admin_http_stop(struct mc_master *m)
 	if (m->admin)
 		evhttp_free(m->admin);
 	m->admin = NULL;
-	free(m->admin_routes);
-	m->admin_routes = NULL;
+	while (m->admin_routes) {
+		struct mc_admin_route *r = m->admin_routes;
+
+		m->admin_routes = r->next;
+		free(r);
+	}
+}
+
+/* ---------------------------------------------------------------- for the other modules' routes */
+
+void mc_admin_send_json(struct evhttp_request *req, int code, json_t *j)
+{
+	mc_reply_json(req, code, j);
+}
+
+int mc_admin_http_status(int err)
+{
+	switch (err) {
+	case MC_ERR_INVALID_PARAMS:
+		return 400;
+	case MC_ERR_JOB_NOT_FOUND:
+	case MC_ERR_SEGMENT_NOT_FOUND:
+	case MC_ERR_OBJECT_NOT_FOUND:
+	case MC_ERR_TENANT_NOT_REGISTERED:
+		return 404;
+	case MC_ERR_UNAVAILABLE_IN_CURRENT_MODE:
+	case MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS:
+	case MC_ERR_TENANT_NOT_EMPTY:
+		return 409;
+	default:
+		return 500;
+	}
+}
+
+void mc_admin_send_error(struct evhttp_request *req, int code, int err, const char *msg)
+{
+	mc_reply_json(req, code, json_pack("{sbsiss}", "success", 0, "error_code", err,
+					   "error_message", msg ? msg : mc_strerror(err)));
+}
+
+char *mc_admin_query_param(struct evhttp_request *req, const char *name)
+{
+	struct evkeyvalq q;
+	const char *v;
+	char *out;
+
+	TAILQ_INIT(&q);
+	v = mc_query(req, &q, name);
+	out = v ? strdup(v) : NULL;
+	evhttp_clear_headers(&q);
+	return out;
+}
+
+char *mc_admin_body(struct evhttp_request *req, size_t max)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t n = evbuffer_get_length(in);
+	char *s;
+
+	if (n > max || (s = malloc(n + 1)) == NULL)
+		return NULL;
+	evbuffer_copyout(in, s, n);
+	s[n] = '\0';
+	return s;
+}
+
+void mc_admin_prom_label(struct evbuffer *b, const char *s)
+{
+	mc_prom_label(b, s);
+}
+
+int mc_admin_refuse_changes(struct mc_master *m, struct evhttp_request *req)
+{
+	return mc_admin_refusing(m, req);
 }

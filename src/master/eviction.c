@@ -41,7 +41,7 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 
 	if (o->flags & (MC_OBJ_HARD_PIN | MC_OBJ_PROMOTING | MC_OBJ_DEMOTE))
 		return 0;
-	if (o->fetch_until > now)
+	if (o->fetch_until > now || (o->xflags & MC_OBJX_TASK))
 		return 0;
 	if (pass == MC_EVICT_EXPIRED && o->lease_until > now)
 		return 0;
@@ -64,7 +64,7 @@ static int mc_evictable_later(const struct mc_object *o, int64_t now)
 
 	if (o->flags & MC_OBJ_HARD_PIN)
 		return 0;
-	if (o->fetch_until > now || o->lease_until > now ||
+	if (o->fetch_until > now || o->lease_until > now || (o->xflags & MC_OBJX_TASK) ||
 	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_DEMOTE)))
 		return 1;
 	for (i = 0; i < o->nrep; i++) {
@@ -113,7 +113,10 @@ static int mc_evict_only_dormant(struct mc_object *o)
 uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 {
 	int64_t now = mc_master_now(m);
-	uint64_t freed = 0, keys = 0, pending = 0;
+	uint64_t freed = 0, keys = 0, pending = 0, demotions = 0;
+	/* --offload_cap_ratio: demotions one round may queue. */
+	uint64_t demote_cap = (uint64_t)((double)m->cfg.offloading_queue_limit *
+					 m->cfg.up.offload_cap_ratio);
 	int pass;
 
 	m->metrics.attempted_evictions++;
@@ -132,6 +135,8 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 			int q;
 
 			next = mc_object_evict_next(&m->objects, o);
+			if (m->evict_one_tenant && o->tenant != m->evict_tenant)
+				continue;	/* a tenant evicts only its own objects */
 			if (mc_evict_only_dormant(o)) {
 				/* Its memory is on a dormant segment: evicting it frees nothing
 				 * now and loses what may come back.  Out of the way. */
@@ -168,7 +173,13 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 				m->metrics.evicted_size_bytes += o->size;
 				continue;
 			}
-			if (m->cfg.offload_on_evict && (q = mc_tier_queue_offload(m, o, 1)) >= 0) {
+			if (m->cfg.offload_on_evict && demotions >= demote_cap &&
+			    !m->cfg.up.offload_force_evict) {
+				m->evict_waiting++;	/* a later round demotes it */
+				continue;
+			}
+			if (m->cfg.offload_on_evict && demotions < demote_cap &&
+			    (q = mc_tier_queue_offload(m, o, 1)) >= 0) {
 				if (q > 0) {
 					/* Its SSD is failing: memory keeps it until the area's
 					 * backoff ends and the copy is tried again. */
@@ -177,6 +188,7 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 				}
 				mc_object_lru_unlink(&m->objects, o);
 				pending += mem;
+				demotions++;
 				continue;
 			}
 			freed += mem;

@@ -15,6 +15,7 @@
 #include <event2/listener.h>
 
 #include "master/object_table.h"
+#include "master/master_flags.h"
 #include "master/metrics.h"
 #include "proto/rpc.h"
 
@@ -87,6 +88,11 @@ struct mc_master_config {
 	char *log_level;
 	int verbose;
 	int check_config;
+	struct mc_master_flags up;	/* upstream's further flags (master_flags.h) */
+	struct mc_task_config tasks;	/* copy/move task limits (master_flags.h) */
+	struct mc_tenant_config tenants;	/* multi-tenancy (master_flags.h) */
+	struct mc_kv_config kv;		/* KV events (master_flags.h) */
+	struct mc_dynrep_config dynrep;	/* dynamic replication (master_flags.h) */
 };
 
 enum mc_segment_status {
@@ -107,6 +113,13 @@ enum mc_client_state {
 	MC_CLIENT_OFFLINE = 3,		/* suspected longer than client_suspicion_ttl_sec */
 };
 
+/* Kinds of the master's records in --persist_path beyond segments and objects (persist.h). */
+enum mc_record_kind {
+	MC_RECORD_TASK = 1,		/* tasks.c */
+	MC_RECORD_DRAIN_JOB = 2,	/* drain.c */
+	MC_RECORD_TENANT = 3,		/* tenants.c */
+};
+
 struct mc_client {
 	struct mc_uuid id;
 	struct mc_client *hnext;	/* hash chain */
@@ -116,6 +129,7 @@ struct mc_client {
 	int ok;				/* in good standing (after ReMountSegment) */
 	uint8_t state;			/* enum mc_client_state */
 	uint32_t refs;			/* objects naming it as writer + segments */
+	uint32_t tasks_pending;		/* copy/move tasks waiting for it (tasks.c; Ping says) */
 };
 
 /* A disk tier's part in the tables' work, set by the tier on its segments (tier_ssd.c,
@@ -167,6 +181,7 @@ struct mc_segment {
 	 * before offload_retry_at (monotonic ms; exponential backoff, reset by a success). */
 	uint32_t offload_fail_streak;
 	int64_t offload_retry_at;
+	uint8_t drain;			/* enum mc_drain_state (drain.c): no placements while set */
 	/* Bytes of its memory the client process has populated, from Ping's tail (has_populated
 	 * 0: not told, an older client). */
 	uint64_t populated;
@@ -211,6 +226,7 @@ struct mc_ghost_table {
 
 struct mc_auth;
 struct mc_tls;
+struct evbuffer;
 
 struct mc_master {
 	struct mc_master_config cfg;
@@ -219,7 +235,11 @@ struct mc_master {
 	struct mc_tls *tls;		/* the control plane's TLS (NULL: plain TCP) */
 	struct evconnlistener *listener;
 	struct evhttp *admin;
-	void *admin_routes;		/* admin_http.c's route table */
+	void *admin_routes;		/* admin_http.c's routes (a list, freed at stop) */
+	/* Routes and metrics the admin server adds (admin_more.c's, set by the program: hooks
+	 * keep the admin server below the modules they serve). */
+	int (*admin_extra_routes)(struct mc_master *m);
+	void (*admin_extra_metrics)(struct mc_master *m, struct evbuffer *b);
 	struct mc_meta_server *meta;		/* embedded HTTP metadata service */
 	struct evhttp_connection *meta_conn;	/* to a remote one, for cleanup */
 	struct event *sig_term, *sig_int, *sig_hup, *tick;
@@ -272,6 +292,16 @@ struct mc_master {
 	int64_t persist_failed_since;	/* monotonic ms */
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;
+	struct mc_tasks *tasks;			/* copy and move tasks (tasks.c) */
+	struct mc_drain *drain;			/* drain jobs (drain.c) */
+	struct mc_tenants *tenants;		/* tenants and their quotas (tenants.c) */
+	struct mc_kv *kv;			/* KV event publisher (kv_events.c; NULL: off) */
+	struct mc_dynrep *dynrep;		/* hot-key replication (dyn_replication.c) */
+	uint16_t conn_tenant;		/* the tenant of the connection whose request is handled
+					   (rpc_server.c sets it; SetTenant changes it) */
+	uint16_t evict_tenant;		/* with evict_one_tenant: eviction takes only this
+					   tenant's objects (tenants.c) */
+	uint8_t evict_one_tenant;
 	struct mc_metrics metrics;
 	/* Monotonic ms, as every module reads it (mc_master_now): NULL is CLOCK_MONOTONIC; tests
 	 * set their own clock, called with clock_arg. */
@@ -441,6 +471,12 @@ int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
  * for mc_master_evict(..., 1) and returns 1; else 0, and nothing may be evicted for it: an
  * object that cannot fit, or a pool below its watermark, never costs an acknowledged one. */
 int mc_replica_evict_room(struct mc_master *m, uint64_t len);
+/* The mounted memory segment (in master->segs) named name, or NULL. */
+struct mc_segment *mc_segment_by_name(struct mc_master *m, struct mc_strv name);
+/* Allocate len bytes for a replica on seg itself (placeable, room): 0, filling r->seg/blk/id,
+ * or MC_ERR_NO_AVAILABLE_HANDLE. */
+int mc_replica_alloc_on(struct mc_master *m, struct mc_replica *r, uint64_t len,
+			struct mc_segment *seg);
 /* Unlink from its segment and free its bytes. */
 void mc_replica_release(struct mc_master *m, struct mc_replica *r);
 /* Unlink from its segment and park its bytes on the discard list until release_at. */
@@ -453,6 +489,11 @@ void mc_object_compact(struct mc_object *o);
 /* After replicas of o were released: compact, then persist o, or erase it (and return 1) when
  * no replica is left.  o must not be used after a 1. */
 int mc_object_settle(struct mc_master *m, struct mc_object *o);
+
+/* Write the sentence fmt into why (n bytes) and return code: how refusals with a reason are
+ * made (tasks.c, drain.c, tenants.c). */
+int mc_master_refuse(char *why, size_t n, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* Remove an object and release all its replicas (segment_table.c; the caller persists). */
 void mc_master_object_remove(struct mc_master *m, struct mc_object *o);
@@ -508,13 +549,17 @@ void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc
 			  uint8_t type, uint64_t addr, uint64_t size);
 /* Forget a disk replica its owner evicts (the caller checked leases). */
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
+/* Promotions started and not yet ended (done or failed). */
+uint64_t mc_tier_promotions_in_flight(const struct mc_master *m);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
-/* Start bringing o back into memory from its SSD replica disk (no eviction for it): 1 queued,
- * 0 nothing to do (disk is not a LOCAL_DISK copy, or a promotion runs already),
- * NO_AVAILABLE_HANDLE when memory has no room, UNAVAILABLE_IN_CURRENT_STATUS when the object
- * is being offloaded or its SSD area's queue is full. */
-int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
+/* Start bringing o back into memory from its SSD replica disk (no eviction for it), into the
+ * segments where prefers (NULL: any that takes placements): 1 queued, 0 nothing to do (disk is
+ * not a LOCAL_DISK copy, or a promotion runs already), NO_AVAILABLE_HANDLE when memory has no
+ * room, UNAVAILABLE_IN_CURRENT_STATUS when the object is being offloaded, its SSD area's
+ * queue is full or --promotion_queue_limit promotions run already. */
+int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica *disk,
+		    const struct mc_rpc_config *where);
 /* Fail in-flight tasks past their deadline (from the 1 s tick). */
 void mc_tier_expire(struct mc_master *m, int64_t now);
 /* The disk segment is going away: fail its tasks and free them. */

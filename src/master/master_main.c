@@ -23,6 +23,12 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "master/master.h"
+#include "master/admin_http.h"
+#include "master/drain.h"
+#include "master/dyn_replication.h"
+#include "master/kv_events.h"
+#include "master/tasks.h"
+#include "master/tenants.h"
 #include "reactor/options.h"
 #include "http/metadata_server.h"
 #include "reactor/sd_notify.h"
@@ -31,7 +37,8 @@
 #define O(f) offsetof(struct mc_master_config, f)
 static const struct mc_opt mc_master_opts[] = {
 	{ "config_path", NULL, NULL, MC_OPT_PATH, O(config_path), "", 0, -1,
-	  "JSON configuration file with the same keys as the flags (client_ttl is client_live_ttl_sec)" },
+	  "configuration file, JSON or (.yaml, .yml) YAML, with the same keys as the flags "
+	  "(client_ttl is client_live_ttl_sec)" },
 	{ "rpc_port", NULL, NULL, MC_OPT_INT, O(rpc_port), "0", 0, 65535,
 	  "RPC listen port (0: use --port)" },
 	{ "port", NULL, NULL, MC_OPT_INT, O(port), "50051", 1, 65535,
@@ -164,9 +171,15 @@ static const struct mc_opt mc_master_opts[] = {
 	  "PEM CA certificates: clients must present a certificate they sign (mutual TLS)" },
 	{ "log_level", NULL, NULL, MC_OPT_CHOICE, O(log_level), "info|error|warn|debug", 0, -1,
 	  "error, warn, info or debug" },
-	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, -1, "debug logging (-v)" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, 9,
+	  "debug logging (-v); glog's --v=N: any N > 0 turns it on" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate flags and configuration, then exit (0 valid, 2 invalid)" },
+	MC_MASTER_FLAGS_OPTS(O(up)),
+	MC_TASK_OPTS(O(tasks)),
+	MC_TENANT_OPTS(O(tenants)),
+	MC_KV_OPTS(O(kv)),
+	MC_DYNREP_OPTS(O(dynrep)),
 	MC_OPT_END,
 };
 
@@ -187,6 +200,41 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	if (strcmp(cfg->allocation_strategy, "random")) {
 		snprintf(err, n, "--allocation_strategy=%s is not supported (use random)",
 			 cfg->allocation_strategy);
+		return -1;
+	}
+	if (cfg->tenants.enable_multi_tenants &&
+	    !strcmp(cfg->tenants.tenant_quota_connector_type, "etcd")) {
+		snprintf(err, n, "--tenant_quota_connector_type=etcd: this build keeps tenant quota "
+			 "policies in a file only (no etcd client in the master); use file");
+		return -1;
+	}
+	if (cfg->tenants.enable_multi_tenants &&
+	    (cfg->root_fs_dir[0] || cfg->enable_offload || cfg->offload_on_evict ||
+	     cfg->promotion_on_hit)) {
+		snprintf(err, n, "--enable_multi_tenants: not available together with the disk tiers "
+			 "(--root_fs_dir, --enable_offload, --offload_on_evict, --promotion_on_hit) "
+			 "in this build");
+		return -1;
+	}
+	if (cfg->kv.kv_events_bind_endpoint[0] &&
+	    strncmp(cfg->kv.kv_events_bind_endpoint, "tcp://", 6) &&
+	    strncmp(cfg->kv.kv_events_bind_endpoint, "ipc://", 6) &&
+	    strncmp(cfg->kv.kv_events_bind_endpoint, "inproc://", 9)) {
+		snprintf(err, n, "invalid value '%s' for --kv_events_bind_endpoint (expected a "
+			 "ZeroMQ endpoint: tcp://host:port, ipc://path)", cfg->kv.kv_events_bind_endpoint);
+		return -1;
+	}
+#ifndef HAVE_ZMQ
+	if (cfg->kv.enable_kv_events) {
+		snprintf(err, n, "--enable_kv_events: this build has no ZeroMQ (configure found no "
+			 "libzmq; install libzmq3-dev and rebuild)");
+		return -1;
+	}
+#endif
+	if (cfg->kv.enable_kv_events &&
+	    (!cfg->kv.kv_events_bind_endpoint[0] || !cfg->kv.kv_events_backend_id[0])) {
+		snprintf(err, n, "--enable_kv_events needs --kv_events_bind_endpoint (e.g. "
+			 "tcp://0.0.0.0:5557) and --kv_events_backend_id");
 		return -1;
 	}
 	if (cfg->enable_ha) {
@@ -278,10 +326,11 @@ static int mc_master_configure(struct mc_master *m, int argc, char **argv)
 		goto out;
 	}
 	if (m->cfg.config_path[0] &&
-	    mc_opts_parse_json_file(mc_master_opts, &m->cfg, m->cfg.config_path, &st, 1, err,
-				    sizeof(err)))
+	    mc_opts_parse_config_file(mc_master_opts, &m->cfg, m->cfg.config_path, &st, 1, err,
+				      sizeof(err)))
 		goto out;
-	if (mc_master_validate(&m->cfg, err, sizeof(err)))
+	if (mc_master_validate(&m->cfg, err, sizeof(err)) ||
+	    mc_master_flags_check(&m->cfg.up, err, sizeof(err)))
 		goto out;
 	rc = 0;
 out:
@@ -372,6 +421,10 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_master_release_discards(m, mc_master_now(m), 0);
 	mc_master_check_clients(m);
 	mc_tier_expire(m, mc_master_now(m));
+	mc_tasks_tick(m);
+	mc_drain_tick(m);
+	mc_dynrep_tick(m);
+	mc_tenants_recompute(m);
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
 		char line[2048];
@@ -387,8 +440,13 @@ static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	/* While changes are refused no put needs the room: keep the objects readable. */
-	if (!mc_master_persist_refusing(m))
+	/* While changes are refused no put needs the room: keep the objects readable.  With
+	 * tenants each evicts its own objects at its own watermark, no one else's. */
+	if (mc_master_persist_refusing(m))
+		;
+	else if (mc_tenants_enabled(m))
+		mc_tenants_evict_check(m);
+	else
 		mc_master_evict_check(m);
 	mc_master_commit(m);
 }
@@ -428,14 +486,24 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
 	mc_master_tables_init(m);
 	mc_fs_init(m);
+	mc_tasks_init(m);
+	mc_drain_init(m);
+	mc_dynrep_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
 	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
 	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
 	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
-	if (mc_master_recover(m)) {
+	if (mc_tenants_init(m))
+		goto fail;
+	if (mc_master_recover(m) || mc_tasks_recover(m) || mc_drain_recover(m) ||
+	    mc_tenants_recover(m)) {
 		mc_log_err("cannot recover from %s", m->cfg.persist_path);
 		goto fail;
 	}
+	if (mc_kv_events_init(m))	/* after the reload: reloaded objects were stored before */
+		goto fail;
+	m->admin_extra_routes = mc_admin_more_routes;
+	m->admin_extra_metrics = mc_admin_more_metrics;
 	{
 		char err[512];
 
@@ -504,6 +572,11 @@ void mc_master_stop(struct mc_master *m)
 	event_free(m->ev_flush);
 	event_free(m->ev_reap);
 	m->tick = m->ev_evict = m->ev_flush = m->ev_reap = NULL;
+	mc_kv_events_fini(m);
+	mc_drain_fini(m);
+	mc_dynrep_fini(m);
+	mc_tasks_fini(m);
+	mc_tenants_fini(m);
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);
 	mc_auth_unref(m->auth);
@@ -547,7 +620,8 @@ int mc_master_main(int argc, char **argv)
 		mc_opts_free(mc_master_opts, &m->cfg);
 		return 0;
 	}
-	mc_log_set_level(mc_master_log_level(&m->cfg));
+	if (mc_log_opts_apply(&m->cfg.up.log, "mooncake_master", mc_master_log_level(&m->cfg)))
+		goto out_cfg;
 	m->argc = argc;
 	m->argv = argv;
 	if (m->cfg.rpc_thread_num)

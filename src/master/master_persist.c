@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/tenants.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
 
@@ -41,6 +42,7 @@ int64_t mc_persist_wall_ms(void)
 
 void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 {
+	char scoped[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
 	struct mc_persist_replica reps[MC_RPC_MAX_REPLICAS];
 	struct mc_persist_object po;
 	uint32_t i, n = 0;
@@ -73,6 +75,10 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 	po.key_len = o->key_len;
 	po.size = o->size;
 	po.flags = o->flags & MC_OBJ_HARD_PIN;
+	if (o->tenant) {	/* another tenant's namespace: upstream's scoped key */
+		po.key_len = mc_tenant_persist_key(m, o, scoped, &po.flags);
+		po.key = scoped;
+	}
 	po.gen = o->gen;
 	po.has_checksum = o->has_checksum;
 	po.checksum = o->checksum;
@@ -91,7 +97,15 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o)
 {
-	if (m->persist)
+	char scoped[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+	uint32_t flags = 0;
+
+	if (m->persist == NULL)
+		return;
+	if (o->tenant)
+		(void)mc_persist_del_object(m->persist, scoped,
+					    mc_tenant_persist_key(m, o, scoped, &flags));
+	else
 		(void)mc_persist_del_object(m->persist, o->key, o->key_len);
 }
 

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/tenants.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
 
@@ -131,6 +132,9 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	struct mc_segment *segs[MC_RPC_MAX_REPLICAS];
 	struct mc_object *o;
 	uint32_t i, n = 0, processing = 0;
+	const char *key;
+	size_t key_len;
+	uint16_t tenant;
 
 	if (po->flags & MC_OBJ_GHOST) {
 		if (po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
@@ -190,12 +194,16 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		mc_load_stale(L, po->key, po->key_len);
 		return 0;
 	}
-	if (n == 0 || po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
+	if (n == 0 || po->key_len == 0 ||
+	    mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key, &key_len) ||
+	    key_len == 0 || key_len > MC_RPC_MAX_KEY) {
 		L->dropped++;
 		mc_load_stale(L, po->key, po->key_len);
 		return 0;
 	}
-	o = mc_object_insert(&m->objects, po->key, po->key_len, n);
+	m->objects.tenant = tenant;	/* a scoped key: its tenant's namespace */
+	o = mc_object_insert(&m->objects, key, key_len, n);
+	m->objects.tenant = 0;
 	o->size = po->size;
 	o->gen = po->gen;
 	o->has_checksum = po->has_checksum ? 1 : 0;

@@ -38,6 +38,7 @@ int mc_object_table_init(struct mc_object_table *t)
 	t->mark.flags = MC_OBJ_HARD_PIN;
 	t->protected_pct = MC_PREFIX_PROTECTED_PCT;
 	t->batch_hint = -1;
+	t->all_tenants = 1;
 	return 0;
 }
 
@@ -221,15 +222,23 @@ static void mc_object_table_resize(struct mc_object_table *t, size_t cap)
 	free(old);
 }
 
-struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, size_t len)
+/* The hash of key in tenant's namespace (the default tenant's is the key's own). */
+static uint32_t mc_object_hash_in(uint16_t tenant, const char *key, size_t len)
 {
 	uint32_t h = mc_object_hash(key, len);
+
+	return tenant ? h ^ (uint32_t)tenant * 0x9e3779b1u : h;
+}
+
+struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, size_t len)
+{
+	uint32_t h = mc_object_hash_in(t->tenant, key, len);
 	size_t i = h & (t->cap - 1);
 	struct mc_object *o;
 
 	while ((o = t->slots[i]) != NULL) {
 		if (o != MC_TOMBSTONE && o->hash == h && o->key_len == len &&
-		    memcmp(o->key, key, len) == 0)
+		    o->tenant == t->tenant && memcmp(o->key, key, len) == 0)
 			return o;
 		i = (i + 1) & (t->cap - 1);
 	}
@@ -247,7 +256,8 @@ struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, s
 	o = mc_xcalloc(1, sizeof(*o) + len);
 	memcpy(o->key, key, len);
 	o->key_len = (uint16_t)len;
-	o->hash = mc_object_hash(key, len);
+	o->tenant = t->tenant;
+	o->hash = mc_object_hash_in(t->tenant, key, len);
 	o->nrep = (uint8_t)nrep;
 	if (nrep > 1)
 		o->extra = mc_xcalloc(nrep - 1, sizeof(*o->extra));
@@ -327,7 +337,7 @@ struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos)
 	while (*pos < t->cap) {
 		struct mc_object *o = t->slots[(*pos)++];
 
-		if (o != NULL && o != MC_TOMBSTONE)
+		if (o != NULL && o != MC_TOMBSTONE && mc_object_in_scope(t, o))
 			return o;
 	}
 	return NULL;

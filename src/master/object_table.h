@@ -66,6 +66,15 @@ enum mc_object_flags {
 
 /* mc_object.evstate (prefix policy): uses counted (saturating), the protected bit, and the
  * tail bit: the partial last block of its put, evicted first at its put and its first use. */
+/* Further flags, with the operator features (tasks.c, drain.c). */
+enum mc_object_xflags {
+	MC_OBJX_TASK = 1u << 0,		/* a copy or move task works on it: it may not be removed,
+					   evicted or overwritten until the task ends */
+	MC_OBJX_PUBLISHED = 1u << 1,	/* a "stored" KV event was published (kv_events.c) */
+	MC_OBJX_PUBLISHED_DISK = 1u << 2,	/* ... with medium "disk" */
+};
+
+/* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */
 #define MC_EVS_USES 0x03u
 #define MC_EVS_TAIL 0x04u
 #define MC_EVS_PROTECTED 0x80u
@@ -100,6 +109,8 @@ struct mc_object {
 	uint8_t nrep;
 	uint8_t flags;
 	uint8_t evstate;		/* prefix policy: MC_EVS_* */
+	uint8_t xflags;			/* enum mc_object_xflags (in what was padding) */
+	uint16_t tenant;		/* its tenant's index (tenants.c; 0: default), also padding */
 	struct mc_replica rep0;
 	char key[];
 };
@@ -123,6 +134,12 @@ struct mc_object_table {
 	uint8_t policy;			/* enum mc_evict_policy */
 	uint64_t key_bytes;
 	size_t soft_pinned;		/* objects with MC_OBJ_SOFT_PIN */
+	/* The tenant namespace mc_object_find and mc_object_insert work in (tenants.c): the
+	 * requesting connection's during an RPC, else the default tenant's (0).  all_tenants:
+	 * walks of the whole table (remove_all, regex) see every tenant's objects (admin), else
+	 * only the namespace's (mc_object_in_scope). */
+	uint16_t tenant;
+	uint8_t all_tenants;
 	/* Called by mc_object_erase before an object goes (NULL: none). */
 	void (*on_erase)(void *arg, struct mc_object *o);
 	void *on_erase_arg;
@@ -170,7 +187,13 @@ void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o);
 /* Append a zeroed replica (status UNDEFINED).  Moves the replicas of extra[]: the segment lists
  * are re-pointed.  Returns NULL if the object already has MC_RPC_MAX_REPLICAS (64). */
 struct mc_replica *mc_object_add_replica(struct mc_object *o);
-/* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.
+/* Does a walk of the table in the current namespace include o? */
+static inline int mc_object_in_scope(const struct mc_object_table *t, const struct mc_object *o)
+{
+	return t->all_tenants || o->tenant == t->tenant;
+}
+/* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.  Only
+ * objects in scope (mc_object_in_scope): a request sees its own tenant's.
  * Erasing the returned object during iteration is allowed. */
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos);
 

@@ -72,7 +72,13 @@ void mc_master_handle(struct mc_master *m, const struct mc_rpc_hdr *h, const uin
 	mc_rbuf_init(&q.r, body, h->body_len);
 	mc_rpc_frame_begin(out, MC_RPC_RESPONSE, h->opcode, 0, h->req_id);
 	if (q.op != NULL) {
+		/* The request works in its connection's tenant's namespace (tenants.c). */
+		q.tenant = m->conn_tenant;
+		m->objects.tenant = q.tenant;
+		m->objects.all_tenants = 0;
 		rc = q.op->handle(&q);
+		m->objects.tenant = 0;
+		m->objects.all_tenants = 1;
 		/* The keys of one request are one batch for the eviction order (object_table.h). */
 		mc_object_batch_end(&m->objects);
 	} else {

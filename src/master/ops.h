@@ -33,7 +33,14 @@ struct mc_req {
 	const char *peer;		/* host:port of the client, for log lines */
 	int64_t now;			/* mc_master_now when the request came in */
 	int space_coming;		/* PutStart: an item refused for space may fit soon */
+	uint16_t tenant;		/* the connection's tenant (tenants.c; 0: default) */
 };
+
+/* The tenant whose objects the request names. */
+static inline uint16_t mc_req_tenant(const struct mc_req *q)
+{
+	return q->tenant;
+}
 
 typedef int (*mc_op_handler)(struct mc_req *q);
 

@@ -121,6 +121,7 @@ int mc_op_ping(struct mc_req *q)
 		mc_wbuf_u64(q->out, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 	}
 	mc_wbuf_u8(q->out, 1);	/* Ping may carry population figures */
+	mc_wbuf_u8(q->out, c && c->tasks_pending ? 1 : 0);	/* copy/move tasks wait (FetchTasks) */
 	return 0;
 }
 

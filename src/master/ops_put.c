@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "master/kv_events.h"
+#include "master/tenants.h"
 
 /* Complete replicas on segments that are not dormant. */
 static uint32_t mc_count_live_complete(struct mc_object *o)
@@ -55,6 +57,10 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 
 	if (key.n == 0 || size == 0 || cfg->replica_num == 0)
 		goto fail_params;
+	/* Other tenants' keys are persisted as "tenant\0key": the default tenant's must not look
+	 * like one (tenants.c). */
+	if (q->tenant == 0 && mc_tenants_enabled(m) && memchr(key.p, '\0', key.n))
+		goto fail_params;
 	if (cfg->has_soft_pin_ttl && cfg->soft_pin_action == MC_SOFT_PIN_ENABLE &&
 	    (int64_t)cfg->soft_pin_ttl_ms > m->cfg.max_kv_soft_pin_ttl)
 		goto fail_params;
@@ -64,6 +70,11 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		 * put replaces them (and they are never restored). */
 		uint32_t complete = mc_count_live_complete(o);
 		int in_progress = mc_object_count_status(o, MC_REPLICA_PROCESSING) > 0;
+
+		if (upsert && (o->xflags & MC_OBJX_TASK)) {
+			rc = MC_ERR_OBJECT_HAS_REPLICATION_TASK;	/* a copy or move works on it */
+			goto fail;
+		}
 
 		if (!upsert) {
 			if (complete > 0 ||
@@ -103,6 +114,10 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		mc_object_erase(&m->objects, o);
 	}
 	want = cfg->replica_num > MC_RPC_MAX_REPLICAS ? MC_RPC_MAX_REPLICAS : cfg->replica_num;
+	/* Multi-tenant mode: as many replicas as the tenant's quota holds (tenants.c). */
+	rc = mc_tenant_admit(m, q->tenant, size, &want);
+	if (rc)
+		goto fail;
 	m->evict_waiting = 0;
 	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
@@ -124,7 +139,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 			mc_master_release_discards(m, q->now, 0);
 			if (mc_replica_alloc(m, r, size, cfg, used, got) == 0)
 				goto allocated;
-			if (got > 0 || m->cfg.eviction_ratio <= 0 ||
+			if (got > 0 || m->cfg.eviction_ratio <= 0 || mc_tenants_enabled(m) ||
 			    !mc_replica_evict_room(m, size) ||
 			    mc_master_evict(m, size > want_bytes ? size : want_bytes, 1) == 0 ||
 			    mc_replica_alloc(m, r, size, cfg, used, got) != 0)
@@ -274,8 +289,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	processing = mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING);
-	if (o->flags & MC_OBJ_PROMOTING)
-		processing = 0;	/* that one is the SSD owner's, not the writer's */
+	if ((o->flags & MC_OBJ_PROMOTING) || (o->xflags & MC_OBJX_TASK))
+		processing = 0;	/* those are the SSD owner's or a task's, not the writer's */
 	if (processing == 0) {
 		for (i = 0; i < o->nrep; i++)
 			if (mc_put_targets(mc_object_replica(o, i), rtype))
@@ -301,6 +316,7 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	mc_persist_object_changed(q->m, o);
 	if (was_readable)
 		return 0;	/* e.g. PutEnd(DISK) after PutEnd(MEMORY): already readable */
+	mc_kv_event_stored(q->m, o, rtype);
 	o->lease_until = q->now;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
@@ -324,7 +340,7 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 	if (o->writer != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	if (mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING) == 0 ||
-	    (o->flags & MC_OBJ_PROMOTING))
+	    (o->flags & MC_OBJ_PROMOTING) || (o->xflags & MC_OBJX_TASK))
 		return MC_ERR_INVALID_WRITE;
 	m->quiet_disk_release = 1;	/* the writer cleans up its own unfinished file */
 	for (i = 0; i < o->nrep; i++) {

@@ -11,6 +11,7 @@
 
 #include "common/errcode.h"
 #include "common/xalloc.h"
+#include "master/dyn_replication.h"
 #include "master/ops.h"
 
 static void mc_grant_lease(struct mc_req *q, struct mc_object *o)
@@ -118,6 +119,7 @@ int mc_op_get_replica_list(struct mc_req *q)
 			cs[i].value = o->checksum;
 			mc_put_complete_replicas(m, q->out, o);
 			m->metrics.valid_get_nums++;
+			mc_dynrep_on_read(m, o);	/* a hot key may get another replica */
 		}
 		mc_req_item(q, rc);
 	}

@@ -20,6 +20,8 @@ static int mc_remove_one(struct mc_master *m, struct mc_object *o, int force, in
 {
 	if (!force && o->lease_until > now)
 		return MC_ERR_OBJECT_HAS_LEASE;
+	if (o->xflags & MC_OBJX_TASK)
+		return MC_ERR_OBJECT_HAS_REPLICATION_TASK;	/* a copy or move works on it */
 	if (mc_fs_reap_abandoned(m, o, now))
 		return 0;	/* only an abandoned DISK replica was left */
 	if (mc_object_count_status(o, MC_REPLICA_COMPLETE) != o->nrep)

@@ -50,6 +50,7 @@ struct mc_conn {
 	struct mc_conn *flush_next;
 	struct event *reaper;
 	char peer[80];
+	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
 	struct mc_wbuf out;
 	size_t *dur;		/* offsets in out of successful replies that need the commit */
 	size_t ndur, capdur;
@@ -167,8 +168,10 @@ static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const 
 	struct mc_master *m = c->m;
 	size_t start = c->out.len;
 
+	m->conn_tenant = c->tenant;
 	if (m->persist == NULL || !mc_op_changes_state(h->opcode)) {
 		mc_master_handle(m, h, body, &c->out, c->peer);
+		c->tenant = m->conn_tenant;
 		return;
 	}
 	if (mc_master_persist_refusing(m)) {
@@ -179,6 +182,7 @@ static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const 
 		return;
 	}
 	mc_master_handle(m, h, body, &c->out, c->peer);
+	c->tenant = m->conn_tenant;
 	if (c->out.err || c->out.len < start + MC_RPC_HDR_LEN ||
 	    mc_get_le32(c->out.data + start + 12) != 0)
 		return;		/* an error changed nothing */

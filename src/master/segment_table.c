@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/tenants.h"
 #include "reactor/options.h"
 #include "segment/alloc.h"
 
@@ -203,8 +204,8 @@ int mc_replica_readable(const struct mc_replica *r)
 int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now)
 {
 	(void)m;
-	if (seg->status != MC_SEG_OK || now < seg->unhealthy_until)
-		return 0;
+	if (seg->status != MC_SEG_OK || now < seg->unhealthy_until || seg->drain)
+		return 0;	/* a segment being drained takes nothing new */
 	/* The shared directory's holder (--root_fs_dir) belongs to no client. */
 	return seg->client == NULL || (seg->client->state != MC_CLIENT_SUSPECTED &&
 				       seg->client->state != MC_CLIENT_OFFLINE);
@@ -389,6 +390,8 @@ static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc
 	mc_segment_push_replica(seg, r);
 	r->id = m->next_replica_id++;
 	m->allocated += mc_alloc_block_size(r->blk);
+	if (r->obj)
+		mc_tenant_charge(m, r->obj->tenant, (int64_t)mc_alloc_block_size(r->blk));
 	return 0;
 }
 
@@ -407,6 +410,23 @@ static int mc_try_named(struct mc_master *m, struct mc_strv name, struct mc_repl
 			return 0;
 	}
 	return -1;
+}
+
+struct mc_segment *mc_segment_by_name(struct mc_master *m, struct mc_strv name)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->nsegs; i++)
+		if (strlen(m->segs[i]->name) == name.n &&
+		    !memcmp(m->segs[i]->name, name.p, name.n))
+			return m->segs[i];
+	return NULL;
+}
+
+int mc_replica_alloc_on(struct mc_master *m, struct mc_replica *r, uint64_t len,
+			struct mc_segment *seg)
+{
+	return mc_try_segment(m, seg, r, len) == 0 ? 0 : MC_ERR_NO_AVAILABLE_HANDLE;
 }
 
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
@@ -476,6 +496,8 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 	mc_replica_unlink(r);
 	if (seg->status != MC_SEG_DORMANT)	/* a dormant segment's bytes are not counted */
 		m->allocated -= mc_alloc_block_size(r->blk);
+	if (r->obj)
+		mc_tenant_charge(m, r->obj->tenant, -(int64_t)mc_alloc_block_size(r->blk));
 	mc_alloc_release(seg->alloc, r->blk);
 	r->seg = NULL;
 	r->blk = NULL;
@@ -500,6 +522,8 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 	d->blk = r->blk;
 	d->len = mc_alloc_block_size(r->blk);
 	d->release_at = release_at;
+	if (r->obj)	/* parked bytes are no longer the tenant's */
+		mc_tenant_charge(m, r->obj->tenant, -(int64_t)d->len);
 	d->next = m->discards;
 	m->discards = d;
 	mc_replica_unlink(r);

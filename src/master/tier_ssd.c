@@ -486,8 +486,8 @@ int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
 		if (r->type == MC_REPLICA_MEMORY && mc_replica_readable(r))
 			disk = mc_client_disk(r->seg->client, NULL);
 	}
-	if (disk == NULL || o->size > disk->size)
-		return -1;
+	if (disk == NULL || o->size > disk->size || disk->drain)
+		return -1;	/* (an area being drained takes no new copies) */
 	if (disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit ||
 	    (demote && mc_disk_backing_off(m, disk))) {
 		m->metrics.offload_enqueue_rejected++;
@@ -516,6 +516,14 @@ void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r)
 				       r->disk_addr));
 }
 
+uint64_t mc_tier_promotions_in_flight(const struct mc_master *m)
+{
+	const struct mc_metrics *x = &m->metrics;
+	uint64_t ended = x->promotion_completed + x->promotion_failed;
+
+	return x->promotion_admitted > ended ? x->promotion_admitted - ended : 0;
+}
+
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
 {
 	m->metrics.file_cache_hit_nums++;
@@ -524,12 +532,13 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 	if (disk->hits < 255)
 		disk->hits++;
 	if (disk->hits >= m->cfg.promotion_admission_threshold)
-		mc_tier_promote(m, o, disk);
+		mc_tier_promote(m, o, disk, NULL);
 }
 
-int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
+int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica *disk,
+		    const struct mc_rpc_config *where)
 {
-	struct mc_segment *dseg = disk->seg, *mseg;
+	struct mc_segment *dseg = disk->seg;
 	struct mc_rpc_config cfg;
 	struct mc_replica *r;
 	struct mc_tier_task *t;
@@ -539,10 +548,17 @@ int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica 
 	if ((o->flags & MC_OBJ_OFFLOADING) ||
 	    dseg->ntasks >= (uint64_t)m->cfg.offloading_queue_limit)
 		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+	if (mc_tier_promotions_in_flight(m) >= (uint64_t)m->cfg.up.promotion_queue_limit) {
+		m->metrics.promotion_rejected++;	/* --promotion_queue_limit */
+		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+	}
 	r = mc_object_add_replica(o);	/* may move disk: not used below */
 	if (r == NULL)
 		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
-	mc_rpc_config_default(&cfg);
+	if (where)
+		cfg = *where;
+	else
+		mc_rpc_config_default(&cfg);
 	if (mc_replica_alloc(m, r, o->size, &cfg, NULL, 0) != 0) {
 		/* Memory is full: no promotion (it never evicts for one, so hot SSD reads cannot
 		 * push out what memory holds); the object stays readable from SSD and the next
@@ -555,8 +571,6 @@ int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica 
 	m->metrics.promotion_admitted++;
 	r->type = MC_REPLICA_MEMORY;
 	r->status = MC_REPLICA_PROCESSING;
-	mseg = r->seg;
-	(void)mseg;
 	o->flags |= MC_OBJ_PROMOTING;
 	t = mc_task_new(MC_TIER_PROMOTE, o->key, o->key_len, o->size, 0);
 	t->replica_id = r->id;

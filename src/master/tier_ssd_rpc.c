@@ -93,6 +93,8 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	struct mc_tier_task *t;
 	struct mc_rpc_checksum *cs = NULL;
 	uint32_t max, n = 0;
+	int64_t promotes = 0;
+	const char **dsegs = NULL;	/* MC_RPC_HB_SEGMENTS: destination segment names */
 	uint8_t features = 0;
 	size_t at;
 
@@ -114,9 +116,16 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 		max = MC_TIER_MAX_TASKS;
 	if (features & MC_RPC_HB_CHECKSUMS)
 		cs = mc_xcalloc(max ? max : 1, sizeof(*cs));
+	if ((features & MC_RPC_HB_CHECKSUMS) && (features & MC_RPC_HB_SEGMENTS))
+		dsegs = mc_xcalloc(max ? max : 1, sizeof(*dsegs));
 	at = out->len;
 	mc_wbuf_u32(out, 0);
-	while (n < max && (t = mc_task_next(m, disk)) != NULL) {
+	/* --promotion_max_per_heartbeat: each promotion is a read and a write the owner does
+	 * in turn; the ones past it wait at the head of the queue for the next heartbeat. */
+	while (n < max &&
+	       !(promotes >= m->cfg.up.promotion_max_per_heartbeat && disk->tasks &&
+		 disk->tasks->kind == MC_TIER_PROMOTE) &&
+	       (t = mc_task_next(m, disk)) != NULL) {
 		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
 		struct mc_replica *src = NULL, *dst = NULL, *dr = NULL;
 
@@ -155,6 +164,8 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 			cs[n].present = o->has_checksum;
 			cs[n].value = o->checksum;
 		}
+		if (dsegs)
+			dsegs[n] = dst ? dst->seg->name : "";
 		mc_wbuf_u8(out, t->kind);
 		mc_wbuf_str(out, t->key, t->key_len);
 		mc_wbuf_u64(out, t->size);
@@ -170,6 +181,7 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 			mc_wbuf_u64(out, dst->seg->base + mc_alloc_block_offset(dst->blk));
 		}
 		mc_wbuf_u64(out, o->gen);
+		promotes += t->kind == MC_TIER_PROMOTE;
 		t->deadline = now + m->cfg.offload_task_timeout_sec * 1000;
 		t->next = disk->inflight;
 		disk->inflight = t;
@@ -178,6 +190,14 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	mc_wbuf_patch_u32(out, at, n);
 	if (cs)
 		mc_rpc_put_checksums(out, cs, n);
+	if (dsegs) {
+		uint32_t i;
+
+		mc_wbuf_u32(out, n);
+		for (i = 0; i < n; i++)
+			mc_wbuf_cstr(out, dsegs[i] ? dsegs[i] : "");
+	}
+	free(dsegs);
 	free(cs);
 	return 0;
 }
@@ -459,7 +479,7 @@ static int mc_prefetch_one(struct mc_req *q, struct mc_object *o)
 	if (o == NULL || mc_object_count_readable(o) == 0)
 		return MC_ERR_OBJECT_NOT_FOUND;
 	if (!mc_object_in_memory(o) && (disk = mc_object_disk_replica(o)) != NULL)
-		return mc_tier_promote(q->m, o, disk);
+		return mc_tier_promote(q->m, o, disk, NULL);
 	return 0;
 }
 

@@ -9,9 +9,9 @@
  * open across a failure); every SQLite error is logged with the database path and mapped by
  * mc_persist_map_error().  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 5; older files are upgraded in place: version 1 gets kind,
+ * Schema (PRAGMA user_version = 6; older files are upgraded in place: version 1 gets kind,
  * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms, versions 1 to 4
- * get checksum, NULL in the rows they keep):
+ * get checksum, NULL in the rows they keep, versions 1 to 5 get an empty records table):
  *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind, token BLOB,
  *            dormant_until_ms)
  *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
@@ -22,6 +22,9 @@
  *            -- gen: the generation of the object's bytes (0 in upgraded rows)
  *            -- checksum: the object's CRC-64 as a signed 64-bit integer (NULL: none known)
  *   meta(name TEXT PK, value INTEGER)
+ *   records(kind INTEGER, id BLOB, value BLOB, PK(kind, id))  -- WITHOUT ROWID
+ *            -- the master's other durable state, one kind per module (tasks, drain jobs,
+ *            -- tenants), values in that module's own encoding
  * A replica is packed as u64 id, u8 type, u8 status, 16-byte segment id, u64 offset, u64 len;
  * a LOCAL_DISK replica names its SSD area and stores its disk address as offset, size as len.
  */
@@ -40,7 +43,7 @@
 #include "common/wire.h"
 #include "persist/persist.h"
 
-#define MC_PERSIST_SCHEMA 5
+#define MC_PERSIST_SCHEMA 6
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -57,6 +60,9 @@ enum mc_persist_stmt {
 	ST_GET_META,
 	ST_LOAD_SEGMENTS,
 	ST_LOAD_OBJECTS,
+	ST_PUT_RECORD,
+	ST_DEL_RECORD,
+	ST_LOAD_RECORDS,
 	ST_COUNT,
 };
 
@@ -79,6 +85,9 @@ static const char *const mc_persist_sql[ST_COUNT] = {
 			     "token, dormant_until_ms FROM segments",
 	[ST_LOAD_OBJECTS] = "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
 			    "replicas, gen, checksum FROM objects",
+	[ST_PUT_RECORD] = "INSERT OR REPLACE INTO records(kind, id, value) VALUES (?1, ?2, ?3)",
+	[ST_DEL_RECORD] = "DELETE FROM records WHERE kind = ?1 AND id = ?2",
+	[ST_LOAD_RECORDS] = "SELECT id, value FROM records WHERE kind = ?1",
 };
 
 static const char mc_persist_schema_sql[] =
@@ -90,7 +99,9 @@ static const char mc_persist_schema_sql[] =
 	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
 	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0, "
 	"checksum INTEGER) WITHOUT ROWID;"
-	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
+	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS records(kind INTEGER NOT NULL, id BLOB NOT NULL, "
+	"value BLOB NOT NULL, PRIMARY KEY(kind, id)) WITHOUT ROWID;";
 
 /* Kinds of changes in the pending batch. */
 enum mc_persist_op {
@@ -99,6 +110,8 @@ enum mc_persist_op {
 	OP_PUT_OBJECT,
 	OP_DEL_OBJECT,
 	OP_DEL_ALL_OBJECTS,
+	OP_PUT_RECORD,
+	OP_DEL_RECORD,
 };
 
 #define MC_PERSIST_MAX_META 8
@@ -308,7 +321,7 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 			return MC_ERR_PERSISTENT_FAIL;
 		}
 	}
-	return mc_persist_exec(p, "PRAGMA user_version=5");
+	return mc_persist_exec(p, "PRAGMA user_version=6");
 }
 
 /* Open p->path for writing (flags add SQLITE_OPEN_CREATE or not) or, with readonly, for reading,
@@ -542,6 +555,24 @@ int mc_persist_del_all_objects(struct mc_persist *p)
 	return mc_persist_queued(p);
 }
 
+int mc_persist_put_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len,
+			  const void *value, size_t len)
+{
+	mc_wbuf_u8(&p->batch, OP_PUT_RECORD);
+	mc_wbuf_u32(&p->batch, kind);
+	mc_wbuf_str(&p->batch, id, id_len);
+	mc_wbuf_str(&p->batch, value, len);
+	return mc_persist_queued(p);
+}
+
+int mc_persist_del_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len)
+{
+	mc_wbuf_u8(&p->batch, OP_DEL_RECORD);
+	mc_wbuf_u32(&p->batch, kind);
+	mc_wbuf_str(&p->batch, id, id_len);
+	return mc_persist_queued(p);
+}
+
 int mc_persist_set_meta(struct mc_persist *p, const char *name, int64_t value)
 {
 	int i;
@@ -605,8 +636,9 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 	enum mc_persist_stmt which;
 	sqlite3_stmt *st;
 	const uint8_t *b;
+	uint8_t op = mc_rbuf_u8(r);
 
-	switch (mc_rbuf_u8(r)) {
+	switch (op) {
 	case OP_PUT_SEGMENT:
 		st = p->st[which = ST_PUT_SEGMENT];
 		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
@@ -659,6 +691,15 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		break;
 	case OP_DEL_ALL_OBJECTS:
 		which = ST_DEL_ALL_OBJECTS;
+		break;
+	case OP_PUT_RECORD:
+	case OP_DEL_RECORD:
+		which = op == OP_PUT_RECORD ? ST_PUT_RECORD : ST_DEL_RECORD;
+		st = p->st[which];
+		sqlite3_bind_int64(st, 1, mc_rbuf_u32(r));
+		mc_batch_bind(st, 2, r, 0);
+		if (which == ST_PUT_RECORD)
+			mc_batch_bind(st, 3, r, 0);
 		break;
 	default:
 		r->err = 1;
@@ -891,6 +932,28 @@ static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn
 	if (ret == 0 && rc != SQLITE_DONE)
 		ret = mc_persist_fail(p, "load objects", rc);
 	sqlite3_reset(st);
+	return ret;
+}
+
+int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_record_fn fn,
+			    void *arg)
+{
+	sqlite3_stmt *st = p->st[ST_LOAD_RECORDS];
+	int rc, ret = 0;
+
+	if (st == NULL)		/* no database yet: nothing to load */
+		return 0;
+	sqlite3_bind_int64(st, 1, kind);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		ret = fn(arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
+			 sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
+		if (ret)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = mc_persist_fail(p, "load records", rc);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
 	return ret;
 }
 

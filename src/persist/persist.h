@@ -88,6 +88,11 @@ int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *
 int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len);
 int mc_persist_del_all_objects(struct mc_persist *p);
 int mc_persist_set_meta(struct mc_persist *p, const char *name, int64_t value);
+/* Records: the master's further durable state, kept by kind (one per module that owns it) and
+ * id, values opaque here.  Put replaces a record of the same kind and id. */
+int mc_persist_put_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len,
+			  const void *value, size_t len);
+int mc_persist_del_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len);
 
 /* Write the pending batch (and the meta values set since the last commit) in one transaction.
  * Returns 0 (the batch is durable and emptied) or MC_ERR_PERSISTENT_FAIL: nothing of the batch
@@ -131,6 +136,13 @@ typedef int (*mc_persist_segment_fn)(void *arg, const struct mc_persist_segment 
 typedef int (*mc_persist_object_fn)(void *arg, const struct mc_persist_object *o);
 int mc_persist_load(struct mc_persist *p, mc_persist_segment_fn on_segment,
 		    mc_persist_object_fn on_object, void *arg);
+/* Reload the records of one kind (committed ones: call before recording new changes).  The
+ * pointers are valid only during the call; a callback returning non-zero stops the load with
+ * that value.  Returns 0, the callback's value, or MC_ERR_PERSISTENT_FAIL. */
+typedef int (*mc_persist_record_fn)(void *arg, const void *id, size_t id_len, const void *value,
+				    size_t len);
+int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_record_fn fn,
+			    void *arg);
 /* 0 if name is unknown. */
 int64_t mc_persist_get_meta(struct mc_persist *p, const char *name);
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -27,6 +28,67 @@ int mc_uuid_generate(struct mc_uuid *u)
 	}
 	u->b[6] = (uint8_t)((u->b[6] & 0x0f) | 0x40);
 	u->b[8] = (uint8_t)((u->b[8] & 0x3f) | 0x80);
+	return 0;
+}
+
+int mc_rpc_tenant_valid(const char *name, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > MC_RPC_MAX_NAME || name[0] == '_')
+		return 0;
+	for (i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+void mc_uuid_to_pair(const struct mc_uuid *u, uint64_t *first, uint64_t *second)
+{
+	uint64_t a = 0, b = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--) {
+		a = a << 8 | u->b[i];
+		b = b << 8 | u->b[8 + i];
+	}
+	*first = a;
+	*second = b;
+}
+
+void mc_uuid_from_pair(struct mc_uuid *u, uint64_t first, uint64_t second)
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		u->b[i] = (uint8_t)(first >> (8 * i));
+		u->b[8 + i] = (uint8_t)(second >> (8 * i));
+	}
+}
+
+void mc_uuid_pair_format(const struct mc_uuid *u, char *out)
+{
+	uint64_t a, b;
+
+	mc_uuid_to_pair(u, &a, &b);
+	snprintf(out, 42, "%llu-%llu", (unsigned long long)a, (unsigned long long)b);
+}
+
+int mc_uuid_pair_parse(const char *s, struct mc_uuid *u)
+{
+	unsigned long long a, b;
+	char *end;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	a = strtoull(s, &end, 10);
+	if (errno || *end != '-' || end[1] < '0' || end[1] > '9')
+		return -1;
+	b = strtoull(end + 1, &end, 10);
+	if (errno || *end)
+		return -1;
+	mc_uuid_from_pair(u, a, b);
 	return 0;
 }
 

@@ -67,7 +67,8 @@
  *                        [, u8 features]
  *                        -> u32 n, n x task (u8 kind, str key, u64 size, u64 src_addr,
  *                           str dst_endpoint, u64 dst_addr, u64 gen) [, n x checksum when
- *                           features has MC_RPC_HB_CHECKSUMS]; status MC_ERR_SEGMENT_NOT_FOUND
+ *                           features has MC_RPC_HB_CHECKSUMS] [, u32 n, n x str dst_segment
+ *                           when it also has MC_RPC_HB_SEGMENTS]; status MC_ERR_SEGMENT_NOT_FOUND
  *                           when the disk is not mounted (mount it and register its objects)
  *   NOTIFY_OFFLOAD       uuid client_id, uuid disk_id, u32 n,
  *                        n x (u8 kind, str key, u64 size, u64 disk_addr, i32 result, u64 gen)
@@ -187,6 +188,17 @@ int mc_uuid_generate(struct mc_uuid *u);
 /* 36-character canonical text form plus NUL into out (at least 37 bytes). */
 void mc_uuid_format(const struct mc_uuid *u, char *out);
 int mc_uuid_is_nil(const struct mc_uuid *u);
+/* Upstream's UUIDs are a pair of u64 (the 16 bytes as two little-endian halves), written
+ * "first-second" in decimal (task and drain-job ids, Python's (first, second) tuples). */
+void mc_uuid_to_pair(const struct mc_uuid *u, uint64_t *first, uint64_t *second);
+void mc_uuid_from_pair(struct mc_uuid *u, uint64_t first, uint64_t second);
+/* Is name[0..len) a tenant name (upstream's TenantId rule: not empty, no leading '_', printable
+ * ASCII; and at most MC_RPC_MAX_NAME bytes)? */
+int mc_rpc_tenant_valid(const char *name, size_t len);
+/* "first-second" plus NUL into out (at least 42 bytes). */
+void mc_uuid_pair_format(const struct mc_uuid *u, char *out);
+/* Parse "first-second"; 0, or -1 for anything else. */
+int mc_uuid_pair_parse(const char *s, struct mc_uuid *u);
 
 /* A memory segment as mounted by a client. */
 struct mc_rpc_segment {
@@ -319,6 +331,10 @@ int mc_rpc_get_checksums(struct mc_rbuf *r, struct mc_rpc_checksum *c, uint32_t 
 /* OffloadObjectHeartbeat's optional trailing request byte: the features the disk owner
  * understands in the answer. */
 #define MC_RPC_HB_CHECKSUMS 0x01	/* append the tasks' object checksums */
+#define MC_RPC_HB_SEGMENTS 0x02		/* then u32 n, n x str: each task's destination
+					   segment name (PROMOTE's; "" for the others), so a
+					   promotion into another client's memory opens that
+					   segment (only with MC_RPC_HB_CHECKSUMS) */
 
 /* One item of ReportChecksumMismatch: a reader read replica replica_id of key and its bytes'
  * CRC-64 (computed) differs from the object's checksum (expected, as GetReplicaList gave it). */

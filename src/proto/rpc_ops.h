@@ -59,6 +59,12 @@
 	X(REMOVE_ALL, 53, "RemoveAll", "remove_all", 0, 1, remove_all) \
 	X(BATCH_QUERY_IP, 60, "BatchQueryIp", "batch_query_ip", 1, 0, batch_query_ip) \
 	X(BATCH_REPLICA_CLEAR, 61, "BatchReplicaClear", "batch_replica_clear", 1, 1, batch_replica_clear) \
+	X(CREATE_COPY_TASK, 62, "CreateCopyTask", "create_copy_task", 0, 1, create_copy_task) \
+	X(CREATE_MOVE_TASK, 63, "CreateMoveTask", "create_move_task", 0, 1, create_move_task) \
+	X(QUERY_TASK, 64, "QueryTask", "query_task", 0, 0, query_task) \
+	X(FETCH_TASKS, 65, "FetchTasks", "fetch_tasks", 0, 1, fetch_tasks) \
+	X(MARK_TASK_COMPLETE, 66, "MarkTaskToComplete", "update_task", 0, 1, mark_task_complete) \
+	X(SET_TENANT, 67, "SetTenant", NULL, 0, 0, set_tenant) \
 	X(MOUNT_LOCAL_DISK, 70, "MountLocalDiskSegment", "mount_local_disk_segment", 0, 1, mount_local_disk) \
 	X(OFFLOAD_HEARTBEAT, 71, "OffloadObjectHeartbeat", "offload_object_heartbeat", 0, 0, offload_heartbeat) \
 	X(NOTIFY_OFFLOAD, 72, "NotifyOffloadSuccess", "notify_offload_success", 0, 1, notify_offload) \

@@ -424,10 +424,8 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 					 &gsize, &lsize, &proto, &dev, &master, &engine, &ssd,
 					 &ssd_path, &tenant, &http, &http_port, &embedded))
 		return NULL;
-	if (http) {
-		/* Not available yet: refuse rather than pretend. */
-		return PyLong_FromLong(MC_ERR_NOT_SUPPORTED);
-	}
+	if (http && (http_port < 1 || http_port > 65535))
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
 	PyThread_acquire_lock(self->lock, WAIT_LOCK);
 	if (self->st && self->st->initialized) {
 		PyThread_release_lock(self->lock);
@@ -441,6 +439,8 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 	/* SSD tier: MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES
 	 * fill what is not given here. */
 	self->st->ssd_enable = ssd;
+	self->st->http_port = http ? http_port : 0;
+	snprintf(self->st->tenant_id, sizeof(self->st->tenant_id), "%s", tenant ? tenant : "");
 	snprintf(self->st->ssd_path, sizeof(self->st->ssd_path), "%s", ssd_path ? ssd_path : "");
 	Py_BEGIN_ALLOW_THREADS
 	rc = mc_store_setup(self->st, host, meta, gsize, lsize, proto, dev, master);
@@ -846,6 +846,17 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "_configure_prefetch", KW mc_py_configure_prefetch, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_size", KW mc_py_get_size, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove", KW mc_py_remove, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "create_copy_task", KW mc_py_create_copy_task, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "create_move_task", KW mc_py_create_move_task, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_query_task", KW mc_py_query_task, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "mount_segment", KW mc_py_mount_file_segment, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "unmount_segment", KW mc_py_unmount_file_segment, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "allocate_and_mount_segment", KW mc_py_allocate_and_mount, METH_VARARGS | METH_KEYWORDS,
+	  NULL },
+	{ "unmount_and_free_segment", KW mc_py_unmount_and_free, METH_VARARGS | METH_KEYWORDS,
+	  NULL },
+	{ "unmount_local_disk_segment", KW mc_py_unmount_local_disk,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_remove", KW mc_py_batch_remove, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove_by_regex", KW mc_py_remove_by_regex, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove_all", KW mc_py_remove_all, METH_VARARGS | METH_KEYWORDS, NULL },

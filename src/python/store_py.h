@@ -94,4 +94,16 @@ int mc_py_exist_prefetch(PyObject *options);
 /* The RangedReadSnapshot type, made ready and added to the module by PyInit__store. */
 extern PyTypeObject mc_py_snapshot_type;
 
+/* store_py_segments.c */
+PyObject *mc_py_mount_file_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_allocate_and_mount(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_file_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_and_free(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_local_disk(struct mc_py_store *self, PyObject *args, PyObject *kw);
+
+/* store_py_tasks.c */
+PyObject *mc_py_create_copy_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_create_move_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_query_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
+
 #endif

@@ -460,8 +460,16 @@ static int mc_opts_set_as(const struct mc_opt *o, void *cfg, const char *value,
 	}
 	switch (o->type) {
 	case MC_OPT_BOOL:
-		if (mc_parse_bool(value, &b))
-			goto bad;
+		if (mc_parse_bool(value, &b)) {
+			/* A bool with a max > 0 (glog's --v) also takes a level 0..max: N > 0 is
+			 * true. */
+			errno = 0;
+			ll = o->max > 0 ? strtoll(value, &end, 10) : -1;
+			if (o->max <= 0 || errno || end == value || *end || ll < 0 ||
+			    (double)ll > o->max)
+				goto bad;
+			b = ll > 0;
+		}
 		*FIELD(cfg, o, int) = b;
 		return 0;
 	case MC_OPT_INT:
@@ -756,9 +764,8 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 			    const struct mc_opts_state *st, int strict, char *err, size_t errlen)
 {
 	json_error_t jerr;
-	json_t *root, *val;
-	const char *key;
-	int ret = 0;
+	json_t *root;
+	int ret;
 
 	root = json_load_file(path, 0, &jerr);
 	if (root == NULL) {
@@ -767,9 +774,22 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 	}
 	if (!json_is_object(root)) {
 		snprintf(err, errlen, "%s: top level must be a JSON object", path);
-		ret = -EINVAL;
-		goto out;
+		json_decref(root);
+		return -EINVAL;
 	}
+	ret = mc_opts_apply_object(tab, cfg, root, path, st, strict, err, errlen);
+	json_decref(root);
+	return ret;
+}
+
+int mc_opts_apply_object(const struct mc_opt *tab, void *cfg, const void *object,
+			 const char *path, const struct mc_opts_state *st, int strict, char *err,
+			 size_t errlen)
+{
+	json_t *root = (json_t *)object, *val;
+	const char *key;
+	int ret = 0;
+
 	json_object_foreach(root, key, val) {
 		const struct mc_opt *o = NULL, *p;
 		char buf[64], label[1200];
@@ -823,7 +843,6 @@ int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *pat
 		}
 	}
 out:
-	json_decref(root);
 	return ret;
 }
 

@@ -97,6 +97,18 @@ int mc_opts_parse_argv(const struct mc_opt *tab, void *cfg, int argc, char **arg
  * strings.  Returns 0, -ENOENT, or -EINVAL with a message. */
 int mc_opts_parse_json_file(const struct mc_opt *tab, void *cfg, const char *path,
 			    const struct mc_opts_state *st, int strict, char *err, size_t errlen);
+/* Apply the keys of a JSON object (a json_t *) as mc_opts_parse_json_file does with a file's;
+ * path names the file in messages. */
+int mc_opts_apply_object(const struct mc_opt *tab, void *cfg, const void *object,
+			 const char *path, const struct mc_opts_state *st, int strict, char *err,
+			 size_t errlen);
+/* A configuration file by its name: ".yaml" and ".yml" files are read as YAML (a mapping of
+ * scalars at the top level, as upstream's conf/master.yaml), anything else as JSON; then as
+ * mc_opts_parse_json_file.  A YAML file in a build without libyaml is an error that says so
+ * (options_file.c). */
+int mc_opts_parse_config_file(const struct mc_opt *tab, void *cfg, const char *path,
+			      const struct mc_opts_state *st, int strict, char *err,
+			      size_t errlen);
 /* Print "--name=<type> (default: X)  help" lines. */
 void mc_opts_help(const struct mc_opt *tab, FILE *out);
 /* True if argv contains --name or -name (e.g. "help", "version"). */

@@ -341,6 +341,36 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 
 static void mc_ping(struct mc_master_client *mc, int64_t now);
 
+/* SetTenant, for a store whose tenant_id is not "default", as the first frame of a new
+ * connection: every request after it works in that tenant's namespace.  Its answer is not
+ * waited for (a name the setup checked cannot be refused; the master ignores it outside
+ * multi-tenant mode). */
+static int mc_tenant_frame(struct mc_master_client *mc, struct mc_rpc_call *call)
+{
+	const char *t = mc->st->tenant_id;
+
+	if (t[0] == '\0' || !strcmp(t, "default"))
+		return 1;
+	mc_rpc_call_init(call, MC_OP_SET_TENANT);
+	mc_wbuf_cstr(&call->req, t);
+	call->req_id = __atomic_add_fetch(&mc->next_req_id, 1, __ATOMIC_RELAXED);
+	mc_put_le64(call->req.data + 16, call->req_id);
+	mc_rpc_frame_end(&call->req, 0);
+	return 0;
+}
+
+static int mc_tenant_hello(struct mc_master_client *mc)
+{
+	struct mc_rpc_call call;
+	int rc;
+
+	if (mc_tenant_frame(mc, &call))
+		return 0;
+	rc = call.req.err ? -ENOMEM : bufferevent_write(mc->bev, call.req.data, call.req.len);
+	mc_rpc_call_fini(&call);
+	return rc;
+}
+
 /* The connection is ready for requests: the ping first (its answer ends the probe and gives
  * the master's clock), then whatever waited. */
 static void mc_master_client_ready(struct mc_master_client *mc)
@@ -352,6 +382,11 @@ static void mc_master_client_ready(struct mc_master_client *mc)
 		mc_log_debug("connected to master %s:%u, probing", mc->host, mc->port);
 	else
 		mc_log_info("connected to master %s:%u", mc->host, mc->port);
+	/* A tenant's connection says so before anything else (tenants.c). */
+	if (mc_tenant_hello(mc) != 0) {
+		mc_master_client_down(mc, "cannot queue request", 1);
+		return;
+	}
 	mc_ping(mc, mc_store_now_ms());
 	for (c = mc->pending; c && mc->bev; c = c->next)
 		if (c != &mc->ping_call && mc_send(mc, c)) {
@@ -550,6 +585,9 @@ static void mc_on_ping_done(struct mc_rpc_call *call, void *arg)
 		}
 		/* Older masters refuse a Ping with anything after the client id. */
 		mc->ping_figures = r.err == 0 && r.left >= 1 && mc_rbuf_u8(&r) == 1;
+		/* Copy/move tasks wait for us (absent from older masters). */
+		if (r.err == 0 && r.left >= 1 && mc_rbuf_u8(&r) == 1)
+			mc_store_tasks_kick(mc->st);
 		if (r.err == 0 && status == MC_CLIENT_NEED_REMOUNT)
 			mc_remount(mc);
 	} else {
@@ -911,6 +949,39 @@ static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
 	return 0;
 }
 
+/* A new lane of a tenant's store: SetTenant first, and its answer read (0), as on the main
+ * connection; -1 when it fails (the lane is not used then). */
+static int mc_dl_hello(struct mc_master_client *mc, int fd)
+{
+	struct mc_rpc_call call;
+	const char *why = NULL;
+	size_t off = 0;
+	int rc = 0;
+
+	if (mc_tenant_frame(mc, &call))
+		return 0;
+	call.deadline_ms = mc_store_now_ms() + mc->connect_timeout_ms;
+	while (rc == 0 && off < call.req.len) {
+		ssize_t n = send(fd, call.req.data + off, call.req.len - off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0)
+			off += (size_t)n;
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms) == 1 ? 0 : -1;
+		else
+			rc = -1;
+	}
+	if (rc == 0 && (mc_dl_read(fd, &call, &why) != 0 || call.status != 0))
+		rc = -1;
+	free(call.resp);
+	call.resp = NULL;
+	mc_rpc_call_fini(&call);
+	return rc;
+}
+
 /* Run call on the lane.  1: the lane is not available (use the loop); 0: the call ran and
  * call->status says how it ended. */
 static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
@@ -960,6 +1031,10 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	}
 	if (fd < 0) {
 		fd = mc_dl_connect(mc, &ss, len);
+		if (fd >= 0 && mc_dl_hello(mc, fd) != 0) {
+			close(fd);
+			fd = -1;
+		}
 		pthread_mutex_lock(&mc->mu);
 		if (fd < 0)
 			mc->dl_retry_ms = mc_store_now_ms() + MC_PING_INTERVAL_MS;

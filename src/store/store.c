@@ -202,60 +202,85 @@ int mc_store_unregister(struct mc_store *st, void *addr)
 
 int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 {
-	struct mc_store_segment seg = { .memfd = -1 };
-	struct mc_rpc_call call;
-	char err[512];
-	int rc;
+	return mc_store_mount_new(st, size, MC_STORE_SEG_ALLOCATED, NULL);
+}
 
-	if (st->nsegs >= MC_STORE_MAX_SEGMENTS)
-		return MC_ERR_INVALID_PARAMS;
-	seg.mem = calloc(1, sizeof(*seg.mem));
-	if (seg.mem == NULL)
+int mc_store_mount_new(struct mc_store *st, uint64_t size, int origin, struct mc_uuid *id)
+{
+	struct mc_segmem *mem = calloc(1, sizeof(*mem));
+	char err[512];
+
+	if (mem == NULL)
 		return MC_ERR_INTERNAL;
-	if (mc_segmem_create(seg.mem, size, "mooncake-segment", &st->memopts, err,
-			     sizeof(err)) != 0) {
+	if (mc_segmem_create(mem, size, "mooncake-segment", &st->memopts, err, sizeof(err)) != 0) {
 		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
-		free(seg.mem);
+		free(mem);
 		return MC_ERR_INVALID_PARAMS;
 	}
-	seg.base = seg.mem->base;
-	seg.memfd = seg.mem->fd;
-	seg.size = size;
+	return mc_store_mount_mem(st, mem, origin, id);
+}
+
+int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin, struct mc_uuid *id)
+{
+	struct mc_store_segment seg = { .memfd = -1 };
+	struct mc_rpc_call call;
+	uint32_t i;
+	int rc;
+
+	seg.mem = mem;
+	seg.base = mem->base;
+	seg.memfd = mem->fd;
+	seg.size = mem->size;
+	seg.origin = (uint8_t)origin;
 	mc_uuid_generate(&seg.id);
 	if (mc_store_make_token(seg.token) != 0) {
 		mc_log_err("cannot make a segment token: %s", strerror(errno));
 		rc = MC_ERR_INTERNAL;
 		goto fail_map;
 	}
-	rc = mc_store_register(st, seg.base, size);
+	rc = mc_store_register(st, seg.base, seg.size);
 	if (rc)
 		goto fail_map;
 	pthread_mutex_lock(&st->mu);
+	if (st->nsegs >= MC_STORE_MAX_SEGMENTS) {
+		pthread_mutex_unlock(&st->mu);
+		mc_store_unregister(st, seg.base);
+		rc = MC_ERR_INVALID_PARAMS;
+		goto fail_map;
+	}
+	i = st->nsegs;
 	st->segs[st->nsegs++] = seg;
-	pthread_mutex_unlock(&st->mu);
-
 	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
 	mc_rpc_put_uuid(&call.req, &st->client_id);
-	mc_store_put_segment(st, &call.req, st->nsegs - 1);
-	mc_store_put_segment_token(st, &call.req, st->nsegs - 1);
+	mc_store_put_segment(st, &call.req, i);
+	mc_store_put_segment_token(st, &call.req, i);
+	pthread_mutex_unlock(&st->mu);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
 	mc_rpc_call_fini(&call);
 	if (rc) {
 		mc_log_err("MountSegment of %llu bytes at master %s failed: %s",
-			   (unsigned long long)size, st->master_addr, mc_strerror(rc));
+			   (unsigned long long)seg.size, st->master_addr, mc_strerror(rc));
 		pthread_mutex_lock(&st->mu);
-		st->nsegs--;
+		for (i = 0; i < st->nsegs; i++)
+			if (!memcmp(&st->segs[i].id, &seg.id, sizeof(seg.id))) {
+				memmove(&st->segs[i], &st->segs[i + 1],
+					(st->nsegs - i - 1) * sizeof(st->segs[0]));
+				st->nsegs--;
+				break;
+			}
 		pthread_mutex_unlock(&st->mu);
 		mc_store_unregister(st, seg.base);
 		goto fail_map;
 	}
+	if (id)
+		*id = seg.id;
 	return 0;
 
 fail_map:
-	mc_segmem_free(seg.mem);
-	free(seg.mem);
+	mc_segmem_free(mem);
+	free(mem);
 	return rc;
 }
 
@@ -392,6 +417,11 @@ static int mc_store_engine_start(struct mc_store *st, const char *ip, uint16_t p
 	return 0;
 }
 
+int mc_store_tenant_valid(const char *t)
+{
+	return mc_rpc_tenant_valid(t, strlen(t));
+}
+
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr)
@@ -404,6 +434,16 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 
 	if (st->initialized)
 		return MC_ERR_INVALID_PARAMS;
+	if (st->tenant_id[0] == '\0') {
+		const char *t = getenv("MOONCAKE_TENANT_ID");
+
+		snprintf(st->tenant_id, sizeof(st->tenant_id), "%s", t && *t ? t : "default");
+	}
+	if (!mc_store_tenant_valid(st->tenant_id)) {
+		mc_log_err("tenant_id '%s' is not a tenant name (printable ASCII, at most 255 bytes, "
+			   "not starting with '_')", st->tenant_id);
+		return MC_ERR_INVALID_PARAMS;
+	}
 	if (!st->memopts_set) {
 		char err[512];
 
@@ -549,7 +589,7 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 	}
 	if (global_segment_size) {
-		rc = mc_store_mount_segment(st, global_segment_size);
+		rc = mc_store_mount_new(st, global_segment_size, MC_STORE_SEG_SETUP, NULL);
 		if (rc)
 			goto fail;
 	} else {
@@ -593,7 +633,14 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	rc = mc_store_ssd_start(st);
 	if (rc)
 		goto fail;
+	if (st->nsegs > 0 && (rc = mc_store_tasks_start(st)) != 0)
+		goto fail;
+	st->metrics.start_ms = mc_store_now_ms();
 	st->initialized = 1;
+	if (st->http_port > 0 && (rc = mc_store_http_start(st, st->http_port)) != 0) {
+		st->initialized = 0;
+		goto fail;
+	}
 	mc_log_info("store client %s ready: endpoint %s, master %s, %u segment(s)", st->hostname,
 		    st->endpoint, st->master_addr, st->nsegs);
 	return 0;
@@ -606,8 +653,10 @@ void mc_store_teardown(struct mc_store *st)
 {
 	uint32_t i;
 
+	mc_store_http_stop(st);
 	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);
+	mc_store_tasks_stop(st);
 	if (st->lt) {
 		struct mc_setup_ctx x = { .st = st };
 
@@ -636,6 +685,7 @@ void mc_store_teardown(struct mc_store *st)
 	}
 	mc_store_ssd_free(st);
 	mc_store_prefetch_free(st);
+	mc_store_tasks_free(st);
 	for (i = 0; i < st->nsegs; i++) {
 		mc_segmem_free(st->segs[i].mem);
 		free(st->segs[i].mem);

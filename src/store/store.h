@@ -40,7 +40,24 @@ struct mc_store_segment {
 	uint64_t size;
 	int memfd;
 	struct mc_segmem *mem;		/* the memory behind it (segment/segmem.h) */
+	uint8_t origin;			/* MC_STORE_SEG_*: how it came to be */
 };
+
+/* mc_store_segment.origin: set-up's global segment, one allocated after set-up
+ * (allocate_and_mount_segment, mount_segment_size), a file mapped by mount_segment. */
+#define MC_STORE_SEG_SETUP 0
+#define MC_STORE_SEG_ALLOCATED 1
+#define MC_STORE_SEG_FILE 2
+
+/* The client's transfer metrics (store_http.c): atomics. */
+#define MC_STORE_LAT_BUCKETS 27
+struct mc_store_metrics {
+	uint64_t read_bytes, write_bytes;
+	uint64_t hist[4][MC_STORE_LAT_BUCKETS + 1];	/* get, put, batch get, batch put (us) */
+	uint64_t sum_us[4];
+	int64_t start_ms;
+};
+struct mc_store_http;
 
 struct mc_store {
 	pthread_mutex_t mu;		/* setup/teardown, the segment list, suspect[] */
@@ -81,6 +98,10 @@ struct mc_store {
 	char ssd_path[1024];
 	uint64_t ssd_limit;
 	struct mc_store_ssd *ssdw;
+	/* The embedded HTTP server (store_http.c): http_port > 0 starts it at set-up. */
+	int http_port;
+	struct mc_store_http *http;
+	struct mc_store_metrics metrics;
 	char fsdir[1024];		/* GetStorageConfig: the master's shared directory, or "" */
 	int fs_evict;			/* enable_disk_eviction */
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
@@ -99,6 +120,10 @@ struct mc_store {
 	char cluster_secret_file[1024];
 	struct mc_auth *auth;		/* NULL: an open cluster */
 	struct mc_tls *tls;		/* MOONCAKE_TLS_CA_FILE: TLS to the master (NULL: none) */
+	struct mc_store_tasks *tasksw;	/* copy/move task worker (store_tasks.c) */
+	char tenant_id[256];		/* the tenant its requests work for ("" or "default": the
+					   default namespace; set before mc_store_setup, else
+					   MOONCAKE_TENANT_ID) */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -139,10 +164,40 @@ struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode);
 void mc_store_call_async(struct mc_store *st, struct mc_rpc_call *call);
 
 /* ---- store.c ---- */
+/* Is t a tenant name (upstream's: printable ASCII, not empty, not starting with '_'; at most
+ * 255 bytes)? */
+int mc_store_tenant_valid(const char *t);
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr);
 int mc_store_mount_segment(struct mc_store *st, uint64_t size);
+/* Create size bytes of segment memory (st->memopts) and mount them, origin MC_STORE_SEG_*; the
+ * id in *id (may be NULL).  0 or an MC_ERR_* code. */
+int mc_store_mount_new(struct mc_store *st, uint64_t size, int origin, struct mc_uuid *id);
+/* Mount mem (owned from now on: freed on failure) as a further segment of this client, origin
+ * MC_STORE_SEG_*; its id in *id (may be NULL).  0 or an MC_ERR_* code. */
+struct mc_segmem;
+int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin, struct mc_uuid *id);
+
+/* ---- store_segments.c: segments mounted and unmounted at run time (upstream's mount_segment,
+ * allocate_and_mount_segment, unmount_segment, unmount_and_free_segment and
+ * unmount_local_disk_segment) ---- */
+/* Map [offset, offset + size) of the file at path (offset page-aligned, the range inside the
+ * file) MAP_SHARED and mount it; its id in *id. */
+int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t size, uint64_t offset,
+			struct mc_uuid *id);
+/* Allocate size bytes (rounded up to the page size, *allocated) and mount them. */
+int mc_store_allocate_and_mount(struct mc_store *st, uint64_t size, struct mc_uuid *id,
+				uint64_t *allocated);
+/* Unmount the segment id, which must be of origin origin: the master first (its replicas
+ * there are dropped), then, grace_ms later (in-flight reads finish), the memory is unmapped.
+ * MC_ERR_INVALID_PARAMS when this client has no such segment. */
+int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origin,
+			uint64_t grace_ms);
+/* Take this client's SSD area out of service: the master forgets its replicas, offload stops,
+ * and grace_ms later the call returns (reads in flight are still served until close).  0 also
+ * when there is none. */
+int mc_store_unmount_local_disk(struct mc_store *st, uint64_t grace_ms);
 void mc_store_teardown(struct mc_store *st);
 /* Encode this client's segments (for MountSegment / ReMountSegment): the segments first, then
  * their tokens in the same order (st->mu held by the caller when other threads may mount). */
@@ -170,6 +225,32 @@ void mc_store_ssd_free(struct mc_store *st);
  * call's error. */
 int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int revoke,
 			int upsert, uint8_t rtype, int *res, const struct mc_rpc_checksum *sums);
+
+/* ---- store_tasks.c: copy and move tasks the master gives this client ---- */
+struct mc_store_tasks;
+/* Start the worker (a handle that mounts memory: it owns replicas tasks copy). */
+int mc_store_tasks_start(struct mc_store *st);
+/* The master says tasks wait for us (from the loop thread; no-op without a worker). */
+void mc_store_tasks_kick(struct mc_store *st);
+/* Stop the worker (while the loop still runs: it finishes its round's RPCs), then free it
+ * (after the loop stopped). */
+void mc_store_tasks_stop(struct mc_store *st);
+void mc_store_tasks_free(struct mc_store *st);
+/* CreateCopyTask (move 0: key to targets[0..n)) or CreateMoveTask (move 1: key from source to
+ * targets[0]): 0 and the task's id, or the master's code. */
+int mc_store_create_task(struct mc_store *st, int move, const char *key, const char *source,
+			 const char **targets, uint32_t n, struct mc_uuid *id);
+/* QueryTask: upstream's QueryTaskResponse. */
+struct mc_store_task_info {
+	struct mc_uuid id;
+	uint8_t type;			/* 0 REPLICA_COPY, 1 REPLICA_MOVE */
+	uint8_t status;			/* 0 PENDING, 1 PROCESSING, 2 FAILED, 3 SUCCESS */
+	int64_t created_ms, updated_ms;	/* ms since the epoch */
+	struct mc_uuid assigned;	/* the client carrying it out */
+	char message[256];
+};
+int mc_store_query_task(struct mc_store *st, const struct mc_uuid *id,
+			struct mc_store_task_info *info);
 
 /* ---- store_tier_fsdir.c: legacy shared-directory DISK replicas ---- */
 struct mc_iov;
@@ -298,6 +379,18 @@ void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int s
 int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
 		      const struct mc_rpc_config *cfg, int upsert);
 int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n);
+/* The same without the counting of store_http.c (mc_store_*_many count and call these). */
+int mc_store_put_many_raw(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+			  const struct mc_rpc_config *cfg, int upsert);
+int mc_store_get_many_raw(struct mc_store *st, struct mc_get_item *items, uint32_t n);
+/* store_http.c: the embedded HTTP server (/health, /metrics, /metrics/summary) on the loop
+ * thread; start 0 or an MC_ERR_* code (the port taken); stop: NULL-safe, before the loop
+ * goes.  The metrics as Prometheus text and as upstream's summary. */
+struct evbuffer;
+int mc_store_http_start(struct mc_store *st, int port);
+void mc_store_http_stop(struct mc_store *st);
+void mc_store_metrics_prometheus(struct mc_store *st, struct evbuffer *b);
+void mc_store_metrics_summary(struct mc_store *st, struct evbuffer *b);
 int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int *results);
 /* ProbeKey / BatchProbeKey: per key 1 present, 0 not, or an error code; policy is enum
  * mc_probe_policy (LastHitOnly leases the last group of candidate_size keys all present).

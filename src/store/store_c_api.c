@@ -64,6 +64,16 @@ int mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
 			      master_server_addr ? master_server_addr : "127.0.0.1:50051");
 }
 
+int mooncake_store_set_tenant_id(mooncake_store_t store, const char *tenant_id)
+{
+	struct mc_store *st = MC_STORE(store);
+
+	if (st == NULL || tenant_id == NULL || st->initialized || !mc_store_tenant_valid(tenant_id))
+		return -1;
+	snprintf(st->tenant_id, sizeof(st->tenant_id), "%s", tenant_id);
+	return 0;
+}
+
 int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const char *device_name,
 			    uint64_t mount_segment_size)
 {

@@ -412,7 +412,7 @@ static int mc_get_read(struct mc_store *st, struct mc_get_item *items, struct mc
 	return 0;
 }
 
-int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n)
+int mc_store_get_many_raw(struct mc_store *st, struct mc_get_item *items, uint32_t n)
 {
 	struct mc_rpc_call calls[2];
 	struct mc_get_state *gs = NULL;

@@ -537,8 +537,8 @@ static void mc_put_space_init(void)
  * waits for the space that eviction (or demotion to SSD) is freeing instead of failing.  Only
  * while the master expects room soon (or does not say): a pool where nothing can be freed
  * answers NO_AVAILABLE_HANDLE at once. */
-int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n,
-		      const struct mc_rpc_config *cfg, int upsert)
+int mc_store_put_many_raw(struct mc_store *st, struct mc_put_item *items, uint32_t n,
+			  const struct mc_rpc_config *cfg, int upsert)
 {
 	struct mc_put_item *again = NULL;
 	uint32_t *at = NULL, i, k;

@@ -60,6 +60,7 @@ struct mc_store_ssd {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop;
+	int joined;		/* the thread is gone (mc_store_ssd_stop ran) */
 	int mounted;
 	/* The master answered -600 to the checksum features (a master from before them): send
 	 * the older forms of OffloadObjectHeartbeat and NotifyOffloadSuccess from then on. */
@@ -83,6 +84,8 @@ struct mc_task {
 	struct mc_strv key;
 	uint64_t size, src, dst, gen;
 	struct mc_strv dst_ep;
+	struct mc_strv dst_seg;		/* PROMOTE: the destination's segment name ("": unknown,
+					   an older master) */
 	struct mc_rpc_checksum cs;	/* the object's checksum, kept with an offloaded copy */
 	/* result */
 	uint64_t disk_addr;
@@ -451,6 +454,9 @@ static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 		x.remote = t->dst;
 		x.len = t->size;
 		rc = mc_endpoint_parse(t->dst_ep, x.host, sizeof(x.host), &x.port);
+		/* Another client's memory is written through its segment (by name). */
+		if (t->dst_seg.n && t->dst_seg.n < sizeof(x.segment))
+			memcpy(x.segment, t->dst_seg.p, t->dst_seg.n);
 		if (rc == 0 && mc_store_transfer(st, &x, 1) != 0)
 			rc = x.status ? x.status : MC_ERR_TRANSFER_FAIL;
 	}
@@ -475,7 +481,7 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 	mc_wbuf_u32(&call.req, MC_SSD_MAX_TASKS);
 	mc_wbuf_u64(&call.req, mc_ssd_used(w->ssd));
 	if (!w->old_master)
-		mc_wbuf_u8(&call.req, MC_RPC_HB_CHECKSUMS);
+		mc_wbuf_u8(&call.req, MC_RPC_HB_CHECKSUMS | MC_RPC_HB_SEGMENTS);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
 		rc = call.status;
@@ -505,7 +511,18 @@ static int mc_ssd_round(struct mc_store_ssd *w)
 		tasks[i].dst = mc_rbuf_u64(&r);
 		tasks[i].gen = mc_rbuf_u64(&r);
 	}
-	if (r.err == 0 && !w->old_master) {
+	if (r.err == 0 && !w->old_master && r.left > (size_t)n * MC_RPC_CHECKSUM_BYTES) {
+		/* Checksums, then each task's destination segment (a master that knows
+		 * MC_RPC_HB_SEGMENTS). */
+		for (i = 0; i < n; i++) {
+			tasks[i].cs.present = mc_rbuf_u8(&r);
+			tasks[i].cs.value = mc_rbuf_u64(&r);
+		}
+		if (mc_rbuf_u32(&r) != n)
+			r.err = 1;
+		for (i = 0; i < n && r.err == 0; i++)
+			tasks[i].dst_seg = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
+	} else if (r.err == 0 && !w->old_master) {
 		struct mc_rpc_checksum cs[MC_SSD_MAX_TASKS];
 
 		if (mc_rpc_get_checksums(&r, cs, n) >= 0)
@@ -687,13 +704,14 @@ void mc_store_ssd_stop(struct mc_store *st)
 {
 	struct mc_store_ssd *w = st->ssdw;
 
-	if (w == NULL)
+	if (w == NULL || w->joined)
 		return;
 	pthread_mutex_lock(&w->mu);
 	w->stop = 1;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->thread, NULL);
+	w->joined = 1;
 	if (w->mounted && st->mc) {
 		struct mc_rpc_call call;
 

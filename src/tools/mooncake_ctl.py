@@ -4,7 +4,9 @@
 
 Commands: status, segments, keys [PATTERN], get-info KEY, remove KEY [--force],
 remove-all [--force], metrics, capacity --model-config FILE (--tokens N | --token-log FILE),
-capacity [--segment-size SIZE] [--hugepage-size 2MB|1GB] (segment population, hugetlb pool).
+capacity [--segment-size SIZE] [--hugepage-size 2MB|1GB] (segment population, hugetlb pool),
+drain SEGMENT... [--targets A,B] [--max-concurrency N] [--wait], drain --query JOB,
+drain --cancel JOB (drain jobs: move a segment's objects elsewhere before it is unmounted).
 Human tables by default, --json for scripts.  Exit status 0, 1 on a failed request, 2 on bad
 usage.
 """
@@ -62,14 +64,16 @@ def sign(key, method, uri, body):
     return "%s:%s:%s" % (ts, nonce, hmac.new(key, msg.encode(), hashlib.sha256).hexdigest())
 
 
-def request(base, path, method="GET"):
+def request(base, path, method="GET", body=None):
     url = base.rstrip("/") + path
-    body = b"" if method == "POST" else None
-    req = urllib.request.Request(url, method=method, data=body)
+    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+    req = urllib.request.Request(url, method=method, data=data)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
     if SECRET is not None:
         uri = urllib.parse.urlsplit(url)
         target = (uri.path or "/") + ("?" + uri.query if uri.query else "")
-        req.add_header("X-Mooncake-Auth", sign(SECRET, method, target, body or b""))
+        req.add_header("X-Mooncake-Auth", sign(SECRET, method, target, data or b""))
     try:
         with urllib.request.urlopen(req, timeout=10, context=TLS) as r:
             return r.status, r.read().decode("utf-8", "replace")
@@ -224,6 +228,60 @@ def cmd_remove_all(args):
         raise CtlError("remove_all answered %d" % status)
     body = json.loads(text)
     return body if args.json else "removed %d objects" % body.get("removed_count", 0)
+
+
+def drain_answer(status, text, what):
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = {}
+    if status != 200 or not body.get("success"):
+        raise CtlError("%s: %s (%s)" % (what, body.get("error_message", "HTTP %d" % status),
+                                        body.get("error_code", "")))
+    return body
+
+
+def drain_line(job):
+    return ("job %s: %s, %d moved (%s), %d failed, %d blocked, %d in flight: %s"
+            % (job["job_id"], job["status_name"], job["succeeded_units"],
+               human(job["migrated_bytes"]), job["failed_units"], job["blocked_units"],
+               job["active_units"], job["message"]))
+
+
+def drain_query(args, job_id):
+    q = urllib.parse.urlencode({"job_id": job_id})
+    status, text = request(args.master, "/api/v1/drain_jobs/query?" + q)
+    return drain_answer(status, text, "drain job %s" % job_id)
+
+
+def cmd_drain(args):
+    if args.query:
+        job = drain_query(args, args.query)
+        return job if args.json else drain_line(job)
+    if args.cancel:
+        q = urllib.parse.urlencode({"job_id": args.cancel})
+        status, text = request(args.master, "/api/v1/drain_jobs/cancel?" + q, "POST")
+        body = drain_answer(status, text, "cancel of drain job %s" % args.cancel)
+        return body if args.json else "drain job %s canceled" % args.cancel
+    req = {"segments": args.segments, "max_concurrency": args.max_concurrency}
+    if args.targets:
+        req["target_segments"] = args.targets
+    status, text = request(args.master, "/api/v1/drain_jobs", "POST", req)
+    body = drain_answer(status, text, "drain of %s" % " ".join(args.segments))
+    if not args.wait:
+        return body if args.json else "drain job %s created" % body["job_id"]
+    deadline = time.time() + args.wait
+    while True:
+        job = drain_query(args, body["job_id"])
+        if job["status_name"] in ("SUCCEEDED", "FAILED", "CANCELED"):
+            break
+        if time.time() > deadline:
+            raise CtlError("drain job %s still %s after %ds" % (body["job_id"],
+                                                                job["status_name"], args.wait))
+        time.sleep(0.5)
+    if job["status_name"] != "SUCCEEDED":
+        raise CtlError(drain_line(job))
+    return job if args.json else drain_line(job)
 
 
 def cmd_metrics(args):
@@ -538,7 +596,22 @@ def main(argv=None):
     c.add_argument("--master-log", type=readable_file("--master-log"), help="read usage from a master log instead of /metrics")
     c.add_argument("--tolerance", type=non_negative_float("--tolerance"), default=0.25,
                    help="allowed relative difference (default: %(default)s)")
+    d = sub.add_parser("drain", help="drain segments: move their objects elsewhere (memory and "
+                       "SSD copies) so they can be unmounted with nothing lost")
+    d.add_argument("segments", nargs="*", metavar="SEGMENT")
+    d.add_argument("--targets", type=lambda v: [x for x in v.split(",") if x],
+                   help="comma-separated segments to move objects to (default: any)")
+    d.add_argument("--max-concurrency", type=non_negative_int("--max-concurrency"), default=4,
+                   help="moves in flight at once (default: %(default)s)")
+    d.add_argument("--wait", type=non_negative_int("--wait"), nargs="?", const=3600,
+                   metavar="SECONDS", help="wait for the job to end (status 1 unless it "
+                   "succeeds)")
+    dq = d.add_mutually_exclusive_group()
+    dq.add_argument("--query", metavar="JOB", help="show a drain job instead")
+    dq.add_argument("--cancel", metavar="JOB", help="cancel a drain job instead")
     args = p.parse_args(argv)
+    if args.command == "drain" and bool(args.segments) == bool(args.query or args.cancel):
+        d.error("give segments to drain, or --query/--cancel JOB")
     global SECRET, TLS
     try:
         SECRET = load_secret(args.secret_file) if args.secret_file else None
@@ -563,7 +636,7 @@ def main(argv=None):
         c.error("--tokens, --token-log and --master-log need --model-config")
     handlers = {"status": cmd_status, "segments": cmd_segments, "keys": cmd_keys,
                 "get-info": cmd_get_info, "remove": cmd_remove, "remove-all": cmd_remove_all,
-                "metrics": cmd_metrics, "capacity": cmd_capacity}
+                "metrics": cmd_metrics, "capacity": cmd_capacity, "drain": cmd_drain}
     try:
         out = handlers[args.command](args)
     except CtlError as e:

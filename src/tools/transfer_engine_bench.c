@@ -11,6 +11,11 @@
  * bench turns MC_LOG_LEVEL=info on so that line shows).  Buffers are memfd-backed, as the
  * engine's managed buffers are, so a same-host peer maps them.  --reference=memcpy also times a
  * single-thread memcpy loop of block_size in the same run and prints the ratio.
+ *
+ * The initiator finds the target's buffer in the descriptor the target publishes (as
+ * upstream's bench reads segment_desc->buffers): no address to pass around (TEB_REMOTE_BASE
+ * still overrides it).  --use_vram puts the buffer in GPU memory (--gpu_id) in a build with
+ * CUDA; --backend takes upstream's classic engine (tent is not part of this build).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,7 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "common/auth.h"
+#include "common/log.h"
+#include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 #include "reactor/options.h"
 
@@ -48,6 +59,13 @@ struct teb_cfg {
 	int64_t report_precision;
 	int64_t rpc_port;
 	char *reference;
+	char *backend;
+	int use_vram;
+	int64_t gpu_id;
+	int init_mem;
+	int verbose;
+	char *vmodule;
+	int symbolize_stacktrace;
 	int check_config;
 };
 
@@ -72,8 +90,8 @@ static const struct mc_opt teb_opts[] = {
 	  "rdma: file holding the NIC priority matrix JSON (overrides device_name)" },
 	{ "segment_id", NULL, NULL, MC_OPT_TOKEN, O(segment_id), "", 0, -1,
 	  "the target's segment name (initiator)" },
-	{ "buffer_size", NULL, NULL, MC_OPT_SIZE, O(buffer_size), "1GB", 4096, 1099511627776.0,
-	  "bytes registered on each side" },
+	{ "buffer_size", "segment_size", NULL, MC_OPT_SIZE, O(buffer_size), "1GB", 4096,
+	  1099511627776.0, "bytes registered on each side (the segment each side contributes)" },
 	{ "batch_size", NULL, NULL, MC_OPT_INT, O(batch_size), "128", 1, 65536,
 	  "requests per batch" },
 	{ "block_size", NULL, NULL, MC_OPT_SIZE, O(block_size), "65536", 1, 1073741824.0,
@@ -91,12 +109,38 @@ static const struct mc_opt teb_opts[] = {
 	  "handshake port (0: a free one in 15000-17000)" },
 	{ "reference", NULL, NULL, MC_OPT_CHOICE, O(reference), "none|memcpy", 0, -1,
 	  "none, or memcpy: also time a single-thread memcpy of block_size and print the ratio" },
+	{ "backend", NULL, NULL, MC_OPT_CHOICE, O(backend), "classic|tent", 0, -1,
+	  "transfer engine: classic (tent, upstream's newer engine, is not part of this build)" },
+	{ "use_vram", NULL, NULL, MC_OPT_BOOL, O(use_vram), "false", 0, -1,
+	  "put the buffer in GPU memory (needs a build with CUDA and a GPU)" },
+	{ "gpu_id", NULL, NULL, MC_OPT_INT, O(gpu_id), "0", -1, 1023,
+	  "GPU of the buffer with --use_vram (-1: the first)" },
+	{ "init_mem", NULL, NULL, MC_OPT_BOOL, O(init_mem), "true", 0, -1,
+	  "fill the buffer before the run" },
+	{ "v", NULL, NULL, MC_OPT_BOOL, O(verbose), "false", 0, 9,
+	  "debug logging; glog's --v=N: any N > 0 turns it on" },
+	{ "vmodule", NULL, NULL, MC_OPT_STRING, O(vmodule), "", 0, -1,
+	  "module=N,...: lines are not split by module here, so any N > 0 turns on debug lines" },
+	{ "symbolize_stacktrace", NULL, NULL, MC_OPT_BOOL, O(symbolize_stacktrace), "true", 0, -1,
+	  "accepted for compatibility: this program prints no stack traces to symbolize" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags and the environment, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
 };
 
 static struct teb_cfg cfg;
+
+/* Does --vmodule (module=N,...) ask for any level above 0? */
+static int teb_vmodule_on(const char *s)
+{
+	const char *eq;
+
+	for (; s && (eq = strchr(s, '=')) != NULL; s = strchr(eq, ','), s = s ? s + 1 : NULL)
+		if (strtol(eq + 1, NULL, 10) > 0)
+			return 1;
+	return 0;
+}
+static uint64_t remote;		/* the target's buffer (its descriptor, or TEB_REMOTE_BASE) */
 static transfer_engine_t engine;
 static segment_handle_t target;
 static uint8_t *buffer;
@@ -125,7 +169,7 @@ static void *teb_worker(void *arg)
 	size_t b = (size_t)cfg.batch_size, i;
 	struct transfer_request *req = calloc(b, sizeof(*req));
 	uint64_t span = cfg.buffer_size / (uint64_t)cfg.threads, base = (uint64_t)id * span;
-	uint64_t remote = strtoull(getenv("TEB_REMOTE_BASE"), NULL, 0), bytes = 0;
+	uint64_t bytes = 0;
 	double end = teb_now() + cfg.duration;
 
 	while (teb_now() < end && !failed) {
@@ -177,6 +221,40 @@ static uint8_t *teb_alloc(uint64_t len)
 		return NULL;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* --use_vram: GPU memory for the buffer, its location ("cuda:N") into loc; NULL if none. */
+static uint8_t *teb_alloc_vram(uint64_t len, char *loc, size_t n)
+{
+#ifdef HAVE_CUDA
+	int gpu = cfg.gpu_id < 0 ? 0 : (int)cfg.gpu_id;
+	void *p = NULL;
+
+	if (cudaSetDevice(gpu) != cudaSuccess || cudaMalloc(&p, len) != cudaSuccess)
+		return NULL;
+	if (cfg.init_mem && cudaMemset(p, 0x5a, len) != cudaSuccess) {
+		cudaFree(p);
+		return NULL;
+	}
+	snprintf(loc, n, "cuda:%d", gpu);
+	return p;
+#else
+	(void)len;
+	(void)loc;
+	(void)n;
+	return NULL;
+#endif
+}
+
+static void teb_free(uint8_t *p, uint64_t len)
+{
+#ifdef HAVE_CUDA
+	if (cfg.use_vram) {
+		cudaFree(p);
+		return;
+	}
+#endif
+	munmap(p, len);
 }
 
 /* Bytes per second of one thread memcpy'ing block_size blocks at the offsets worker 0 uses
@@ -255,6 +333,20 @@ static int teb_check(int argc, char **argv, int next, char *err, size_t n)
 		snprintf(err, n, "unexpected argument '%s' (see --help)", argv[next]);
 		return -1;
 	}
+	if (cfg.vmodule[0]) {
+		const char *p = cfg.vmodule;
+
+		while (p) {	/* each entry module=N */
+			const char *e = strchr(p, ','), *eq = strchr(p, '=');
+
+			if (eq == NULL || eq == p || (e && eq > e) || eq[1] < '0' || eq[1] > '9') {
+				snprintf(err, n, "invalid value '%s' for --vmodule (expected "
+					 "module=N,...)", cfg.vmodule);
+				return -1;
+			}
+			p = e ? e + 1 : NULL;
+		}
+	}
 	if (cfg.block_size > cfg.buffer_size / (uint64_t)cfg.threads) {
 		snprintf(err, n, "invalid value '%" PRIu64 "' for --block_size: larger than "
 			 "--buffer_size / --threads (%" PRIu64 ")", cfg.block_size,
@@ -270,12 +362,27 @@ static int teb_check(int argc, char **argv, int next, char *err, size_t n)
 			return -1;
 		}
 	}
+	if (!strcmp(cfg.backend, "tent")) {
+		snprintf(err, n, "--backend=tent: upstream's TENT engine is not part of this build "
+			 "(use classic)");
+		return -1;
+	}
+#ifndef HAVE_CUDA
+	if (cfg.use_vram) {
+		snprintf(err, n, "--use_vram: this build has no CUDA (configure --with-cuda)");
+		return -1;
+	}
+#endif
+	if (cfg.use_vram && !strcmp(cfg.reference, "memcpy")) {
+		snprintf(err, n, "--reference=memcpy times host memory: not with --use_vram");
+		return -1;
+	}
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	char err[512] = "", name[128], *matrix = NULL;
+	char err[512] = "", name[128], *matrix = NULL, location[32] = "cpu:0";
 	void *args[2] = { NULL, NULL };
 	int next = argc, i, rdma;
 	pthread_t *tids;
@@ -296,6 +403,8 @@ int main(int argc, char **argv)
 		mc_opts_free(teb_opts, &cfg);
 		return 2;
 	}
+	if (cfg.verbose || teb_vmodule_on(cfg.vmodule))
+		mc_log_set_level(MC_LOG_DEBUG);
 	if (cfg.check_config) {
 		printf("transfer_engine_bench: configuration is valid\n");
 		mc_opts_free(teb_opts, &cfg);
@@ -330,14 +439,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(matrix);
-	buffer = teb_alloc(cfg.buffer_size);
+	buffer = cfg.use_vram ? teb_alloc_vram(cfg.buffer_size, location, sizeof(location))
+			      : teb_alloc(cfg.buffer_size);
 	if (buffer == NULL) {
-		fprintf(stderr, "transfer_engine_bench: cannot allocate %" PRIu64 " bytes\n",
-			cfg.buffer_size);
+		fprintf(stderr, "transfer_engine_bench: cannot allocate %" PRIu64 " bytes%s\n",
+			cfg.buffer_size, cfg.use_vram ? " of GPU memory" : "");
 		return 1;
 	}
-	memset(buffer, 0x5a, cfg.buffer_size);
-	if (registerLocalMemory(engine, buffer, cfg.buffer_size, "cpu:0", 1)) {
+	if (cfg.init_mem && !cfg.use_vram)
+		memset(buffer, 0x5a, cfg.buffer_size);
+	if (registerLocalMemory(engine, buffer, cfg.buffer_size, location, 1)) {
 		fprintf(stderr, "transfer_engine_bench: cannot register memory\n");
 		return 1;
 	}
@@ -350,18 +461,21 @@ int main(int argc, char **argv)
 		while (!stop)
 			pause();
 		destroyTransferEngine(engine);
-		munmap(buffer, cfg.buffer_size);
+		teb_free(buffer, cfg.buffer_size);
 		mc_opts_free(teb_opts, &cfg);
 		return 0;
-	}
-	if (getenv("TEB_REMOTE_BASE") == NULL) {
-		fprintf(stderr, "transfer_engine_bench: set TEB_REMOTE_BASE to the target's buffer "
-				"address (printed by the target)\n");
-		return 2;
 	}
 	target = openSegment(engine, cfg.segment_id);
 	if (target < 0) {
 		fprintf(stderr, "transfer_engine_bench: cannot open segment %s\n", cfg.segment_id);
+		return 1;
+	}
+	/* The target's buffer: the first its descriptor lists (TEB_REMOTE_BASE overrides). */
+	if (getenv("TEB_REMOTE_BASE") && *getenv("TEB_REMOTE_BASE")) {
+		remote = strtoull(getenv("TEB_REMOTE_BASE"), NULL, 0);
+	} else if (mc_te_first_buffer(engine, target, &remote) != 0) {
+		fprintf(stderr, "transfer_engine_bench: segment %s publishes no buffer\n",
+			cfg.segment_id);
 		return 1;
 	}
 	tids = calloc((size_t)cfg.threads, sizeof(*tids));
@@ -385,7 +499,7 @@ int main(int argc, char **argv)
 	}
 	destroyTransferEngine(engine);
 	free(tids);
-	munmap(buffer, cfg.buffer_size);
+	teb_free(buffer, cfg.buffer_size);
 	mc_opts_free(teb_opts, &cfg);
 	return failed ? 1 : 0;
 }

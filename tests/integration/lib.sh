@@ -268,3 +268,16 @@ mc_ge() {
 		return 1
 	fi
 }
+
+# mc_python_package: make the built Python package (pybuild) importable by python3 (and the
+# sanitizer runtimes preloaded for a sanitizer build); 1 with a "# SKIP" line when it was not
+# built.  The daemons started from Python drop LD_PRELOAD again (mc_cluster.py).
+mc_python_package() {
+	[ -f "$MC_TOP_BUILDDIR/pybuild/mooncake/_store.so" ] ||
+		{ echo "# SKIP: Python package not built (no Python headers)"; return 1; }
+	export PYTHONPATH="$MC_TOP_BUILDDIR/pybuild:$MC_TOP_SRCDIR/tests/integration${PYTHONPATH:+:$PYTHONPATH}"
+	if nm -D "$MC_TOP_BUILDDIR/pybuild/mooncake/_store.so" 2>/dev/null | grep -q __asan_init; then
+		export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+		export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
+	fi
+}

@@ -104,9 +104,13 @@ mc_start target "$MC_BIN/transfer_engine_bench" --mode=target --buffer_size=64MB
 mc_wait_log target "target ready" || { mc_dump_logs; exit 1; }
 seg=$(sed -n 's/.*segment \([^,]*\),.*/\1/p' "$MC_TMP/target.log")
 base=$(sed -n 's/.*buffer 0x\([0-9a-f]*\).*/\1/p' "$MC_TMP/target.log")
+# The initiator finds the target's buffer in its descriptor (the write); TEB_REMOTE_BASE, the
+# address the target printed, still overrides it (the read).
 for op in write read; do
-	out=$(TEB_REMOTE_BASE=$((16#$base)) "$MC_BIN/transfer_engine_bench" --mode=initiator \
-		--operation=$op --segment_id="$seg" --buffer_size=64MB --block_size=1MB \
+	remote=
+	[ $op = read ] && remote=$((16#$base))
+	out=$(TEB_REMOTE_BASE=$remote "$MC_BIN/transfer_engine_bench" --mode=initiator \
+		--operation=$op --segment_id="$seg" --segment_size=64MB --block_size=1MB \
 		--batch_size=8 --threads=2 --duration=1 --local_server_name=127.0.0.1 2>&1)
 	echo "$out" | sed 's/^/# /'
 	if echo "$out" | grep -q "^Throughput: [0-9.]* GB/s$"; then

@@ -24,6 +24,23 @@ for f in sbin/mooncake_master sbin/mooncake_http_metadata_server bin/mooncake_cl
 	t "installed $f" '[ -e "$R/$f" ]'
 done
 t "installed libmooncake.so" 'ls "$R"/lib/libmooncake.so* >/dev/null 2>&1'
+t "installed etc/mooncake/master.yaml" '[ -f "$R/etc/mooncake/master.yaml" ]'
+# Upstream's wheel puts the daemons on PATH: bin links to sbin.
+for p in mooncake_master mooncake_http_metadata_server; do
+	t "bin/$p runs sbin/$p" '[ -L "$R/bin/$p" ] && [ "$(readlink -f "$R/bin/$p")" = "$(readlink -f "$R/sbin/$p")" ]'
+done
+if [ -f "$B/pybuild/mooncake/_store.so" ]; then
+	for p in mc_store_rest_server transfer_engine_topology_dump; do
+		t "installed console script bin/$p" '[ -x "$R/bin/$p" ] && head -1 "$R/bin/$p" | grep -q "^#!/"'
+	done
+	# The script names the installed package directory; under DESTDIR it is found through
+	# PYTHONPATH (and a sanitizer build's extension needs its runtimes preloaded).
+	pyd=$(find "$D" -type d -name mooncake -path "*-packages/*" | head -1)
+	pre=
+	nm -D "$B/pybuild/mooncake/_store.so" 2>/dev/null | grep -q __asan_init &&
+		pre="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+	t "bin/mc_store_rest_server --help is upstream's" 'PYTHONPATH="$(dirname "$pyd")" LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0 "$R/bin/mc_store_rest_server" --help 2>&1 | grep -q -- "--max-wait-time"'
+fi
 if [ -n "$unitdir" ]; then
 	for u in mooncake_master.service mooncake_http_metadata_server.service mooncake_client@.service; do
 		t "unit $u installed with its paths" '[ -f "$D$unitdir/$u" ] && ! grep -q "@[a-z]*dir@" "$D$unitdir/$u" && grep -q "^ExecStart=$prefix/" "$D$unitdir/$u"'

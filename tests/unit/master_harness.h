@@ -19,6 +19,7 @@
 #include "common/errcode.h"
 #include "common/wire.h"
 #include "master/ops.h"
+#include "master/tasks.h"
 #include "proto/rpc.h"
 
 static int64_t fake_now = 1000000;
@@ -69,18 +70,30 @@ static void master_init(struct mc_master *m, const char *policy)
 	c->cluster_id = (char *)"mooncake_cluster";
 	c->root_fs_dir = (char *)"";
 	c->persist_path = (char *)"";
+	c->up.offload_cap_ratio = 0.5;
+	c->up.promotion_queue_limit = 50000;
+	c->up.promotion_max_per_heartbeat = 1;
+	c->up.global_file_segment_size = INT64_MAX;
+	c->tasks.max_total_finished_tasks = 10000;
+	c->tasks.max_total_pending_tasks = 10000;
+	c->tasks.max_total_processing_tasks = 10000;
+	c->tasks.pending_task_timeout_sec = 300;
+	c->tasks.processing_task_timeout_sec = 300;
+	c->tasks.max_retry_attempts = 10;
 	m->clock_ms = fake_clock;
 	m->clock_arg = &fake_now;
 	m->base = event_base_new();
 	m->rng = 42;
 	mc_master_tables_init(m);
 	mc_fs_init(m);
+	mc_tasks_init(m);
 	m->ev_reap = event_new(m->base, -1, 0, on_reap, m);
 }
 
 static void master_fini(struct mc_master *m)
 {
 	event_free(m->ev_reap);
+	mc_tasks_fini(m);
 	mc_master_tables_fini(m);
 	mc_fs_fini(m);
 	event_base_free(m->base);

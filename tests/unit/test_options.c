@@ -42,6 +42,84 @@ static int parse(struct cfg *c, struct mc_opts_state *st, int argc, const char *
 	return mc_opts_parse_argv(tab, c, argc, (char **)argv, st, &next, err, sizeof(err));
 }
 
+/* Write text to a new file named like a YAML configuration; its path into path. */
+static void yaml_file(char *path, size_t n, const char *text)
+{
+	static int seq;
+	FILE *f;
+
+	snprintf(path, n, "/tmp/mc-opt-%d-%d.yaml", (int)getpid(), seq++);
+	f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+}
+
+/* YAML configuration files (options_file.c): upstream's conf/master.yaml form. */
+static void yaml_cases(struct cfg *c)
+{
+	char path[128], err[256];
+	int rc;
+
+	mc_opts_free(tab, c);
+	mc_opts_defaults(tab, c);
+	yaml_file(path, sizeof(path),
+		  "# a comment\nrpc_port: 6001\nclient_live_ttl_sec: 60\n\nname: \"quoted\"\n"
+		  "flag: false\nsize: 2GB\nttl: 5s\nratio: 1.0\n");
+	rc = mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err));
+#ifdef HAVE_YAML
+	is(rc, 0, "YAML file parses (%s)", err);
+	ok(c->port == 6001 && c->client_ttl == 60 && !strcmp(c->name, "quoted") && c->flag == 0 &&
+		   c->size == 2ull << 30 && c->ttl == 5000 && c->ratio == 1.0,
+	   "YAML values applied as the JSON ones would be");
+	unlink(path);
+	yaml_file(path, sizeof(path), "name: ~\nrpc_port: 6002\n");
+	ok(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)) == 0 &&
+		   c->name[0] == '\0' && c->port == 6002,
+	   "a null YAML value is the empty string");
+	unlink(path);
+	yaml_file(path, sizeof(path), "rpc_port: 1\nrpc_port: 2\n");
+	ok(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)) == -EINVAL &&
+		   strstr(err, "twice"),
+	   "a key given twice is refused: %s", err);
+	unlink(path);
+	yaml_file(path, sizeof(path), "rpc_port:\n  nested: 1\n");
+	ok(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)) == -EINVAL &&
+		   strstr(err, "'rpc_port'"),
+	   "a nested mapping is refused naming its key: %s", err);
+	unlink(path);
+	yaml_file(path, sizeof(path), "rpc_port: [1, 2]\n");
+	ok(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)) == -EINVAL,
+	   "a list is refused: %s", err);
+	unlink(path);
+	yaml_file(path, sizeof(path), "ratio: 3\n");
+	ok(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)) == -EINVAL &&
+		   strstr(err, "'ratio'") && strstr(err, ".yaml"),
+	   "a bad YAML value names the key and the file: %s", err);
+	unlink(path);
+	yaml_file(path, sizeof(path), "rpc_port: 6003\n  bad indent: [\n");
+	ok(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)) == -EINVAL &&
+		   strstr(err, ":2:"),
+	   "a YAML syntax error names the line: %s", err);
+	unlink(path);
+	yaml_file(path, sizeof(path), "nope: 1\n");
+	is(mc_opts_parse_config_file(tab, c, path, NULL, 1, err, sizeof(err)), -EINVAL,
+	   "an unknown YAML key is refused in strict mode");
+	unlink(path);
+#else
+	ok(rc == -EINVAL && strstr(err, "libyaml"), "without libyaml a YAML file is refused: %s",
+	   err);
+	unlink(path);
+#endif
+	is(mc_opts_parse_config_file(tab, c, "/nonexistent/x.yaml", NULL, 1, err, sizeof(err)),
+#ifdef HAVE_YAML
+	   -ENOENT,
+#else
+	   -EINVAL,
+#endif
+	   "a missing YAML file is an error");
+	mc_opts_free(tab, c);
+}
+
 int main(void)
 {
 	struct cfg c;
@@ -256,6 +334,7 @@ int main(void)
 	is(mc_opts_parse_json_file(tab, &c, path, NULL, 1, err, sizeof(err)), -ENOENT,
 	   "missing file gives -ENOENT");
 	mc_opts_state_fini(&st);
+	yaml_cases(&c);
 	mc_opts_free(tab, &c);
 	return tap_done();
 }

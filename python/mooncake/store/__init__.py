@@ -35,7 +35,8 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ExistOptions", "Range
            "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
            "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
-           "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
+           "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease",
+           "TaskType", "TaskStatus", "QueryTaskResponse"]
 
 
 # ReplicateConfig.eviction_hint flags (ours): the last key of the put holds a partial block,
@@ -69,6 +70,38 @@ class ReplicaStatus(IntEnum):
     COMPLETE = 3
     REMOVED = 4
     FAILED = 5
+
+
+class TaskType(IntEnum):
+    REPLICA_COPY = 0
+    REPLICA_MOVE = 1
+
+
+class TaskStatus(IntEnum):
+    PENDING = 0
+    PROCESSING = 1
+    SUCCESS = 3
+    FAILED = 2
+
+
+class QueryTaskResponse:
+    """Response structure for QueryTask operation (upstream's fields; ids are (first, second)
+    tuples)."""
+
+    def __init__(self, raw=None):
+        if raw is None:
+            raw = ((0, 0), 0, 0, 0, 0, (0, 0), "")
+        (self.id, typ, status, self.created_at_ms_epoch, self.last_updated_at_ms_epoch,
+         self.assigned_client, self.message) = raw
+        self.type = TaskType(typ)
+        self.status = TaskStatus(status)
+
+    def __repr__(self):
+        return ("QueryTaskResponse(id=%d-%d, type=%d, status=%d, created_at=%d, "
+                "last_updated_at=%d, assigned_client=%d-%d, message=\"%s\")"
+                % (self.id[0], self.id[1], self.type, self.status, self.created_at_ms_epoch,
+                   self.last_updated_at_ms_epoch, self.assigned_client[0],
+                   self.assigned_client[1], self.message))
 
 
 class ReplicateConfig:
@@ -923,6 +956,11 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             for key in keys:
                 get.discard(key)
         return 0
+
+    def query_task(self, task_id):
+        """Query the status of a task: (QueryTaskResponse or None, error code)."""
+        raw, code = self._query_task(tuple(task_id))
+        return (QueryTaskResponse(raw) if raw is not None else None), code
 
     def get_replica_desc(self, key):
         code, reps = self._query([key])[key]

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_MASTER_TENANTS_INT_H
+#define MC_MASTER_TENANTS_INT_H
+
+/* The tenant table, shared by tenant_table.c (names, namespaces, charges: the bottom layer the
+ * tables call), tenants.c (quotas, admission, eviction) and tenants_http.c (metrics). */
+#include <stdint.h>
+
+struct mc_tenant {
+	char *name;
+	uint64_t requested, effective, charged;
+	int explicit_policy;
+	uint64_t reject_quota, reject_unregistered, evict_bytes;
+};
+
+struct mc_tenants {
+	int enabled;
+	uint64_t capacity_seen;		/* total_capacity the effective quotas were made for */
+	struct mc_tenant *t;
+	uint32_t n, cap;
+};
+
+#endif
