@@ -25,6 +25,7 @@ struct evhttp_connection;
 struct mc_meta_server;
 struct mc_master;
 struct mc_replica;
+struct mc_ha;
 
 struct mc_master_config {
 	char *config_path;
@@ -65,6 +66,25 @@ struct mc_master_config {
 	int enable_disk_eviction;
 	uint64_t quota_bytes;
 	int enable_ha;
+	char *ha_backend_type;			/* etcd | redis | k8s */
+	char *ha_backend_connstring;
+	char *etcd_endpoints;			/* legacy alias of the connstring for etcd */
+	int64_t ha_leader_lease_ttl_sec;
+	int enable_oplog;
+	int64_t oplog_poll_interval_ms;
+	int enable_oplog_snapshot;
+	int64_t snapshot_interval_seconds;
+	int64_t snapshot_chunk_object_count;
+	char *snapshot_object_store_type;
+	char *snapshot_payload_backend_type;	/* deprecated alias */
+	/* 0.3.13's snapshot flags, accepted with a deprecation line */
+	int enable_snapshot;
+	int enable_snapshot_restore;
+	int64_t snapshot_retention_count;
+	char *snapshot_backup_dir;
+	int64_t snapshot_child_timeout_seconds;
+	char *snapshot_catalog_store_type;
+	char *snapshot_catalog_store_connstring;
 	char *persist_path;
 	char *persist_on_error;		/* refuse | continue */
 	int enable_offload;
@@ -223,6 +243,7 @@ struct mc_master {
 	struct mc_segment *dormant;	/* MC_SEG_DORMANT segments (list through seg->dnext) */
 	struct event *ev_reap, *ev_evict, *ev_flush;
 	struct mc_conn *flush_head;	/* connections with replies waiting for the commit */
+	struct mc_conn *flush_sealed;	/* HA: ... waiting for the round being written */
 	int need_eviction;
 	uint64_t ticks;
 	int argc;
@@ -260,6 +281,7 @@ struct mc_master {
 	 * set their own clock, called with clock_arg. */
 	int64_t (*clock_ms)(void *arg);
 	void *clock_arg;
+	struct mc_ha *ha;		/* --enable_ha (ha.c); NULL without */
 };
 
 /* master_clock.c: the master's clock (monotonic ms). */
@@ -346,6 +368,10 @@ void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
 int mc_master_commit(struct mc_master *m);
 /* Persistence is failing and changes must be refused up front (MC_ERR_PERSISTENT_FAIL). */
 int mc_master_persist_refusing(const struct mc_master *m);
+/* HA (ha_log.c): move up to max bytes of the pending changes, with the counters they depend
+ * on, to out for the replicated log; the number of changes taken. */
+struct mc_wbuf;
+size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max);
 
 /* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
  * and objects from it.  0, or the error that makes the start fail. */
@@ -516,5 +542,10 @@ int mc_rpc_server_start(struct mc_master *m);
 void mc_rpc_server_stop(struct mc_master *m);
 /* Commit the iteration's changes, then send the replies that waited for them. */
 void mc_rpc_server_flush(struct mc_master *m);
+/* HA (ha_log.c): the replies waiting now are bound to the round of the log being written: they
+ * are set apart (their connections read no more requests meanwhile) ... */
+void mc_rpc_server_seal(struct mc_master *m);
+/* ... and sent once it is durable (rc 0), or, rc != 0, the durable ones among them fail. */
+void mc_rpc_server_release(struct mc_master *m, int rc);
 
 #endif

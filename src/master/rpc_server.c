@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "common/xalloc.h"
+#include "master/ha.h"
 #include "master/ops.h"
 
 /* A client that does not read its replies must not make the master buffer without bound. */
@@ -47,6 +48,7 @@ struct mc_conn {
 	uint64_t id;
 	int closing;
 	int flush_pending;
+	int sealed;		/* HA: on m->flush_sealed, reading paused */
 	struct mc_conn *flush_next;
 	struct event *reaper;
 	char peer[80];
@@ -77,12 +79,14 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	if (c->flush_pending) {
 		struct mc_conn **pp;
 
-		for (pp = &m->flush_head; *pp; pp = &(*pp)->flush_next)
+		for (pp = c->sealed ? &m->flush_sealed : &m->flush_head; *pp;
+		     pp = &(*pp)->flush_next)
 			if (*pp == c) {
 				*pp = c->flush_next;
 				break;
 			}
 		c->flush_pending = 0;
+		c->sealed = 0;
 	}
 	if (why)
 		mc_log_info("connection %llu from %s closed: %s", (unsigned long long)c->id, c->peer,
@@ -141,6 +145,10 @@ static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const 
 	struct mc_master *m = c->m;
 	size_t start = c->out.len;
 
+	if (m->ha && !mc_ha_serving(m)) {	/* a standby: the client is told the leader */
+		mc_ha_refuse(m, h, &c->out);
+		return;
+	}
 	if (m->persist == NULL || !mc_op_changes_state(h->opcode)) {
 		mc_master_handle(m, h, body, &c->out, c->peer);
 		return;
@@ -192,10 +200,56 @@ static void mc_conn_fail_noted(struct mc_conn *c)
 	c->ndur = 0;
 }
 
+void mc_rpc_server_seal(struct mc_master *m)
+{
+	struct mc_conn *c, **tail = &m->flush_sealed;
+
+	while (*tail)
+		tail = &(*tail)->flush_next;
+	while ((c = m->flush_head) != NULL) {
+		m->flush_head = c->flush_next;
+		c->flush_next = NULL;
+		c->sealed = 1;
+		/* Replies to what it sends meanwhile would belong to a later round. */
+		bufferevent_disable(c->bev, EV_READ);
+		*tail = c;
+		tail = &c->flush_next;
+	}
+}
+
+static void mc_conn_on_read(struct bufferevent *bev, void *arg);
+
+void mc_rpc_server_release(struct mc_master *m, int rc)
+{
+	struct mc_conn *c;
+
+	while ((c = m->flush_sealed) != NULL) {
+		m->flush_sealed = c->flush_next;
+		c->flush_pending = 0;
+		c->sealed = 0;
+		if (c->closing)
+			continue;
+		if (rc != 0)
+			mc_conn_fail_noted(c);
+		mc_conn_send(c);
+		if (c->closing)
+			continue;
+		bufferevent_enable(c->bev, EV_READ);
+		if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+			mc_conn_on_read(c->bev, c);
+	}
+}
+
 void mc_rpc_server_flush(struct mc_master *m)
 {
 	struct mc_conn *c;
-	int rc = mc_master_commit(m);
+	int rc;
+
+	if (m->ha) {		/* replies wait for the replicated log (ha_log.c) */
+		mc_master_commit(m);
+		return;
+	}
+	rc = mc_master_commit(m);
 
 	while ((c = m->flush_head) != NULL) {
 		m->flush_head = c->flush_next;

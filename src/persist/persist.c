@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -99,6 +100,7 @@ enum mc_persist_op {
 	OP_PUT_OBJECT,
 	OP_DEL_OBJECT,
 	OP_DEL_ALL_OBJECTS,
+	OP_SET_META,		/* only in batches taken for replication (mc_persist_take) */
 };
 
 #define MC_PERSIST_MAX_META 8
@@ -118,6 +120,8 @@ struct mc_persist {
 	sqlite3_stmt *st[ST_COUNT];
 	size_t pending;
 	struct mc_wbuf batch;		/* encoded changes not yet committed, in order */
+	size_t *ends;			/* where each change of the batch ends */
+	size_t nends, capends;
 	struct mc_persist_meta meta[MC_PERSIST_MAX_META];
 	int nmeta;
 	int wal_pages;			/* pages in the write-ahead log after the last commit */
@@ -453,6 +457,7 @@ void mc_persist_close(struct mc_persist *p)
 	mc_persist_close_db(p);
 	mc_wbuf_fini(&p->batch);
 	mc_wbuf_fini(&p->scratch);
+	free(p->ends);
 	free(p->path);
 	free(p);
 }
@@ -466,6 +471,18 @@ static int mc_persist_queued(struct mc_persist *p)
 {
 	if (p->batch.err)
 		return -ENOMEM;
+	if (p->nends == p->capends) {
+		size_t cap = p->capends ? p->capends * 2 : 256;
+		size_t *n = realloc(p->ends, cap * sizeof(*n));
+
+		if (n == NULL) {
+			p->batch.err = -ENOMEM;
+			return -ENOMEM;
+		}
+		p->ends = n;
+		p->capends = cap;
+	}
+	p->ends[p->nends++] = p->batch.len;
 	p->pending++;
 	return 0;
 }
@@ -660,6 +677,11 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 	case OP_DEL_ALL_OBJECTS:
 		which = ST_DEL_ALL_OBJECTS;
 		break;
+	case OP_SET_META:
+		st = p->st[which = ST_SET_META];
+		mc_batch_bind(st, 1, r, 1);
+		sqlite3_bind_int64(st, 2, mc_rbuf_i64(r));
+		break;
 	default:
 		r->err = 1;
 		which = ST_COUNT;
@@ -743,6 +765,7 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	for (i = 0; i < p->nmeta; i++)
 		p->meta[i].dirty = 0;
 	mc_wbuf_reset(&p->batch);
+	p->nends = 0;
 	p->pending = 0;
 	p->last_rc = SQLITE_OK;
 	p->last_msg[0] = '\0';
@@ -763,6 +786,122 @@ rollback:
 size_t mc_persist_pending(const struct mc_persist *p)
 {
 	return p->pending;
+}
+
+size_t mc_persist_pending_bytes(const struct mc_persist *p)
+{
+	return p->batch.len;
+}
+
+void mc_persist_drop_pending(struct mc_persist *p)
+{
+	int i;
+
+	mc_wbuf_reset(&p->batch);
+	p->batch.err = 0;
+	p->nends = 0;
+	p->pending = 0;
+	for (i = 0; i < p->nmeta; i++)
+		p->meta[i].dirty = 0;
+}
+
+int mc_persist_wipe(struct mc_persist *p)
+{
+	int rc;
+
+	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
+		return MC_ERR_PERSISTENT_FAIL;
+	mc_persist_drop_pending(p);
+	p->nmeta = 0;
+	rc = mc_persist_exec(p, "BEGIN IMMEDIATE");
+	if (rc == 0)
+		rc = mc_persist_exec(p, "DELETE FROM segments; DELETE FROM objects; "
+					"DELETE FROM meta; COMMIT");
+	if (rc && p->db && !sqlite3_get_autocommit(p->db))
+		mc_persist_exec(p, "ROLLBACK");
+	return rc;
+}
+
+void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value)
+{
+	mc_wbuf_u8(w, OP_SET_META);
+	mc_batch_str(w, name);
+	mc_wbuf_i64(w, value);
+}
+
+size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
+{
+	size_t n = 0, cut = 0, taken;
+	int i;
+
+	if (p->batch.err)
+		return 0;
+	/* The longest run of whole changes within max bytes (at least one). */
+	while (n < p->nends && (n == 0 || p->ends[n] <= max))
+		n++;
+	if (n)
+		cut = p->ends[n - 1];
+	mc_wbuf_put(out, p->batch.data, cut);
+	taken = n;
+	if (n == p->nends) {
+		/* The meta values go with the last part: they are as of the end of the batch. */
+		for (i = 0; i < p->nmeta; i++) {
+			if (!p->meta[i].dirty)
+				continue;
+			mc_persist_encode_meta(out, p->meta[i].name, p->meta[i].value);
+			p->meta[i].dirty = 0;
+			taken++;
+		}
+		mc_wbuf_reset(&p->batch);
+		p->nends = 0;
+	} else {
+		size_t k;
+
+		memmove(p->batch.data, p->batch.data + cut, p->batch.len - cut);
+		p->batch.len -= cut;
+		for (k = n; k < p->nends; k++)
+			p->ends[k - n] = p->ends[k] - cut;
+		p->nends -= n;
+	}
+	p->pending = p->pending > taken ? p->pending - taken : 0;
+	if (p->nends == 0) {
+		int dirty = 0;
+
+		for (i = 0; i < p->nmeta; i++)
+			dirty += p->meta[i].dirty;
+		p->pending = (size_t)dirty;
+	}
+	return taken;
+}
+
+int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)
+{
+	struct mc_rbuf r;
+	int i, rc;
+
+	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
+		return MC_ERR_PERSISTENT_FAIL;
+	p->quiet = 1;
+	rc = mc_persist_step_done(p, ST_BEGIN);
+	for (i = 0; rc == 0 && i < n; i++) {
+		mc_rbuf_init(&r, v[i].iov_base, v[i].iov_len);
+		while (rc == 0 && r.left > 0)
+			rc = mc_persist_apply(p, &r);
+	}
+	if (rc == 0)
+		rc = mc_persist_step_done(p, ST_COMMIT);
+	if (rc && p->db && !sqlite3_get_autocommit(p->db)) {
+		int keep = p->last_rc;
+
+		mc_persist_step_done(p, ST_ROLLBACK);
+		p->last_rc = keep;
+	}
+	p->quiet = 0;
+	if (rc == 0) {
+		p->last_rc = SQLITE_OK;
+		p->last_msg[0] = '\0';
+	}
+	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
 }
 
 int mc_persist_checkpoint_due(const struct mc_persist *p)

@@ -97,6 +97,30 @@ int mc_persist_commit(struct mc_persist *p);
 /* Number of changes in the pending batch. */
 size_t mc_persist_pending(const struct mc_persist *p);
 
+/* Replication (the master's HA, src/master/ha_*.c).  Batches travel between masters in the
+ * same encoding as the pending batch, plus meta values as records of their own. */
+struct iovec;
+struct mc_wbuf;
+/* Move the pending changes, as many whole ones as fit in max bytes (at least one), to the end of
+ * out, and with the last of them the meta values set since the last take or commit.  What is
+ * taken is gone from the pending batch: the caller makes it durable (mc_persist_apply_batches
+ * here once it is).  Returns the number of changes taken (0: none pending). */
+size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max);
+/* Append to w the record that sets meta name to value, as mc_persist_take writes them. */
+void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value);
+/* Write the n encoded batches (as mc_persist_take made them, here or on another master) in one
+ * transaction, in order.  0 or MC_ERR_PERSISTENT_FAIL (nothing written; a malformed batch also
+ * fails).  Leaves the pending batch alone. */
+int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n);
+
+/* Bytes of changes in the pending batch (meta values not counted). */
+size_t mc_persist_pending_bytes(const struct mc_persist *p);
+/* Forget the pending changes and meta values (they will never be written). */
+void mc_persist_drop_pending(struct mc_persist *p);
+/* Empty every table (segments, objects, meta) in one transaction; the pending batch is dropped.
+ * 0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_wipe(struct mc_persist *p);
+
 /* Checkpoints are ours to run (SQLite's automatic one is off so a failure is seen): due once the
  * write-ahead log holds 1000 pages or more, or after a failed checkpoint. */
 int mc_persist_checkpoint_due(const struct mc_persist *p);

@@ -56,7 +56,7 @@ struct bench_cfg {
 
 #define O(f) offsetof(struct bench_cfg, f)
 static const struct mc_opt bench_opts[] = {
-	{ "master_server_address", NULL, NULL, MC_OPT_ENDPOINT, O(master_server_address),
+	{ "master_server_address", NULL, NULL, MC_OPT_MASTER, O(master_server_address),
 	  "127.0.0.1:50051", 0, -1, "master RPC address host:port" },
 	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server), "P2PHANDSHAKE", 0, -1,
 	  "transfer-engine metadata connection string" },
