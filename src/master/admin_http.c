@@ -433,6 +433,50 @@ static int mc_admin_refusing(struct mc_master *m, struct evhttp_request *req)
 	return 1;
 }
 
+/* With the replicated log (HA), a change's reply waits until etcd has it: the reply is kept
+ * here, and dropped if the client goes first. */
+struct mc_admin_deferred {
+	struct evhttp_request *req;
+	int code;
+	json_t *body;
+};
+
+static void mc_admin_deferred_gone(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	((struct mc_admin_deferred *)arg)->req = NULL;
+}
+
+static void mc_admin_deferred_send(void *arg)
+{
+	struct mc_admin_deferred *d = arg;
+
+	if (d->req) {
+		evhttp_connection_set_closecb(evhttp_request_get_connection(d->req), NULL, NULL);
+		mc_reply_json(d->req, d->code, d->body);
+	} else {
+		json_decref(d->body);
+	}
+	free(d);
+}
+
+/* Reply code/body (stolen) to req once the changes made so far are durable. */
+static void mc_admin_reply_durable(struct mc_master *m, struct evhttp_request *req, int code,
+				   json_t *body)
+{
+	struct mc_admin_deferred *d;
+
+	if (m->ha == NULL || (d = calloc(1, sizeof(*d))) == NULL) {
+		mc_reply_json(req, code, body);
+		return;
+	}
+	d->req = req;
+	d->code = code;
+	d->body = body;
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req), mc_admin_deferred_gone, d);
+	mc_ha_when_durable(m, mc_admin_deferred_send, d);
+}
+
 /* POST /api/v1/remove_all[?force=true]: RemoveAll, as the RPC does it. */
 static void mc_admin_remove_all(struct evhttp_request *req, void *arg)
 {
@@ -453,8 +497,8 @@ static void mc_admin_remove_all(struct evhttp_request *req, void *arg)
 	}
 	mc_log_notice("admin remove_all%s removed %lld objects", f ? " (force)" : "",
 		      (long long)count);
-	mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
-					  (json_int_t)count));
+	mc_admin_reply_durable(m, req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
+						      (json_int_t)count));
 out:
 	evhttp_clear_headers(&q);
 }
@@ -489,7 +533,7 @@ static void mc_admin_remove(struct evhttp_request *req, void *arg)
 		goto out;
 	}
 	mc_log_notice("admin remove of %s%s", key, f ? " (force)" : "");
-	mc_reply_json(req, 200, json_pack("{sb}", "success", 1));
+	mc_admin_reply_durable(m, req, 200, json_pack("{sb}", "success", 1));
 out:
 	evhttp_clear_headers(&q);
 }

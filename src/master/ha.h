@@ -36,6 +36,8 @@ struct mc_rpc_hdr;
 struct mc_etcd;
 struct mc_etcd_call;
 struct mc_ha_redis;
+struct mc_ha_waiter;
+struct mc_ha_snap;
 
 /* Upstream's runtime states (/ha_status). */
 enum mc_ha_state {
@@ -128,6 +130,8 @@ struct mc_ha {
 	int round;			/* replies are waiting for a round of parts */
 	size_t round_left;		/* bytes of the round still to write */
 	int64_t write_started;		/* monotonic us */
+	struct mc_ha_waiter *waiters;		/* mc_ha_when_durable, not bound to a round yet */
+	struct mc_ha_waiter *sealed_waiters;	/* ... bound to the round being written */
 	struct mc_etcd_call *member_call;
 	int64_t member_lease;
 	struct event *ev_member;
@@ -160,6 +164,9 @@ const char *mc_ha_role(const struct mc_master *m);
 const char *mc_ha_state_name(const struct mc_master *m);
 /* {"present", "leader_address", "view_version"} (/leader). */
 json_t *mc_ha_leader_json(const struct mc_master *m);
+/* Call fn(arg) once every change recorded so far is durable in the log (at once without HA's
+ * log or when nothing waits).  A leader that steps down never calls it (it re-executes). */
+void mc_ha_when_durable(struct mc_master *m, void (*fn)(void *arg), void *arg);
 /* Prometheus lines of the HA metrics. */
 void mc_ha_metrics(const struct mc_master *m, struct evbuffer *b);
 

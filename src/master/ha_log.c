@@ -460,6 +460,7 @@ void mc_ha_log_catch_up(struct mc_ha *ha)
 /* ---------------------------------------------------------------- the leader's side */
 
 static void mc_ha_write_part(struct mc_ha *ha);
+static void mc_ha_release(struct mc_ha *ha);
 
 /* The answer's failure branch: did an earlier attempt of ours write batch id already? */
 static int mc_ha_landed(struct mc_ha *ha, json_t *reply, uint64_t id)
@@ -513,7 +514,7 @@ static void mc_ha_on_written(void *arg, int rc, json_t *reply)
 		return;
 	}
 	ha->round = 0;
-	mc_rpc_server_release(m, 0);
+	mc_ha_release(ha);
 	mc_ha_commit(m);
 }
 
@@ -568,6 +569,53 @@ static void mc_ha_write_part(struct mc_ha *ha)
 		mc_ha_step_down(ha, "out of memory for a batch");
 }
 
+struct mc_ha_waiter {
+	struct mc_ha_waiter *next;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+/* Bind what waits now (RPC replies, mc_ha_when_durable callbacks) to the round being written. */
+static void mc_ha_seal(struct mc_ha *ha)
+{
+	struct mc_ha_waiter **tail = &ha->sealed_waiters;
+
+	mc_rpc_server_seal(ha->m);
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = ha->waiters;
+	ha->waiters = NULL;
+}
+
+/* The round is durable: let what waited for it go. */
+static void mc_ha_release(struct mc_ha *ha)
+{
+	struct mc_ha_waiter *w = ha->sealed_waiters, *n;
+
+	ha->sealed_waiters = NULL;
+	mc_rpc_server_release(ha->m, 0);
+	for (; w; w = n) {
+		n = w->next;
+		w->fn(w->arg);
+		free(w);
+	}
+}
+
+void mc_ha_when_durable(struct mc_master *m, void (*fn)(void *arg), void *arg)
+{
+	struct mc_ha_waiter *w = calloc(1, sizeof(*w));
+
+	if (w == NULL) {
+		fn(arg);	/* daemon code aborts elsewhere; here the reply goes at once */
+		return;
+	}
+	w->fn = fn;
+	w->arg = arg;
+	w->next = m->ha->waiters;
+	m->ha->waiters = w;
+	mc_ha_commit(m);
+}
+
 int mc_ha_commit(struct mc_master *m)
 {
 	struct mc_ha *ha = m->ha;
@@ -576,19 +624,19 @@ int mc_ha_commit(struct mc_master *m)
 	if (!ha->oplog || ha->state != MC_HA_SERVING) {
 		/* Nothing is made durable here: without the log a leader acknowledges at once,
 		 * and what a standby sends are refusals. */
-		mc_rpc_server_seal(m);
-		mc_rpc_server_release(m, 0);
+		mc_ha_seal(ha);
+		mc_ha_release(ha);
 		return 0;
 	}
 	if (ha->write_call) {
 		/* Replies that depend on nothing newer than the round in flight go with it. */
 		if (mc_persist_pending(p) == 0)
-			mc_rpc_server_seal(m);
+			mc_ha_seal(ha);
 		return 0;
 	}
-	mc_rpc_server_seal(m);
+	mc_ha_seal(ha);
 	if (mc_persist_pending(p) == 0) {
-		mc_rpc_server_release(m, 0);
+		mc_ha_release(ha);
 		return 0;
 	}
 	ha->round = 1;
@@ -599,6 +647,16 @@ int mc_ha_commit(struct mc_master *m)
 
 void mc_ha_log_fini(struct mc_ha *ha)
 {
+	struct mc_ha_waiter *w, *n;
+
+	for (w = ha->waiters; w; w = n) {
+		n = w->next;
+		free(w);
+	}
+	for (w = ha->sealed_waiters; w; w = n) {
+		n = w->next;
+		free(w);
+	}
 	mc_etcd_cancel(ha->log_call);
 	mc_etcd_cancel(ha->watch_log);
 	mc_etcd_cancel(ha->write_call);

@@ -23,7 +23,7 @@ ha_start_master() {
 		--enable_ha --ha_backend_type=etcd --ha_backend_connstring="$ETCD_EPS" \
 		--enable_oplog --cluster_id="$HA_CLUSTER" --ha_leader_lease_ttl_sec="$HA_LEASE" \
 		--persist_path="$MC_TMP/master$i.db" --oplog_poll_interval_ms=200 \
-		--client_active_ttl_sec=30 --client_suspicion_ttl_sec=60 $HA_FLAGS "$@"
+		$HA_FLAGS "$@"
 	HA_PID[$i]=$MC_LAST_PID
 	mc_wait_port "${HA_PORT[$i]}"
 }
