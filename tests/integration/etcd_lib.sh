@@ -7,8 +7,12 @@
 #   etcd_kill I           kill -9 member I (1-based)
 #   etcd_restart I        start member I again on its data
 #   etcdctl_ ARGS...      etcdctl v3 against the cluster
+# ETCD_IP (127.0.0.1) is the address the members listen on; ETCD_IN, when set, is a command
+# prefix that runs etcd and etcdctl elsewhere (ETCD_IN="ip netns exec NS" for a namespace).
 declare -A ETCD_PID ETCD_PORT ETCD_PEER
 ETCD_N=0
+ETCD_IP=${ETCD_IP:-127.0.0.1}
+ETCD_IN=${ETCD_IN:-}
 
 etcd_require() {
 	command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1 ||
@@ -16,16 +20,18 @@ etcd_require() {
 }
 
 etcdctl_() {
-	ETCDCTL_API=3 etcdctl --endpoints="${ETCD_EPS//;/,}" --dial-timeout=2s --command-timeout=3s "$@"
+	# shellcheck disable=SC2086
+	ETCDCTL_API=3 $ETCD_IN etcdctl --endpoints="${ETCD_EPS//;/,}" --dial-timeout=2s --command-timeout=3s "$@"
 }
 
-etcd_member() {	# etcd_member I: start member I (ports chosen by etcd_start)
-	local i=$1
-	mc_start "etcd$i" etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
-		--listen-client-urls "http://127.0.0.1:${ETCD_PORT[$i]}" \
-		--advertise-client-urls "http://127.0.0.1:${ETCD_PORT[$i]}" \
-		--listen-peer-urls "http://127.0.0.1:${ETCD_PEER[$i]}" \
-		--initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER[$i]}" \
+etcd_member() {	# etcd_member I [new]: start member I (ports chosen by etcd_start)
+	local i=$1 ip=$ETCD_IP
+	# shellcheck disable=SC2086
+	mc_start "etcd$i" $ETCD_IN etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
+		--listen-client-urls "http://$ip:${ETCD_PORT[$i]}" \
+		--advertise-client-urls "http://$ip:${ETCD_PORT[$i]}" \
+		--listen-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
+		--initial-advertise-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
 		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new \
 		--initial-cluster-token "mc-$$" --heartbeat-interval 50 --election-timeout 500
 	ETCD_PID[$i]=$MC_LAST_PID
@@ -39,8 +45,8 @@ etcd_start() {
 	for ((i = 1; i <= n; i++)); do
 		ETCD_PORT[$i]=$(mc_free_port)
 		ETCD_PEER[$i]=$(mc_free_port)
-		ETCD_CLUSTER="${ETCD_CLUSTER:+$ETCD_CLUSTER,}m$i=http://127.0.0.1:${ETCD_PEER[$i]}"
-		ETCD_EPS="${ETCD_EPS:+$ETCD_EPS;}127.0.0.1:${ETCD_PORT[$i]}"
+		ETCD_CLUSTER="${ETCD_CLUSTER:+$ETCD_CLUSTER,}m$i=http://$ETCD_IP:${ETCD_PEER[$i]}"
+		ETCD_EPS="${ETCD_EPS:+$ETCD_EPS;}$ETCD_IP:${ETCD_PORT[$i]}"
 	done
 	for ((i = 1; i <= n; i++)); do etcd_member "$i"; done
 	mc_wait_until 30 "the etcd cluster to elect a leader" etcdctl_ endpoint health --cluster
@@ -52,12 +58,13 @@ etcd_kill() {
 }
 
 etcd_restart() {
-	local i=$1
-	mc_start "etcd$i.restart" etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
-		--listen-client-urls "http://127.0.0.1:${ETCD_PORT[$i]}" \
-		--advertise-client-urls "http://127.0.0.1:${ETCD_PORT[$i]}" \
-		--listen-peer-urls "http://127.0.0.1:${ETCD_PEER[$i]}" \
-		--initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER[$i]}" \
+	local i=$1 ip=$ETCD_IP
+	# shellcheck disable=SC2086
+	mc_start "etcd$i.restart" $ETCD_IN etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
+		--listen-client-urls "http://$ip:${ETCD_PORT[$i]}" \
+		--advertise-client-urls "http://$ip:${ETCD_PORT[$i]}" \
+		--listen-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
+		--initial-advertise-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
 		--initial-cluster "$ETCD_CLUSTER" --heartbeat-interval 50 --election-timeout 500
 	ETCD_PID[$i]=$MC_LAST_PID
 }
