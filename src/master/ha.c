@@ -444,6 +444,7 @@ static void mc_ha_on_create(void *arg, int rc, json_t *reply)
 	struct mc_ha *ha = cx->ha;
 
 	ha->campaign_call = NULL;
+	ha->campaign_cx = NULL;
 	if (rc) {
 		mc_log_warn("HA: campaign failed: etcd %s did not answer", mc_etcd_endpoint(ha->etcd));
 		mc_ha_revoke(ha, cx->lease, mc_ha_ignore, NULL);
@@ -452,6 +453,7 @@ static void mc_ha_on_create(void *arg, int rc, json_t *reply)
 		return;
 	}
 	mc_ha_on_contact(ha);
+	ha->campaign_cx = NULL;
 	if (json_is_true(json_object_get(reply, "succeeded"))) {
 		ha->lease_id = cx->lease;
 		ha->valid_until = cx->sent + ha->ttl_ms - mc_ha_margin_ms(ha);
@@ -477,6 +479,7 @@ static void mc_ha_on_grant(void *arg, int rc, json_t *reply)
 	if (cx->lease == 0) {
 		mc_log_warn("HA: cannot get a lease from etcd %s", mc_etcd_endpoint(ha->etcd));
 		mc_ha_set_state(ha, MC_HA_STANDBY);
+		ha->campaign_cx = NULL;
 		free(cx);
 		return;
 	}
@@ -494,6 +497,7 @@ static void mc_ha_on_grant(void *arg, int rc, json_t *reply)
 	json_decref(txn);
 	if (ha->campaign_call == NULL) {
 		mc_ha_set_state(ha, MC_HA_STANDBY);
+		ha->campaign_cx = NULL;
 		free(cx);
 	}
 }
@@ -503,7 +507,8 @@ static void mc_ha_campaign(struct mc_ha *ha)
 	struct mc_ha_campaign_ctx *cx;
 	json_t *b;
 
-	if (ha->state != MC_HA_STANDBY || ha->campaign_call || (ha->oplog && ha->log_id == 0))
+	if (ha->state != MC_HA_STANDBY || ha->campaign_call || ha->stopping ||
+	    (ha->oplog && ha->log_id == 0))
 		return;
 	if (ha->redis) {
 		mc_ha_set_state(ha, MC_HA_CANDIDATE);
@@ -515,11 +520,13 @@ static void mc_ha_campaign(struct mc_ha *ha)
 	cx->sent = mc_ha_now(ha);
 	mc_ha_set_state(ha, MC_HA_CANDIDATE);
 	b = json_pack("{sI}", "TTL", (json_int_t)(ha->ttl_ms / 1000));
+	ha->campaign_cx = cx;
 	ha->campaign_call = mc_etcd_post(ha->etcd, "/v3/lease/grant", b, ha->ttl_ms / 2,
 					 mc_ha_on_grant, cx);
 	json_decref(b);
 	if (ha->campaign_call == NULL) {
 		mc_ha_set_state(ha, MC_HA_STANDBY);
+		ha->campaign_cx = NULL;
 		free(cx);
 	}
 }
@@ -670,6 +677,7 @@ static void mc_ha_on_poll(evutil_socket_t fd, short what, void *arg)
 			  ha->state == MC_HA_CANDIDATE))
 		mc_ha_log_fetch(ha);
 	mc_ha_snap_tick(ha);
+	mc_ha_compact_tick(ha);
 }
 
 /* ---------------------------------------------------------------- serving */
@@ -759,7 +767,7 @@ int mc_ha_init(struct mc_master *m)
 		rc = mc_master_persist_open(m);
 		if (rc)
 			return rc;
-		if (mc_ha_log_init(ha) || mc_ha_snap_init(ha))
+		if (mc_ha_log_init(ha) || mc_ha_snap_init(ha) || mc_ha_compact_init(ha))
 			return -1;
 	}
 	mc_log_notice("HA: %s backend %s, cluster %s, publishing %s, lease %lld s%s",
@@ -797,7 +805,10 @@ void mc_ha_stop(struct mc_master *m)
 	struct mc_ha_resign r = { 0 };
 	int64_t until;
 
-	if (ha == NULL || !mc_ha_leading(ha))
+	if (ha == NULL)
+		return;
+	ha->stopping = 1;
+	if (!mc_ha_leading(ha))
 		return;
 	/* Refuse everything from now on; hand the leadership over without making the others
 	 * wait for the lease to run out. */
@@ -819,10 +830,12 @@ void mc_ha_free(struct mc_master *m)
 
 	if (ha == NULL)
 		return;
+	mc_ha_compact_fini(ha);
 	mc_ha_snap_fini(ha);
 	mc_ha_log_fini(ha);
 	mc_ha_redis_fini(ha);
-	mc_etcd_free(ha->etcd);
+	mc_etcd_free(ha->etcd);		/* calls in flight end without their callbacks */
+	free(ha->campaign_cx);
 	if (ha->ev_keepalive)
 		event_free(ha->ev_keepalive);
 	if (ha->ev_fence)
@@ -909,7 +922,7 @@ void mc_ha_metrics(const struct mc_master *m, struct evbuffer *b)
 	mc_ha_prom(b, "ha_oplog_watch_disconnections_total", "counter", "etcd watch streams lost",
 		   (long long)x->watch_breaks);
 	mc_ha_prom(b, "ha_oplog_log_batches", "gauge", "Batches in etcd (not compacted yet)",
-		   (long long)(ha->snap ? last - mc_ha_snap_first(ha) + 1 : last));
+		   (long long)(last + 1 - mc_ha_log_first(ha)));
 	mc_ha_prom(b, "ha_snapshot_operations_total", "counter", "Snapshots written",
 		   (long long)x->snapshots);
 	mc_ha_prom(b, "ha_snapshot_errors_total", "counter", "Snapshots that failed",

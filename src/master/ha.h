@@ -9,7 +9,8 @@
  * standbys apply the batches to their own SQLite file, so the one promoted loads the whole table
  * at once.  ha.c: configuration, the state machine, election, lease keep-alive and fencing,
  * stepping down, what the admin server shows.  ha_log.c: the replicated log.  ha_snapshot.c:
- * snapshots and compaction of the log.  ha_redis.c: the redis election backend.
+ * snapshots.  ha_compact.c: members and compaction of the log.  ha_redis.c: the redis election
+ * backend.
  *
  * etcd keys (upstream's layout):
  *   mooncake-store/<cluster_id>/master_view     the leader's RPC address, under its lease; the
@@ -38,6 +39,7 @@ struct mc_etcd_call;
 struct mc_ha_redis;
 struct mc_ha_waiter;
 struct mc_ha_snap;
+struct mc_ha_compact;
 
 /* Upstream's runtime states (/ha_status). */
 enum mc_ha_state {
@@ -96,6 +98,7 @@ struct mc_ha {
 	struct mc_ha_redis *rd;
 	int64_t ttl_ms;
 	int64_t started_ms;
+	int stopping;			/* shutting down: no more campaigns */
 
 	/* Leadership (ours). */
 	int64_t lease_id;
@@ -104,6 +107,7 @@ struct mc_ha {
 	int64_t keepalive_sent;
 	struct mc_etcd_call *keepalive_call;
 	struct mc_etcd_call *campaign_call;
+	void *campaign_cx;		/* its context (freed by its callback, or at the end) */
 	struct event *ev_keepalive, *ev_fence;
 
 	/* The leader as last seen. */
@@ -136,8 +140,9 @@ struct mc_ha {
 	int64_t member_lease;
 	struct event *ev_member;
 
-	/* Snapshots and compaction (ha_snapshot.c). */
+	/* Snapshots (ha_snapshot.c), members and compaction (ha_compact.c). */
 	struct mc_ha_snap *snap;
+	struct mc_ha_compact *compact;
 
 	struct mc_ha_metrics x;
 };
@@ -199,8 +204,14 @@ void mc_ha_snap_restore(struct mc_ha *ha);
 void mc_ha_snap_tick(struct mc_ha *ha);
 /* A restore is under way: the log is not read meanwhile. */
 int mc_ha_snap_busy(const struct mc_ha *ha);
+
+/* ha_compact.c */
+int mc_ha_compact_init(struct mc_ha *ha);
+void mc_ha_compact_fini(struct mc_ha *ha);
+/* From the poll timer: refresh our member key; the leader compacts the log. */
+void mc_ha_compact_tick(struct mc_ha *ha);
 /* The first batch still in etcd (1 until compacted). */
-uint64_t mc_ha_snap_first(const struct mc_ha *ha);
+uint64_t mc_ha_log_first(const struct mc_ha *ha);
 
 /* ha_redis.c: election on redis. */
 int mc_ha_redis_init(struct mc_ha *ha, const char *connstring, char *err, size_t n);

@@ -548,7 +548,7 @@ static void mc_ha_write_part(struct mc_ha *ha)
 		cmp = json_pack("{sOssssso}", "key", pk, "target", "CREATE", "result", "EQUAL",
 				"create_revision", mc_etcd_num(0));
 	else
-		cmp = json_pack("{sOsssssO}", "key", pk, "target", "VALUE", "result", "EQUAL",
+		cmp = json_pack("{sOssssso}", "key", pk, "target", "VALUE", "result", "EQUAL",
 				"value", mc_etcd_b64s(num));
 	snprintf(num, sizeof(num), "%" PRIu64, id);
 	txn = json_pack("{s[{sOssssso}o]s[{s{soso}}{s{sOso}}]s[{s{sO}}{s{sO}}]}",

@@ -40,6 +40,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "persist/persist.h"
+#include "persist/persist_int.h"
 
 #define MC_PERSIST_SCHEMA 5
 #define MC_PERSIST_REPLICA_BYTES 42
@@ -93,15 +94,6 @@ static const char mc_persist_schema_sql[] =
 	"checksum INTEGER) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);";
 
-/* Kinds of changes in the pending batch. */
-enum mc_persist_op {
-	OP_PUT_SEGMENT = 1,
-	OP_DEL_SEGMENT,
-	OP_PUT_OBJECT,
-	OP_DEL_OBJECT,
-	OP_DEL_ALL_OBJECTS,
-	OP_SET_META,		/* only in batches taken for replication (mc_persist_take) */
-};
 
 #define MC_PERSIST_MAX_META 8
 #define MC_PERSIST_CKPT_PAGES 1000
@@ -872,6 +864,29 @@ size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
 		p->pending = (size_t)dirty;
 	}
 	return taken;
+}
+
+int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max)
+{
+	size_t k = 0;
+	int rc;
+
+	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
+		return MC_ERR_PERSISTENT_FAIL;
+	p->quiet = 1;
+	rc = mc_persist_step_done(p, ST_BEGIN);
+	while (rc == 0 && r->left > 0 && k++ < max)
+		rc = mc_persist_apply(p, r);
+	if (rc == 0)
+		rc = mc_persist_step_done(p, ST_COMMIT);
+	if (rc && p->db && !sqlite3_get_autocommit(p->db)) {
+		int keep = p->last_rc;
+
+		mc_persist_step_done(p, ST_ROLLBACK);
+		p->last_rc = keep;
+	}
+	p->quiet = 0;
+	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
 }
 
 int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)

@@ -113,6 +113,29 @@ void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value);
  * fails).  Leaves the pending batch alone. */
 int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n);
 
+/* Apply up to max changes of an encoded batch from cursor r (which advances) in one
+ * transaction: a long batch (a snapshot's chunk) in bounded steps.  0 or
+ * MC_ERR_PERSISTENT_FAIL (rolled back). */
+struct mc_rbuf;
+int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max);
+
+/* Snapshots (persist_snapshot.c): a consistent read of a database file through a connection of
+ * its own, in one read transaction (WAL: the writer goes on meanwhile), that encodes the rows as
+ * changes in the batch encoding.  Any one thread at a time. */
+struct mc_persist_reader;
+/* 0 and *out, or MC_ERR_PERSISTENT_FAIL (an in-memory database cannot be read so). */
+int mc_persist_reader_open(const char *path, struct mc_persist_reader **out);
+void mc_persist_reader_close(struct mc_persist_reader *r);
+/* A meta value as of the read (0 if unknown). */
+int64_t mc_persist_reader_meta(struct mc_persist_reader *r, const char *name);
+/* Append every segment as a change to w; the number in *n.  0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_reader_segments(struct mc_persist_reader *r, struct mc_wbuf *w, uint64_t *n);
+/* Append up to max further objects; *n of them (0: none left).  0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_reader_objects(struct mc_persist_reader *r, struct mc_wbuf *w, uint64_t max,
+			      uint64_t *n);
+/* Append every meta value. */
+int mc_persist_reader_metas(struct mc_persist_reader *r, struct mc_wbuf *w);
+
 /* Bytes of changes in the pending batch (meta values not counted). */
 size_t mc_persist_pending_bytes(const struct mc_persist *p);
 /* Forget the pending changes and meta values (they will never be written). */
