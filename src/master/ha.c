@@ -742,6 +742,7 @@ int mc_ha_init(struct mc_master *m)
 		 m->cfg.rpc_address, (long long)(m->cfg.rpc_port ? m->cfg.rpc_port : m->cfg.port));
 	mc_ha_keys(ha);
 	mc_wbuf_init(&ha->wbuf);
+	mc_wbuf_init(&ha->done);
 	if (again) {
 		mc_log_notice("HA: restarted as a standby after %s", !strcmp(again, "leader")
 				      ? "losing the leadership" : "an error");
@@ -845,6 +846,7 @@ void mc_ha_free(struct mc_master *m)
 	if (ha->ev_rewatch)
 		event_free(ha->ev_rewatch);
 	mc_wbuf_fini(&ha->wbuf);
+	mc_wbuf_fini(&ha->done);
 	free(ha);
 	m->ha = NULL;
 }

@@ -130,6 +130,7 @@ struct mc_ha {
 	struct event *ev_fetch;
 	struct mc_etcd_call *write_call;
 	struct mc_wbuf wbuf;		/* the part being written */
+	struct mc_wbuf done;		/* the part written last, for our own file */
 	size_t wentries;
 	int round;			/* replies are waiting for a round of parts */
 	size_t round_left;		/* bytes of the round still to write */

@@ -503,19 +503,26 @@ static void mc_ha_on_written(void *arg, int rc, json_t *reply)
 	ha->x.entries_written += ha->wentries;
 	ha->x.last_batch_bytes = ha->wbuf.len;
 	ha->durable = id;
-	/* Durable: into our own file, then the replies. */
-	iov.iov_base = ha->wbuf.data + MC_HA_BATCH_HDR;
-	iov.iov_len = ha->wbuf.len - MC_HA_BATCH_HDR;
+	/* Durable.  The replies go and the next write starts at once; our own file gets the batch
+	 * after (a leader that dies first reads it back from etcd). */
+	{
+		struct mc_wbuf t = ha->wbuf;
+
+		ha->wbuf = ha->done;
+		ha->done = t;
+	}
+	if (ha->round_left > 0) {
+		mc_ha_write_part(ha);
+	} else {
+		ha->round = 0;
+		mc_ha_release(ha);
+		mc_ha_commit(m);
+	}
+	iov.iov_base = ha->done.data + MC_HA_BATCH_HDR;
+	iov.iov_len = ha->done.len - MC_HA_BATCH_HDR;
 	if (mc_persist_apply_batches(m->persist, &iov, 1) != 0)
 		mc_ha_step_down(ha, "our own database fails");
 	ha->applied = id;
-	if (ha->round_left > 0) {
-		mc_ha_write_part(ha);
-		return;
-	}
-	ha->round = 0;
-	mc_ha_release(ha);
-	mc_ha_commit(m);
 }
 
 static void mc_ha_write_part(struct mc_ha *ha)

@@ -292,7 +292,7 @@ static void *mc_ha_snap_write(void *arg)
 	mc_wbuf_init(&man);
 	j->rc = -1;
 	if (mc_persist_reader_open(j->db, &r)) {
-		snprintf(j->err, sizeof(j->err), "cannot read %s", j->db);
+		snprintf(j->err, sizeof(j->err), "cannot read %.150s", j->db);
 		goto out;
 	}
 	j->batch = (uint64_t)mc_persist_reader_meta(r, "ha_batch");
@@ -303,9 +303,9 @@ static void *mc_ha_snap_write(void *arg)
 	}
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	snprintf(j->id, sizeof(j->id), "%04d%02d%02d_%02d%02d%02d_%03d", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		 (int)(tv.tv_usec / 1000));
+	snprintf(j->id, sizeof(j->id), "%04d%02d%02d_%02d%02d%02d_%03d",
+		 (tm.tm_year + 1900) % 10000, (tm.tm_mon + 1) % 100, tm.tm_mday % 100,
+		 tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100, (int)(tv.tv_usec / 1000) % 1000);
 	snprintf(j->dir, sizeof(j->dir), "%.4000s/%.31s", j->root, j->id);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", j->dir);
 	if (mc_snap_mkdirs(j->root) || (mkdir(tmp, 0755) != 0 && errno != EEXIST)) {
@@ -365,7 +365,7 @@ static void *mc_ha_snap_write(void *arg)
 	j->rc = 0;
 	goto out;
 read_failed:
-	snprintf(j->err, sizeof(j->err), "reading %s failed", j->db);
+	snprintf(j->err, sizeof(j->err), "reading %.150s failed", j->db);
 out:
 	if (j->rc < 0 && j->dir[0]) {
 		snprintf(tmp, sizeof(tmp), "%s.tmp", j->dir);

@@ -821,6 +821,102 @@ void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value)
 	mc_wbuf_i64(w, value);
 }
 
+/* The row a change writes: its key (an object's key, a segment's id) and a class (objects and
+ * segments are different tables).  0 for changes that name no row (DEL_ALL_OBJECTS). */
+static int mc_persist_row_of(const uint8_t *rec, size_t len, const uint8_t **key, size_t *klen)
+{
+	switch (rec[0]) {
+	case OP_PUT_OBJECT:
+	case OP_DEL_OBJECT:
+		if (len < 5 || mc_get_le32(rec + 1) > len - 5)
+			return 0;
+		*key = rec + 5;
+		*klen = mc_get_le32(rec + 1);
+		return 1;
+	case OP_PUT_SEGMENT:
+	case OP_DEL_SEGMENT:
+		if (len < 17)
+			return 0;
+		*key = rec + 1;
+		*klen = 16;
+		return 2;
+	default:
+		return 0;
+	}
+}
+
+static uint64_t mc_persist_hash(int cls, const uint8_t *k, size_t n)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)cls;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ k[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Drop every change a later change of the pending batch to the same row overrides (a put's
+ * PutStart row, written again by its PutEnd in the same batch): the batch writes the same
+ * rows, in less.  DEL_ALL_OBJECTS stays where it is, so what precedes it still precedes it. */
+static void mc_persist_coalesce(struct mc_persist *p)
+{
+	size_t nb = 16, i, j, w = 0, start = 0;
+	size_t *slot;			/* index + 1 of the last change of the row hashed there */
+	uint8_t *keep;
+
+	while (nb < p->nends * 2)
+		nb *= 2;
+	slot = calloc(nb, sizeof(*slot));
+	keep = malloc(p->nends ? p->nends : 1);
+	if (slot == NULL || keep == NULL)
+		goto out;
+	for (i = 0; i < p->nends; i++) {
+		const uint8_t *rec = p->batch.data + start, *k, *k2;
+		size_t len = p->ends[i] - start, kl, kl2;
+		int cls = mc_persist_row_of(rec, len, &k, &kl);
+
+		keep[i] = 1;
+		start = p->ends[i];
+		if (cls == 0)
+			continue;
+		for (j = mc_persist_hash(cls, k, kl) & (nb - 1); slot[j]; j = (j + 1) & (nb - 1)) {
+			size_t o = slot[j] - 1, os = o ? p->ends[o - 1] : 0;
+
+			if (mc_persist_row_of(p->batch.data + os, p->ends[o] - os, &k2, &kl2) == cls &&
+			    kl2 == kl && !memcmp(k, k2, kl)) {
+				keep[o] = 0;
+				break;
+			}
+		}
+		slot[j] = i + 1;
+	}
+	for (i = 0, start = 0; i < p->nends; i++) {
+		size_t len = p->ends[i] - start;
+
+		if (keep[i]) {
+			memmove(p->batch.data + w, p->batch.data + start, len);
+			w += len;
+		}
+		start = p->ends[i];
+	}
+	/* The ends of the changes kept (each read before it is overwritten). */
+	for (i = 0, j = 0, start = 0, w = 0; i < p->nends; i++) {
+		size_t len = p->ends[i] - start;
+
+		start = p->ends[i];
+		if (keep[i]) {
+			w += len;
+			p->ends[j++] = w;
+		}
+	}
+	p->pending -= p->nends - j;
+	p->nends = j;
+	p->batch.len = w;
+out:
+	free(slot);
+	free(keep);
+}
+
 size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
 {
 	size_t n = 0, cut = 0, taken;
@@ -828,6 +924,7 @@ size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
 
 	if (p->batch.err)
 		return 0;
+	mc_persist_coalesce(p);
 	/* The longest run of whole changes within max bytes (at least one). */
 	while (n < p->nends && (n == 0 || p->ends[n] <= max))
 		n++;

@@ -12,12 +12,13 @@
 declare -A HA_PORT HA_METRICS HA_PID
 HA_CLUSTER=ha$$
 HA_LEASE=${HA_LEASE:-2}
+HA_FLAGS=${HA_FLAGS:-}
 export MC_STORE_CLUSTER_ID=$HA_CLUSTER
 
 ha_start_master() {
 	local i=$1; shift
-	[ -n "${HA_PORT[$i]}" ] || HA_PORT[$i]=$(mc_free_port)
-	[ -n "${HA_METRICS[$i]}" ] || HA_METRICS[$i]=$(mc_free_port)
+	[ -n "${HA_PORT[$i]:-}" ] || HA_PORT[$i]=$(mc_free_port)
+	[ -n "${HA_METRICS[$i]:-}" ] || HA_METRICS[$i]=$(mc_free_port)
 	mc_start "master$i" "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
 		--rpc_port="${HA_PORT[$i]}" --metrics_port="${HA_METRICS[$i]}" \
 		--enable_ha --ha_backend_type=etcd --ha_backend_connstring="$ETCD_EPS" \
