@@ -58,7 +58,7 @@ single() {	# single LABEL [FLAGS...]: one master alone
 
 ha_round() {	# ha_round R: three fresh masters (a new cluster id), bench the leader
 	local r=$1 i l s sampler
-	HA_CLUSTER=bench$$r
+	HA_CLUSTER=bench$$-$r
 	for i in 1 2 3; do
 		HA_PORT[$i]=""; HA_METRICS[$i]=""
 		rm -f "$MC_TMP/master$i.db"*

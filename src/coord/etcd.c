@@ -387,6 +387,10 @@ static struct mc_etcd_call *mc_etcd_start(struct mc_etcd *e, const char *path, j
 	if (c == NULL)
 		return NULL;
 	c->e = e;
+	c->next = e->calls;
+	if (e->calls)
+		e->calls->prev = c;
+	e->calls = c;
 	c->watch = watch;
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	c->body = json_dumps(body, JSON_COMPACT);
@@ -394,23 +398,13 @@ static struct mc_etcd_call *mc_etcd_start(struct mc_etcd *e, const char *path, j
 	c->retry = evtimer_new(e->base, mc_etcd_on_retry, c);
 	c->lines = event_new(e->base, -1, 0, mc_etcd_on_lines, c);
 	if (c->body == NULL || c->easy == NULL || c->retry == NULL || c->lines == NULL) {
-		if (c->retry)
-			event_free(c->retry);
-		if (c->lines)
-			event_free(c->lines);
-		curl_easy_cleanup(c->easy);
-		free(c->body);
-		free(c);
+		mc_etcd_free_call(c);
 		return NULL;
 	}
 	c->total_ms = timeout_ms > 0 ? timeout_ms : 1;
 	c->deadline = watch ? 0 : mc_etcd_now() + c->total_ms;
 	c->fn = fn;
 	c->arg = arg;
-	c->next = e->calls;
-	if (e->calls)
-		e->calls->prev = c;
-	e->calls = c;
 	mc_etcd_attempt(c);
 	return c;
 }

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -873,24 +874,55 @@ static int mc_ha_standby_state(const struct mc_ha *ha)
 	return map[ha->state];
 }
 
+/* The counters and last values of struct mc_ha_metrics, exported as they are. */
+static const struct {
+	const char *name, *type, *help;
+	size_t off;
+} mc_ha_plain[] = {
+#define X(n, t, h, f) { n, t, h, offsetof(struct mc_ha_metrics, f) }
+	X("ha_state_transitions_total", "counter", "State machine transitions", transitions),
+	X("ha_elections_won_total", "counter", "Times this master was elected leader",
+	  elections_won),
+	X("ha_oplog_replication_lag_ms", "gauge", "Standby: age of the last batch applied when it "
+	  "was applied (ms)", lag_ms),
+	X("ha_batch_record_durable_batches_total", "counter", "Batches this leader wrote to etcd",
+	  batches_written),
+	X("ha_batch_record_durable_entries_total", "counter", "Changes in them", entries_written),
+	X("ha_batch_record_batch_bytes", "gauge", "Bytes of the last batch written",
+	  last_batch_bytes),
+	X("ha_batch_record_txn_latency_us", "gauge", "etcd transaction time of the last batch (us)",
+	  last_write_us),
+	X("ha_batch_record_retry_total", "counter", "Batch writes retried", write_retries),
+	X("ha_oplog_etcd_write_failures_total", "counter", "Batch writes etcd refused",
+	  write_failures),
+	X("ha_oplog_applied_entries_total", "counter", "Batches applied from the log",
+	  batches_applied),
+	X("ha_oplog_apply_latency_us", "gauge", "Time to apply the last fetch (us)", last_apply_us),
+	X("ha_oplog_watch_disconnections_total", "counter", "etcd watch streams lost", watch_breaks),
+	X("ha_snapshot_operations_total", "counter", "Snapshots written", snapshots),
+	X("ha_snapshot_errors_total", "counter", "Snapshots that failed", snapshot_errors),
+	X("ha_snapshot_duration_us_total", "counter", "Time spent writing snapshots",
+	  snapshot_us_total),
+	X("ha_oplog_compactions_total", "counter", "Log compactions", compactions),
+	X("ha_oplog_compacted_batches_total", "counter", "Batches deleted from etcd",
+	  compacted_batches),
+	X("ha_snapshot_restores_total", "counter", "Snapshots restored", restores),
+#undef X
+};
+
 void mc_ha_metrics(const struct mc_master *m, struct evbuffer *b)
 {
 	const struct mc_ha *ha = m->ha;
-	const struct mc_ha_metrics *x;
 	uint64_t last;
+	size_t i;
 
 	if (ha == NULL)
 		return;
-	x = &ha->x;
 	last = ha->durable > ha->applied ? ha->durable : ha->applied;
 	mc_ha_prom(b, "ha_is_leader", "gauge", "1 while this master holds the leadership",
 		   !strcmp(mc_ha_role(m), "leader"));
 	mc_ha_prom(b, "ha_standby_state", "gauge", "Runtime state (1 connecting, 2 syncing, 3 "
 		   "watching, 4 recovering, 6 promoting, 7 promoted)", mc_ha_standby_state(ha));
-	mc_ha_prom(b, "ha_state_transitions_total", "counter", "State machine transitions",
-		   (long long)x->transitions);
-	mc_ha_prom(b, "ha_elections_won_total", "counter", "Times this master was elected leader",
-		   (long long)x->elections_won);
 	mc_ha_prom(b, "ha_view_version", "gauge", "View version of the leader as last seen",
 		   (long long)ha->leader_version);
 	mc_ha_prom(b, "ha_oplog_last_sequence_id", "gauge", "Last log batch known written",
@@ -899,42 +931,18 @@ void mc_ha_metrics(const struct mc_master *m, struct evbuffer *b)
 		   (long long)ha->applied);
 	mc_ha_prom(b, "ha_oplog_standby_lag", "gauge", "Batches this standby is behind",
 		   (long long)(last - ha->applied));
-	mc_ha_prom(b, "ha_oplog_replication_lag_ms", "gauge", "Standby: age of the last batch "
-		   "applied when it was applied (ms)", (long long)x->lag_ms);
 	mc_ha_prom(b, "ha_pending_mutation_queue_size", "gauge", "Changes waiting for the next "
 		   "batch", m->persist ? (long long)mc_persist_pending(m->persist) : 0);
-	mc_ha_prom(b, "ha_batch_record_durable_batches_total", "counter", "Batches this leader "
-		   "wrote to etcd", (long long)x->batches_written);
-	mc_ha_prom(b, "ha_batch_record_durable_entries_total", "counter", "Changes in them",
-		   (long long)x->entries_written);
 	mc_ha_prom(b, "ha_batch_record_last_batch_id", "gauge", "Last batch this leader wrote",
 		   (long long)ha->durable);
-	mc_ha_prom(b, "ha_batch_record_batch_bytes", "gauge", "Bytes of the last batch written",
-		   (long long)x->last_batch_bytes);
-	mc_ha_prom(b, "ha_batch_record_txn_latency_us", "gauge", "etcd transaction time of the "
-		   "last batch (us)", (long long)x->last_write_us);
-	mc_ha_prom(b, "ha_batch_record_retry_total", "counter", "Batch writes retried",
-		   (long long)x->write_retries);
-	mc_ha_prom(b, "ha_oplog_etcd_write_failures_total", "counter", "Batch writes etcd refused",
-		   (long long)x->write_failures);
-	mc_ha_prom(b, "ha_oplog_applied_entries_total", "counter", "Batches applied from the log",
-		   (long long)x->batches_applied);
-	mc_ha_prom(b, "ha_oplog_apply_latency_us", "gauge", "Time to apply the last fetch (us)",
-		   (long long)x->last_apply_us);
-	mc_ha_prom(b, "ha_oplog_watch_disconnections_total", "counter", "etcd watch streams lost",
-		   (long long)x->watch_breaks);
 	mc_ha_prom(b, "ha_oplog_log_batches", "gauge", "Batches in etcd (not compacted yet)",
 		   (long long)(last + 1 - mc_ha_log_first(ha)));
-	mc_ha_prom(b, "ha_snapshot_operations_total", "counter", "Snapshots written",
-		   (long long)x->snapshots);
-	mc_ha_prom(b, "ha_snapshot_errors_total", "counter", "Snapshots that failed",
-		   (long long)x->snapshot_errors);
-	mc_ha_prom(b, "ha_snapshot_duration_us_total", "counter", "Time spent writing snapshots",
-		   (long long)x->snapshot_us_total);
-	mc_ha_prom(b, "ha_oplog_compactions_total", "counter", "Log compactions",
-		   (long long)x->compactions);
-	mc_ha_prom(b, "ha_oplog_compacted_batches_total", "counter", "Batches deleted from etcd",
-		   (long long)x->compacted_batches);
-	mc_ha_prom(b, "ha_snapshot_restores_total", "counter", "Snapshots restored",
-		   (long long)x->restores);
+	for (i = 0; i < sizeof(mc_ha_plain) / sizeof(mc_ha_plain[0]); i++) {
+		const char *f = (const char *)&ha->x + mc_ha_plain[i].off;
+		long long v;
+
+		/* Every field is 64 bits wide, signed or not. */
+		memcpy(&v, f, sizeof(v));
+		mc_ha_prom(b, mc_ha_plain[i].name, mc_ha_plain[i].type, mc_ha_plain[i].help, v);
+	}
 }

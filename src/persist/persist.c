@@ -963,43 +963,20 @@ size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
 	return taken;
 }
 
-int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max)
+/* Apply up to max changes from the n cursors r, in order, in one transaction.  0 or
+ * MC_ERR_PERSISTENT_FAIL (rolled back). */
+static int mc_persist_apply_txn(struct mc_persist *p, struct mc_rbuf *r, int n, size_t max)
 {
 	size_t k = 0;
-	int rc;
-
-	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
-		return MC_ERR_PERSISTENT_FAIL;
-	p->quiet = 1;
-	rc = mc_persist_step_done(p, ST_BEGIN);
-	while (rc == 0 && r->left > 0 && k++ < max)
-		rc = mc_persist_apply(p, r);
-	if (rc == 0)
-		rc = mc_persist_step_done(p, ST_COMMIT);
-	if (rc && p->db && !sqlite3_get_autocommit(p->db)) {
-		int keep = p->last_rc;
-
-		mc_persist_step_done(p, ST_ROLLBACK);
-		p->last_rc = keep;
-	}
-	p->quiet = 0;
-	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
-}
-
-int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)
-{
-	struct mc_rbuf r;
 	int i, rc;
 
 	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
 		return MC_ERR_PERSISTENT_FAIL;
 	p->quiet = 1;
 	rc = mc_persist_step_done(p, ST_BEGIN);
-	for (i = 0; rc == 0 && i < n; i++) {
-		mc_rbuf_init(&r, v[i].iov_base, v[i].iov_len);
-		while (rc == 0 && r.left > 0)
-			rc = mc_persist_apply(p, &r);
-	}
+	for (i = 0; rc == 0 && i < n; i++)
+		while (rc == 0 && r[i].left > 0 && k++ < max)
+			rc = mc_persist_apply(p, &r[i]);
 	if (rc == 0)
 		rc = mc_persist_step_done(p, ST_COMMIT);
 	if (rc && p->db && !sqlite3_get_autocommit(p->db)) {
@@ -1014,6 +991,23 @@ int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)
 		p->last_msg[0] = '\0';
 	}
 	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
+}
+
+int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max)
+{
+	return mc_persist_apply_txn(p, r, 1, max);
+}
+
+int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)
+{
+	struct mc_rbuf r[64];
+	int i;
+
+	if (n < 0 || n > 64)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		mc_rbuf_init(&r[i], v[i].iov_base, v[i].iov_len);
+	return mc_persist_apply_txn(p, r, n, SIZE_MAX);
 }
 
 int mc_persist_checkpoint_due(const struct mc_persist *p)

@@ -108,9 +108,9 @@ struct mc_wbuf;
 size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max);
 /* Append to w the record that sets meta name to value, as mc_persist_take writes them. */
 void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value);
-/* Write the n encoded batches (as mc_persist_take made them, here or on another master) in one
- * transaction, in order.  0 or MC_ERR_PERSISTENT_FAIL (nothing written; a malformed batch also
- * fails).  Leaves the pending batch alone. */
+/* Write the n (at most 64) encoded batches (as mc_persist_take made them, here or on another
+ * master) in one transaction, in order.  0 or MC_ERR_PERSISTENT_FAIL (nothing written; a
+ * malformed batch also fails), -EINVAL for too many.  Leaves the pending batch alone. */
 int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n);
 
 /* Apply up to max changes of an encoded batch from cursor r (which advances) in one

@@ -24,15 +24,15 @@ etcdctl_() {
 	ETCDCTL_API=3 $ETCD_IN etcdctl --endpoints="${ETCD_EPS//;/,}" --dial-timeout=2s --command-timeout=3s "$@"
 }
 
-etcd_member() {	# etcd_member I [new]: start member I (ports chosen by etcd_start)
+etcd_member() {	# etcd_member I [LOGNAME [STATE]]: start member I (ports chosen by etcd_start)
 	local i=$1 ip=$ETCD_IP
 	# shellcheck disable=SC2086
-	mc_start "etcd$i" $ETCD_IN etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
+	mc_start "${2:-etcd$i}" $ETCD_IN etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
 		--listen-client-urls "http://$ip:${ETCD_PORT[$i]}" \
 		--advertise-client-urls "http://$ip:${ETCD_PORT[$i]}" \
 		--listen-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
 		--initial-advertise-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
-		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new \
+		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state "${3:-new}" \
 		--initial-cluster-token "mc-$$" --heartbeat-interval 50 --election-timeout 500
 	ETCD_PID[$i]=$MC_LAST_PID
 }
@@ -57,14 +57,6 @@ etcd_kill() {
 	wait "${ETCD_PID[$1]}" 2>/dev/null
 }
 
-etcd_restart() {
-	local i=$1 ip=$ETCD_IP
-	# shellcheck disable=SC2086
-	mc_start "etcd$i.restart" $ETCD_IN etcd --name "m$i" --data-dir "$MC_TMP/etcd$i" \
-		--listen-client-urls "http://$ip:${ETCD_PORT[$i]}" \
-		--advertise-client-urls "http://$ip:${ETCD_PORT[$i]}" \
-		--listen-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
-		--initial-advertise-peer-urls "http://$ip:${ETCD_PEER[$i]}" \
-		--initial-cluster "$ETCD_CLUSTER" --heartbeat-interval 50 --election-timeout 500
-	ETCD_PID[$i]=$MC_LAST_PID
+etcd_restart() {	# etcd_restart I: member I again, on its data
+	etcd_member "$1" "etcd$1.restart" existing
 }

@@ -9,6 +9,13 @@
 #   ha_wait_leader [SECONDS] [NOT] wait until some master (other than NOT) serves; prints it
 #   ha_kill I                      kill -9 master I
 #   ha_metric I NAME               a metric of master I
+#   ha_start_client NAME           a mooncake_client (64 MB) finding the leader through etcd://,
+#                                  waited for until mounted
+#   ha_start_writer PACE_MS REPLICAS  fault_tool's writer through etcd:// (MC_MASTER; keys in
+#                                  $MC_TMP/acked, calls in $MC_TMP/calls), stopped by ha_stop_writer;
+#                                  waits for its first 20 acknowledged puts
+#   ha_acked / ha_acked_ge N       puts acknowledged so far (at least N)
+#   ha_caught_up STANDBY LEADER    STANDBY applied the last batch LEADER wrote
 declare -A HA_PORT HA_METRICS HA_PID
 HA_CLUSTER=ha$$
 HA_LEASE=${HA_LEASE:-2}
@@ -61,3 +68,38 @@ ha_kill() {
 
 # ha_now: wall-clock seconds with fractions.
 ha_now() { date +%s.%N; }
+
+ha_start_client() {
+	local port
+	port=$(mc_free_port)
+	mc_start "$1" "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$port" \
+		--master_server_address="etcd://$ETCD_EPS" --metadata_server=P2PHANDSHAKE \
+		--global_segment_size=64MB
+	mc_wait_log "$1" "serving segment" && mc_wait_mounted "$1"
+}
+
+ha_acked() { if [ -f "$MC_TMP/acked" ]; then wc -l <"$MC_TMP/acked"; else echo 0; fi; }
+ha_acked_ge() { [ "$(ha_acked)" -ge "$1" ]; }
+
+ha_start_writer() {	# sets HA_WRITER; exports MC_MASTER for fault_tool's later calls
+	export MC_MASTER="etcd://$ETCD_EPS"
+	MC_STOP_FILE=$MC_TMP/stop MC_PACE_MS=$1 \
+		"$MC_BIN/tests/integration/fault_tool" writer w 600 4096 "$2" "$MC_TMP/acked" \
+		"$MC_TMP/calls" >"$MC_TMP/writer.out" 2>&1 &
+	HA_WRITER=$!
+	MC_PIDS="$MC_PIDS $HA_WRITER"
+	mc_wait_until 20 "the writer's first acknowledged puts" ha_acked_ge 20
+}
+
+ha_stop_writer() {
+	touch "$MC_TMP/stop"
+	wait "$HA_WRITER"
+	cat "$MC_TMP/writer.out"
+}
+
+ha_caught_up() {
+	local want have
+	want=$(ha_metric "$2" ha_batch_record_last_batch_id)
+	have=$(ha_metric "$1" ha_oplog_applied_sequence_id)
+	[ -n "$want" ] && [ "$want" -gt 0 ] && [ "$have" = "$want" ]
+}

@@ -16,29 +16,13 @@ etcd_start 3 || { mc_dump_logs; exit 1; }
 for i in 1 2 3; do ha_start_master "$i" || { mc_dump_logs; exit 1; }; done
 L=$(ha_wait_leader 20) || { mc_dump_logs; exit 1; }
 echo "# leader: master$L"
-MASTER="etcd://$ETCD_EPS"
-for c in c1 c2; do
-	port=$(mc_free_port)
-	mc_start "$c" "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$port" \
-		--master_server_address="$MASTER" --metadata_server=P2PHANDSHAKE \
-		--global_segment_size=64MB
-done
-mc_wait_log c1 "serving segment" && mc_wait_log c2 "serving segment" &&
-	mc_wait_mounted c1 c2 || { mc_dump_logs; exit 1; }
-
-export MC_MASTER=$MASTER MC_STOP_FILE=$MC_TMP/stop MC_PACE_MS=10
-"$T" writer w 600 4096 2 "$MC_TMP/acked" "$MC_TMP/calls" >"$MC_TMP/writer.out" 2>&1 &
-WRITER=$!
-MC_PIDS="$MC_PIDS $WRITER"
-acked() { if [ -f "$MC_TMP/acked" ]; then wc -l <"$MC_TMP/acked"; else echo 0; fi; }
-acked_ge() { [ "$(acked)" -ge "$1" ]; }
-mc_wait_until 20 "the writer's first acknowledged puts" acked_ge 20 ||
-	{ mc_dump_logs; exit 1; }
+ha_start_client c1 && ha_start_client c2 || { mc_dump_logs; exit 1; }
+ha_start_writer 10 2 || { mc_dump_logs; exit 1; }
 
 TIMES=""
 for ((r = 1; r <= ROUNDS; r++)); do
 	L=$(ha_wait_leader 20) || { rc=1; break; }
-	before=$(acked)
+	before=$(ha_acked)
 	t0=$(ha_now)
 	ha_kill "$L"
 	N=$(ha_wait_leader 10 "$L") || { echo "not ok - round $r: no new leader"; rc=1; break; }
@@ -50,7 +34,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	else
 		echo "not ok - round $r: master$N serves only after $d s (limit 3 s)"; rc=1
 	fi
-	mc_wait_until 15 "new puts after the failover" acked_ge $((before + 20)) &&
+	mc_wait_until 15 "new puts after the failover" ha_acked_ge $((before + 20)) &&
 		echo "ok - round $r: new puts succeed on master$N" ||
 		{ echo "not ok - round $r: no new puts after the failover"; rc=1; }
 	ha_start_master "$L" || rc=1
@@ -58,9 +42,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		echo "ok - round $r: master$L rejoined as a standby" ||
 		{ echo "not ok - round $r: master$L is '$(ha_state "$L")'"; rc=1; }
 done
-touch "$MC_TMP/stop"
-wait "$WRITER"
-cat "$MC_TMP/writer.out"
+ha_stop_writer
 "$T" verify-acked "$MC_TMP/acked" 4096 || rc=1
 echo "# failover times (s):$TIMES"
 echo "$TIMES" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{ a[NR] = $1 } END {

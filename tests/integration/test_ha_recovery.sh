@@ -15,24 +15,14 @@ rc=0
 etcd_start 3 || { mc_dump_logs; exit 1; }
 for i in 1 2 3; do ha_start_master "$i" || { mc_dump_logs; exit 1; }; done
 L=$(ha_wait_leader 20) || { mc_dump_logs; exit 1; }
-MASTER="etcd://$ETCD_EPS"
-port=$(mc_free_port)
-mc_start c1 "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$port" \
-	--master_server_address="$MASTER" --metadata_server=P2PHANDSHAKE --global_segment_size=64MB
-mc_wait_log c1 "serving segment" && mc_wait_mounted c1 || { mc_dump_logs; exit 1; }
-export MC_MASTER=$MASTER MC_STOP_FILE=$MC_TMP/stop MC_PACE_MS=10
-"$T" writer w 600 4096 1 "$MC_TMP/acked" "$MC_TMP/calls" >"$MC_TMP/writer.out" 2>&1 &
-WRITER=$!
-MC_PIDS="$MC_PIDS $WRITER"
-acked() { if [ -f "$MC_TMP/acked" ]; then wc -l <"$MC_TMP/acked"; else echo 0; fi; }
-acked_ge() { [ "$(acked)" -ge "$1" ]; }
-mc_wait_until 20 "the writer's first acknowledged puts" acked_ge 20 || { mc_dump_logs; exit 1; }
+ha_start_client c1 || { mc_dump_logs; exit 1; }
+ha_start_writer 10 1 || { mc_dump_logs; exit 1; }
 
 # (1) One etcd member dies: the rest keep a quorum.
 etcd_kill 1
-before=$(acked)
-mc_wait_until 15 "puts after an etcd member died" acked_ge $((before + 50)) &&
-	echo "ok - etcd member 1 killed: puts go on ($(( $(acked) - before )) more)" ||
+before=$(ha_acked)
+mc_wait_until 15 "puts after an etcd member died" ha_acked_ge $((before + 50)) &&
+	echo "ok - etcd member 1 killed: puts go on ($(( $(ha_acked) - before )) more)" ||
 	{ echo "not ok - no puts after etcd member 1 died"; rc=1; }
 L2=$(ha_leader)
 mc_is "$L2" "$L" "the leader stayed the leader" || rc=1
@@ -48,18 +38,10 @@ ha_start_master "$L" || rc=1
 mc_wait_until 20 "master$L back as a standby" ha_is "$L" standby &&
 	echo "ok - master$L, its database deleted, rejoined as a standby" ||
 	{ echo "not ok - master$L is '$(ha_state "$L")'"; rc=1; }
-before=$(acked)
-mc_wait_until 15 "more puts" acked_ge $((before + 20)) || rc=1
-touch "$MC_TMP/stop"
-wait "$WRITER"
-cat "$MC_TMP/writer.out"
-caught_up() {
-	local want have
-	want=$(ha_metric "$N" ha_batch_record_last_batch_id)
-	have=$(ha_metric "$L" ha_oplog_applied_sequence_id)
-	[ -n "$want" ] && [ "$want" -gt 0 ] && [ "$have" = "$want" ]
-}
-mc_wait_until 20 "master$L to catch up with master$N" caught_up &&
+before=$(ha_acked)
+mc_wait_until 15 "more puts" ha_acked_ge $((before + 20)) || rc=1
+ha_stop_writer
+mc_wait_until 20 "master$L to catch up with master$N" ha_caught_up "$L" "$N" &&
 	echo "ok - master$L replayed the log from etcd up to batch $(ha_metric "$L" ha_oplog_applied_sequence_id)" ||
 	{ echo "not ok - master$L at batch $(ha_metric "$L" ha_oplog_applied_sequence_id), leader at $(ha_metric "$N" ha_batch_record_last_batch_id)"; rc=1; }
 

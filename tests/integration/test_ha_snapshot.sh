@@ -28,18 +28,9 @@ grep -q "enable_snapshot is deprecated" "$MC_TMP/master3.log" &&
 	grep -q "snapshot_retention_count is deprecated" "$MC_TMP/master3.log" &&
 	echo "ok - 0.3.13's snapshot flags accepted, one deprecation line each" ||
 	{ echo "not ok - no deprecation lines"; rc=1; }
-MASTER="etcd://$ETCD_EPS"
-port=$(mc_free_port)
-mc_start c1 "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$port" \
-	--master_server_address="$MASTER" --metadata_server=P2PHANDSHAKE --global_segment_size=64MB
-mc_wait_log c1 "serving segment" && mc_wait_mounted c1 || { mc_dump_logs; exit 1; }
-export MC_MASTER=$MASTER MC_STOP_FILE=$MC_TMP/stop MC_PACE_MS=5
-"$T" writer w 600 4096 1 "$MC_TMP/acked" "$MC_TMP/calls" >"$MC_TMP/writer.out" 2>&1 &
-WRITER=$!
-MC_PIDS="$MC_PIDS $WRITER"
-acked() { if [ -f "$MC_TMP/acked" ]; then wc -l <"$MC_TMP/acked"; else echo 0; fi; }
-acked_ge() { [ "$(acked)" -ge "$1" ]; }
-mc_wait_until 30 "300 acknowledged puts" acked_ge 300 || { mc_dump_logs; exit 1; }
+ha_start_client c1 || { mc_dump_logs; exit 1; }
+ha_start_writer 5 1 || { mc_dump_logs; exit 1; }
+mc_wait_until 30 "300 acknowledged puts" ha_acked_ge 300 || { mc_dump_logs; exit 1; }
 
 compacted() { [ "$(ha_metric "$L" ha_oplog_compactions_total)" -ge 1 ] 2>/dev/null; }
 mc_wait_until 20 "the leader to compact the log" compacted &&
@@ -63,16 +54,8 @@ restored() { [ "$(ha_metric "$S" ha_snapshot_restores_total)" -ge 1 ] 2>/dev/nul
 mc_wait_until 20 "master$S to restore a snapshot" restored &&
 	echo "ok - master$S restored the latest snapshot" ||
 	{ echo "not ok - master$S restored nothing"; rc=1; }
-touch "$MC_TMP/stop"
-wait "$WRITER"
-cat "$MC_TMP/writer.out"
-caught_up() {
-	local want have
-	want=$(ha_metric "$L" ha_batch_record_last_batch_id)
-	have=$(ha_metric "$S" ha_oplog_applied_sequence_id)
-	[ -n "$want" ] && [ "$want" -gt 0 ] && [ "$have" = "$want" ]
-}
-mc_wait_until 20 "master$S to catch up" caught_up &&
+ha_stop_writer
+mc_wait_until 20 "master$S to catch up" ha_caught_up "$S" "$L" &&
 	echo "ok - master$S followed the log from the snapshot to batch $(ha_metric "$S" ha_oplog_applied_sequence_id)" ||
 	{ echo "not ok - master$S at $(ha_metric "$S" ha_oplog_applied_sequence_id)"; rc=1; }
 for i in 1 2 3; do [ "$i" = "$S" ] || ha_kill "$i"; done
