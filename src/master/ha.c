@@ -933,7 +933,7 @@ void mc_ha_metrics(const struct mc_master *m, struct evbuffer *b)
 		   (long long)(last - ha->applied));
 	mc_ha_prom(b, "ha_pending_mutation_queue_size", "gauge", "Changes waiting for the next "
 		   "batch", m->persist ? (long long)mc_persist_pending(m->persist) : 0);
-	mc_ha_prom(b, "ha_batch_record_last_batch_id", "gauge", "Last batch this leader wrote",
+	mc_ha_prom(b, "ha_batch_record_last_batch_id", "gauge", "Last batch written (ours, or seen)",
 		   (long long)ha->durable);
 	mc_ha_prom(b, "ha_oplog_log_batches", "gauge", "Batches in etcd (not compacted yet)",
 		   (long long)(last + 1 - mc_ha_log_first(ha)));

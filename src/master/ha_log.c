@@ -378,6 +378,8 @@ static void mc_ha_on_log_event(void *arg, int rc, json_t *msg)
 {
 	struct mc_ha *ha = arg;
 	struct timeval tv = { 0, 500000 };
+	json_t *ev;
+	size_t i;
 
 	if (rc) {
 		ha->watch_log = NULL;
@@ -386,6 +388,16 @@ static void mc_ha_on_log_event(void *arg, int rc, json_t *msg)
 		return;
 	}
 	mc_ha_on_contact(ha);
+	/* The newest batch written, for a standby's lag (the leader knows its own). */
+	json_array_foreach(json_object_get(msg, "events"), i, ev) {
+		size_t klen = 0;
+		char *key = mc_etcd_bytes(json_object_get(ev, "kv"), "key", &klen);
+		uint64_t id = key ? mc_ha_batch_id(ha, key, klen) : 0;
+
+		free(key);
+		if (ha->state != MC_HA_SERVING && id > ha->durable)
+			ha->durable = id;
+	}
 	if (json_array_size(json_object_get(msg, "events")) > 0)
 		mc_ha_log_fetch(ha);
 }

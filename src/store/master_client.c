@@ -184,8 +184,8 @@ static void mc_pending_remove(struct mc_master_client *mc, struct mc_rpc_call *c
 		}
 }
 
-/* End every pending call with status; with HA masters, calls never sent stay queued for the
- * next leader (their deadlines still run). */
+/* End every pending call with status; with HA masters (looked up, or a leader a standby
+ * named), calls never sent stay queued for the next leader (their deadlines still run). */
 static void mc_fail_all(struct mc_master_client *mc, int status)
 {
 	struct mc_rpc_call *c = mc->pending, *n, **keep = &mc->pending;
@@ -193,7 +193,8 @@ static void mc_fail_all(struct mc_master_client *mc, int status)
 	mc->pending = NULL;
 	for (; c; c = n) {
 		n = c->next;
-		if (mc->loc && c->sent_ms == 0 && c != &mc->ping_call && c != &mc->remount_call) {
+		if ((mc->loc || mc->redirected) && c->sent_ms == 0 && c != &mc->ping_call &&
+		    c != &mc->remount_call) {
 			c->next = NULL;
 			*keep = c;
 			keep = &c->next;
@@ -239,7 +240,7 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 	mc->ping_figures = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
-	if (mc->redirected && mc->state != MC_MC_UP) {
+	if (mc->redirected && (mc->state == MC_MC_CONNECTING || mc->state == MC_MC_PROBING)) {
 		/* The leader a standby named does not answer: back to the address given. */
 		snprintf(mc->host, sizeof(mc->host), "%s", mc->conf_host);
 		mc->port = mc->conf_port;
@@ -292,36 +293,42 @@ static void mc_master_alive(struct mc_master_client *mc)
 }
 
 /* The master answered call with UNAVAILABLE_IN_CURRENT_MODE: it is a standby, which executed
- * nothing.  The call waits for the leader (HA) or fails; the connection goes, and the next one
- * is to the leader (looked up, or the one this master named). */
-static void mc_master_client_standby(struct mc_master_client *mc, struct mc_rpc_call *call,
-				     struct evbuffer *in, uint32_t body_len)
+ * nothing.  The call may go again (it waits for the leader, mc_fail_all); the body names the
+ * leader the standby knows, noted in leader. */
+static void mc_master_client_refused(struct mc_rpc_call *call, struct evbuffer *in,
+				     uint32_t body_len, char *leader, size_t n)
 {
 	uint8_t body[320];
 	struct mc_rbuf r;
-	char leader[300] = "";
-	size_t n = body_len < sizeof(body) ? body_len : sizeof(body);
+	size_t k = body_len < sizeof(body) ? body_len : sizeof(body);
 
-	evbuffer_remove(in, body, n);
-	evbuffer_drain(in, body_len - n);
-	mc_rbuf_init(&r, body, n);
-	if (mc_rbuf_cstr(&r, leader, sizeof(leader)))
+	evbuffer_remove(in, body, k);
+	evbuffer_drain(in, body_len - k);
+	mc_rbuf_init(&r, body, k);
+	if (mc_rbuf_cstr(&r, leader, n))
 		leader[0] = '\0';
-	call->sent_ms = 0;	/* not executed: it may go again */
+	call->sent_ms = 0;
+}
+
+/* After the answers at hand were read: the master is a standby.  The connection goes; the next
+ * one is to the leader (looked up again, or the one this master named). */
+static void mc_master_client_standby(struct mc_master_client *mc, const char *leader)
+{
+	char h[256];
+	uint16_t p = 0;
+	int follow = mc->loc == NULL && leader[0] &&
+		     mc_endpoint_parse(mc_strv_c(leader), h, sizeof(h), &p) == 0 &&
+		     (strcmp(h, mc->host) || p != mc->port);
+
+	if (follow)
+		mc->redirected = 1;	/* refused calls wait for the leader (mc_fail_all) */
 	mc_master_client_down(mc, leader[0] ? "the master is a standby" :
 			      "the master is a standby and knows no leader", 1);
-	if (mc->loc == NULL && leader[0]) {
-		char h[256];
-		uint16_t p;
-
-		if (mc_endpoint_parse(mc_strv_c(leader), h, sizeof(h), &p) == 0 &&
-		    (strcmp(h, mc->host) || p != mc->port)) {
-			mc_log_warn("master %s:%u is a standby; following the leader it names, %s",
-				    mc->host, mc->port, leader);
-			snprintf(mc->host, sizeof(mc->host), "%s", h);
-			mc->port = p;
-			mc->redirected = 1;
-		}
+	if (follow) {
+		mc_log_warn("master %s:%u is a standby; following the leader it names, %s",
+			    mc->host, mc->port, leader);
+		snprintf(mc->host, sizeof(mc->host), "%s", h);
+		mc->port = p;
 	}
 }
 
@@ -329,6 +336,8 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_master_client *mc = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
+	char leader[300] = "";
+	int standby = 0;
 
 	for (;;) {
 		uint8_t hb[MC_RPC_HDR_LEN];
@@ -337,14 +346,14 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		size_t avail = evbuffer_get_length(in);
 
 		if (avail < MC_RPC_HDR_LEN)
-			return;
+			break;
 		evbuffer_copyout(in, hb, sizeof(hb));
 		if (mc_rpc_hdr_decode(hb, &h, 1u << 30) || h.kind != MC_RPC_RESPONSE) {
 			mc_master_client_down(mc, "malformed response from master", 1);
 			return;
 		}
 		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len)
-			return;
+			break;
 		evbuffer_drain(in, MC_RPC_HDR_LEN);
 		mc->last_rx_ms = mc_store_now_ms();
 		mc_master_alive(mc);
@@ -356,8 +365,10 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 			continue;
 		}
 		if (h.status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {
-			mc_master_client_standby(mc, c, in, h.body_len);
-			return;
+			/* Read the other answers at hand first: refused calls may go again. */
+			mc_master_client_refused(c, in, h.body_len, leader, sizeof(leader));
+			standby = 1;
+			continue;
 		}
 		mc_pending_remove(mc, c);
 		c->resp = malloc(h.body_len ? h.body_len : 1);
@@ -372,6 +383,8 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (mc->bev != bev)
 			return;		/* a completion dropped the connection */
 	}
+	if (standby)
+		mc_master_client_standby(mc, leader);
 }
 
 static void mc_ping(struct mc_master_client *mc, int64_t now);
@@ -500,7 +513,8 @@ static void mc_submit(struct mc_master_client *mc, struct mc_rpc_call *call)
 {
 	if (mc->state == MC_MC_DOWN || (mc->suspect && mc->state != MC_MC_UP &&
 					call != &mc->ping_call)) {
-		if (mc->loc == NULL || call == &mc->ping_call || call == &mc->remount_call) {
+		if ((mc->loc == NULL && !mc->redirected) || call == &mc->ping_call ||
+		    call == &mc->remount_call) {
 			mc_call_complete(call, MC_ERR_RPC_FAIL);
 			return;
 		}
