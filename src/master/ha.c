@@ -46,21 +46,6 @@
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
 
-static const char *const mc_ha_state_names[] = {
-	[MC_HA_STARTING] = "starting",
-	[MC_HA_STANDBY] = "standby",
-	[MC_HA_CANDIDATE] = "candidate",
-	[MC_HA_RECOVERING] = "recovering",
-	[MC_HA_CATCHING_UP] = "catching_up",
-	[MC_HA_LEADER_WARMUP] = "leader_warmup",
-	[MC_HA_SERVING] = "serving",
-};
-
-int64_t mc_ha_now(const struct mc_ha *ha)
-{
-	return mc_master_now(ha->m);
-}
-
 /* Upstream's cluster ids: [0-9A-Za-z_.-], at most 128 characters. */
 static int mc_ha_cluster_ok(const char *s)
 {
@@ -205,113 +190,7 @@ void mc_ha_deprecations(struct mc_master_config *cfg)
 			    "deprecated (removed in 0.3.14): no effect (etcd holds the catalog)");
 }
 
-void mc_ha_set_state(struct mc_ha *ha, enum mc_ha_state s)
-{
-	if (ha->state == s)
-		return;
-	mc_log_info("HA state %s -> %s", mc_ha_state_names[ha->state], mc_ha_state_names[s]);
-	ha->state = s;
-	ha->x.transitions++;
-}
-
-const char *mc_ha_state_name(const struct mc_master *m)
-{
-	return m->ha ? mc_ha_state_names[m->ha->state] : "serving";
-}
-
-const char *mc_ha_role(const struct mc_master *m)
-{
-	if (m->ha == NULL)
-		return "leader";
-	switch (m->ha->state) {
-	case MC_HA_CATCHING_UP:
-	case MC_HA_RECOVERING:
-	case MC_HA_LEADER_WARMUP:
-	case MC_HA_SERVING:
-		return "leader";
-	default:
-		return "standby";
-	}
-}
-
-int mc_ha_serving(const struct mc_master *m)
-{
-	const struct mc_ha *ha = m->ha;
-
-	return ha == NULL || (ha->state == MC_HA_SERVING && mc_ha_now(ha) < ha->valid_until);
-}
-
-void mc_ha_refuse(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out)
-{
-	struct mc_ha *ha = m->ha;
-	size_t start = out->len;
-
-	mc_rpc_frame_begin(out, MC_RPC_RESPONSE, h->opcode, MC_ERR_UNAVAILABLE_IN_CURRENT_MODE,
-			   h->req_id);
-	mc_wbuf_cstr(out, ha->leader);
-	mc_wbuf_i64(out, ha->leader_version);
-	mc_rpc_frame_end(out, start);
-}
-
-json_t *mc_ha_leader_json(const struct mc_master *m)
-{
-	const struct mc_ha *ha = m->ha;
-	char self[300];
-
-	if (ha == NULL) {
-		snprintf(self, sizeof(self), "%s:%lld", m->cfg.rpc_address,
-			 (long long)(m->cfg.rpc_port ? m->cfg.rpc_port : m->cfg.port));
-		return json_pack("{sbsssI}", "present", 1, "leader_address", self, "view_version",
-				 (json_int_t)0);
-	}
-	if (ha->leader[0] == '\0')
-		return json_pack("{sb}", "present", 0);
-	return json_pack("{sbsssI}", "present", 1, "leader_address", ha->leader, "view_version",
-			 (json_int_t)ha->leader_version);
-}
-
-/* ---------------------------------------------------------------- stepping down */
-
-/* Every descriptor but stdin, stdout and stderr closes on exec: the new image opens its own. */
-static void mc_ha_cloexec_all(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-
-	if (d == NULL)
-		return;
-	while ((de = readdir(d)) != NULL) {
-		int fd = atoi(de->d_name);
-
-		if (fd > 2 && fd != dirfd(d))
-			fcntl(fd, F_SETFD, FD_CLOEXEC);
-	}
-	closedir(d);
-}
-
-void mc_ha_step_down(struct mc_ha *ha, const char *why)
-{
-	struct mc_master *m = ha->m;
-	int was_leader = !strcmp(mc_ha_role(m), "leader");
-
-	mc_log_err("HA: %s; %s", why,
-		   was_leader ? "stepping down: starting over as a standby from the batches etcd "
-				"accepted"
-			      : "starting over as a standby");
-	mc_sd_notify("RELOADING=1");
-	/* Nothing of memory may reach the file: only batches etcd accepted are in it. */
-	if (m->persist)
-		mc_persist_drop_pending(m->persist);
-	mc_ha_cloexec_all();
-	setenv("MC_HA_REEXEC", was_leader ? "leader" : "standby", 1);
-	execv("/proc/self/exe", m->argv);
-	mc_log_err("HA: cannot re-execute /proc/self/exe: %s; exiting", strerror(errno));
-	_exit(1);
-}
-
 /* ---------------------------------------------------------------- etcd election */
-
-static void mc_ha_campaign(struct mc_ha *ha);
 
 static int64_t mc_ha_margin_ms(const struct mc_ha *ha)
 {
@@ -320,12 +199,8 @@ static int64_t mc_ha_margin_ms(const struct mc_ha *ha)
 	return margin < 300 ? 300 : margin;
 }
 
-void mc_ha_on_contact(struct mc_ha *ha)
-{
-	ha->last_contact = mc_ha_now(ha);
-	if (ha->state == MC_HA_STARTING)
-		mc_ha_set_state(ha, MC_HA_STANDBY);
-}
+static void mc_ha_serve(struct mc_ha *ha);
+static void mc_ha_campaign(struct mc_ha *ha);
 
 static int mc_ha_leading(const struct mc_ha *ha)
 {
@@ -333,7 +208,7 @@ static int mc_ha_leading(const struct mc_ha *ha)
 	       ha->state == MC_HA_LEADER_WARMUP || ha->state == MC_HA_SERVING;
 }
 
-void mc_ha_on_view(struct mc_ha *ha, const char *leader, int64_t version)
+static void mc_ha_on_view(struct mc_ha *ha, const char *leader, int64_t version)
 {
 	if (mc_ha_leading(ha)) {
 		if (version != ha->view_version)
@@ -365,7 +240,7 @@ static void mc_ha_arm_fence(struct mc_ha *ha)
 	evtimer_add(ha->ev_fence, &tv);
 }
 
-void mc_ha_on_renewed(struct mc_ha *ha, int64_t sent_ms)
+static void mc_ha_on_renewed(struct mc_ha *ha, int64_t sent_ms)
 {
 	int64_t until = sent_ms + ha->ttl_ms - mc_ha_margin_ms(ha);
 
@@ -385,7 +260,7 @@ static void mc_ha_on_fence(evutil_socket_t fd, short what, void *arg)
 		mc_ha_step_down(ha, "the leadership lease was not renewed in time (etcd unreachable?)");
 }
 
-void mc_ha_on_won(struct mc_ha *ha, int64_t version)
+static void mc_ha_on_won(struct mc_ha *ha, int64_t version)
 {
 	struct timeval tv = { (time_t)(ha->ttl_ms / 3 / 1000), (suseconds_t)(ha->ttl_ms / 3 % 1000) * 1000 };
 
@@ -683,7 +558,7 @@ static void mc_ha_on_poll(evutil_socket_t fd, short what, void *arg)
 
 /* ---------------------------------------------------------------- serving */
 
-void mc_ha_serve(struct mc_ha *ha)
+static void mc_ha_serve(struct mc_ha *ha)
 {
 	struct mc_master *m = ha->m;
 	struct mc_object *o;
@@ -723,6 +598,13 @@ static void mc_ha_keys(struct mc_ha *ha)
 	snprintf(ha->members, sizeof(ha->members), "/oplog/%s/members/", c);
 }
 
+static const struct mc_repl_ops mc_ha_repl = {
+	.commit = mc_ha_commit,
+	.serving = mc_ha_serving,
+	.refuse = mc_ha_refuse,
+	.view_version = mc_ha_view_version,
+};
+
 int mc_ha_init(struct mc_master *m)
 {
 	struct mc_ha *ha;
@@ -733,6 +615,11 @@ int mc_ha_init(struct mc_master *m)
 	ha = mc_xcalloc(1, sizeof(*ha));
 	ha->m = m;
 	m->ha = ha;
+	m->repl = &mc_ha_repl;
+	ha->on_view = mc_ha_on_view;
+	ha->on_won = mc_ha_on_won;
+	ha->on_renewed = mc_ha_on_renewed;
+	ha->serve = mc_ha_serve;
 	ha->redis = !strcmp(m->cfg.ha_backend_type, "redis");
 	ha->oplog = m->cfg.enable_oplog;
 	ha->ttl_ms = m->cfg.ha_leader_lease_ttl_sec * 1000;
@@ -850,6 +737,7 @@ void mc_ha_free(struct mc_master *m)
 	mc_wbuf_fini(&ha->done);
 	free(ha);
 	m->ha = NULL;
+	m->repl = NULL;
 }
 
 /* ---------------------------------------------------------------- metrics */

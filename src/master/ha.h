@@ -7,10 +7,11 @@
  * etcd (or redis), the others standbys; with --enable_oplog every change the leader makes is
  * written to etcd as an ordered batch before any reply depending on it goes out, and the
  * standbys apply the batches to their own SQLite file, so the one promoted loads the whole table
- * at once.  ha.c: configuration, the state machine, election, lease keep-alive and fencing,
- * stepping down, what the admin server shows.  ha_log.c: the replicated log.  ha_snapshot.c:
- * snapshots.  ha_compact.c: members and compaction of the log.  ha_redis.c: the redis election
- * backend.
+ * at once.  ha.c: configuration, election on etcd, lease keep-alive and fencing, serving, the
+ * metrics.  ha_state.c: the runtime state, a standby's answer, stepping down.  ha_log.c: the
+ * replicated log.  ha_snapshot.c: snapshots.  ha_compact.c: members and compaction of the log.
+ * ha_redis.c: the redis election backend.  Each calls only those listed after it (and the master's
+ * core); calls up go through the hooks in struct mc_ha.
  *
  * etcd keys (upstream's layout):
  *   mooncake-store/<cluster_id>/master_view     the leader's RPC address, under its lease; the
@@ -145,6 +146,15 @@ struct mc_ha {
 	struct mc_ha_snap *snap;
 	struct mc_ha_compact *compact;
 
+	/* Calls up the HA files' layers, set by the file above (so that no two files call each
+	 * other): ha.c's election results, for the backends and the log, and its serving; ha_log.c's
+	 * reading of the log, for the snapshot restore. */
+	void (*on_view)(struct mc_ha *ha, const char *leader, int64_t version);
+	void (*on_won)(struct mc_ha *ha, int64_t version);
+	void (*on_renewed)(struct mc_ha *ha, int64_t sent_ms);
+	void (*serve)(struct mc_ha *ha);
+	void (*fetch)(struct mc_ha *ha);
+
 	struct mc_ha_metrics x;
 };
 
@@ -167,6 +177,8 @@ int mc_ha_serving(const struct mc_master *m);
 /* Answer the request with UNAVAILABLE_IN_CURRENT_MODE and the leader's address as body. */
 void mc_ha_refuse(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out);
 const char *mc_ha_role(const struct mc_master *m);
+/* The leader's view version (Ping answers it, as upstream's), 0 without HA. */
+int64_t mc_ha_view_version(const struct mc_master *m);
 const char *mc_ha_state_name(const struct mc_master *m);
 /* {"present", "leader_address", "view_version"} (/leader). */
 json_t *mc_ha_leader_json(const struct mc_master *m);
@@ -176,13 +188,11 @@ void mc_ha_when_durable(struct mc_master *m, void (*fn)(void *arg), void *arg);
 /* Prometheus lines of the HA metrics. */
 void mc_ha_metrics(const struct mc_master *m, struct evbuffer *b);
 
-/* --- inside HA --- */
+/* --- inside HA (ha_state.c) --- */
 void mc_ha_set_state(struct mc_ha *ha, enum mc_ha_state s);
 /* Leadership is lost or was never safe (why): start over as a standby (see ha.c). */
 void mc_ha_step_down(struct mc_ha *ha, const char *why) __attribute__((noreturn));
 int64_t mc_ha_now(const struct mc_ha *ha);
-/* We won: catch up, load, serve (ha_log.c calls back mc_ha_serve when loaded). */
-void mc_ha_serve(struct mc_ha *ha);
 
 /* ha_log.c */
 int mc_ha_log_init(struct mc_ha *ha);
@@ -222,10 +232,7 @@ void mc_ha_redis_keepalive(struct mc_ha *ha);
 void mc_ha_redis_read_view(struct mc_ha *ha);
 void mc_ha_redis_resign(struct mc_ha *ha);
 
-/* Election results, from either backend. */
-void mc_ha_on_view(struct mc_ha *ha, const char *leader, int64_t version);
-void mc_ha_on_won(struct mc_ha *ha, int64_t version);
-void mc_ha_on_renewed(struct mc_ha *ha, int64_t sent_ms);
+/* etcd or redis answered (ha_state.c). */
 void mc_ha_on_contact(struct mc_ha *ha);
 
 #endif

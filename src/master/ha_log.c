@@ -118,6 +118,7 @@ int mc_ha_log_init(struct mc_ha *ha)
 	struct mc_master *m = ha->m;
 
 	ha->applied = (uint64_t)mc_persist_get_meta(m->persist, "ha_batch");
+	ha->fetch = mc_ha_log_fetch;
 	ha->ev_fetch = evtimer_new(m->base, mc_ha_on_fetch_event, ha);
 	if (ha->ev_fetch == NULL)
 		return -1;
@@ -243,7 +244,7 @@ static void mc_ha_on_fetch(void *arg, int rc, json_t *reply)
 	if (ha->state == MC_HA_CATCHING_UP && ha->applied >= ha->target) {
 		mc_log_info("HA: caught up with the log at batch %" PRIu64, ha->applied);
 		ha->durable = ha->applied;
-		mc_ha_serve(ha);
+		ha->serve(ha);
 		return;
 	}
 	if (more || json_array_size(kvs) >= MC_HA_FETCH_LIMIT || ha->fetch_again) {
@@ -301,7 +302,7 @@ static void mc_ha_adopt_log(struct mc_ha *ha, int64_t id)
 		    ha->cluster, ha->applied + 1);
 	mc_ha_log_fetch(ha);
 	/* Campaigning waited for this. */
-	mc_ha_on_view(ha, ha->leader, ha->leader_version);
+	ha->on_view(ha, ha->leader, ha->leader_version);
 }
 
 static void mc_ha_on_log_id(void *arg, int rc, json_t *reply)
@@ -446,7 +447,7 @@ static void mc_ha_on_prefix(void *arg, int rc, json_t *reply)
 		    ha->target);
 	if (ha->applied == ha->target) {
 		ha->durable = ha->applied;
-		mc_ha_serve(ha);
+		ha->serve(ha);
 		return;
 	}
 	mc_ha_log_fetch(ha);

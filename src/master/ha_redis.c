@@ -181,7 +181,7 @@ static void mc_redis_on_view(redisAsyncContext *c, void *r, void *arg)
 	    reply->element[0]->len < sizeof(leader))
 		snprintf(leader, sizeof(leader), "%.*s", (int)reply->element[0]->len,
 			 reply->element[0]->str);
-	mc_ha_on_view(rd->ha, leader, leader[0] ? mc_redis_int(reply->element[1]) : 0);
+	rd->ha->on_view(rd->ha, leader, leader[0] ? mc_redis_int(reply->element[1]) : 0);
 }
 
 void mc_ha_redis_read_view(struct mc_ha *ha)
@@ -209,7 +209,7 @@ static void mc_redis_on_campaign(redisAsyncContext *c, void *r, void *arg)
 		mc_ha_on_contact(ha);
 		ha->valid_until = rd->sent[RC_CAMPAIGN] + ha->ttl_ms - (ha->ttl_ms / 5 < 300 ? 300
 									     : ha->ttl_ms / 5);
-		mc_ha_on_won(ha, mc_redis_int(reply->element[1]));
+		ha->on_won(ha, mc_redis_int(reply->element[1]));
 		return;
 	}
 	mc_ha_set_state(ha, MC_HA_STANDBY);
@@ -246,7 +246,7 @@ static void mc_redis_on_renew(redisAsyncContext *c, void *r, void *arg)
 	mc_ha_on_contact(rd->ha);
 	if (mc_redis_int(reply) != 1)
 		mc_ha_step_down(rd->ha, "redis says our leadership expired");
-	mc_ha_on_renewed(rd->ha, rd->sent[RC_RENEW]);
+	rd->ha->on_renewed(rd->ha, rd->sent[RC_RENEW]);
 }
 
 void mc_ha_redis_keepalive(struct mc_ha *ha)

@@ -551,7 +551,7 @@ static void mc_restore_on_step(evutil_socket_t fd, short what, void *arg)
 			ha->applied = at;
 			ha->x.restores++;
 			mc_log_notice("HA: snapshot %s restored: at batch %" PRIu64, sn->rdir, at);
-			mc_ha_log_fetch(ha);
+			ha->fetch(ha);
 			return;
 		}
 		if (mc_restore_load(sn, sn->rchunk)) {

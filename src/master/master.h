@@ -26,6 +26,8 @@ struct mc_meta_server;
 struct mc_master;
 struct mc_replica;
 struct mc_ha;
+struct mc_rpc_hdr;
+struct mc_wbuf;
 
 struct mc_master_config {
 	char *config_path;
@@ -220,6 +222,19 @@ struct mc_ghost_table {
 	size_t nkeep, ntomb;
 };
 
+/* The replicated log of HA (ha.c), reached through these hooks so that the core modules never
+ * depend on it (ha.c depends on them); m->repl is NULL without HA. */
+struct mc_repl_ops {
+	/* Make what is pending durable, instead of the SQLite commit (mc_master_commit). */
+	int (*commit)(struct mc_master *m);
+	/* May this master answer requests now (the leader, its lease valid)? */
+	int (*serving)(const struct mc_master *m);
+	/* Answer a request this master may not serve: UNAVAILABLE_IN_CURRENT_MODE and the leader. */
+	void (*refuse)(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out);
+	/* The leader's view version, which Ping answers. */
+	int64_t (*view_version)(const struct mc_master *m);
+};
+
 struct mc_master {
 	struct mc_master_config cfg;
 	struct event_base *base;
@@ -282,6 +297,7 @@ struct mc_master {
 	int64_t (*clock_ms)(void *arg);
 	void *clock_arg;
 	struct mc_ha *ha;		/* --enable_ha (ha.c); NULL without */
+	const struct mc_repl_ops *repl;	/* its hooks (NULL without) */
 };
 
 /* master_clock.c: the master's clock (monotonic ms). */

@@ -27,7 +27,6 @@
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/xalloc.h"
-#include "master/ha.h"
 #include "master/master.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
@@ -218,8 +217,8 @@ int mc_master_commit(struct mc_master *m)
 {
 	int rc;
 
-	if (m->ha)		/* the replicated log makes changes durable (ha_log.c) */
-		return mc_ha_commit(m);
+	if (m->repl)		/* the replicated log makes changes durable (ha_log.c) */
+		return m->repl->commit(m);
 	if (m->persist == NULL)
 		return 0;
 	if (m->persist_failed)	/* the retry timer owns the commits */
@@ -249,7 +248,7 @@ void mc_master_persist_started(struct mc_master *m, int64_t wall_ms)
 {
 	/* Every start writes: a disk that cannot take writes is found now, not at the first put. */
 	mc_persist_set_meta(m->persist, "opened_ms", wall_ms);
-	if (m->ha == NULL)	/* with the replicated log, the first batch carries it */
+	if (m->repl == NULL)	/* with the replicated log, the first batch carries it */
 		mc_persist_attempt(m);
 }
 
@@ -268,7 +267,7 @@ void mc_master_persist_close(struct mc_master *m)
 {
 	if (m->persist == NULL)
 		return;
-	if (m->ha)		/* unreplicated changes never reach the file */
+	if (m->repl)		/* unreplicated changes never reach the file */
 		mc_persist_drop_pending(m->persist);
 	else if (m->persist_failed)
 		mc_log_err("persistence still failing at shutdown: %zu changes not written",

@@ -35,7 +35,6 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "common/xalloc.h"
-#include "master/ha.h"
 #include "master/ops.h"
 
 /* A client that does not read its replies must not make the master buffer without bound. */
@@ -169,8 +168,8 @@ static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const 
 	struct mc_master *m = c->m;
 	size_t start = c->out.len;
 
-	if (m->ha && !mc_ha_serving(m)) {	/* a standby: the client is told the leader */
-		mc_ha_refuse(m, h, &c->out);
+	if (m->repl && !m->repl->serving(m)) {	/* a standby: the client is told the leader */
+		m->repl->refuse(m, h, &c->out);
 		return;
 	}
 	if (m->persist == NULL || !mc_op_changes_state(h->opcode)) {
@@ -262,7 +261,7 @@ void mc_rpc_server_flush(struct mc_master *m)
 	struct mc_conn *c;
 	int rc;
 
-	if (m->ha) {		/* replies wait for the replicated log (ha_log.c) */
+	if (m->repl) {		/* replies wait for the replicated log (ha_log.c) */
 		mc_master_commit(m);
 		return;
 	}
