@@ -41,7 +41,7 @@ setup(
     name="mooncake-c",
     version="0.1.0",
     description="Mooncake KV-cache store (C implementation): Python bindings",
-    packages=["mooncake"],
+    packages=["mooncake", "mooncake.store"],
     package_dir={"": "python"},
     ext_modules=[Extension("mooncake._store", sources=[]), Extension("mooncake._engine", sources=[])],
     cmdclass={"build_ext": AutotoolsBuild},

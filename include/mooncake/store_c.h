@@ -74,6 +74,15 @@ int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, voi
 int mooncake_store_is_exist(mooncake_store_t store, const char *key);
 int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count,
 				  int *results_out);
+/* Point-in-time existence without a read lease (upstream 0.3.14's probe_key): 1 exists, 0 does
+ * not, negative on error.  The object may be evicted before a later get. */
+int mooncake_store_probe_key(mooncake_store_t store, const char *key);
+/* The same for count keys (results_out[count]: 1, 0 or a negative code).  policy NULL or
+ * "none": no lease; "LastHitOnly": the keys form groups of candidate_size (which must divide
+ * count, else -600 for every key) and only the last group whose keys all exist is leased, as
+ * is_exist leases.  An unknown policy gives -600.  Returns 0 if the call ran. */
+int mooncake_store_batch_probe_key(mooncake_store_t store, const char **keys, size_t count,
+				   const char *policy, size_t candidate_size, int *results_out);
 /* Object size in bytes, or negative. */
 int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);
 /* "host:port" of this client; -1 if buf_len is too small. */

@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """mooncake.engine: upstream's Python transfer engine API over the C transfer engine."""
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 from mooncake import _engine
 
-__all__ = ["TransferEngine", "TransferOpcode", "TransferNotify"]
+__all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "ScatterTransferTicket",
+           "ScatterTransferCompletionStatus", "SUPPORT_MULTI_PROTOCOL"]
+
+# One transport per peer segment here (memcpy, same-host shm, rdma or tcp, chosen by the engine),
+# not upstream's multi-protocol build.
+SUPPORT_MULTI_PROTOCOL = False
 
 
 class TransferNotify:
@@ -30,3 +35,100 @@ class TransferEngine(_engine.TransferEngine):
     def get_notifies(self):
         """Notifications other engines sent to this one since the last call."""
         return [TransferNotify(n, m) for n, m in self._get_notifies()]
+
+    # Scatter transfers (upstream 0.3.14): ranges of fragments, each range a local and a remote
+    # window (base address, capacity) and its fragments (local offset, remote offset, length)
+    # inside both; all fragments in flight at once.
+
+    def _scatter(self, opcode, endpoint, local_base_addresses, local_capacities,
+                 remote_base_addresses, remote_capacities, local_offsets, remote_offsets,
+                 lengths):
+        return ScatterTransferTicket(self, self._scatter_submit(
+            endpoint, opcode, local_base_addresses, local_capacities, remote_base_addresses,
+            remote_capacities, local_offsets, remote_offsets, lengths))
+
+    def submit_scatter_write(self, endpoint, local_base_addresses, local_capacities,
+                             remote_base_addresses, remote_capacities, local_offsets,
+                             remote_offsets, lengths):
+        """Start writing the fragments; returns a ScatterTransferTicket at once."""
+        return self._scatter(TransferOpcode.WRITE, endpoint, local_base_addresses,
+                             local_capacities, remote_base_addresses, remote_capacities,
+                             local_offsets, remote_offsets, lengths)
+
+    def submit_scatter_read(self, endpoint, local_base_addresses, local_capacities,
+                            remote_base_addresses, remote_capacities, local_offsets,
+                            remote_offsets, lengths):
+        """Start reading the fragments; returns a ScatterTransferTicket at once."""
+        return self._scatter(TransferOpcode.READ, endpoint, local_base_addresses,
+                             local_capacities, remote_base_addresses, remote_capacities,
+                             local_offsets, remote_offsets, lengths)
+
+    def scatter_transfer_sync_write_with_ticket(self, *args):
+        """submit_scatter_write, then wait until the ticket is drained."""
+        t = self.submit_scatter_write(*args)
+        t.drain(-1)
+        return t
+
+    def scatter_transfer_sync_read_with_ticket(self, *args):
+        """submit_scatter_read, then wait until the ticket is drained."""
+        t = self.submit_scatter_read(*args)
+        t.drain(-1)
+        return t
+
+
+class ScatterTransferCompletionStatus(IntEnum):
+    """How a scatter transfer ended: every fragment arrived, some failed (nothing is in
+    flight any more), or not known yet (still running)."""
+    COMPLETED = 0
+    FAILED_DRAINED = -1
+    COMPLETION_UNKNOWN = -2
+
+    __str__ = Enum.__str__
+
+
+class ScatterTransferTicket:
+    """Keeps a scatter operation alive until native DMA is drained.
+
+    Until drained, the engine may still write into (or read from) the local memory of the
+    fragments: keep it allocated and registered.  drain(timeout_ms) waits up to timeout_ms
+    (a negative value: as long as it takes, within the engine's transfer timeout) and returns
+    the status; drained tells whether the transfer has ended."""
+
+    def __init__(self, engine, batch):
+        self._engine = engine
+        self._batch = batch if batch > 0 else 0
+        if batch == 0:
+            self._status = ScatterTransferCompletionStatus.COMPLETED     # nothing to move
+        elif batch < 0:
+            self._status = ScatterTransferCompletionStatus.FAILED_DRAINED
+        else:
+            self._status = ScatterTransferCompletionStatus.COMPLETION_UNKNOWN
+
+    @property
+    def status(self):
+        return self._status
+
+    @property
+    def drained(self):
+        return self._status != ScatterTransferCompletionStatus.COMPLETION_UNKNOWN
+
+    def drain(self, timeout_ms, /):
+        if not self.drained:
+            ms = timeout_ms if timeout_ms >= 0 else 1 << 40
+            rc = self._engine._batch_poll(self._batch, ms)
+            if rc == 1:
+                self._status = ScatterTransferCompletionStatus.COMPLETED
+            elif rc < 0:
+                self._status = ScatterTransferCompletionStatus.FAILED_DRAINED
+        return self._status
+
+    def __del__(self):
+        # The engine's batch is freed only once drained; a ticket dropped early waits here.
+        try:
+            while not self.drained:
+                self.drain(1000)
+        except Exception:       # interpreter shutdown: nothing more can be done
+            pass
+
+    def __repr__(self):
+        return "ScatterTransferTicket(status=%s)" % self._status.name

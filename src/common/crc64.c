@@ -24,6 +24,13 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define MC_CRC64_X86 1
+#elif defined(__aarch64__) && defined(__GNUC__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
+#define MC_CRC64_ARM 1
+#ifndef HWCAP_PMULL
+#define HWCAP_PMULL (1 << 4)
+#endif
 #endif
 
 #define MC_CRC64_POLY 0x42F0E1EBA9EA3693ull
@@ -100,6 +107,9 @@ static void mc_crc64_init(void)
 			       __builtin_cpu_supports("avx512bw") &&
 			       __builtin_cpu_supports("vpclmulqdq");
 #endif
+#ifdef MC_CRC64_ARM
+	mc_crc64_have_clmul = (getauxval(AT_HWCAP) & HWCAP_PMULL) != 0;
+#endif
 }
 
 uint64_t mc_crc64_bytewise(uint64_t crc, const void *buf, size_t len)
@@ -135,11 +145,19 @@ uint64_t mc_crc64_slice8(uint64_t crc, const void *buf, size_t len)
 	return crc;
 }
 
+/*
+ * The 128-bit folding, written once over a few vector operations that each architecture
+ * provides: a 128-bit value whose high 64 bits are the higher-degree coefficients, a carry-less
+ * fold by a pair of constants, and a load of 16 message bytes, first byte most significant.
+ */
 #ifdef MC_CRC64_X86
+#define MC_CRC64_VEC 1
+#define MC_CRC64_VT "pclmul,ssse3"
+typedef __m128i mc_crc64_v;
 
 /* x * x^d + next, reduced to 128 bits: hi * (x^(d+64) mod P) + lo * (x^d mod P) + next. */
-__attribute__((target("pclmul,ssse3"))) static inline __m128i mc_crc64_fold(__m128i x, __m128i k,
-									     __m128i next)
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_fold(mc_crc64_v x, mc_crc64_v k, mc_crc64_v next)
 {
 	__m128i hi = _mm_clmulepi64_si128(x, k, 0x11);
 	__m128i lo = _mm_clmulepi64_si128(x, k, 0x00);
@@ -148,7 +166,7 @@ __attribute__((target("pclmul,ssse3"))) static inline __m128i mc_crc64_fold(__m1
 }
 
 /* 16 bytes at p, first byte most significant; stored unchanged at d first when d is not NULL. */
-__attribute__((target("pclmul,ssse3"), always_inline)) static inline __m128i
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
 mc_crc64_take(const uint8_t *p, uint8_t *d)
 {
 	const __m128i rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -159,13 +177,80 @@ mc_crc64_take(const uint8_t *p, uint8_t *d)
 	return _mm_shuffle_epi8(v, rev);
 }
 
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_pair(uint64_t hi, uint64_t lo)
+{
+	return _mm_set_epi64x((long long)hi, (long long)lo);
+}
+
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_xor(mc_crc64_v a, mc_crc64_v b)
+{
+	return _mm_xor_si128(a, b);
+}
+
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline uint64_t
+mc_crc64_half(mc_crc64_v v, int high)
+{
+	return (uint64_t)_mm_cvtsi128_si64(high ? _mm_unpackhi_epi64(v, v) : v);
+}
+#endif
+
+#ifdef MC_CRC64_ARM
+#define MC_CRC64_VEC 1
+#define MC_CRC64_VT "+crypto"
+typedef uint64x2_t mc_crc64_v;
+
+/* As above, with PMULL: lane 1 holds the higher-degree half. */
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_fold(mc_crc64_v x, mc_crc64_v k, mc_crc64_v next)
+{
+	poly128_t hi = vmull_p64((poly64_t)vgetq_lane_u64(x, 1), (poly64_t)vgetq_lane_u64(k, 1));
+	poly128_t lo = vmull_p64((poly64_t)vgetq_lane_u64(x, 0), (poly64_t)vgetq_lane_u64(k, 0));
+
+	return veorq_u64(veorq_u64(vreinterpretq_u64_p128(hi), vreinterpretq_u64_p128(lo)), next);
+}
+
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_take(const uint8_t *p, uint8_t *d)
+{
+	uint8x16_t v = vld1q_u8(p);
+
+	if (d)
+		vst1q_u8(d, v);
+	/* All sixteen bytes reversed: within each half, then the halves swapped. */
+	v = vrev64q_u8(v);
+	return vreinterpretq_u64_u8(vextq_u8(v, v, 8));
+}
+
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_pair(uint64_t hi, uint64_t lo)
+{
+	return vcombine_u64(vcreate_u64(lo), vcreate_u64(hi));
+}
+
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline mc_crc64_v
+mc_crc64_xor(mc_crc64_v a, mc_crc64_v b)
+{
+	return veorq_u64(a, b);
+}
+
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline uint64_t
+mc_crc64_half(mc_crc64_v v, int high)
+{
+	return high ? vgetq_lane_u64(v, 1) : vgetq_lane_u64(v, 0);
+}
+#endif
+
+#ifdef MC_CRC64_VEC
+
 /* v stands for the message so far; fold in the 16-byte blocks left at p (copied to d when not
  * NULL), then the CRC is that of v's 16 bytes, most significant first, continued over the
  * tail. */
-__attribute__((target("pclmul,ssse3"), always_inline)) static inline uint64_t
-mc_crc64_finish128(__m128i v, uint8_t *d, const uint8_t *p, size_t len)
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline uint64_t
+mc_crc64_finish128(mc_crc64_v v, uint8_t *d, const uint8_t *p, size_t len)
 {
-	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
+	const mc_crc64_v k128 = mc_crc64_pair(mc_crc64_k[2], mc_crc64_k[3]);
 	uint8_t last[16];
 	uint64_t crc, hi, lo;
 	int i;
@@ -176,8 +261,8 @@ mc_crc64_finish128(__m128i v, uint8_t *d, const uint8_t *p, size_t len)
 		d = d ? d + 16 : NULL;
 		len -= 16;
 	}
-	hi = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v));
-	lo = (uint64_t)_mm_cvtsi128_si64(v);
+	hi = mc_crc64_half(v, 1);
+	lo = mc_crc64_half(v, 0);
 	for (i = 0; i < 8; i++) {
 		last[i] = (uint8_t)(hi >> (56 - 8 * i));
 		last[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
@@ -192,18 +277,18 @@ mc_crc64_finish128(__m128i v, uint8_t *d, const uint8_t *p, size_t len)
 
 /* The fold over len >= 128 bytes at p (copied to d on the way when d is not NULL): eight
  * accumulators 128 bytes apart hide the multiplier's latency. */
-__attribute__((target("pclmul,ssse3"), always_inline)) static inline uint64_t
+__attribute__((target(MC_CRC64_VT), always_inline)) static inline uint64_t
 mc_crc64_fold_run(uint64_t crc, uint8_t *d, const uint8_t *p, size_t len)
 {
-	const __m128i kfar = _mm_set_epi64x((long long)mc_crc64_k[0], (long long)mc_crc64_k[1]);
-	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
-	__m128i x[MC_CRC64_LANES];
+	const mc_crc64_v kfar = mc_crc64_pair(mc_crc64_k[0], mc_crc64_k[1]);
+	const mc_crc64_v k128 = mc_crc64_pair(mc_crc64_k[2], mc_crc64_k[3]);
+	mc_crc64_v x[MC_CRC64_LANES];
 	int i;
 
 	for (i = 0; i < MC_CRC64_LANES; i++)
 		x[i] = mc_crc64_take(p + 16 * i, d ? d + 16 * i : NULL);
 	/* The running CRC goes into the first eight bytes (the top of the first block). */
-	x[0] = _mm_xor_si128(x[0], _mm_set_epi64x((long long)crc, 0));
+	x[0] = mc_crc64_xor(x[0], mc_crc64_pair(crc, 0));
 	p += 16 * MC_CRC64_LANES;
 	d = d ? d + 16 * MC_CRC64_LANES : NULL;
 	len -= 16 * MC_CRC64_LANES;
@@ -218,6 +303,22 @@ mc_crc64_fold_run(uint64_t crc, uint8_t *d, const uint8_t *p, size_t len)
 		x[i] = mc_crc64_fold(x[i - 1], k128, x[i]);
 	return mc_crc64_finish128(x[MC_CRC64_LANES - 1], d, p, len);
 }
+
+__attribute__((target(MC_CRC64_VT))) static uint64_t mc_crc64_clmul_vec(uint64_t crc,
+									 const uint8_t *p, size_t len)
+{
+	return mc_crc64_fold_run(crc, NULL, p, len);
+}
+
+__attribute__((target(MC_CRC64_VT))) static uint64_t mc_crc64_copy_vec(uint64_t crc, uint8_t *d,
+									const uint8_t *p, size_t len)
+{
+	return mc_crc64_fold_run(crc, d, p, len);
+}
+
+#endif
+
+#ifdef MC_CRC64_X86
 
 /* The same with 512-bit carry-less multiplications (VPCLMULQDQ): four 128-bit lanes per
  * instruction, sixteen accumulators 256 bytes apart; len >= 256.  The accumulators are then
@@ -250,7 +351,7 @@ mc_crc64_run512(uint64_t crc, uint8_t *d, const uint8_t *p, size_t len)
 {
 	const __m512i kfar = _mm512_broadcast_i32x4(
 		_mm_set_epi64x((long long)mc_crc64_k512[0], (long long)mc_crc64_k512[1]));
-	const __m128i k128 = _mm_set_epi64x((long long)mc_crc64_k[2], (long long)mc_crc64_k[3]);
+	const __m128i k128 = mc_crc64_pair(mc_crc64_k[2], mc_crc64_k[3]);
 	__m512i z[4];
 	__m128i lanes[16], x;
 	size_t done;
@@ -277,19 +378,6 @@ mc_crc64_run512(uint64_t crc, uint8_t *d, const uint8_t *p, size_t len)
 	return mc_crc64_finish128(x, d ? d + done : NULL, p + done, len - done);
 }
 
-__attribute__((target("pclmul,ssse3"))) static uint64_t mc_crc64_clmul_x86(uint64_t crc,
-									    const uint8_t *p,
-									    size_t len)
-{
-	return mc_crc64_fold_run(crc, NULL, p, len);
-}
-
-__attribute__((target("pclmul,ssse3"))) static uint64_t mc_crc64_copy_x86(uint64_t crc, uint8_t *d,
-									   const uint8_t *p, size_t len)
-{
-	return mc_crc64_fold_run(crc, d, p, len);
-}
-
 __attribute__((target(MC_CRC64_AVX_TARGET))) static uint64_t mc_crc64_clmul_avx(uint64_t crc,
 										const uint8_t *p,
 										size_t len)
@@ -313,8 +401,10 @@ uint64_t mc_crc64_clmul(uint64_t crc, const void *buf, size_t len)
 #ifdef MC_CRC64_X86
 	if (mc_crc64_have_avx512 && !mc_crc64_no_avx512 && len >= 256)
 		return mc_crc64_clmul_avx(crc, buf, len);
+#endif
+#ifdef MC_CRC64_VEC
 	if (mc_crc64_have_clmul && len >= 128)
-		return mc_crc64_clmul_x86(crc, buf, len);
+		return mc_crc64_clmul_vec(crc, buf, len);
 #endif
 	return mc_crc64_slice8(crc, buf, len);
 }
@@ -330,8 +420,10 @@ uint64_t mc_crc64_copy(uint64_t crc, void *dst, const void *src, size_t len)
 #ifdef MC_CRC64_X86
 	if (mc_crc64_have_avx512 && !mc_crc64_no_avx512 && len >= 256)
 		return mc_crc64_copy_avx(crc, dst, src, len);
+#endif
+#ifdef MC_CRC64_VEC
 	if (mc_crc64_have_clmul && len >= 128)
-		return mc_crc64_copy_x86(crc, dst, src, len);
+		return mc_crc64_copy_vec(crc, dst, src, len);
 #endif
 	memcpy(dst, src, len);
 	return mc_crc64_slice8(crc, dst, len);
@@ -341,7 +433,11 @@ const char *mc_crc64_impl(void)
 {
 	pthread_once(&mc_crc64_once, mc_crc64_init);
 	return mc_crc64_have_avx512 && !mc_crc64_no_avx512 ? "vpclmul (512-bit)"
+#ifdef MC_CRC64_ARM
+	       : mc_crc64_have_clmul			      ? "pmull"
+#else
 	       : mc_crc64_have_clmul			      ? "pclmul"
+#endif
 							      : "slice8";
 }
 

@@ -278,8 +278,8 @@ transfer_engine_t createTransferEngine(const char *metadata_conn_string,
 	else
 		snprintf(e->server_name, sizeof(e->server_name), "%s", local_server_name);
 	/* Upstream's auto-discovery installs rdma itself when the host has NICs (tcp otherwise,
-	 * and always with MC_FORCE_TCP). */
-	if (e->auto_discover && !mc_te_env_true("MC_FORCE_TCP") &&
+	 * and always with MC_FORCE_TCP; shm alone with MC_FORCE_SHM). */
+	if (e->auto_discover && mc_te_forced_slot() < 0 &&
 	    mc_te_install_rdma_devices(e, NULL) < 0)
 		goto fail;
 	if (mc_te_meta_publish(e))

@@ -82,6 +82,7 @@ struct mc_te_batch {
 	pthread_cond_t *cv;
 	uint32_t *doneq;
 	size_t ndone;
+	char nic_hint[64];	/* a local NIC its rdma requests use first (mc_te_batch_nic_hint) */
 	struct mc_te_task tasks[];
 };
 
@@ -168,6 +169,9 @@ struct mc_engine *mc_engine_new(const struct mc_engine_opts *o);
 struct mc_te_endpoint {
 	const char *host;
 	uint16_t port;
+	/* For any request of mc_te_transfer_start: a local NIC to carry it first (rdma), or NULL.
+	 * The string must stay valid until the transfer finishes. */
+	const char *nic_hint;
 };
 
 /* Transfers for the store: x[i] goes to the open segment x[i].target_id (LOCAL_SEGMENT: our own
@@ -175,26 +179,42 @@ struct mc_te_endpoint {
  * otherwise).  mc_te_transfer_start submits them all and returns (the caller may work on
  * something else meanwhile); mc_te_transfer_finish waits for the last, calling on_done (when
  * not NULL) on the waiting thread for each request as it completes, in completion order, with
- * its index and status; status[i] becomes 0 or a negative code.  want_crc (may be NULL): for
- * READs with want_crc[i] set, a transport that copies the bytes with a core (our own memory,
- * same-host shm) computes their CRC-64 in the same pass and on_done gets it (crc not NULL);
- * others leave it to the caller (crc NULL).  finish returns the number
- * that failed and frees t.  start returns NULL only when out of memory. */
+ * its index and status; status[i] becomes 0 or a negative code.
+ *
+ * want_crc (may be NULL; in and out): requests whose CRC-64 the caller wants.  Where the bytes
+ * pass through a core anyway the engine computes it on the way and on_done gets it (crc not
+ * NULL): our own memory and same-host shm (in the copy), tcp (each piece just before the socket
+ * takes it, or as it lands), GPU memory (on the pinned staging chunks; such a request is always
+ * staged when its CRC is wanted, even where rdma could reach the GPU directly).  Same-host
+ * WRITEs that go to the engine's workers are left to the caller, who has a core free meanwhile,
+ * as are rdma and file requests.  On return want_crc[i] is cleared for every request whose CRC
+ * the engine will not deliver, so the caller computes those itself while the transfer runs.
+ * finish returns the number that failed and frees t.  start returns NULL only when out of
+ * memory. */
 struct transfer_request;
 struct mc_te_inflight;
 typedef void (*mc_te_done_fn)(void *arg, size_t i, int status, const uint64_t *crc);
 struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
 					    const struct mc_te_endpoint *ep, size_t n, int notify,
-					    const uint8_t *want_crc);
+					    uint8_t *want_crc);
 int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn on_done,
 			  void *arg);
 /* start then finish without on_done. */
 int mc_te_transfer_wait(struct mc_engine *e, const struct transfer_request *x,
 			const struct mc_te_endpoint *ep, size_t n, int *status);
 
+/* Requests submitted to the batch from now on prefer the local NIC named nic (upstream's
+ * nic_hint; NULL or "" clears it).  Only rdma has NICs to choose; an unknown name changes
+ * nothing.  0, or ERR_INVALID_ARGUMENT for an unknown batch or a name over 63 bytes. */
+int mc_te_batch_nic_hint(void *engine, uint64_t batch_id, const char *nic);
+
 /* Wait until no request of the batch is pending (any thread but the engine's loop).  0, or
  * ERR_INVALID_ARGUMENT for an unknown batch. */
 int mc_te_batch_wait(void *engine, uint64_t batch_id);
+
+/* te_segment.c: the one transport slot MC_FORCE_TCP (tcp) or MC_FORCE_SHM (shm) leaves to
+ * peers, or -1 when neither is set. */
+int mc_te_forced_slot(void);
 
 /* engine.c: the transports this build knows, by slot (NULL: not built). */
 extern const struct mc_te_transport_ops *const mc_te_known[MC_TE_NXPORTS];

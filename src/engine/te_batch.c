@@ -151,7 +151,26 @@ static struct mc_te_req *mc_te_req_new(struct mc_engine *e, struct mc_te_batch *
 	x->local = r->source;
 	x->remote = r->target_offset;
 	x->len = r->length;
+	x->nic_hint = b && b->nic_hint[0] ? b->nic_hint : NULL;
 	return x;
+}
+
+int mc_te_batch_nic_hint(void *engine, uint64_t batch_id, const char *nic)
+{
+	struct mc_engine *e = MC_E(engine);
+	struct mc_te_batch *b;
+	int rc = ERR_INVALID_ARGUMENT;
+
+	if (e == NULL || (nic && strlen(nic) >= sizeof(b->nic_hint)))
+		return rc;
+	pthread_mutex_lock(&e->mu);
+	b = mc_te_batch_find(e, (batch_id_t)batch_id);
+	if (b) {
+		snprintf(b->nic_hint, sizeof(b->nic_hint), "%s", nic ? nic : "");
+		rc = 0;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
 }
 
 /* A read of objects a data server keeps in files (its file window), from host:port over tcp:
@@ -359,9 +378,49 @@ static void mc_te_done_early(struct mc_te_batch *b, size_t i)
 		b->doneq[b->ndone++] = (uint32_t)i;
 }
 
+/* Which wanted CRCs the engine delivers (see mc_te_transfer_start): a same-host WRITE copied
+ * on a worker is left to the caller (fused into the copy only when this thread copies it), and
+ * so is whatever no transport computes; want_crc[i] is cleared for those. */
+static void mc_te_crc_plan(struct mc_te_batch *b, struct mc_te_submit *s, uint8_t *want_crc,
+			   size_t n, int shm_inline)
+{
+	size_t i;
+
+	if (want_crc == NULL)
+		return;
+	for (i = 0; i < s->n; i++) {
+		struct mc_te_req *r = s->r[i];
+
+		if (r->want_crc && r->opcode == MC_XFER_WRITE && r->xport == MC_TE_XPORT_SHM &&
+		    !r->gpu && !shm_inline)
+			r->want_crc = 0;
+	}
+	for (i = 0; i < n; i++)
+		if (want_crc[i] && !b->tasks[i].has_crc && b->tasks[i].status != STATUS_PENDING)
+			want_crc[i] = 0;	/* done or failed already, without one */
+	for (i = 0; i < s->n; i++)
+		want_crc[s->r[i]->task] = (uint8_t)s->r[i]->want_crc;
+}
+
+/* A request between GPU memory and our own segment, completed by mc_te_prepare: its CRC-64
+ * from the segment's side, host memory the CPU may read (nothing when the segment is device
+ * memory too). */
+static void mc_te_local_gpu_crc(struct mc_engine *e, struct mc_te_task *t,
+				const struct transfer_request *q)
+{
+	const void *host = (const void *)(uintptr_t)q->target_offset;
+
+	if (q->target_id != LOCAL_SEGMENT || q->length == 0 || e->gpu == NULL ||
+	    !e->gpu->is_device(q->source) || e->gpu->is_device(host) ||
+	    !mc_memreg_check(e->reg, q->target_offset, q->length))
+		return;
+	t->crc = mc_crc64(0, host, q->length);
+	t->has_crc = 1;
+}
+
 struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct transfer_request *x,
 					    const struct mc_te_endpoint *ep, size_t n, int notify,
-					    const uint8_t *want_crc)
+					    uint8_t *want_crc)
 {
 	struct mc_te_inflight *t;
 	struct mc_te_submit *s = NULL;
@@ -404,13 +463,15 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 		    (e->gpu && (e->gpu->is_device(q->source) || e->gpu->is_device(to))) ||
 		    !mc_memreg_check(e->reg, q->target_offset, q->length))
 			continue;
-		if (q->opcode == OPCODE_WRITE) {
-			memmove(to, q->source, q->length);
-		} else if (want_crc && want_crc[i] &&
-			   ((uint8_t *)q->source + q->length <= (uint8_t *)to ||
-			    (uint8_t *)to + q->length <= (uint8_t *)q->source)) {
-			b->tasks[i].crc = mc_crc64_copy(0, q->source, to, q->length);
+		if (want_crc && want_crc[i] &&
+		    ((uint8_t *)q->source + q->length <= (uint8_t *)to ||
+		     (uint8_t *)to + q->length <= (uint8_t *)q->source)) {
+			b->tasks[i].crc = q->opcode == OPCODE_WRITE
+						  ? mc_crc64_copy(0, to, q->source, q->length)
+						  : mc_crc64_copy(0, q->source, to, q->length);
 			b->tasks[i].has_crc = 1;
+		} else if (q->opcode == OPCODE_WRITE) {
+			memmove(to, q->source, q->length);
 		} else {
 			memmove(q->source, to, q->length);
 		}
@@ -430,16 +491,26 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 			else
 				b->tasks[i].status = mc_te_prepare(e, b, i, &x[i], &r);
 		}
+		if (b->tasks[i].status == STATUS_COMPLETED && want_crc && want_crc[i] &&
+		    !b->tasks[i].has_crc)
+			mc_te_local_gpu_crc(e, &b->tasks[i], &x[i]);
 		if (b->tasks[i].status != STATUS_PENDING) {
 			mc_te_done_early(b, i);
 			continue;
 		}
-		r->want_crc = want_crc && want_crc[i] && r->opcode == MC_XFER_READ;
+		if (want_crc && want_crc[i] && e->gpu && e->gpu->is_device(r->local))
+			r->gpu = 1;	/* its CRC is taken on the staging chunks */
+		r->want_crc = want_crc && want_crc[i] &&
+			      (r->opcode == MC_XFER_READ || r->gpu || r->xport == MC_TE_XPORT_TCP ||
+			       r->xport == MC_TE_XPORT_SHM);
+		if (ep && ep[i].nic_hint && *ep[i].nic_hint)
+			r->nic_hint = ep[i].nic_hint;
 		b->pending++;
 		s->r[s->n++] = r;
 		inline_bytes += r->xport == MC_TE_XPORT_SHM ? r->len : 0;
 	}
 	pthread_mutex_unlock(&e->mu);
+	mc_te_crc_plan(b, s, want_crc, n, inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES);
 	if (inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES)
 		mc_te_run_inline(e, s);
 	if (s->n == 0 || mc_loop_thread_call(e->lt, mc_te_submit_on_loop, s) != 0) {

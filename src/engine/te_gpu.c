@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc64.h"
 #include "engine/te_gpu.h"
 
 static pthread_mutex_t mc_gpu_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -122,7 +123,7 @@ static int mc_gpu_drain(struct mc_gpu_stager *s, const struct mc_gpu_io *io, con
 }
 
 static int mc_gpu_send(struct mc_gpu_stager *s, const uint8_t *gpu, uint64_t len,
-		       const struct mc_gpu_io *io)
+		       const struct mc_gpu_io *io, uint64_t *crc)
 {
 	const struct mc_gpu_ops *o = s->ops;
 	uint64_t n = (len + s->chunk - 1) / s->chunk, i, queued = 0;
@@ -143,6 +144,9 @@ static int mc_gpu_send(struct mc_gpu_stager *s, const uint8_t *gpu, uint64_t len
 			rc = io->start(io->arg, slot, s->host[slot], mc_gpu_len(s, len, i),
 				       i * s->chunk);
 		started[slot] = rc == 0;
+		/* The chunk's bytes are in host memory now; the transport only reads them. */
+		if (rc == 0 && crc)
+			*crc = mc_crc64(*crc, s->host[slot], (size_t)mc_gpu_len(s, len, i));
 		if (i >= 1) {
 			unsigned ps = (unsigned)((i - 1) % s->k);
 
@@ -164,7 +168,7 @@ static int mc_gpu_send(struct mc_gpu_stager *s, const uint8_t *gpu, uint64_t len
 }
 
 static int mc_gpu_recv(struct mc_gpu_stager *s, uint8_t *gpu, uint64_t len,
-		       const struct mc_gpu_io *io)
+		       const struct mc_gpu_io *io, uint64_t *crc)
 {
 	const struct mc_gpu_ops *o = s->ops;
 	uint64_t n = (len + s->chunk - 1) / s->chunk, i;
@@ -186,6 +190,9 @@ static int mc_gpu_recv(struct mc_gpu_stager *s, uint8_t *gpu, uint64_t len,
 					     (size_t)mc_gpu_len(s, len, i), MC_GPU_H2D,
 					     s->stream[slot]);
 		copying[slot] = rc == 0;
+		/* While the copy engine reads the chunk, so does the CRC. */
+		if (rc == 0 && crc)
+			*crc = mc_crc64(*crc, s->host[slot], (size_t)mc_gpu_len(s, len, i));
 		if (rc == 0 && i >= 1 && i - 1 + s->k < n) {
 			unsigned ps = (unsigned)((i - 1) % s->k);
 
@@ -202,9 +209,11 @@ static int mc_gpu_recv(struct mc_gpu_stager *s, uint8_t *gpu, uint64_t len,
 }
 
 int mc_gpu_stage(struct mc_gpu_stager *s, int to_gpu, void *gpu, uint64_t len,
-		 const struct mc_gpu_io *io)
+		 const struct mc_gpu_io *io, uint64_t *crc)
 {
+	if (crc)
+		*crc = 0;
 	if (len == 0)
 		return 0;
-	return to_gpu ? mc_gpu_recv(s, gpu, len, io) : mc_gpu_send(s, gpu, len, io);
+	return to_gpu ? mc_gpu_recv(s, gpu, len, io, crc) : mc_gpu_send(s, gpu, len, io, crc);
 }

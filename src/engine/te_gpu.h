@@ -69,9 +69,10 @@ int mc_gpu_stager_init(struct mc_gpu_stager *s, const struct mc_gpu_ops *ops, un
 		       uint64_t chunk);
 void mc_gpu_stager_fini(struct mc_gpu_stager *s);
 /* Move len bytes between GPU memory gpu and the peer: to_gpu = 1 reads from the peer into gpu,
- * 0 sends gpu to the peer.  Returns only when nothing is in flight any more: 0 or the first
- * error. */
+ * 0 sends gpu to the peer.  crc (may be NULL) gets the CRC-64 of the bytes moved, computed on
+ * the pinned chunks while they pass through host memory (chunks are moved in order).  Returns
+ * only when nothing is in flight any more: 0 or the first error (crc is then meaningless). */
 int mc_gpu_stage(struct mc_gpu_stager *s, int to_gpu, void *gpu, uint64_t len,
-		 const struct mc_gpu_io *io);
+		 const struct mc_gpu_io *io, uint64_t *crc);
 
 #endif

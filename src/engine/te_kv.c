@@ -19,6 +19,8 @@
 #include <jansson.h>
 #ifdef HAVE_CURL
 #include <curl/curl.h>
+
+#include "common/meta_auth.h"
 #endif
 #ifdef HAVE_HIREDIS
 #include <hiredis/hiredis.h>
@@ -55,15 +57,47 @@ static size_t mc_kv_on_body(char *p, size_t sz, size_t nm, void *arg)
 	return n;
 }
 
-/* One request; returns the HTTP status or a negative error. */
+/* "Authorization: <value>" as a one-line curl header list (NULL when out of memory). */
+static struct curl_slist *mc_kv_header(const char *value)
+{
+	size_t n = strlen("Authorization: ") + strlen(value) + 1;
+	char *line = malloc(n);
+	struct curl_slist *l;
+
+	if (line == NULL)
+		return NULL;
+	snprintf(line, n, "Authorization: %s", value);
+	l = curl_slist_append(NULL, line);
+	free(line);
+	return l;
+}
+
+/* One request; returns the HTTP status or a negative error.  token: a bearer token to send
+ * (the HTTP metadata service's), or NULL. */
 static long mc_kv_curl(const char *url, const char *method, const char *body,
-		       struct mc_kv_body *out)
+		       struct mc_kv_body *out, const char *token)
 {
 	CURL *c = curl_easy_init();
 	long code = ERR_METADATA;
+	struct curl_slist *hdrs = NULL;
+	char *auth = NULL;
 
 	if (c == NULL)
 		return ERR_MEMORY;
+	if (token) {
+		auth = mc_meta_auth_header(token);
+		if (auth == NULL) {
+			curl_easy_cleanup(c);
+			return ERR_MEMORY;
+		}
+		hdrs = mc_kv_header(auth);
+		if (hdrs == NULL) {
+			free(auth);
+			curl_easy_cleanup(c);
+			return ERR_MEMORY;
+		}
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1500L);
@@ -81,6 +115,8 @@ static long mc_kv_curl(const char *url, const char *method, const char *body,
 	if (curl_easy_perform(c) == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
+	free(auth);
 	return code;
 }
 
@@ -98,7 +134,8 @@ static int mc_kv_http(struct mc_engine *e, const char *method, const char *key,
 	snprintf(url, sizeof(url), "%s?key=%s", e->meta_conn, esc ? esc : key);
 	curl_free(esc);
 	curl_easy_cleanup(c);
-	code = mc_kv_curl(url, method, value, &b);	/* bodies are never printed */
+	/* Bodies are never printed; MC_METADATA_HTTP_TOKEN, when set, is sent. */
+	code = mc_kv_curl(url, method, value, &b, mc_meta_auth_token());
 	if (code == 404) {
 		free(b.data);
 		return -ENOENT;
@@ -149,7 +186,7 @@ static int mc_kv_etcd(struct mc_engine *e, const char *op, const char *key, cons
 		long code;
 
 		snprintf(url, sizeof(url), "http://%s/v3/kv/%s", ep, op);
-		code = mc_kv_curl(url, "POST", big, &b);
+		code = mc_kv_curl(url, "POST", big, &b, NULL);
 		if (code < 0) {
 			free(b.data);
 			continue;	/* unreachable: try the next endpoint */

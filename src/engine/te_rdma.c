@@ -154,6 +154,7 @@ static int mc_te_rdma_submit(void *state, struct mc_te_req *r)
 		.remote = r->remote,
 		.len = r->len,
 		.peer = r->seg_ctx,
+		.nic_hint = r->nic_hint,
 	};
 	int rc;
 

@@ -26,25 +26,35 @@
 
 #define MC_E(x) ((struct mc_engine *)(x))
 
-/* MC_FORCE_TCP set (to anything but "" and "0"): tcp is the only transport picked. */
-static int mc_te_only_tcp(void)
+/* name set to anything but "" and "0". */
+static int mc_te_env_set(const char *name)
 {
-	const char *force = getenv("MC_FORCE_TCP");
+	const char *v = getenv(name);
 
-	return force && *force && strcmp(force, "0");
+	return v && *v && strcmp(v, "0");
+}
+
+/* MC_FORCE_TCP: tcp is the only transport picked.  Else MC_FORCE_SHM (upstream 0.3.14): the
+ * same-host shm transport is the only one, and a peer it cannot serve (another host or user)
+ * is not reached at all.  Returns the one slot, or -1 for the usual order. */
+int mc_te_forced_slot(void)
+{
+	if (mc_te_env_set("MC_FORCE_TCP"))
+		return MC_TE_XPORT_TCP;
+	return mc_te_env_set("MC_FORCE_SHM") ? MC_TE_XPORT_SHM : -1;
 }
 
 /* Choose the transport that serves seg (API thread, e->mu not held; seg is a private copy). */
 void mc_te_pick(struct mc_engine *e, struct mc_te_segment *seg)
 {
-	int i, only_tcp = mc_te_only_tcp();
+	int i, only = mc_te_forced_slot();
 
 	seg->xport = -1;
 	seg->xport_ctx = NULL;
 	for (i = 0; i < MC_TE_NXPORTS; i++) {
 		void *state;
 
-		if (only_tcp && i != MC_TE_XPORT_TCP)
+		if (only >= 0 && i != only)
 			continue;
 		pthread_mutex_lock(&e->mu);
 		state = e->xports[i].state;
@@ -80,8 +90,8 @@ static int mc_te_better_xport_may_serve(struct mc_engine *e, const struct mc_te_
 {
 	int k;
 
-	if (mc_te_only_tcp())
-		return 0;	/* tcp is all mc_te_pick would choose */
+	if (mc_te_forced_slot() >= 0)
+		return 0;	/* one transport is all mc_te_pick would choose */
 	for (k = 0; k < seg->xport && k < MC_TE_NXPORTS; k++)
 		if (e->xports[k].state && e->xports[k].ops->may_match &&
 		    e->xports[k].ops->may_match(e->xports[k].state, seg))

@@ -411,7 +411,10 @@ static int mc_shm_job(struct mc_te_req *r)
 	} else if (b->local) {
 		uint8_t *p = b->local + (r->remote - b->addr);
 
-		if (r->opcode == MC_XFER_WRITE) {
+		if (r->opcode == MC_XFER_WRITE && r->want_crc) {
+			r->crc = mc_crc64_copy(0, p, r->local, r->len);
+			r->has_crc = 1;
+		} else if (r->opcode == MC_XFER_WRITE) {
 			memcpy(p, r->local, r->len);
 		} else if (r->want_crc) {
 			r->crc = mc_crc64_copy(0, r->local, p, r->len);
@@ -433,6 +436,11 @@ static int mc_shm_job(struct mc_te_req *r)
 				rc = n < 0 ? -errno : -EIO;
 			else
 				done += (uint64_t)n;
+		}
+		if (rc == 0 && r->want_crc) {
+			/* The kernel copied them: checksum our side while it is warm. */
+			r->crc = mc_crc64(0, r->local, r->len);
+			r->has_crc = 1;
 		}
 	} else {
 		rc = -EXDEV;	/* private memory we may not reach: tcp */

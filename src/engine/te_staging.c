@@ -9,6 +9,8 @@
  * start/wait callbacks that dispatch one sub-request per chunk on the loop thread and wait for
  * its completion.  So the same code serves tcp, shm, file and any transport that plugs in.
  * The pool is freed before the transports at shutdown: its sub-requests still complete.
+ * A request whose CRC-64 is wanted (want_crc) gets it from the pinned chunks on the way, for
+ * reads into and writes from GPU memory alike: the CPU never reads device memory.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -94,6 +96,7 @@ static int mc_te_gpu_start(void *arg, unsigned i, void *host, uint64_t n, uint64
 	sub->remote = j->r->remote + off;
 	sub->len = n;
 	sub->gpu = 0;
+	sub->want_crc = 0;	/* the job checksums the chunks itself */
 	sub->on_done = mc_te_gpu_sub_done;
 	sub->done_arg = &j->slot[i];
 	mc_waiter_init(&j->slot[i].w);
@@ -156,7 +159,9 @@ static int mc_te_gpu_job(struct mc_te_req *r)
 		mc_te_gpu_rdma_reg(e, n);
 	memset(&j, 0, sizeof(j));
 	j.r = r;
-	rc = mc_gpu_stage(&n->s, r->opcode == MC_XFER_READ, r->local, r->len, &io);
+	rc = mc_gpu_stage(&n->s, r->opcode == MC_XFER_READ, r->local, r->len, &io,
+			  r->want_crc ? &r->crc : NULL);
+	r->has_crc = rc == 0 && r->want_crc;
 	pthread_mutex_lock(&e->mu);
 	n->next = e->gpu_stagers;
 	e->gpu_stagers = n;

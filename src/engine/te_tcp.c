@@ -99,7 +99,10 @@ static int mc_te_tcp_match(void *state, struct mc_te_segment *seg)
 
 static void mc_te_tcp_on_done(void *arg, int status)
 {
-	mc_te_req_done(arg, status);
+	struct mc_te_req *r = arg;
+
+	r->has_crc = status == 0 && r->want_crc;
+	mc_te_req_done(r, status);
 }
 
 static int mc_te_tcp_submit(void *state, struct mc_te_req *r)
@@ -109,7 +112,7 @@ static int mc_te_tcp_submit(void *state, struct mc_te_req *r)
 	if (t->cli == NULL)
 		return -ESHUTDOWN;
 	return mc_tcp_client_submit(t->cli, r->host, r->tcp_port, r->opcode, r->local, r->remote,
-				    r->len, mc_te_tcp_on_done, r);
+				    r->len, mc_te_tcp_on_done, r, r->want_crc ? &r->crc : NULL);
 }
 
 uint16_t mc_te_tcp_port(void *state)

@@ -71,6 +71,7 @@ struct mc_te_req {
 	uint16_t tcp_port;
 	void *seg_ctx;			/* the transport's per-segment handle from match */
 	void *xport_priv[4];		/* scratch for the transport */
+	const char *nic_hint;		/* a local NIC to use first, or NULL (its batch's) */
 	int want_crc;			/* a READ whose CRC-64 the caller wants: a transport that
 					   copies it computes it in the same pass (has_crc, crc) */
 	int has_crc;

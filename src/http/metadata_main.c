@@ -35,6 +35,7 @@ struct mc_meta_cfg {
 /* The daemon's context: configuration and everything the loop owns. */
 struct mc_meta_daemon {
 	struct mc_meta_cfg cfg;
+	struct mc_meta_server_opts env;	/* limits and token from the environment */
 	struct event_base *base;
 	struct mc_meta_server *srv;
 	struct event *sig_term;
@@ -52,10 +53,10 @@ static const struct mc_opt mc_meta_opts[] = {
 	  "DEBUG, INFO, WARNING or ERROR" },
 	{ "max_key_bytes", NULL, NULL, MC_OPT_SIZE, O(max_key_bytes), "1024", 1, 1048576,
 	  "longest key accepted, after URL-decoding (400 above)" },
-	{ "max_value_bytes", NULL, NULL, MC_OPT_SIZE, O(max_value_bytes), "16MB", 1, 1073741824.0,
-	  "largest value accepted (413 above)" },
-	{ "max_keys", NULL, NULL, MC_OPT_INT, O(max_keys), "1000000", 1, 1000000000,
-	  "keys stored at most (503 for a new key above)" },
+	{ "max_value_bytes", NULL, NULL, MC_OPT_SIZE, O(max_value_bytes), "1MB", 1, 1073741824.0,
+	  "largest value accepted (413 above; MC_METADATA_MAX_BODY_BYTES)" },
+	{ "max_keys", NULL, NULL, MC_OPT_INT, O(max_keys), "65536", 1, 1000000000,
+	  "keys stored at most (507 for a new key above; MC_METADATA_MAX_KEYS)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
@@ -81,6 +82,15 @@ static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 		fprintf(stderr, MC_META_PROG ": bad built-in default\n");
 		return 2;
 	}
+	/* Upstream's variables replace the defaults; flags given replace them in turn. */
+	d->env.max_value_bytes = (size_t)d->cfg.max_value_bytes;
+	d->env.max_keys = (size_t)d->cfg.max_keys;
+	if (mc_meta_server_opts_env(&d->env, "127.0.0.1", err, sizeof(err)) != 0) {
+		fprintf(stderr, MC_META_PROG ": %s\n", err);
+		return 2;
+	}
+	d->cfg.max_value_bytes = d->env.max_value_bytes;
+	d->cfg.max_keys = (int64_t)d->env.max_keys;
 	if (mc_opts_parse_argv(mc_meta_opts, &d->cfg, argc, argv, NULL, &next, err,
 			       sizeof(err)) != 0) {
 		fprintf(stderr, MC_META_PROG ": %s\n", err);
@@ -93,6 +103,11 @@ static int mc_meta_parse(struct mc_meta_daemon *d, int argc, char **argv)
 	if (mc_log_set_level_name(d->cfg.log_level) != 0) {
 		fprintf(stderr, MC_META_PROG ": --log-level must be DEBUG, INFO, WARNING or ERROR, "
 				"not '%s'\n", d->cfg.log_level);
+		return 2;
+	}
+	/* Now that the address is known: no token, no other host than this one. */
+	if (mc_meta_server_opts_env(&d->env, d->cfg.host, err, sizeof(err)) != 0) {
+		fprintf(stderr, MC_META_PROG ": %s\n", err);
 		return 2;
 	}
 	return 0;
@@ -122,6 +137,9 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		.max_key_bytes = (size_t)d->cfg.max_key_bytes,
 		.max_value_bytes = (size_t)d->cfg.max_value_bytes,
 		.max_keys = (size_t)d->cfg.max_keys,
+		.max_total_bytes = d->env.max_total_bytes,
+		.max_concurrent_puts = d->env.max_concurrent_puts,
+		.token = d->env.token,
 	};
 	int rc = 0;
 
@@ -150,8 +168,9 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		return -1;
 	}
 	mc_log_notice("HTTP metadata service on %s:%u (keys up to %zu bytes, values up to %zu "
-		      "bytes, at most %zu keys)", d->cfg.host, mc_meta_server_port(d->srv),
-		      mo.max_key_bytes, mo.max_value_bytes, mo.max_keys);
+		      "bytes, at most %zu keys%s)", d->cfg.host, mc_meta_server_port(d->srv),
+		      mo.max_key_bytes, mo.max_value_bytes, mo.max_keys,
+		      mo.token ? ", bearer token required" : "");
 	return 0;
 }
 

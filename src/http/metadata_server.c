@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <event2/buffer.h>
@@ -31,11 +32,14 @@
 #include <event2/util.h>
 
 #include "common/log.h"
+#include "common/meta_auth.h"
 #include "http/metadata_server.h"
 
 #define MC_META_DEF_KEY_BYTES 1024
-#define MC_META_DEF_VALUE_BYTES (16u << 20)
-#define MC_META_DEF_KEYS 1000000
+#define MC_META_DEF_VALUE_BYTES (1u << 20)
+#define MC_META_DEF_KEYS 65536
+#define MC_META_DEF_TOTAL_BYTES (1ull << 30)
+#define MC_META_DEF_PUTS 8
 #define MC_META_MIN_BUCKETS 1024
 
 struct mc_meta_entry {
@@ -55,6 +59,8 @@ struct mc_meta_server {
 	struct mc_meta_entry **buckets;
 	size_t nbuckets;		/* power of two */
 	size_t count;
+	size_t total;			/* bytes of all values */
+	char *token;			/* required bearer token, or NULL */
 	uint16_t port;
 };
 
@@ -137,7 +143,8 @@ static int mc_meta_grow(struct mc_meta_server *s)
 
 /*
  * Store value (len bytes, malloc'ed with a NUL at value[len]) under key[0..klen).  Takes
- * ownership of value on success only.  Returns 0, -ENOSPC (a new key past max_keys) or -ENOMEM.
+ * ownership of value on success only.  Returns 0, -ENOSPC (a new key past max_keys), -EDQUOT
+ * (the values would pass max_total_bytes) or -ENOMEM.
  */
 static int mc_meta_store(struct mc_meta_server *s, const char *key, size_t klen, char *value,
 			 size_t len)
@@ -145,7 +152,10 @@ static int mc_meta_store(struct mc_meta_server *s, const char *key, size_t klen,
 	uint64_t h = mc_meta_hash(s->seed, key, klen);
 	struct mc_meta_entry **pp = mc_meta_find(s, key, klen, h), *e = *pp;
 
+	if (s->total - (e ? e->len : 0) + len > s->opts.max_total_bytes)
+		return -EDQUOT;
 	if (e) {
+		s->total = s->total - e->len + len;
 		free(e->value);
 		e->value = value;
 		e->len = len;
@@ -165,6 +175,7 @@ static int mc_meta_store(struct mc_meta_server *s, const char *key, size_t klen,
 	e->next = NULL;
 	*pp = e;
 	s->count++;
+	s->total += len;
 	if (s->count > s->nbuckets / 4 * 3)
 		(void)mc_meta_grow(s);
 	return 0;
@@ -184,6 +195,7 @@ static int mc_meta_remove(struct mc_meta_server *s, const char *key, size_t klen
 	if (e == NULL)
 		return -ENOENT;
 	*pp = e->next;
+	s->total -= e->len;
 	free(e->value);
 	free(e);
 	s->count--;
@@ -468,10 +480,15 @@ static void mc_meta_do_put(struct mc_meta_server *s, struct evhttp_request *req,
 		return;
 	}
 	rc = mc_meta_store(s, key, klen, value, n);
-	if (rc == -ENOSPC) {
+	if (rc == -ENOSPC || rc == -EDQUOT) {
 		free(value);
-		snprintf(why, sizeof(why), "metadata key limit (%zu) reached", s->opts.max_keys);
-		mc_meta_refuse(req, 503, why, key, klen, NULL);
+		snprintf(why, sizeof(why), rc == -ENOSPC ? "%zu keys stored, limit %zu"
+							 : "%zu value bytes stored, limit %zu",
+			 rc == -ENOSPC ? s->count : s->total,
+			 rc == -ENOSPC ? s->opts.max_keys : s->opts.max_total_bytes);
+		mc_meta_refuse(req, 507, rc == -ENOSPC ? "metadata key budget exhausted"
+						       : "metadata byte budget exhausted",
+			       key, klen, why);
 	} else if (rc != 0) {
 		free(value);
 		mc_meta_refuse(req, 503, "Out of memory", key, klen, NULL);
@@ -488,6 +505,15 @@ static void mc_meta_on_metadata(struct evhttp_request *req, void *arg)
 	char *key;
 	size_t klen;
 
+	if (s->token &&
+	    !mc_meta_auth_check(evhttp_find_header(evhttp_request_get_input_headers(req),
+						   "Authorization"), s->token)) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+				  "Bearer");
+		mc_meta_refuse(req, 401, "Unauthorized", NULL, 0,
+			       "no valid bearer token (MC_METADATA_HTTP_TOKEN)");
+		return;
+	}
 	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_PUT && cmd != EVHTTP_REQ_DELETE) {
 		mc_meta_refuse(req, 405, "Method not allowed", NULL, 0, NULL);
 		return;
@@ -577,6 +603,65 @@ static void mc_meta_opts_init(struct mc_meta_server_opts *o, const struct mc_met
 	o->max_keys = in && in->max_keys ? in->max_keys : MC_META_DEF_KEYS;
 	o->max_header_bytes = in && in->max_header_bytes ? in->max_header_bytes
 							 : 8192 + 3 * o->max_key_bytes;
+	o->max_total_bytes = in && in->max_total_bytes ? in->max_total_bytes
+						       : (size_t)MC_META_DEF_TOTAL_BYTES;
+	o->max_concurrent_puts = in && in->max_concurrent_puts ? in->max_concurrent_puts
+							       : MC_META_DEF_PUTS;
+	o->token = NULL;	/* kept as the server's own copy */
+}
+
+/* A positive size from the environment variable name into *out (left alone when unset).  0,
+ * or -1 with the reason in err. */
+static int mc_meta_env_size(const char *name, size_t max, size_t *out, char *err, size_t n)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (v == NULL || *v == '\0')
+		return 0;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || *v == '-' || x == 0 || x > max) {
+		snprintf(err, n, "invalid value '%s' for %s (1 .. %zu)", v, name, max);
+		return -1;
+	}
+	*out = (size_t)x;
+	return 0;
+}
+
+static int mc_meta_loopback(const char *host)
+{
+	struct in_addr a4;
+
+	if (host == NULL)
+		return 0;
+	if (!strcmp(host, "localhost") || !strcmp(host, "::1") || !strcmp(host, "[::1]"))
+		return 1;
+	return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+int mc_meta_server_opts_env(struct mc_meta_server_opts *o, const char *host, char *err,
+			    size_t n)
+{
+	const char *insecure = getenv("MC_METADATA_HTTP_ALLOW_INSECURE");
+
+	if (mc_meta_env_size("MC_METADATA_MAX_BODY_BYTES", 1ull << 30, &o->max_value_bytes, err,
+			     n) ||
+	    mc_meta_env_size("MC_METADATA_MAX_KEYS", 1000000000, &o->max_keys, err, n) ||
+	    mc_meta_env_size("MC_METADATA_MAX_TOTAL_BYTES", (size_t)1 << 48, &o->max_total_bytes,
+			     err, n) ||
+	    mc_meta_env_size("MC_METADATA_MAX_CONCURRENT_PUTS", 65536, &o->max_concurrent_puts,
+			     err, n))
+		return -1;
+	o->token = mc_meta_auth_token();
+	if (o->token == NULL && !mc_meta_loopback(host) && !(insecure && !strcmp(insecure, "1"))) {
+		snprintf(err, n, "refusing to serve metadata on %s without a token: set "
+			 "MC_METADATA_HTTP_TOKEN, bind a loopback address, or set "
+			 "MC_METADATA_HTTP_ALLOW_INSECURE=1", host && *host ? host : "all addresses");
+		return -1;
+	}
+	return 0;
 }
 
 static uint16_t mc_meta_bound_port(struct evhttp_bound_socket *sock)
@@ -603,6 +688,10 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 		return NULL;
 	}
 	mc_meta_opts_init(&s->opts, opts);
+	if (opts && opts->token && (s->token = strdup(opts->token)) == NULL) {
+		*err = -ENOMEM;
+		goto free_server;
+	}
 	evutil_secure_rng_get_bytes(s->seed, sizeof(s->seed));
 	s->nbuckets = MC_META_MIN_BUCKETS;
 	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
@@ -643,6 +732,7 @@ free_http:
 free_buckets:
 	free(s->buckets);
 free_server:
+	free(s->token);
 	free(s);
 	return NULL;
 }
@@ -668,5 +758,6 @@ void mc_meta_server_free(struct mc_meta_server *s)
 		}
 	}
 	free(s->buckets);
+	free(s->token);
 	free(s);
 }

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "master/ha.h"
 #include "master/ops.h"
+#include "reactor/procmem.h"
 #include "segment/alloc.h"
 
 uint32_t mc_master_active_clients(const struct mc_master *m)
@@ -292,6 +293,14 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		x->attempted_evictions);
 	mc_prom(b, "master_evicted_key_count", "counter", "Objects evicted", x->evicted_key_count);
 	mc_prom(b, "master_evicted_size_bytes", "counter", "Bytes evicted", x->evicted_size_bytes);
+	mc_prom(b, "master_put_start_object_already_exists_total", "counter",
+		"PutStart requests answered OBJECT_ALREADY_EXISTS", x->put_start_already_exists);
+	mc_prom(b, "master_batch_put_start_object_already_exists_total", "counter",
+		"BatchPutStart items answered OBJECT_ALREADY_EXISTS",
+		x->batch_put_start_already_exists);
+	mc_prom(b, "master_evicted_probe_leased_key_count", "counter",
+		"Objects evicted although an ExistKey lease held them (nothing else freed enough)",
+		x->evicted_probe_leased);
 	mc_prom(b, "master_put_start_discard_cnt", "counter", "Unfinished puts preempted",
 		x->put_start_discard_cnt);
 	mc_prom(b, "master_put_start_release_cnt", "counter", "Preempted puts whose space was freed",
@@ -304,6 +313,7 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
 	mc_admin_liveness_metrics(m, b);
+	mc_procmem_prom(b);
 	if (m->persist == NULL)
 		return;
 	mc_prom(b, "master_persist_ok", "gauge",
@@ -846,6 +856,46 @@ static void mc_admin_segments_detail(struct evhttp_request *req, void *arg)
 					  (json_int_t)json_array_size(arr), "segments", arr));
 }
 
+/* POST /api/v1/soft_pin and /api/v1/soft_unpin: a JSON body (admin_pin.c). */
+static void mc_admin_pin_common(struct evhttp_request *req, struct mc_master *m, int pin)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	json_t *reply = NULL;
+	int code;
+
+	if (!mc_admin_method(req, EVHTTP_REQ_POST) || mc_admin_refusing(m, req))
+		return;
+	code = mc_admin_soft_pin_body(m, (const char *)evbuffer_pullup(in, (ssize_t)len), len, pin,
+				      &reply);
+	if (code == 200 && mc_master_commit(m) != 0) {
+		json_decref(reply);
+		mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
+		return;
+	}
+	mc_reply_json(req, code, reply);
+}
+
+static void mc_admin_soft_pin(struct evhttp_request *req, void *arg)
+{
+	mc_admin_pin_common(req, arg, 1);
+}
+
+static void mc_admin_soft_unpin(struct evhttp_request *req, void *arg)
+{
+	mc_admin_pin_common(req, arg, 0);
+}
+
+/* GET /version: the store protocol version upstream reports and what answers it. */
+static void mc_admin_version(struct evhttp_request *req, void *arg)
+{
+	(void)arg;
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	mc_reply_json(req, 200, json_pack("{ssss}", "version", "2.0.0", "display_version",
+					  "0.3.14 (mooncake-c " PACKAGE_VERSION ")"));
+}
+
 /* Any other path: 405 for other methods than GET, as every route answers them, else 404. */
 static void mc_admin_not_found(struct evhttp_request *req, void *arg)
 {
@@ -872,6 +922,9 @@ static int mc_admin_routes(struct mc_master *m)
 		{ "/get_all_segments", mc_admin_get_all_segments },
 		{ "/query_segment", mc_admin_query_segment },
 		{ "/get_segments_detail", mc_admin_segments_detail },
+		{ "/api/v1/soft_pin", mc_admin_soft_pin },
+		{ "/api/v1/soft_unpin", mc_admin_soft_unpin },
+		{ "/version", mc_admin_version },
 	};
 	size_t i;
 

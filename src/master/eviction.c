@@ -182,6 +182,7 @@ uint64_t mc_master_evict(struct mc_master *m, uint64_t bytes, int marked_only)
 			freed += mem;
 			keys++;
 			m->metrics.evicted_size_bytes += o->size;
+			m->metrics.evicted_probe_leased += o->lease_until > now;
 			mc_persist_object_gone(m, o);
 			/* Evicted, not removed: a copy on an SSD that is away may come back. */
 			m->erase_keep = (o->flags & MC_OBJ_SSD_AWAY) != 0;

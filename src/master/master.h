@@ -37,6 +37,7 @@ struct mc_master_config {
 	char *rpc_interface;
 	int64_t rpc_thread_num;
 	int64_t max_threads;
+	int64_t handler_worker_thread_num;	/* accepted, unused: one reactor */
 	int64_t rpc_conn_timeout_seconds;
 	int rpc_enable_tcp_no_delay;
 	int enable_metric_reporting;
@@ -300,6 +301,19 @@ struct mc_master {
 	const struct mc_repl_ops *repl;	/* its hooks (NULL without) */
 };
 
+/* master_main.c: the daemon, and a master on a caller's loop */
+/* mooncake_master's main: flags, configuration, signals, the loop.  The exit status. */
+int mc_master_main(int argc, char **argv);
+/* The option table's defaults into cfg (free with mc_master_config_free).  0 or -1. */
+int mc_master_config_defaults(struct mc_master_config *cfg);
+void mc_master_config_free(struct mc_master_config *cfg);
+/* Start m (its cfg filled) on base: tables, recovery from --persist_path, the RPC listener,
+ * admin HTTP and the embedded metadata service as configured, its timers.  0, or -1 (logged)
+ * with everything undone.  Runs on base's thread, as everything of m afterwards. */
+int mc_master_start(struct mc_master *m, struct event_base *base);
+/* Close its listeners and connections and free its tables (the base stays). */
+void mc_master_stop(struct mc_master *m);
+
 /* master_clock.c: the master's clock (monotonic ms). */
 int64_t mc_master_now(const struct mc_master *m);
 
@@ -395,6 +409,11 @@ int mc_master_recover(struct mc_master *m);
 
 /* admin_http.c */
 int mc_admin_http_start(struct mc_master *m);
+/* admin_pin.c: apply the JSON body of POST /api/v1/soft_pin (pin 1) or /api/v1/soft_unpin
+ * (pin 0); returns the HTTP status and sets *reply (owned by the caller) to the answer. */
+struct json_t;
+int mc_admin_soft_pin_body(struct mc_master *m, const char *body, size_t len, int pin,
+			   struct json_t **reply);
 void mc_admin_http_stop(struct mc_master *m);
 /* The one-line summary of /metrics/summary and the periodic log line. */
 void mc_master_summary(const struct mc_master *m, char *out, size_t n);
@@ -517,6 +536,11 @@ void mc_disk_replica_link(struct mc_master *m, struct mc_segment *seg, struct mc
 void mc_disk_replica_forget(struct mc_master *m, struct mc_object *o, struct mc_replica *dr);
 /* A read found o only on SSD: count the hit and maybe start a promotion. */
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
+/* Start bringing o back into memory from its SSD replica disk (no eviction for it): 1 queued,
+ * 0 nothing to do (disk is not a LOCAL_DISK copy, or a promotion runs already),
+ * NO_AVAILABLE_HANDLE when memory has no room, UNAVAILABLE_IN_CURRENT_STATUS when the object
+ * is being offloaded or its SSD area's queue is full. */
+int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica *disk);
 /* Fail in-flight tasks past their deadline (from the 1 s tick). */
 void mc_tier_expire(struct mc_master *m, int64_t now);
 /* The disk segment is going away: fail its tasks and free them. */

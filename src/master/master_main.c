@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mooncake_master: options, configuration, start-up, the event loop and shutdown.
- * Everything else lives in the modules named in master.h.
+ * Everything else lives in the modules named in master.h.  mc_master_main is the daemon
+ * (master_cli.c's main calls it); mc_master_start / mc_master_stop put a master on any loop,
+ * which is how a store client runs one in its own process (src/store/store_embedded.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,6 +43,9 @@ static const struct mc_opt mc_master_opts[] = {
 	  "accepted for compatibility; the master is a single-threaded reactor" },
 	{ "max_threads", NULL, NULL, MC_OPT_INT, O(max_threads), "16", 0, 1024,
 	  "accepted for compatibility (deprecated alias of --rpc_thread_num)" },
+	{ "handler_worker_thread_num", NULL, NULL, MC_OPT_INT, O(handler_worker_thread_num), "0",
+	  0, 1024, "accepted for compatibility; one reactor thread serves every request, and "
+	  "clients ping on a connection of their own (see mooncake_master(8))" },
 	{ "rpc_conn_timeout_seconds", NULL, NULL, MC_OPT_INT, O(rpc_conn_timeout_seconds), "0", 0,
 	  86400, "close RPC connections idle this long (0: never)" },
 	{ "rpc_enable_tcp_no_delay", NULL, NULL, MC_OPT_BOOL, O(rpc_enable_tcp_no_delay), "true",
@@ -63,8 +68,8 @@ static const struct mc_opt mc_master_opts[] = {
 	  86400000, "read lease granted by ExistKey/GetReplicaList (ms, or N with ms|s|m|h)" },
 	{ "default_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(default_kv_soft_pin_ttl),
 	  "1800000", 0, -1, "soft-pin lifetime when none is given" },
-	{ "max_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(max_kv_soft_pin_ttl), "86400000",
-	  0, -1, "largest soft-pin lifetime a request may ask for" },
+	{ "max_kv_soft_pin_ttl", NULL, NULL, MC_OPT_DURATION, O(max_kv_soft_pin_ttl), "604800000",
+	  0, -1, "largest soft-pin lifetime a request may ask for (ms; 7 days)" },
 	{ "allow_evict_soft_pinned_objects", NULL, NULL, MC_OPT_BOOL,
 	  O(allow_evict_soft_pinned_objects), "true", 0, -1,
 	  "evict soft-pinned objects as a last resort" },
@@ -202,6 +207,13 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 		snprintf(err, n, "--allocation_strategy=%s is not supported (use random)",
 			 cfg->allocation_strategy);
 		return -1;
+	}
+	if (cfg->enable_http_metadata_server) {
+		struct mc_meta_server_opts mo = { 0 };
+
+		/* The metadata service's token and bind rule (MC_METADATA_*), checked up front. */
+		if (mc_meta_server_opts_env(&mo, cfg->http_metadata_server_host, err, n) != 0)
+			return -1;
 	}
 	if (cfg->rpc_interface[0]) {
 		struct ifaddrs *ifs, *i;
@@ -389,11 +401,93 @@ static void mc_master_usage(FILE *out)
 	fprintf(out, "  --help      print this and exit\n  --version   print the version and exit\n");
 }
 
-int main(int argc, char **argv)
+int mc_master_start(struct mc_master *m, struct event_base *base)
+{
+	struct timeval one_sec = { 1, 0 }, evict_tv = { 0, 50000 };
+
+	m->base = base;
+	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
+	mc_master_tables_init(m);
+	mc_fs_init(m);
+	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
+	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
+	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
+	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
+	mc_ha_deprecations(&m->cfg);
+	if (m->cfg.enable_ha ? mc_ha_init(m) : mc_master_recover(m)) {
+		mc_log_err("cannot %s %s", m->cfg.enable_ha ? "set up HA with" : "recover from",
+			   m->cfg.enable_ha ? m->cfg.ha_backend_connstring : m->cfg.persist_path);
+		goto fail;
+	}
+	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
+		goto fail;
+	if (m->cfg.enable_http_metadata_server) {
+		struct mc_meta_server_opts mo = { 0 };
+		char why[256];
+		int err = 0;
+
+		/* Upstream 0.3.14's limits, token and bind rule (MC_METADATA_*). */
+		if (mc_meta_server_opts_env(&mo, m->cfg.http_metadata_server_host, why,
+					    sizeof(why)) != 0) {
+			mc_log_err("HTTP metadata service: %s", why);
+			goto fail;
+		}
+		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
+					     (uint16_t)m->cfg.http_metadata_server_port, &mo, &err);
+		if (m->meta == NULL) {
+			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
+				   m->cfg.http_metadata_server_host,
+				   (long long)m->cfg.http_metadata_server_port, strerror(-err));
+			goto fail;
+		}
+		mc_log_notice("HTTP metadata service on %s:%lld", m->cfg.http_metadata_server_host,
+			      (long long)m->cfg.http_metadata_server_port);
+	}
+	event_add(m->tick, &one_sec);
+	event_add(m->ev_evict, &evict_tv);
+	if (m->ha)
+		mc_ha_start(m);
+	return 0;
+fail:
+	mc_master_stop(m);
+	return -1;
+}
+
+void mc_master_stop(struct mc_master *m)
+{
+	mc_ha_stop(m);		/* a leader hands its leadership back first */
+	mc_rpc_server_stop(m);
+	mc_meta_server_free(m->meta);
+	m->meta = NULL;
+	if (m->meta_conn)
+		evhttp_connection_free(m->meta_conn);
+	m->meta_conn = NULL;
+	mc_admin_http_stop(m);
+	mc_ha_free(m);
+	mc_master_persist_close(m);
+	event_free(m->tick);
+	event_free(m->ev_evict);
+	event_free(m->ev_flush);
+	event_free(m->ev_reap);
+	m->tick = m->ev_evict = m->ev_flush = m->ev_reap = NULL;
+	mc_master_tables_fini(m);
+	mc_fs_fini(m);
+}
+
+int mc_master_config_defaults(struct mc_master_config *cfg)
+{
+	return mc_opts_defaults(mc_master_opts, cfg);
+}
+
+void mc_master_config_free(struct mc_master_config *cfg)
+{
+	mc_opts_free(mc_master_opts, cfg);
+}
+
+int mc_master_main(int argc, char **argv)
 {
 	static struct mc_master master;
 	struct mc_master *m = &master;
-	struct timeval one_sec = { 1, 0 };
 	int rc = 1;
 
 	mc_log_set_ident("mooncake_master");
@@ -420,74 +514,29 @@ int main(int argc, char **argv)
 	m->argv = argv;
 	if (m->cfg.rpc_thread_num)
 		mc_log_notice("--rpc_thread_num ignored: the master is a single-threaded reactor");
+	if (m->cfg.handler_worker_thread_num)
+		mc_log_notice("--handler_worker_thread_num ignored: the master is a single-threaded "
+			      "reactor");
 	signal(SIGPIPE, SIG_IGN);
 	m->base = event_base_new();
 	if (m->base == NULL)
 		goto out_cfg;
-	m->rng = (uint64_t)mc_master_now(m) ^ ((uint64_t)getpid() << 32);
-	mc_master_tables_init(m);
-	mc_fs_init(m);
-	m->ev_reap = event_new(m->base, -1, 0, mc_master_on_reap, m);
-	m->ev_flush = event_new(m->base, -1, 0, mc_master_on_flush, m);
-	m->ev_evict = event_new(m->base, -1, EV_PERSIST, mc_master_on_evict, m);
-	mc_ha_deprecations(&m->cfg);
-	if (m->cfg.enable_ha ? mc_ha_init(m) : mc_master_recover(m)) {
-		mc_log_err("cannot %s %s", m->cfg.enable_ha ? "set up HA with" : "recover from",
-			   m->cfg.enable_ha ? m->cfg.ha_backend_connstring : m->cfg.persist_path);
-		goto out_tables;
-	}
-	if (mc_rpc_server_start(m) || mc_admin_http_start(m))
-		goto out_tables;
-	if (m->cfg.enable_http_metadata_server) {
-		int err = 0;
-
-		m->meta = mc_meta_server_new(m->base, m->cfg.http_metadata_server_host,
-					     (uint16_t)m->cfg.http_metadata_server_port, NULL, &err);
-		if (m->meta == NULL) {
-			mc_log_err("cannot start the HTTP metadata service on %s:%lld: %s",
-				   m->cfg.http_metadata_server_host,
-				   (long long)m->cfg.http_metadata_server_port, strerror(-err));
-			goto out_tables;
-		}
-		mc_log_notice("HTTP metadata service on %s:%lld", m->cfg.http_metadata_server_host,
-			      (long long)m->cfg.http_metadata_server_port);
-	}
+	if (mc_master_start(m, m->base))
+		goto out_base;
 	m->sig_term = evsignal_new(m->base, SIGTERM, mc_master_on_signal, m);
 	m->sig_int = evsignal_new(m->base, SIGINT, mc_master_on_signal, m);
 	m->sig_hup = evsignal_new(m->base, SIGHUP, mc_master_on_signal, m);
-	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
 	event_add(m->sig_term, NULL);
 	event_add(m->sig_int, NULL);
 	event_add(m->sig_hup, NULL);
-	event_add(m->tick, &one_sec);
-	{
-		struct timeval evict_tv = { 0, 50000 };
-
-		event_add(m->ev_evict, &evict_tv);
-	}
-	if (m->ha)
-		mc_ha_start(m);
 	mc_sd_notify("READY=1");
 	event_base_dispatch(m->base);
-	mc_ha_stop(m);
 	rc = 0;
-	event_free(m->tick);
 	event_free(m->sig_hup);
 	event_free(m->sig_int);
 	event_free(m->sig_term);
-	mc_rpc_server_stop(m);
-out_tables:
-	mc_meta_server_free(m->meta);
-	if (m->meta_conn)
-		evhttp_connection_free(m->meta_conn);
-	mc_admin_http_stop(m);
-	mc_ha_free(m);
-	mc_master_persist_close(m);
-	event_free(m->ev_evict);
-	event_free(m->ev_flush);
-	event_free(m->ev_reap);
-	mc_master_tables_fini(m);
-	mc_fs_fini(m);
+	mc_master_stop(m);
+out_base:
 	event_base_free(m->base);
 out_cfg:
 	mc_opts_free(mc_master_opts, &m->cfg);

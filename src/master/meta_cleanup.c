@@ -13,6 +13,7 @@
 #include <event2/http.h>
 
 #include "common/log.h"
+#include "common/meta_auth.h"
 #include "http/metadata_server.h"
 #include "master/master.h"
 
@@ -61,7 +62,14 @@ static void mc_meta_http_delete(struct mc_master *m, const char *url, const char
 	free(esc);
 	req = evhttp_request_new(mc_meta_on_delete_done, m->meta_conn);
 	if (req && m->meta_conn) {
+		const char *token = mc_meta_auth_token();
+		char *auth = token ? mc_meta_auth_header(token) : NULL;
+
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Host", host);
+		if (auth)
+			evhttp_add_header(evhttp_request_get_output_headers(req), "Authorization",
+					  auth);
+		free(auth);
 		evhttp_make_request(m->meta_conn, req, EVHTTP_REQ_DELETE, path);
 	}
 	evhttp_uri_free(u);

@@ -69,6 +69,9 @@ struct mc_metrics {
 	uint64_t persist_commit_failures;	/* failed commits and checkpoints, retries too */
 	uint64_t persist_refused;		/* requests refused while persistence failed */
 	int64_t persist_refusing_ms;		/* finished failing periods */
+	uint64_t put_start_already_exists;	/* PutStart answered OBJECT_ALREADY_EXISTS */
+	uint64_t batch_put_start_already_exists;	/* BatchPutStart items so answered */
+	uint64_t evicted_probe_leased;	/* objects evicted although an ExistKey lease held them */
 	uint64_t value_size_buckets[8];	/* 4K 64K 256K 1M 4M 16M 64M +Inf */
 	uint64_t value_size_sum;
 	uint64_t value_size_count;

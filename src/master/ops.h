@@ -53,6 +53,10 @@ const struct mc_master_op *mc_master_ops(size_t *n);
 
 /* Decode "u32 n, n x str" into a malloc'ed array of views (NULL when n == 0). */
 struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n);
+/* A body that is "keys" alone: append u32 n and, per key, the i32 fn(q, its object or NULL)
+ * returns (a negative one counts as a failed item).  0, or INVALID_PARAMS for a malformed body
+ * (nothing appended). */
+int mc_req_keys_each(struct mc_req *q, int (*fn)(struct mc_req *q, struct mc_object *o));
 /* The decoded body has been consumed exactly, without error. */
 static inline int mc_req_done(struct mc_req *q)
 {

@@ -105,3 +105,24 @@ int mc_object_key_matches(const regex_t *re, const struct mc_object *o)
 	buf[o->key_len] = '\0';
 	return regexec(re, buf, 0, NULL, 0) == 0;
 }
+
+int mc_req_keys_each(struct mc_req *q, int (*fn)(struct mc_req *q, struct mc_object *o))
+{
+	struct mc_strv *keys;
+	uint32_t n, i;
+
+	keys = mc_req_keys(q, &n);
+	if (!mc_req_done(q)) {
+		free(keys);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	mc_wbuf_u32(q->out, n);
+	for (i = 0; i < n; i++) {
+		int r = fn(q, mc_object_find(&q->m->objects, keys[i].p, keys[i].n));
+
+		mc_wbuf_i32(q->out, r);
+		mc_req_item(q, r);
+	}
+	free(keys);
+	return 0;
+}

@@ -188,6 +188,12 @@ reply:
 fail_params:
 	rc = MC_ERR_INVALID_PARAMS;
 fail:
+	if (rc == MC_ERR_OBJECT_ALREADY_EXISTS) {
+		if (q->op->opcode == MC_OP_BATCH_PUT_START)
+			m->metrics.batch_put_start_already_exists++;
+		else
+			m->metrics.put_start_already_exists++;
+	}
 	q->out->len = at;
 	mc_wbuf_i32(q->out, rc);
 	mc_wbuf_u32(q->out, 0);

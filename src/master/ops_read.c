@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The master's read operations: GetReplicaList (single, batch, by regex) and ExistKey
+ * The master's read operations: GetReplicaList (single, batch, by regex), ExistKey and ProbeKey
  * (handlers of the table in ops.h).  A read grants the object a lease of default_kv_lease_ttl
  * during which it is neither removed nor evicted; a GetReplicaList lease also holds its SSD copy.
+ * ProbeKey grants none (or, with the LastHitOnly policy, only to the last group found whole).
  * Single-threaded: the master's reactor thread.
  */
 #include <stdlib.h>
@@ -126,28 +127,18 @@ int mc_op_get_replica_list(struct mc_req *q)
 	return 0;
 }
 
+static int mc_exist_one(struct mc_req *q, struct mc_object *o)
+{
+	int res = o != NULL && mc_object_count_readable(o) > 0;
+
+	if (res)
+		mc_grant_lease(q, o);
+	return res;
+}
+
 int mc_op_exist_key(struct mc_req *q)
 {
-	struct mc_strv *keys;
-	uint32_t n, i;
-
-	keys = mc_req_keys(q, &n);
-	if (!mc_req_done(q)) {
-		free(keys);
-		return MC_ERR_INVALID_PARAMS;
-	}
-	mc_wbuf_u32(q->out, n);
-	for (i = 0; i < n; i++) {
-		struct mc_object *o = mc_object_find(&q->m->objects, keys[i].p, keys[i].n);
-		int res = o != NULL && mc_object_count_readable(o) > 0;
-
-		if (res)
-			mc_grant_lease(q, o);
-		mc_wbuf_i32(q->out, res);
-		mc_req_item(q, 0);
-	}
-	free(keys);
-	return 0;
+	return mc_req_keys_each(q, mc_exist_one);
 }
 
 int mc_op_get_replica_list_by_regex(struct mc_req *q)
@@ -175,5 +166,53 @@ int mc_op_get_replica_list_by_regex(struct mc_req *q)
 	}
 	mc_wbuf_patch_u32(q->out, count_at, count);
 	regfree(&re);
+	return 0;
+}
+
+/* ProbeKey: "keys"; BatchProbeKey: "u8 policy, u32 candidate_size, keys".  Answers like
+ * ExistKey (u32 n, n x i32: 1 readable, 0 not) but grants no lease and leaves the eviction order
+ * alone: a lookup that does not read must not keep objects from eviction.  With policy
+ * MC_PROBE_LAST_HIT_ONLY the keys form groups of candidate_size (n a multiple of it), and the
+ * last group whose keys are all readable, and only it, gets ExistKey's lease: the caller reads
+ * that one.  A malformed body, an unknown policy or a candidate_size that does not divide n is
+ * INVALID_PARAMS for the frame. */
+int mc_op_probe_key(struct mc_req *q)
+{
+	struct mc_strv *keys;
+	struct mc_object **objs;
+	uint8_t policy = MC_PROBE_NONE;
+	uint32_t cs = 1, n, i, g;
+
+	if (q->op->opcode == MC_OP_BATCH_PROBE_KEY) {
+		policy = mc_rbuf_u8(&q->r);
+		cs = mc_rbuf_u32(&q->r);
+	}
+	keys = mc_req_keys(q, &n);
+	if (!mc_req_done(q) || policy > MC_PROBE_LAST_HIT_ONLY ||
+	    (policy == MC_PROBE_LAST_HIT_ONLY && (cs == 0 || n % cs))) {
+		free(keys);
+		return MC_ERR_INVALID_PARAMS;
+	}
+	objs = mc_xcalloc(n ? n : 1, sizeof(*objs));
+	mc_wbuf_u32(q->out, n);
+	for (i = 0; i < n; i++) {
+		struct mc_object *o = mc_object_find(&q->m->objects, keys[i].p, keys[i].n);
+
+		if (o != NULL && mc_object_count_readable(o) > 0)
+			objs[i] = o;
+		mc_wbuf_i32(q->out, objs[i] != NULL);
+		mc_req_item(q, 0);
+	}
+	for (g = policy == MC_PROBE_LAST_HIT_ONLY ? n / cs : 0; g > 0; g--) {
+		for (i = (g - 1) * cs; i < g * cs && objs[i]; i++)
+			;
+		if (i < g * cs)
+			continue;
+		for (i = (g - 1) * cs; i < g * cs; i++)
+			mc_grant_lease(q, objs[i]);
+		break;
+	}
+	free(objs);
+	free(keys);
 	return 0;
 }

@@ -518,23 +518,30 @@ void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r)
 
 void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
 {
-	struct mc_segment *dseg = disk->seg, *mseg;
-	struct mc_rpc_config cfg;
-	struct mc_replica *r;
-	struct mc_tier_task *t;
-
 	m->metrics.file_cache_hit_nums++;
 	if (!m->cfg.promotion_on_hit || disk->type != MC_REPLICA_LOCAL_DISK)
 		return;
 	if (disk->hits < 255)
 		disk->hits++;
-	if (disk->hits < m->cfg.promotion_admission_threshold ||
-	    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_OFFLOADING)) ||
+	if (disk->hits >= m->cfg.promotion_admission_threshold)
+		mc_tier_promote(m, o, disk);
+}
+
+int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica *disk)
+{
+	struct mc_segment *dseg = disk->seg, *mseg;
+	struct mc_rpc_config cfg;
+	struct mc_replica *r;
+	struct mc_tier_task *t;
+
+	if (disk->type != MC_REPLICA_LOCAL_DISK || (o->flags & MC_OBJ_PROMOTING))
+		return 0;
+	if ((o->flags & MC_OBJ_OFFLOADING) ||
 	    dseg->ntasks >= (uint64_t)m->cfg.offloading_queue_limit)
-		return;
+		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
 	r = mc_object_add_replica(o);	/* may move disk: not used below */
 	if (r == NULL)
-		return;
+		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
 	mc_rpc_config_default(&cfg);
 	if (mc_replica_alloc(m, r, o->size, &cfg, NULL, 0) != 0) {
 		/* Memory is full: no promotion (it never evicts for one, so hot SSD reads cannot
@@ -543,7 +550,7 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 		memset(r, 0, sizeof(*r));
 		o->nrep--;
 		m->metrics.promotion_rejected++;
-		return;
+		return MC_ERR_NO_AVAILABLE_HANDLE;
 	}
 	m->metrics.promotion_admitted++;
 	r->type = MC_REPLICA_MEMORY;
@@ -555,6 +562,7 @@ void mc_tier_on_disk_hit(struct mc_master *m, struct mc_object *o, struct mc_rep
 	t->replica_id = r->id;
 	mc_task_push(dseg, t);
 	mc_persist_object_changed(m, o);
+	return 1;
 }
 
 void mc_tier_expire(struct mc_master *m, int64_t now)

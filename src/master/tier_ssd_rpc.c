@@ -445,3 +445,25 @@ int mc_op_evict_disk_replica(struct mc_req *q)
 	free(keys);
 	return 0;
 }
+
+/* RegisterPrefetchTask: "keys" -> u32 n, n x i32.  A client asks, best effort, that objects it
+ * expects to read soon and that only an SSD area holds come back into memory (is_exist with
+ * ExistOptions.prefetch_to_memory).  Per key: 1 a promotion was queued, 0 nothing to do (in
+ * memory already, being promoted, no SSD copy), OBJECT_NOT_FOUND, or NO_AVAILABLE_HANDLE when
+ * memory has no room (never evicts for it; the client backs off) or another code of
+ * mc_tier_promote.  Grants no lease. */
+static int mc_prefetch_one(struct mc_req *q, struct mc_object *o)
+{
+	struct mc_replica *disk;
+
+	if (o == NULL || mc_object_count_readable(o) == 0)
+		return MC_ERR_OBJECT_NOT_FOUND;
+	if (!mc_object_in_memory(o) && (disk = mc_object_disk_replica(o)) != NULL)
+		return mc_tier_promote(q->m, o, disk);
+	return 0;
+}
+
+int mc_op_register_prefetch(struct mc_req *q)
+{
+	return mc_req_keys_each(q, mc_prefetch_one);
+}

@@ -165,6 +165,13 @@ enum mc_soft_pin_action {
 	MC_SOFT_PIN_DISABLE = 2,
 };
 
+/* BatchProbeKey's lease policy (upstream's GrantLeasePolicy): none grants no lease; LastHitOnly
+ * leases the last group of candidate_size keys that are all present. */
+enum mc_probe_policy {
+	MC_PROBE_NONE = 0,
+	MC_PROBE_LAST_HIT_ONLY = 1,
+};
+
 /* A string view into a decoded frame (not NUL-terminated; valid while the frame is). */
 struct mc_strv {
 	const char *p;

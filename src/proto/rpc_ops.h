@@ -50,6 +50,9 @@
 	X(GET_REPLICA_LIST_BY_REGEX, 42, "GetReplicaListByRegex", "get_replica_list_by_regex", 0, 0, get_replica_list_by_regex) \
 	X(EXIST_KEY, 43, "ExistKey", "exist_key", 0, 0, exist_key) \
 	X(BATCH_EXIST_KEY, 44, "BatchExistKey", "batch_exist_key", 1, 0, exist_key) \
+	X(PROBE_KEY, 45, "ProbeKey", "probe_key", 0, 0, probe_key) \
+	X(BATCH_PROBE_KEY, 46, "BatchProbeKey", "batch_probe_key", 1, 0, probe_key) \
+	X(REGISTER_PREFETCH_TASK, 47, "RegisterPrefetchTask", "register_prefetch_task", 0, 0, register_prefetch) \
 	X(REMOVE, 50, "Remove", "remove", 0, 1, remove) \
 	X(BATCH_REMOVE, 51, "BatchRemove", "batch_remove", 1, 1, remove) \
 	X(REMOVE_BY_REGEX, 52, "RemoveByRegex", "remove_by_regex", 0, 1, remove_by_regex) \

@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "proxy/proxy.h"
+#include "reactor/procmem.h"
 
 static void px_send_json(struct evhttp_request *req, int code, json_t *j)
 {
@@ -217,6 +218,7 @@ static void px_on_metrics(struct evhttp_request *req, void *arg)
 			px_hist_print(b, "mooncake_proxy_instance_seconds", lab, &in->lat);
 		}
 	}
+	mc_procmem_prom(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, "OK", b);

@@ -5,24 +5,16 @@
  * until every request completed or failed, bounded by MC_TRANSFER_TIMEOUT seconds (30, at least
  * 5).  Returns follow upstream: 0 / negative ints, addresses as ints.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "python/engine_py.h"
 #include "transfer/nic_topo.h"
-#include "mooncake/transfer_engine_c.h"
 
-struct mc_py_engine {
-	PyObject_HEAD
-	transfer_engine_t e;
-};
-
-static double mc_pe_now(void)
+double mc_pe_now(void)
 {
 	struct timespec ts;
 
@@ -30,7 +22,7 @@ static double mc_pe_now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static double mc_pe_timeout(void)
+double mc_pe_timeout(void)
 {
 	const char *v = getenv("MC_TRANSFER_TIMEOUT");
 	double t = v ? atof(v) : 30;
@@ -140,16 +132,20 @@ static PyObject *mc_pe_get_engine(struct mc_py_engine *self, PyObject *unused)
 
 static PyObject *mc_pe_register(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "buffer_addr", "capacity", NULL };
+	static char *names[] = { "buffer_addr", "capacity", "location", "remote_accessible", NULL };
 	unsigned long long addr, len;
-	int rc;
+	const char *loc = "*";
+	int rc, remote = 1;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "KK:register_memory", names, &addr, &len))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "KK|sp:register_memory", names, &addr, &len,
+					 &loc, &remote))
 		return NULL;
 	if (self->e == NULL)
 		return PyLong_FromLong(-1);
+	/* "*" (upstream's default) lets the engine find where the memory is. */
 	Py_BEGIN_ALLOW_THREADS
-	rc = registerLocalMemory(self->e, (void *)(uintptr_t)addr, len, "cpu:0", 1);
+	rc = registerLocalMemory(self->e, (void *)(uintptr_t)addr, len,
+				 strcmp(loc, "*") ? loc : "cpu:0", remote);
 	Py_END_ALLOW_THREADS
 	return PyLong_FromLong(rc);
 }
@@ -229,9 +225,8 @@ static PyObject *mc_pe_first_buffer(struct mc_py_engine *self, PyObject *args, P
 	return PyLong_FromUnsignedLongLong(addr);
 }
 
-/* Submit n requests to one segment and wait for all of them.  Returns 0 or -1. */
-static int mc_pe_run(transfer_engine_t e, const char *target, int opcode, const uint64_t *bufs,
-		     const uint64_t *peers, const uint64_t *lens, size_t n)
+int mc_pe_run(transfer_engine_t e, const char *target, int opcode, const uint64_t *bufs,
+	      const uint64_t *peers, const uint64_t *lens, size_t n, const char *nic)
 {
 	segment_handle_t h = openSegment(e, target);
 	struct transfer_request *req;
@@ -248,6 +243,8 @@ static int mc_pe_run(transfer_engine_t e, const char *target, int opcode, const 
 		free(req);
 		return -1;
 	}
+	if (nic && *nic)
+		mc_te_batch_nic_hint(e, b, nic);
 	for (i = 0; i < n; i++) {
 		req[i].opcode = opcode;
 		req[i].source = (void *)(uintptr_t)bufs[i];
@@ -287,13 +284,14 @@ static PyObject *mc_pe_sync_common(struct mc_py_engine *self, PyObject *args, Py
 				   int opcode, const char *fmt)
 {
 	static char *names[] = { "target_hostname", "buffer", "peer_buffer_address", "length",
-				 NULL };
-	const char *target;
+				 "transport_hint", "nic_hint", NULL };
+	const char *target, *hint = "", *nic = "";
 	unsigned long long buf, peer, len;
 	uint64_t b, p, l;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &buf, &peer, &len))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &buf, &peer, &len, &hint,
+					 &nic))
 		return NULL;
 	if (self->e == NULL)
 		return PyLong_FromLong(-1);
@@ -301,33 +299,33 @@ static PyObject *mc_pe_sync_common(struct mc_py_engine *self, PyObject *args, Py
 	p = peer;
 	l = len;
 	Py_BEGIN_ALLOW_THREADS
-	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
+	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1, nic);
 	Py_END_ALLOW_THREADS
 	return PyLong_FromLong(rc);
 }
 
 static PyObject *mc_pe_sync_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	return mc_pe_sync_common(self, args, kw, OPCODE_WRITE, "sKKK:transfer_sync_write");
+	return mc_pe_sync_common(self, args, kw, OPCODE_WRITE, "sKKK|ss:transfer_sync_write");
 }
 
 static PyObject *mc_pe_sync_read(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	return mc_pe_sync_common(self, args, kw, OPCODE_READ, "sKKK:transfer_sync_read");
+	return mc_pe_sync_common(self, args, kw, OPCODE_READ, "sKKK|ss:transfer_sync_read");
 }
 
 static PyObject *mc_pe_sync(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "target_hostname", "buffer", "peer_buffer_address", "length",
-				 "opcode", "notify", NULL };
-	const char *target;
+				 "opcode", "notify", "transport_hint", "nic_hint", NULL };
+	const char *target, *hint = "", *nic = "";
 	unsigned long long buf, peer, len;
 	int opcode, rc;
 	PyObject *notify = Py_None;
 	uint64_t b, p, l;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKKKi|O:transfer_sync", names, &target, &buf,
-					 &peer, &len, &opcode, &notify))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKKKi|Oss:transfer_sync", names, &target, &buf,
+					 &peer, &len, &opcode, &notify, &hint, &nic))
 		return NULL;
 	if (self->e == NULL || (opcode != OPCODE_READ && opcode != OPCODE_WRITE))
 		return PyLong_FromLong(-1);
@@ -349,7 +347,7 @@ static PyObject *mc_pe_sync(struct mc_py_engine *self, PyObject *args, PyObject 
 			return NULL;
 		}
 		Py_BEGIN_ALLOW_THREADS
-		rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
+		rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1, nic);
 		if (rc == 0 && mc_te_notify_send(self->e, openSegment(self->e, target), ns, ms))
 			rc = -1;
 		Py_END_ALLOW_THREADS
@@ -358,7 +356,7 @@ static PyObject *mc_pe_sync(struct mc_py_engine *self, PyObject *args, PyObject 
 		return PyLong_FromLong(rc);
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1);
+	rc = mc_pe_run(self->e, target, opcode, &b, &p, &l, 1, nic);
 	Py_END_ALLOW_THREADS
 	return PyLong_FromLong(rc);
 }
@@ -410,20 +408,20 @@ static PyObject *mc_pe_batch(struct mc_py_engine *self, PyObject *args, PyObject
 			     int opcode, const char *fmt)
 {
 	static char *names[] = { "target_hostname", "buffers", "peer_buffer_addresses", "lengths",
-				 NULL };
-	const char *target;
+				 "transport_hint", "nic_hint", NULL };
+	const char *target, *hint = "", *nic = "";
 	PyObject *bo, *po, *lo;
 	uint64_t *b = NULL, *p = NULL, *l = NULL;
 	Py_ssize_t nb, np, nl;
 	int rc = -1;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &bo, &po, &lo))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &bo, &po, &lo, &hint, &nic))
 		return NULL;
 	if (mc_pe_u64s(bo, &b, &nb) || mc_pe_u64s(po, &p, &np) || mc_pe_u64s(lo, &l, &nl))
 		goto out;
 	if (self->e && nb == np && nb == nl) {
 		Py_BEGIN_ALLOW_THREADS
-		rc = mc_pe_run(self->e, target, opcode, b, p, l, (size_t)nb);
+		rc = mc_pe_run(self->e, target, opcode, b, p, l, (size_t)nb, nic);
 		Py_END_ALLOW_THREADS
 	}
 out:
@@ -437,18 +435,17 @@ out:
 
 static PyObject *mc_pe_batch_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	return mc_pe_batch(self, args, kw, OPCODE_WRITE, "sOOO:batch_transfer_sync_write");
+	return mc_pe_batch(self, args, kw, OPCODE_WRITE, "sOOO|ss:batch_transfer_sync_write");
 }
 
 static PyObject *mc_pe_batch_read(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	return mc_pe_batch(self, args, kw, OPCODE_READ, "sOOO:batch_transfer_sync_read");
+	return mc_pe_batch(self, args, kw, OPCODE_READ, "sOOO|ss:batch_transfer_sync_read");
 }
 
-/* Submit without waiting: the batch id (0 on failure). */
-static batch_id_t mc_pe_submit(transfer_engine_t e, const char *target, int opcode,
-			       const uint64_t *bufs, const uint64_t *peers, const uint64_t *lens,
-			       size_t n)
+batch_id_t mc_pe_submit(transfer_engine_t e, const char *target, int opcode,
+			const uint64_t *bufs, const uint64_t *peers, const uint64_t *lens,
+			size_t n, const char *nic)
 {
 	segment_handle_t h = openSegment(e, target);
 	struct transfer_request *req;
@@ -463,6 +460,8 @@ static batch_id_t mc_pe_submit(transfer_engine_t e, const char *target, int opco
 		free(req);
 		return 0;
 	}
+	if (nic && *nic)
+		mc_te_batch_nic_hint(e, b, nic);
 	for (i = 0; i < n; i++) {
 		req[i].opcode = opcode;
 		req[i].source = (void *)(uintptr_t)bufs[i];
@@ -478,8 +477,7 @@ static batch_id_t mc_pe_submit(transfer_engine_t e, const char *target, int opco
 	return b;
 }
 
-/* 1 all completed (the batch is freed), 0 still running, -1 failed (freed once finished). */
-static int mc_pe_check(transfer_engine_t e, batch_id_t b)
+int mc_pe_check(transfer_engine_t e, batch_id_t b)
 {
 	size_t i;
 	int failed = 0;
@@ -503,21 +501,21 @@ static int mc_pe_check(transfer_engine_t e, batch_id_t b)
 static PyObject *mc_pe_submit_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "target_hostname", "buffer", "peer_buffer_address", "length",
-				 NULL };
-	const char *target;
+				 "transport_hint", "nic_hint", NULL };
+	const char *target, *hint = "", *nic = "";
 	unsigned long long buf, peer, len;
 	uint64_t bb, p, l;
 	batch_id_t b = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKKK:transfer_submit_write", names, &target,
-					 &buf, &peer, &len))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sKKK|ss:transfer_submit_write", names, &target,
+					 &buf, &peer, &len, &hint, &nic))
 		return NULL;
 	bb = buf;
 	p = peer;
 	l = len;
 	if (self->e) {
 		Py_BEGIN_ALLOW_THREADS
-		b = mc_pe_submit(self->e, target, OPCODE_WRITE, &bb, &p, &l, 1);
+		b = mc_pe_submit(self->e, target, OPCODE_WRITE, &bb, &p, &l, 1, nic);
 		Py_END_ALLOW_THREADS
 	}
 	return PyLong_FromUnsignedLongLong(b);
@@ -540,20 +538,20 @@ static PyObject *mc_pe_batch_async(struct mc_py_engine *self, PyObject *args, Py
 				   int opcode, const char *fmt)
 {
 	static char *names[] = { "target_hostname", "buffers", "peer_buffer_addresses", "lengths",
-				 NULL };
-	const char *target;
+				 "transport_hint", "nic_hint", NULL };
+	const char *target, *hint = "", *nic = "";
 	PyObject *bo, *po, *lo;
 	uint64_t *b = NULL, *p = NULL, *l = NULL;
 	Py_ssize_t nb, np, nl;
 	batch_id_t id = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &bo, &po, &lo))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, names, &target, &bo, &po, &lo, &hint, &nic))
 		return NULL;
 	if (mc_pe_u64s(bo, &b, &nb) || mc_pe_u64s(po, &p, &np) || mc_pe_u64s(lo, &l, &nl))
 		goto out;
 	if (self->e && nb == np && nb == nl) {
 		Py_BEGIN_ALLOW_THREADS
-		id = mc_pe_submit(self->e, target, opcode, b, p, l, (size_t)nb);
+		id = mc_pe_submit(self->e, target, opcode, b, p, l, (size_t)nb, nic);
 		Py_END_ALLOW_THREADS
 	}
 out:
@@ -567,12 +565,12 @@ out:
 
 static PyObject *mc_pe_async_write(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	return mc_pe_batch_async(self, args, kw, OPCODE_WRITE, "sOOO:batch_transfer_async_write");
+	return mc_pe_batch_async(self, args, kw, OPCODE_WRITE, "sOOO|ss:batch_transfer_async_write");
 }
 
 static PyObject *mc_pe_async_read(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	return mc_pe_batch_async(self, args, kw, OPCODE_READ, "sOOO:batch_transfer_async_read");
+	return mc_pe_batch_async(self, args, kw, OPCODE_READ, "sOOO|ss:batch_transfer_async_read");
 }
 
 /* Wait for every batch; 0 when all completed, -1 otherwise.  The batches are freed. */
@@ -747,6 +745,20 @@ static PyMethodDef mc_pe_methods[] = {
 	{ "_get_notifies", (PyCFunction)mc_pe_get_notifies, METH_NOARGS, NULL },
 	{ "write_bytes_to_buffer", KW mc_pe_write_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "read_bytes_from_buffer", KW mc_pe_read_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_sync_write_arrays", KW mc_pe_sync_write_arrays,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_sync_read_arrays", KW mc_pe_sync_read_arrays,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_async_write_arrays", KW mc_pe_async_write_arrays,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_async_read_arrays", KW mc_pe_async_read_arrays,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_sync_write_pages", KW mc_pe_sync_write_pages,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "batch_transfer_sync_read_pages", KW mc_pe_sync_read_pages,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_scatter_submit", KW mc_pe_scatter_submit, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_batch_poll", KW mc_pe_batch_poll, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -3,8 +3,9 @@
  * mooncake._store: the CPython extension behind mooncake.store.MooncakeDistributedStore.
  *
  * The type here implements upstream's store methods with their exact keyword names, defaults
- * and return conventions (plain ints, bytes, lists as long as the input); mooncake/store.py
- * subclasses it to add the pure-Python parts (dict setup, replica descriptor objects, enums).
+ * and return conventions (plain ints, bytes, lists as long as the input); the package
+ * mooncake.store (python/mooncake/store/__init__.py) subclasses it to add the pure-Python parts
+ * (dict setup, replica descriptor objects, enums).
  * Every blocking call releases the GIL: arguments are converted first (keys pinned with a
  * reference, buffers held through the buffer protocol), then the store runs without the GIL.
  * The object may be used from many threads at once and subclassed.
@@ -103,13 +104,30 @@ static long long mc_py_attr_ll(PyObject *o, const char *name, long long def)
 	return x;
 }
 
+/* The length of a list attribute of a config object, or -1 when it is absent or None. */
+static Py_ssize_t mc_py_attr_len(PyObject *o, const char *name)
+{
+	PyObject *v = PyObject_GetAttrString(o, name);
+	Py_ssize_t n = -1;
+
+	if (v && v != Py_None)
+		n = PyObject_Length(v);
+	Py_XDECREF(v);
+	PyErr_Clear();
+	return n < 0 ? -1 : n;
+}
+
 int mc_py_config_get(PyObject *o, struct mc_py_config *c)
 {
 	PyObject *v;
 
 	mc_rpc_config_default(&c->cfg);
+	c->session_n = c->residency_n = c->per_key_hca_n = -1;
 	if (o == NULL || o == Py_None)
 		return 0;
+	c->session_n = mc_py_attr_len(o, "session_ids");
+	c->residency_n = mc_py_attr_len(o, "residency_affinity_ids");
+	c->per_key_hca_n = mc_py_attr_len(o, "per_key_preferred_hca_names");
 	c->cfg.replica_num = (uint32_t)mc_py_attr_ll(o, "replica_num", 1);
 	c->cfg.with_hard_pin = mc_py_attr_ll(o, "with_hard_pin", 0) != 0;
 	c->cfg.soft_pin_action = (uint8_t)mc_py_attr_ll(o, "soft_pin_action", 0);
@@ -162,6 +180,51 @@ int mc_py_config_get(PyObject *o, struct mc_py_config *c)
 		c->cfg.replica_num = 0;
 	}
 	return 0;
+}
+
+/* The first str of list l (borrowed), or NULL. */
+static const char *mc_py_first_str(PyObject *l)
+{
+	PyObject *s;
+
+	if (l == NULL || !PyList_Check(l) || PyList_GET_SIZE(l) == 0)
+		return NULL;
+	s = PyList_GET_ITEM(l, 0);
+	return PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+}
+
+PyObject *mc_py_nic_hints(PyObject *config, struct mc_put_item *items, Py_ssize_t n)
+{
+	PyObject *pref, *per, *hold;
+	const char *all;
+	Py_ssize_t i;
+
+	if (config == NULL || config == Py_None)
+		return NULL;
+	pref = PyObject_GetAttrString(config, "preferred_hca_names");
+	if (pref == NULL)
+		PyErr_Clear();
+	per = PyObject_GetAttrString(config, "per_key_preferred_hca_names");
+	if (per == NULL)
+		PyErr_Clear();
+	all = mc_py_first_str(pref);
+	for (i = 0; i < n; i++) {
+		const char *k = per && PyList_Check(per) && PyList_GET_SIZE(per) == n
+					? mc_py_first_str(PyList_GET_ITEM(per, i))
+					: NULL;
+
+		items[i].nic_hint = k ? k : all;
+	}
+	PyErr_Clear();
+	hold = PyTuple_Pack(2, pref ? pref : Py_None, per ? per : Py_None);
+	Py_XDECREF(pref);
+	Py_XDECREF(per);
+	if (hold == NULL) {
+		PyErr_Clear();
+		for (i = 0; i < n; i++)
+			items[i].nic_hint = NULL;
+	}
+	return hold;
 }
 
 PyObject *mc_py_int_list(const int *v, Py_ssize_t n)
@@ -233,21 +296,63 @@ static int mc_py_store_init(struct mc_py_store *self, PyObject *args, PyObject *
 	return self->lock ? 0 : -1;
 }
 
+/* The handle behind self, made on first use (self->lock held).  NULL: out of memory. */
+static struct mc_store *mc_py_store_get(struct mc_py_store *self)
+{
+	if (self->st == NULL) {
+		self->st = calloc(1, sizeof(*self->st));
+		if (self->st == NULL)
+			return NULL;
+		pthread_mutex_init(&self->st->mu, NULL);
+		self->st->reserve_fd = -1;
+	}
+	return self->st;
+}
+
+/* _configure_prefetch(enable, cooldown_sec, dedup_ttl_sec): setup(dict)'s enable_ssd_prefetch,
+ * ssd_prefetch_cooldown_sec and ssd_prefetch_dedup_ttl_sec, given before setup. */
+static PyObject *mc_py_configure_prefetch(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "enable", "cooldown_sec", "dedup_ttl_sec", NULL };
+	int enable;
+	double cooldown, dedup;
+	struct mc_store *st;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "pdd:_configure_prefetch", names, &enable,
+					 &cooldown, &dedup))
+		return NULL;
+	if (!(cooldown >= 0 && cooldown <= 86400 * 365) || !(dedup >= 0 && dedup <= 86400 * 365)) {
+		PyErr_SetString(PyExc_ValueError, "prefetch times must be 0 .. 1 year in seconds");
+		return NULL;
+	}
+	PyThread_acquire_lock(self->lock, WAIT_LOCK);
+	st = mc_py_store_get(self);
+	if (st) {
+		st->ssd_prefetch = enable;
+		st->prefetch_cooldown_ms = (int64_t)(cooldown * 1000);
+		st->prefetch_dedup_ms = (int64_t)(dedup * 1000);
+	}
+	PyThread_release_lock(self->lock);
+	if (st == NULL)
+		return PyErr_NoMemory();
+	Py_RETURN_NONE;
+}
+
 static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "local_hostname", "metadata_server", "global_segment_size",
 				 "local_buffer_size", "protocol", "rdma_devices",
 				 "master_server_addr", "engine", "enable_ssd_offload",
 				 "ssd_offload_path", "tenant_id", "enable_client_http_server",
-				 "client_http_port", NULL };
+				 "client_http_port", "enable_embedded_master", NULL };
 	const char *host, *meta, *proto, *dev, *master, *ssd_path = "", *tenant = "default";
 	unsigned long long gsize, lsize;
 	PyObject *engine = Py_None;
-	int ssd = 0, http = 0, http_port = 9300, rc;
+	int ssd = 0, http = 0, http_port = 9300, embedded = 0, rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "ssKKsss|OpsspI:setup", names, &host, &meta,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "ssKKsss|OpsspIp:setup", names, &host, &meta,
 					 &gsize, &lsize, &proto, &dev, &master, &engine, &ssd,
-					 &ssd_path, &tenant, &http, &http_port))
+					 &ssd_path, &tenant, &http, &http_port, &embedded))
 		return NULL;
 	if (http) {
 		/* Not available yet: refuse rather than pretend. */
@@ -258,15 +363,11 @@ static PyObject *mc_py_setup(struct mc_py_store *self, PyObject *args, PyObject 
 		PyThread_release_lock(self->lock);
 		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
 	}
-	if (self->st == NULL) {
-		self->st = calloc(1, sizeof(*self->st));
-		if (self->st == NULL) {
-			PyThread_release_lock(self->lock);
-			return PyErr_NoMemory();
-		}
-		pthread_mutex_init(&self->st->mu, NULL);
-		self->st->reserve_fd = -1;
+	if (mc_py_store_get(self) == NULL) {
+		PyThread_release_lock(self->lock);
+		return PyErr_NoMemory();
 	}
+	self->st->embedded_master = embedded;
 	/* SSD tier: MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES
 	 * fill what is not given here. */
 	self->st->ssd_enable = ssd;
@@ -373,32 +474,37 @@ PyObject *mc_py_buffer_new_from(void *data, Py_ssize_t size)
 
 /* ---------------------------------------------------------------- queries, removal */
 
+/* is_exist(key, options=None): with options.prefetch_to_memory (and the client's
+ * enable_ssd_prefetch) an object found only on SSD is also asked back into memory. */
 static PyObject *mc_py_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "key", NULL };
+	static char *names[] = { "key", "options", NULL };
 	const char *key;
-	int res = -1;
+	PyObject *opt = Py_None;
+	int res = -1, pf;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "s:is_exist", names, &key))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "s|O:is_exist", names, &key, &opt))
+		return NULL;
+	if ((pf = mc_py_exist_prefetch(opt)) < 0)
 		return NULL;
 	if (mc_py_ready(self)) {
 		Py_BEGIN_ALLOW_THREADS
 		mc_store_exist_many(self->st, &key, 1, &res);
+		if (pf)
+			mc_store_prefetch(self->st, &key, 1, &res);
 		Py_END_ALLOW_THREADS
 	}
 	return PyLong_FromLong(res);
 }
 
-static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
+PyObject *mc_py_per_key(struct mc_py_store *self, PyObject *keys_o, mc_py_keys_fn run,
+			 const void *arg)
 {
-	static char *names[] = { "keys", NULL };
-	PyObject *keys_o, *res;
+	PyObject *res;
 	struct mc_py_keys k;
 	int *out;
 	Py_ssize_t i;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_is_exist", names, &keys_o))
-		return NULL;
 	if (mc_py_keys_get(keys_o, &k))
 		return NULL;
 	out = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*out));
@@ -411,13 +517,35 @@ static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, 
 			out[i] = -1;
 	} else if (k.n) {
 		Py_BEGIN_ALLOW_THREADS
-		mc_store_exist_many(self->st, k.keys, (uint32_t)k.n, out);
+		run(self->st, k.keys, (uint32_t)k.n, out, arg);
 		Py_END_ALLOW_THREADS
 	}
 	res = mc_py_int_list(out, k.n);
 	PyMem_Free(out);
 	mc_py_keys_free(&k);
 	return res;
+}
+
+/* batch_is_exist's work (arg: the prefetch flag). */
+static void mc_py_exist_run(struct mc_store *st, const char **keys, uint32_t n, int *out,
+			    const void *arg)
+{
+	mc_store_exist_many(st, keys, n, out);
+	if (*(const int *)arg)
+		mc_store_prefetch(st, keys, n, out);
+}
+
+static PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "keys", "options", NULL };
+	PyObject *keys_o, *opt = Py_None;
+	int pf;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_is_exist", names, &keys_o, &opt))
+		return NULL;
+	if ((pf = mc_py_exist_prefetch(opt)) < 0)
+		return NULL;
+	return mc_py_per_key(self, keys_o, mc_py_exist_run, &pf);
 }
 
 static PyObject *mc_py_get_size(struct mc_py_store *self, PyObject *args, PyObject *kw)
@@ -634,6 +762,16 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "get_into_ranges", KW mc_py_get_into_ranges, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "is_exist", KW mc_py_is_exist, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_is_exist", KW mc_py_batch_is_exist, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "probe_key", KW mc_py_probe_key, METH_VARARGS | METH_KEYWORDS,
+	  "Point-in-time existence check that grants no read lease." },
+	{ "batch_probe_key", KW mc_py_batch_probe_key, METH_VARARGS | METH_KEYWORDS,
+	  "Per-key existence without leases (policy 'none') or leasing the last all-present "
+	  "group of candidate_size keys (policy 'LastHitOnly')." },
+	{ "prepare_get_into_ranges_snapshot", KW mc_py_prepare_snapshot,
+	  METH_VARARGS | METH_KEYWORDS, "Prepare a reusable metadata snapshot for ranged reads" },
+	{ "get_into_ranges_from_snapshot", KW mc_py_get_from_snapshot, METH_VARARGS | METH_KEYWORDS,
+	  "Get byte ranges using a reusable metadata snapshot." },
+	{ "_configure_prefetch", KW mc_py_configure_prefetch, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_size", KW mc_py_get_size, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove", KW mc_py_remove, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_remove", KW mc_py_batch_remove, METH_VARARGS | METH_KEYWORDS, NULL },
@@ -756,7 +894,7 @@ static PyMethodDef mc_py_module_methods[] = {
 
 static struct PyModuleDef mc_py_module = {
 	PyModuleDef_HEAD_INIT, "mooncake._store",
-	"C core of mooncake.store (see mooncake/store.py).", -1, mc_py_module_methods,
+	"C core of mooncake.store (see mooncake/store/__init__.py).", -1, mc_py_module_methods,
 	NULL, NULL, NULL, NULL,
 };
 
@@ -765,15 +903,18 @@ PyMODINIT_FUNC PyInit__store(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&mc_py_store_type) < 0 || PyType_Ready(&mc_py_buffer_type) < 0)
+	if (PyType_Ready(&mc_py_store_type) < 0 || PyType_Ready(&mc_py_buffer_type) < 0 ||
+	    PyType_Ready(&mc_py_snapshot_type) < 0)
 		return NULL;
 	m = PyModule_Create(&mc_py_module);
 	if (m == NULL)
 		return NULL;
 	Py_INCREF(&mc_py_store_type);
 	Py_INCREF(&mc_py_buffer_type);
+	Py_INCREF(&mc_py_snapshot_type);
 	if (PyModule_AddObject(m, "MooncakeDistributedStore", (PyObject *)&mc_py_store_type) ||
-	    PyModule_AddObject(m, "BufferHandle", (PyObject *)&mc_py_buffer_type)) {
+	    PyModule_AddObject(m, "BufferHandle", (PyObject *)&mc_py_buffer_type) ||
+	    PyModule_AddObject(m, "RangedReadSnapshot", (PyObject *)&mc_py_snapshot_type)) {
 		Py_DECREF(m);
 		return NULL;
 	}

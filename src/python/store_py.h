@@ -25,12 +25,27 @@ struct mc_py_keys {
 struct mc_py_config {
 	struct mc_rpc_config cfg;
 	char names[MC_RPC_MAX_PREFERRED + 1][MC_RPC_MAX_NAME + 1];
+	/* 0.3.14's per-key lists (session_ids, residency_affinity_ids,
+	 * per_key_preferred_hca_names): how many entries they have, -1 when None; a put of
+	 * another number of keys is refused (-600). */
+	Py_ssize_t session_n, residency_n, per_key_hca_n;
 };
 
 int mc_py_ready(struct mc_py_store *self);
+/* Run run(st, keys, n, out, arg) over the str keys of keys_o (GIL released) and return out as
+ * a list of ints: one per key, -1 each when the store is not set up. */
+typedef void (*mc_py_keys_fn)(struct mc_store *st, const char **keys, uint32_t n, int *out,
+			      const void *arg);
+PyObject *mc_py_per_key(struct mc_py_store *self, PyObject *keys_o, mc_py_keys_fn run,
+			const void *arg);
 void mc_py_keys_free(struct mc_py_keys *k);
 int mc_py_keys_get(PyObject *seq, struct mc_py_keys *k);
 int mc_py_config_get(PyObject *o, struct mc_py_config *c);
+/* Set items[i].nic_hint from a ReplicateConfig: the first name of
+ * per_key_preferred_hca_names[i] (when it has one list per item), else the first of
+ * preferred_hca_names, else NULL.  Returns what keeps the names alive (release it after the
+ * put), or NULL when there are none. */
+PyObject *mc_py_nic_hints(PyObject *config, struct mc_put_item *items, Py_ssize_t n);
 PyObject *mc_py_int_list(const int *v, Py_ssize_t n);
 PyObject *mc_py_i64_list(const int64_t *v, Py_ssize_t n);
 int mc_py_u64s(PyObject *seq, uint64_t **out, Py_ssize_t *n, const char *what);
@@ -65,5 +80,18 @@ PyObject *mc_py_get_batch(struct mc_py_store *self, PyObject *args, PyObject *kw
 PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw);
+/* get_into_ranges's work, through GetReplicaList (snap NULL) or from a ranged-read snapshot. */
+PyObject *mc_py_ranges(struct mc_py_store *self, PyObject *bp, PyObject *ak, PyObject *ad,
+		       PyObject *as, PyObject *asz, struct mc_get_snapshot *snap);
+
+/* store_py_probe.c: probes without leases, exist options, ranged-read snapshots */
+PyObject *mc_py_probe_key(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_batch_probe_key(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_prepare_snapshot(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_get_from_snapshot(struct mc_py_store *self, PyObject *args, PyObject *kw);
+/* options.prefetch_to_memory of an ExistOptions (None or absent: 0); -1 with an exception. */
+int mc_py_exist_prefetch(PyObject *options);
+/* The RangedReadSnapshot type, made ready and added to the module by PyInit__store. */
+extern PyTypeObject mc_py_snapshot_type;
 
 #endif

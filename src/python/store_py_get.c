@@ -2,6 +2,7 @@
 /*
  * mooncake._store: the get methods (see store_module.c for the overall design).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,20 +277,63 @@ PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObj
 	return res;
 }
 
-/* get_into_ranges(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
- * for group g, key all_keys[g][k]: read ranges (src offset, size) of the object into
- * buffer_ptrs[g] + dst offset.  Returns result[g][k] = per-range bytes read or a negative code. */
-PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw)
+/* Read one key's ranges: through GetReplicaList, or from snap when not NULL. */
+static void mc_py_read_ranges(struct mc_py_store *self, struct mc_get_item *it,
+			      struct mc_get_snapshot *snap)
 {
-	static char *names[] = { "buffer_ptrs", "all_keys", "all_dst_offsets", "all_src_offsets",
-				 "all_sizes", NULL };
-	PyObject *bp, *ak, *ad, *as, *asz, *res = NULL;
+	if (snap == NULL) {
+		mc_py_get_items(self, it, 1);
+		return;
+	}
+	if (!mc_py_ready(self)) {
+		it->result = -1;
+		return;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	mc_store_get_from_snapshot(snap, it, 1);
+	Py_END_ALLOW_THREADS
+}
+
+/* The offsets and sizes of key i of a group: three lists of the same length. */
+static int mc_py_range_lists(PyObject *dg, PyObject *sg, PyObject *zg, Py_ssize_t i, uint64_t **d,
+			     uint64_t **s, uint64_t **z, Py_ssize_t *n)
+{
+	PyObject *o[3] = { PySequence_GetItem(dg, i), PySequence_GetItem(sg, i),
+			   PySequence_GetItem(zg, i) };
+	Py_ssize_t nd = 0, ns = 0, nz = 0;
+	int rc = -1;
+
+	*d = *s = *z = NULL;
+	if (o[0] && o[1] && o[2] && !mc_py_u64s(o[0], d, &nd, "dst offsets") &&
+	    !mc_py_u64s(o[1], s, &ns, "src offsets") && !mc_py_u64s(o[2], z, &nz, "sizes") &&
+	    nd == ns && nd == nz)
+		rc = 0;
+	Py_XDECREF(o[0]);
+	Py_XDECREF(o[1]);
+	Py_XDECREF(o[2]);
+	if (rc == 0) {
+		*n = nd;
+		return 0;
+	}
+	PyMem_Free(*d);
+	PyMem_Free(*s);
+	PyMem_Free(*z);
+	*d = *s = *z = NULL;
+	if (!PyErr_Occurred())
+		PyErr_SetString(PyExc_ValueError, "range lists differ in length");
+	return -1;
+}
+
+/* For group g, key all_keys[g][k]: read ranges (src offset, size) of the object into
+ * buffer_ptrs[g] + dst offset, through GetReplicaList or from snap.  Returns result[g][k] =
+ * per-range bytes read or a negative code. */
+PyObject *mc_py_ranges(struct mc_py_store *self, PyObject *bp, PyObject *ak, PyObject *ad,
+		       PyObject *as, PyObject *asz, struct mc_get_snapshot *snap)
+{
+	PyObject *res = NULL;
 	uint64_t *bases = NULL;
 	Py_ssize_t ng, g;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:get_into_ranges", names, &bp, &ak, &ad,
-					 &as, &asz))
-		return NULL;
 	if (mc_py_u64s(bp, &bases, &ng, "buffer_ptrs"))
 		return NULL;
 	if (PySequence_Size(ak) != ng || PySequence_Size(ad) != ng || PySequence_Size(as) != ng ||
@@ -310,22 +354,14 @@ PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObje
 			goto group_fail;
 		glist = PyList_New(k.n);
 		for (i = 0; glist && i < k.n; i++) {
-			uint64_t *d = NULL, *s = NULL, *z = NULL;
-			Py_ssize_t nd, ns, nz, j;
+			uint64_t *d, *s, *z;
+			Py_ssize_t nd, j;
 			struct mc_get_range *rg;
 			struct mc_get_item it = { 0 };
 			PyObject *rl;
 
-			if (mc_py_u64s(PySequence_GetItem(dg, i), &d, &nd, "dst offsets") ||
-			    mc_py_u64s(PySequence_GetItem(sg, i), &s, &ns, "src offsets") ||
-			    mc_py_u64s(PySequence_GetItem(zg, i), &z, &nz, "sizes") || nd != ns ||
-			    nd != nz) {
-				PyMem_Free(d);
-				PyMem_Free(s);
-				PyMem_Free(z);
+			if (mc_py_range_lists(dg, sg, zg, i, &d, &s, &z, &nd)) {
 				Py_CLEAR(glist);
-				if (!PyErr_Occurred())
-					PyErr_SetString(PyExc_ValueError, "range lists differ in length");
 				break;
 			}
 			rg = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(*rg));
@@ -337,7 +373,10 @@ PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObje
 			it.key = k.keys[i];
 			it.ranges = rg;
 			it.nranges = (uint32_t)nd;
-			mc_py_get_items(self, &it, 1);
+			if (rg)
+				mc_py_read_ranges(self, &it, snap);
+			else
+				it.result = -ENOMEM;
 			rl = PyList_New(nd);
 			for (j = 0; rl && j < nd; j++)
 				PyList_SET_ITEM(rl, j, PyLong_FromLongLong(it.result < 0 ? it.result
@@ -362,5 +401,18 @@ group_fail:
 	}
 	PyMem_Free(bases);
 	return res;
+}
+
+/* get_into_ranges(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes). */
+PyObject *mc_py_get_into_ranges(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "buffer_ptrs", "all_keys", "all_dst_offsets", "all_src_offsets",
+				 "all_sizes", NULL };
+	PyObject *bp, *ak, *ad, *as, *asz;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO:get_into_ranges", names, &bp, &ak, &ad,
+					 &as, &asz))
+		return NULL;
+	return mc_py_ranges(self, bp, ak, ad, as, asz, NULL);
 }
 

@@ -15,10 +15,16 @@ static int mc_py_put_items(struct mc_py_store *self, struct mc_put_item *items, 
 			   PyObject *config, int upsert)
 {
 	struct mc_py_config c;
+	PyObject *nics;
 	Py_ssize_t i;
 
 	if (mc_py_config_get(config, &c))
 		return -1;
+	/* Per-key lists must have one entry per key (per_key_preferred_hca_names only counts for
+	 * the batch forms, which single puts cannot be told from when they have one key). */
+	if ((c.session_n >= 0 && c.session_n != n) || (c.residency_n >= 0 && c.residency_n != n) ||
+	    (n > 1 && c.per_key_hca_n >= 0 && c.per_key_hca_n != n))
+		c.cfg.replica_num = 0;
 	if (upsert && c.cfg.replica_num == 0) {
 		for (i = 0; i < n; i++)
 			items[i].result = MC_ERR_INVALID_PARAMS;
@@ -29,9 +35,12 @@ static int mc_py_put_items(struct mc_py_store *self, struct mc_put_item *items, 
 			items[i].result = -1;
 		return 0;
 	}
+	/* ReplicateConfig.preferred_hca_names: the NICs (rdma) the bytes go through first. */
+	nics = mc_py_nic_hints(config, items, n);
 	Py_BEGIN_ALLOW_THREADS
 	mc_store_put_many(self->st, items, (uint32_t)n, &c.cfg, upsert);
 	Py_END_ALLOW_THREADS
+	Py_XDECREF(nics);
 	return 0;
 }
 

@@ -89,6 +89,10 @@ struct mc_rdma_xfer {
 	uint64_t remote;
 	uint64_t len;
 	struct mc_rdma_peer *peer;	/* referenced by the request while it runs */
+	/* A local NIC to carry it first (upstream's nic_hint): its slices go through that NIC
+	 * while it has a working path, the others only after failures.  NULL or an unknown name:
+	 * the priority matrix decides. */
+	const char *nic_hint;
 };
 
 /* Start a request.  0: done(arg, status) is called once on the loop, never from inside

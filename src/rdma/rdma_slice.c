@@ -279,6 +279,13 @@ int mc_rdma_submit(struct mc_rdma *r, const struct mc_rdma_xfer *x, mc_rdma_done
 	memcpy(t->rkey, pb->rkey, sizeof(t->rkey));
 	mc_rdma_topo_lookup(&r->topo, loc, r->nctx, &t->lpref, &t->lother);
 	mc_rdma_topo_lookup(&x->peer->topo, pb->location, x->peer->nnics, &t->rpref, &t->rother);
+	for (i = 0; x->nic_hint && *x->nic_hint && i < r->nctx; i++)
+		if (!strcmp(r->ctx[i].name, x->nic_hint)) {
+			/* The hinted NIC alone is preferred; the others stay as fallbacks. */
+			t->lother = (t->lother | t->lpref) & ~(1u << i);
+			t->lpref = 1u << i;
+			break;
+		}
 	t->done = done;
 	t->arg = arg;
 	t->nslices = t->nleft = (uint32_t)n;

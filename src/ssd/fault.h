@@ -13,9 +13,11 @@
  * shared-directory tier's file), read_flip (a store read of a whole object that just landed,
  * before its checksum is verified: bytes corrupted in flight), offload_flip (an SSD offload's
  * check of the object's bytes against its checksum sees them changed, as if they had rotted in
- * memory).  ERROR: ENOSPC, EIO, EROFS,
+ * memory), promote_flip (a promotion's check of the bytes read from the SSD against the object's
+ * checksum sees them changed).  ERROR: ENOSPC, EIO, EROFS,
  * EDQUOT, "short" (a pwrite writes half of what it was given, then fails with ENOSPC), or
- * "flip" (read_flip: the read's first byte is inverted; offload_flip: the computed checksum is).  The first SKIP calls at the point
+ * "flip" (read_flip: the read's first byte is inverted; offload_flip, promote_flip: the
+ * computed checksum is).  The first SKIP calls at the point
  * pass (default 0), the next COUNT fail (0: all of them), then the fault clears by itself, so a
  * test sees the tier resume without a restart.  A malformed value is ignored with a line on
  * stderr.  Unset, the hook costs one load of a global per write.
@@ -30,6 +32,7 @@ enum mc_fault_point {
 	MC_FAULT_FS_RENAME,
 	MC_FAULT_READ_FLIP,
 	MC_FAULT_OFFLOAD_FLIP,
+	MC_FAULT_PROMOTE_FLIP,
 	MC_FAULT_NPOINTS
 };
 

@@ -281,6 +281,7 @@ static void mc_store_teardown_on_loop(void *arg)
 
 	mc_master_client_free(st->mc);
 	st->mc = NULL;
+	mc_store_embedded_stop_on_loop(st);
 	mc_waiter_signal(&x->w, 0);
 }
 
@@ -475,6 +476,9 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		rc = -ENOMEM;
 		goto fail;
 	}
+	rc = mc_store_embedded_start(st);
+	if (rc)
+		goto fail;
 	mc_waiter_init(&x.w);
 	mc_loop_thread_call(st->lt, mc_store_setup_on_loop, &x);
 	mc_waiter_wait(&x.w);
@@ -608,6 +612,7 @@ void mc_store_teardown(struct mc_store *st)
 		st->lt = NULL;
 	}
 	mc_store_ssd_free(st);
+	mc_store_prefetch_free(st);
 	for (i = 0; i < st->nsegs; i++) {
 		mc_segmem_free(st->segs[i].mem);
 		free(st->segs[i].mem);

@@ -29,6 +29,7 @@
 
 struct mc_master_client;
 struct mc_engine;
+struct mc_master;
 
 struct mc_store_segment {
 	struct mc_uuid id;
@@ -83,6 +84,15 @@ struct mc_store {
 	int fs_evict;			/* enable_disk_eviction */
 	uint64_t fs_quota;		/* quota_bytes (0: 90% of the file system) */
 	struct mc_store_fs *fsw;	/* its worker (store_tier_fsdir.c) */
+	/* SSD prefetch on exist probes (store_prefetch.c): set before setup (0: off) */
+	int ssd_prefetch;
+	int64_t prefetch_cooldown_ms;	/* no prefetch this long after "memory full" (0: none) */
+	int64_t prefetch_dedup_ms;	/* a key is not asked for again this long (0: always) */
+	struct mc_store_prefetch *pf;	/* its state, made at the first prefetch (mu) */
+	/* A master on this handle's loop (store_embedded.c): set before setup, or
+	 * MOONCAKE_ENABLE_EMBEDDED_MASTER */
+	int embedded_master;
+	struct mc_master *master;	/* running, on the loop thread */
 };
 
 /* ---- master_client.c: the RPC connection, on the store's loop ---- */
@@ -181,10 +191,12 @@ void mc_store_fs_stop(struct mc_store *st);
 void mc_store_fs_submit(struct mc_store *st, const char *key, const char *path,
 			const struct mc_iov *parts, uint32_t np, uint64_t size, int upsert);
 /* Read ranges of key's DISK replica's file of size bytes, checked against the checksum the
- * writer stored with it.  A file of the wrong size or checksum is never served: the master is
- * told to forget the replica and the file is deleted.  0 or MC_ERR_*. */
+ * writer stored with it, and, when crc64 is not NULL (then rg must be the whole value in one
+ * range), against the object's CRC-64.  A file of the wrong size or checksum is never served:
+ * the master is told to forget the replica and the file is deleted.  0, MC_ERR_CHECKSUM_MISMATCH
+ * (the object's checksum failed) or another MC_ERR_*. */
 int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv path, uint64_t size,
-		     const struct mc_get_range *rg, uint32_t nrg);
+		     const struct mc_get_range *rg, uint32_t nrg, const uint64_t *crc64);
 
 /* ---- store_data.c: moving bytes ---- */
 struct mc_xfer_req {
@@ -196,6 +208,7 @@ struct mc_xfer_req {
 	uint16_t port;
 	char segment[256];		/* the peer's segment name (the engine path) */
 	int status;			/* out */
+	char nic[64];			/* a local NIC to carry it first (rdma), or "" */
 };
 
 /* Run the transfers (all at once) through the engine and wait.  Each req's status is set (0 or
@@ -207,10 +220,11 @@ int mc_store_transfer(struct mc_store *st, struct mc_xfer_req *reqs, uint32_t n)
  * every status; one that on_done sets stays. */
 struct mc_store_xfer;
 typedef void (*mc_te_done_fn)(void *arg, size_t i, int status, const uint64_t *crc);
-/* want_crc (may be NULL): READs whose CRC-64 the engine computes in the copy when it can (see
- * mc_te_transfer_start); on_done gets it, or NULL. */
+/* want_crc (may be NULL; in and out): requests whose CRC-64 the engine computes on the way
+ * when it can (see mc_te_transfer_start); on_done gets it, or NULL.  On return want_crc[i] is
+ * cleared where the engine will not, so the caller computes those itself meanwhile. */
 struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
-					      uint32_t n, int notify, const uint8_t *want_crc);
+					      uint32_t n, int notify, uint8_t *want_crc);
 int mc_store_transfer_finish(struct mc_store_xfer *x, mc_te_done_fn on_done, void *arg);
 /* After a batch: forgive the endpoints that answered, mark those that failed suspect and
  * report their segments to the master (without waiting). */
@@ -253,6 +267,8 @@ struct mc_put_item {
 				 * it does not, -1 it did not say (an older master) */
 	int has_crc;		/* set by the put when checksums are on: crc is the value's */
 	uint64_t crc;		/* CRC-64/ECMA-182 */
+	const char *nic_hint;	/* a local NIC to move its bytes through first (ReplicateConfig's
+				   preferred_hca_names), or NULL */
 };
 
 /* A piece of an object to read: len bytes at src_off of the object into dst. */
@@ -289,16 +305,56 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 		      const struct mc_rpc_config *cfg, int upsert);
 int mc_store_get_many(struct mc_store *st, struct mc_get_item *items, uint32_t n);
 int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int *results);
+/* ProbeKey / BatchProbeKey: per key 1 present, 0 not, or an error code; policy is enum
+ * mc_probe_policy (LastHitOnly leases the last group of candidate_size keys all present).
+ * 0, or the call's error (then also in every result). */
+int mc_store_probe_many(struct mc_store *st, const char **keys, uint32_t n, int policy,
+			uint32_t candidate_size, int *results);
+/* The policy named "none" (or NULL) or "LastHitOnly" (exact spelling, as upstream), or -1. */
+int mc_store_probe_policy(const char *name);
+/* A call whose body is pre[0..npre) then "keys", answered "u32 n, n x i32": the codes go to
+ * results (the call's error in each when it fails).  0 or that error. */
+int mc_store_keys_call(struct mc_store *st, uint16_t op, const uint8_t *pre, size_t npre,
+		       const char **keys, uint32_t n, int *results);
 int64_t mc_store_get_size(struct mc_store *st, const char *key);
 int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,
 			 int *results);
 int64_t mc_store_remove_regex(struct mc_store *st, const char *pattern, int force);
+/* Ranged-read snapshots (store_get.c): the replica lists of keys[0..n), kept for repeated
+ * ranged reads and renewed past half their lease (upstream's RangedReadSnapshot).  new: NULL
+ * with *rc set when the lists cannot be had.  get: items with ranges, each key one of the
+ * snapshot's (else -600); results as mc_store_get_many's.  Calls on one snapshot are serialized;
+ * it must be freed before its store is. */
+struct mc_get_snapshot;
+struct mc_get_snapshot *mc_store_snapshot_new(struct mc_store *st, const char **keys, uint32_t n,
+					      int *rc);
+int mc_store_get_from_snapshot(struct mc_get_snapshot *s, struct mc_get_item *items, uint32_t n);
+void mc_store_snapshot_free(struct mc_get_snapshot *s);
+/* The store the snapshot reads from. */
+struct mc_store *mc_store_snapshot_store(const struct mc_get_snapshot *s);
 /* GetReplicaList for each key (grants read leases, as upstream's query does). */
 int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32_t n);
 /* BatchReplicaClear: returns the number of keys cleared (their indices in cleared[]), or <0. */
 int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,
 			   const char *segment_name, uint8_t *cleared);
 int64_t mc_store_remove_all(struct mc_store *st, int force);
+
+/* ---- store_embedded.c: a master on the handle's loop ---- */
+/* With st->embedded_master or MOONCAKE_ENABLE_EMBEDDED_MASTER set: start a master on the
+ * handle's (started) loop, listening on st->master_addr.  0 (also when not asked for) or a
+ * negative code (logged). */
+int mc_store_embedded_start(struct mc_store *st);
+/* Stop it, on the loop thread, after the master client is gone. */
+void mc_store_embedded_stop_on_loop(struct mc_store *st);
+
+/* ---- store_prefetch.c: SSD prefetch on exist probes ---- */
+/* With st->ssd_prefetch: ask the master to promote from SSD the keys whose exist result
+ * found[i] is 1 (those only an SSD holds are promoted), skipping keys asked for within
+ * prefetch_dedup_ms and everything during a cooldown after a "memory full" answer.  Best
+ * effort: nothing is reported. */
+void mc_store_prefetch(struct mc_store *st, const char **keys, uint32_t n, const int *found);
+/* Free the prefetch state (teardown). */
+void mc_store_prefetch_free(struct mc_store *st);
 
 /* Monotonic clock in milliseconds, for the client's deadlines and backoffs. */
 int64_t mc_store_now_ms(void);

@@ -197,18 +197,55 @@ int mooncake_store_is_exist(mooncake_store_t store, const char *key)
 	return res;
 }
 
-int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count,
-				  int *results_out)
+/* A batch call's arguments: a set-up handle, count keys (none NULL, at most a batch), room for
+ * the results. */
+static int mc_api_batch_ok(mooncake_store_t store, const char **keys, size_t count,
+			   const void *results_out)
 {
 	size_t i;
 
 	if (!mc_api_ready(store) || keys == NULL || results_out == NULL ||
 	    count > MC_RPC_MAX_BATCH)
-		return -1;
+		return 0;
 	for (i = 0; i < count; i++)
 		if (keys[i] == NULL)
-			return -1;
+			return 0;
+	return 1;
+}
+
+int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count,
+				  int *results_out)
+{
+	if (!mc_api_batch_ok(store, keys, count, results_out))
+		return -1;
 	return mc_store_exist_many(MC_STORE(store), keys, (uint32_t)count, results_out);
+}
+
+int mooncake_store_probe_key(mooncake_store_t store, const char *key)
+{
+	int res;
+
+	if (!mc_api_ready(store) || key == NULL)
+		return -1;
+	mc_store_probe_many(MC_STORE(store), &key, 1, MC_PROBE_NONE, 1, &res);
+	return res;
+}
+
+int mooncake_store_batch_probe_key(mooncake_store_t store, const char **keys, size_t count,
+				   const char *policy, size_t candidate_size, int *results_out)
+{
+	int p = mc_store_probe_policy(policy);
+	size_t i;
+
+	if (!mc_api_batch_ok(store, keys, count, results_out))
+		return -1;
+	if (p < 0 || candidate_size > UINT32_MAX) {
+		for (i = 0; i < count; i++)
+			results_out[i] = MC_ERR_INVALID_PARAMS;
+		return MC_ERR_INVALID_PARAMS;
+	}
+	return mc_store_probe_many(MC_STORE(store), keys, (uint32_t)count, p,
+				   (uint32_t)candidate_size, results_out);
 }
 
 int64_t mooncake_store_get_size(mooncake_store_t store, const char *key)

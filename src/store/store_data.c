@@ -29,7 +29,7 @@ struct mc_store_xfer {
 };
 
 struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfer_req *reqs,
-					      uint32_t n, int notify, const uint8_t *want_crc)
+					      uint32_t n, int notify, uint8_t *want_crc)
 {
 	struct mc_store_xfer *x = calloc(1, sizeof(*x));
 	struct transfer_request *tr = calloc(n ? n : 1, sizeof(*tr));
@@ -52,6 +52,7 @@ struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfe
 		tr[i].source = reqs[i].local;
 		tr[i].target_offset = reqs[i].remote;
 		tr[i].length = reqs[i].len;
+		ep[i].nic_hint = reqs[i].nic[0] ? reqs[i].nic : NULL;
 		if (reqs[i].segment[0] == '\0') {
 			/* An SSD replica: no segment, its owner's data server by address. */
 			ep[i].host = reqs[i].host;

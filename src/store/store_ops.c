@@ -122,29 +122,85 @@ int mc_store_put_finish(struct mc_store *st, const char **keys, uint32_t n, int 
 	return rc;
 }
 
-/* GPU memory, which the CPU may not read: its objects go without a checksum, and reads into it
- * are not verified. */
+/* GPU memory, which the CPU may not read: checksums over it come from the engine, which takes
+ * them on the pinned chunks it stages the bytes through. */
 int mc_store_on_device(struct mc_store *st, const void *p)
 {
 	return st->engine->gpu && st->engine->gpu->is_device(p);
 }
 
-/* CRC-64 of an item's value (its parts in order). */
-static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it)
-{
-	uint64_t crc = 0;
-	uint32_t k;
+/* The writes of a put batch whose CRC-64 the engine computes on the way (want[j], as
+ * mc_store_transfer_start left it) and the values it reported (have[j], crc[j]). */
+struct mc_put_crcs {
+	uint8_t *want;
+	uint8_t *have;
+	uint64_t *crc;
+};
 
-	if (it->iov) {
-		for (k = 0; k < it->iovcnt; k++)
-			if (it->iov[k].len && mc_store_on_device(st, it->iov[k].base))
-				return;
-		for (k = 0; k < it->iovcnt; k++)
-			crc = mc_crc64(crc, it->iov[k].base, it->iov[k].len);
-	} else {
-		if (it->size && mc_store_on_device(st, it->buf))
+static void mc_put_on_write(void *arg, size_t j, int status, const uint64_t *crc)
+{
+	struct mc_put_crcs *c = arg;
+
+	if (status == 0 && crc) {
+		c->crc[j] = *crc;
+		c->have[j] = 1;
+	}
+}
+
+/* The number of non-empty parts of an item: the writes of each of its replicas. */
+static uint32_t mc_put_item_writes(const struct mc_put_item *it)
+{
+	uint32_t k, nz = 0;
+
+	if (it->iov == NULL)
+		return it->size > 0;
+	for (k = 0; k < it->iovcnt; k++)
+		nz += it->iov[k].len > 0;
+	return nz;
+}
+
+/* Whether some part of the item (its writes first..first+parts of its first replica) has its
+ * CRC computed by the engine; then mc_put_item_crc waits for the transfer's end. */
+static int mc_put_item_by_engine(const struct mc_put_item *it, const struct mc_put_crcs *c,
+				 int64_t first)
+{
+	struct mc_iov one = { (void *)it->buf, it->size };
+	const struct mc_iov *parts = it->iov ? it->iov : &one;
+	uint32_t np = it->iov ? it->iovcnt : 1, k;
+	int64_t j = first;
+
+	for (k = 0; first >= 0 && k < np; k++)
+		if (parts[k].len && c->want[j++])
+			return 1;
+	return 0;
+}
+
+/* CRC-64 of an item's value (its parts in order, combined): a part the engine checksummed on
+ * its way takes the engine's value for its write (first + its index among the item's non-empty
+ * parts), the others are computed here (also one the engine meant to but could not).  A part
+ * in GPU memory without the engine's value leaves the object without a checksum. */
+static void mc_put_item_crc(struct mc_store *st, struct mc_put_item *it,
+			    const struct mc_put_crcs *c, int64_t first)
+{
+	struct mc_iov one = { (void *)it->buf, it->size };
+	const struct mc_iov *parts = it->iov ? it->iov : &one;
+	uint32_t np = it->iov ? it->iovcnt : 1, k;
+	int64_t j = first;
+	uint64_t crc = 0;
+
+	if (first < 0)
+		return;
+	for (k = 0; k < np; k++) {
+		if (parts[k].len == 0)
+			continue;
+		if (c->want[j] && c->have[j]) {
+			crc = mc_crc64_combine(crc, c->crc[j], parts[k].len);
+		} else if (mc_store_on_device(st, parts[k].base)) {
 			return;
-		crc = mc_crc64(0, it->buf, it->size);
+		} else {
+			crc = mc_crc64(crc, parts[k].base, parts[k].len);
+		}
+		j++;
 	}
 	it->crc = crc;
 	it->has_crc = 1;
@@ -165,6 +221,8 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	int *item_fail = NULL, *end_res = NULL;
 	struct mc_rpc_checksum *end_sums = NULL;
 	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
+	int64_t *first_req = NULL;	/* checksums on: item's first write of its first replica */
+	struct mc_put_crcs crcs = { NULL, NULL, NULL };
 	int rc;
 
 	if (n == 0)
@@ -193,8 +251,11 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	end_sums = calloc(n, sizeof(*end_sums));
 	if (st->fsdir[0])
 		disk_path = calloc(n, sizeof(*disk_path));
+	if (st->checksum && (first_req = malloc(n * sizeof(*first_req))) != NULL)
+		for (i = 0; i < n; i++)
+			first_req[i] = -1;
 	if (!item_fail || !end_keys || !rev_keys || !end_res || !end_sums ||
-	    (st->fsdir[0] && !disk_path)) {
+	    (st->fsdir[0] && !disk_path) || (st->checksum && !first_req)) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -239,6 +300,8 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 					item_fail[i] = 2;
 					continue;
 				}
+				if (first_req && first_req[i] < 0)
+					first_req[i] = xl.n;
 				for (k = 0; k < np; off += parts[k].len, k++) {
 					if (parts[k].len == 0)
 						continue;
@@ -247,6 +310,9 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 						rc = -ENOMEM;
 						goto out;
 					}
+					if (items[i].nic_hint)
+						snprintf(xl.xr[xl.n - 1].nic, sizeof(xl.xr[0].nic),
+							 "%s", items[i].nic_hint);
 				}
 			}
 		}
@@ -264,16 +330,45 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 				items[i].space_hint = hint;
 	}
 	{
-		/* The objects' checksums are computed while their bytes are on their way. */
+		/* The objects' checksums are computed while their bytes are on their way: by the
+		 * engine where they pass through a core anyway (a copy, a socket, GPU staging),
+		 * else here meanwhile. */
 		struct mc_store_xfer *x;
+		int by_engine = 0;
 
-		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0, NULL) : NULL;
-		if (st->checksum)
-			for (i = 0; i < n; i++)
-				if (items[i].result == 0 && item_fail[i] == 0)
-					mc_put_item_crc(st, &items[i]);
+		if (first_req && xl.n) {
+			crcs.want = calloc(xl.n, 1);
+			crcs.have = calloc(xl.n, 1);
+			crcs.crc = calloc(xl.n, sizeof(*crcs.crc));
+			if (!crcs.want || !crcs.have || !crcs.crc) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			for (j = 0; j < xl.n; j++) {
+				uint32_t it = xl.item[j];
+
+				/* The first replica's writes: first_req .. + the non-empty parts. */
+				crcs.want[j] = (uint8_t)(first_req[it] >= 0 && j >= first_req[it] &&
+							 j < first_req[it] + mc_put_item_writes(&items[it]) &&
+							 items[it].result == 0 && item_fail[it] == 0);
+			}
+		}
+		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, first_req != NULL, crcs.want)
+			 : NULL;
+		for (i = 0; first_req && i < n; i++) {
+			if (items[i].result != 0 || item_fail[i] != 0)
+				continue;
+			if (mc_put_item_by_engine(&items[i], &crcs, first_req[i]))
+				by_engine = 1;
+			else
+				mc_put_item_crc(st, &items[i], &crcs, first_req[i]);
+		}
 		if (x)
-			mc_store_transfer_finish(x, NULL, NULL);
+			mc_store_transfer_finish(x, first_req ? mc_put_on_write : NULL, &crcs);
+		for (i = 0; by_engine && i < n; i++)
+			if (items[i].result == 0 && item_fail[i] == 0 &&
+			    mc_put_item_by_engine(&items[i], &crcs, first_req[i]))
+				mc_put_item_crc(st, &items[i], &crcs, first_req[i]);
 	}
 	mc_store_note_transfers(st, xl.xr, xl.n);
 	for (j = 0; j < xl.n; j++)
@@ -343,6 +438,10 @@ out:
 	free(end_res);
 	free(end_sums);
 	free(disk_path);
+	free(first_req);
+	free(crcs.want);
+	free(crcs.have);
+	free(crcs.crc);
 	mc_rpc_call_fini(&call);
 	return 0;
 }
@@ -474,10 +573,8 @@ int mc_store_put_many(struct mc_store *st, struct mc_put_item *items, uint32_t n
 	return rc;
 }
 
-/* A call whose body is "keys" (optionally preceded by a force byte) and whose answer is
- * "u32 n, n x i32". */
-static int mc_store_codes_call(struct mc_store *st, uint16_t op, int force_byte, int force,
-			       const char **keys, uint32_t n, int *results)
+int mc_store_keys_call(struct mc_store *st, uint16_t op, const uint8_t *pre, size_t npre,
+		       const char **keys, uint32_t n, int *results)
 {
 	struct mc_rpc_call call;
 	struct mc_rbuf r;
@@ -485,8 +582,8 @@ static int mc_store_codes_call(struct mc_store *st, uint16_t op, int force_byte,
 	int rc;
 
 	mc_rpc_call_init(&call, op);
-	if (force_byte)
-		mc_wbuf_u8(&call.req, force ? 1 : 0);
+	if (npre)
+		mc_wbuf_put(&call.req, pre, npre);
 	mc_put_keys(&call.req, keys, n);
 	rc = mc_store_call(st, &call);
 	if (rc == 0)
@@ -510,18 +607,41 @@ int mc_store_exist_many(struct mc_store *st, const char **keys, uint32_t n, int 
 {
 	if (n == 0)
 		return 0;
-	mc_store_codes_call(st, n > 1 ? MC_OP_BATCH_EXIST_KEY : MC_OP_EXIST_KEY, 0, 0, keys, n,
-			    results);
+	mc_store_keys_call(st, n > 1 ? MC_OP_BATCH_EXIST_KEY : MC_OP_EXIST_KEY, NULL, 0, keys, n,
+			   results);
 	return 0;
+}
+
+int mc_store_probe_policy(const char *name)
+{
+	if (name == NULL || !strcmp(name, "none"))
+		return MC_PROBE_NONE;
+	if (!strcmp(name, "LastHitOnly"))
+		return MC_PROBE_LAST_HIT_ONLY;
+	return -1;
+}
+
+int mc_store_probe_many(struct mc_store *st, const char **keys, uint32_t n, int policy,
+			uint32_t candidate_size, int *results)
+{
+	uint8_t pre[5] = { (uint8_t)policy };
+
+	if (n == 0)
+		return 0;
+	if (policy == MC_PROBE_NONE && n == 1)
+		return mc_store_keys_call(st, MC_OP_PROBE_KEY, NULL, 0, keys, n, results);
+	mc_put_le32(pre + 1, candidate_size);
+	return mc_store_keys_call(st, MC_OP_BATCH_PROBE_KEY, pre, sizeof(pre), keys, n, results);
 }
 
 int mc_store_remove_many(struct mc_store *st, const char **keys, uint32_t n, int force,
 			 int *results)
 {
+	uint8_t f = force ? 1 : 0;
+
 	if (n == 0)
 		return 0;
-	mc_store_codes_call(st, n > 1 ? MC_OP_BATCH_REMOVE : MC_OP_REMOVE, 1, force, keys, n,
-			    results);
+	mc_store_keys_call(st, n > 1 ? MC_OP_BATCH_REMOVE : MC_OP_REMOVE, &f, 1, keys, n, results);
 	return 0;
 }
 

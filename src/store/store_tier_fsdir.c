@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -301,7 +302,7 @@ static void mc_fs_lost(struct mc_store *st, const char *file, struct mc_strv key
 }
 
 int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv path, uint64_t size,
-		     const struct mc_get_range *rg, uint32_t nrg)
+		     const struct mc_get_range *rg, uint32_t nrg, const uint64_t *crc64)
 {
 	char file[MC_RPC_MAX_PATH + 1];
 	struct stat sb;
@@ -326,6 +327,20 @@ int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv pat
 	if (rc == -EBADMSG) {
 		mc_fs_lost(st, file, key, "checksum mismatch or short file");
 		rc = MC_ERR_INVALID_READ;
+	}
+	if (rc == 0 && crc64 && nrg == 1 && rg[0].len == size) {
+		/* The file may be intact and still not hold this object's value (a file without
+		 * its checksum attribute, or another writer's): the object's own checksum says. */
+		uint64_t crc = mc_crc64(0, rg[0].dst, size);
+
+		if (crc != *crc64) {
+			mc_log_err("checksum mismatch: key %.*s, DISK file %s: expected %016llx, "
+				   "read %016llx",
+				   (int)(key.n > 128 ? 128 : key.n), key.p, file,
+				   (unsigned long long)*crc64, (unsigned long long)crc);
+			mc_fs_lost(st, file, key, "object checksum mismatch");
+			rc = MC_ERR_CHECKSUM_MISMATCH;
+		}
 	}
 	return rc;
 }

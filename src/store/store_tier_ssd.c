@@ -395,6 +395,29 @@ static void mc_ssd_check_suspects(struct mc_store_ssd *w)
 		mc_ssd_items_free(items, (size_t)n);
 }
 
+/* The bytes of a promotion, read from the SSD and checked by the file's CRC-32C, checked once
+ * more against the object's checksum before they become a memory replica: the copy must be
+ * of this object's value, not merely intact.  A copy that fails is forgotten (reported lost).
+ * 0 or MC_ERR_CHECKSUM_MISMATCH. */
+static int mc_ssd_promote_verify(struct mc_store_ssd *w, const struct mc_task *t, const void *p)
+{
+	uint64_t crc;
+
+	if (!t->cs.present)
+		return 0;
+	crc = mc_crc64(0, p, t->size);
+	if (mc_fault(MC_FAULT_PROMOTE_FLIP) == MC_FAULT_FLIP)
+		crc ^= 1;	/* test hook: as if the copy held other bytes */
+	if (crc == t->cs.value)
+		return 0;
+	mc_log_err("checksum mismatch: key %.*s in the SSD area at 0x%" PRIx64 ": expected %016" PRIx64
+		   ", read %016" PRIx64 "; not promoted, copy dropped",
+		   (int)(t->key.n > 128 ? 128 : t->key.n), t->key.p, t->src, t->cs.value, crc);
+	mc_ssd_remove(w->ssd, t->key.p, t->key.n, t->src);
+	mc_ssd_lost(w, t->key.p, t->key.n, t->size, t->src);
+	return MC_ERR_CHECKSUM_MISMATCH;
+}
+
 static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 {
 	struct mc_store *st = w->st;
@@ -406,6 +429,8 @@ static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 		rc = mc_ssd_read(w->ssd, t->src, (void *)(uintptr_t)t->dst, t->size);
 		if (rc == -EBADMSG)
 			mc_ssd_lost(w, t->key.p, t->key.n, t->size, t->src);
+		if (rc == 0 && mc_ssd_promote_verify(w, t, (const void *)(uintptr_t)t->dst))
+			rc = -EBADMSG;
 		t->result = rc ? MC_ERR_INVALID_READ : 0;
 		return;
 	}
@@ -417,6 +442,8 @@ static void mc_ssd_do_promote(struct mc_store_ssd *w, struct mc_task *t)
 	rc = mc_ssd_read(w->ssd, t->src, buf, t->size);
 	if (rc == -EBADMSG)
 		mc_ssd_lost(w, t->key.p, t->key.n, t->size, t->src);
+	if (rc == 0 && mc_ssd_promote_verify(w, t, buf))
+		rc = -EBADMSG;
 	if (rc == 0) {
 		memset(&x, 0, sizeof(x));
 		x.opcode = MC_XFER_WRITE;

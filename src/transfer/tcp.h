@@ -40,6 +40,10 @@ struct mc_tcp_client_opts {
 	unsigned connect_timeout_ms;	/* default 5000 (the store client passes its own, 2000) */
 	unsigned io_timeout_ms;		/* no byte moving for this long while transfers are pending
 					   fails the lane (default 30000; the store client: 2000) */
+	/* Bytes of transfers on a peer's lanes at once (MC_TCP_MAX_QUEUED_BYTES_PER_PEER; 0: no
+	 * bound).  Transfers past it wait, in order, until earlier ones end; one larger than the
+	 * bound goes alone. */
+	uint64_t max_queued_bytes;
 };
 
 /* Called exactly once per transfer, on the loop thread, never from inside submit.
@@ -51,10 +55,12 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 					const struct mc_tcp_client_opts *opts);
 /* Fails every pending transfer (callbacks run with -800 before this returns) and closes. */
 void mc_tcp_client_free(struct mc_tcp_client *c);
-/* Queue a transfer of len bytes between local and remote_addr at host:port.  Returns 0 (cb will
- * be called) or -ENOMEM/-EINVAL (cb will not be called). */
+/* Queue a transfer of len bytes between local and remote_addr at host:port.  crc (may be NULL):
+ * set to the CRC-64/ECMA-182 of the bytes moved, computed on the way while they are in cache,
+ * before cb runs with status 0.  Returns 0 (cb will be called) or -ENOMEM/-EINVAL (cb will not
+ * be called). */
 int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t port, int opcode,
 			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
-			 void *arg);
+			 void *arg, uint64_t *crc);
 
 #endif

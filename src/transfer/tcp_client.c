@@ -12,6 +12,11 @@
  * that unsent bytes never reach the peer late) and is reconnected by the next submit.
  * Completion callbacks are queued and run from a separate event, never from inside submit and
  * never while a lane is being walked.
+ *
+ * A transfer submitted with a crc pointer gets the CRC-64 of its bytes on the way: a WRITE
+ * slice's payload is checksummed at most MC_TCP_CRC_AHEAD bytes ahead of what the socket was
+ * given, so the kernel copies bytes the CRC just brought into cache; a READ slice's payload as
+ * each recv lands, while it is in cache.  Slices' values are combined in order at the end.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -24,6 +29,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -31,6 +37,7 @@
 
 #define MC_TCP_MAX_LANES 16
 #define MC_TCP_IOV 64
+#define MC_TCP_CRC_AHEAD (256u << 10)
 
 struct mc_xfer {
 	mc_xfer_done_fn cb;
@@ -38,6 +45,17 @@ struct mc_xfer {
 	uint32_t pending;
 	int status;
 	struct mc_xfer *next_done;
+	uint64_t *crc_out;	/* NULL: no CRC wanted */
+	uint64_t slice_size;	/* every slice's length but the last's */
+	uint32_t nslices;
+	uint64_t *slice_crc;	/* per slice, when there are several; else crc1 */
+	uint64_t crc1;
+	/* The request, kept while it waits for room on its peer's lanes (max_queued_bytes). */
+	struct mc_peer *peer;
+	struct mc_xfer *next_wait;
+	int opcode;
+	void *local;
+	uint64_t remote, len;
 };
 
 struct mc_slice {
@@ -51,6 +69,9 @@ struct mc_slice {
 	uint8_t status[8];
 	uint32_t status_got;
 	uint64_t recvd;		/* READ payload bytes received */
+	uint32_t idx;		/* its place in the transfer */
+	uint64_t crc;		/* CRC-64 of the payload's first crc_done bytes (crc wanted) */
+	uint64_t crc_done;
 };
 
 struct mc_peer;
@@ -69,6 +90,8 @@ struct mc_peer {
 	struct mc_tcp_client *c;
 	char host[256];
 	uint16_t port;
+	uint64_t queued;		/* bytes of transfers on its lanes, not yet ended */
+	struct mc_xfer *wait_head, *wait_tail;	/* past max_queued_bytes, in order */
 	struct mc_lane lanes[MC_TCP_MAX_LANES];
 };
 
@@ -82,6 +105,8 @@ struct mc_tcp_client {
 
 static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg);
 static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg);
+static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x);
+static void mc_peer_admit(struct mc_tcp_client *c, struct mc_peer *p);
 
 static uint64_t mc_env_u64(const char *name, uint64_t def)
 {
@@ -93,6 +118,26 @@ static uint64_t mc_env_u64(const char *name, uint64_t def)
 		return def;
 	x = strtoull(v, &end, 10);
 	return *end == '\0' && x > 0 ? x : def;
+}
+
+/* The whole transfer's CRC from its slices' (in order), into *crc_out, once all succeeded. */
+static void mc_xfer_fold_crc(struct mc_xfer *x)
+{
+	uint64_t crc;
+	uint32_t i;
+
+	if (x->crc_out == NULL || x->status)
+		return;
+	if (x->nslices <= 1) {
+		*x->crc_out = x->crc1;
+		return;
+	}
+	crc = x->slice_crc[0];
+	for (i = 1; i < x->nslices; i++)
+		crc = mc_crc64_combine(crc, x->slice_crc[i],
+				       i + 1 < x->nslices ? x->slice_size
+							  : x->len - (uint64_t)i * x->slice_size);
+	*x->crc_out = crc;
 }
 
 static void mc_xfer_finish(struct mc_tcp_client *c, struct mc_xfer *x)
@@ -116,9 +161,17 @@ static void mc_tcp_client_on_done(evutil_socket_t fd, short what, void *arg)
 	c->done_tail = &c->done_head;
 	while (x) {
 		struct mc_xfer *n = x->next_done;
+		struct mc_peer *p = x->peer;
 
+		if (p)
+			p->queued -= x->len;
+		mc_xfer_fold_crc(x);
 		x->cb(x->arg, x->status);
+		free(x->slice_crc);
 		free(x);
+		/* Its bytes are off the lanes: transfers waiting for room may go. */
+		if (p && p->wait_head)
+			mc_peer_admit(c, p);
 		x = n;
 	}
 }
@@ -129,6 +182,10 @@ static void mc_slice_complete(struct mc_tcp_client *c, struct mc_slice *s, int s
 
 	if (status)
 		x->status = MC_ERR_TRANSFER_FAIL;
+	else if (x->crc_out && x->nslices > 1)
+		x->slice_crc[s->idx] = s->crc;
+	else if (x->crc_out)
+		x->crc1 = s->crc;
 	if (--x->pending == 0)
 		mc_xfer_finish(c, x);
 	free(s);
@@ -240,8 +297,23 @@ static int mc_lane_send(struct mc_lane *l)
 				off = MC_TCP_HDR_LEN;
 			}
 			if (off < total) {
-				iov[n].iov_base = s->local + (off - MC_TCP_HDR_LEN);
-				iov[n++].iov_len = total - off;
+				uint64_t from = off - MC_TCP_HDR_LEN, upto = s->len;
+
+				if (s->x->crc_out) {
+					/* Checksum what goes out next, then hand the socket
+					 * no more than that. */
+					upto = from + MC_TCP_CRC_AHEAD < s->len ? from + MC_TCP_CRC_AHEAD
+										: s->len;
+					if (s->crc_done < upto) {
+						s->crc = mc_crc64(s->crc, s->local + s->crc_done,
+								  upto - s->crc_done);
+						s->crc_done = upto;
+					}
+				}
+				iov[n].iov_base = s->local + from;
+				iov[n++].iov_len = upto - from;
+				if (upto < s->len)
+					break;	/* the rest after this part is sent */
 			}
 			if (s->op == MC_XFER_WRITE && s->len > (256u << 10))
 				break;	/* big payloads go alone */
@@ -317,6 +389,8 @@ static int mc_lane_recv(struct mc_lane *l)
 			r = recv(l->fd, s->local + s->recvd, want > (1u << 30) ? (1u << 30) : want, 0);
 			if (r <= 0)
 				goto check;
+			if (s->x->crc_out)	/* while the bytes just landed are in cache */
+				s->crc = mc_crc64(s->crc, s->local + s->recvd, (size_t)r);
 			s->recvd += (uint64_t)r;
 			mc_lane_arm_timer(l);
 			if (s->recvd < s->len)
@@ -444,6 +518,8 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 		c->opts.connect_timeout_ms = 5000;
 	if (c->opts.io_timeout_ms == 0)
 		c->opts.io_timeout_ms = 30000;
+	if (c->opts.max_queued_bytes == 0)
+		c->opts.max_queued_bytes = mc_env_u64("MC_TCP_MAX_QUEUED_BYTES_PER_PEER", 0);
 	c->done_tail = &c->done_head;
 	c->ev_done = event_new(base, -1, 0, mc_tcp_client_on_done, c);
 	if (c->ev_done == NULL) {
@@ -456,12 +532,21 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 void mc_tcp_client_free(struct mc_tcp_client *c)
 {
 	struct mc_peer *p, *n;
+	struct mc_xfer *x;
 	unsigned i;
 
 	if (c == NULL)
 		return;
 	for (p = c->peers; p; p = n) {
+		struct mc_xfer *w;
+
 		n = p->next;
+		while ((w = p->wait_head) != NULL) {
+			p->wait_head = w->next_wait;
+			w->status = MC_ERR_TRANSFER_FAIL;
+			w->peer = NULL;
+			mc_xfer_finish(c, w);
+		}
 		for (i = 0; i < c->opts.lanes_per_peer; i++) {
 			struct mc_lane *l = &p->lanes[i];
 
@@ -472,6 +557,9 @@ void mc_tcp_client_free(struct mc_tcp_client *c)
 		}
 		free(p);
 	}
+	/* The peers are gone: their transfers end without touching them. */
+	for (x = c->done_head; x; x = x->next_done)
+		x->peer = NULL;
 	mc_tcp_client_on_done(-1, 0, c);
 	event_free(c->ev_done);
 	free(c);
@@ -479,12 +567,10 @@ void mc_tcp_client_free(struct mc_tcp_client *c)
 
 int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t port, int opcode,
 			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
-			 void *arg)
+			 void *arg, uint64_t *crc)
 {
 	struct mc_peer *p;
 	struct mc_xfer *x;
-	uint64_t off;
-	unsigned i;
 
 	if ((opcode != MC_XFER_READ && opcode != MC_XFER_WRITE) || cb == NULL ||
 	    (len && local == NULL))
@@ -497,11 +583,61 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 		return -ENOMEM;
 	x->cb = cb;
 	x->arg = arg;
+	x->crc_out = crc;
+	x->len = len;
+	x->slice_size = c->opts.slice_size;
 	if (len == 0) {
 		mc_xfer_finish(c, x);
 		return 0;
 	}
-	x->pending = (uint32_t)((len + c->opts.slice_size - 1) / c->opts.slice_size);
+	x->nslices = (uint32_t)((len + c->opts.slice_size - 1) / c->opts.slice_size);
+	if (crc && x->nslices > 1 && (x->slice_crc = calloc(x->nslices, sizeof(uint64_t))) == NULL) {
+		free(x);
+		return -ENOMEM;
+	}
+	x->peer = p;
+	x->opcode = opcode;
+	x->local = local;
+	x->remote = remote_addr;
+	x->len = len;
+	if (c->opts.max_queued_bytes && (p->wait_head || (p->queued &&
+	    p->queued + len > c->opts.max_queued_bytes))) {
+		if (p->wait_tail)
+			p->wait_tail->next_wait = x;
+		else
+			p->wait_head = x;
+		p->wait_tail = x;
+		return 0;
+	}
+	mc_xfer_enqueue(c, x);
+	return 0;
+}
+
+/* Admit p's waiting transfers, in order, while they fit under max_queued_bytes (the first
+ * always fits an empty queue). */
+static void mc_peer_admit(struct mc_tcp_client *c, struct mc_peer *p)
+{
+	struct mc_xfer *x;
+
+	while ((x = p->wait_head) != NULL &&
+	       (p->queued == 0 || p->queued + x->len <= c->opts.max_queued_bytes)) {
+		p->wait_head = x->next_wait;
+		if (p->wait_head == NULL)
+			p->wait_tail = NULL;
+		x->next_wait = NULL;
+		mc_xfer_enqueue(c, x);
+	}
+}
+
+/* Cut x into slices on the peer's least loaded lanes and start them. */
+static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x)
+{
+	struct mc_peer *p = x->peer;
+	uint64_t off, len = x->len;
+	unsigned i;
+
+	p->queued += len;
+	x->pending = x->nslices;
 	for (off = 0; off < len; off += c->opts.slice_size) {
 		uint64_t n = len - off < c->opts.slice_size ? len - off : c->opts.slice_size;
 		struct mc_slice *s = calloc(1, sizeof(*s));
@@ -514,18 +650,19 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 						 c->opts.slice_size);
 			if (x->pending == 0)
 				mc_xfer_finish(c, x);
-			return 0;
+			return;
 		}
 		for (i = 1; i < c->opts.lanes_per_peer; i++)
 			if (p->lanes[i].queued < l->queued)
 				l = &p->lanes[i];
 		s->x = x;
-		s->op = (uint8_t)opcode;
-		s->local = (uint8_t *)local + off;
+		s->idx = (uint32_t)(off / c->opts.slice_size);
+		s->op = (uint8_t)x->opcode;
+		s->local = (uint8_t *)x->local + off;
 		s->len = n;
 		mc_put_le64(s->hdr, n);
-		mc_put_le64(s->hdr + 8, remote_addr + off);
-		s->hdr[16] = (uint8_t)(opcode | 0x80);
+		mc_put_le64(s->hdr + 8, x->remote + off);
+		s->hdr[16] = (uint8_t)(x->opcode | 0x80);
 		if (l->tail)
 			l->tail->next = s;
 		else
@@ -543,5 +680,4 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 				mc_lane_arm_timer(l);
 		}
 	}
-	return 0;
 }

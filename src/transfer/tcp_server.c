@@ -11,8 +11,9 @@
  * A READ inside the registered file window (a client's SSD objects, memreg.h) never touches
  * the disk on the loop thread: the descriptor is opened when the header arrives (so a file
  * deleted during the read is still read to the end) and the loop sends the status; then one of
- * a small pool of worker threads (MC_FILE_WORKERS, started on the first such READ) sendfile()s
- * the payload from the file to the non-blocking socket until it is done or the socket is full,
+ * a small pool of worker threads (MC_NUM_TCP_IO_THREADS, default 4, started on the first such
+ * READ) sendfile()s the payload from the file to the non-blocking socket until it is done or
+ * the socket is full,
  * while the connection waits in SRV_FILE_WAIT.  A full socket hands the connection back to the
  * loop (SRV_FILE_WRITABLE) until it is writable again.  A cold read thus blocks a worker, never
  * the loop, and the bytes still go from the page cache to the socket without a copy.  Since a
@@ -43,7 +44,8 @@
 
 #define MC_DISCARD_BUF 65536
 #define MC_MAX_DISCARD (1ull << 40)
-#define MC_FILE_WORKERS 4
+#define MC_FILE_WORKERS 4		/* default; MC_NUM_TCP_IO_THREADS sets 1 .. MC_FILE_WORKERS_MAX */
+#define MC_FILE_WORKERS_MAX 64
 #define MC_FILE_STEP (1u << 30)	/* bytes per sendfile call */
 
 enum mc_srv_state {
@@ -83,7 +85,7 @@ struct mc_srv_conn {
 struct mc_file_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	pthread_t threads[MC_FILE_WORKERS];
+	pthread_t threads[MC_FILE_WORKERS_MAX];
 	int nthreads;
 	int stop;
 	struct mc_srv_conn *pending, *pending_tail, *done;
@@ -252,6 +254,21 @@ static void mc_file_pool_free(struct mc_file_pool *p)
 	free(p);
 }
 
+/* The tcp transport's I/O threads (upstream's MC_NUM_TCP_IO_THREADS): sockets are served by the
+ * loop, so its only threads are these, which send file-backed (SSD) objects; a value out of
+ * 1 .. MC_FILE_WORKERS_MAX keeps the default. */
+static int mc_file_workers(void)
+{
+	const char *v = getenv("MC_NUM_TCP_IO_THREADS");
+	char *end;
+	long n;
+
+	if (v == NULL || *v == '\0')
+		return MC_FILE_WORKERS;
+	n = strtol(v, &end, 10);
+	return *end == '\0' && n >= 1 && n <= MC_FILE_WORKERS_MAX ? (int)n : MC_FILE_WORKERS;
+}
+
 static struct mc_file_pool *mc_file_pool_new(struct event_base *base)
 {
 	struct mc_file_pool *p = calloc(1, sizeof(*p));
@@ -265,7 +282,7 @@ static struct mc_file_pool *mc_file_pool_new(struct event_base *base)
 		p->ev_done = event_new(base, p->efd, EV_READ | EV_PERSIST, mc_file_on_done, p);
 	if (p->ev_done == NULL || event_add(p->ev_done, NULL) != 0)
 		goto fail;
-	for (; p->nthreads < MC_FILE_WORKERS; p->nthreads++)
+	for (; p->nthreads < mc_file_workers(); p->nthreads++)
 		if (pthread_create(&p->threads[p->nthreads], NULL, mc_file_worker, p) != 0)
 			break;
 	if (p->nthreads == 0)

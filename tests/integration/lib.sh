@@ -42,6 +42,20 @@ for _ in range(200):
 PY
 }
 
+# mc_python ARGS...: python3 with the built package first on its path (and, in a sanitizer
+# build, the sanitizer runtimes loaded first, as the extension needs).  Exits 77 from the test
+# when the package was not built.
+mc_python() {
+	[ -f "$MC_BIN/pybuild/mooncake/_store.so" ] || { echo "# SKIP: Python package not built"; exit 77; }
+	if nm -D "$MC_BIN/pybuild/mooncake/_store.so" 2>/dev/null | grep -q __asan_init; then
+		LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
+			ASAN_OPTIONS="detect_leaks=0:abort_on_error=0" \
+			PYTHONPATH="$MC_BIN/pybuild${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"
+	else
+		PYTHONPATH="$MC_BIN/pybuild${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"
+	fi
+}
+
 # mc_wait_port PORT [SECONDS]: wait until something listens on 127.0.0.1:PORT.
 mc_wait_port() {
 	local port=$1 secs=${2:-20} i=0

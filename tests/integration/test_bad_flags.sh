@@ -38,7 +38,10 @@ run() {
 	while [ "$1" != "--" ]; do envs+=("$1"); shift; done
 	shift
 	local prog=$1; shift
-	env -u MOONCAKE_CONFIG_PATH -u MOONCAKE_MASTER -u MC_LOG_LEVEL "${envs[@]}" \
+	# The metadata service's default address is not a loopback one: allowed without a token
+	# here, so the rows check the flags alone (test_http_metadata.sh checks the refusal).
+	env -u MOONCAKE_CONFIG_PATH -u MOONCAKE_MASTER -u MC_LOG_LEVEL \
+		-u MC_METADATA_HTTP_TOKEN MC_METADATA_HTTP_ALLOW_INSECURE=1 "${envs[@]}" \
 		timeout 20 "$MC_BIN/$prog" "$@" >"$out" 2>"$err"
 }
 

@@ -7,7 +7,10 @@
 #  2. when the last replica is corrupt too the get answers -801 and the object is gone;
 #  3. bytes corrupted in flight (MC_TEST_FAULT=read_flip) are caught the same way;
 #  4. objects written without a checksum (an older writer, or the switch off) still read;
-#  5. an SSD owner does not offload an object whose bytes fail its checksum.
+#  5. an SSD owner does not offload an object whose bytes fail its checksum, nor promote one
+#     whose SSD copy fails it;
+#  6. ranged reads (get_into_ranges) are verified too: the whole object is read and checked, so
+#     a replica rotted outside the asked ranges is caught as well as one rotted inside them.
 # Corrupting another process's memory needs root (/proc/PID/map_files).
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "# skip: corrupting a client's memory needs root"; exit 77; }
@@ -52,14 +55,28 @@ check "the in-flight corruption was reported" "$(metric master_checksum_mismatch
 MOONCAKE_STORE_CHECKSUM=0 "$T" fill nock 4 65536 1 || rc=1
 "$T" verify nock 4 65536 || rc=1
 MOONCAKE_STORE_CHECKSUM=0 "$T" verify ck 4 1048576 1 || rc=1
+# 6. Ranged reads of a checksummed object: a replica rotted at byte 0 is caught although the
+# reader asked for ranges only, and the ranges come from the good replica; once no replica
+# verifies, every range answers -801.
+RG="$MC_TOP_SRCDIR/tests/integration/ranged_get.py $MC_MASTER"
+mc_python $RG put rg/0 1048576 2 || rc=1
+$CORRUPT "$MC_METRICS_PORT" rg/0 0 "$p1" "$p2" || rc=1
+before=$(metric master_checksum_mismatch_total)
+mc_python $RG ranges rg/0 1048576 ok || rc=1
+check "the ranged read reported the rotten replica" "$(metric master_checksum_mismatch_total)" \
+	$((before + 1))
+$CORRUPT "$MC_METRICS_PORT" rg/0 0 "$p1" "$p2" || rc=1
+mc_python $RG ranges rg/0 1048576 -801 || rc=1
+
 # 5. An SSD owner checks an object's bytes against its checksum before it offloads them: bytes
 # that rotted in memory (MC_TEST_FAULT=offload_flip, first offload) do not become an SSD copy.
 kill "$p1" "$p2"; wait "$p1" "$p2" 2>/dev/null
 kill "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
-mc_start_master --offload_on_evict --eviction_ratio=0.2 || { mc_dump_logs; exit 1; }
+mc_start_master --offload_on_evict --promotion_on_hit --eviction_ratio=0.2 \
+	|| { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 mkdir -p "$MC_TMP/ssd"
-MC_TEST_FAULT=offload_flip:flip:1 mc_start_client s1 16MB --enable_offload \
+MC_TEST_FAULT=offload_flip:flip:1,promote_flip:flip:1 mc_start_client s1 16MB --enable_offload \
 	--ssd_offload_path="$MC_TMP/ssd" --ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
 "$T" fill off 32 1048576 1 || rc=1
 mc_wait_log s1 "not offloaded" 20 && echo "ok - the rotten object was not offloaded" \
@@ -68,5 +85,11 @@ n=$(grep -c "not offloaded" "$MC_TMP/s1.log")
 check "exactly one offload refused" "$n" 1
 # The refused one stays in memory or is gone; none reads back wrong.
 "$T" verify off 32 1048576 1 || rc=1
+# Reads of SSD-only objects promote them: the first promotion's check against the object's
+# checksum fails (MC_TEST_FAULT=promote_flip), so that copy is dropped, not made a replica.
+"$T" verify off 32 1048576 2 >/dev/null
+mc_wait_log s1 "not promoted" 20 && echo "ok - a promotion whose bytes fail the checksum was refused" \
+	|| { echo "not ok - no promotion was refused"; rc=1; }
+"$T" verify off 32 1048576 2 || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

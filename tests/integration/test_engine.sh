@@ -38,6 +38,25 @@ if [ "$code" = 404 ] && [ "$code2" = 404 ]; then
 else
 	echo "not ok - descriptors left behind after shutdown ($code, $code2)"; rc=1
 fi
+# The same with the metadata service's bearer token (MC_METADATA_HTTP_TOKEN): the engines send
+# it, and a request without it is refused.
+PT=$(mc_free_port)
+MC_METADATA_HTTP_TOKEN=tok-engine mc_start metat "$MC_BIN/mooncake_http_metadata_server" \
+	--port="$PT" --host=127.0.0.1
+mc_wait_port "$PT" || { mc_dump_logs; exit 1; }
+http_put_tok() {
+	curl -sf -H "Authorization: Bearer tok-engine" -X PUT --data-binary "$2" \
+		"http://127.0.0.1:$PT/metadata?key=$1"
+}
+MC_METADATA_HTTP_TOKEN=tok-engine engines "http://127.0.0.1:$PT/metadata" http_put_tok
+if grep -q "refused with 401" "$MC_TMP/metat.log"; then
+	echo "not ok - engines with MC_METADATA_HTTP_TOKEN were refused"; rc=1
+elif [ "$(curl -s -o /dev/null -w '%{http_code}' -XPUT --data-binary x \
+	"http://127.0.0.1:$PT/metadata?key=x")" != 401 ]; then
+	echo "not ok - a request without the token is refused with 401"; rc=1
+else
+	echo "ok - engines send MC_METADATA_HTTP_TOKEN; a request without it is refused"
+fi
 # etcd's v3 JSON gateway (Debian's etcd-server), started here on loopback.
 if command -v etcd >/dev/null; then
 	EP=$(mc_free_port); EPP=$(mc_free_port)

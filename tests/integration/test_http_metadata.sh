@@ -75,7 +75,7 @@ t "a key of exactly --max_key_bytes is stored" 'is 200 "metadata updated" -XPUT 
 t "headers over the limit: 400, logged, server still answers" '[ "$(code -H "X-Big: $(head -c 20000 /dev/zero | tr "\0" a)" "$U/health")" = 400 ] && grep -q "request from 127.0.0.1:[0-9]* refused with \"400" "$MC_TMP/meta.log" && is 200 OK "$U/health"'
 t "refusals by our handlers are logged with the peer" 'grep -q "POST /metadata?key=x from 127.0.0.1:[0-9]* refused with 405" "$MC_TMP/meta.log" && grep -q "PUT mooncake/rpc_meta/h:1 from 127.0.0.1:[0-9]* refused with 400: Duplicate" "$MC_TMP/meta.log"'
 t "mutations are logged at debug level with the peer" 'grep -q "D .*metadata: PUT mooncake/ram/10.0.0.1:12345 (2 bytes) from 127.0.0.1:" "$MC_TMP/meta.log" && grep -q "D .*metadata: DELETE k1 (0 bytes) from 127.0.0.1:" "$MC_TMP/meta.log"'
-t "a new key past --max_keys: 503 with a message; replacing still works" 'for i in $(seq 1 1000); do echo "url = \"$U/metadata?key=lim/$i\""; echo "upload-file = \"/dev/null\""; echo "output = \"/dev/null\""; done > "$MC_TMP/put.cfg"; curl -s -K "$MC_TMP/put.cfg"; is 503 "metadata key limit (1000) reached" -XPUT --data-binary v "$U/metadata?key=one-more" && is 200 "metadata updated" -XPUT --data-binary w "$U/metadata?key=lim/1"'
+t "a new key past --max_keys: 507 metadata key budget exhausted; replacing still works" 'for i in $(seq 1 1000); do echo "url = \"$U/metadata?key=lim/$i\""; echo "upload-file = \"/dev/null\""; echo "output = \"/dev/null\""; done > "$MC_TMP/put.cfg"; curl -s -K "$MC_TMP/put.cfg"; is 507 "metadata key budget exhausted" -XPUT --data-binary v "$U/metadata?key=one-more" && is 200 "metadata updated" -XPUT --data-binary w "$U/metadata?key=lim/1"'
 t "a DELETE makes room again" 'is 200 "metadata deleted" -XDELETE "$U/metadata?key=lim/1" && is 200 "metadata updated" -XPUT --data-binary v "$U/metadata?key=one-more"'
 t "a second daemon on the same port exits with status 1" '"$D" --host=127.0.0.1 --port="$P" >"$MC_TMP/busy.log" 2>&1; [ $? = 1 ] && grep -q "cannot listen on 127.0.0.1:$P" "$MC_TMP/busy.log"'
 t "SIGTERM: clean shutdown, exit status 0" 'kill -TERM "$META_PID"; wait "$META_PID"; [ $? = 0 ] && grep -q "signal 15: shutting down" "$MC_TMP/meta.log"'
@@ -88,8 +88,38 @@ t "an unknown flag: exit status 2 with a message" '[ "$(st --bogus)" = 2 ] && gr
 t "bad values: exit status 2" '[ "$(st --port=99999)" = 2 ] && [ "$(st --port=abc)" = 2 ] && [ "$(st --max_keys=0)" = 2 ] && [ "$(st --max_value_bytes=lots)" = 2 ]'
 t "a bad --log-level: exit status 2" '[ "$(st --log-level=LOUD)" = 2 ] && grep -q "LOUD. for --log-level .expected one of INFO, DEBUG, WARNING, WARN, ERROR" "$MC_TMP/err"'
 t "a flag without its value, a stray argument: exit status 2" '[ "$(st --port)" = 2 ] && [ "$(st stray)" = 2 ]'
-t "--help lists every flag with its default" '[ "$(st --help)" = 0 ] && grep -q -- "--port=<int>.*(default: 8080)" "$MC_TMP/out" && grep -q -- "--host=<host>.*(default: 0.0.0.0)" "$MC_TMP/out" && grep -q -- "--log-level=.*(default: INFO)" "$MC_TMP/out" && grep -q -- "--max_key_bytes=.*(default: 1024)" "$MC_TMP/out" && grep -q -- "--max_value_bytes=.*(default: 16MB)" "$MC_TMP/out" && grep -q -- "--max_keys=.*(default: 1000000)" "$MC_TMP/out" && grep -q -- "--help" "$MC_TMP/out" && grep -q -- "--version" "$MC_TMP/out"'
+t "--help lists every flag with its default" '[ "$(st --help)" = 0 ] && grep -q -- "--port=<int>.*(default: 8080)" "$MC_TMP/out" && grep -q -- "--host=<host>.*(default: 0.0.0.0)" "$MC_TMP/out" && grep -q -- "--log-level=.*(default: INFO)" "$MC_TMP/out" && grep -q -- "--max_key_bytes=.*(default: 1024)" "$MC_TMP/out" && grep -q -- "--max_value_bytes=.*(default: 1MB)" "$MC_TMP/out" && grep -q -- "--max_keys=.*(default: 65536)" "$MC_TMP/out" && grep -q -- "--help" "$MC_TMP/out" && grep -q -- "--version" "$MC_TMP/out"'
 t "--version prints the version" '[ "$(st --version)" = 0 ] && grep -q "^mooncake_http_metadata_server [0-9]" "$MC_TMP/out"'
+
+# ---- upstream 0.3.14's token, limits and bind rule --------------------------------------------
+TOK=s3cret-$RANDOM
+t "without a token a non-loopback bind refuses to start, naming the variables" '[ "$(env -u MC_METADATA_HTTP_TOKEN "$D" --host=0.0.0.0 --port=0 --check_config 2>"$MC_TMP/err" >/dev/null; echo $?)" = 2 ] && grep -q "MC_METADATA_HTTP_TOKEN.*MC_METADATA_HTTP_ALLOW_INSECURE=1" "$MC_TMP/err"'
+t "MC_METADATA_HTTP_ALLOW_INSECURE=1 or a token lets it bind every address" 'MC_METADATA_HTTP_ALLOW_INSECURE=1 "$D" --host=0.0.0.0 --check_config >/dev/null && MC_METADATA_HTTP_TOKEN=x "$D" --host=0.0.0.0 --check_config >/dev/null'
+t "the master refuses --enable_http_metadata_server on every address without a token" '[ "$(env -u MC_METADATA_HTTP_TOKEN "$MC_BIN/mooncake_master" --enable_http_metadata_server --check_config 2>"$MC_TMP/err" >/dev/null; echo $?)" = 2 ] && grep -q "MC_METADATA_HTTP_TOKEN" "$MC_TMP/err" && MC_METADATA_HTTP_TOKEN=x "$MC_BIN/mooncake_master" --enable_http_metadata_server --check_config >/dev/null'
+MC_METADATA_HTTP_TOKEN=$TOK MC_METADATA_MAX_BODY_BYTES=1000 MC_METADATA_MAX_TOTAL_BYTES=2500 \
+	meta_start tok || { mc_dump_logs; exit 1; }
+UT="http://127.0.0.1:$P"
+AUTH="Authorization: Bearer $TOK"
+t "without the token: 401 Unauthorized, with WWW-Authenticate: Bearer" 'is 401 Unauthorized -XPUT --data-binary v "$UT/metadata?key=t1" && is 401 Unauthorized "$UT/metadata?key=t1" && is 401 Unauthorized -XDELETE "$UT/metadata?key=t1" && curl -s -D - -o /dev/null "$UT/metadata?key=t1" | grep -qi "^www-authenticate: Bearer"'
+t "a wrong or malformed token: 401" 'is 401 Unauthorized -H "Authorization: Bearer ${TOK}x" "$UT/metadata?key=t1" && is 401 Unauthorized -H "Authorization: Bearer ${TOK%?}" "$UT/metadata?key=t1" && is 401 Unauthorized -H "Authorization: $TOK" "$UT/metadata?key=t1" && is 401 Unauthorized -H "Authorization: Basic $TOK" "$UT/metadata?key=t1"'
+t "with the token every operation works; /health needs none" 'is 200 "metadata updated" -H "$AUTH" -XPUT --data-binary v "$UT/metadata?key=t1" && is 200 v -H "$AUTH" "$UT/metadata?key=t1" && is 200 "metadata deleted" -H "$AUTH" -XDELETE "$UT/metadata?key=t1" && is 200 OK "$UT/health"'
+t "refused tokens are logged with the peer" 'grep -q "GET /metadata?key=t1 from 127.0.0.1:[0-9]* refused with 401" "$MC_TMP/tok.log"'
+t "MC_METADATA_MAX_BODY_BYTES: a larger body is 413" '[ "$(code -H "$AUTH" -XPUT --data-binary @"$MC_TMP/2m" "$UT/metadata?key=big")" = 413 ] && head -c 1000 /dev/zero > "$MC_TMP/1k" && is 200 "metadata updated" -H "$AUTH" -XPUT --data-binary @"$MC_TMP/1k" "$UT/metadata?key=b1"'
+t "MC_METADATA_MAX_TOTAL_BYTES: past the byte budget 507, a DELETE makes room" 'is 200 "metadata updated" -H "$AUTH" -XPUT --data-binary @"$MC_TMP/1k" "$UT/metadata?key=b2" && is 507 "metadata byte budget exhausted" -H "$AUTH" -XPUT --data-binary @"$MC_TMP/1k" "$UT/metadata?key=b3" && is 200 "metadata deleted" -H "$AUTH" -XDELETE "$UT/metadata?key=b1" && is 200 "metadata updated" -H "$AUTH" -XPUT --data-binary @"$MC_TMP/1k" "$UT/metadata?key=b3"'
+t "an rpc_meta re-PUT of the same value: 200 metadata unchanged" 'is 200 "metadata updated" -H "$AUTH" -XPUT --data-binary r "$UT/metadata?key=mooncake/rpc_meta/x:1" && is 200 "metadata unchanged" -H "$AUTH" -XPUT --data-binary r "$UT/metadata?key=mooncake/rpc_meta/x:1"'
+# Our clients send the token: a mooncake_client publishes its descriptor, an engine's peers
+# fetch it (test_engine.sh runs the engines with a token too).
+if [ -x "$MC_BIN/mooncake_master" ]; then
+	MC_METADATA_HTTP_TOKEN=$TOK meta_start tok2 || { mc_dump_logs; exit 1; }
+	UT="http://127.0.0.1:$P"
+	mc_start_master || { mc_dump_logs; exit 1; }
+	MC_METADATA_HTTP_TOKEN=$TOK \
+		mc_start_client tokcl 16MB --metadata_server="$UT/metadata" || { mc_dump_logs; exit 1; }
+	tseg=$(grep -o 'serving segment 127.0.0.1:[0-9]*' "$MC_TMP/tokcl.log" | awk '{print $3}')
+	mc_wait_until 10 "the client's descriptor to be published" \
+		eval '[ "$(code -H "$AUTH" "$UT/metadata?key=mooncake/ram/$tseg")" = 200 ]'
+	t "mooncake_client publishes its descriptor with the token" '[ "$(code -H "$AUTH" "$UT/metadata?key=mooncake/ram/$tseg")" = 200 ] && ! grep -q "refused with 401" "$MC_TMP/tok2.log"'
+fi
 
 # ---- the same protocol, embedded in the master ----------------------------------------------
 if [ -x "$MC_BIN/mooncake_master" ]; then

@@ -27,96 +27,19 @@
 #include "tap.h"
 #include "transfer/nic_topo.h"
 #include "verbs_fake.h"
+#include "master_proc.h"
 
 #define BIG (4u << 20)
 
 static char root[128];
-static pid_t master = -1;
-static int http_port = -1;
-
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
-static int port_open(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0), r;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	r = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return r;
-}
-
-/* mooncake_master on 127.0.0.1:port; 0 once it listens. */
-static int start_master(int port)
-{
-	const char *top = getenv("MC_TOP_BUILDDIR");
-	char bin[1024], rpc[32], metrics[32];
-	int i;
-
-	snprintf(bin, sizeof(bin), "%s/mooncake_master", top && *top ? top : ".");
-	snprintf(rpc, sizeof(rpc), "--rpc_port=%d", port);
-	http_port = free_port();
-	snprintf(metrics, sizeof(metrics), "--metrics_port=%d", http_port);
-	master = fork();
-	if (master == 0) {
-		execl(bin, bin, "--rpc_address=127.0.0.1", rpc, metrics, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; master > 0 && i < 200; i++) {
-		if (port_open(port))
-			return 0;
-		usleep(50000);
-	}
-	return -1;
-}
-
-static void stop_master(void)
-{
-	if (master > 0) {
-		kill(master, SIGTERM);
-		waitpid(master, NULL, 0);
-	}
-	master = -1;
-}
 
 /* The "protocol" the master's admin HTTP shows for segment name (NULL if not found). */
 static char *segment_protocol(const char *name)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)http_port) };
-	static const char req[] = "GET /get_segments_detail HTTP/1.0\r\n\r\n";
-	static char buf[65536];
-	char *out = NULL, *body;
-	size_t n = 0, i;
-	ssize_t r;
-	json_t *j = NULL, *segs;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	json_t *j = mp_admin_json("/get_segments_detail"), *segs = json_object_get(j, "segments");
+	char *out = NULL;
+	size_t i;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
-		goto out;
-	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
-		n += (size_t)r;
-	buf[n] = '\0';
-	body = strstr(buf, "\r\n\r\n");
-	if (body == NULL || (j = json_loads(body + 4, 0, NULL)) == NULL)
-		goto out;
-	segs = json_object_get(j, "segments");
 	for (i = 0; i < json_array_size(segs); i++) {
 		json_t *s = json_array_get(segs, i);
 		const char *sn = json_string_value(json_object_get(s, "segment_name"));
@@ -127,10 +50,7 @@ static char *segment_protocol(const char *name)
 			break;
 		}
 	}
-out:
 	json_decref(j);
-	if (fd >= 0)
-		close(fd);
 	return out;
 }
 
@@ -214,10 +134,10 @@ int main(void)
 	vf_reset(2);
 	mc_te_rdma_set_verbs(vf_ops());
 
-	port = free_port();
-	if (port <= 0 || start_master(port)) {
+	port = mp_free_port();
+	if (port <= 0 || mp_start_master(port, NULL)) {
 		printf("1..0 # SKIP no mooncake_master\n");
-		stop_master();
+		mp_stop_master();
 		return 77;
 	}
 	snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%d", port);
@@ -311,7 +231,7 @@ out:
 	mooncake_store_destroy(b);
 	mooncake_store_destroy(c);
 	is(vf_live(), 0, "every fake verbs object released (%d left)", vf_live());
-	stop_master();
+	mp_stop_master();
 	mc_te_rdma_set_verbs(NULL);
 	tap_rmtree(root);
 	free(src);

@@ -49,9 +49,11 @@ class Cluster:
                                     "--port=%d" % cport, "--master_server_address=" + self.master,
                                     "--metadata_server=P2PHANDSHAKE",
                                     "--global_segment_size=256MB"])
-        # Up once its first ping was answered NEED_REMOUNT and it re-mounted its segment.
+        # Up once its first ping was answered NEED_REMOUNT and it re-mounted its segment, and
+        # it answers setup_dummy (it starts listening for that after its set-up).
         end = time.time() + 20
-        while "segments re-mounted" not in open(log).read():
+        while not all(line in open(log).read()
+                      for line in ("segments re-mounted", "serving dummy clients")):
             if time.time() > end:
                 raise RuntimeError("mooncake_client did not start (see %s)" % log)
             time.sleep(0.05)

@@ -231,12 +231,14 @@ static void hn_submit_on_loop(void *arg)
 
 /* One transfer from side i, waited for (10 s at most).  Returns the submit error, the
  * completion status, or -ETIMEDOUT. */
-static int hn_xfer(int i, int op, void *local, uint64_t remote, uint64_t len,
-		   struct mc_rdma_peer *peer)
+/* One request from side i, its local NIC chosen by nic_hint first (NULL: by the matrix). */
+static int hn_xfer_hint(int i, int op, void *local, uint64_t remote, uint64_t len,
+			struct mc_rdma_peer *peer, const char *nic_hint)
 {
 	struct hn_xfer t = { .s = &hn_sides[i] };
 	int st = 0;
 
+	t.x.nic_hint = nic_hint;
 	t.x.opcode = op;
 	t.x.local = local;
 	t.x.remote = remote;
@@ -249,6 +251,12 @@ static int hn_xfer(int i, int op, void *local, uint64_t remote, uint64_t len,
 	if (hn_wait_for(&t.w, 10, &st))
 		return -ETIMEDOUT;
 	return st;
+}
+
+static int hn_xfer(int i, int op, void *local, uint64_t remote, uint64_t len,
+		   struct mc_rdma_peer *peer)
+{
+	return hn_xfer_hint(i, op, local, remote, len, peer, NULL);
 }
 
 struct hn_stats {

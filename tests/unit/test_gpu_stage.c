@@ -17,92 +17,14 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "common/crc64.h"
 #include "engine/te_gpu.h"
 #include "mooncake/transfer_engine_c.h"
 #include "tap.h"
 #include "te_wait.h"
 
 #define DEVLEN (40u << 20)
-
-static uint8_t *dev;			/* the fake device memory */
-static int n_alloc, n_free, n_d2h, n_h2d, queued, max_queued, fail_copy_at, n_copies;
-
-struct fake_op {
-	void *dst;
-	const void *src;
-	size_t len;
-};
-
-struct fake_stream {
-	struct fake_op ops[16];
-	int n;
-	int failed;
-};
-
-static int f_is_device(const void *p)
-{
-	return (const uint8_t *)p >= dev && (const uint8_t *)p < dev + DEVLEN;
-}
-
-static int f_host_alloc(void **p, size_t len)
-{
-	*p = malloc(len);
-	n_alloc += *p != NULL;
-	return *p ? 0 : -ENOMEM;
-}
-
-static void f_host_free(void *p)
-{
-	n_free++;
-	free(p);
-}
-
-static int f_stream_create(void **s)
-{
-	*s = calloc(1, sizeof(struct fake_stream));
-	return *s ? 0 : -ENOMEM;
-}
-
-static void f_stream_destroy(void *s)
-{
-	free(s);
-}
-
-static int f_memcpy_async(void *dst, const void *src, size_t len, enum mc_gpu_kind kind, void *s)
-{
-	struct fake_stream *st = s;
-
-	if (++n_copies == fail_copy_at)
-		return -EIO;
-	if ((kind == MC_GPU_D2H && (!f_is_device(src) || f_is_device(dst))) ||
-	    (kind == MC_GPU_H2D && (f_is_device(src) || !f_is_device(dst))) || st->n == 16)
-		st->failed = 1;
-	else
-		st->ops[st->n++] = (struct fake_op){ dst, src, len };
-	n_d2h += kind == MC_GPU_D2H;
-	n_h2d += kind == MC_GPU_H2D;
-	if (++queued > max_queued)
-		max_queued = queued;
-	return 0;
-}
-
-static int f_stream_sync(void *s)
-{
-	struct fake_stream *st = s;
-	int i, failed = st->failed;
-
-	for (i = 0; i < st->n; i++)
-		memmove(st->ops[i].dst, st->ops[i].src, st->ops[i].len);
-	queued -= st->n;
-	st->n = 0;
-	st->failed = 0;
-	return failed ? -EIO : 0;
-}
-
-static const struct mc_gpu_ops fake = {
-	f_is_device, f_host_alloc, f_host_free, f_stream_create, f_stream_destroy,
-	f_memcpy_async, f_stream_sync,
-};
+#include "gpu_fake.h"
 
 /* The double's transport: a peer buffer, chunks moved when waited for. */
 struct fake_io {
@@ -163,7 +85,7 @@ static void stage_matrix(void)
 	static const uint64_t lens[] = { 1, 4095, 4096, 4097, 3 * 4096, 10 * 4096 + 123 };
 	uint8_t *peer = malloc(DEVLEN);
 	unsigned k, li, dir;
-	int bad = 0, viol = 0, maxq = 0, maxinf_send = 0, maxinf_recv = 0;
+	int bad = 0, viol = 0, maxq = 0, maxinf_send = 0, maxinf_recv = 0, badcrc = 0;
 
 	for (k = 2; k <= 4; k++)
 		for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
@@ -171,7 +93,7 @@ static void stage_matrix(void)
 				struct mc_gpu_stager s;
 				struct fake_io io = { .peer = peer, .to_gpu = (int)dir };
 				struct mc_gpu_io gio = { &io, io_start, io_wait };
-				uint64_t len = lens[li];
+				uint64_t len = lens[li], crc = 1;
 
 				if (mc_gpu_stager_init(&s, &fake, k, 4096)) {
 					bad++;
@@ -180,11 +102,14 @@ static void stage_matrix(void)
 				fill(dev + 7, len, k * 100 + li);
 				fill(peer, len, k * 100 + li + 50);
 				max_queued = 0;
-				if (mc_gpu_stage(&s, (int)dir, dev + 7, len, &gio) != 0)
+				if (mc_gpu_stage(&s, (int)dir, dev + 7, len, &gio, &crc) != 0)
 					bad++;
 				/* device dev + 7 + off <-> peer + off */
 				if (dir == 0 ? memcmp(peer, dev + 7, len) : memcmp(dev + 7, peer, len))
 					bad++;
+				/* The CRC taken from the pinned chunks is that of the bytes moved. */
+				if (crc != mc_crc64(0, peer, len))
+					badcrc++;
 				viol += io.violations + (io.inflight != 0) + (queued != 0);
 				if (max_queued > maxq)
 					maxq = max_queued;
@@ -196,6 +121,8 @@ static void stage_matrix(void)
 			}
 	is(bad, 0, "staging both ways with 2-4 chunks of 4 KiB, lengths 1 B .. 10 chunks + 123, "
 		     "moves every byte (%d bad)", bad);
+	is(badcrc, 0, "the CRC-64 computed on the pinned chunks on the way is the bytes' CRC, "
+		      "both ways, every length (%d differ)", badcrc);
 	is(viol, 0, "no chunk is reused or waited for out of turn, nothing left in flight (%d)",
 	   viol);
 	ok(maxq <= 4 && maxq >= 2, "at most k copies queued at once (max %d)", maxq);
@@ -218,7 +145,7 @@ static void stage_errors(void)
 		int rc;
 
 		mc_gpu_stager_init(&s, &fake, 3, 4096);
-		rc = mc_gpu_stage(&s, dir, dev, 20 * 4096, &gio);
+		rc = mc_gpu_stage(&s, dir, dev, 20 * 4096, &gio, NULL);
 		ok(rc == -ECONNRESET && io.inflight == 0 && queued == 0 && io.violations == 0,
 		   "%s: a transport failing on chunk 3 fails the request with nothing left in flight",
 		   dir ? "receive" : "send");
@@ -232,7 +159,7 @@ static void stage_errors(void)
 		mc_gpu_stager_init(&s, &fake, 3, 4096);
 		n_copies = 0;
 		fail_copy_at = 4;
-		rc = mc_gpu_stage(&s, dir, dev, 20 * 4096, &gio);
+		rc = mc_gpu_stage(&s, dir, dev, 20 * 4096, &gio, NULL);
 		fail_copy_at = 0;
 		ok(rc == -EIO && io.inflight == 0 && queued == 0 && io.violations == 0,
 		   "%s: a failing GPU copy fails the request with nothing left in flight",

@@ -81,8 +81,10 @@ static void test_table(void)
 	size_t n, i, j;
 	int names_ok = 1, metrics_ok = 1, index_ok = 1;
 
+#define MC_OP_COUNT_ONE(...) +1
 	ops = mc_master_ops(&n);
-	is(n, 38, "the table has the 38 operations of rpc_ops.h");
+	is(n, 0 MC_RPC_OPS(MC_OP_COUNT_ONE), "the table has every operation of rpc_ops.h");
+#undef MC_OP_COUNT_ONE
 	for (i = 0; i < n; i++) {
 		index_ok &= mc_master_op_get(ops[i].opcode) == &ops[i] && ops[i].handle != NULL;
 		names_ok &= !strcmp(ops[i].name, mc_rpc_op_name(ops[i].opcode));

@@ -246,6 +246,28 @@ static void test_striping(void)
 	   vf_qps_in(IBV_QPS_RTS));
 }
 
+/* nic_hint: the request's slices go through the named local NIC; an unknown name leaves the
+ * choice to the matrix. */
+static void test_nic_hint(void)
+{
+	unsigned long long a0 = vf_bytes(0), a1 = vf_bytes(1);
+
+	fill(abuf, 4u << 20, 5);
+	ok(hn_xfer_hint(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 4u << 20, pb, "vf1") ==
+			   0 && memcmp(abuf, bbuf, 4u << 20) == 0,
+	   "4 MiB write with nic_hint vf1");
+	a0 = vf_bytes(0) - a0;
+	a1 = vf_bytes(1) - a1;
+	ok(a0 == 0 && a1 == 4u << 20, "all of it went over vf1 (%llu + %llu bytes)", a0, a1);
+	a0 = vf_bytes(0);
+	a1 = vf_bytes(1);
+	fill(abuf, 4u << 20, 6);
+	ok(hn_xfer_hint(0, MC_RDMA_WRITE, abuf, (uint64_t)(uintptr_t)bbuf, 4u << 20, pb, "mlx9") ==
+			   0 && memcmp(abuf, bbuf, 4u << 20) == 0 && vf_bytes(0) > a0 &&
+		   vf_bytes(1) > a1,
+	   "an unknown nic_hint stripes over both NICs as before");
+}
+
 static void bad_rkey(json_t *d)
 {
 	json_t *b, *k;
@@ -707,6 +729,7 @@ int main(void)
 
 	test_sizes();
 	test_striping();
+	test_nic_hint();
 	test_refusals();
 	test_retry();
 	test_many();

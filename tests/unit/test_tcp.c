@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/crc64.h"
 #include "common/errcode.h"
 #include "reactor/loop_thread.h"
 #include "tap.h"
@@ -34,6 +35,8 @@ struct op {
 	int status;
 	struct mc_waiter w;
 	uint16_t port;
+	int want_crc;		/* ask for the CRC-64 of the bytes moved, into crc */
+	uint64_t crc;
 };
 
 static void op_done(void *arg, int status)
@@ -48,7 +51,7 @@ static void op_submit(void *arg)
 	struct op *o = arg;
 
 	if (mc_tcp_client_submit(cli, "127.0.0.1", o->port, o->opcode, o->local, o->remote, o->len,
-				 op_done, o) != 0)
+				 op_done, o, o->want_crc ? &o->crc : NULL) != 0)
 		mc_waiter_signal(&o->w, -EINVAL);
 }
 
@@ -133,6 +136,15 @@ static void cli_new(void *arg)
 static void cli_new_short(void *arg)
 {
 	struct mc_tcp_client_opts o = { .connect_timeout_ms = 300, .io_timeout_ms = 300 };
+
+	cli = mc_tcp_client_new(mc_loop_thread_base(cli_lt), &o);
+	mc_waiter_signal(arg, 0);
+}
+
+/* A client whose peers take at most 1 MiB of transfers at once (the rest wait). */
+static void cli_new_bounded(void *arg)
+{
+	struct mc_tcp_client_opts o = { .max_queued_bytes = 1u << 20 };
 
 	cli = mc_tcp_client_new(mc_loop_thread_base(cli_lt), &o);
 	mc_waiter_signal(arg, 0);
@@ -272,6 +284,35 @@ int main(int argc, char **argv)
 	}
 	is(xfer(MC_XFER_WRITE, local, remote, 0), 0, "a zero-byte transfer completes");
 
+	/* CRC-64 on the way: sizes below, across and far past the read-ahead and the 4 MiB slices
+	 * (split over both lanes), both directions, all in flight at once. */
+	{
+		static const uint64_t crc_sizes[] = { 1, 4095, 300000, (1u << 20) + 7,
+						      (9u << 20) + 3 };
+		struct op ops[10];
+		uint64_t at = 0;
+		int badcrc = 0;
+
+		memset(ops, 0, sizeof(ops));
+		fill(local, 24u << 20, 21);
+		fill(remote, 24u << 20, 22);
+		for (i = 0; i < 10; i++) {
+			ops[i].opcode = i % 2 ? MC_XFER_READ : MC_XFER_WRITE;
+			ops[i].local = local + at;
+			ops[i].remote = (uint64_t)(uintptr_t)remote + at;
+			ops[i].len = crc_sizes[i / 2];
+			ops[i].want_crc = 1;
+			ops[i].crc = 0x5a5a;
+			at += ops[i].len + 13;
+		}
+		is(run_ops(ops, 10), 0, "transfers asking for their CRC succeed");
+		for (i = 0; i < 10; i++)
+			badcrc += ops[i].crc != mc_crc64(0, ops[i].local, ops[i].len) ||
+				  memcmp(ops[i].local, (void *)(uintptr_t)ops[i].remote, ops[i].len);
+		is(badcrc, 0, "each got the CRC-64 of exactly its bytes, written and read, 1 B to 9 MiB "
+			      "(%d wrong)", badcrc);
+	}
+
 	/* Many transfers in flight at once, mixed directions on disjoint ranges. */
 	{
 		struct op ops[200];
@@ -290,6 +331,42 @@ int main(int argc, char **argv)
 		for (i = 0; i < 200; i++)
 			bad += memcmp(local + i * chunk, remote + i * chunk, chunk - (i % 7)) != 0;
 		is(bad, 0, "and every range matches");
+	}
+
+	/* max_queued_bytes (MC_TCP_MAX_QUEUED_BYTES_PER_PEER): 64 transfers of 256 KiB and one of
+	 * 4 MiB (larger than the bound: it goes alone) through a client that lets 1 MiB onto a
+	 * peer's lanes at once; every one completes and lands. */
+	{
+		struct op ops[65];
+		size_t chunk = 256u << 10;
+
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_free, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_new_bounded, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		fill(local, big, 21);
+		memset(remote, 0, big);
+		for (i = 0; i < 65; i++) {
+			memset(&ops[i], 0, sizeof(ops[i]));
+			ops[i].opcode = MC_XFER_WRITE;
+			ops[i].local = local + i * chunk;
+			ops[i].remote = (uint64_t)(uintptr_t)remote + i * chunk;
+			ops[i].len = i == 64 ? 4u << 20 : chunk;
+		}
+		is(run_ops(ops, 65), 0, "transfers past max_queued_bytes wait their turn and succeed");
+		ok(!memcmp(local, remote, 64 * chunk + (4u << 20)), "and every byte lands");
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_free, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
+		mc_waiter_init(&w);
+		mc_loop_thread_call(cli_lt, cli_new, &w);
+		mc_waiter_wait(&w);
+		mc_waiter_fini(&w);
 	}
 
 	/* Refused ranges keep the connection usable. */

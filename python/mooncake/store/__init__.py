@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """mooncake.store: upstream-compatible store API over the C extension mooncake._store.
 
-The methods that move data are implemented in C (mooncake/_store); this module adds what is
-naturally Python: the dict form of setup(), ReplicateConfig and the enums, replica descriptor
-objects, NUMA binding and the host-memory allocator.
+A package, as upstream 0.3.14 lays it out (mooncake/store/__init__.py over the native
+mooncake._store).  The methods that move data are implemented in C (mooncake/_store); this
+module adds what is naturally Python: the dict form of setup(), ReplicateConfig and the enums,
+replica descriptor objects, NUMA binding and the host-memory allocator.
+
+MOONCAKE_STORE_BACKEND selects the implementation as upstream's does: "cpp" (the default) is
+this one; upstream's Rust store ("rs") is not part of this build and is refused on import.
 """
 import ctypes
 import logging
@@ -12,14 +16,23 @@ import re
 import threading
 from enum import IntEnum
 
-from mooncake import _store
-from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,
+_BACKEND = os.environ.get("MOONCAKE_STORE_BACKEND", "cpp")
+if _BACKEND == "rs":
+    raise ImportError("MOONCAKE_STORE_BACKEND='rs': upstream's Rust store backend is not part "
+                      "of this build; unset it or use 'cpp'")
+if _BACKEND != "cpp":
+    raise ValueError("MOONCAKE_STORE_BACKEND must be exactly 'cpp' or 'rs'; got %r" % _BACKEND)
+
+from mooncake import _store  # noqa: E402
+from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,  # noqa: E402
                                   RegisteredBufferLease)
 
 BufferHandle = _store.BufferHandle
+RangedReadSnapshot = _store.RangedReadSnapshot
 _log = logging.getLogger(__name__)
 
-__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
+__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ExistOptions", "RangedReadSnapshot",
+           "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
            "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
            "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
@@ -68,6 +81,23 @@ class ReplicateConfig:
     host_id = ""
     group_ids = None
 
+    # Fields 0.3.14 added.  preferred_hca_names / per_key_preferred_hca_names (the latter one
+    # list per key of a batch put): over rdma the first name is the local NIC this client moves
+    # the put's bytes through first.  residency_affinity_ids and session_ids hold one id per key
+    # of the put (another count is -600, as upstream's); nothing here places by them (see
+    # libmooncake(3)).
+    _LIST_FIELDS = ("preferred_hca_names", "residency_affinity_ids", "session_ids")
+
+    def __setattr__(self, name, value):
+        if name in ReplicateConfig._LIST_FIELDS:
+            value = _str_list(name, value)
+        elif name == "per_key_preferred_hca_names" and value is not None:
+            if not isinstance(value, (list, tuple)):
+                raise TypeError("per_key_preferred_hca_names must be a list of lists of str "
+                                "or None")
+            value = [_str_list(name, v) for v in value]
+        object.__setattr__(self, name, value)
+
     def __init__(self):
         self.replica_num = 1
         self.nof_replica_num = 0
@@ -82,6 +112,10 @@ class ReplicateConfig:
         self.data_type = ObjectDataType.UNKNOWN
         self.host_id = ""
         self.group_ids = None
+        self.preferred_hca_names = None
+        self.per_key_preferred_hca_names = None
+        self.residency_affinity_ids = None
+        self.session_ids = None
 
     @property
     def soft_pin_ttl_ms(self):
@@ -117,6 +151,36 @@ class ReplicateConfig:
 
 # ReplicateConfig.soft_pin_ttl_ms is a property; keep the class-level default visible too.
 ReplicateConfig.group_ids = None
+
+
+def _str_list(name, value):
+    """None or a list of str (a tuple is taken too), as upstream's Optional[list[str]]."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TypeError("%s must be a list of str or None" % name)
+    return list(value)
+
+
+class ExistOptions:
+    """Options of is_exist / batch_is_exist.  prefetch_to_memory: with the client's
+    enable_ssd_prefetch, keys only an SSD holds are asked back into memory (best effort, in
+    the background) so that the get that follows a lookup reads memory."""
+
+    def __init__(self):
+        self.prefetch_to_memory = False
+
+    def __setattr__(self, name, value):
+        if name != "prefetch_to_memory":
+            raise AttributeError("ExistOptions has no attribute %r" % name)
+        if not isinstance(value, bool):
+            raise TypeError("prefetch_to_memory must be a bool")
+        object.__setattr__(self, name, value)
+
+    def __str__(self):
+        return "ExistOptions: { prefetch_to_memory: %d }" % self.prefetch_to_memory
+
+    __repr__ = __str__
 
 
 class BufferDescriptor:
@@ -192,7 +256,8 @@ _PROTOCOLS = frozenset(("tcp", "rdma", "efa", "nvmeof", "nvlink", "nvlink_intra"
 # The positional order of setup()'s parameters.
 _SETUP_PARAMS = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
                  "protocol", "rdma_devices", "master_server_addr", "engine", "enable_ssd_offload",
-                 "ssd_offload_path", "tenant_id", "enable_client_http_server", "client_http_port")
+                 "ssd_offload_path", "tenant_id", "enable_client_http_server", "client_http_port",
+                 "enable_embedded_master")
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
                "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
@@ -212,6 +277,16 @@ def _size(value):
     if m is None or m.group(2) not in _SIZE_UNITS:
         raise ValueError("invalid size %r" % (value,))
     return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def _seconds(value):
+    """A setup(dict) duration in seconds: a non-negative int or float (or its text)."""
+    if isinstance(value, bool):
+        raise ValueError("invalid number of seconds %r" % (value,))
+    v = float(str(value).strip())
+    if not 0 <= v <= 365 * 86400:
+        raise ValueError("invalid number of seconds %r" % (value,))
+    return v
 
 
 def _flag(value):
@@ -299,9 +374,14 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
         """setup(local_hostname, metadata_server, global_segment_size, local_buffer_size,
         protocol, rdma_devices, master_server_addr, engine=None, enable_ssd_offload=False,
         ssd_offload_path="", tenant_id="default", enable_client_http_server=False,
-        client_http_port=9300), or setup(config: dict).  0 on success, else an error code;
-        a dict with a missing or malformed value gives -600 (INVALID_PARAMS) and an unknown
-        protocol -1, as upstream's client does."""
+        client_http_port=9300, enable_embedded_master=False), or setup(config: dict).
+        0 on success, else an error code; a dict with a missing or malformed value gives -600
+        (INVALID_PARAMS) and an unknown protocol -1, as upstream's client does.
+
+        enable_embedded_master (or MOONCAKE_ENABLE_EMBEDDED_MASTER=1) starts a master on this
+        client's own loop, listening on master_server_addr, so that one process is a whole
+        store.  The dict form also takes enable_ssd_prefetch, ssd_prefetch_cooldown_sec (5)
+        and ssd_prefetch_dedup_ttl_sec (30) for ExistOptions.prefetch_to_memory."""
         if len(args) == 1 and not kwargs and isinstance(args[0], dict):
             return self._setup_dict(args[0])
         named = dict(zip(_SETUP_PARAMS, args))
@@ -406,6 +486,25 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
         Lists whose lengths disagree give -600 (INVALID_PARAMS) for what they describe (every
         range when the outer lists disagree, else the ranges of the keys concerned), while the
         consistent rest is still read."""
+        return self._ranges(super().get_into_ranges, buffer_ptrs, all_keys, all_dst_offsets,
+                            all_src_offsets, all_sizes)
+
+    def get_into_ranges_from_snapshot(self, snapshot, buffer_ptrs, all_keys, all_dst_offsets,
+                                      all_src_offsets, all_sizes):
+        """get_into_ranges for keys of a RangedReadSnapshot (prepare_get_into_ranges_snapshot),
+        without asking the master for their replicas each time: the snapshot's replica lists
+        are renewed once half their read lease has passed, before a read is submitted.  A key
+        the snapshot does not hold gives -600 for its ranges, one it found missing -704."""
+        if not isinstance(snapshot, RangedReadSnapshot):
+            raise TypeError("snapshot must be a RangedReadSnapshot")
+        read = lambda *a: super(MooncakeDistributedStore, self).get_into_ranges_from_snapshot(
+            snapshot, *a)
+        return self._ranges(read, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                            all_sizes)
+
+    def _ranges(self, read, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                all_sizes):
+        """get_into_ranges' checks around read (the C reader of consistent lists)."""
         outer = (buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes)
         for lst in outer:
             _check_list(lst)
@@ -439,10 +538,9 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             keep[3].append([r for r, g in zip(src, good) if g])
             keep[4].append([r for r, g in zip(sizes, good) if g])
         if all(g is not None and all(g) for g in sel):
-            return super().get_into_ranges(buffer_ptrs, all_keys, all_dst_offsets,
-                                           all_src_offsets, all_sizes)
+            return read(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes)
         _log.error("get_into_ranges: range lists of different lengths")
-        done = iter(super().get_into_ranges(*keep) if keep[0] else [])
+        done = iter(read(*keep) if keep[0] else [])
         out = []
         for i, good in enumerate(sel):
             if good is None:
@@ -464,12 +562,20 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
             gsize = _size(get("global_segment_size"))
             lsize = _size(get("local_buffer_size"))
             port = int(get("client_http_port") if "client_http_port" in cfg else 9300)
+            cooldown = _seconds(cfg.get("ssd_prefetch_cooldown_sec", 5))
+            dedup = _seconds(cfg.get("ssd_prefetch_dedup_ttl_sec", 30))
         except (ValueError, OverflowError) as e:
             _log.error("setup(dict): %s", e)
             return -600
         if 0 < gsize < 1024:
             _log.error("setup(dict): global_segment_size %d must be 0 or at least 1024", gsize)
             return -600
+        if _flag(cfg.get("enable_egm_store_pool", False)):
+            # EGM DRAM is reached over NVLink-C2C, which no transport of this build drives.
+            _log.error("setup(dict): enable_egm_store_pool needs protocol 'nvlink' and EGM "
+                       "memory, which this build does not support")
+            return -600
+        self._configure_prefetch(_flag(cfg.get("enable_ssd_prefetch", False)), cooldown, dedup)
         return self.setup(get("local_hostname"), get("metadata_server"), gsize, lsize,
                           get("protocol"), get("rdma_devices"), get("master_server_addr"),
                           enable_ssd_offload=_flag(cfg.get("enable_ssd_offload", False)),
@@ -477,7 +583,9 @@ class MooncakeDistributedStore(_store.MooncakeDistributedStore):
                           tenant_id=str(cfg.get("tenant_id", "default")),
                           enable_client_http_server=_flag(cfg.get("enable_client_http_server",
                                                                   False)),
-                          client_http_port=port)
+                          client_http_port=port,
+                          enable_embedded_master=_flag(cfg.get("enable_embedded_master",
+                                                               False)))
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
         """Attach to a mooncake_client on this host, which owns the pool memory.
