@@ -4,11 +4,12 @@
  * single and in batches, pipelined over several connections; and the master's resident memory
  * per key.  Talks the wire protocol directly (src/proto), so it measures the master alone.
  *
- *   bench_master HOST:PORT MASTER_PID [NKEYS]
+ *   bench_master HOST:PORT MASTER_PID [NKEYS] [puts]
  *
  * It mounts one large fake segment (the master never touches segment memory), inserts NKEYS
  * keys (default 1,000,000) with batched puts, reads /proc/MASTER_PID/status before and after,
- * then runs each workload for 3 seconds.
+ * then runs each workload for 3 seconds ("puts": only the put workloads, as scripts/bench-ha.sh
+ * compares them; MC_BENCH_TAG=T names keys and segment apart, for several runs at once).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -100,9 +101,12 @@ static int recv_frame(int fd, uint8_t **buf, size_t *cap)
 	return h.status;
 }
 
+/* MC_BENCH_TAG: a name of this run, so that several can share a master (keys and segment). */
+static const char *tag = "";
+
 static void key_of(char *out, size_t n, uint64_t i)
 {
-	snprintf(out, n, "bench/key/%010llu", (unsigned long long)i);
+	snprintf(out, n, "bench/%skey/%010llu", tag, (unsigned long long)i);
 }
 
 /* Build a request frame for op over keys [first, first+batch). */
@@ -194,16 +198,20 @@ int main(int argc, char **argv)
 	long rss0, rss1;
 	int fd, st;
 	double t0;
+	char segname[64];
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: bench_master HOST:PORT MASTER_PID [NKEYS]\n");
+		fprintf(stderr, "usage: bench_master HOST:PORT MASTER_PID [NKEYS] [puts]\n");
 		return 2;
 	}
+	if (getenv("MC_BENCH_TAG"))
+		tag = getenv("MC_BENCH_TAG");
+	snprintf(segname, sizeof(segname), "bench:%s1", tag);
 	fd = dial(argv[1]);
 	mc_uuid_generate(&cid);
 	mc_wbuf_init(&w);
 	mc_uuid_generate(&seg.id);
-	seg.name = mc_strv_c("bench:1");
+	seg.name = mc_strv_c(segname);
 	seg.base = 1ull << 40;
 	seg.size = 1ull << 40;
 	seg.endpoint = mc_strv_c("127.0.0.1:1");
@@ -236,6 +244,8 @@ int main(int argc, char **argv)
 	       "(keys are 20 bytes)\n",
 	       (unsigned long long)nkeys, now_s() - t0, rss0, rss1,
 	       (double)(rss1 - rss0) * 1024.0 / (double)nkeys);
+	if (argc > 4 && !strcmp(argv[4], "puts"))
+		goto puts;
 	printf("ExistKey          batch 1:   %10.0f ops/s\n",
 	       run(fd, MC_OP_EXIST_KEY, 0, 1, nkeys, NULL, 3));
 	printf("ExistKey          batch 128: %10.0f keys/s\n",
@@ -244,6 +254,7 @@ int main(int argc, char **argv)
 	       run(fd, MC_OP_GET_REPLICA_LIST, 0, 1, nkeys, NULL, 3));
 	printf("GetReplicaList    batch 128: %10.0f keys/s\n",
 	       run(fd, MC_OP_BATCH_GET_REPLICA_LIST, 0, 128, nkeys, NULL, 3));
+puts:
 	printf("PutStart+PutEnd   batch 1:   %10.0f pairs/s\n",
 	       run(fd, MC_OP_PUT_START, MC_OP_PUT_END, 1, nkeys, &next, 3));
 	printf("PutStart+PutEnd   batch 128: %10.0f pairs/s\n",

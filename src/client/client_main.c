@@ -71,7 +71,7 @@ static const struct mc_opt mc_client_opts[] = {
 	  "http://127.0.0.1:8080/metadata", 0, -1, "transfer-engine metadata connection string" },
 	{ "device_names", NULL, NULL, MC_OPT_NAMES, O(device_names), "", 0, -1,
 	  "RDMA devices (comma-separated)" },
-	{ "master_server_address", NULL, NULL, MC_OPT_ENDPOINT, O(master_server_address),
+	{ "master_server_address", NULL, NULL, MC_OPT_MASTER, O(master_server_address),
 	  "127.0.0.1:50051", 0, -1, "master RPC address" },
 	{ "protocol", NULL, NULL, MC_OPT_CHOICE, O(protocol), "tcp|rdma", 0, -1,
 	  "transfer protocol" },

@@ -28,72 +28,12 @@
 #endif
 
 #include "common/auth.h"
+#include "common/base64.h"
 #include "common/log.h"
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 
 #define MC_KV_MAX_VALUE (16u << 20)
-
-static const char mc_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *mc_b64_encode(const void *data, size_t n)
-{
-	const uint8_t *p = data;
-	char *out = malloc(4 * ((n + 2) / 3) + 1), *o = out;
-	size_t i;
-
-	if (out == NULL)
-		return NULL;
-	for (i = 0; i + 2 < n; i += 3) {
-		*o++ = mc_b64[p[i] >> 2];
-		*o++ = mc_b64[((p[i] & 3) << 4) | (p[i + 1] >> 4)];
-		*o++ = mc_b64[((p[i + 1] & 15) << 2) | (p[i + 2] >> 6)];
-		*o++ = mc_b64[p[i + 2] & 63];
-	}
-	if (i < n) {
-		*o++ = mc_b64[p[i] >> 2];
-		if (i + 1 < n) {
-			*o++ = mc_b64[((p[i] & 3) << 4) | (p[i + 1] >> 4)];
-			*o++ = mc_b64[(p[i + 1] & 15) << 2];
-		} else {
-			*o++ = mc_b64[(p[i] & 3) << 4];
-			*o++ = '=';
-		}
-		*o++ = '=';
-	}
-	*o = '\0';
-	return out;
-}
-
-/* Decode into a NUL-terminated buffer; NULL on malformed input. */
-static char *mc_b64_decode(const char *s, size_t *len)
-{
-	size_t n = strlen(s), i, o = 0;
-	char *out = malloc(n / 4 * 3 + 1);
-	uint32_t acc = 0;
-	int bits = 0;
-
-	if (out == NULL || n % 4)
-		goto fail;
-	for (i = 0; i < n && s[i] != '='; i++) {
-		const char *c = strchr(mc_b64, s[i]);
-
-		if (c == NULL || s[i] == '\0')
-			goto fail;
-		acc = acc << 6 | (uint32_t)(c - mc_b64);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (char)(acc >> bits);
-		}
-	}
-	out[o] = '\0';
-	*len = o;
-	return out;
-fail:
-	free(out);
-	return NULL;
-}
 
 #ifdef HAVE_CURL
 struct mc_kv_body {
@@ -242,14 +182,14 @@ static int mc_kv_etcd(struct mc_engine *e, const char *op, const char *key, cons
 {
 	const char *list = strstr(e->meta_conn, "://") ? strstr(e->meta_conn, "://") + 3
 						       : e->meta_conn;
-	char eps[512], *save = NULL, *ep, *k64 = mc_b64_encode(key, strlen(key)), *v64 = NULL;
+	char eps[512], *save = NULL, *ep, *k64 = mc_base64_encode(key, strlen(key)), *v64 = NULL;
 	char *big = NULL;
 	int rc = ERR_METADATA;
 
 	if (k64 == NULL)
 		return ERR_MEMORY;
 	if (value) {
-		v64 = mc_b64_encode(value, strlen(value));
+		v64 = mc_base64_encode(value, strlen(value));
 		if (v64 == NULL) {
 			free(k64);
 			return ERR_MEMORY;
@@ -288,7 +228,7 @@ static int mc_kv_etcd(struct mc_engine *e, const char *op, const char *key, cons
 			if (!json_is_string(val)) {
 				rc = -ENOENT;
 			} else {
-				*out = mc_b64_decode(json_string_value(val), len);
+				*out = mc_base64_decode(json_string_value(val), len);
 				rc = *out ? 0 : ERR_MALFORMED_JSON;
 			}
 			json_decref(j);

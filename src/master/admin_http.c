@@ -26,6 +26,7 @@
 #include "common/xalloc.h"
 #include "http/http_auth.h"
 #include "master/admin_http.h"
+#include "master/ha.h"
 #include "master/ops.h"
 #include "master/tenants.h"
 #include "reactor/procmem.h"
@@ -362,6 +363,7 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 				       "master_persist_refusing_seconds_total %.3f\n",
 				    (double)ms / 1000.0);
 	}
+	mc_ha_metrics(m, b);
 }
 
 static void mc_reply(struct evhttp_request *req, int code, const char *type, struct evbuffer *b)
@@ -391,6 +393,18 @@ static void mc_reply_error(struct evhttp_request *req, int code, int err)
 {
 	mc_reply_json(req, code, json_pack("{sbsiss}", "success", 0, "error_code", err,
 					   "error_message", mc_strerror(err)));
+}
+
+/* A standby (HA) has no table to answer from: 503 with UNAVAILABLE_IN_CURRENT_MODE, as
+ * upstream's "service plane is not active".  1 when refused. */
+static int mc_admin_standby(struct mc_master *m, struct evhttp_request *req)
+{
+	if (mc_ha_serving(m))
+		return 0;
+	mc_reply_json(req, 503, json_pack("{sbsiss}", "success", 0, "error_code",
+					  MC_ERR_UNAVAILABLE_IN_CURRENT_MODE, "error_message",
+					  "service plane is not active"));
+	return 1;
 }
 
 static json_t *mc_buffer_desc(struct mc_object *o, struct mc_replica *r)
@@ -449,11 +463,57 @@ static int mc_admin_method(struct evhttp_request *req, enum evhttp_cmd_type cmd)
 /* Changes are refused while persistence fails: 1 (and a 503 sent) when refused. */
 static int mc_admin_refusing(struct mc_master *m, struct evhttp_request *req)
 {
+	if (mc_admin_standby(m, req))
+		return 1;
 	if (!mc_master_persist_refusing(m))
 		return 0;
 	m->metrics.persist_refused++;
 	mc_reply_error(req, 503, MC_ERR_PERSISTENT_FAIL);
 	return 1;
+}
+
+/* With the replicated log (HA), a change's reply waits until etcd has it: the reply is kept
+ * here, and dropped if the client goes first. */
+struct mc_admin_deferred {
+	struct evhttp_request *req;
+	int code;
+	json_t *body;
+};
+
+static void mc_admin_deferred_gone(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	((struct mc_admin_deferred *)arg)->req = NULL;
+}
+
+static void mc_admin_deferred_send(void *arg)
+{
+	struct mc_admin_deferred *d = arg;
+
+	if (d->req) {
+		evhttp_connection_set_closecb(evhttp_request_get_connection(d->req), NULL, NULL);
+		mc_reply_json(d->req, d->code, d->body);
+	} else {
+		json_decref(d->body);
+	}
+	free(d);
+}
+
+/* Reply code/body (stolen) to req once the changes made so far are durable. */
+static void mc_admin_reply_durable(struct mc_master *m, struct evhttp_request *req, int code,
+				   json_t *body)
+{
+	struct mc_admin_deferred *d;
+
+	if (m->ha == NULL || (d = calloc(1, sizeof(*d))) == NULL) {
+		mc_reply_json(req, code, body);
+		return;
+	}
+	d->req = req;
+	d->code = code;
+	d->body = body;
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req), mc_admin_deferred_gone, d);
+	mc_ha_when_durable(m, mc_admin_deferred_send, d);
 }
 
 /* POST /api/v1/remove_all[?force=true]: RemoveAll, as the RPC does it. */
@@ -488,8 +548,8 @@ static void mc_admin_remove_all(struct evhttp_request *req, void *arg)
 	}
 	mc_log_notice("admin remove_all%s removed %lld objects", f ? " (force)" : "",
 		      (long long)count);
-	mc_reply_json(req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
-					  (json_int_t)count));
+	mc_admin_reply_durable(m, req, 200, json_pack("{sbsI}", "success", 1, "removed_count",
+						      (json_int_t)count));
 out:
 	evhttp_clear_headers(&q);
 }
@@ -524,7 +584,7 @@ static void mc_admin_remove(struct evhttp_request *req, void *arg)
 		goto out;
 	}
 	mc_log_notice("admin remove of %s%s", key, f ? " (force)" : "");
-	mc_reply_json(req, 200, json_pack("{sb}", "success", 1));
+	mc_admin_reply_durable(m, req, 200, json_pack("{sb}", "success", 1));
 out:
 	evhttp_clear_headers(&q);
 }
@@ -564,22 +624,48 @@ static void mc_admin_get_health(struct evhttp_request *req, void *arg)
 
 	if (!mc_admin_method(req, EVHTTP_REQ_GET))
 		return;
-	mc_reply_json(req, 200, json_pack("{sssssssbsb}", "status", "ok", "role", "leader",
-					  "ha_state", "serving", "service_ready", 1,
-					  "persistence_ok", !m->persist_failed));
+	json_t *j = json_pack("{sssssssbsb}", "status", "ok", "role", mc_ha_role(m), "ha_state",
+			      mc_ha_state_name(m), "service_ready", mc_ha_serving(m),
+			      "persistence_ok", !m->persist_failed);
+	json_t *l = mc_ha_leader_json(m);
+
+	if (json_is_true(json_object_get(l, "present"))) {
+		json_object_set(j, "leader_address", json_object_get(l, "leader_address"));
+		json_object_set(j, "view_version", json_object_get(l, "view_version"));
+	}
+	json_decref(l);
+	mc_reply_json(req, 200, j);
 }
 
-/* GET /role and GET /ha_status: fixed text (arg: the text; no leader election). */
-static void mc_admin_get_text(struct evhttp_request *req, void *arg)
+/* GET /leader: {"present", "leader_address", "view_version"} as upstream's. */
+static void mc_admin_get_leader(struct evhttp_request *req, void *arg)
+{
+	if (!mc_admin_method(req, EVHTTP_REQ_GET))
+		return;
+	mc_reply_json(req, 200, mc_ha_leader_json(arg));
+}
+
+/* GET /role ("leader" or "standby") and GET /ha_status (the runtime state), as text. */
+static void mc_admin_get_text(struct evhttp_request *req, const char *text)
 {
 	struct evbuffer *b;
 
 	if (!mc_admin_method(req, EVHTTP_REQ_GET))
 		return;
 	b = evbuffer_new();
-	evbuffer_add_printf(b, "%s", (const char *)arg);
-	mc_reply(req, 200, "text/plain", b);
+	evbuffer_add_printf(b, "%s", text);
+	mc_reply(req, 200, "text/plain; charset=utf-8", b);
 	evbuffer_free(b);
+}
+
+static void mc_admin_get_role(struct evhttp_request *req, void *arg)
+{
+	mc_admin_get_text(req, mc_ha_role(arg));
+}
+
+static void mc_admin_get_ha_status(struct evhttp_request *req, void *arg)
+{
+	mc_admin_get_text(req, mc_ha_state_name(arg));
 }
 
 /* Add "object_checksum" to j when o's writer gave one: the CRC-64 as 16 hex digits (a JSON
@@ -603,6 +689,9 @@ static void mc_admin_query_key(struct evhttp_request *req, void *arg)
 	const char *key;
 	struct mc_object *o;
 	json_t *arr;
+
+	if (mc_admin_standby(arg, req))
+		return;
 
 	TAILQ_INIT(&q);
 	key = mc_query(req, &q, "key");
@@ -637,6 +726,9 @@ static void mc_admin_batch_query_keys(struct evhttp_request *req, void *arg)
 	const char *keys;
 	json_t *data;
 	char *dup, *save = NULL, *k;
+
+	if (mc_admin_standby(arg, req))
+		return;
 
 	TAILQ_INIT(&q);
 	keys = mc_query(req, &q, "keys");
@@ -678,6 +770,9 @@ static void mc_admin_get_all_keys(struct evhttp_request *req, void *arg)
 	struct mc_object *o;
 	size_t pos = 0;
 
+	if (mc_admin_standby(arg, req))
+		return;
+
 	if (!mc_admin_method(req, EVHTTP_REQ_GET))
 		return;
 	b = evbuffer_new();
@@ -695,6 +790,9 @@ static void mc_admin_get_all_segments(struct evhttp_request *req, void *arg)
 	struct mc_master *m = arg;
 	struct evbuffer *b;
 	uint32_t i;
+
+	if (mc_admin_standby(arg, req))
+		return;
 
 	if (!mc_admin_method(req, EVHTTP_REQ_GET))
 		return;
@@ -714,6 +812,9 @@ static void mc_admin_query_segment(struct evhttp_request *req, void *arg)
 	uint64_t used = 0, cap = 0;
 	int found = 0;
 	uint32_t i;
+
+	if (mc_admin_standby(arg, req))
+		return;
 
 	TAILQ_INIT(&q);
 	name = mc_query(req, &q, "segment");
@@ -784,6 +885,9 @@ static void mc_admin_segments_detail(struct evhttp_request *req, void *arg)
 	struct mc_segment *d;
 	int64_t now = mc_master_now(m);
 	uint32_t i;
+
+	if (mc_admin_standby(arg, req))
+		return;
 
 	if (!mc_admin_method(req, EVHTTP_REQ_GET))
 		return;
@@ -910,8 +1014,9 @@ static int mc_admin_routes(struct mc_master *m)
 			return -1;
 	if (m->admin_extra_routes && m->admin_extra_routes(m) != 0)
 		return -1;
-	if (mc_admin_route(m, "/role", mc_admin_get_text, (void *)"leader") != 0 ||
-	    mc_admin_route(m, "/ha_status", mc_admin_get_text, (void *)"serving") != 0)
+	if (mc_admin_route(m, "/role", mc_admin_get_role, m) != 0 ||
+	    mc_admin_route(m, "/ha_status", mc_admin_get_ha_status, m) != 0 ||
+	    mc_admin_route(m, "/leader", mc_admin_get_leader, m) != 0)
 		return -1;
 	return mc_admin_route(m, NULL, mc_admin_not_found, m);
 }

@@ -26,6 +26,9 @@ struct evhttp_connection;
 struct mc_meta_server;
 struct mc_master;
 struct mc_replica;
+struct mc_ha;
+struct mc_rpc_hdr;
+struct mc_wbuf;
 
 struct mc_master_config {
 	char *config_path;
@@ -67,6 +70,25 @@ struct mc_master_config {
 	int enable_disk_eviction;
 	uint64_t quota_bytes;
 	int enable_ha;
+	char *ha_backend_type;			/* etcd | redis | k8s */
+	char *ha_backend_connstring;
+	char *etcd_endpoints;			/* legacy alias of the connstring for etcd */
+	int64_t ha_leader_lease_ttl_sec;
+	int enable_oplog;
+	int64_t oplog_poll_interval_ms;
+	int enable_oplog_snapshot;
+	int64_t snapshot_interval_seconds;
+	int64_t snapshot_chunk_object_count;
+	char *snapshot_object_store_type;
+	char *snapshot_payload_backend_type;	/* deprecated alias */
+	/* 0.3.13's snapshot flags, accepted with a deprecation line */
+	int enable_snapshot;
+	int enable_snapshot_restore;
+	int64_t snapshot_retention_count;
+	char *snapshot_backup_dir;
+	int64_t snapshot_child_timeout_seconds;
+	char *snapshot_catalog_store_type;
+	char *snapshot_catalog_store_connstring;
 	char *persist_path;
 	char *persist_on_error;		/* refuse | continue */
 	int enable_offload;
@@ -227,6 +249,18 @@ struct mc_ghost_table {
 struct mc_auth;
 struct mc_tls;
 struct evbuffer;
+/* The replicated log of HA (ha.c), reached through these hooks so that the core modules never
+ * depend on it (ha.c depends on them); m->repl is NULL without HA. */
+struct mc_repl_ops {
+	/* Make what is pending durable, instead of the SQLite commit (mc_master_commit). */
+	int (*commit)(struct mc_master *m);
+	/* May this master answer requests now (the leader, its lease valid)? */
+	int (*serving)(const struct mc_master *m);
+	/* Answer a request this master may not serve: UNAVAILABLE_IN_CURRENT_MODE and the leader. */
+	void (*refuse)(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out);
+	/* The leader's view version, which Ping answers. */
+	int64_t (*view_version)(const struct mc_master *m);
+};
 
 struct mc_master {
 	struct mc_master_config cfg;
@@ -239,6 +273,9 @@ struct mc_master {
 	/* Routes and metrics the admin server adds (admin_more.c's, set by the program: hooks
 	 * keep the admin server below the modules they serve). */
 	int (*admin_extra_routes)(struct mc_master *m);
+	/* After the object table is loaded (at start, or when HA makes this master the leader):
+	 * load what the records table holds besides (tasks, drain jobs, tenants).  0 or -1. */
+	int (*recover_more)(struct mc_master *m);
 	void (*admin_extra_metrics)(struct mc_master *m, struct evbuffer *b);
 	struct mc_meta_server *meta;		/* embedded HTTP metadata service */
 	struct evhttp_connection *meta_conn;	/* to a remote one, for cleanup */
@@ -260,6 +297,7 @@ struct mc_master {
 	struct mc_segment *dormant;	/* MC_SEG_DORMANT segments (list through seg->dnext) */
 	struct event *ev_reap, *ev_evict, *ev_flush;
 	struct mc_conn *flush_head;	/* connections with replies waiting for the commit */
+	struct mc_conn *flush_sealed;	/* HA: ... waiting for the round being written */
 	int need_eviction;
 	uint64_t ticks;
 	int argc;
@@ -307,6 +345,8 @@ struct mc_master {
 	 * set their own clock, called with clock_arg. */
 	int64_t (*clock_ms)(void *arg);
 	void *clock_arg;
+	struct mc_ha *ha;		/* --enable_ha (ha.c); NULL without */
+	const struct mc_repl_ops *repl;	/* its hooks (NULL without) */
 };
 
 /* master_main.c: the daemon, and a master on a caller's loop */
@@ -406,6 +446,10 @@ void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
 int mc_master_commit(struct mc_master *m);
 /* Persistence is failing and changes must be refused up front (MC_ERR_PERSISTENT_FAIL). */
 int mc_master_persist_refusing(const struct mc_master *m);
+/* HA (ha_log.c): move up to max bytes of the pending changes, with the counters they depend
+ * on, to out for the replicated log; the number of changes taken. */
+struct mc_wbuf;
+size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max);
 
 /* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
  * and objects from it.  0, or the error that makes the start fail. */
@@ -601,5 +645,10 @@ int mc_rpc_server_start(struct mc_master *m);
 void mc_rpc_server_stop(struct mc_master *m);
 /* Commit the iteration's changes, then send the replies that waited for them. */
 void mc_rpc_server_flush(struct mc_master *m);
+/* HA (ha_log.c): the replies waiting now are bound to the round of the log being written: they
+ * are set apart (their connections read no more requests meanwhile) ... */
+void mc_rpc_server_seal(struct mc_master *m);
+/* ... and sent once it is durable (rc 0), or, rc != 0, the durable ones among them fail. */
+void mc_rpc_server_release(struct mc_master *m, int rc);
 
 #endif

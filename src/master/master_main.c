@@ -22,6 +22,7 @@
 
 #include "common/auth.h"
 #include "common/log.h"
+#include "master/ha.h"
 #include "master/master.h"
 #include "master/admin_http.h"
 #include "master/drain.h"
@@ -150,7 +151,48 @@ static const struct mc_opt mc_master_opts[] = {
 	  O(promotion_admission_threshold), "2", 1, 255,
 	  "SSD reads of an object before it is promoted" },
 	{ "enable_ha", NULL, NULL, MC_OPT_BOOL, O(enable_ha), "false", 0, -1,
-	  "leader election (not supported yet)" },
+	  "several masters, one leader elected through --ha_backend_type (see mooncake_master(8))" },
+	{ "ha_backend_type", NULL, NULL, MC_OPT_CHOICE, O(ha_backend_type), "etcd|redis|k8s", 0,
+	  -1, "election backend: etcd, or redis (election only, no replicated log)" },
+	{ "ha_backend_connstring", NULL, NULL, MC_OPT_STRING, O(ha_backend_connstring), "", 0, -1,
+	  "backend endpoints: h1:2379;h2:2379 for etcd, host:port for redis" },
+	{ "etcd_endpoints", NULL, NULL, MC_OPT_STRING, O(etcd_endpoints), "", 0, -1,
+	  "etcd endpoints, ;-separated (legacy: --ha_backend_connstring wins)" },
+	{ "ha_leader_lease_ttl_sec", NULL, NULL, MC_OPT_INT, O(ha_leader_lease_ttl_sec), "5", 2, 60,
+	  "leadership lease TTL; a leader that cannot renew it stops answering before it ends" },
+	{ "enable_oplog", NULL, NULL, MC_OPT_BOOL, O(enable_oplog), "false", 0, -1,
+	  "replicate every change through etcd before acknowledging it; standbys follow" },
+	{ "oplog_poll_interval_ms", NULL, NULL, MC_OPT_INT, O(oplog_poll_interval_ms), "1000", 10,
+	  60000, "standbys read the leader view and the log this often besides watching them" },
+	{ "enable_oplog_snapshot", NULL, NULL, MC_OPT_BOOL, O(enable_oplog_snapshot), "false", 0,
+	  -1, "write snapshots of the replicated table so the log in etcd can be compacted" },
+	{ "snapshot_interval_seconds", NULL, NULL, MC_OPT_INT, O(snapshot_interval_seconds), "600",
+	  1, 604800, "seconds between snapshots" },
+	{ "snapshot_chunk_object_count", NULL, NULL, MC_OPT_INT, O(snapshot_chunk_object_count),
+	  "1000000", 1, 1000000000, "objects per snapshot chunk file" },
+	{ "snapshot_object_store_type", "snapshot_payload_store_type", NULL, MC_OPT_CHOICE,
+	  O(snapshot_object_store_type), "local|s3", 0, -1,
+	  "where snapshots go: local (the directory in MOONCAKE_SNAPSHOT_LOCAL_PATH)" },
+	{ "snapshot_payload_backend_type", NULL, NULL, MC_OPT_TOKEN,
+	  O(snapshot_payload_backend_type), "", 0, -1,
+	  "deprecated alias of --snapshot_object_store_type" },
+	{ "enable_snapshot", NULL, NULL, MC_OPT_BOOL, O(enable_snapshot), "false", 0, -1,
+	  "deprecated (removed in 0.3.14): --enable_oplog_snapshot" },
+	{ "enable_snapshot_restore", NULL, NULL, MC_OPT_BOOL, O(enable_snapshot_restore), "false",
+	  0, -1, "deprecated (removed in 0.3.14): restoring is automatic" },
+	{ "snapshot_retention_count", NULL, NULL, MC_OPT_INT, O(snapshot_retention_count), "2", 1,
+	  1000, "deprecated (removed in 0.3.14): snapshots kept in the local store" },
+	{ "snapshot_backup_dir", NULL, NULL, MC_OPT_PATH, O(snapshot_backup_dir), "", 0, -1,
+	  "deprecated (removed in 0.3.14): MOONCAKE_SNAPSHOT_LOCAL_PATH" },
+	{ "snapshot_child_timeout_seconds", NULL, NULL, MC_OPT_INT,
+	  O(snapshot_child_timeout_seconds), "300", 1, 86400,
+	  "deprecated (removed in 0.3.14): no effect (no child process)" },
+	{ "snapshot_catalog_store_type", "snapshot_catalog_backend_type", NULL, MC_OPT_TOKEN,
+	  O(snapshot_catalog_store_type), "", 0, -1,
+	  "deprecated (removed in 0.3.14): no effect (the catalog is etcd)" },
+	{ "snapshot_catalog_store_connstring", "snapshot_catalog_backend_connstring", NULL,
+	  MC_OPT_TOKEN, O(snapshot_catalog_store_connstring), "", 0, -1,
+	  "deprecated (removed in 0.3.14): no effect (the catalog is etcd)" },
 	{ "persist_path", NULL, NULL, MC_OPT_PATH, O(persist_path), "", 0, -1,
 	  "SQLite file for crash recovery (empty: no persistence)" },
 	{ "persist_on_error", NULL, NULL, MC_OPT_CHOICE, O(persist_on_error), "refuse|continue",
@@ -237,10 +279,6 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 			 "tcp://0.0.0.0:5557) and --kv_events_backend_id");
 		return -1;
 	}
-	if (cfg->enable_ha) {
-		snprintf(err, n, "--enable_ha is not supported yet");
-		return -1;
-	}
 	if (cfg->cluster_secret_file[0] || cfg->enable_http_metadata_server) {
 		struct mc_auth *a = NULL;
 		char why[400];
@@ -301,7 +339,7 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 		free(cfg->rpc_address);
 		cfg->rpc_address = strdup(ip);
 	}
-	return 0;
+	return mc_ha_validate(cfg, err, n);
 }
 
 static int mc_master_configure(struct mc_master *m, int argc, char **argv)
@@ -478,6 +516,13 @@ static void mc_master_usage(FILE *out)
 	fprintf(out, "  --help      print this and exit\n  --version   print the version and exit\n");
 }
 
+/* What the records table holds besides the object table: copy/move tasks, drain jobs,
+ * tenants (after mc_master_recover). */
+static int mc_master_recover_more(struct mc_master *m)
+{
+	return mc_tasks_recover(m) || mc_drain_recover(m) || mc_tenants_recover(m);
+}
+
 int mc_master_start(struct mc_master *m, struct event_base *base)
 {
 	struct timeval one_sec = { 1, 0 }, evict_tv = { 0, 50000 };
@@ -495,9 +540,13 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 	m->tick = event_new(m->base, -1, EV_PERSIST, mc_master_on_tick, m);
 	if (mc_tenants_init(m))
 		goto fail;
-	if (mc_master_recover(m) || mc_tasks_recover(m) || mc_drain_recover(m) ||
-	    mc_tenants_recover(m)) {
-		mc_log_err("cannot recover from %s", m->cfg.persist_path);
+	mc_ha_deprecations(&m->cfg);
+	/* With HA the table (and with it the tasks, drains and tenants) is loaded when this
+	 * master becomes the leader. */
+	m->recover_more = mc_master_recover_more;
+	if (m->cfg.enable_ha ? mc_ha_init(m) : mc_master_recover(m) || mc_master_recover_more(m)) {
+		mc_log_err("cannot %s %s", m->cfg.enable_ha ? "set up HA with" : "recover from",
+			   m->cfg.enable_ha ? m->cfg.ha_backend_connstring : m->cfg.persist_path);
 		goto fail;
 	}
 	if (mc_kv_events_init(m))	/* after the reload: reloaded objects were stored before */
@@ -551,6 +600,8 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 	}
 	event_add(m->tick, &one_sec);
 	event_add(m->ev_evict, &evict_tv);
+	if (m->ha)
+		mc_ha_start(m);
 	return 0;
 fail:
 	mc_master_stop(m);
@@ -559,6 +610,7 @@ fail:
 
 void mc_master_stop(struct mc_master *m)
 {
+	mc_ha_stop(m);		/* a leader hands its leadership back first */
 	mc_rpc_server_stop(m);
 	mc_meta_server_free(m->meta);
 	m->meta = NULL;
@@ -566,6 +618,7 @@ void mc_master_stop(struct mc_master *m)
 		evhttp_connection_free(m->meta_conn);
 	m->meta_conn = NULL;
 	mc_admin_http_stop(m);
+	mc_ha_free(m);
 	mc_master_persist_close(m);
 	event_free(m->tick);
 	event_free(m->ev_evict);

@@ -231,6 +231,8 @@ int mc_master_commit(struct mc_master *m)
 {
 	int rc;
 
+	if (m->repl)		/* the replicated log makes changes durable (ha_log.c) */
+		return m->repl->commit(m);
 	if (m->persist == NULL)
 		return 0;
 	if (m->persist_failed)	/* the retry timer owns the commits */
@@ -260,19 +262,34 @@ void mc_master_persist_started(struct mc_master *m, int64_t wall_ms)
 {
 	/* Every start writes: a disk that cannot take writes is found now, not at the first put. */
 	mc_persist_set_meta(m->persist, "opened_ms", wall_ms);
-	mc_persist_attempt(m);
+	if (m->repl == NULL)	/* with the replicated log, the first batch carries it */
+		mc_persist_attempt(m);
+}
+
+size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max)
+{
+	if (m->persist == NULL)
+		return 0;
+	if (mc_persist_pending(m->persist)) {
+		mc_persist_set_meta(m->persist, "next_replica_id", (int64_t)m->next_replica_id);
+		mc_persist_set_meta(m->persist, "next_gen", (int64_t)m->next_gen);
+	}
+	return mc_persist_take(m->persist, out, max);
 }
 
 void mc_master_persist_close(struct mc_master *m)
 {
 	if (m->persist == NULL)
 		return;
-	if (m->persist_failed)
+	if (m->repl)		/* unreplicated changes never reach the file */
+		mc_persist_drop_pending(m->persist);
+	else if (m->persist_failed)
 		mc_log_err("persistence still failing at shutdown: %zu changes not written",
 			   mc_persist_pending(m->persist));
 	else
 		mc_master_commit(m);
-	event_free(m->ev_persist_retry);
+	if (m->ev_persist_retry)
+		event_free(m->ev_persist_retry);
 	m->ev_persist_retry = NULL;
 	mc_persist_close(m->persist);
 	m->persist = NULL;

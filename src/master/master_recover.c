@@ -318,7 +318,8 @@ int mc_master_recover(struct mc_master *m)
 	size_t pos = 0;
 	int rc;
 
-	rc = mc_master_persist_open(m);
+	/* A standby promoted by HA (ha.c) has had it open all along. */
+	rc = m->persist ? 0 : mc_master_persist_open(m);
 	if (rc || m->persist == NULL)
 		return rc;
 	L.now = mc_master_now(m);

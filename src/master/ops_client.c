@@ -111,7 +111,8 @@ int mc_op_ping(struct mc_req *q)
 		c->last_ping = q->now;
 		mc_client_seen(q->m, c, 0);	/* a Suspected client recovers */
 	}
-	mc_wbuf_i64(q->out, 0);
+	/* Upstream's view_version: the HA leader's view, 0 without HA. */
+	mc_wbuf_i64(q->out, q->m->repl ? q->m->repl->view_version(q->m) : 0);
 	mc_wbuf_u8(q->out, c && c->ok ? MC_CLIENT_OK : MC_CLIENT_NEED_REMOUNT);
 	/* Our wall clock: clients write request deadlines in it. */
 	{

@@ -46,8 +46,11 @@ struct mc_conn {
 	struct mc_conn *prev, *next;
 	uint64_t id;
 	int closing;
-	int flush_pending;
-	struct mc_conn *flush_next;
+	int flush_pending;	/* on m->flush_head: replies wait for the next commit */
+	int sealed;		/* HA: on m->flush_sealed: out[0, sealed_len) waits for the round of
+				   the log being written, what follows for a later one */
+	size_t sealed_len;
+	struct mc_conn *flush_next, *sealed_next;
 	struct event *reaper;
 	char peer[80];
 	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
@@ -97,6 +100,16 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 			}
 		c->flush_pending = 0;
 	}
+	if (c->sealed) {
+		struct mc_conn **pp;
+
+		for (pp = &m->flush_sealed; *pp; pp = &(*pp)->sealed_next)
+			if (*pp == c) {
+				*pp = c->sealed_next;
+				break;
+			}
+		c->sealed = 0;
+	}
 	if (why)
 		mc_log_info("connection %llu from %s closed: %s", (unsigned long long)c->id, c->peer,
 			    why);
@@ -124,32 +137,46 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	event_active(c->reaper, EV_TIMEOUT, 1);
 }
 
-/* Send the replies gathered in c->out: straight to the socket when nothing waits before them
- * (saving a loop iteration and the EPOLLOUT round), the rest through the bufferevent. */
-static void mc_conn_send(struct mc_conn *c)
+/* Send the first len bytes of replies gathered in c->out: straight to the socket when nothing
+ * waits before them (saving a loop iteration and the EPOLLOUT round), the rest through the
+ * bufferevent.  What follows them in c->out moves to its start. */
+static void mc_conn_send_some(struct mc_conn *c, size_t len)
 {
 	struct evbuffer *ob = bufferevent_get_output(c->bev);
 	ssize_t n = 0;
+	size_t i, k = 0;
 
 	if (!c->out.err && !c->tls && evbuffer_get_length(ob) == 0) {
-		n = send(bufferevent_getfd(c->bev), c->out.data, c->out.len,
-			 MSG_DONTWAIT | MSG_NOSIGNAL);
+		n = send(bufferevent_getfd(c->bev), c->out.data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0)
 			n = 0;	/* EAGAIN, or an error the bufferevent reports */
 	}
 	if (c->out.err ||
-	    ((size_t)n < c->out.len &&
-	     bufferevent_write(c->bev, c->out.data + n, c->out.len - (size_t)n) != 0)) {
+	    ((size_t)n < len && bufferevent_write(c->bev, c->out.data + n, len - (size_t)n) != 0)) {
 		mc_conn_close(c, "cannot queue replies");
 		return;
 	}
-	mc_wbuf_reset(&c->out);
-	c->ndur = 0;
+	if (len == c->out.len) {
+		mc_wbuf_reset(&c->out);
+		c->ndur = 0;
+	} else {
+		memmove(c->out.data, c->out.data + len, c->out.len - len);
+		c->out.len -= len;
+		for (i = 0; i < c->ndur; i++)
+			if (c->dur[i] >= len)
+				c->dur[k++] = c->dur[i] - len;
+		c->ndur = k;
+	}
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) >
 	    c->m->cfg.rpc_max_conn_output_bytes) {
 		c->m->metrics.conns_closed_output++;
 		mc_conn_close(c, "client does not read its replies (rpc_max_conn_output_bytes)");
 	}
+}
+
+static void mc_conn_send(struct mc_conn *c)
+{
+	mc_conn_send_some(c, c->out.len);
 }
 
 /* Requests whose success is a change of durable state (the table's durable column, see
@@ -168,6 +195,10 @@ static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const 
 	struct mc_master *m = c->m;
 	size_t start = c->out.len;
 
+	if (m->repl && !m->repl->serving(m)) {	/* a standby: the client is told the leader */
+		m->repl->refuse(m, h, &c->out);
+		return;
+	}
 	m->conn_tenant = c->tenant;
 	if (m->persist == NULL || !mc_op_changes_state(h->opcode)) {
 		mc_master_handle(m, h, body, &c->out, c->peer);
@@ -222,10 +253,49 @@ static void mc_conn_fail_noted(struct mc_conn *c)
 	c->ndur = 0;
 }
 
+void mc_rpc_server_seal(struct mc_master *m)
+{
+	struct mc_conn *c;
+
+	while ((c = m->flush_head) != NULL) {
+		m->flush_head = c->flush_next;
+		c->flush_pending = 0;
+		/* Replies to what it sends meanwhile belong to a later round. */
+		c->sealed_len = c->out.len;
+		if (!c->sealed) {
+			c->sealed = 1;
+			c->sealed_next = m->flush_sealed;
+			m->flush_sealed = c;
+		}
+	}
+}
+
+void mc_rpc_server_release(struct mc_master *m, int rc)
+{
+	struct mc_conn *c;
+
+	while ((c = m->flush_sealed) != NULL) {
+		m->flush_sealed = c->sealed_next;
+		c->sealed = 0;
+		if (c->closing)
+			continue;
+		if (rc != 0)
+			mc_conn_fail_noted(c);
+		mc_conn_send_some(c, rc != 0 || c->out.err ? c->out.len : c->sealed_len);
+		c->sealed_len = 0;
+	}
+}
+
 void mc_rpc_server_flush(struct mc_master *m)
 {
 	struct mc_conn *c;
-	int rc = mc_master_commit(m);
+	int rc;
+
+	if (m->repl) {		/* replies wait for the replicated log (ha_log.c) */
+		mc_master_commit(m);
+		return;
+	}
+	rc = mc_master_commit(m);
 
 	while ((c = m->flush_head) != NULL) {
 		m->flush_head = c->flush_next;
@@ -337,7 +407,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		mc_rpc_server_refuse(c);
 		return;
 	}
-	if (!c->flush_pending) {
+	if (!c->flush_pending && !c->sealed) {
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
@@ -385,7 +455,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
 	mc_conn_slow_watch(c, handled);
-	if (c->out.len == 0)
+	if (c->out.len == c->sealed_len)
 		return;
 	if (m->persist) {
 		/* Group commit: replies wait until this iteration's changes are durable. */

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -42,6 +43,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 #include "persist/persist.h"
+#include "persist/persist_int.h"
 
 #define MC_PERSIST_SCHEMA 6
 #define MC_PERSIST_REPLICA_BYTES 42
@@ -103,16 +105,6 @@ static const char mc_persist_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS records(kind INTEGER NOT NULL, id BLOB NOT NULL, "
 	"value BLOB NOT NULL, PRIMARY KEY(kind, id)) WITHOUT ROWID;";
 
-/* Kinds of changes in the pending batch. */
-enum mc_persist_op {
-	OP_PUT_SEGMENT = 1,
-	OP_DEL_SEGMENT,
-	OP_PUT_OBJECT,
-	OP_DEL_OBJECT,
-	OP_DEL_ALL_OBJECTS,
-	OP_PUT_RECORD,
-	OP_DEL_RECORD,
-};
 
 #define MC_PERSIST_MAX_META 8
 #define MC_PERSIST_CKPT_PAGES 1000
@@ -131,6 +123,8 @@ struct mc_persist {
 	sqlite3_stmt *st[ST_COUNT];
 	size_t pending;
 	struct mc_wbuf batch;		/* encoded changes not yet committed, in order */
+	size_t *ends;			/* where each change of the batch ends */
+	size_t nends, capends;
 	struct mc_persist_meta meta[MC_PERSIST_MAX_META];
 	int nmeta;
 	int wal_pages;			/* pages in the write-ahead log after the last commit */
@@ -466,6 +460,7 @@ void mc_persist_close(struct mc_persist *p)
 	mc_persist_close_db(p);
 	mc_wbuf_fini(&p->batch);
 	mc_wbuf_fini(&p->scratch);
+	free(p->ends);
 	free(p->path);
 	free(p);
 }
@@ -479,6 +474,18 @@ static int mc_persist_queued(struct mc_persist *p)
 {
 	if (p->batch.err)
 		return -ENOMEM;
+	if (p->nends == p->capends) {
+		size_t cap = p->capends ? p->capends * 2 : 256;
+		size_t *n = realloc(p->ends, cap * sizeof(*n));
+
+		if (n == NULL) {
+			p->batch.err = -ENOMEM;
+			return -ENOMEM;
+		}
+		p->ends = n;
+		p->capends = cap;
+	}
+	p->ends[p->nends++] = p->batch.len;
 	p->pending++;
 	return 0;
 }
@@ -701,6 +708,11 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		if (which == ST_PUT_RECORD)
 			mc_batch_bind(st, 3, r, 0);
 		break;
+	case OP_SET_META:
+		st = p->st[which = ST_SET_META];
+		mc_batch_bind(st, 1, r, 1);
+		sqlite3_bind_int64(st, 2, mc_rbuf_i64(r));
+		break;
 	default:
 		r->err = 1;
 		which = ST_COUNT;
@@ -784,6 +796,7 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	for (i = 0; i < p->nmeta; i++)
 		p->meta[i].dirty = 0;
 	mc_wbuf_reset(&p->batch);
+	p->nends = 0;
 	p->pending = 0;
 	p->last_rc = SQLITE_OK;
 	p->last_msg[0] = '\0';
@@ -804,6 +817,236 @@ rollback:
 size_t mc_persist_pending(const struct mc_persist *p)
 {
 	return p->pending;
+}
+
+size_t mc_persist_pending_bytes(const struct mc_persist *p)
+{
+	return p->batch.len;
+}
+
+void mc_persist_drop_pending(struct mc_persist *p)
+{
+	int i;
+
+	mc_wbuf_reset(&p->batch);
+	p->batch.err = 0;
+	p->nends = 0;
+	p->pending = 0;
+	for (i = 0; i < p->nmeta; i++)
+		p->meta[i].dirty = 0;
+}
+
+int mc_persist_wipe(struct mc_persist *p)
+{
+	int rc;
+
+	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
+		return MC_ERR_PERSISTENT_FAIL;
+	mc_persist_drop_pending(p);
+	p->nmeta = 0;
+	rc = mc_persist_exec(p, "BEGIN IMMEDIATE");
+	if (rc == 0)
+		rc = mc_persist_exec(p, "DELETE FROM segments; DELETE FROM objects; "
+					"DELETE FROM meta; DELETE FROM records; COMMIT");
+	if (rc && p->db && !sqlite3_get_autocommit(p->db))
+		mc_persist_exec(p, "ROLLBACK");
+	return rc;
+}
+
+void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value)
+{
+	mc_wbuf_u8(w, OP_SET_META);
+	mc_batch_str(w, name);
+	mc_wbuf_i64(w, value);
+}
+
+/* The row a change writes: its key (an object's key, a segment's id) and a class (objects and
+ * segments are different tables).  0 for changes that name no row (DEL_ALL_OBJECTS). */
+static int mc_persist_row_of(const uint8_t *rec, size_t len, const uint8_t **key, size_t *klen)
+{
+	switch (rec[0]) {
+	case OP_PUT_OBJECT:
+	case OP_DEL_OBJECT:
+		if (len < 5 || mc_get_le32(rec + 1) > len - 5)
+			return 0;
+		*key = rec + 5;
+		*klen = mc_get_le32(rec + 1);
+		return 1;
+	case OP_PUT_SEGMENT:
+	case OP_DEL_SEGMENT:
+		if (len < 17)
+			return 0;
+		*key = rec + 1;
+		*klen = 16;
+		return 2;
+	default:
+		return 0;
+	}
+}
+
+static uint64_t mc_persist_hash(int cls, const uint8_t *k, size_t n)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)cls;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ k[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Drop every change a later change of the pending batch to the same row overrides (a put's
+ * PutStart row, written again by its PutEnd in the same batch): the batch writes the same
+ * rows, in less.  DEL_ALL_OBJECTS stays where it is, so what precedes it still precedes it. */
+static void mc_persist_coalesce(struct mc_persist *p)
+{
+	size_t nb = 16, i, j, w = 0, start = 0;
+	size_t *slot;			/* index + 1 of the last change of the row hashed there */
+	uint8_t *keep;
+
+	while (nb < p->nends * 2)
+		nb *= 2;
+	slot = calloc(nb, sizeof(*slot));
+	keep = malloc(p->nends ? p->nends : 1);
+	if (slot == NULL || keep == NULL)
+		goto out;
+	for (i = 0; i < p->nends; i++) {
+		const uint8_t *rec = p->batch.data + start, *k, *k2;
+		size_t len = p->ends[i] - start, kl, kl2;
+		int cls = mc_persist_row_of(rec, len, &k, &kl);
+
+		keep[i] = 1;
+		start = p->ends[i];
+		if (cls == 0)
+			continue;
+		for (j = mc_persist_hash(cls, k, kl) & (nb - 1); slot[j]; j = (j + 1) & (nb - 1)) {
+			size_t o = slot[j] - 1, os = o ? p->ends[o - 1] : 0;
+
+			if (mc_persist_row_of(p->batch.data + os, p->ends[o] - os, &k2, &kl2) == cls &&
+			    kl2 == kl && !memcmp(k, k2, kl)) {
+				keep[o] = 0;
+				break;
+			}
+		}
+		slot[j] = i + 1;
+	}
+	for (i = 0, start = 0; i < p->nends; i++) {
+		size_t len = p->ends[i] - start;
+
+		if (keep[i]) {
+			memmove(p->batch.data + w, p->batch.data + start, len);
+			w += len;
+		}
+		start = p->ends[i];
+	}
+	/* The ends of the changes kept (each read before it is overwritten). */
+	for (i = 0, j = 0, start = 0, w = 0; i < p->nends; i++) {
+		size_t len = p->ends[i] - start;
+
+		start = p->ends[i];
+		if (keep[i]) {
+			w += len;
+			p->ends[j++] = w;
+		}
+	}
+	p->pending -= p->nends - j;
+	p->nends = j;
+	p->batch.len = w;
+out:
+	free(slot);
+	free(keep);
+}
+
+size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
+{
+	size_t n = 0, cut = 0, taken;
+	int i;
+
+	if (p->batch.err)
+		return 0;
+	mc_persist_coalesce(p);
+	/* The longest run of whole changes within max bytes (at least one). */
+	while (n < p->nends && (n == 0 || p->ends[n] <= max))
+		n++;
+	if (n)
+		cut = p->ends[n - 1];
+	mc_wbuf_put(out, p->batch.data, cut);
+	taken = n;
+	if (n == p->nends) {
+		/* The meta values go with the last part: they are as of the end of the batch. */
+		for (i = 0; i < p->nmeta; i++) {
+			if (!p->meta[i].dirty)
+				continue;
+			mc_persist_encode_meta(out, p->meta[i].name, p->meta[i].value);
+			p->meta[i].dirty = 0;
+			taken++;
+		}
+		mc_wbuf_reset(&p->batch);
+		p->nends = 0;
+	} else {
+		size_t k;
+
+		memmove(p->batch.data, p->batch.data + cut, p->batch.len - cut);
+		p->batch.len -= cut;
+		for (k = n; k < p->nends; k++)
+			p->ends[k - n] = p->ends[k] - cut;
+		p->nends -= n;
+	}
+	p->pending = p->pending > taken ? p->pending - taken : 0;
+	if (p->nends == 0) {
+		int dirty = 0;
+
+		for (i = 0; i < p->nmeta; i++)
+			dirty += p->meta[i].dirty;
+		p->pending = (size_t)dirty;
+	}
+	return taken;
+}
+
+/* Apply up to max changes from the n cursors r, in order, in one transaction.  0 or
+ * MC_ERR_PERSISTENT_FAIL (rolled back). */
+static int mc_persist_apply_txn(struct mc_persist *p, struct mc_rbuf *r, int n, size_t max)
+{
+	size_t k = 0;
+	int i, rc;
+
+	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
+		return MC_ERR_PERSISTENT_FAIL;
+	p->quiet = 1;
+	rc = mc_persist_step_done(p, ST_BEGIN);
+	for (i = 0; rc == 0 && i < n; i++)
+		while (rc == 0 && r[i].left > 0 && k++ < max)
+			rc = mc_persist_apply(p, &r[i]);
+	if (rc == 0)
+		rc = mc_persist_step_done(p, ST_COMMIT);
+	if (rc && p->db && !sqlite3_get_autocommit(p->db)) {
+		int keep = p->last_rc;
+
+		mc_persist_step_done(p, ST_ROLLBACK);
+		p->last_rc = keep;
+	}
+	p->quiet = 0;
+	if (rc == 0) {
+		p->last_rc = SQLITE_OK;
+		p->last_msg[0] = '\0';
+	}
+	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
+}
+
+int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max)
+{
+	return mc_persist_apply_txn(p, r, 1, max);
+}
+
+int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)
+{
+	struct mc_rbuf r[64];
+	int i;
+
+	if (n < 0 || n > 64)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		mc_rbuf_init(&r[i], v[i].iov_base, v[i].iov_len);
+	return mc_persist_apply_txn(p, r, n, SIZE_MAX);
 }
 
 int mc_persist_checkpoint_due(const struct mc_persist *p)

@@ -102,6 +102,53 @@ int mc_persist_commit(struct mc_persist *p);
 /* Number of changes in the pending batch. */
 size_t mc_persist_pending(const struct mc_persist *p);
 
+/* Replication (the master's HA, src/master/ha_*.c).  Batches travel between masters in the
+ * same encoding as the pending batch, plus meta values as records of their own. */
+struct iovec;
+struct mc_wbuf;
+/* Move the pending changes, as many whole ones as fit in max bytes (at least one), to the end of
+ * out, and with the last of them the meta values set since the last take or commit.  What is
+ * taken is gone from the pending batch: the caller makes it durable (mc_persist_apply_batches
+ * here once it is).  Returns the number of changes taken (0: none pending). */
+size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max);
+/* Append to w the record that sets meta name to value, as mc_persist_take writes them. */
+void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value);
+/* Write the n (at most 64) encoded batches (as mc_persist_take made them, here or on another
+ * master) in one transaction, in order.  0 or MC_ERR_PERSISTENT_FAIL (nothing written; a
+ * malformed batch also fails), -EINVAL for too many.  Leaves the pending batch alone. */
+int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n);
+
+/* Apply up to max changes of an encoded batch from cursor r (which advances) in one
+ * transaction: a long batch (a snapshot's chunk) in bounded steps.  0 or
+ * MC_ERR_PERSISTENT_FAIL (rolled back). */
+struct mc_rbuf;
+int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max);
+
+/* Snapshots (persist_snapshot.c): a consistent read of a database file through a connection of
+ * its own, in one read transaction (WAL: the writer goes on meanwhile), that encodes the rows as
+ * changes in the batch encoding.  Any one thread at a time. */
+struct mc_persist_reader;
+/* 0 and *out, or MC_ERR_PERSISTENT_FAIL (an in-memory database cannot be read so). */
+int mc_persist_reader_open(const char *path, struct mc_persist_reader **out);
+void mc_persist_reader_close(struct mc_persist_reader *r);
+/* A meta value as of the read (0 if unknown). */
+int64_t mc_persist_reader_meta(struct mc_persist_reader *r, const char *name);
+/* Append every segment as a change to w; the number in *n.  0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_reader_segments(struct mc_persist_reader *r, struct mc_wbuf *w, uint64_t *n);
+/* Append up to max further objects; *n of them (0: none left).  0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_reader_objects(struct mc_persist_reader *r, struct mc_wbuf *w, uint64_t max,
+			      uint64_t *n);
+/* Append every meta value and every record (copy/move tasks, drain jobs, tenants). */
+int mc_persist_reader_metas(struct mc_persist_reader *r, struct mc_wbuf *w);
+
+/* Bytes of changes in the pending batch (meta values not counted). */
+size_t mc_persist_pending_bytes(const struct mc_persist *p);
+/* Forget the pending changes and meta values (they will never be written). */
+void mc_persist_drop_pending(struct mc_persist *p);
+/* Empty every table (segments, objects, meta) in one transaction; the pending batch is dropped.
+ * 0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_wipe(struct mc_persist *p);
+
 /* Checkpoints are ours to run (SQLite's automatic one is off so a failure is seen): due once the
  * write-ahead log holds 1000 pages or more, or after a failed checkpoint. */
 int mc_persist_checkpoint_due(const struct mc_persist *p);

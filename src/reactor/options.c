@@ -314,6 +314,18 @@ static int mc_valid_metadata(const char *s)
 	return mc_valid_endpoint_list(s);
 }
 
+/* A master: host:port, or the HA locators etcd://h1:p1;h2:p2 and redis://[user@]host[:port]. */
+static int mc_valid_master(const char *s)
+{
+	int port = 0;
+
+	if (!strncmp(s, "etcd://", 7))
+		return mc_valid_endpoint_list(s + 7);
+	if (!strncmp(s, "redis://", 8))
+		return mc_valid_metadata(s);
+	return mc_opts_split_addr(s, NULL, 0, &port) == 0 && port != 0;
+}
+
 static int mc_valid_names(const char *s)
 {
 	if (*s == '\0')
@@ -397,6 +409,9 @@ static void mc_opts_form(const struct mc_opt *o, char *out, size_t n)
 	case MC_OPT_HOST: snprintf(out, n, "a host name or an IP address"); return;
 	case MC_OPT_ADDR: snprintf(out, n, "host or host:port, port 1-65535"); return;
 	case MC_OPT_ENDPOINT: snprintf(out, n, "host:port, port 1-65535"); return;
+	case MC_OPT_MASTER:
+		snprintf(out, n, "host:port, etcd://host:port[;host:port...] or redis://host[:port]");
+		return;
 	case MC_OPT_METADATA:
 		snprintf(out, n, "P2PHANDSHAKE, http://host[:port][/path], etcd://host:port[,...] "
 				 "or redis://host[:port]");
@@ -518,6 +533,10 @@ static int mc_opts_set_as(const struct mc_opt *o, void *cfg, const char *value,
 		break;
 	case MC_OPT_METADATA:
 		if (!mc_valid_metadata(value))
+			goto bad;
+		break;
+	case MC_OPT_MASTER:
+		if (!mc_valid_master(value))
 			goto bad;
 		break;
 	case MC_OPT_CHOICE:
@@ -858,6 +877,7 @@ static const char *mc_opts_type_name(enum mc_opt_type t)
 	case MC_OPT_HOST: return "host";
 	case MC_OPT_ADDR: return "host[:port]";
 	case MC_OPT_ENDPOINT: return "host:port";
+	case MC_OPT_MASTER: return "host:port|etcd://...";
 	case MC_OPT_METADATA: return "conn";
 	case MC_OPT_CHOICE: return "choice";
 	case MC_OPT_NAMES: return "names";
@@ -893,7 +913,7 @@ void mc_opts_help(const struct mc_opt *tab, FILE *out)
 #define MC_ENV(n, t, def, lo, hi) { n, NULL, NULL, t, 0, def, lo, hi, "" }
 const struct mc_opt mc_opts_env_store[] = {
 	MC_ENV("MOONCAKE_CONFIG_PATH", MC_OPT_PATH, NULL, 0, -1),
-	MC_ENV("MOONCAKE_MASTER", MC_OPT_ENDPOINT, NULL, 0, -1),
+	MC_ENV("MOONCAKE_MASTER", MC_OPT_MASTER, NULL, 0, -1),
 	MC_ENV("MOONCAKE_TE_META_DATA_SERVER", MC_OPT_METADATA, NULL, 0, -1),
 	MC_ENV("MOONCAKE_PROTOCOL", MC_OPT_CHOICE, "tcp|rdma", 0, -1),
 	MC_ENV("MOONCAKE_DEVICE", MC_OPT_NAMES, NULL, 0, -1),

@@ -31,6 +31,8 @@
  *   MC_OPT_NAMES     a comma-separated list of names ([A-Za-z0-9_.:-]), possibly empty (NICs)
  *   MC_OPT_TOKEN     printable text without blanks, quotes or backslashes, at most 255 bytes
  *   MC_OPT_PATH      a file name: no control characters, shorter than 1024 bytes
+ *   MC_OPT_MASTER    a master: host:port, or where the HA masters publish their leader,
+ *                    etcd://h1:p1[;h2:p2...] or redis://host[:port]
  * A value that does not have its form is refused with one line naming the option and the value,
  * the same whether it came from the command line, a configuration file or the environment.
  *
@@ -51,6 +53,7 @@ enum mc_opt_type {
 	MC_OPT_NAMES,
 	MC_OPT_TOKEN,
 	MC_OPT_PATH,
+	MC_OPT_MASTER,
 };
 
 struct mc_opt {

@@ -38,6 +38,17 @@
  * waits on it); the lane reconnects on the next call once the main connection is up again.
  * MC_RPC_DIRECT=0 turns the lane off.  Shared fields are under mc->mu; the lane's socket is used
  * only by the thread holding dl_mu.
+ *
+ * HA masters.  With master_server_address=etcd://h1:2379;h2:2379 (or redis://host:port) every
+ * connect first looks the leader up (master_locate.c).  A standby answers every request with
+ * UNAVAILABLE_IN_CURRENT_MODE and the leader it knows, without executing it; so do the masters
+ * between a leader's loss and the next one's start.  Such an answer makes the client drop the
+ * connection and look the leader up again; the refused call, and every call made while no
+ * leader answers, waits (up to its deadline, MC_RPC_TIMEOUT_MS, or MC_HA_SWITCH_WAIT_MS when it
+ * has none) and is sent to the next leader; calls that were in flight on a connection that
+ * broke end with MC_ERR_RPC_FAIL as ever (they may have been executed).  A client given one
+ * master's host:port that meets a standby follows the leader it names, and comes back to the
+ * address it was given when that leader stops answering.
  */
 #include <errno.h>
 #include <limits.h>
@@ -68,6 +79,7 @@
 #define MC_BACKOFF_MAX_MS 500
 #define MC_DL_REFUSED 1			/* the master closed the lane unasked */
 #define MC_DL_REFUSED_BACKOFF_MS 5000
+#define MC_HA_SWITCH_WAIT_MS 10000	/* calls without a deadline wait this long for a leader */
 
 enum mc_mc_state {
 	MC_MC_DOWN,		/* not connected; a reconnect is scheduled */
@@ -121,6 +133,14 @@ struct mc_master_client {
 	int64_t dl_used_ms;		/* the lane's last answer */
 	pthread_mutex_t dl_mu;		/* held by the thread using the lane */
 	int user_queued;		/* API calls on the loop not completed yet (atomic) */
+	/* HA: the locator (NULL: host and port are the master's), a lookup in flight, and for a
+	 * plain address the leader a standby named (redirect), which replaces host:port until it
+	 * fails. */
+	struct mc_master_locate *loc;
+	int locating;
+	char conf_host[256];
+	uint16_t conf_port;
+	int redirected;
 };
 
 static int64_t mc_wall_ms(void)
@@ -170,13 +190,22 @@ static void mc_pending_remove(struct mc_master_client *mc, struct mc_rpc_call *c
 		}
 }
 
+/* End every pending call with status; with HA masters (looked up, or a leader a standby
+ * named), calls never sent stay queued for the next leader (their deadlines still run). */
 static void mc_fail_all(struct mc_master_client *mc, int status)
 {
-	struct mc_rpc_call *c = mc->pending, *n;
+	struct mc_rpc_call *c = mc->pending, *n, **keep = &mc->pending;
 
 	mc->pending = NULL;
 	for (; c; c = n) {
 		n = c->next;
+		if ((mc->loc || mc->redirected) && c->sent_ms == 0 && c != &mc->ping_call &&
+		    c != &mc->remount_call) {
+			c->next = NULL;
+			*keep = c;
+			keep = &c->next;
+			continue;
+		}
 		mc_call_complete(c, status);
 	}
 }
@@ -222,6 +251,12 @@ static void mc_master_client_down(struct mc_master_client *mc, const char *why, 
 	mc->ping_figures = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
+	if (mc->redirected && (mc->state == MC_MC_CONNECTING || mc->state == MC_MC_PROBING)) {
+		/* The leader a standby named does not answer: back to the address given. */
+		snprintf(mc->host, sizeof(mc->host), "%s", mc->conf_host);
+		mc->port = mc->conf_port;
+		mc->redirected = 0;
+	}
 	mc_fail_all(mc, MC_ERR_RPC_FAIL);
 	tv.tv_sec = mc->backoff_ms / 1000;
 	tv.tv_usec = (mc->backoff_ms % 1000) * 1000;
@@ -291,10 +326,52 @@ static int mc_tls_auth_step(struct mc_master_client *mc)
 	return 1;
 }
 
+/* The master answered call with UNAVAILABLE_IN_CURRENT_MODE: it is a standby, which executed
+ * nothing.  The call may go again (it waits for the leader, mc_fail_all); the body names the
+ * leader the standby knows, noted in leader. */
+static void mc_master_client_refused(struct mc_rpc_call *call, struct evbuffer *in,
+				     uint32_t body_len, char *leader, size_t n)
+{
+	uint8_t body[320];
+	struct mc_rbuf r;
+	size_t k = body_len < sizeof(body) ? body_len : sizeof(body);
+
+	evbuffer_remove(in, body, k);
+	evbuffer_drain(in, body_len - k);
+	mc_rbuf_init(&r, body, k);
+	if (mc_rbuf_cstr(&r, leader, n))
+		leader[0] = '\0';
+	call->sent_ms = 0;
+}
+
+/* After the answers at hand were read: the master is a standby.  The connection goes; the next
+ * one is to the leader (looked up again, or the one this master named). */
+static void mc_master_client_standby(struct mc_master_client *mc, const char *leader)
+{
+	char h[256];
+	uint16_t p = 0;
+	int follow = mc->loc == NULL && leader[0] &&
+		     mc_endpoint_parse(mc_strv_c(leader), h, sizeof(h), &p) == 0 &&
+		     (strcmp(h, mc->host) || p != mc->port);
+
+	if (follow)
+		mc->redirected = 1;	/* refused calls wait for the leader (mc_fail_all) */
+	mc_master_client_down(mc, leader[0] ? "the master is a standby" :
+			      "the master is a standby and knows no leader", 1);
+	if (follow) {
+		mc_log_warn("master %s:%u is a standby; following the leader it names, %s",
+			    mc->host, mc->port, leader);
+		snprintf(mc->host, sizeof(mc->host), "%s", h);
+		mc->port = p;
+	}
+}
+
 static void mc_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_master_client *mc = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
+	char leader[300] = "";
+	int standby = 0;
 
 	if (mc->hs && mc_tls_auth_step(mc) != 0)
 		return;
@@ -306,14 +383,14 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		size_t avail = evbuffer_get_length(in);
 
 		if (avail < MC_RPC_HDR_LEN)
-			return;
+			break;
 		evbuffer_copyout(in, hb, sizeof(hb));
 		if (mc_rpc_hdr_decode(hb, &h, 1u << 30) || h.kind != MC_RPC_RESPONSE) {
 			mc_master_client_down(mc, "malformed response from master", 1);
 			return;
 		}
 		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len)
-			return;
+			break;
 		evbuffer_drain(in, MC_RPC_HDR_LEN);
 		mc->last_rx_ms = mc_store_now_ms();
 		mc_master_alive(mc);
@@ -322,6 +399,12 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (c == NULL) {
 			/* A call that already timed out. */
 			evbuffer_drain(in, h.body_len);
+			continue;
+		}
+		if (h.status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {
+			/* Read the other answers at hand first: refused calls may go again. */
+			mc_master_client_refused(c, in, h.body_len, leader, sizeof(leader));
+			standby = 1;
 			continue;
 		}
 		mc_pending_remove(mc, c);
@@ -337,6 +420,8 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (mc->bev != bev)
 			return;		/* a completion dropped the connection */
 	}
+	if (standby)
+		mc_master_client_standby(mc, leader);
 }
 
 static void mc_ping(struct mc_master_client *mc, int64_t now);
@@ -466,7 +551,47 @@ static void mc_on_event(struct bufferevent *bev, short what, void *arg)
 	}
 }
 
+static void mc_master_client_dial(struct mc_master_client *mc);
+
+static void mc_on_located(void *arg, int rc, const char *leader)
+{
+	struct mc_master_client *mc = arg;
+	char h[256];
+	uint16_t p;
+
+	mc->locating = 0;
+	if (mc->bev || mc->closing)
+		return;
+	event_del(mc->ev_reconnect);
+	if (rc || mc_endpoint_parse(mc_strv_c(leader), h, sizeof(h), &p)) {
+		mc->state = MC_MC_CONNECTING;
+		mc_master_client_down(mc, rc == -ENOENT || rc == 0 ? "no leader is published"
+								 : "the leader cannot be looked up",
+				      0);
+		return;
+	}
+	if (strcmp(h, mc->host) || p != mc->port)
+		mc_log_info("master leader is %s", leader);
+	snprintf(mc->host, sizeof(mc->host), "%s", h);
+	mc->port = p;
+	mc_master_client_dial(mc);
+}
+
 static void mc_master_client_connect(struct mc_master_client *mc)
+{
+	if (mc->loc) {
+		if (!mc->locating) {
+			mc->locating = 1;
+			mc->state = MC_MC_CONNECTING;
+			mc->connect_started_ms = mc_store_now_ms();
+			mc_master_locate_lookup(mc->loc, mc_on_located, mc);
+		}
+		return;
+	}
+	mc_master_client_dial(mc);
+}
+
+static void mc_master_client_dial(struct mc_master_client *mc)
 {
 	struct sockaddr_storage ss;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
@@ -515,7 +640,17 @@ static void mc_submit(struct mc_master_client *mc, struct mc_rpc_call *call)
 {
 	if (mc->state == MC_MC_DOWN || (mc->suspect && mc->state != MC_MC_UP &&
 					call != &mc->ping_call)) {
-		mc_call_complete(call, MC_ERR_RPC_FAIL);
+		if ((mc->loc == NULL && !mc->redirected) || call == &mc->ping_call ||
+		    call == &mc->remount_call) {
+			mc_call_complete(call, MC_ERR_RPC_FAIL);
+			return;
+		}
+		/* HA: wait for the next leader, bounded. */
+		if (call->deadline_ms == 0)
+			call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
+		call->sent_ms = 0;
+		call->next = mc->pending;
+		mc->pending = call;
 		return;
 	}
 	call->next = mc->pending;
@@ -633,7 +768,8 @@ static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (mc->state == MC_MC_CONNECTING && now - mc->connect_started_ms > mc->connect_timeout_ms) {
+	if (mc->state == MC_MC_CONNECTING && !mc->locating &&
+	    now - mc->connect_started_ms > mc->connect_timeout_ms) {
 		mc_master_client_down(mc, "connect timeout", 1);
 		return;
 	}
@@ -695,10 +831,19 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 		return NULL;
 	mc->st = st;
 	mc->base = mc_loop_thread_base(st->lt);
-	if (mc_endpoint_parse(v, mc->host, sizeof(mc->host), &mc->port)) {
+	if (mc_master_locate_wanted(addr)) {
+		mc->loc = mc_master_locate_new(mc->base, addr);
+		if (mc->loc == NULL) {
+			free(mc);
+			return NULL;
+		}
+		snprintf(mc->host, sizeof(mc->host), "(leader of %s)", addr);
+	} else if (mc_endpoint_parse(v, mc->host, sizeof(mc->host), &mc->port)) {
 		free(mc);
 		return NULL;
 	}
+	snprintf(mc->conf_host, sizeof(mc->conf_host), "%s", mc->host);
+	mc->conf_port = mc->port;
 	mc->backoff_ms = MC_BACKOFF_MIN_MS;
 	mc->connect_timeout_ms = mc_env_ms("MC_RPC_CONNECT_TIMEOUT_MS", 1500);
 	mc->ev_tick = event_new(mc->base, -1, EV_PERSIST, mc_on_tick, mc);
@@ -706,6 +851,7 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 	if (mc->ev_tick == NULL || mc->ev_reconnect == NULL) {
 		if (mc->ev_tick)
 			event_free(mc->ev_tick);
+		mc_master_locate_free(mc->loc);
 		free(mc);
 		return NULL;
 	}
@@ -744,6 +890,8 @@ void mc_master_client_free(struct mc_master_client *mc)
 		bufferevent_free(mc->bev);
 	mc->bev = NULL;
 	mc->state = MC_MC_DOWN;
+	mc_master_locate_free(mc->loc);
+	mc->loc = NULL;		/* so that queued calls fail too */
 	mc_fail_all(mc, MC_ERR_RPC_FAIL);
 	event_free(mc->ev_tick);
 	event_free(mc->ev_reconnect);
@@ -1082,6 +1230,16 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	rc = mc_dl_read(fd, call, &why);
 	if (rc == MC_DL_REFUSED)
 		goto refused;
+	if (rc == 0 && call->status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {
+		/* A standby: nothing ran.  The loop drops the master and finds the leader; the
+		 * call goes through the loop, where it waits for it. */
+		free(call->resp);
+		call->resp = NULL;
+		call->status = 0;
+		mc_dl_fail(mc, gen, "the master is a standby");
+		pthread_mutex_unlock(&mc->dl_mu);
+		return 1;
+	}
 	if (rc) {
 		free(call->resp);
 		call->resp = NULL;

@@ -471,8 +471,10 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		uint16_t p;
 
 		/* A malformed address is the caller's error, not a lack of memory later. */
-		if (mc_endpoint_parse(mc_strv_c(st->master_addr), h, sizeof(h), &p)) {
-			mc_log_err("master_server_address '%s' is not host:port", st->master_addr);
+		if (!mc_master_locate_wanted(st->master_addr) &&
+		    mc_endpoint_parse(mc_strv_c(st->master_addr), h, sizeof(h), &p)) {
+			mc_log_err("master_server_address '%s' is not host:port (nor etcd://... or "
+				   "redis://...)", st->master_addr);
 			return MC_ERR_INVALID_PARAMS;
 		}
 	}

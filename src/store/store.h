@@ -146,6 +146,18 @@ struct mc_rpc_call {
 
 struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *addr);
 /* On the loop thread. */
+
+/* master_locate.c: where HA masters publish their leader (etcd://..., redis://...). */
+struct mc_master_locate;
+/* The lookup's end: rc 0 and leader "host:port", or rc < 0 (-ENOENT: no leader now). */
+typedef void (*mc_locate_fn)(void *arg, int rc, const char *leader);
+/* 1 if addr names a locator rather than a master. */
+int mc_master_locate_wanted(const char *addr);
+/* A locator on base for addr; NULL (with a log line) when it cannot be made. */
+struct mc_master_locate *mc_master_locate_new(struct event_base *base, const char *addr);
+/* Look the leader up; fn runs once, on the loop, within about a second. */
+void mc_master_locate_lookup(struct mc_master_locate *l, mc_locate_fn fn, void *arg);
+void mc_master_locate_free(struct mc_master_locate *l);
 void mc_master_client_free(struct mc_master_client *mc);
 int mc_master_client_healthy(struct mc_master_client *mc);
 

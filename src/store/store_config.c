@@ -20,7 +20,7 @@ static const struct mc_opt mc_cfg_checks[] = {
 	{ "local_hostname", "MOONCAKE_LOCAL_HOSTNAME", NULL, MC_OPT_ADDR, 0, NULL, 0, -1, "" },
 	{ "metadata_server", "MOONCAKE_TE_META_DATA_SERVER", NULL, MC_OPT_METADATA, 0, NULL, 0, -1,
 	  "" },
-	{ "master_server_address", "MOONCAKE_MASTER", NULL, MC_OPT_ENDPOINT, 0, NULL, 0, -1, "" },
+	{ "master_server_address", "MOONCAKE_MASTER", NULL, MC_OPT_MASTER, 0, NULL, 0, -1, "" },
 	{ "protocol", "MOONCAKE_PROTOCOL", NULL, MC_OPT_CHOICE, 0, "tcp|rdma", 0, -1, "" },
 	{ "device_name", "MOONCAKE_DEVICE", NULL, MC_OPT_NAMES, 0, NULL, 0, -1, "" },
 	{ "tenant_id", "MOONCAKE_TENANT_ID", NULL, MC_OPT_TOKEN, 0, NULL, 0, -1, "" },

@@ -60,7 +60,7 @@ struct bench_cfg {
 static const struct mc_opt bench_opts[] = {
 	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
 	  "the cluster secret (default: $MOONCAKE_CLUSTER_SECRET_FILE)" },
-	{ "master_server_address", NULL, NULL, MC_OPT_ENDPOINT, O(master_server_address),
+	{ "master_server_address", NULL, NULL, MC_OPT_MASTER, O(master_server_address),
 	  "127.0.0.1:50051", 0, -1, "master RPC address host:port" },
 	{ "metadata_server", NULL, NULL, MC_OPT_METADATA, O(metadata_server), "P2PHANDSHAKE", 0, -1,
 	  "transfer-engine metadata connection string" },

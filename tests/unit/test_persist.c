@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "common/errcode.h"
+#include "common/wire.h"
 #include "persist/persist.h"
 #include "tap.h"
 
@@ -201,6 +203,95 @@ static int fault_child(const char *dir, const char *point)
 		return 11;
 	mc_persist_close(p);
 	return c.objects == 14 && !c.has_key0 ? 0 : 12;
+}
+
+/* Replication (the master's HA): the pending batch taken in parts (changes to the same row
+ * coalesced, meta values in the last part) and applied to another database; a snapshot reader's
+ * encoding applied in bounded steps to a third; all three hold the same rows. */
+static void replication_tests(const char *dir)
+{
+	char a[256], b[256], c[256];
+	struct mc_persist *pa, *pb, *pc;
+	struct mc_persist_reader *r;
+	struct mc_persist_segment s = { .name = "host:1", .base = 4096, .size = 1u << 30,
+					.endpoint = "127.0.0.1:5000", .protocol = "tcp" };
+	struct mc_wbuf parts[64], w;
+	struct iovec iov[64];
+	struct mc_rbuf rb;
+	struct seen x = { 0 };
+	uint64_t n, segs = 0, objs = 0;
+	size_t taken = 0;
+	int i, np = 0, steps = 0, rc = 0;
+
+	snprintf(a, sizeof(a), "%s/ha-a.db", dir);
+	snprintf(b, sizeof(b), "%s/ha-b.db", dir);
+	snprintf(c, sizeof(c), "%s/ha-c.db", dir);
+	if (mc_persist_open(a, MC_PERSIST_SYNC_NORMAL, &pa) ||
+	    mc_persist_open(b, MC_PERSIST_SYNC_NORMAL, &pb) ||
+	    mc_persist_open(c, MC_PERSIST_SYNC_NORMAL, &pc)) {
+		ok(0, "open three databases");
+		return;
+	}
+	s.id[0] = 7;
+	mc_persist_put_segment(pa, &s);
+	for (i = 0; i < 50; i++)
+		put_obj(pa, i);		/* a PutStart's row ... */
+	for (i = 0; i < 50; i++)
+		put_obj(pa, i);		/* ... written again by its PutEnd */
+	mc_persist_del_object(pa, "key-3", 5);
+	mc_persist_set_meta(pa, "next_replica_id", 777);
+	while (mc_persist_pending(pa) > 0 && np < 64) {
+		mc_wbuf_init(&parts[np]);
+		taken += mc_persist_take(pa, &parts[np], 1500);
+		iov[np].iov_base = parts[np].data;
+		iov[np].iov_len = parts[np].len;
+		np++;
+	}
+	ok(np > 1 && taken == 52 && mc_persist_pending_bytes(pa) == 0,
+	   "the batch is taken in %d parts of at most 1500 bytes: 52 changes (the second write of "
+	   "each row and a row deleted later coalesced; got %zu)", np, taken);
+	ok(mc_persist_apply_batches(pb, iov, np) == 0 && mc_persist_apply_batches(pa, iov, np) == 0,
+	   "the parts apply to the standby's database and to the leader's own");
+	mc_persist_load(pb, on_seg, on_obj, &x);
+	ok(x.segments == 1 && x.objects == 49 && x.bad == 0 &&
+	   mc_persist_get_meta(pb, "next_replica_id") == 777,
+	   "the standby holds 1 segment, 49 objects and the meta value (%d %d bad %d)", x.segments,
+	   x.objects, x.bad);
+	for (i = 0; i < np; i++)
+		mc_wbuf_fini(&parts[i]);
+	/* A snapshot of the standby's file, restored into a third in steps. */
+	mc_wbuf_init(&w);
+	if (mc_persist_reader_open(b, &r) == 0) {
+		rc |= mc_persist_reader_segments(r, &w, &segs);
+		do {
+			rc |= mc_persist_reader_objects(r, &w, 10, &n);
+			objs += n;
+		} while (n == 10);
+		rc |= mc_persist_reader_metas(r, &w);
+		mc_persist_reader_close(r);
+	} else {
+		rc = -1;
+	}
+	ok(rc == 0 && segs == 1 && objs == 49, "the snapshot reader encodes %llu segment and %llu "
+	   "objects", (unsigned long long)segs, (unsigned long long)objs);
+	mc_rbuf_init(&rb, w.data, w.len);
+	while (rb.left > 0 && rc == 0 && steps < 1000) {
+		rc = mc_persist_apply_some(pc, &rb, 7);
+		steps++;
+	}
+	memset(&x, 0, sizeof(x));
+	mc_persist_load(pc, on_seg, on_obj, &x);
+	ok(rc == 0 && steps > 5 && x.segments == 1 && x.objects == 49 && x.bad == 0 &&
+	   mc_persist_get_meta(pc, "next_replica_id") == 777,
+	   "restored in %d steps of 7 changes: the same rows", steps);
+	ok(mc_persist_wipe(pc) == 0 && mc_persist_get_meta(pc, "next_replica_id") == 0,
+	   "wipe empties the database");
+	ok(mc_persist_reader_open(":memory:", &r) != 0, "an in-memory database cannot be read for "
+	   "a snapshot");
+	mc_wbuf_fini(&w);
+	mc_persist_close(pa);
+	mc_persist_close(pb);
+	mc_persist_close(pc);
 }
 
 static double now_s(void)
@@ -531,6 +622,7 @@ int main(void)
 	if (system(cmd) == 0)
 		ok(mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) != 0,
 		   "a newer schema version is refused");
+	replication_tests(dir);
 	tap_rmtree(dir);
 	return tap_done();
 }
