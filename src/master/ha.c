@@ -60,15 +60,44 @@ static int mc_ha_cluster_ok(const char *s)
 	return 1;
 }
 
+/* etcd's own form of endpoints, URLs (http://h1:2379,http://h2:2379/, as upstream's
+ * conf/master.json writes them), becomes the backends' host:port[;host:port...] in place: the
+ * "http://" of each and a trailing "/" go.  0, or -1 (https: TLS to etcd is not built in). */
+static int mc_ha_strip_urls(char *v, const char *flag, char *err, size_t n)
+{
+	char *r = v, *w = v;
+
+	if (strstr(v, "https://")) {
+		snprintf(err, n, "invalid value '%.200s' for --%s: https (TLS to etcd) is not "
+				 "supported; give http:// or host:port endpoints", v, flag);
+		return -1;
+	}
+	while (*r) {
+		if (!strncmp(r, "http://", 7) && (r == v || r[-1] == ';' || r[-1] == ','))
+			r += 7;
+		if (*r == '/' && (r[1] == '\0' || r[1] == ';' || r[1] == ',')) {
+			r++;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+	return 0;
+}
+
 /* An endpoint list as the backends take it: host:port[;host:port...] (or ","), with an
- * optional etcd:// or redis:// in front.  0, or -1 with the message naming flag. */
-static int mc_ha_check_endpoints(const char *flag, const char *v, char *err, size_t n)
+ * optional etcd:// or redis:// in front, or etcd's http:// URLs.  0, or -1 with the message
+ * naming flag. */
+static int mc_ha_check_endpoints(const char *flag, char *v, char *err, size_t n)
 {
 	static const struct mc_opt master = { "x", NULL, NULL, MC_OPT_MASTER, 0, NULL, 0, -1, "" };
 	char tmp[1100], label[64], e[256];
 
 	if (v[0] == '\0')
 		return 0;
+	if (strncmp(v, "redis://", 8) && strncmp(v, "etcd://", 7) &&
+	    mc_ha_strip_urls(v, flag, err, n))
+		return -1;
 	snprintf(tmp, sizeof(tmp), "%s%s", strstr(v, "://") ? "" : "etcd://", v);
 	snprintf(label, sizeof(label), "--%s", flag);
 	if (strlen(v) < 1000 && mc_opts_check_value(&master, tmp, label, e, sizeof(e)) == 0)

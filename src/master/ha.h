@@ -136,6 +136,9 @@ struct mc_ha {
 	int round;			/* replies are waiting for a round of parts */
 	size_t round_left;		/* bytes of the round still to write */
 	int64_t write_started;		/* monotonic us */
+	int64_t write_first_ms;		/* monotonic ms of the part's first try */
+	json_t *wtxn;			/* the part's transaction, sent again after a failure */
+	struct event *ev_wretry;
 	struct mc_ha_waiter *waiters;		/* mc_ha_when_durable, not bound to a round yet */
 	struct mc_ha_waiter *sealed_waiters;	/* ... bound to the round being written */
 	struct mc_etcd_call *member_call;

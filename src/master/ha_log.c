@@ -113,6 +113,8 @@ static void mc_ha_on_fetch_event(evutil_socket_t fd, short what, void *arg)
 	mc_ha_log_fetch(arg);
 }
 
+static void mc_ha_on_wretry(evutil_socket_t fd, short what, void *arg);
+
 int mc_ha_log_init(struct mc_ha *ha)
 {
 	struct mc_master *m = ha->m;
@@ -120,7 +122,8 @@ int mc_ha_log_init(struct mc_ha *ha)
 	ha->applied = (uint64_t)mc_persist_get_meta(m->persist, "ha_batch");
 	ha->fetch = mc_ha_log_fetch;
 	ha->ev_fetch = evtimer_new(m->base, mc_ha_on_fetch_event, ha);
-	if (ha->ev_fetch == NULL)
+	ha->ev_wretry = evtimer_new(m->base, mc_ha_on_wretry, ha);
+	if (ha->ev_fetch == NULL || ha->ev_wretry == NULL)
 		return -1;
 	mc_log_info("HA: our database %s holds the log up to batch %" PRIu64, m->cfg.persist_path,
 		    ha->applied);
@@ -473,6 +476,7 @@ void mc_ha_log_catch_up(struct mc_ha *ha)
 /* ---------------------------------------------------------------- the leader's side */
 
 static void mc_ha_write_part(struct mc_ha *ha);
+static void mc_ha_post_write(struct mc_ha *ha);
 static void mc_ha_release(struct mc_ha *ha);
 
 /* The answer's failure branch: did an earlier attempt of ours write batch id already? */
@@ -501,10 +505,23 @@ static void mc_ha_on_written(void *arg, int rc, json_t *reply)
 
 	ha->write_call = NULL;
 	if (rc) {
+		int64_t now = mc_ha_now(ha);
+		struct timeval tv = { 0, 50000 };
+
 		ha->x.write_failures++;
+		/* etcd did not answer (the batch may or may not have landed: the next try's
+		 * comparison tells): try again while the lease lasts, within
+		 * --batch_oplog_retry_timeout_sec. */
+		if (now + 100 < ha->valid_until &&
+		    now - ha->write_first_ms < ha->m->cfg.batch_oplog_retry_timeout_sec * 1000) {
+			evtimer_add(ha->ev_wretry, &tv);
+			return;
+		}
 		mc_ha_step_down(ha, "cannot write the log to etcd before our lease ends");
 		return;
 	}
+	json_decref(ha->wtxn);
+	ha->wtxn = NULL;
 	mc_ha_on_contact(ha);
 	if (!json_is_true(json_object_get(reply, "succeeded")) && !mc_ha_landed(ha, reply, id)) {
 		ha->x.write_failures++;
@@ -546,7 +563,6 @@ static void mc_ha_write_part(struct mc_ha *ha)
 	size_t before = mc_persist_pending_bytes(p), took;
 	char key[MC_HA_KEY_MAX + 24], num[32];
 	json_t *vk = mc_etcd_b64s(ha->view_key), *pk = mc_etcd_b64s(ha->prefix_key), *cmp, *txn;
-	int64_t left = ha->valid_until - mc_ha_now(ha);
 
 	mc_wbuf_reset(&ha->wbuf);
 	mc_wbuf_u8(&ha->wbuf, MC_HA_BATCH_VERSION);
@@ -580,13 +596,30 @@ static void mc_ha_write_part(struct mc_ha *ha)
 			"failure", "request_range", "key", vk, "request_range", "key", pk);
 	json_decref(vk);
 	json_decref(pk);
+	json_decref(ha->wtxn);
+	ha->wtxn = txn;
+	ha->write_first_ms = mc_ha_now(ha);
+	mc_ha_post_write(ha);
+}
+
+/* Send the part's transaction (again), bounded by what is left of the lease. */
+static void mc_ha_post_write(struct mc_ha *ha)
+{
+	int64_t left = ha->valid_until - mc_ha_now(ha);
+
 	ha->write_started = mc_ha_us();
-	ha->write_call = txn ? mc_etcd_post(ha->etcd, "/v3/kv/txn", txn, left > 100 ? left : 100,
-					    mc_ha_on_written, ha)
-			     : NULL;
-	json_decref(txn);
+	ha->write_call = ha->wtxn ? mc_etcd_post(ha->etcd, "/v3/kv/txn", ha->wtxn,
+						 left > 100 ? left : 100, mc_ha_on_written, ha)
+				  : NULL;
 	if (ha->write_call == NULL)
 		mc_ha_step_down(ha, "out of memory for a batch");
+}
+
+static void mc_ha_on_wretry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mc_ha_post_write(arg);
 }
 
 struct mc_ha_waiter {
@@ -680,6 +713,11 @@ void mc_ha_log_fini(struct mc_ha *ha)
 	mc_etcd_cancel(ha->log_call);
 	mc_etcd_cancel(ha->watch_log);
 	mc_etcd_cancel(ha->write_call);
+	if (ha->ev_wretry)
+		event_free(ha->ev_wretry);
+	ha->ev_wretry = NULL;
+	json_decref(ha->wtxn);
+	ha->wtxn = NULL;
 	if (ha->ev_fetch)
 		event_free(ha->ev_fetch);
 }

@@ -76,6 +76,7 @@ struct mc_master_config {
 	int64_t ha_leader_lease_ttl_sec;
 	int enable_oplog;
 	int64_t oplog_poll_interval_ms;
+	int64_t batch_oplog_retry_timeout_sec;
 	int enable_oplog_snapshot;
 	int64_t snapshot_interval_seconds;
 	int64_t snapshot_chunk_object_count;

@@ -164,6 +164,9 @@ static const struct mc_opt mc_master_opts[] = {
 	  "replicate every change through etcd before acknowledging it; standbys follow" },
 	{ "oplog_poll_interval_ms", NULL, NULL, MC_OPT_INT, O(oplog_poll_interval_ms), "1000", 10,
 	  60000, "standbys read the leader view and the log this often besides watching them" },
+	{ "batch_oplog_retry_timeout_sec", NULL, NULL, MC_OPT_INT, O(batch_oplog_retry_timeout_sec),
+	  "180", 1, 86400, "a batch of the log etcd did not answer is sent again for this long, "
+	  "while the leader's lease lasts (the lease bounds it first)" },
 	{ "enable_oplog_snapshot", NULL, NULL, MC_OPT_BOOL, O(enable_oplog_snapshot), "false", 0,
 	  -1, "write snapshots of the replicated table so the log in etcd can be compacted" },
 	{ "snapshot_interval_seconds", NULL, NULL, MC_OPT_INT, O(snapshot_interval_seconds), "600",
