@@ -15,6 +15,9 @@ from enum import IntEnum
 from mooncake import _store
 from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,
                                   RegisteredBufferLease)
+from mooncake.store_tensor import (TensorMethods, ParallelAxis, TensorParallelism, ReadTarget,
+                                   _serialize_tensor, _deserialize_tensor,
+                                   _tensor_metadata_size)
 
 BufferHandle = _store.BufferHandle
 _log = logging.getLogger(__name__)
@@ -22,7 +25,8 @@ _log = logging.getLogger(__name__)
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
            "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
-           "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease"]
+           "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease",
+           "ParallelAxis", "TensorParallelism", "ReadTarget"]
 
 
 class SoftPinAction(IntEnum):
@@ -292,7 +296,7 @@ def _bad_ranges(keys, dst):
     return out
 
 
-class MooncakeDistributedStore(_store.MooncakeDistributedStore):
+class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
     """Upstream-compatible Mooncake store client."""
 
     def setup(self, *args, **kwargs):

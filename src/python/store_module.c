@@ -623,6 +623,8 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "batch_upsert_from", KW mc_py_batch_upsert_from, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_put_from_multi_buffers", KW mc_py_batch_put_from_multi_buffers,
 	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_batch_upsert_from_multi_buffers", KW mc_py_batch_upsert_from_multi_buffers,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get", KW mc_py_get, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_batch", KW mc_py_get_batch, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_buffer", KW mc_py_get_buffer, METH_VARARGS | METH_KEYWORDS, NULL },

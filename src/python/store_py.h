@@ -50,6 +50,8 @@ PyObject *mc_py_batch_put_from(struct mc_py_store *self, PyObject *args, PyObjec
 PyObject *mc_py_batch_upsert_from(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_batch_put_from_multi_buffers(struct mc_py_store *self, PyObject *args,
 					     PyObject *kw);
+PyObject *mc_py_batch_upsert_from_multi_buffers(struct mc_py_store *self, PyObject *args,
+						PyObject *kw);
 /* Per-key lists of (ptr, size) -> iovs; 0, -1 (exception set) or 1 (shapes differ). */
 int mc_py_multi(PyObject *ptrss, PyObject *sizess, Py_ssize_t n, struct mc_iov ***out,
 		uint32_t **counts);
