@@ -244,8 +244,9 @@ def _writer_partition(obj):
     return rank, size, sd
 
 
-def _plan_write(key, tensor, parallelism, writer_partition):
-    """The objects a parallelism write stores: [(key, _Blob or manifest bytes)], or -600."""
+def _plan_write(key, tensor, parallelism, writer_partition, from_full=False):
+    """The objects a parallelism write stores: [(key, _Blob or manifest bytes)], or -600.
+    from_full: the tensor came from a buffer and is the full tensor even for one tp axis."""
     if writer_partition is not None and parallelism is not None:
         _log.error("writer_partition cannot be combined with parallelism")
         return _INVALID
@@ -270,6 +271,14 @@ def _plan_write(key, tensor, parallelism, writer_partition):
         return _INVALID
     pkey = _parallelism_key(key, axes)
     tp = [a for a in axes if a[0] == "tp"]
+    if len(axes) == 1 and tp and from_full:
+        # The _from forms cut a single tp axis's shard from the full tensor in the buffer.
+        _, rank, size, sd, _, _ = tp[0]
+        blob = _shard_blob(t, code, rank, size, sd)
+        if blob is None:
+            return _INVALID
+        return [(pkey, blob),
+                (key + "__parallelism_manifest", tio.encode_manifest(code, shape, sd, size))]
     if len(axes) == 1 and tp:
         # A single tp axis: the tensor is the shard itself.
         _, rank, size, sd, _, _ = tp[0]
@@ -609,7 +618,8 @@ class TensorMethods:
 
     # ------------------------------------------------------------ unified parallelism
 
-    def _put_par(self, keys, tensors, parallelisms, config, writer_partitions, upsert):
+    def _put_par(self, keys, tensors, parallelisms, config, writer_partitions, upsert,
+                 from_full=False):
         keys = _check_keys(keys)
         n = len(keys)
         if not isinstance(tensors, (list, tuple)) or len(tensors) != n:
@@ -627,7 +637,7 @@ class TensorMethods:
                 reqs.append(lst)
         groups = []
         for k, t, p, w in zip(keys, tensors, reqs[0], reqs[1]):
-            plan = _plan_write(k, t, p, w)
+            plan = _plan_write(k, t, p, w, from_full)
             groups.append(plan)
         return self._put_grouped(groups, config, upsert)
 
@@ -663,7 +673,8 @@ class TensorMethods:
         if any(t is None for t in tensors):
             _log.error("invalid tensor metadata in a source buffer")
             return [_INVALID] * len(keys)
-        return self._put_par(keys, tensors, parallelisms, config, writer_partitions, upsert)
+        return self._put_par(keys, tensors, parallelisms, config, writer_partitions, upsert,
+                             True)
 
     def put_tensor_with_parallelism_from(self, key, buffer_ptr, size, parallelism=None,
                                          config=None, writer_partition=None):
