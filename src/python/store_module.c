@@ -44,10 +44,16 @@ void mc_py_keys_free(struct mc_py_keys *k)
 
 int mc_py_keys_get(PyObject *seq, struct mc_py_keys *k)
 {
-	PyObject *fast = PySequence_Fast(seq, "keys must be a list of str");
+	PyObject *fast;
 	Py_ssize_t i;
 
 	memset(k, 0, sizeof(*k));
+	/* A str is a sequence too, but never a list of keys (upstream's binding refuses it). */
+	if (PyUnicode_Check(seq) || PyBytes_Check(seq) || PyByteArray_Check(seq)) {
+		PyErr_SetString(PyExc_TypeError, "keys must be a list of str, not a single string");
+		return -1;
+	}
+	fast = PySequence_Fast(seq, "keys must be a list of str");
 	if (fast == NULL)
 		return -1;
 	k->n = PySequence_Fast_GET_SIZE(fast);
