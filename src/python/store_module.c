@@ -648,6 +648,12 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "remove_by_regex", KW mc_py_remove_by_regex, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove_all", KW mc_py_remove_all, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_replica_clear", KW mc_py_batch_replica_clear, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "mount_segment", KW mc_py_mount_segment, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "allocate_and_mount_segment", KW mc_py_allocate_and_mount_segment,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "unmount_segment", KW mc_py_unmount_segment, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "unmount_and_free_segment", KW mc_py_unmount_and_free_segment,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "_query", (PyCFunction)mc_py_query, METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };

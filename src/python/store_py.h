@@ -57,6 +57,13 @@ int mc_py_multi(PyObject *ptrss, PyObject *sizess, Py_ssize_t n, struct mc_iov *
 		uint32_t **counts);
 void mc_py_multi_free(struct mc_iov **iovs, uint32_t *counts, Py_ssize_t n);
 
+/* store_py_segments.c */
+PyObject *mc_py_mount_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_allocate_and_mount_segment(struct mc_py_store *self, PyObject *args,
+					   PyObject *kw);
+PyObject *mc_py_unmount_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_and_free_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+
 /* store_py_get.c */
 PyObject *mc_py_get_into(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_batch_get_into(struct mc_py_store *self, PyObject *args, PyObject *kw);

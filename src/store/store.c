@@ -21,7 +21,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,24 +137,6 @@ void mc_store_put_segment_token(struct mc_store *st, struct mc_wbuf *w, uint32_t
 	mc_wbuf_put(w, st->segs[i].token, sizeof(st->segs[i].token));
 }
 
-/* 16 random bytes for a segment token.  0 or -errno. */
-static int mc_store_make_token(uint8_t out[16])
-{
-	size_t got = 0;
-
-	while (got < 16) {
-		ssize_t n = getrandom(out + got, 16 - got, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	return 0;
-}
-
 int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len)
 {
 	uint32_t i;
@@ -196,65 +177,6 @@ int mc_store_unregister(struct mc_store *st, void *addr)
 	if (st->engine == NULL || unregisterLocalMemory(st->engine, addr))
 		return MC_ERR_INVALID_PARAMS;
 	return 0;
-}
-
-int mc_store_mount_segment(struct mc_store *st, uint64_t size)
-{
-	struct mc_store_segment seg = { .memfd = -1 };
-	struct mc_rpc_call call;
-	char err[512];
-	int rc;
-
-	if (st->nsegs >= MC_STORE_MAX_SEGMENTS)
-		return MC_ERR_INVALID_PARAMS;
-	seg.mem = calloc(1, sizeof(*seg.mem));
-	if (seg.mem == NULL)
-		return MC_ERR_INTERNAL;
-	if (mc_segmem_create(seg.mem, size, "mooncake-segment", &st->memopts, err,
-			     sizeof(err)) != 0) {
-		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
-		free(seg.mem);
-		return MC_ERR_INVALID_PARAMS;
-	}
-	seg.base = seg.mem->base;
-	seg.memfd = seg.mem->fd;
-	seg.size = size;
-	mc_uuid_generate(&seg.id);
-	if (mc_store_make_token(seg.token) != 0) {
-		mc_log_err("cannot make a segment token: %s", strerror(errno));
-		rc = MC_ERR_INTERNAL;
-		goto fail_map;
-	}
-	rc = mc_store_register(st, seg.base, size);
-	if (rc)
-		goto fail_map;
-	pthread_mutex_lock(&st->mu);
-	st->segs[st->nsegs++] = seg;
-	pthread_mutex_unlock(&st->mu);
-
-	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
-	mc_rpc_put_uuid(&call.req, &st->client_id);
-	mc_store_put_segment(st, &call.req, st->nsegs - 1);
-	mc_store_put_segment_token(st, &call.req, st->nsegs - 1);
-	rc = mc_store_call(st, &call);
-	if (rc == 0)
-		rc = call.status;
-	mc_rpc_call_fini(&call);
-	if (rc) {
-		mc_log_err("MountSegment of %llu bytes at master %s failed: %s",
-			   (unsigned long long)size, st->master_addr, mc_strerror(rc));
-		pthread_mutex_lock(&st->mu);
-		st->nsegs--;
-		pthread_mutex_unlock(&st->mu);
-		mc_store_unregister(st, seg.base);
-		goto fail_map;
-	}
-	return 0;
-
-fail_map:
-	mc_segmem_free(seg.mem);
-	free(seg.mem);
-	return rc;
 }
 
 struct mc_setup_ctx {
@@ -577,6 +499,7 @@ void mc_store_teardown(struct mc_store *st)
 {
 	uint32_t i;
 
+	mc_store_retire_stop(st);
 	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);
 	if (st->lt) {
