@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One side of the LMCache round trip (scripts/lmcache-e2e.sh runs both).
+"""One side of the LMCache round trip (scripts/client-e2e.sh lmcache runs both).
 
     python lmcache_kv_roundtrip.py store|retrieve MASTER_ADDR MODE TOKENS SEED OUT.json
 

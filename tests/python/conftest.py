@@ -49,9 +49,9 @@ class Cluster:
                                     "--port=%d" % cport, "--master_server_address=" + self.master,
                                     "--metadata_server=P2PHANDSHAKE",
                                     "--global_segment_size=256MB"])
-        # Up once its first ping was answered NEED_REMOUNT and it re-mounted its segment.
+        # Up once it re-mounted its segment and listens for dummy clients (its last step).
         end = time.time() + 20
-        while "segments re-mounted" not in open(log).read():
+        while "serving dummy clients" not in open(log).read():
             if time.time() > end:
                 raise RuntimeError("mooncake_client did not start (see %s)" % log)
             time.sleep(0.05)
