@@ -17,7 +17,7 @@ from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,
                                   RegisteredBufferLease)
 from mooncake.store_tensor import (TensorMethods, ParallelAxis, TensorParallelism, ReadTarget,
                                    _serialize_tensor, _deserialize_tensor,
-                                   _tensor_metadata_size)
+                                   _tensor_metadata_size, _check_key)
 
 BufferHandle = _store.BufferHandle
 _log = logging.getLogger(__name__)
@@ -248,11 +248,6 @@ def _ssd_area_problem(enabled, path):
     if not os.access(where, os.W_OK | os.X_OK):
         return "SSD area %s: %s is not writable" % (path, where)
     return None
-
-
-def _check_key(key):
-    if not isinstance(key, str):
-        raise TypeError("a key must be a str, not %s" % type(key).__name__)
 
 
 def _check_list(value):

@@ -472,6 +472,20 @@ class TensorMethods:
     def batch_upsert_tensor_from(self, keys, buffer_ptrs, sizes):
         return self._tensor_from(keys, buffer_ptrs, sizes, True, "batch_upsert_tensor_from")
 
+    def _buffers_tensors(self, keys, ptrs, sizes):
+        """(keys, the tensors held as [header][data] in the buffers), or (keys, None) when the
+        lists differ in length or a buffer holds no valid tensor (logged)."""
+        keys = _check_keys(keys)
+        ptrs, sizes = _check_ints(ptrs, "buffer_ptrs"), _check_ints(sizes, "sizes")
+        if not len(keys) == len(ptrs) == len(sizes):
+            _log.error("keys, buffer_ptrs and sizes differ in length")
+            return keys, None
+        tensors = [self._decode_buffer(p, n) for p, n in zip(ptrs, sizes)]
+        if any(t is None for t in tensors):
+            _log.error("invalid tensor metadata in a source buffer")
+            return keys, None
+        return keys, tensors
+
     def _decode_buffer(self, ptr, size):
         """The tensor held as [header][data] in size bytes at ptr (a copy), or None."""
         if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr == 0 or \
@@ -580,13 +594,8 @@ class TensorMethods:
 
     def batch_put_tensor_with_tp_from(self, base_keys, buffer_ptrs, sizes, tp_rank=0,
                                       tp_size=1, split_dim=0):
-        keys = _check_keys(base_keys)
-        ptrs, sizes = _check_ints(buffer_ptrs, "buffer_ptrs"), _check_ints(sizes, "sizes")
-        if not len(keys) == len(ptrs) == len(sizes):
-            return [_INVALID] * len(keys)
-        tensors = [self._decode_buffer(p, n) for p, n in zip(ptrs, sizes)]
-        if any(t is None for t in tensors):
-            _log.error("batch_put_tensor_with_tp_from: invalid tensor metadata")
+        keys, tensors = self._buffers_tensors(base_keys, buffer_ptrs, sizes)
+        if tensors is None:
             return [_INVALID] * len(keys)
         return self._put_tp(keys, tensors, None, tp_rank, tp_size, split_dim)
 
@@ -665,13 +674,8 @@ class TensorMethods:
         return self._put_par(keys, tensors_list, parallelisms, config, writer_partitions, True)
 
     def _par_from(self, keys, ptrs, sizes, parallelisms, config, writer_partitions, upsert):
-        keys = _check_keys(keys)
-        ptrs, sizes = _check_ints(ptrs, "buffer_ptrs"), _check_ints(sizes, "sizes")
-        if not len(keys) == len(ptrs) == len(sizes):
-            return [_INVALID] * len(keys)
-        tensors = [self._decode_buffer(p, n) for p, n in zip(ptrs, sizes)]
-        if any(t is None for t in tensors):
-            _log.error("invalid tensor metadata in a source buffer")
+        keys, tensors = self._buffers_tensors(keys, ptrs, sizes)
+        if tensors is None:
             return [_INVALID] * len(keys)
         return self._put_par(keys, tensors, parallelisms, config, writer_partitions, upsert,
                              True)

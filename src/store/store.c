@@ -507,15 +507,8 @@ void mc_store_teardown(struct mc_store *st)
 
 		/* Unmount what we contributed, best effort (also when a later step of the set-up
 		 * failed: nothing of a failed set-up stays mounted). */
-		for (i = 0; st->mc && i < st->nsegs; i++) {
-			struct mc_rpc_call call;
-
-			mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
-			mc_rpc_put_uuid(&call.req, &st->client_id);
-			mc_rpc_put_uuid(&call.req, &st->segs[i].id);
-			mc_store_call(st, &call);
-			mc_rpc_call_fini(&call);
-		}
+		for (i = 0; st->mc && i < st->nsegs; i++)
+			(void)mc_store_unmount_rpc(st, &st->segs[i].id);
 		/* The engine first: it runs on our loop and serves the memory freed below. */
 		if (st->engine)
 			destroyTransferEngine(st->engine);

@@ -162,6 +162,8 @@ int mc_store_mount_alloc(struct mc_store *st, uint64_t size, struct mc_uuid *id,
  * mapped shared.  0 or -1. */
 int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t offset, uint64_t size,
 			struct mc_uuid *id);
+/* UnmountSegment of id (this client's) at the master: 0, or the call's or the master's code. */
+int mc_store_unmount_rpc(struct mc_store *st, const struct mc_uuid *id);
 /* Unmount the segment id mounted with origin (-1 when there is none), then release its memory
  * now or grace_ms later.  0, -1 or the master's code (the segment then stays mounted). */
 int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origin,

@@ -374,11 +374,25 @@ void mc_store_retire_stop(struct mc_store *st)
 	st->retirer = NULL;
 }
 
+int mc_store_unmount_rpc(struct mc_store *st, const struct mc_uuid *id)
+{
+	struct mc_rpc_call call;
+	int rc;
+
+	mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
+	mc_rpc_put_uuid(&call.req, &st->client_id);
+	mc_rpc_put_uuid(&call.req, id);
+	rc = mc_store_call(st, &call);
+	if (rc == 0)
+		rc = call.status;
+	mc_rpc_call_fini(&call);
+	return rc;
+}
+
 int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origin,
 			uint64_t grace_ms)
 {
 	struct mc_store_segment seg;
-	struct mc_rpc_call call;
 	uint32_t i;
 	int rc, found = 0;
 
@@ -391,13 +405,7 @@ int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origi
 		return -1;
 	if (grace_ms)
 		return mc_store_retire_later(st, id, origin, grace_ms);
-	mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
-	mc_rpc_put_uuid(&call.req, &st->client_id);
-	mc_rpc_put_uuid(&call.req, id);
-	rc = mc_store_call(st, &call);
-	if (rc == 0)
-		rc = call.status;
-	mc_rpc_call_fini(&call);
+	rc = mc_store_unmount_rpc(st, id);
 	if (rc)
 		return rc;
 	found = 0;

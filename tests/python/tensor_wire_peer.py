@@ -46,6 +46,16 @@ def cases():
     return out
 
 
+def axis(mod, kind, rank, size, split_dim=None, expert_id=None, stage_id=None):
+    """A mod.ParallelAxis (mod: our mooncake.store or upstream's), optional fields unset."""
+    a = mod.ParallelAxis()
+    a.kind, a.rank, a.size = kind, rank, size
+    for name, v in (("split_dim", split_dim), ("expert_id", expert_id), ("stage_id", stage_id)):
+        if v is not None:
+            setattr(a, name, v)
+    return a
+
+
 def write_case(store, mod, key, how, tensor, arg):
     """Store one case; returns the keys it wrote."""
     if how == "put":
@@ -56,19 +66,8 @@ def write_case(store, mod, key, how, tensor, arg):
         assert store.put_tensor_with_tp(key, tensor, tp_rank=0, tp_size=arg, split_dim=sd) == 0
         return ["%s_tp_%d" % (key, r) for r in range(arg)]
     par = mod.TensorParallelism()
-    axes = []
     if how == "par":
-        for kind, rank, size, sd, eid, sid in arg:
-            a = mod.ParallelAxis()
-            a.kind, a.rank, a.size = kind, rank, size
-            if sd is not None:
-                a.split_dim = sd
-            if eid is not None:
-                a.expert_id = eid
-            if sid is not None:
-                a.stage_id = sid
-            axes.append(a)
-        par.axes = axes
+        par.axes = [axis(mod, *a) for a in arg]
         assert store.put_tensor_with_parallelism(key, tensor, par) == 0
         return None
     w = type("W", (), {})()

@@ -48,15 +48,7 @@ def reg(ts):
 
 
 def ax(kind, rank, size, split_dim=None, expert_id=None, stage_id=None):
-    a = ParallelAxis()
-    a.kind, a.rank, a.size = kind, rank, size
-    if split_dim is not None:
-        a.split_dim = split_dim
-    if expert_id is not None:
-        a.expert_id = expert_id
-    if stage_id is not None:
-        a.stage_id = stage_id
-    return a
+    return peer.axis(ms, kind, rank, size, split_dim, expert_id, stage_id)
 
 
 def par(*axes):
@@ -159,12 +151,17 @@ def test_get_tensor_into_shares_the_buffer(ts, reg):
         ts.get_tensor_into("i1", "addr", 10)
 
 
-def test_put_tensor_from_checks_the_header(ts, reg):
-    buf, p = reg
+def staged(ts, reg, key):
+    """full() stored under key and read back into the registered buffer: (t, address, bytes
+    of [header][data] there)."""
     t = full()
-    assert ts.put_tensor("src", t) == 0
-    assert ts.get_tensor_into("src", p, 1 << 16) is not None
-    n = HDR + t.numel() * 4
+    assert ts.put_tensor(key, t) == 0
+    assert ts.get_tensor_into(key, reg[1], 1 << 16) is not None
+    return t, reg[1], HDR + t.numel() * 4
+
+
+def test_put_tensor_from_checks_the_header(ts, reg):
+    t, p, n = staged(ts, reg, "src")
     assert ts.put_tensor_from("f1", p, n) == 0
     assert torch.equal(ts.get_tensor("f1"), t)
     assert ts.put_tensor_from("f2", p, n - 1) == -600
@@ -205,11 +202,7 @@ def test_tensor_parallel_shards(ts):
 
 
 def test_tensor_parallel_into_and_from(ts, reg):
-    buf, p = reg
-    t = full()
-    assert ts.put_tensor("whole", t) == 0
-    assert ts.get_tensor_into("whole", p, 1 << 16) is not None
-    n = HDR + t.numel() * 4
+    t, p, n = staged(ts, reg, "whole")
     assert ts.put_tensor_with_tp_from("tf", p, n, tp_rank=0, tp_size=2, split_dim=1) == 0
     assert torch.equal(ts.get_tensor("tf_tp_1"), t[:, 4:])
     assert ts.batch_put_tensor_with_tp_from(["tf2"], [p], [n], tp_size=2) == [0]
