@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """pip install . : builds the mooncake Python package through the project's autotools build.
 
-The C extensions (mooncake._store, mooncake._engine) are compiled by `./configure && make` with
+The C extensions (mooncake._store, mooncake._engine, mooncake._fast_copy) are compiled by `./configure && make` with
 this Python (--enable-python=yes PYTHON=sys.executable) in a private build directory, then copied
 next to the pure-Python modules.  Needs the Debian packages listed in scripts/deps.sh.
 """
@@ -29,7 +29,7 @@ class AutotoolsBuild(build_ext):
                                    "PYTHON=" + sys.executable, "--disable-werror"], cwd=build)
         jobs = str(os.cpu_count() or 2)
         subprocess.check_call(["make", "-j" + jobs, "src/python/_store.la",
-                               "src/python/_engine.la"], cwd=build)
+                               "src/python/_engine.la", "src/python/_fast_copy.la"], cwd=build)
         for ext in self.extensions:
             name = ext.name.split(".")[-1]
             dest = self.get_ext_fullpath(ext.name)
@@ -43,7 +43,8 @@ setup(
     description="Mooncake KV-cache store (C implementation): Python bindings",
     packages=["mooncake", "mooncake.store"],
     package_dir={"": "python"},
-    ext_modules=[Extension("mooncake._store", sources=[]), Extension("mooncake._engine", sources=[])],
+    ext_modules=[Extension("mooncake._store", sources=[]), Extension("mooncake._engine", sources=[]),
+                 Extension("mooncake._fast_copy", sources=[])],
     cmdclass={"build_ext": AutotoolsBuild},
     # Upstream's console scripts; the programs they run come from `make install`
     # (mooncake._binaries finds them).

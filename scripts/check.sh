@@ -21,15 +21,15 @@ make -j"$jobs" >build.log 2>&1 || { tail -50 build.log; echo "0 passed, 1 failed
 make -j"$jobs" check >check.log 2>&1
 rc=$?
 # Per-test results from the automake harness.
-grep -hE '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR):' check.log
+grep -ahE '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR):' check.log
 for f in $(find . -name '*.log' -path '*tests*' ! -name test-suite.log); do
 	if grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "${f%.log}.trs" 2>/dev/null; then
 		echo "---- $f"; tail -40 "$f"
 	fi
 done
-pass=$(grep -hE '^# (PASS|XFAIL):' test-suite.log 2>/dev/null | awk '{s+=$3} END {print s+0}')
-fail=$(grep -hE '^# (FAIL|XPASS|ERROR):' test-suite.log 2>/dev/null | awk '{s+=$3} END {print s+0}')
-skip=$(grep -hE '^# SKIP:' test-suite.log 2>/dev/null | awk '{s+=$3} END {print s+0}')
+pass=$(grep -ahE '^# (PASS|XFAIL):' test-suite.log 2>/dev/null | awk '{s+=$3} END {print s+0}')
+fail=$(grep -ahE '^# (FAIL|XPASS|ERROR):' test-suite.log 2>/dev/null | awk '{s+=$3} END {print s+0}')
+skip=$(grep -ahE '^# SKIP:' test-suite.log 2>/dev/null | awk '{s+=$3} END {print s+0}')
 if [ ! -f test-suite.log ]; then
 	tail -30 check.log
 	fail=$((fail + 1))

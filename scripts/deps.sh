@@ -15,6 +15,15 @@ py=$(command -v python3 || true)
 if [ -n "$py" ] && ! "$py" -c "import pytest" 2>/dev/null; then
 	"$py" -m pip install -q pytest >/dev/null 2>&1 || echo "deps.sh: could not install pytest (Python tests will be skipped)" >&2
 fi
+# CPU is enough for the tensor tests, but PyPI's Linux torch wheel is its CUDA build: about 4.5 GB
+# of downloads and 5.4 GB installed, 1-2 minutes here.  Installed once into the same Python
+# (without pip's cache, so the wheels are not kept twice); MC_NO_TORCH=1 skips it (the tensor
+# tests then skip).
+if [ -n "$py" ] && [ "${MC_NO_TORCH:-0}" != 1 ] && ! "$py" -c "import torch, numpy" 2>/dev/null; then
+	echo "deps.sh: installing torch and numpy for the Python tensor tests (about 5 GB)" >&2
+	"$py" -m pip install -q --no-cache-dir torch numpy >/dev/null 2>&1 ||
+		echo "deps.sh: could not install torch (the tensor tests will be skipped)" >&2
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "deps.sh: missing packages:$missing (run as root or install them)" >&2

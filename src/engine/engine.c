@@ -746,19 +746,36 @@ uint16_t mc_te_rpc_port(transfer_engine_t engine)
 	return engine ? MC_E(engine)->rpc_port : 0;
 }
 
+/* The peer's handshake port comes from its published descriptor (openSegment resolves the
+ * name through the metadata service, or through the name's own port with P2PHANDSHAKE); only a
+ * name that cannot be resolved is dialled at the port it carries. */
 int mc_te_probe(transfer_engine_t engine, const char *segment_name)
 {
+	struct mc_engine *e = MC_E(engine);
 	const char *colon = segment_name ? strrchr(segment_name, ':') : NULL;
 	char host[256], *reply = NULL;
+	segment_handle_t seg;
+	uint16_t port = 0;
 	size_t len = 0;
 	int rc;
 
-	if (engine == NULL || colon == NULL || (size_t)(colon - segment_name) >= sizeof(host) ||
-	    atoi(colon + 1) <= 0)
+	if (e == NULL || segment_name == NULL || *segment_name == '\0')
 		return ERR_INVALID_ARGUMENT;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - segment_name), segment_name);
-	rc = mc_te_hs_call_within(MC_E(engine)->auth, host, (uint16_t)atoi(colon + 1), MC_HS_PROBE,
-				  "{}", &reply, &len, 5000);
+	seg = openSegment(engine, segment_name);
+	pthread_mutex_lock(&e->mu);
+	if (seg > 0 && (uint32_t)seg <= e->nsegs && e->segs[seg - 1].rpc_port) {
+		snprintf(host, sizeof(host), "%s", e->segs[seg - 1].host);
+		port = e->segs[seg - 1].rpc_port;
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (port == 0) {
+		if (colon == NULL || (size_t)(colon - segment_name) >= sizeof(host) ||
+		    atoi(colon + 1) <= 0 || atoi(colon + 1) > 65535)
+			return ERR_INVALID_ARGUMENT;
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - segment_name), segment_name);
+		port = (uint16_t)atoi(colon + 1);
+	}
+	rc = mc_te_hs_call_within(e->auth, host, port, MC_HS_PROBE, "{}", &reply, &len, 5000);
 	if (rc == 0 && (reply == NULL || strstr(reply, "\"success\"") == NULL))
 		rc = ERR_REJECT_HANDSHAKE;
 	free(reply);

@@ -670,7 +670,7 @@ static PyObject *mc_pe_batch_unregister(struct mc_py_engine *self, PyObject *arg
 
 static PyObject *mc_pe_send_probe(struct mc_py_engine *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "target_hostname", NULL };
+	static char *names[] = { "peer_server_name", NULL };
 	const char *target;
 	int rc = -1;
 
@@ -679,6 +679,24 @@ static PyObject *mc_pe_send_probe(struct mc_py_engine *self, PyObject *args, PyO
 	if (self->e) {
 		Py_BEGIN_ALLOW_THREADS
 		rc = mc_te_probe(self->e, target);
+		Py_END_ALLOW_THREADS
+	}
+	return PyLong_FromLong(rc);
+}
+
+/* _send_notify(target_hostname, name, msg): deliver a notification to the target engine
+ * (batch_transfer_sync's notify); 0 or a negative code. */
+static PyObject *mc_pe_send_notify(struct mc_py_engine *self, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "target_hostname", "name", "msg", NULL };
+	const char *target, *name, *msg;
+	int rc = -1;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sss:_send_notify", names, &target, &name, &msg))
+		return NULL;
+	if (self->e) {
+		Py_BEGIN_ALLOW_THREADS
+		rc = mc_te_notify_send(self->e, openSegment(self->e, target), name, msg);
 		Py_END_ALLOW_THREADS
 	}
 	return PyLong_FromLong(rc);
@@ -742,6 +760,7 @@ static PyMethodDef mc_pe_methods[] = {
 	{ "batch_unregister_memory", KW mc_pe_batch_unregister, METH_VARARGS | METH_KEYWORDS,
 	  NULL },
 	{ "send_probe", KW mc_pe_send_probe, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_send_notify", KW mc_pe_send_notify, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "_get_notifies", (PyCFunction)mc_pe_get_notifies, METH_NOARGS, NULL },
 	{ "write_bytes_to_buffer", KW mc_pe_write_bytes, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "read_bytes_from_buffer", KW mc_pe_read_bytes, METH_VARARGS | METH_KEYWORDS, NULL },

@@ -46,10 +46,16 @@ void mc_py_keys_free(struct mc_py_keys *k)
 
 int mc_py_keys_get(PyObject *seq, struct mc_py_keys *k)
 {
-	PyObject *fast = PySequence_Fast(seq, "keys must be a list of str");
+	PyObject *fast;
 	Py_ssize_t i;
 
 	memset(k, 0, sizeof(*k));
+	/* A str is a sequence too, but never a list of keys (upstream's binding refuses it). */
+	if (PyUnicode_Check(seq) || PyBytes_Check(seq) || PyByteArray_Check(seq)) {
+		PyErr_SetString(PyExc_TypeError, "keys must be a list of str, not a single string");
+		return -1;
+	}
+	fast = PySequence_Fast(seq, "keys must be a list of str");
 	if (fast == NULL)
 		return -1;
 	k->n = PySequence_Fast_GET_SIZE(fast);
@@ -823,6 +829,8 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "batch_upsert_from", KW mc_py_batch_upsert_from, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_put_from_multi_buffers", KW mc_py_batch_put_from_multi_buffers,
 	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "_batch_upsert_from_multi_buffers", KW mc_py_batch_upsert_from_multi_buffers,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get", KW mc_py_get, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_batch", KW mc_py_get_batch, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "get_buffer", KW mc_py_get_buffer, METH_VARARGS | METH_KEYWORDS, NULL },
@@ -849,18 +857,18 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "create_copy_task", KW mc_py_create_copy_task, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "create_move_task", KW mc_py_create_move_task, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "_query_task", KW mc_py_query_task, METH_VARARGS | METH_KEYWORDS, NULL },
-	{ "mount_segment", KW mc_py_mount_file_segment, METH_VARARGS | METH_KEYWORDS, NULL },
-	{ "unmount_segment", KW mc_py_unmount_file_segment, METH_VARARGS | METH_KEYWORDS, NULL },
-	{ "allocate_and_mount_segment", KW mc_py_allocate_and_mount, METH_VARARGS | METH_KEYWORDS,
-	  NULL },
-	{ "unmount_and_free_segment", KW mc_py_unmount_and_free, METH_VARARGS | METH_KEYWORDS,
-	  NULL },
 	{ "unmount_local_disk_segment", KW mc_py_unmount_local_disk,
 	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_remove", KW mc_py_batch_remove, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove_by_regex", KW mc_py_remove_by_regex, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "remove_all", KW mc_py_remove_all, METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "batch_replica_clear", KW mc_py_batch_replica_clear, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "mount_segment", KW mc_py_mount_segment, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "allocate_and_mount_segment", KW mc_py_allocate_and_mount_segment,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "unmount_segment", KW mc_py_unmount_segment, METH_VARARGS | METH_KEYWORDS, NULL },
+	{ "unmount_and_free_segment", KW mc_py_unmount_and_free_segment,
+	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "_query", (PyCFunction)mc_py_query, METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };

@@ -65,10 +65,19 @@ PyObject *mc_py_batch_put_from(struct mc_py_store *self, PyObject *args, PyObjec
 PyObject *mc_py_batch_upsert_from(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_batch_put_from_multi_buffers(struct mc_py_store *self, PyObject *args,
 					     PyObject *kw);
+PyObject *mc_py_batch_upsert_from_multi_buffers(struct mc_py_store *self, PyObject *args,
+						PyObject *kw);
 /* Per-key lists of (ptr, size) -> iovs; 0, -1 (exception set) or 1 (shapes differ). */
 int mc_py_multi(PyObject *ptrss, PyObject *sizess, Py_ssize_t n, struct mc_iov ***out,
 		uint32_t **counts);
 void mc_py_multi_free(struct mc_iov **iovs, uint32_t *counts, Py_ssize_t n);
+
+/* store_py_segments.c */
+PyObject *mc_py_mount_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_allocate_and_mount_segment(struct mc_py_store *self, PyObject *args,
+					   PyObject *kw);
+PyObject *mc_py_unmount_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_unmount_and_free_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
 
 /* store_py_get.c */
 PyObject *mc_py_get_into(struct mc_py_store *self, PyObject *args, PyObject *kw);
@@ -95,10 +104,6 @@ int mc_py_exist_prefetch(PyObject *options);
 extern PyTypeObject mc_py_snapshot_type;
 
 /* store_py_segments.c */
-PyObject *mc_py_mount_file_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
-PyObject *mc_py_allocate_and_mount(struct mc_py_store *self, PyObject *args, PyObject *kw);
-PyObject *mc_py_unmount_file_segment(struct mc_py_store *self, PyObject *args, PyObject *kw);
-PyObject *mc_py_unmount_and_free(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_unmount_local_disk(struct mc_py_store *self, PyObject *args, PyObject *kw);
 
 /* store_py_tasks.c */

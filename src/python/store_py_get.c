@@ -187,6 +187,70 @@ static int64_t mc_py_fetch(struct mc_py_store *self, const char *key, void **buf
 	return got;
 }
 
+/* The objects under keys[0..n) into new buffers from alloc, in two master round trips for
+ * the whole batch (their sizes, then the reads).  Per key: bufs[i] (owned by the caller, NULL
+ * when none was allocated) and got[i], the bytes read or a negative code. */
+static void mc_py_fetch_many(struct mc_py_store *self, const char **keys, Py_ssize_t n,
+			     void **bufs, int64_t *got, void *(*alloc)(size_t))
+{
+	struct mc_query_item *q = NULL;
+	struct mc_get_item *it = NULL;
+	Py_ssize_t i;
+
+	for (i = 0; i < n; i++) {
+		bufs[i] = NULL;
+		got[i] = -1;
+	}
+	if (n == 0 || !mc_py_ready(self))
+		return;
+	q = calloc((size_t)n, sizeof(*q));
+	it = calloc((size_t)n, sizeof(*it));
+	if (q == NULL || it == NULL)
+		goto out;
+	for (i = 0; i < n; i++)
+		q[i].key = keys[i];
+	Py_BEGIN_ALLOW_THREADS
+	mc_store_query_many(self->st, q, (uint32_t)n);
+	Py_END_ALLOW_THREADS
+	for (i = 0; i < n; i++) {
+		uint64_t size = q[i].nrep ? q[i].reps[0].size : 0;
+
+		it[i].key = keys[i];
+		it[i].result = q[i].code ? q[i].code : MC_ERR_REPLICA_IS_NOT_READY;
+		if (q[i].code || q[i].nrep == 0)
+			continue;
+		bufs[i] = alloc(size ? (size_t)size : 1);
+		if (bufs[i] == NULL) {
+			it[i].result = -ENOMEM;
+			continue;
+		}
+		it[i].buf = bufs[i];
+		it[i].cap = size;
+	}
+	/* Only the keys with a buffer are read; the others keep their code. */
+	{
+		struct mc_get_item *todo = calloc((size_t)n, sizeof(*todo));
+		uint32_t m = 0;
+
+		if (todo == NULL)
+			goto out;
+		for (i = 0; i < n; i++)
+			if (bufs[i])
+				todo[m++] = it[i];
+		if (m) {
+			Py_BEGIN_ALLOW_THREADS
+			mc_store_get_many(self->st, todo, m);
+			Py_END_ALLOW_THREADS
+		}
+		for (i = 0, m = 0; i < n; i++)
+			got[i] = bufs[i] ? todo[m++].result : it[i].result;
+		free(todo);
+	}
+out:
+	free(q);
+	free(it);
+}
+
 PyObject *mc_py_get(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "key", NULL };
@@ -207,30 +271,63 @@ PyObject *mc_py_get(struct mc_py_store *self, PyObject *args, PyObject *kw)
 	return res;
 }
 
-PyObject *mc_py_get_batch(struct mc_py_store *self, PyObject *args, PyObject *kw)
+/* get_batch (bytes, b"" for a miss) and batch_get_buffer (BufferHandle, None for a miss). */
+static PyObject *mc_py_batch_fetch(struct mc_py_store *self, PyObject *args, PyObject *kw,
+				   int handles)
 {
 	static char *names[] = { "keys", NULL };
-	PyObject *keys_o, *res;
+	PyObject *keys_o, *res = NULL;
 	struct mc_py_keys k;
+	void **bufs = NULL;
+	int64_t *got = NULL;
 	Py_ssize_t i;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:get_batch", names, &keys_o))
+	if (!PyArg_ParseTupleAndKeywords(args, kw,
+					 handles ? "O:batch_get_buffer" : "O:get_batch", names,
+					 &keys_o))
 		return NULL;
 	if (mc_py_keys_get(keys_o, &k))
 		return NULL;
+	bufs = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*bufs));
+	got = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*got));
+	if (bufs == NULL || got == NULL) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	mc_py_fetch_many(self, k.keys, k.n, bufs, got, malloc);
 	res = PyList_New(k.n);
 	for (i = 0; res && i < k.n; i++) {
-		void *buf = NULL;
-		int64_t got = mc_py_fetch(self, k.keys[i], &buf, malloc);
+		PyObject *o;
 
-		PyList_SET_ITEM(res, i, PyBytes_FromStringAndSize(got > 0 ? buf : "",
-								  got > 0 ? (Py_ssize_t)got : 0));
-		free(buf);
+		if (handles && got[i] >= 0) {
+			o = mc_py_buffer_new_from(bufs[i], (Py_ssize_t)got[i]);
+			bufs[i] = NULL;		/* the handle owns it now */
+		} else if (handles) {
+			Py_INCREF(Py_None);
+			o = Py_None;
+		} else {
+			o = PyBytes_FromStringAndSize(got[i] > 0 ? bufs[i] : "",
+						      got[i] > 0 ? (Py_ssize_t)got[i] : 0);
+		}
+		if (o == NULL) {
+			Py_CLEAR(res);
+			break;
+		}
+		PyList_SET_ITEM(res, i, o);
 	}
+out:
+	for (i = 0; bufs && i < k.n; i++)
+		free(bufs[i]);
+	PyMem_Free(bufs);
+	PyMem_Free(got);
 	mc_py_keys_free(&k);
 	return res;
 }
 
+PyObject *mc_py_get_batch(struct mc_py_store *self, PyObject *args, PyObject *kw)
+{
+	return mc_py_batch_fetch(self, args, kw, 0);
+}
 
 PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
@@ -251,30 +348,7 @@ PyObject *mc_py_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *k
 
 PyObject *mc_py_batch_get_buffer(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "keys", NULL };
-	PyObject *keys_o, *res;
-	struct mc_py_keys k;
-	Py_ssize_t i;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:batch_get_buffer", names, &keys_o))
-		return NULL;
-	if (mc_py_keys_get(keys_o, &k))
-		return NULL;
-	res = PyList_New(k.n);
-	for (i = 0; res && i < k.n; i++) {
-		void *buf = NULL;
-		int64_t got = mc_py_fetch(self, k.keys[i], &buf, malloc);
-
-		if (got < 0) {
-			free(buf);
-			Py_INCREF(Py_None);
-			PyList_SET_ITEM(res, i, Py_None);
-		} else {
-			PyList_SET_ITEM(res, i, mc_py_buffer_new_from(buf, (Py_ssize_t)got));
-		}
-	}
-	mc_py_keys_free(&k);
-	return res;
+	return mc_py_batch_fetch(self, args, kw, 1);
 }
 
 /* Read one key's ranges: through GetReplicaList, or from snap when not NULL. */

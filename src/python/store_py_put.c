@@ -392,8 +392,8 @@ void mc_py_multi_free(struct mc_iov **iovs, uint32_t *counts, Py_ssize_t n)
 	PyMem_Free(counts);
 }
 
-PyObject *mc_py_batch_put_from_multi_buffers(struct mc_py_store *self, PyObject *args,
-						    PyObject *kw)
+static PyObject *mc_py_multi_put_common(struct mc_py_store *self, PyObject *args, PyObject *kw,
+					int upsert)
 {
 	static char *names[] = { "keys", "all_buffer_ptrs", "all_sizes", "config", NULL };
 	PyObject *keys_o, *ptrss, *sizess, *config = NULL, *res = NULL;
@@ -404,8 +404,10 @@ PyObject *mc_py_batch_put_from_multi_buffers(struct mc_py_store *self, PyObject 
 	int *out = NULL, shape;
 	Py_ssize_t i;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", names,
-					 &keys_o, &ptrss, &sizess, &config))
+	if (!PyArg_ParseTupleAndKeywords(args, kw,
+					 upsert ? "OOO|O:_batch_upsert_from_multi_buffers" :
+						  "OOO|O:batch_put_from_multi_buffers",
+					 names, &keys_o, &ptrss, &sizess, &config))
 		return NULL;
 	if (!mc_py_ready(self))
 		return PyList_New(0);
@@ -433,7 +435,7 @@ PyObject *mc_py_batch_put_from_multi_buffers(struct mc_py_store *self, PyObject 
 		for (i = 0; i < k.n; i++)
 			out[i] = MC_ERR_INVALID_PARAMS;
 	} else {
-		if (k.n && mc_py_put_items(self, items, k.n, config, 0))
+		if (k.n && mc_py_put_items(self, items, k.n, config, upsert))
 			goto out;
 		for (i = 0; i < k.n; i++)
 			out[i] = items[i].result;
@@ -445,5 +447,18 @@ out:
 	PyMem_Free(out);
 	mc_py_keys_free(&k);
 	return res;
+}
+
+PyObject *mc_py_batch_put_from_multi_buffers(struct mc_py_store *self, PyObject *args,
+					     PyObject *kw)
+{
+	return mc_py_multi_put_common(self, args, kw, 0);
+}
+
+/* The upsert twin, used by the tensor methods (each object is a header part and a data part). */
+PyObject *mc_py_batch_upsert_from_multi_buffers(struct mc_py_store *self, PyObject *args,
+						PyObject *kw)
+{
+	return mc_py_multi_put_common(self, args, kw, 1);
 }
 

@@ -21,7 +21,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,24 +139,6 @@ void mc_store_put_segment_token(struct mc_store *st, struct mc_wbuf *w, uint32_t
 	mc_wbuf_put(w, st->segs[i].token, sizeof(st->segs[i].token));
 }
 
-/* 16 random bytes for a segment token.  0 or -errno. */
-static int mc_store_make_token(uint8_t out[16])
-{
-	size_t got = 0;
-
-	while (got < 16) {
-		ssize_t n = getrandom(out + got, 16 - got, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	return 0;
-}
-
 int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t addr, uint64_t len)
 {
 	uint32_t i;
@@ -198,90 +179,6 @@ int mc_store_unregister(struct mc_store *st, void *addr)
 	if (st->engine == NULL || unregisterLocalMemory(st->engine, addr))
 		return MC_ERR_INVALID_PARAMS;
 	return 0;
-}
-
-int mc_store_mount_segment(struct mc_store *st, uint64_t size)
-{
-	return mc_store_mount_new(st, size, MC_STORE_SEG_ALLOCATED, NULL);
-}
-
-int mc_store_mount_new(struct mc_store *st, uint64_t size, int origin, struct mc_uuid *id)
-{
-	struct mc_segmem *mem = calloc(1, sizeof(*mem));
-	char err[512];
-
-	if (mem == NULL)
-		return MC_ERR_INTERNAL;
-	if (mc_segmem_create(mem, size, "mooncake-segment", &st->memopts, err, sizeof(err)) != 0) {
-		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
-		free(mem);
-		return MC_ERR_INVALID_PARAMS;
-	}
-	return mc_store_mount_mem(st, mem, origin, id);
-}
-
-int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin, struct mc_uuid *id)
-{
-	struct mc_store_segment seg = { .memfd = -1 };
-	struct mc_rpc_call call;
-	uint32_t i;
-	int rc;
-
-	seg.mem = mem;
-	seg.base = mem->base;
-	seg.memfd = mem->fd;
-	seg.size = mem->size;
-	seg.origin = (uint8_t)origin;
-	mc_uuid_generate(&seg.id);
-	if (mc_store_make_token(seg.token) != 0) {
-		mc_log_err("cannot make a segment token: %s", strerror(errno));
-		rc = MC_ERR_INTERNAL;
-		goto fail_map;
-	}
-	rc = mc_store_register(st, seg.base, seg.size);
-	if (rc)
-		goto fail_map;
-	pthread_mutex_lock(&st->mu);
-	if (st->nsegs >= MC_STORE_MAX_SEGMENTS) {
-		pthread_mutex_unlock(&st->mu);
-		mc_store_unregister(st, seg.base);
-		rc = MC_ERR_INVALID_PARAMS;
-		goto fail_map;
-	}
-	i = st->nsegs;
-	st->segs[st->nsegs++] = seg;
-	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
-	mc_rpc_put_uuid(&call.req, &st->client_id);
-	mc_store_put_segment(st, &call.req, i);
-	mc_store_put_segment_token(st, &call.req, i);
-	pthread_mutex_unlock(&st->mu);
-	rc = mc_store_call(st, &call);
-	if (rc == 0)
-		rc = call.status;
-	mc_rpc_call_fini(&call);
-	if (rc) {
-		mc_log_err("MountSegment of %llu bytes at master %s failed: %s",
-			   (unsigned long long)seg.size, st->master_addr, mc_strerror(rc));
-		pthread_mutex_lock(&st->mu);
-		for (i = 0; i < st->nsegs; i++)
-			if (!memcmp(&st->segs[i].id, &seg.id, sizeof(seg.id))) {
-				memmove(&st->segs[i], &st->segs[i + 1],
-					(st->nsegs - i - 1) * sizeof(st->segs[0]));
-				st->nsegs--;
-				break;
-			}
-		pthread_mutex_unlock(&st->mu);
-		mc_store_unregister(st, seg.base);
-		goto fail_map;
-	}
-	if (id)
-		*id = seg.id;
-	return 0;
-
-fail_map:
-	mc_segmem_free(mem);
-	free(mem);
-	return rc;
 }
 
 struct mc_setup_ctx {
@@ -591,7 +488,7 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			goto fail;
 	}
 	if (global_segment_size) {
-		rc = mc_store_mount_new(st, global_segment_size, MC_STORE_SEG_SETUP, NULL);
+		rc = mc_store_mount_segment(st, global_segment_size);
 		if (rc)
 			goto fail;
 	} else {
@@ -656,6 +553,7 @@ void mc_store_teardown(struct mc_store *st)
 	uint32_t i;
 
 	mc_store_http_stop(st);
+	mc_store_retire_stop(st);
 	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);
 	mc_store_tasks_stop(st);
@@ -664,15 +562,8 @@ void mc_store_teardown(struct mc_store *st)
 
 		/* Unmount what we contributed, best effort (also when a later step of the set-up
 		 * failed: nothing of a failed set-up stays mounted). */
-		for (i = 0; st->mc && i < st->nsegs; i++) {
-			struct mc_rpc_call call;
-
-			mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
-			mc_rpc_put_uuid(&call.req, &st->client_id);
-			mc_rpc_put_uuid(&call.req, &st->segs[i].id);
-			mc_store_call(st, &call);
-			mc_rpc_call_fini(&call);
-		}
+		for (i = 0; st->mc && i < st->nsegs; i++)
+			(void)mc_store_unmount_rpc(st, &st->segs[i].id);
 		/* The engine first: it runs on our loop and serves the memory freed below. */
 		if (st->engine)
 			destroyTransferEngine(st->engine);

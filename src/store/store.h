@@ -28,6 +28,7 @@
 #define MC_STORE_SUSPECT_MS 10000	/* a peer that failed a transfer is tried last this long */
 
 struct mc_master_client;
+struct mc_store_retirer;
 struct mc_engine;
 struct mc_master;
 
@@ -40,14 +41,13 @@ struct mc_store_segment {
 	uint64_t size;
 	int memfd;
 	struct mc_segmem *mem;		/* the memory behind it (segment/segmem.h) */
-	uint8_t origin;			/* MC_STORE_SEG_*: how it came to be */
+	int origin;			/* MC_STORE_SEG_*: who asked for it (store_segments.c) */
 };
 
-/* mc_store_segment.origin: set-up's global segment, one allocated after set-up
- * (allocate_and_mount_segment, mount_segment_size), a file mapped by mount_segment. */
-#define MC_STORE_SEG_SETUP 0
-#define MC_STORE_SEG_ALLOCATED 1
-#define MC_STORE_SEG_FILE 2
+#define MC_STORE_SEG_SETUP 0		/* set-up, init_all: unmounted by teardown only */
+#define MC_STORE_SEG_FILE 1		/* mount_segment: a caller's file, mapped */
+#define MC_STORE_SEG_ALLOC 2		/* allocate_and_mount_segment */
+#define MC_STORE_SEGMENT_ID_LEN 48	/* "hi-lo" of a segment id, as upstream prints it */
 
 /* The client's transfer metrics (store_http.c): atomics. */
 #define MC_STORE_LAT_BUCKETS 27
@@ -80,6 +80,7 @@ struct mc_store {
 	int auto_port;			/* we picked that port (another may replace it) */
 	struct mc_store_segment segs[MC_STORE_MAX_SEGMENTS];
 	uint32_t nsegs;
+	struct mc_store_retirer *retirer;	/* unmounts after a grace period (store_segments.c) */
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
 	struct mc_segmem *local_mem;	/* the memory behind local_buf */
@@ -182,33 +183,9 @@ int mc_store_tenant_valid(const char *t);
 int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *metadata_server,
 		   uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
 		   const char *device_name, const char *master_addr);
-int mc_store_mount_segment(struct mc_store *st, uint64_t size);
-/* Create size bytes of segment memory (st->memopts) and mount them, origin MC_STORE_SEG_*; the
- * id in *id (may be NULL).  0 or an MC_ERR_* code. */
-int mc_store_mount_new(struct mc_store *st, uint64_t size, int origin, struct mc_uuid *id);
-/* Mount mem (owned from now on: freed on failure) as a further segment of this client, origin
- * MC_STORE_SEG_*; its id in *id (may be NULL).  0 or an MC_ERR_* code. */
-struct mc_segmem;
-int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin, struct mc_uuid *id);
-
-/* ---- store_segments.c: segments mounted and unmounted at run time (upstream's mount_segment,
- * allocate_and_mount_segment, unmount_segment, unmount_and_free_segment and
- * unmount_local_disk_segment) ---- */
-/* Map [offset, offset + size) of the file at path (offset page-aligned, the range inside the
- * file) MAP_SHARED and mount it; its id in *id. */
-int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t size, uint64_t offset,
-			struct mc_uuid *id);
-/* Allocate size bytes (rounded up to the page size, *allocated) and mount them. */
-int mc_store_allocate_and_mount(struct mc_store *st, uint64_t size, struct mc_uuid *id,
-				uint64_t *allocated);
-/* Unmount the segment id, which must be of origin origin: the master first (its replicas
- * there are dropped), then, grace_ms later (in-flight reads finish), the memory is unmapped.
- * MC_ERR_INVALID_PARAMS when this client has no such segment. */
-int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origin,
-			uint64_t grace_ms);
-/* Take this client's SSD area out of service: the master forgets its replicas, offload stops,
- * and grace_ms later the call returns (reads in flight are still served until close).  0 also
- * when there is none. */
+/* Take this client's SSD area out of service (upstream's unmount_local_disk_segment): the
+ * master forgets its replicas, offload stops, and grace_ms later the call returns (reads in
+ * flight are still served until close).  0 also when there is none (store_segments.c). */
 int mc_store_unmount_local_disk(struct mc_store *st, uint64_t grace_ms);
 void mc_store_teardown(struct mc_store *st);
 /* Encode this client's segments (for MountSegment / ReMountSegment): the segments first, then
@@ -223,6 +200,33 @@ int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t add
 int mc_store_register(struct mc_store *st, void *addr, uint64_t len);
 /* 0 or MC_ERR_INVALID_PARAMS (not registered). */
 int mc_store_unregister(struct mc_store *st, void *addr);
+
+/* ---- store_segments.c: segments mounted and unmounted after set-up ---- */
+/* Mount one more segment of size bytes of new memory (set-up, init_all).  0 or a code. */
+int mc_store_mount_segment(struct mc_store *st, uint64_t size);
+/* Register mem, add it to the segment list and mount it at the master; on success the list
+ * owns mem and *id_out (may be NULL) is its segment id.  0 or a code (mem still the caller's). */
+int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin,
+		       struct mc_uuid *id_out);
+/* allocate_and_mount_segment: size rounded up to 16 MiB slabs (*allocated).  0 or -1/a code. */
+int mc_store_mount_alloc(struct mc_store *st, uint64_t size, struct mc_uuid *id,
+			 uint64_t *allocated);
+/* mount_segment: [offset, offset+size) of the regular file at path (offset page-aligned),
+ * mapped shared.  0 or -1. */
+int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t offset, uint64_t size,
+			struct mc_uuid *id);
+/* UnmountSegment of id (this client's) at the master: 0, or the call's or the master's code. */
+int mc_store_unmount_rpc(struct mc_store *st, const struct mc_uuid *id);
+/* Unmount the segment id mounted with origin (-1 when there is none), then release its memory
+ * now or grace_ms later.  0, -1 or the master's code (the segment then stays mounted). */
+int mc_store_unmount_id(struct mc_store *st, const struct mc_uuid *id, int origin,
+			uint64_t grace_ms);
+/* Stop the retirer (teardown, before the segments are unmounted); pending unmounts are
+ * dropped, teardown unmounts everything. */
+void mc_store_retire_stop(struct mc_store *st);
+/* A segment id as upstream's client prints it ("<u64>-<u64>"), and back (0 or -EINVAL). */
+void mc_store_segment_id_str(const struct mc_uuid *id, char out[MC_STORE_SEGMENT_ID_LEN]);
+int mc_store_segment_id_parse(const char *s, struct mc_uuid *id);
 
 /* ---- store_tier_ssd.c: the SSD tier ---- */
 /* After the segments are mounted: open the SSD area (if enabled), register its objects at the

@@ -713,14 +713,8 @@ void mc_store_ssd_stop(struct mc_store *st)
 	pthread_join(w->thread, NULL);
 	w->joined = 1;
 	if (w->mounted && st->mc) {
-		struct mc_rpc_call call;
-
 		/* Readers must not be sent here once we are gone. */
-		mc_rpc_call_init(&call, MC_OP_UNMOUNT_SEGMENT);
-		mc_rpc_put_uuid(&call.req, &st->client_id);
-		mc_rpc_put_uuid(&call.req, &w->disk_id);
-		mc_store_call(st, &call);
-		mc_rpc_call_fini(&call);
+		(void)mc_store_unmount_rpc(st, &w->disk_id);
 		w->mounted = 0;
 	}
 }

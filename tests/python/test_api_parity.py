@@ -267,3 +267,19 @@ def test_distribution_version_answers():
     assert [int(x) for x in v.split(".")[:3]] >= [0, 3, 13]
     dist = md.distribution(name)
     assert "mooncake" in (dist.read_text("top_level.txt") or "").split()
+
+
+def test_fresh_put_holds_no_read_lease(master):
+    """batch_replica_clear clears an object that was only put (upstream's PutEnd grants no read
+    lease: its 0.3.13.post1 wheel clears it at once too); a read (is_exist) grants one, and
+    the object is then kept."""
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", master) == 0
+    assert s.put("lease/a", b"x" * 100) == 0 and s.put("lease/b", b"y" * 100) == 0
+    assert s.is_exist("lease/b") == 1
+    assert s.batch_replica_clear(["lease/a", "lease/b", "lease/none"]) == ["lease/a"]
+    assert s.is_exist("lease/a") == 0 and s.get("lease/b") == b"y" * 100
+    with pytest.raises(TypeError):
+        s.batch_replica_clear("lease/b")
+    s.remove_all(force=True)
+    s.close()

@@ -100,3 +100,82 @@ def test_rdma_device_names(monkeypatch):
         assert False, "a bad device filter raises"
     except ValueError:
         pass
+
+
+def test_batch_transfer_with_opcode_and_notify():
+    """upstream's batch_transfer_sync / batch_transfer_async (opcode, notify, transport_hint)."""
+    tgt, ini = make(), make()
+    name = "127.0.0.1:%d" % tgt.get_rpc_port()
+    size = 1 << 20
+    tbuf, ibuf = tgt.allocate_managed_buffer(size), ini.allocate_managed_buffer(size)
+    data = os.urandom(8192)
+    ini.write_bytes_to_buffer(ibuf, data, len(data))
+    assert ini.batch_transfer_sync(name, [ibuf, ibuf + 4096], [tbuf + 4096, tbuf],
+                                   [4096, 4096], TransferOpcode.WRITE) == 0
+    assert tgt.read_bytes_from_buffer(tbuf, 8192) == data[4096:] + data[:4096]
+    assert ini.batch_transfer_sync(name, [ibuf + 65536], [tbuf], [8192], TransferOpcode.READ,
+                                   notify=TransferNotify("req-9", "done"),
+                                   transport_hint="tcp") == 0
+    assert ini.read_bytes_from_buffer(ibuf + 65536, 8192) == data[4096:] + data[:4096]
+    assert [(n.name, n.msg) for n in tgt.get_notifies()] == [("req-9", "done")]
+    bid = ini.batch_transfer_async(name, [ibuf], [tbuf + 131072], [8192], TransferOpcode.WRITE)
+    bid2 = ini.batch_transfer_async(name, [ibuf + 131072], [tbuf + 131072], [8192],
+                                    TransferOpcode.READ, transport_hint="")
+    assert bid and ini.get_batch_transfer_status([bid]) == 0
+    assert bid2 and ini.get_batch_transfer_status([bid2]) == 0
+    assert ini.read_bytes_from_buffer(ibuf + 131072, 8192) == data
+    # Errors: memory outside the target's registration, lists that differ, an unknown peer.
+    assert ini.batch_transfer_sync(name, [ibuf], [tbuf + size - 8], [64],
+                                   TransferOpcode.WRITE) < 0
+    assert ini.batch_transfer_sync(name, [ibuf], [tbuf, tbuf], [64], TransferOpcode.WRITE) < 0
+    assert ini.batch_transfer_async("127.0.0.1:1", [ibuf], [tbuf], [64],
+                                    TransferOpcode.WRITE) == 0
+    for bad in (lambda: ini.batch_transfer_sync(name, [ibuf], [tbuf], [64], 7),
+                lambda: ini.batch_transfer_sync(name, [ibuf], [tbuf], [64], "write"),
+                lambda: ini.batch_transfer_async(name, [ibuf], [tbuf], [64], None),
+                lambda: ini.batch_transfer_sync(name, [ibuf], [tbuf], [64],
+                                                TransferOpcode.WRITE, notify="x"),
+                lambda: ini.batch_transfer_sync(name, ["a"], [tbuf], [64], TransferOpcode.WRITE),
+                lambda: ini.batch_transfer_async(name, [ibuf], [tbuf], [64],
+                                                 TransferOpcode.READ, transport_hint=3)):
+        try:
+            bad()
+            assert False, "a wrong argument type raises"
+        except TypeError:
+            pass
+    tgt.free_managed_buffer(tbuf, size)
+    ini.free_managed_buffer(ibuf, size)
+
+
+def test_send_probe_uses_the_published_rpc_port(tmp_path):
+    """With a metadata service the segment name's port is not the handshake port: send_probe
+    must find the port in the peer's descriptor (it used to dial the name's port: -102)."""
+    import subprocess
+    from conftest import BUILD, free_port, wait_port
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    meta = subprocess.Popen([os.path.join(BUILD, "mooncake_http_metadata_server"),
+                             "--port=%d" % port, "--host=127.0.0.1"],
+                            stdout=open(str(tmp_path / "meta.log"), "w"),
+                            stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_port(port)
+        url = "http://127.0.0.1:%d/metadata" % port
+        dead = free_port()              # nothing listens there
+        tgt, ini = TransferEngine(), TransferEngine()
+        assert tgt.initialize("127.0.0.1:%d" % dead, url, "tcp", "") == 0
+        assert ini.initialize("127.0.0.1:%d" % free_port(), url, "tcp", "") == 0
+        assert tgt.get_rpc_port() != dead
+        assert ini.send_probe("127.0.0.1:%d" % dead) == 0
+        assert ini.send_probe(peer_server_name="127.0.0.1:%d" % dead) == 0
+        assert ini.send_probe("127.0.0.1:%d" % free_port()) < 0      # not published
+        assert ini.send_probe("no-port") < 0 and ini.send_probe("") < 0
+        try:
+            ini.send_probe(5)
+            assert False, "a non-str name raises"
+        except TypeError:
+            pass
+    finally:
+        meta.terminate()
+        meta.wait(5)

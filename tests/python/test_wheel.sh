@@ -22,7 +22,7 @@ fi
 echo "ok 1 - pip wheel . builds"
 mkdir "$T/x" && (cd "$T/x" && $PY -m zipfile -e "$T"/whl/*.whl .)
 n=1; fail=0
-for f in __init__.py store/__init__.py engine.py mooncake_config.py buffer_pool.py async_store.py; do
+for f in __init__.py store/__init__.py engine.py mooncake_config.py buffer_pool.py async_store.py tensor_io.py store_tensor.py structured_object_store.py; do
 	n=$((n + 1)); [ -f "$T/x/mooncake/$f" ] && echo "ok $n - wheel has $f" || { echo "not ok $n - $f missing"; fail=1; }
 done
 n=$((n + 1))

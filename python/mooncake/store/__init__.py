@@ -26,6 +26,9 @@ if _BACKEND != "cpp":
 from mooncake import _store  # noqa: E402
 from mooncake.buffer_pool import (BufferPool, RegisteredBufferPool, BufferLease,  # noqa: E402
                                   RegisteredBufferLease)
+from mooncake.store_tensor import (TensorMethods, ParallelAxis, TensorParallelism, ReadTarget,
+                                   _serialize_tensor, _deserialize_tensor,
+                                   _tensor_metadata_size, _check_key)
 
 BufferHandle = _store.BufferHandle
 RangedReadSnapshot = _store.RangedReadSnapshot
@@ -36,7 +39,8 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ExistOptions", "Range
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
            "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
            "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease",
-           "TaskType", "TaskStatus", "QueryTaskResponse"]
+           "TaskType", "TaskStatus", "QueryTaskResponse",
+           "ParallelAxis", "TensorParallelism", "ReadTarget"]
 
 
 # ReplicateConfig.eviction_hint flags (ours): the last key of the put holds a partial block,
@@ -391,11 +395,6 @@ def _ssd_area_problem(enabled, path):
     return None
 
 
-def _check_key(key):
-    if not isinstance(key, str):
-        raise TypeError("a key must be a str, not %s" % type(key).__name__)
-
-
 def _check_list(value):
     if not isinstance(value, (list, tuple)):
         raise TypeError("expected a list, not %s" % type(value).__name__)
@@ -442,7 +441,7 @@ _MEMORY_KEYS = ("use_hugepage", "hugepage_size", "hugepage_fallback", "populate_
                 "segment_location")
 
 
-class MooncakeDistributedStore(_store.MooncakeDistributedStore):
+class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
     """Upstream-compatible Mooncake store client."""
 
     def setup(self, *args, **kwargs):
