@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/errcode.h"
 #include "python/store_py.h"
 
 /* {"ret": rc, "segment_ids": [id] or []} plus "allocated_size" when allocated is not NULL. */
