@@ -126,7 +126,7 @@ static char *mc_hs_on_connection(struct mc_engine *e, const char *json, size_t l
 
 static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 {
-	struct mc_te_hs_server *s = arg;
+	struct mc_engine *e = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint8_t hdr[9];
 	uint64_t len;
@@ -145,9 +145,9 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		return;
 	switch (hdr[8]) {
 	case MC_HS_METADATA:
-		pthread_mutex_lock(&s->e->mu);
-		desc = mc_te_desc_to_json(s->e);
-		pthread_mutex_unlock(&s->e->mu);
+		pthread_mutex_lock(&e->mu);
+		desc = mc_te_desc_to_json(e);
+		pthread_mutex_unlock(&e->mu);
 		mc_hs_reply(bev, MC_HS_METADATA, desc ? desc : "{}");
 		free(desc);
 		break;
@@ -155,7 +155,7 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		mc_hs_reply(bev, MC_HS_PROBE, "{\"status\":\"success\"}");
 		break;
 	case MC_HS_NOTIFY:
-		mc_hs_store_notify(s->e, in, (size_t)len - 1);
+		mc_hs_store_notify(e, in, (size_t)len - 1);
 		mc_hs_reply(bev, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
 		break;
 	case MC_HS_CONNECTION:
@@ -164,7 +164,7 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 			char *reply;
 
 			evbuffer_copyout(in, desc, 8 + (size_t)len);
-			reply = mc_hs_on_connection(s->e, desc + 9, (size_t)len - 1);
+			reply = mc_hs_on_connection(e, desc + 9, (size_t)len - 1);
 			free(desc);
 			desc = reply;
 		}
@@ -185,23 +185,30 @@ static void mc_hs_on_event(struct bufferevent *bev, short what, void *arg)
 	bufferevent_free(bev);
 }
 
+int mc_te_hs_adopt(struct mc_engine *e, struct event_base *base, evutil_socket_t fd)
+{
+	struct bufferevent *bev;
+	struct timeval tv = { 5, 0 };
+
+	bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
+		evutil_closesocket(fd);
+		return -ENOMEM;
+	}
+	bufferevent_setcb(bev, mc_hs_on_read, NULL, mc_hs_on_event, e);
+	bufferevent_set_timeouts(bev, &tv, &tv);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
 static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			    int salen, void *arg)
 {
 	struct mc_te_hs_server *s = arg;
-	struct bufferevent *bev;
-	struct timeval tv = { 5, 0 };
 
 	(void)sa;
 	(void)salen;
-	bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL) {
-		evutil_closesocket(fd);
-		return;
-	}
-	bufferevent_setcb(bev, mc_hs_on_read, NULL, mc_hs_on_event, s);
-	bufferevent_set_timeouts(bev, &tv, &tv);
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	mc_te_hs_adopt(s->e, evconnlistener_get_base(l), fd);
 }
 
 struct mc_hs_start_ctx {

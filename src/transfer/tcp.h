@@ -31,6 +31,10 @@ struct mc_tcp_client;
 struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bind_addr,
 					uint16_t port, struct mc_memreg *reg, int *err);
 uint16_t mc_tcp_server_port(const struct mc_tcp_server *s);
+/* Serve fd, a connected stream socket (what the listener accepted; a socketpair end in tests),
+ * as a connection of s; peer names it in log lines.  The server owns fd from here on, also on
+ * failure.  Returns 0 or -ENOMEM. */
+int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char *peer);
 void mc_tcp_server_free(struct mc_tcp_server *s);
 
 struct mc_tcp_client_opts {

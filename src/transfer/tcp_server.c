@@ -513,32 +513,20 @@ static void mc_srv_on_io(evutil_socket_t fd, short what, void *arg)
 	mc_srv_drive(c);
 }
 
-static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-			     int salen, void *arg)
+int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char *peer)
 {
-	struct mc_tcp_server *s = arg;
 	struct mc_srv_conn *c;
 	int one = 1;
 
-	(void)l;
-	(void)salen;
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		evutil_closesocket(fd);
-		return;
+		return -ENOMEM;
 	}
 	c->srv = s;
 	c->fd = fd;
 	c->file_fd = -1;
-	if (sa->sa_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)sa;
-		char ip[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, ntohs(in->sin_port));
-	} else {
-		snprintf(c->peer, sizeof(c->peer), "peer");
-	}
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	evutil_make_socket_nonblocking(fd);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->ev_read = event_new(s->base, fd, EV_READ | EV_PERSIST, mc_srv_on_io, c);
@@ -548,13 +536,31 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 			event_free(c->ev_read);
 		evutil_closesocket(fd);
 		free(c);
-		return;
+		return -ENOMEM;
 	}
 	event_add(c->ev_read, NULL);
 	c->next = s->conns;
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
+	return 0;
+}
+
+static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+			     int salen, void *arg)
+{
+	char peer[64] = "peer";
+
+	(void)l;
+	(void)salen;
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)sa;
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(peer, sizeof(peer), "%s:%u", ip, ntohs(in->sin_port));
+	}
+	mc_tcp_server_adopt(arg, fd, peer);
 }
 
 struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bind_addr,
