@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef MC_FUZZ_UTIL_H
+#define MC_FUZZ_UTIL_H
+
+/*
+ * Helpers shared by the fuzz targets (tests/fuzz/fuzz_*.c): quiet but complete logging, a file
+ * that holds the input (a memfd, named by its /proc path, so nothing touches the disk), a
+ * driving a libevent loop until a socket's peer has
+ * answered.  Every target is one LLVMFuzzerTestOneInput over one process-wide state; the
+ * targets run single-threaded unless the code under test starts threads itself.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/log.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* Every log line is formatted (format bugs are found too) and dropped, unless MC_FUZZ_LOG is
+ * set, which sends them to stderr. */
+static inline void fuzz_log_drop(void *arg, int level, const char *line)
+{
+	(void)arg;
+	(void)level;
+	(void)line;
+}
+
+static inline void fuzz_quiet_logs(void)
+{
+	if (getenv("MC_FUZZ_LOG")) {
+		mc_log_set_sink(mc_log_stderr_sink, NULL);
+	} else {
+		mc_log_set_sink(fuzz_log_drop, NULL);
+	}
+	mc_log_set_level(MC_LOG_DEBUG);
+}
+
+/* A file holding data[0..n) at offset 0: its descriptor, its name in *path (/proc/self/fd/N).
+ * Returns the descriptor (close it) or -1. */
+static inline int fuzz_file(const void *data, size_t n, char *path, size_t pathlen)
+{
+	int fd = memfd_create("mc-fuzz", MFD_CLOEXEC);
+	size_t done = 0;
+
+	if (fd < 0)
+		return -1;
+	while (done < n) {
+		ssize_t w = write(fd, (const uint8_t *)data + done, n - done);
+
+		if (w <= 0) {
+			close(fd);
+			return -1;
+		}
+		done += (size_t)w;
+	}
+	snprintf(path, pathlen, "/proc/self/fd/%d", fd);
+	return fd;
+}
+
+static inline int64_t fuzz_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Send data[0..n) on fd (a non-blocking socket whose other end a server on base serves), then
+ * half-close it, and run base while reading and dropping the replies, until the server closes
+ * its end, done() says it is finished (may be NULL), or limit_ms pass (a server that neither
+ * answers nor closes after a half-close is left to the caller's checks).  Returns the number of
+ * reply bytes read.
+ */
+static inline size_t fuzz_exchange(struct event_base *base, int fd, const uint8_t *data, size_t n,
+			    int (*done)(void *), void *arg, int limit_ms)
+{
+	int64_t end = fuzz_mono_ms() + limit_ms;
+	size_t sent = 0, got = 0;
+	int shut = 0;
+	char buf[65536];
+
+	for (;;) {
+		struct timeval tick = { 0, 1000 };
+		ssize_t r;
+
+		while (sent < n) {
+			ssize_t w = send(fd, data + sent, n - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (w <= 0)
+				break;
+			sent += (size_t)w;
+		}
+		if (sent == n && !shut) {
+			shutdown(fd, SHUT_WR);
+			shut = 1;
+		}
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		for (;;) {
+			r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+		}
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+			break;	/* the server closed (or reset) its end */
+		if ((done && done(arg)) || fuzz_mono_ms() > end)
+			break;
+		/* Nothing more yet: let the server's events (timers, other threads) come, briefly. */
+		event_base_loopexit(base, &tick);
+		event_base_dispatch(base);
+	}
+	return got;
+}
+
+/* A connection to 127.0.0.1:port (connected before the server's loop runs: the kernel completes
+ * it), non-blocking; -1 on failure. */
+static inline int fuzz_tcp_connect(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	evutil_make_socket_nonblocking(fd);
+	return fd;
+}
+
+/* Close with a reset: millions of connections leave no TIME_WAIT behind. */
+static inline void fuzz_tcp_close(int fd)
+{
+	struct linger l = { 1, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	close(fd);
+}
+
+/* A port on 127.0.0.1 that was free a moment ago, or 0. */
+static inline uint16_t fuzz_free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	uint16_t port = 0;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+#endif
