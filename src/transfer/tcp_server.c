@@ -341,8 +341,12 @@ static int mc_srv_send(struct mc_srv_conn *c)
 			c->status_sent = sizeof(c->status);
 			w -= (ssize_t)take;
 		}
-		c->ptr += w;
-		c->left -= (uint64_t)w;
+		/* Only payload bytes move the cursor: for a refused request ptr is the peer's
+		 * address, maybe 0, and NULL + 0 is undefined behaviour. */
+		if (w > 0) {
+			c->ptr += w;
+			c->left -= (uint64_t)w;
+		}
 	}
 }
 

@@ -35,8 +35,12 @@ for t in $targets; do
 	else
 		echo "FAIL $t:"
 		tail -60 "$work/$t/log"
+		mkdir -p "$build/tests/fuzz/crashes/$t"
 		for f in "$work/$t/crash/"*; do
-			[ -f "$f" ] && echo "input ($f):" && od -A d -c "$f" | head -40
+			[ -f "$f" ] || continue
+			cp "$f" "$build/tests/fuzz/crashes/$t/"
+			echo "input (kept in $build/tests/fuzz/crashes/$t/):"
+			od -A d -c "$f" | head -40
 		done
 		fail=1
 	fi
