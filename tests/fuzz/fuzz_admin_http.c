@@ -33,7 +33,7 @@ static void fuzz_setup(void)
 	M.cfg.metrics_host = (char *)"127.0.0.1";
 	M.cfg.metrics_port = admin_port = fuzz_free_port();
 	if (admin_port == 0 || mc_admin_http_start(&M) != 0)
-		abort();
+		fuzz_die("admin HTTP start");
 }
 
 /* The tables as a fresh master with some objects has them. */
@@ -61,7 +61,7 @@ static void fuzz_populate(void)
 	if (mount(&seg_id, 0x100000000ull, 64u << 20) != 0 || put("key0", 4096, 0) != 0 ||
 	    put("key1", 1u << 20, 1) != 0 || put("prefix/key2", 100, 0) != 0 ||
 	    put_start("pending", 8192, 0, NULL, NULL) != 0)
-		abort();
+		fuzz_die("populating the master");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_populate();
 	fd = fuzz_tcp_connect(admin_port);
 	if (fd < 0)
-		abort();
+		fuzz_die("connect");
 	fuzz_exchange(M.base, fd, data, size, NULL, NULL, 2000);
 	fuzz_tcp_close(fd);
 	event_base_loop(M.base, EVLOOP_NONBLOCK);

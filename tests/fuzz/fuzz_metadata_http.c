@@ -8,6 +8,7 @@
  * and the replies read until the server closes.  Afterwards the entries must still be readable
  * in-process.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,14 +37,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	s = mc_meta_server_new(base, "127.0.0.1", 0, &opts, &err);
-	if (s == NULL)
-		abort();
+	if (s == NULL) {
+		errno = -err;
+		fuzz_die("mc_meta_server_new");
+	}
 	if (mc_meta_server_put(s, "mooncake/rpc_meta/seg", "{\"rpc_port\":1}", 14) != 0 ||
 	    mc_meta_server_put(s, "mooncake/ram/seg", "{}", 2) != 0)
-		abort();
+		fuzz_die("mc_meta_server_put");
 	fd = fuzz_tcp_connect(mc_meta_server_port(s));
 	if (fd < 0)
-		abort();
+		fuzz_die("connect");
 	fuzz_exchange(base, fd, data, size, NULL, NULL, 2000);
 	fuzz_tcp_close(fd);
 	event_base_loop(base, EVLOOP_NONBLOCK);

@@ -48,6 +48,14 @@ static inline void fuzz_quiet_logs(void)
 	mc_log_set_level(MC_LOG_DEBUG);
 }
 
+/* A failure of the harness itself (not of the code under test): say what and why, then abort
+ * so libFuzzer keeps the input. */
+static inline void fuzz_die(const char *what)
+{
+	fprintf(stderr, "fuzz harness: %s: %s\n", what, strerror(errno));
+	abort();
+}
+
 /* A file holding data[0..n) at offset 0: its descriptor, its name in *path (/proc/self/fd/N).
  * Returns the descriptor (close it) or -1. */
 static inline int fuzz_file(const void *data, size_t n, char *path, size_t pathlen)
@@ -137,7 +145,10 @@ static inline int fuzz_tcp_connect(uint16_t port)
 		return -1;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		int e = errno;
+
 		close(fd);
+		errno = e;
 		return -1;
 	}
 	evutil_make_socket_nonblocking(fd);
