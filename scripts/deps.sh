@@ -4,7 +4,8 @@
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config libevent-dev libjansson-dev
 libsqlite3-dev libhiredis-dev libcurl4-openssl-dev libibverbs-dev librdmacm-dev python3 python3-dev
-curl iperf3 mandoc redis-server etcd-server etcd-client procps iproute2 iptables"
+curl iperf3 mandoc redis-server etcd-server etcd-client procps iproute2 iptables
+clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

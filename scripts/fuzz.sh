@@ -5,6 +5,7 @@
 # executions, coverage (libFuzzer's cov and ft), corpus size, and the crashes found.
 #
 #   scripts/fuzz.sh HOURS [TARGET...]     e.g. scripts/fuzz.sh 2; scripts/fuzz.sh 0.1 fuzz_wire
+#   scripts/fuzz.sh --build               only make the fuzzing build (scripts/check.sh uses it)
 #
 # Environment:
 #   MC_FUZZ_DIR   where corpora, crashes and logs go (default /var/tmp/mooncake-fuzz): DIR/<target>/
@@ -19,11 +20,12 @@
 # and once fixed, add the input to tests/fuzz/corpus/<target>/ as regress-<what broke>.
 set -u
 if [ $# -lt 1 ]; then
-	echo "usage: $0 HOURS [TARGET...]" >&2
+	echo "usage: $0 HOURS [TARGET...] | --build" >&2
 	exit 2
 fi
 hours=$1
 shift
+[ "$hours" = --build ] && hours=0
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${MC_FUZZ_DIR:-/var/tmp/mooncake-fuzz}
 jobs=${MC_FUZZ_JOBS:-1}
@@ -48,6 +50,7 @@ for t in $targets; do bins="$bins tests/fuzz/$t"; done
 # shellcheck disable=SC2086
 nice -n 19 make -j"$(nproc 2>/dev/null || echo 2)" $bins >build.log 2>&1 ||
 	{ tail -30 build.log; exit 1; }
+[ "$hours" = 0 ] && exit 0
 
 # ---- one target for its share of the time
 run_target() {
