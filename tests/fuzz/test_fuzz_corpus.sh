@@ -10,6 +10,8 @@ top=${MC_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${MC_TOP_BUILDDIR:-$top}
 targets="fuzz_master fuzz_wire fuzz_tcp_server fuzz_handshake fuzz_admin_http fuzz_metadata_http
 fuzz_ssd_area fuzz_options fuzz_store_config"
+log=$(mktemp "${TMPDIR:-/tmp}/mc-fuzz-replay.XXXXXX") || exit 1
+trap 'rm -f "$log"' EXIT
 fail=0
 for t in $targets; do
 	bin="$build/tests/fuzz/$t"
@@ -20,11 +22,11 @@ for t in $targets; do
 		continue
 	fi
 	n=$(ls "$corpus" | wc -l)
-	if "$bin" -runs=0 "$corpus" >"$build/tests/fuzz/$t.replay.log" 2>&1; then
+	if "$bin" -runs=0 "$corpus" >"$log" 2>&1; then
 		echo "ok $t: $n inputs"
 	else
 		echo "FAIL $t: see below"
-		tail -40 "$build/tests/fuzz/$t.replay.log"
+		tail -40 "$log"
 		fail=1
 	fi
 done
