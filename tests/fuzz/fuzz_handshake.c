@@ -61,7 +61,7 @@ static void fuzz_port(const uint8_t *data, size_t size)
 	evutil_make_socket_nonblocking(sv[1]);
 	if (mc_te_hs_adopt(&eng, base, sv[1]) != 0)
 		abort();
-	fuzz_exchange(base, sv[0], data, size, NULL, NULL, 2000);
+	fuzz_exchange(base, sv[0], data, size, 1, 2000);
 	close(sv[0]);
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	/* Notifications taken as getNotifies would. */

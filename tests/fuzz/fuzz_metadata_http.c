@@ -4,9 +4,9 @@
  * as mooncake_http_metadata_server and the master run it.  The input is what a client writes on
  * its port: one or more HTTP requests.  Each input gets a new server on 127.0.0.1 (small bounds,
  * so that the limits are reached: keys of 64 bytes, values of 4 KiB, 8 keys) holding two
- * entries, one of them an rpc_meta key; the input is sent on one TCP connection, half-closed,
- * and the replies read until the server closes.  Afterwards the entries must still be readable
- * in-process.
+ * entries, one of them an rpc_meta key; the input is sent on one TCP connection and the replies
+ * read until the server has nothing more to say, then the connection is reset (no TIME_WAIT
+ * left behind).  Afterwards the entries must still be readable in-process.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fd = fuzz_tcp_connect(mc_meta_server_port(s));
 	if (fd < 0)
 		fuzz_die("connect");
-	fuzz_exchange(base, fd, data, size, NULL, NULL, 2000);
+	fuzz_exchange(base, fd, data, size, 0, 2000);
 	fuzz_tcp_close(fd);
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	if (mc_meta_server_count(s) > opts.max_keys)

@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (mc_tcp_server_adopt(srv, sv[1], "fuzz:1") != 0)
 		abort();
 	evutil_make_socket_nonblocking(sv[0]);
-	fuzz_exchange(base, sv[0], data, size, NULL, NULL, 5000);
+	fuzz_exchange(base, sv[0], data, size, 1, 5000);
 	close(sv[0]);
 	/* Let the server see the close of a connection still open (a hung request). */
 	event_base_loop(base, EVLOOP_NONBLOCK);

@@ -87,22 +87,26 @@ static inline int64_t fuzz_mono_ms(void)
 }
 
 /*
- * Send data[0..n) on fd (a non-blocking socket whose other end a server on base serves), then
- * half-close it, and run base while reading and dropping the replies, until the server closes
- * its end, done() says it is finished (may be NULL), or limit_ms pass (a server that neither
- * answers nor closes after a half-close is left to the caller's checks).  Returns the number of
- * reply bytes read.
+ * Send data[0..n) on fd (a non-blocking socket whose other end a server on base serves), run
+ * base, and read and drop the replies until the exchange is over or limit_ms pass.
+ * half_close: shut fd's writing side once all is sent, and wait (in steps of a millisecond,
+ * for servers with threads or timers) until the server closes its end.  Otherwise (TCP: a
+ * half-close would leave the connection in TIME_WAIT, and millions of them would exhaust the
+ * machine's ports) the exchange is over once all is sent and a few turns of the loop brought
+ * no reply byte; the caller then resets the connection (fuzz_tcp_close).  Returns the number
+ * of reply bytes read.
  */
 static inline size_t fuzz_exchange(struct event_base *base, int fd, const uint8_t *data, size_t n,
-			    int (*done)(void *), void *arg, int limit_ms)
+				   int half_close, int limit_ms)
 {
 	int64_t end = fuzz_mono_ms() + limit_ms;
 	size_t sent = 0, got = 0;
-	int shut = 0;
+	int shut = 0, idle = 0;
 	char buf[65536];
 
 	for (;;) {
 		struct timeval tick = { 0, 1000 };
+		size_t got_now = 0;
 		ssize_t r;
 
 		while (sent < n) {
@@ -112,7 +116,7 @@ static inline size_t fuzz_exchange(struct event_base *base, int fd, const uint8_
 				break;
 			sent += (size_t)w;
 		}
-		if (sent == n && !shut) {
+		if (half_close && sent == n && !shut) {
 			shutdown(fd, SHUT_WR);
 			shut = 1;
 		}
@@ -121,12 +125,19 @@ static inline size_t fuzz_exchange(struct event_base *base, int fd, const uint8_
 			r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (r <= 0)
 				break;
-			got += (size_t)r;
+			got_now += (size_t)r;
 		}
+		got += got_now;
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
 			break;	/* the server closed (or reset) its end */
-		if ((done && done(arg)) || fuzz_mono_ms() > end)
+		if (fuzz_mono_ms() > end)
 			break;
+		if (!half_close) {
+			idle = sent == n && got_now == 0 ? idle + 1 : 0;
+			if (idle >= 4)
+				break;
+			continue;
+		}
 		/* Nothing more yet: let the server's events (timers, other threads) come, briefly. */
 		event_base_loopexit(base, &tick);
 		event_base_dispatch(base);
