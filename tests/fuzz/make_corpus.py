@@ -54,6 +54,12 @@ def mount(seg=SEG, base=0x100000000, size=64 << 20, name="127.0.0.1:17001"):
     return frame("MOUNT_SEGMENT", CLIENT + segment(seg, name, base, size, name))
 
 
+def remount(seg=SEG, base=0x100000000, size=64 << 20, name="127.0.0.1:17001", token=None):
+    """ReMountSegment, as a client sends it after (re)connecting: it is then in good standing."""
+    body = CLIENT + struct.pack("<I", 1) + segment(seg, name, base, size, name)
+    return frame("REMOUNT_SEGMENT", body + (token or b""))
+
+
 def put_start(key, size, op="PUT_START", cfg=None):
     return frame(op, CLIENT + (cfg or config()) + struct.pack("<I", 1) + s(key) +
                  struct.pack("<Q", size))
@@ -67,7 +73,21 @@ def put_end(key, op="PUT_END", checksum=None):
 
 
 def master():
-    m = mount()
+    m = mount() + remount()
+    token = bytes(range(100, 116))
+    write("fuzz_master", "dormant-restore",
+          frame("MOUNT_SEGMENT", CLIENT + segment(SEG, "127.0.0.1:17001", 0x100000000, 64 << 20,
+                                                  "127.0.0.1:17001") + token) +
+          remount(token=token) + put_start("d", 4096) + put_end("d") + tick(15000) +
+          tick(30000) + frame("GET_REPLICA_LIST", keys(["d"])) + remount(token=token) +
+          frame("PING", CLIENT) + frame("GET_REPLICA_LIST", keys(["d"])))
+    write("fuzz_master", "two-clients", m + frame("MOUNT_SEGMENT", bytes([9] * 16) + segment(
+        bytes([0x33] * 16), "127.0.0.1:17003", 0x200000000, 32 << 20, "127.0.0.1:17003")) +
+          put_start("z", 1 << 20, cfg=config(replica_num=2, preferred=("127.0.0.1:17003",))) +
+          put_end("z") + frame("REPORT_TRANSFER_FAILURE", CLIENT + struct.pack("<I", 1) +
+                               s("127.0.0.1:17003") + struct.pack("<i", -800)) +
+          put_start("z2", 4096) + tick(6000) + frame("UNMOUNT_SEGMENT", bytes([9] * 16) +
+                                                     bytes([0x33] * 16)) + tick(1))
     write("fuzz_master", "ping", frame("PING", CLIENT) + frame("SERVICE_READY"))
     write("fuzz_master", "put-get", m + put_start("k1", 4096) + put_end("k1") +
           frame("GET_REPLICA_LIST", keys(["k1"])) + frame("EXIST_KEY", keys(["k1", "k2"])) +
