@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,25 +146,39 @@ static inline size_t fuzz_exchange(struct event_base *base, int fd, const uint8_
 	return got;
 }
 
-/* A connection to 127.0.0.1:port (connected before the server's loop runs: the kernel completes
- * it), non-blocking; -1 on failure. */
+/* A connection to 127.0.0.1:port, non-blocking; -1 (errno set) on failure.  The kernel completes
+ * it before the server's loop runs; libFuzzer's timer signals may interrupt the wait. */
 static inline int fuzz_tcp_connect(uint16_t port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0;
+	socklen_t len = sizeof(err);
 
 	if (fd < 0)
 		return -1;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		int e = errno;
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int rc;
 
-		close(fd);
-		errno = e;
-		return -1;
+		if (errno != EINPROGRESS && errno != EINTR)
+			goto fail;
+		do
+			rc = poll(&p, 1, 5000);
+		while (rc < 0 && errno == EINTR);
+		if (rc != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			goto fail;
+		if (err != 0) {
+			errno = err;
+			goto fail;
+		}
 	}
-	evutil_make_socket_nonblocking(fd);
 	return fd;
+fail:
+	err = errno;
+	close(fd);
+	errno = err;
+	return -1;
 }
 
 /* Close with a reset: millions of connections leave no TIME_WAIT behind. */
