@@ -61,6 +61,7 @@ run_target() {
 	left=$secs
 	runs=0
 	crashes=0
+	before=$(ls "$d/crashes" | wc -l)
 	start=$(date +%s)
 	case $t in
 	fuzz_ssd_area) maxlen=8192 ;;	# 24 blocks of 256 bytes and the flags
@@ -78,9 +79,10 @@ run_target() {
 		left=$((secs - ($(date +%s) - start)))
 	done
 	cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$d/log" | tail -1)
-	printf '%-20s %7ss %12s execs  %-22s corpus %5s  crashes %s\n' "$t" \
+	printf '%-20s %7ss %12s execs  %-22s corpus %5s  crashes %s new (%s kept)\n' "$t" \
 		"$(($(date +%s) - start))" "$runs" "${cov:-cov: ? ft: ?}" \
-		"$(ls "$d/corpus" | wc -l)" "$(ls "$d/crashes" | wc -l)"
+		"$(ls "$d/corpus" | wc -l)" "$(($(ls "$d/crashes" | wc -l) - before))" \
+		"$(ls "$d/crashes" | wc -l)"
 }
 
 echo "fuzzing $ntargets targets, ${secs}s each, $jobs at a time; corpora in $out"
