@@ -35,5 +35,25 @@ if [ ! -f test-suite.log ]; then
 	fail=$((fail + 1))
 fi
 [ $rc -ne 0 ] && [ "$fail" -eq 0 ] && fail=1
+# The fuzz targets under libFuzzer for a few seconds each: a second, fuzzing build (clang) in
+# _build/fuzz, when clang has its libFuzzer runtime (scripts/deps.sh installs it).
+ftest="$top/tests/fuzz/test_fuzz_run.sh"
+if "$top/scripts/fuzz.sh" --build >fuzz-build.log 2>&1; then
+	MC_TOP_SRCDIR="$top" MC_TOP_BUILDDIR="$top/_build/fuzz" sh "$ftest" >fuzz-run.log 2>&1
+	frc=$?
+elif ! command -v clang >/dev/null 2>&1; then
+	echo "SKIP: clang is missing" >fuzz-run.log
+	frc=77
+else
+	cat fuzz-build.log >fuzz-run.log
+	frc=1
+fi
+case $frc in
+0) echo "PASS: tests/fuzz/test_fuzz_run.sh (fuzzing build)"; pass=$((pass + 1)) ;;
+77) echo "SKIP: tests/fuzz/test_fuzz_run.sh (fuzzing build): $(tail -1 fuzz-run.log)"
+    skip=$((skip + 1)) ;;
+*) echo "FAIL: tests/fuzz/test_fuzz_run.sh (fuzzing build)"; tail -60 fuzz-run.log
+   fail=$((fail + 1)) ;;
+esac
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

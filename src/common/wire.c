@@ -36,7 +36,9 @@ uint8_t *mc_wbuf_reserve(struct mc_wbuf *w, size_t n)
 		w->err = -ENOMEM;
 		return NULL;
 	}
-	if (w->len + n > w->cap) {
+	/* An empty writer has no buffer yet: allocate it even for n == 0, so the pointer
+	 * returned is never NULL + 0 (undefined behaviour) and callers get a valid one. */
+	if (w->len + n > w->cap || w->data == NULL) {
 		size_t cap = w->cap ? w->cap : 256;
 
 		while (cap < w->len + n)

@@ -278,6 +278,11 @@ struct mc_te_hs_server;
 /* Listen on ip:*port (0: any in [15000, 17000]) on the engine's loop. */
 int mc_te_hs_start(struct mc_engine *e, const char *bind_ip, uint16_t *port);
 void mc_te_hs_stop(struct mc_engine *e);
+/* Serve fd, a connected stream socket (what the handshake listener accepted; a socketpair end
+ * in tests), on base for e: one frame in, one reply out, then closed.  base must be the loop
+ * that runs e's handshake (e->lt's).  fd is owned from here on, also on failure.  0 or
+ * -ENOMEM. */
+int mc_te_hs_adopt(struct mc_engine *e, struct event_base *base, evutil_socket_t fd);
 /* Send one handshake frame to host:port and read the reply (blocking, bounded by timeouts).
  * Returns 0 with a malloc'ed reply, or a negative ERR_*. */
 int mc_te_hs_call(const char *host, uint16_t port, uint8_t type, const char *json, char **reply,

@@ -169,7 +169,7 @@ static void mc_hs_on_read_refusing(struct bufferevent *bev, void *arg)
 
 static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 {
-	struct mc_te_hs_server *s = arg;
+	struct mc_engine *e = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint8_t hdr[9];
 	uint64_t len;
@@ -188,9 +188,9 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		return;
 	switch (hdr[8]) {
 	case MC_HS_METADATA:
-		pthread_mutex_lock(&s->e->mu);
-		desc = mc_te_desc_to_json(s->e);
-		pthread_mutex_unlock(&s->e->mu);
+		pthread_mutex_lock(&e->mu);
+		desc = mc_te_desc_to_json(e);
+		pthread_mutex_unlock(&e->mu);
 		mc_hs_reply(bev, MC_HS_METADATA, desc ? desc : "{}");
 		free(desc);
 		break;
@@ -198,7 +198,7 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		mc_hs_reply(bev, MC_HS_PROBE, "{\"status\":\"success\"}");
 		break;
 	case MC_HS_NOTIFY:
-		mc_hs_store_notify(s->e, in, (size_t)len - 1);
+		mc_hs_store_notify(e, in, (size_t)len - 1);
 		mc_hs_reply(bev, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
 		break;
 	case MC_HS_CONNECTION:
@@ -207,7 +207,7 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 			char *reply;
 
 			evbuffer_copyout(in, desc, 8 + (size_t)len);
-			reply = mc_hs_on_connection(s->e, desc + 9, (size_t)len - 1);
+			reply = mc_hs_on_connection(e, desc + 9, (size_t)len - 1);
 			free(desc);
 			desc = reply;
 		}
@@ -228,25 +228,37 @@ static void mc_hs_on_event(struct bufferevent *bev, short what, void *arg)
 	bufferevent_free(bev);
 }
 
-/* Serve fd: its frame is read (refusing: answered with a refusal). */
-static void mc_hs_serve(struct mc_te_hs_server *s, evutil_socket_t fd, const uint8_t *pre,
-			size_t npre, int refusing)
+/* Serve fd on base: its frame is read (refusing: answered with a refusal); pre holds bytes
+ * already read from it.  0 or -ENOMEM (fd closed). */
+static int mc_hs_serve_on(struct mc_engine *e, struct event_base *base, evutil_socket_t fd,
+			  const uint8_t *pre, size_t npre, int refusing)
 {
 	struct bufferevent *bev;
 	struct timeval tv = { 5, 0 };
 
-	bev = bufferevent_socket_new(evconnlistener_get_base(s->listener), fd,
-				     BEV_OPT_CLOSE_ON_FREE);
+	bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL) {
 		evutil_closesocket(fd);
-		return;
+		return -ENOMEM;
 	}
 	if (npre)
 		evbuffer_prepend(bufferevent_get_input(bev), pre, npre);
 	bufferevent_setcb(bev, refusing ? mc_hs_on_read_refusing : mc_hs_on_read, NULL,
-			  mc_hs_on_event, s);
+			  mc_hs_on_event, e);
 	bufferevent_set_timeouts(bev, &tv, &tv);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+static void mc_hs_serve(struct mc_te_hs_server *s, evutil_socket_t fd, const uint8_t *pre,
+			size_t npre, int refusing)
+{
+	mc_hs_serve_on(s->e, evconnlistener_get_base(s->listener), fd, pre, npre, refusing);
+}
+
+int mc_te_hs_adopt(struct mc_engine *e, struct event_base *base, evutil_socket_t fd)
+{
+	return mc_hs_serve_on(e, base, fd, NULL, 0, 0);
 }
 
 static void mc_hs_pending_free(struct mc_hs_pending *p)

@@ -35,6 +35,10 @@ uint16_t mc_tcp_server_port(const struct mc_tcp_server *s);
 /* Require the cluster secret a (NULL: none) of every connection accepted from now on; call it
  * right after mc_tcp_server_new, on the loop.  a must outlive the server. */
 void mc_tcp_server_set_auth(struct mc_tcp_server *s, struct mc_auth *a);
+/* Serve fd, a connected stream socket (what the listener accepted; a socketpair end in tests),
+ * as a connection of s; peer names it in log lines.  The server owns fd from here on, also on
+ * failure.  Returns 0, -ENOMEM, or -EBUSY (the server is at its connection limit). */
+int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char *peer);
 void mc_tcp_server_free(struct mc_tcp_server *s);
 
 struct mc_tcp_client_opts {

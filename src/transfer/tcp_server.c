@@ -372,8 +372,12 @@ static int mc_srv_send(struct mc_srv_conn *c)
 			c->status_sent = sizeof(c->status);
 			w -= (ssize_t)take;
 		}
-		c->ptr += w;
-		c->left -= (uint64_t)w;
+		/* Only payload bytes move the cursor: for a refused request ptr is the peer's
+		 * address, maybe 0, and NULL + 0 is undefined behaviour. */
+		if (w > 0) {
+			c->ptr += w;
+			c->left -= (uint64_t)w;
+		}
 	}
 }
 
@@ -589,15 +593,11 @@ static int mc_srv_auth_start(struct mc_srv_conn *c)
 	return 0;
 }
 
-static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-			     int salen, void *arg)
+int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char *peer)
 {
-	struct mc_tcp_server *s = arg;
 	struct mc_srv_conn *c;
 	int one = 1;
 
-	(void)l;
-	(void)salen;
 	if (s->nconns >= s->max_conns) {
 		time_t now = time(NULL);
 
@@ -606,26 +606,18 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 				    "(MC_TCP_SERVER_MAX_CONNECTIONS)", s->nconns);
 		s->refused_log_sec = now;
 		evutil_closesocket(fd);
-		return;
+		return -EBUSY;
 	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		evutil_closesocket(fd);
-		return;
+		return -ENOMEM;
 	}
 	c->srv = s;
 	c->fd = fd;
 	c->file_fd = -1;
 	c->state = SRV_HDR;
-	if (sa->sa_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)sa;
-		char ip[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, ntohs(in->sin_port));
-	} else {
-		snprintf(c->peer, sizeof(c->peer), "peer");
-	}
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	evutil_make_socket_nonblocking(fd);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->ev_read = event_new(s->base, fd, EV_READ | EV_PERSIST, mc_srv_on_io, c);
@@ -635,7 +627,7 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 			event_free(c->ev_read);
 		evutil_closesocket(fd);
 		free(c);
-		return;
+		return -ENOMEM;
 	}
 	event_add(c->ev_read, NULL);
 	c->next = s->conns;
@@ -643,8 +635,28 @@ static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struc
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
-	if (s->auth && mc_srv_auth_start(c) != 0)
+	if (s->auth && mc_srv_auth_start(c) != 0) {
 		mc_srv_conn_close(c, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+			     int salen, void *arg)
+{
+	char peer[64] = "peer";
+
+	(void)l;
+	(void)salen;
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)sa;
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(peer, sizeof(peer), "%s:%u", ip, ntohs(in->sin_port));
+	}
+	mc_tcp_server_adopt(arg, fd, peer);
 }
 
 void mc_tcp_server_set_auth(struct mc_tcp_server *s, struct mc_auth *a)
