@@ -42,21 +42,25 @@ static void fuzz_populate(void)
 	struct mc_master_config cfg = M.cfg;
 	struct event_base *base = M.base;
 	struct evhttp *admin = M.admin;
+	void *routes = M.admin_routes;
 
 	/* master_fini and master_init, but the loop and the admin server bound on it stay. */
 	event_free(M.ev_reap);
+	mc_tasks_fini(&M);
 	mc_master_tables_fini(&M);
 	mc_fs_fini(&M);
 	memset(&M, 0, sizeof(M));
 	M.cfg = cfg;
 	M.base = base;
 	M.admin = admin;
+	M.admin_routes = routes;
 	M.clock_ms = fake_clock;
 	M.clock_arg = &fake_now;
 	M.rng = 42;
 	fake_now = 1000000;
 	mc_master_tables_init(&M);
 	mc_fs_init(&M);
+	mc_tasks_init(&M);
 	M.ev_reap = event_new(base, -1, 0, on_reap, &M);
 	if (mount(&seg_id, 0x100000000ull, 64u << 20) != 0 || put("key0", 4096, 0) != 0 ||
 	    put("key1", 1u << 20, 1) != 0 || put("prefix/key2", 100, 0) != 0 ||
