@@ -32,6 +32,7 @@
 #include <event2/util.h>
 
 #include "common/log.h"
+#include "reactor/procmem.h"
 #include "common/auth.h"
 #include "common/meta_auth.h"
 #include "http/http_auth.h"
@@ -567,6 +568,7 @@ static void mc_meta_on_metrics(struct evhttp_request *req, void *arg)
 			    "cluster secret\n# TYPE mooncake_auth_failures_total counter\n"
 			    "mooncake_auth_failures_total %llu\n",
 			    s->count, (unsigned long long)mc_auth_failures(s->opts.auth));
+	mc_procmem_prom(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");
 	evhttp_send_reply(req, 200, "OK", b);

@@ -56,7 +56,13 @@ struct mc_store_metrics {
 	uint64_t hist[4][MC_STORE_LAT_BUCKETS + 1];	/* get, put, batch get, batch put (us) */
 	uint64_t sum_us[4];
 	int64_t start_ms;
+	/* Bytes that failed their object checksum here: a replica read, a shared-directory file,
+	 * an object about to be offloaded, an SSD copy about to be promoted. */
+	uint64_t checksum_mismatches;
 };
+/* One more checksum mismatch seen by this client (any thread). */
+#define mc_store_count_mismatch(st) \
+	__atomic_add_fetch(&(st)->metrics.checksum_mismatches, 1, __ATOMIC_RELAXED)
 struct mc_store_http;
 
 struct mc_store {

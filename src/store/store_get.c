@@ -227,6 +227,7 @@ static void mc_get_on_read(void *arg, size_t j, int status, const uint64_t *copi
 		v->bad[v->nbad].expected = g->crc;
 		v->bad[v->nbad++].computed = crc;
 	}
+	mc_store_count_mismatch(v->st);
 	mc_log_err("checksum mismatch: key %s, replica in segment %s (%s): expected %016llx, "
 		   "read %016llx",
 		   it->key, x->segment[0] ? x->segment : "SSD", x->host,

@@ -28,6 +28,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "reactor/procmem.h"
 #include "reactor/loop_thread.h"
 #include "store/store.h"
 
@@ -107,6 +108,13 @@ void mc_store_metrics_prometheus(struct mc_store *st, struct evbuffer *b)
 			       "mooncake_transfer_write_bytes %" PRIu64 "\n",
 			    __atomic_load_n(&m->read_bytes, __ATOMIC_RELAXED),
 			    __atomic_load_n(&m->write_bytes, __ATOMIC_RELAXED));
+	evbuffer_add_printf(b, "# HELP mooncake_checksum_mismatch_total objects whose bytes failed "
+			       "their checksum here (MOONCAKE_STORE_CHECKSUM): replicas read, shared-"
+			       "directory files, offloads and promotions refused\n"
+			       "# TYPE mooncake_checksum_mismatch_total counter\n"
+			       "mooncake_checksum_mismatch_total %" PRIu64 "\n",
+			    __atomic_load_n(&m->checksum_mismatches, __ATOMIC_RELAXED));
+	mc_procmem_prom(b);
 	for (w = 0; w < 4; w++) {
 		const char *n = mc_lat_names[w];
 		uint64_t cum = 0;

@@ -334,6 +334,7 @@ int mc_store_fs_read(struct mc_store *st, struct mc_strv key, struct mc_strv pat
 		uint64_t crc = mc_crc64(0, rg[0].dst, size);
 
 		if (crc != *crc64) {
+			mc_store_count_mismatch(st);
 			mc_log_err("checksum mismatch: key %.*s, DISK file %s: expected %016llx, "
 				   "read %016llx",
 				   (int)(key.n > 128 ? 128 : key.n), key.p, file,

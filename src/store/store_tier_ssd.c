@@ -347,6 +347,7 @@ static void mc_ssd_do_offload(struct mc_store_ssd *w, struct mc_task *t)
 		if (mc_fault(MC_FAULT_OFFLOAD_FLIP) == MC_FAULT_FLIP)
 			crc ^= 1;	/* test hook: as if they had rotted */
 		if (crc != t->cs.value) {
+			mc_store_count_mismatch(w->st);
 			mc_log_err("checksum mismatch: key %.*s in our segment at 0x%" PRIx64
 				   ": expected %016" PRIx64 ", read %016" PRIx64 "; not offloaded",
 				   (int)(t->key.n > 128 ? 128 : t->key.n), t->key.p, t->src,
@@ -413,6 +414,7 @@ static int mc_ssd_promote_verify(struct mc_store_ssd *w, const struct mc_task *t
 		crc ^= 1;	/* test hook: as if the copy held other bytes */
 	if (crc == t->cs.value)
 		return 0;
+	mc_store_count_mismatch(w->st);
 	mc_log_err("checksum mismatch: key %.*s in the SSD area at 0x%" PRIx64 ": expected %016" PRIx64
 		   ", read %016" PRIx64 "; not promoted, copy dropped",
 		   (int)(t->key.n > 128 ? 128 : t->key.n), t->key.p, t->src, t->cs.value, crc);

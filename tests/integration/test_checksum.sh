@@ -8,7 +8,7 @@
 #  3. bytes corrupted in flight (MC_TEST_FAULT=read_flip) are caught the same way;
 #  4. objects written without a checksum (an older writer, or the switch off) still read;
 #  5. an SSD owner does not offload an object whose bytes fail its checksum, nor promote one
-#     whose SSD copy fails it;
+#     whose SSD copy fails it, and counts both on its /metrics;
 #  6. ranged reads (get_into_ranges) are verified too: the whole object is read and checked, so
 #     a replica rotted outside the asked ranges is caught as well as one rotted inside them.
 # Corrupting another process's memory needs root (/proc/PID/map_files).
@@ -76,8 +76,10 @@ mc_start_master --offload_on_evict --promotion_on_hit --eviction_ratio=0.2 \
 	|| { mc_dump_logs; exit 1; }
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 mkdir -p "$MC_TMP/ssd"
+HP=$(mc_free_port)
 MC_TEST_FAULT=offload_flip:flip:1,promote_flip:flip:1 mc_start_client s1 16MB --enable_offload \
-	--ssd_offload_path="$MC_TMP/ssd" --ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
+	--ssd_offload_path="$MC_TMP/ssd" --ssd_offload_size_limit=256MB \
+	--enable_http_server=true --http_port="$HP" || { mc_dump_logs; exit 1; }
 "$T" fill off 32 1048576 1 || rc=1
 mc_wait_log s1 "not offloaded" 20 && echo "ok - the rotten object was not offloaded" \
 	|| { echo "not ok - no offload was refused"; rc=1; }
@@ -91,5 +93,12 @@ check "exactly one offload refused" "$n" 1
 mc_wait_log s1 "not promoted" 20 && echo "ok - a promotion whose bytes fail the checksum was refused" \
 	|| { echo "not ok - no promotion was refused"; rc=1; }
 "$T" verify off 32 1048576 2 || rc=1
+# The client counts what it refused on its own /metrics, beside its memory.
+cm=$(curl -sf "http://127.0.0.1:$HP/metrics")
+check "the client's /metrics counts both refusals" \
+	"$(echo "$cm" | awk '$1 == "mooncake_checksum_mismatch_total" {print $2}')" 2
+echo "$cm" | grep -q "^mooncake_process_rss_bytes [1-9]" \
+	&& echo "ok - the client's /metrics shows its memory (mooncake_process_rss_bytes)" \
+	|| { echo "not ok - no mooncake_process_rss_bytes on the client's /metrics"; rc=1; }
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -62,6 +62,7 @@ suite() {
 meta_start meta --log-level=DEBUG --max_value_bytes=1MB --max_keys 1000 || { mc_dump_logs; exit 1; }
 U="http://127.0.0.1:$P"
 suite "$U"
+t "/metrics shows the daemon's memory (mooncake_process_rss_bytes)" 'curl -sf "$U/metrics" | grep -q "^mooncake_process_rss_bytes [1-9]"'
 
 head -c 1048576 /dev/zero > "$MC_TMP/1m"
 head -c $((2 * 1048576)) /dev/zero > "$MC_TMP/2m"
