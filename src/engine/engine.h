@@ -182,7 +182,8 @@ struct mc_te_endpoint {
  * otherwise).  mc_te_transfer_start submits them all and returns (the caller may work on
  * something else meanwhile); mc_te_transfer_finish waits for the last, calling on_done (when
  * not NULL) on the waiting thread for each request as it completes, in completion order, with
- * its index and status; status[i] becomes 0 or a negative code.
+ * its index and status (without notify: once all have completed, in index order, which costs
+ * the waiting thread one wake-up for the whole batch); status[i] becomes 0 or a negative code.
  *
  * want_crc (may be NULL; in and out): requests whose CRC-64 the caller wants.  Where the bytes
  * pass through a core anyway the engine computes it on the way and on_done gets it (crc not

@@ -551,6 +551,10 @@ int mc_te_transfer_finish(struct mc_te_inflight *t, int *status, mc_te_done_fn o
 	for (i = 0; i < b->count; i++) {
 		status[i] = b->tasks[i].status == STATUS_COMPLETED ? 0 : -EIO;
 		failed += status[i] != 0;
+		/* Without notify: every request's outcome (and CRC) now, in order, after a single
+		 * wake-up for the whole batch. */
+		if (on_done && b->doneq == NULL)
+			on_done(arg, i, status[i], b->tasks[i].has_crc ? &b->tasks[i].crc : NULL);
 	}
 	pthread_cond_destroy(&t->cv);
 	free(b->doneq);

@@ -366,8 +366,8 @@ again:
 							 items[it].result == 0 && item_fail[it] == 0);
 			}
 		}
-		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, first_req != NULL, crcs.want)
-			 : NULL;
+		/* No notify: the engine's values are all read once the batch is done. */
+		x = xl.n ? mc_store_transfer_start(st, xl.xr, xl.n, 0, crcs.want) : NULL;
 		for (i = 0; first_req && i < n; i++) {
 			if (items[i].result != 0 || item_fail[i] != 0)
 				continue;
