@@ -187,11 +187,11 @@ struct mc_te_endpoint {
  *
  * want_crc (may be NULL; in and out): requests whose CRC-64 the caller wants.  Where the bytes
  * pass through a core anyway the engine computes it on the way and on_done gets it (crc not
- * NULL): our own memory and same-host shm (in the copy), tcp (each piece just before the socket
- * takes it, or as it lands), GPU memory (on the pinned staging chunks; such a request is always
- * staged when its CRC is wanted, even where rdma could reach the GPU directly).  Same-host
- * WRITEs that go to the engine's workers are left to the caller, who has a core free meanwhile,
- * as are rdma and file requests.  On return want_crc[i] is cleared for every request whose CRC
+ * NULL): our own memory and same-host shm (in the copy), tcp READs (each piece as it lands),
+ * GPU memory (on the pinned staging chunks; such a request is always staged when its CRC is
+ * wanted, even where rdma could reach the GPU directly).  Same-host WRITEs that go to the
+ * engine's workers and tcp WRITEs from host memory are left to the caller, who has a core free
+ * while the workers or the loop thread move the bytes, as are rdma and file requests.  On return want_crc[i] is cleared for every request whose CRC
  * the engine will not deliver, so the caller computes those itself while the transfer runs.
  * finish returns the number that failed and frees t.  start returns NULL only when out of
  * memory. */

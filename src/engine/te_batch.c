@@ -379,8 +379,10 @@ static void mc_te_done_early(struct mc_te_batch *b, size_t i)
 }
 
 /* Which wanted CRCs the engine delivers (see mc_te_transfer_start): a same-host WRITE copied
- * on a worker is left to the caller (fused into the copy only when this thread copies it), and
- * so is whatever no transport computes; want_crc[i] is cleared for those. */
+ * on a worker is left to the caller (fused into the copy only when this thread copies it), so
+ * is a WRITE from host memory over tcp (the caller checksums its bytes on its own core while
+ * the loop thread sends them: measured cheaper than checksumming on the loop thread ahead of
+ * the socket), and so is whatever no transport computes; want_crc[i] is cleared for those. */
 static void mc_te_crc_plan(struct mc_te_batch *b, struct mc_te_submit *s, uint8_t *want_crc,
 			   size_t n, int shm_inline)
 {
@@ -391,8 +393,8 @@ static void mc_te_crc_plan(struct mc_te_batch *b, struct mc_te_submit *s, uint8_
 	for (i = 0; i < s->n; i++) {
 		struct mc_te_req *r = s->r[i];
 
-		if (r->want_crc && r->opcode == MC_XFER_WRITE && r->xport == MC_TE_XPORT_SHM &&
-		    !r->gpu && !shm_inline)
+		if (r->want_crc && r->opcode == MC_XFER_WRITE && !r->gpu &&
+		    ((r->xport == MC_TE_XPORT_SHM && !shm_inline) || r->xport == MC_TE_XPORT_TCP))
 			r->want_crc = 0;
 	}
 	for (i = 0; i < n; i++)

@@ -6,7 +6,7 @@
  * within our own memory, small batches (copied on the calling thread) and large ones (on the
  * engine's workers).  Every CRC the engine reports is that of exactly the bytes moved, and
  * want_crc comes back cleared exactly where the engine leaves the CRC to the caller: same-host
- * WRITEs copied by a worker.
+ * WRITEs copied by a worker, and WRITEs over tcp.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,8 +119,8 @@ int main(void)
 		getLocalIpAndPort(tgt, name, sizeof(name));
 		seg = openSegment(ini, name);
 		if (tcp) {
-			batch(ini, seg, local, shared, 300000, 1, "tcp, 300 KB each");
-			batch(ini, seg, local, priv, (1u << 20) + 3, 1, "tcp, 1 MiB each");
+			batch(ini, seg, local, shared, 300000, 0, "tcp, 300 KB each");
+			batch(ini, seg, local, priv, (1u << 20) + 3, 0, "tcp, 1 MiB each");
 		} else {
 			batch(ini, seg, local, shared, 4000, 1, "shm mapped, small batch (this thread)");
 			batch(ini, seg, local, shared, (1u << 20) + 3, 0, "shm mapped, large batch (workers)");
