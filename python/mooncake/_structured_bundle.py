@@ -13,12 +13,7 @@ no chunks and no object).  A tensor put through put_tensor/pub_tensor adds "kind
 manifest may point at payloads of earlier bundles ("buffer_object_ids") and lists the keys
 that go with it ("cleanup_keys").  JSON is written compactly (separators "," and ":").
 
-A structured object is a bundle whose meta is JSON metadata holding, under
-"__mooncake_structured_fields__", one spec per member: {"encoding":"ndarray","dtype":"<f4",
-"shape":[..]} (C-order bytes), {"encoding":"torch_tensor","dtype":"torch.float32",
-"shape":[..],"element_size":4} (header + data), nested jagged tensors ("nested": true, its
-values/offsets/lengths as tensor parts, or torch.save bytes read with weights_only), or
-{"encoding":"bytes"}.
+Structured objects (_structured_members) are bundles whose meta is JSON metadata.
 
 Everything read back is checked against the manifest (keys inside the bundle's namespace,
 chunk sizes adding up) before use.  Single-threaded: a transfer object is used by one thread.

@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Column codecs of the structured object store's non_tensor_batch fields.
 
-A non_tensor_batch field is a column of Python values, one per row.  encode_inferred() looks
-at the values and picks a codec (the one upstream's 0.3.13 wheel picks for the same values);
-encode_with_schema() takes the codec a FieldSchema names.  Either returns an EncodedLeaf: the
-codec name, the row count, JSON metadata, and named payloads (numpy arrays, bytes, or Parts)
-that the store keeps as members of the stage object.  decode() turns the payloads read back
-(numpy arrays for array members, bytes for byte members) into the list of row values.
+A non_tensor_batch field is a column of Python values, one per row.  Each codec here turns a
+column into named payloads (numpy arrays, bytes, or Parts) that the store keeps as members of
+the stage object, plus JSON metadata; decoding takes the payloads read back (numpy arrays for
+array members, bytes or uint8 arrays for byte members) and gives the list of row values.  Which
+codec a column gets is decided in _structured_infer.
 
 Codecs and their payloads:
   ndarray            numeric scalars: data (typed), nulls (bool)
