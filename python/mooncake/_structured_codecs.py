@@ -513,14 +513,20 @@ def _media_bytes(value):
     return bytes(value), None, {"kind": "bytes"}
 
 
-def encode_bytes_like(values):
-    parts, kinds, types, offsets = [], [], [], [0]
-    for v in values:
-        data, mtype, enc = _media_bytes(v)
+def _media_parts(items):
+    """(bytes parts, media types, encoding notes, offsets) of a flat list of media values."""
+    parts, types, encs, offsets = [], [], [], [0]
+    for item in items:
+        data, mtype, enc = _media_bytes(item)
         parts.append(data)
         types.append(mtype)
-        kinds.append(enc)
+        encs.append(enc)
         offsets.append(offsets[-1] + len(data))
+    return parts, types, encs, offsets
+
+
+def encode_bytes_like(values):
+    parts, types, kinds, offsets = _media_parts(values)
     meta = {}
     if any(k.get("kind") == "pil_raw" for k in kinds):
         meta["media_encodings"] = kinds
@@ -566,16 +572,11 @@ def decode_bytes_like(payload, rows, metadata=None):
 
 
 def encode_media_list(values):
-    parts, encs, types, row_off, byte_off = [], [], [], [0], [0]
-    for v in values:
-        items = [] if v is None else list(v)
-        for item in items:
-            data, mtype, enc = _media_bytes(item)
-            parts.append(data)
-            types.append(mtype)
-            encs.append(enc)
-            byte_off.append(byte_off[-1] + len(data))
-        row_off.append(row_off[-1] + len(items))
+    rows = [[] if v is None else list(v) for v in values]
+    parts, types, encs, byte_off = _media_parts([item for r in rows for item in r])
+    row_off = [0]
+    for r in rows:
+        row_off.append(row_off[-1] + len(r))
     meta = {"encode_source": "raw_pixels_from_object", "media_encodings": encs}
     media_types = sorted({t for t in types if t})
     if media_types:

@@ -13,11 +13,10 @@ would be compared with).
 import json
 import os
 import re
-import subprocess
 
 import pytest
 
-from conftest import UPSTREAM, free_port, wait_port
+from conftest import UPSTREAM, run_upstream_peer
 
 np = pytest.importorskip("numpy", reason="numpy is not installed (scripts/deps.sh adds it)")
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/deps.sh adds it)")
@@ -117,20 +116,7 @@ def test_objects_cross_between_packages(ours, tmp_path):
     refs, objects, reads = _write_ours(ours)
     inp, outp = tmp_path / "ours.json", tmp_path / "up.json"
     inp.write_text(json.dumps({"refs": refs, "objects": objects}))
-    bindir = os.path.dirname(UPSTREAM_PY)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONPATH")}
-    m = subprocess.Popen([os.path.join(bindir, "mooncake_master"), "--rpc_port=%d" % port,
-                          "--rpc_address=127.0.0.1", "--metrics_port=%d" % free_port()],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        wait_port(port)
-        r = subprocess.run([UPSTREAM_PY, peer.__file__, "127.0.0.1:%d" % port, str(inp),
-                            str(outp)], env=env, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
-    finally:
-        m.terminate()
-        m.wait(10)
+    run_upstream_peer(UPSTREAM_PY, peer.__file__, inp, outp)
     up = json.loads(outp.read_text())
     # The same objects, byte for byte (object and group ids aside).
     mine, theirs = _normalized(objects, "ours"), _normalized(up["objects"], "up")
