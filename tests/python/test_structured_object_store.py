@@ -215,3 +215,26 @@ def test_stored_data_is_checked_not_trusted(xfer):
         _msgpack.unpack_all(b"\xc7\x01\x05x")      # an extension type
     with pytest.raises(TypeError):
         _msgpack.packb((1, 2))                       # strict types, as upstream's writer
+
+
+def test_append_cleanup_removes_every_object(xfer):
+    """An append to an existing stage writes one merged manifest; cleanup_dataproto removes
+    the objects of every bundle involved, and cleanup_dataproto_append only the append's."""
+    import structured_peer as peer
+    d = sample(4)
+    ref = xfer.put_dataproto(d, stage="rollout")
+    before = set(peer.stored_objects(xfer.store, xfer, export_dataproto_ref(ref)))
+    ref2 = xfer.append_dataproto_fields(ref, {"batch": {"v": torch.ones(4, 2)}}, stage="rollout")
+    ref3 = xfer.append_dataproto_fields(ref2, {"non_tensor_batch": {
+        "r": np.array([1.0, 2.0, 3.0, 4.0], dtype=object)}}, stage="reward")
+    m = json.loads(xfer.store.get(ref2.stage_refs["rollout"].manifest_key))
+    assert m["cleanup_keys"] and len(m["buffer_object_ids"]) == 2
+    after = set(peer.stored_objects(xfer.store, xfer, export_dataproto_ref(ref3)))
+    assert torch.equal(xfer.get_dataproto(ref3, fields=["v"])["batch"]["v"], torch.ones(4, 2))
+    assert xfer.get_dataproto(ref3, fields=["r"])["non_tensor_batch"]["r"].tolist() == \
+        [1.0, 2.0, 3.0, 4.0]
+    xfer.cleanup_dataproto_append(ref2, ref3)
+    assert xfer.get_dataproto(ref2, fields=["v"])["batch"]["v"].shape == (4, 2)
+    assert xfer.store.is_exist(ref3.stage_refs["reward"].manifest_key) == 0
+    xfer.cleanup_dataproto(ref2)
+    assert all(xfer.store.is_exist(k) == 0 for k in before | after)
