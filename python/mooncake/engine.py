@@ -5,11 +5,20 @@ from enum import Enum, IntEnum
 from mooncake import _engine
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "ScatterTransferTicket",
-           "ScatterTransferCompletionStatus", "SUPPORT_MULTI_PROTOCOL"]
+           "ScatterTransferCompletionStatus", "SUPPORT_MULTI_PROTOCOL", "SUPPORT_CUDA",
+           "SUPPORT_EFA", "SUPPORT_HIP", "SUPPORT_INTRA_NVLINK", "SUPPORT_MNNVL", "SUPPORT_MUSA",
+           "Read", "Write"]
 
 # One transport per peer segment here (memcpy, same-host shm, rdma or tcp, chosen by the engine),
 # not upstream's multi-protocol build.
 SUPPORT_MULTI_PROTOCOL = False
+# Upstream's build flags: this engine moves host memory over memcpy, shm, tcp and rdma only.
+SUPPORT_CUDA = False
+SUPPORT_EFA = False
+SUPPORT_HIP = False
+SUPPORT_INTRA_NVLINK = False
+SUPPORT_MNNVL = False
+SUPPORT_MUSA = False
 
 
 class TransferNotify:
@@ -24,13 +33,24 @@ class TransferNotify:
 
 
 class TransferOpcode(IntEnum):
+    """Upstream's names are Read and Write (also exported as mooncake.engine.Read/Write);
+    READ and WRITE are aliases of them."""
+
+    Read = 0
+    Write = 1
     READ = 0
     WRITE = 1
+
+
+Read = TransferOpcode.Read
+Write = TransferOpcode.Write
 
 
 class TransferEngine(_engine.TransferEngine):
     """Moves bytes between this process's registered memory and other processes' by segment
     name (with P2PHANDSHAKE the name is "ip:rpc_port")."""
+
+    TransferOpcode = TransferOpcode
 
     def get_notifies(self):
         """Notifications other engines sent to this one since the last call."""

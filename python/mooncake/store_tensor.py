@@ -516,6 +516,23 @@ class TensorMethods:
     def batch_get_tensor(self, keys):
         return [g[1] if g else None for g in self._fetch(_check_keys(keys))]
 
+    def get_tensor_into_cuda(self, key, tensor):
+        """Read key into a CUDA tensor through a dummy client's CUDA IPC: this package has no
+        CUDA (mooncake.engine.SUPPORT_CUDA is False), so it answers -600 (INVALID_PARAMS)
+        as upstream's does where such a read cannot be made."""
+        _check_key(key)
+        return self.batch_get_tensor_into_cuda([key], [tensor])[0]
+
+    def batch_get_tensor_into_cuda(self, keys, tensors_list):
+        """get_tensor_into_cuda of each key: -600 per key here (see there)."""
+        if not isinstance(keys, (list, tuple)) or not isinstance(tensors_list, (list, tuple)):
+            raise TypeError("keys and tensors_list must be lists")
+        for k in keys:
+            _check_key(k)
+        _log.error("batch_get_tensor_into_cuda: CUDA tensor reads are not supported by this "
+                   "build (no CUDA)")
+        return [-600] * len(keys)
+
     def get_tensor_into(self, key, buffer_ptr, size):
         """Read key's object into registered memory at buffer_ptr; the tensor returned shares
         that memory (its data follows the 304-byte header there).  None on failure."""

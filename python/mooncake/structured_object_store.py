@@ -1,91 +1,75 @@
 # SPDX-License-Identifier: Apache-2.0
-"""mooncake.structured_object_store: objects made of named members (tensors, arrays, rows of
-plain values) stored in Mooncake, and DataProto-like batches built from them, with upstream
-0.3.13's API: MooncakeBundleTransfer (put_object / get_object, put_structured_object,
-read_spec / materialize / materialize_into, put_bundle / remove_bundle, put_dataproto /
-append_dataproto_fields / get_dataproto / cleanup_dataproto, put / get), the reference classes,
-export_dataproto_ref / import_dataproto_ref, tensor_object_buffer and raw_destination.
+"""mooncake.structured_object_store: objects made of named members, and DataProto-like
+batches built from them, stored in Mooncake with upstream 0.3.13's API and on-store layout, so
+objects written by upstream's wheel read back here and the other way round.
 
-Layout (this package's own; upstream's wheel keeps its manifests in another encoding, so the two
-do not read each other's structured objects): an object is a JSON manifest under
-`<prefix>/<namespace>/<partition>/<id>/manifest` and each member's bytes in chunks of at most
-chunk_bytes under `.../m<index>/c<chunk>`.  Member codecs: "tensor" (a torch tensor or a
-tensor_object_buffer: dtype in upstream's tensor codes, shape, C-order bytes), "ndarray"
-(numeric numpy arrays), "bytes", "json" (a plain value) and "rows" (a list or object array of
-plain values: str, bytes, numbers, None, lists and dicts of them).  Nothing is unpickled: what
-comes back from the store is decoded as data only.  Row selections read only the chunks that
-hold the rows asked for.  numpy is required; torch only for tensor members.
+MooncakeBundleTransfer(store, key_prefix="bundle", default_chunk_bytes=64 MiB):
+  put_bundle / remove_bundle             raw metadata bytes plus named byte buffers
+  put_structured_object / put_object     JSON metadata plus members: torch tensors (nested
+  read_spec / materialize[_into]         jagged ones too), numpy arrays, bytes,
+  get_object                             tensor_object_buffer memory
+  put / get (type="dataproto"|"dict")    DataProto batches: one structured object per stage;
+  put_dataproto / get_dataproto          non_tensor_batch columns encoded by codec (see
+  append_dataproto_fields                _structured_infer), rows and fields selectable,
+  cleanup_dataproto[_append]             references exportable as JSON-safe handles
+  dataproto_manifest_view
+The layout is described in _structured_bundle and _structured_members.  numpy is required;
+torch only for tensor members and tensor columns.  A transfer object is used by one thread.
 """
-import base64
-import ctypes
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol
 
 import numpy as np
 
-from mooncake import tensor_io as tio
+from mooncake import _structured_infer as infer
+from mooncake._structured_bundle import (
+    AUTO_PARALLEL_MIN_BYTES, AUTO_PARALLEL_MIN_CHUNKS, DEFAULT_BUNDLE_CHUNK_BYTES,
+    MISSING_OBJECT_ERROR, STRUCTURED_FIELD_SPECS_KEY, BundleStoreLayer, BundleTransferPolicy,
+    RawDestination, RemoteBundleRef, StructuredMemberSlice, StructuredObjectPayload,
+    StructuredObjectReadSpec, StructuredObjectResult, TensorObjectBuffer, config_with_group,
+    encode_json, normalize_key_prefix, validate_chunk_bytes)
+from mooncake._structured_codecs import MISSING
+from mooncake._structured_dataproto import (
+    FieldSchema, build_result, check_schema_sections, coerce_schema_column,
+    envelope_to_flat_dict, flat_dict_to_envelope, object_column, row_selection, schema_for,
+    select_fields, selection_indices, split_dataproto, batch_size as _batch_size)
+from mooncake._structured_infer import infer_structure
+from mooncake._structured_members import StructuredLayer, field_specs
 
-__all__ = ["BundleTransferPolicy", "RemoteBundleRef", "StructuredObjectPayload",
-           "StructuredObjectResult", "StructuredFieldLocation", "MooncakeDataProtoRef",
-           "StructuredMemberSlice", "StructuredObjectReadSpec", "FieldSchema",
-           "MooncakeBundleTransfer", "export_dataproto_ref", "import_dataproto_ref",
-           "is_dataproto_ref_handle", "tensor_object_buffer", "raw_destination"]
+__all__ = ["AUTO_PARALLEL_MIN_BYTES", "AUTO_PARALLEL_MIN_CHUNKS", "BundleStore",
+           "BundleTransferPolicy", "DATAPROTO_REF_HANDLE_TYPE", "DATAPROTO_REF_HANDLE_VERSION",
+           "DEFAULT_BUNDLE_CHUNK_BYTES", "DataProtoRefLike", "FieldSchema", "MISSING",
+           "MISSING_OBJECT_ERROR", "MooncakeBundleTransfer", "MooncakeDataProtoRef",
+           "RemoteBundleRef", "STORAGE_GROUP_ID", "STRUCTURED_FIELD_SPECS_KEY",
+           "StructuredFieldLocation", "StructuredMemberSlice", "StructuredObjectPayload",
+           "StructuredObjectReadSpec", "StructuredObjectResult", "export_dataproto_ref",
+           "export_ref", "import_dataproto_ref", "import_ref", "infer_structure",
+           "is_dataproto_ref_handle", "raw_destination", "tensor_object_buffer"]
 
 DATAPROTO_REF_HANDLE_TYPE = "mooncake_dataproto_ref"
-_FORMAT = "mooncake-c-structured-1"
-_WRAPPED = "__mooncake_wrapped_object__"
-_SECTIONS = ("batch", "non_tensor_batch")
+DATAPROTO_REF_HANDLE_VERSION = 1
+STORAGE_GROUP_ID = "storage_group_id"
 
 
-@dataclass(frozen=True)
-class BundleTransferPolicy:
-    """How puts are issued (accepted for upstream's signature: every put here is one batch)."""
+class BundleStore(Protocol):
+    """What MooncakeBundleTransfer needs of a store (MooncakeDistributedStore has it all)."""
 
-    max_inflight_put: int = 1
-    put_mode: str = "auto"
-    copy_mode: str = "auto"
+    def put(self, key: str, value: Any, config: Any = None) -> int: ...
 
-    def __post_init__(self):
-        if isinstance(self.max_inflight_put, bool) or not isinstance(self.max_inflight_put, int) \
-                or self.max_inflight_put < 1:
-            raise ValueError("max_inflight_put must be a positive int")
-        if self.put_mode not in ("auto", "batch", "parallel"):
-            raise ValueError("unsupported put_mode: %s" % self.put_mode)
-        if self.copy_mode not in ("auto", "zero_copy", "copy"):
-            raise ValueError("unsupported copy_mode: %s" % self.copy_mode)
+    def get(self, key: str) -> bytes: ...
 
+    def remove(self, key: str, force: bool = False) -> int: ...
 
-@dataclass
-class RemoteBundleRef:
-    """A stored object: its manifest's key and the manifest."""
-
-    manifest_key: str
-    manifest: dict
-
-
-class StructuredObjectPayload:
-    """An object to store: plain JSON-able metadata and named member buffers."""
-
-    __slots__ = ("metadata", "buffers")
-
-    def __init__(self, metadata=None, buffers=None):
-        if buffers is None:
-            raise TypeError("StructuredObjectPayload requires buffers")
-        self.metadata = {} if metadata is None else metadata
-        self.buffers = buffers
-
-
-@dataclass
-class StructuredObjectResult:
-    metadata: dict
-    objects: dict
+    def is_exist(self, key: str) -> int: ...
 
 
 @dataclass(frozen=True)
 class StructuredFieldLocation:
+    """Where a DataProto field lives: stage object, member, section."""
+
     stage: str
     member: str
     section: str
@@ -93,7 +77,7 @@ class StructuredFieldLocation:
 
 @dataclass
 class MooncakeDataProtoRef:
-    """A DataProto-like batch: per stage one stored object, and where each field lives."""
+    """A stored DataProto batch: per stage one structured object, and where each field is."""
 
     batch_size: int
     stage_refs: dict
@@ -106,736 +90,120 @@ class MooncakeDataProtoRef:
     _storage_group_id: Optional[str] = field(default=None, repr=False)
 
 
-@dataclass(frozen=True)
-class StructuredMemberSlice:
-    axis: int
-    start: int
-    end: int
-    step: int = 1
-
-
-@dataclass(frozen=True)
-class StructuredObjectReadSpec:
-    ref: Any
-    member_names: Optional[tuple] = None
-    member_slices: tuple = ()
-
-    def select_members(self, names):
-        return replace(self, member_names=None if names is None else tuple(names))
-
-    def slice_member(self, name, axis, start, end, step=1):
-        if axis != 0:
-            raise ValueError("structured member slices support axis 0 only")
-        keep = tuple(s for s in self.member_slices if s[0] != name)
-        return replace(self, member_slices=keep + ((name, StructuredMemberSlice(
-            axis, start, end, step)),))
-
-    def member_slice(self, name):
-        for n, s in self.member_slices:
-            if n == name:
-                return s
-        return None
-
-
-@dataclass(frozen=True)
-class FieldSchema:
-    """A field's codec ("tensor", "ndarray", "bytes", "json" or "rows") and nullability."""
-
-    codec: str
-    nullable: bool = True
-    metadata: dict = field(default_factory=dict)
-
-
-class _TensorObjectBuffer:
-    """Memory holding [304-byte tensor header][data], as get_tensor_into leaves it."""
-
-    __slots__ = ("ptr", "size", "owner", "batch_size")
-
-    def __init__(self, ptr, size, owner, batch_size):
-        self.ptr, self.size, self.owner, self.batch_size = ptr, size, owner, batch_size
-
-
-class _RawDestination:
-    __slots__ = ("ptr", "size", "owner", "pre_registered")
-
-    def __init__(self, ptr, size, owner, pre_registered):
-        self.ptr, self.size, self.owner, self.pre_registered = ptr, size, owner, pre_registered
+DataProtoRefLike = Any
 
 
 def tensor_object_buffer(ptr, size, owner=None, batch_size=None):
-    """A tensor member given as [header][data] memory (put), or a place to read one into."""
-    for v, n in ((ptr, "ptr"), (size, "size")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise TypeError("%s must be a non-negative int" % n)
-    return _TensorObjectBuffer(ptr, size, owner, batch_size)
+    """Memory holding [tensor header][data]: a tensor member to put, or room to read one into
+    (owner is kept alive with it)."""
+    return TensorObjectBuffer(ptr=int(ptr), size=int(size), owner=owner, batch_size=batch_size)
 
 
 def raw_destination(ptr, size, owner=None, *, pre_registered=False):
-    """Caller memory a member's bytes are copied into on materialize_into."""
-    for v, n in ((ptr, "ptr"), (size, "size")):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise TypeError("%s must be a non-negative int" % n)
-    return _RawDestination(ptr, size, owner, bool(pre_registered))
+    """Caller memory materialize_into copies a member's bytes into."""
+    return RawDestination(int(ptr), int(size), owner, pre_registered)
 
 
-# ---------------------------------------------------------------- member codecs
-
-def _is_tensor(v):
-    torch = __import__("sys").modules.get("torch")
-    return torch is not None and isinstance(v, torch.Tensor)
-
-
-def _plain(v, path):
-    """v as a JSON value (bytes tagged as {"__b64__": ...}); TypeError for anything else."""
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return {"__b64__": base64.b64encode(bytes(v)).decode()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x, path) for x in v]
-    if isinstance(v, np.ndarray) and v.dtype != object:
-        return {"__nd__": v.dtype.str, "shape": list(v.shape), "data": v.tolist()}
-    if isinstance(v, Mapping):
-        out = {}
-        for k, x in v.items():
-            if not isinstance(k, str):
-                raise TypeError("%s: mapping keys must be str" % path)
-            out[k] = _plain(x, path)
-        return out
-    raise TypeError("%s: cannot store a %s (plain values, bytes, arrays and tensors only)"
-                    % (path, type(v).__name__))
-
-
-def _unplain(v):
-    if isinstance(v, list):
-        return [_unplain(x) for x in v]
-    if isinstance(v, dict):
-        if set(v) == {"__b64__"}:
-            return base64.b64decode(v["__b64__"])
-        if "__nd__" in v and set(v) == {"__nd__", "shape", "data"}:
-            return np.array(v["data"], dtype=np.dtype(v["__nd__"])).reshape(v["shape"])
-        return {k: _unplain(x) for k, x in v.items()}
-    return v
-
-
-def _encode(name, value):
-    """(member description, data as a uint8 ndarray view or bytes, keep-alive object)."""
-    if isinstance(value, _TensorObjectBuffer):
-        h = tio.decode_header(ctypes.string_at(value.ptr, min(value.size, tio.HEADER_SIZE)),
-                              value.size) if value.size >= tio.HEADER_SIZE else None
-        if h is None:
-            raise ValueError("%s: tensor_object_buffer holds no valid tensor header" % name)
-        data = np.ctypeslib.as_array((ctypes.c_uint8 * h.data_bytes).from_address(
-            value.ptr + h.data_offset)) if h.data_bytes else b""
-        return ({"codec": "tensor", "dtype": h.dtype, "shape": h.local_shape}, data, value)
-    if _is_tensor(value):
-        t = value.detach().cpu().contiguous()
-        code = tio.dtype_code(t.dtype)
-        if code < 0:
-            raise ValueError("%s: unsupported tensor dtype %s" % (name, t.dtype))
-        n = t.numel() * t.element_size()
-        data = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(t.data_ptr())) \
-            if n else b""
-        return ({"codec": "tensor", "dtype": code, "shape": list(t.shape)}, data, t)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biufc" and \
-            not value.dtype.hasobject:
-        a = np.ascontiguousarray(value)
-        return ({"codec": "ndarray", "dtype": a.dtype.str, "shape": list(a.shape)},
-                a.reshape(-1).view(np.uint8), a)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        b = bytes(value)
-        return ({"codec": "bytes"}, b, None)
-    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and
-                                            value.dtype == object):
-        rows = [_plain(x, name) for x in (value.tolist() if isinstance(value, np.ndarray)
-                                          and value.ndim == 1 else list(value))]
-        body = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in rows)
-        return ({"codec": "rows", "rows": len(rows), "array": isinstance(value, np.ndarray)},
-                body, None)
-    return ({"codec": "json"}, json.dumps(_plain(value, name)).encode(), None)
-
-
-def _row_bytes(desc):
-    shape = desc["shape"]
-    if not shape:
-        return None
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    size = tio._ELEM_SIZE[desc["dtype"]] if desc["codec"] == "tensor" else \
-        np.dtype(desc["dtype"]).itemsize
-    return n * size
-
-
-def _decode(desc, data, rows=None):
-    """The member value from its bytes (rows: the selected rows, data holding exactly them)."""
-    codec = desc["codec"]
-    if codec in ("tensor", "ndarray"):
-        shape = list(desc["shape"])
-        if rows is not None:
-            shape[0] = rows
-        if codec == "ndarray":
-            return np.frombuffer(bytes(data), dtype=np.dtype(desc["dtype"])).reshape(shape).copy()
-        import torch
-        t = torch.empty(shape, dtype=tio.torch_dtype(desc["dtype"]))
-        if len(data):
-            ctypes.memmove(t.data_ptr(), bytes(data), len(data))
-        return t
-    if codec == "bytes":
-        return bytes(data)
-    if codec == "json":
-        return _unplain(json.loads(bytes(data)))
-    if codec == "rows":
-        out = [_unplain(json.loads(line)) for line in bytes(data).split(b"\n") if line]
-        if desc.get("array"):
-            arr = np.empty(len(out), dtype=object)
-            arr[:] = out
-            return arr
-        return out
-    raise ValueError("unknown structured member codec: %r" % (codec,))
-
-
-# ---------------------------------------------------------------- the transfer object
-
-class MooncakeBundleTransfer:
-    """Stores structured objects and DataProto batches in a MooncakeDistributedStore (or any
-    object with put / get / remove / is_exist)."""
-
-    def __init__(self, store, key_prefix="bundle", default_chunk_bytes=64 << 20,
-                 buffer_pool=None):
-        if not isinstance(key_prefix, str) or not key_prefix or "\n" in key_prefix:
-            raise ValueError("key_prefix must be a non-empty str")
-        if isinstance(default_chunk_bytes, bool) or not isinstance(default_chunk_bytes, int) \
-                or default_chunk_bytes <= 0:
-            raise ValueError("default_chunk_bytes must be a positive int")
-        self.store = store
-        self.key_prefix = key_prefix.rstrip("/")
-        self.default_chunk_bytes = default_chunk_bytes
-        self.buffer_pool = buffer_pool
-
-    # -- storage
-    def _put_many(self, items, config):
-        """items: [(key, bytes or uint8 ndarray)]; raises RuntimeError on any failure."""
-        if not items:
-            return
-        keys = [k for k, _ in items]
-        if hasattr(self.store, "batch_put_from_multi_buffers"):
-            keep, ptrs, sizes = [], [], []
-            for _, d in items:
-                a = np.frombuffer(d, dtype=np.uint8) if isinstance(d, bytes) else d
-                keep.append(a)
-                ptrs.append([a.ctypes.data] if a.size else [])
-                sizes.append([a.size] if a.size else [])
-            codes = (self.store.batch_put_from_multi_buffers(keys, ptrs, sizes) if config is None
-                     else self.store.batch_put_from_multi_buffers(keys, ptrs, sizes, config))
-        else:
-            codes = [self.store.put(k, bytes(d)) if config is None else
-                     self.store.put(k, bytes(d), config) for k, d in items]
-        bad = [(k, c) for k, c in zip(keys, codes) if c != 0]
-        if bad or len(codes) != len(keys):
-            self._remove(keys)
-            raise RuntimeError("Mooncake put failed: %s" % (bad[:4] or "no result",))
-
-    def _get_many(self, keys):
-        if hasattr(self.store, "get_batch"):
-            got = self.store.get_batch(list(keys))
-        else:
-            got = [self.store.get(k) for k in keys]
-        return got
-
-    def _remove(self, keys):
-        if hasattr(self.store, "batch_remove"):
-            self.store.batch_remove(list(keys), True)
-        else:
-            for k in keys:
-                self.store.remove(k)
-
-    def _base(self, namespace, partition):
-        for v, n in ((namespace, "namespace"), (partition, "partition")):
-            if not isinstance(v, str) or not v or "/" in v:
-                raise ValueError("invalid bundle %s: %r" % (n, v))
-        return "%s/%s/%s/%s" % (self.key_prefix, namespace, partition, uuid.uuid4().hex)
-
-    # -- structured objects
-    def put_structured_object(self, payload, partition="default", chunk_bytes=None, policy=None,
-                              max_inflight_put=None, config=None, _namespace="default"):
-        if not isinstance(payload, StructuredObjectPayload):
-            raise TypeError("payload must be a StructuredObjectPayload")
-        if not isinstance(payload.buffers, Mapping):
-            raise TypeError("payload buffers must be a mapping of member names")
-        chunk = chunk_bytes or self.default_chunk_bytes
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
-            raise ValueError("chunk_bytes must be a positive int")
-        base = self._base(_namespace, partition)
-        members, items, keep = {}, [], []
-        for i, (name, value) in enumerate(payload.buffers.items()):
-            if not isinstance(name, str):
-                raise TypeError("member names must be str")
-            desc, data, owner = _encode(name, value)
-            keep.append((data, owner))
-            n = len(data)
-            desc["nbytes"] = n
-            desc["chunks"] = []             # an empty member has none
-            for j, off in enumerate(range(0, n, chunk)):
-                key = "%s/m%d/c%d" % (base, i, j)
-                desc["chunks"].append(key)
-                items.append((key, data[off:off + chunk]))
-            desc["chunk_bytes"] = chunk
-            members[name] = desc
-        manifest = {"format": _FORMAT, "metadata": _plain(dict(payload.metadata), "metadata"),
-                    "members": members}
-        mkey = base + "/manifest"
-        self._put_many(items, config)
-        try:
-            self._put_many([(mkey, json.dumps(manifest).encode())], config)
-        except RuntimeError:
-            self._remove([k for k, _ in items])
-            raise
-        return RemoteBundleRef(mkey, manifest)
-
-    def put_object(self, obj, partition="default", chunk_bytes=None, policy=None,
-                   max_inflight_put=None, config=None):
-        """Store a mapping (its values are the members) or a single value."""
-        if isinstance(obj, Mapping):
-            payload = StructuredObjectPayload({}, obj)
-        else:
-            payload = StructuredObjectPayload({_WRAPPED: True}, {"value": obj})
-        return self.put_structured_object(payload, partition, chunk_bytes, policy,
-                                          max_inflight_put, config)
-
-    def put_bundle(self, meta, buffers, partition="default", chunk_bytes=None, policy=None,
-                   max_inflight_put=None, config=None):
-        """Store named buffers with opaque metadata bytes (kept in the manifest)."""
-        if not isinstance(meta, (bytes, bytearray, memoryview)):
-            raise TypeError("meta must be bytes")
-        payload = StructuredObjectPayload(
-            {"__bundle_meta__": base64.b64encode(bytes(meta)).decode()},
-            {k: (v if isinstance(v, (np.ndarray, _TensorObjectBuffer)) or _is_tensor(v)
-                 else bytes(memoryview(v))) for k, v in buffers.items()})
-        return self.put_structured_object(payload, partition, chunk_bytes, policy,
-                                          max_inflight_put, config)
-
-    def _resolve(self, ref):
-        if isinstance(ref, RemoteBundleRef):
-            if ref.manifest:
-                return ref
-            key = ref.manifest_key
-        elif isinstance(ref, Mapping) and isinstance(ref.get("manifest_key"), str):
-            if isinstance(ref.get("manifest"), Mapping):
-                return RemoteBundleRef(ref["manifest_key"], dict(ref["manifest"]))
-            key = ref["manifest_key"]
-        else:
-            raise TypeError("expected a RemoteBundleRef or a mapping with manifest_key")
-        raw = self._get_many([key])[0]
-        if not raw:
-            raise KeyError("structured object manifest %s not found" % key)
-        try:
-            manifest = json.loads(bytes(raw))
-        except ValueError as e:
-            raise ValueError("manifest %s is not a structured object manifest" % key) from e
-        if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT or \
-                not isinstance(manifest.get("members"), dict):
-            raise ValueError("manifest %s is not a structured object manifest" % key)
-        return RemoteBundleRef(key, manifest)
-
-    def remove_bundle(self, ref):
-        r = self._resolve(ref)
-        keys = [k for d in r.manifest["members"].values() for k in d["chunks"]]
-        self._remove(keys + [r.manifest_key])
-
-    def read_spec(self, ref):
-        return StructuredObjectReadSpec(self._resolve(ref))
-
-    def _read_member(self, desc, sl):
-        """(value, rows) of one member, reading only the chunks the slice needs."""
-        chunk, n = desc["chunk_bytes"], desc["nbytes"]
-        lo, hi, pick = 0, n, None
-        if sl is not None:
-            if desc["codec"] not in ("tensor", "ndarray", "rows") or \
-                    (desc["codec"] != "rows" and not desc["shape"]):
-                raise ValueError("structured member does not support row slices")
-            total = desc["rows"] if desc["codec"] == "rows" else desc["shape"][0]
-            idx = range(total)[slice(sl.start, sl.end, sl.step)]
-            if desc["codec"] == "rows":
-                value = _decode(desc, self._chunks(desc, 0, n))
-                return (value[idx.start:idx.stop:idx.step] if len(idx) else value[:0])
-            rb = _row_bytes(desc)
-            if len(idx) == 0:
-                return _decode(desc, b"", rows=0)
-            first, last = min(idx), max(idx)
-            lo, hi = first * rb, (last + 1) * rb
-            if sl.step != 1:
-                pick = [i - first for i in idx]
-            data = self._chunks(desc, lo, hi)
-            value = _decode(desc, data, rows=last - first + 1)
-            return value[pick] if pick is not None else value
-        return _decode(desc, self._chunks(desc, 0, n))
-
-    def _chunks(self, desc, lo, hi):
-        chunk = desc["chunk_bytes"]
-        if hi <= lo:
-            return b""
-        first, last = lo // chunk, (hi - 1) // chunk
-        keys = desc["chunks"][first:last + 1]
-        got = self._get_many(keys)
-        if any(g is None or len(g) == 0 for g in got):
-            raise RuntimeError("structured member chunk missing: %s" % keys)
-        data = b"".join(bytes(g) for g in got)
-        return data[lo - first * chunk:hi - first * chunk]
-
-    def materialize(self, spec):
-        if not isinstance(spec, StructuredObjectReadSpec):
-            raise TypeError("expected a StructuredObjectReadSpec")
-        r = self._resolve(spec.ref)
-        members = r.manifest["members"]
-        names = list(members) if spec.member_names is None else list(spec.member_names)
-        missing = [n for n in names if n not in members]
-        if missing:
-            raise KeyError("unknown structured members: %s" % missing)
-        objects = {n: self._read_member(members[n], spec.member_slice(n)) for n in names}
-        return StructuredObjectResult(_unplain(r.manifest.get("metadata", {})), objects)
-
-    def materialize_into(self, spec, destinations):
-        """materialize, copying each member named in destinations into the caller's buffer (a
-        numpy array, a torch tensor, a raw_destination or a tensor_object_buffer) and
-        returning that buffer for it."""
-        result = self.materialize(spec)
-        for name, dst in (destinations or {}).items():
-            if name not in result.objects:
-                raise KeyError("unknown structured member: %s" % name)
-            result.objects[name] = _copy_into(name, result.objects[name], dst)
-        return result
-
-    @staticmethod
-    def release_result(result):
-        """Results own plain copies: nothing is held for them (kept for upstream's API)."""
-        return None
-
-    def get_object(self, ref):
-        result = self.materialize(self.read_spec(ref))
-        if result.metadata.get(_WRAPPED):
-            return result.objects["value"]
-        return result.objects
-
-    # -- DataProto batches
-    def put_dataproto(self, data, *, namespace="default", partition="default", stage="default",
-                      chunk_bytes=None, policy=None, field_schemas=None, config=None):
-        batch, non_tensor, meta = _split_dataproto(data)
-        size = _batch_size(batch, non_tensor)
-        ref = MooncakeDataProtoRef(size, {}, {}, {}, namespace, partition)
-        return self._write_stage(ref, batch, non_tensor, meta, stage, chunk_bytes, config,
-                                 field_schemas)
-
-    def _write_stage(self, ref, batch, non_tensor, meta, stage, chunk_bytes, config, schemas):
-        if not isinstance(stage, str) or not stage or "/" in stage:
-            raise ValueError("invalid DataProto stage: %r" % (stage,))
-        both = set(batch) & set(non_tensor)
-        if both:
-            raise ValueError("DataProto field names used in batch and non_tensor_batch: %s"
-                             % sorted(both))
-        for name, schema in (schemas or {}).items():
-            if not isinstance(schema, FieldSchema):
-                raise TypeError("field_schemas values must be FieldSchema")
-            v = batch.get(name, non_tensor.get(name))
-            if v is None and not schema.nullable:
-                raise ValueError("FieldSchema for %r is not nullable" % name)
-        buffers, index = {}, {}
-        for section, fields in (("batch", batch), ("non_tensor_batch", non_tensor)):
-            for name, v in fields.items():
-                member = "%s/%s" % (section, name)
-                buffers[member] = v
-                index[name] = StructuredFieldLocation(stage, member, section)
-        payload = StructuredObjectPayload({"stage": stage, "batch_size": ref.batch_size},
-                                          buffers)
-        sref = self.put_structured_object(payload, ref.partition, chunk_bytes, None, None,
-                                          config, _namespace=ref.namespace)
-        out = replace(ref, stage_refs=dict(ref.stage_refs), field_index=dict(ref.field_index),
-                      meta_info=dict(ref.meta_info))
-        out.stage_refs[stage] = sref
-        out.field_index.update(index)
-        out.meta_info.update(meta)
-        return out
-
-    def append_dataproto_fields(self, ref, data, *, stage, overwrite=False, chunk_bytes=None,
-                                policy=None, field_schemas=None, config=None):
-        """Store more fields as a new stage; existing fields are kept (overwrite=True replaces
-        the stage of that name, removing its old object once the new one is stored)."""
-        ref = _resolve_ref(ref)
-        batch, non_tensor, meta = _split_dataproto(data)
-        if (batch or non_tensor) and _batch_size(batch, non_tensor) != ref.batch_size:
-            raise ValueError("appended fields have %d rows, the DataProto %d"
-                             % (_batch_size(batch, non_tensor), ref.batch_size))
-        old_stage = ref.stage_refs.get(stage) if overwrite else None
-        dup = sorted(n for n in list(batch) + list(non_tensor) if n in ref.field_index and
-                     not (overwrite and ref.field_index[n].stage == stage))
-        if dup:
-            raise ValueError("DataProto fields already exist: %s" % dup)
-        if stage in ref.stage_refs and not overwrite:
-            raise ValueError("DataProto stage %r exists (overwrite=True replaces it)" % stage)
-        base = ref
-        if overwrite and old_stage is not None:
-            base = replace(ref, field_index={k: v for k, v in ref.field_index.items()
-                                             if v.stage != stage})
-        out = self._write_stage(base, batch, non_tensor, meta, stage, chunk_bytes, config,
-                                field_schemas)
-        if old_stage is not None:
-            self.remove_bundle(old_stage)
-        return out
-
-    def get_dataproto(self, ref, *, fields=None, batch_fields=None, non_tensor_fields=None,
-                      meta_info_keys=None, data_cls=None, destinations=None, rows=None):
-        ref = _resolve_ref(ref)
-        names = _select_fields(ref, fields, batch_fields, non_tensor_fields)
-        sl = _row_slice(rows, ref.batch_size)
-        by_stage = {}
-        for n in names:
-            by_stage.setdefault(ref.field_index[n].stage, []).append(n)
-        batch, non_tensor = {}, {}
-        for stage, ns in by_stage.items():
-            spec = StructuredObjectReadSpec(ref.stage_refs[stage],
-                                            tuple(ref.field_index[n].member for n in ns))
-            for n in ns:
-                if isinstance(sl, StructuredMemberSlice):
-                    spec = spec.slice_member(ref.field_index[n].member, 0, sl.start, sl.end,
-                                             sl.step)
-            got = self.materialize(spec).objects
-            for n in ns:
-                v = got[ref.field_index[n].member]
-                if isinstance(sl, list):
-                    v = [v[i] for i in sl] if isinstance(v, list) else v[sl]
-                if destinations and n in destinations:
-                    v = _copy_into(n, v, destinations[n])
-                (batch if ref.field_index[n].section == "batch" else non_tensor)[n] = v
-        if meta_info_keys is None:
-            meta = dict(ref.meta_info)
-        else:
-            meta = {k: ref.meta_info[k] for k in meta_info_keys if k in ref.meta_info}
-        if data_cls is None:
-            return {"batch": batch, "non_tensor_batch": non_tensor, "meta_info": meta}
-        if hasattr(data_cls, "from_dict"):
-            try:
-                return data_cls.from_dict(batch, non_tensor, meta_info=meta)
-            except TypeError:
-                pass
-        return data_cls(batch=batch, non_tensor_batch=non_tensor, meta_info=meta)
-
-    def cleanup_dataproto(self, ref):
-        ref = _resolve_ref(ref)
-        for sref in ref.stage_refs.values():
-            try:
-                self.remove_bundle(sref)
-            except KeyError:
-                pass
-
-    def cleanup_dataproto_append(self, previous, appended):
-        """Remove what appended added over previous (an append that is not wanted after all)."""
-        prev, app = _resolve_ref(previous), _resolve_ref(appended)
-        keep = {r.manifest_key for r in prev.stage_refs.values()}
-        for sref in app.stage_refs.values():
-            if sref.manifest_key not in keep:
-                self.remove_bundle(sref)
-
-    def dataproto_manifest_view(self, ref):
-        ref = _resolve_ref(ref)
-        fields_ = {}
-        for n, loc in ref.field_index.items():
-            m = self._resolve(ref.stage_refs[loc.stage]).manifest["members"][loc.member]
-            fields_[n] = {"stage": loc.stage, "section": loc.section, "codec": m["codec"],
-                          "dtype": m.get("dtype"), "shape": m.get("shape"),
-                          "nbytes": m["nbytes"]}
-        return {"batch_size": ref.batch_size, "namespace": ref.namespace,
-                "partition": ref.partition, "meta_info": dict(ref.meta_info), "fields": fields_}
-
-    def put(self, data, *, type="dataproto", namespace="default", partition="default",
-            stage="default", chunk_bytes=None, policy=None, config=None, field_schemas=None):
-        if type not in ("dataproto", "dict"):
-            raise ValueError("unsupported Mooncake payload type: %r" % (type,))
-        return self.put_dataproto(data, namespace=namespace, partition=partition, stage=stage,
-                                  chunk_bytes=chunk_bytes, policy=policy,
-                                  field_schemas=field_schemas, config=config)
-
-    def get(self, ref, *, type="dataproto", fields=None, batch_fields=None,
-            non_tensor_fields=None, meta_info_keys=None, data_cls=None, destinations=None,
-            rows=None):
-        if type not in ("dataproto", "dict"):
-            raise ValueError("unsupported Mooncake payload type: %r" % (type,))
-        return self.get_dataproto(ref, fields=fields, batch_fields=batch_fields,
-                                  non_tensor_fields=non_tensor_fields,
-                                  meta_info_keys=meta_info_keys,
-                                  data_cls=None if type == "dict" else data_cls,
-                                  destinations=destinations, rows=rows)
-
-
-# ---------------------------------------------------------------- DataProto helpers
-
-def _split_dataproto(data):
-    """(batch, non_tensor_batch, meta_info) of a DataProto-like object, an envelope dict or a
-    flat dict (tensors and numeric arrays are batch fields, other values non-tensor)."""
-    if isinstance(data, Mapping):
-        if data and set(data) <= {"batch", "non_tensor_batch", "meta_info"}:
-            parts = (data.get("batch"), data.get("non_tensor_batch"), data.get("meta_info"))
-        else:
-            batch = {k: v for k, v in data.items() if _is_tensor(v) or
-                     (isinstance(v, np.ndarray) and v.dtype != object)}
-            return batch, {k: v for k, v in data.items() if k not in batch}, {}
-    elif all(hasattr(data, a) for a in ("batch", "non_tensor_batch", "meta_info")):
-        parts = (data.batch, data.non_tensor_batch, data.meta_info)
-    else:
-        raise TypeError("expected a DataProto-like object or a dict, not %s"
-                        % type(data).__name__)
-    out = []
-    for p, name in zip(parts, ("batch", "non_tensor_batch", "meta_info")):
-        if p is None:
-            out.append({})
-        elif isinstance(p, Mapping) or hasattr(p, "keys"):
-            out.append({str(k): p[k] for k in p.keys()})
-        else:
-            raise TypeError("DataProto %s must be a mapping" % name)
-    _plain(out[2], "meta_info")
-    return out[0], out[1], out[2]
-
-
-def _batch_size(batch, non_tensor):
-    sizes = set()
-    for name, v in list(batch.items()) + list(non_tensor.items()):
-        if _is_tensor(v) or isinstance(v, np.ndarray):
-            if v.ndim == 0:
-                raise ValueError("DataProto field %r has no rows (0-dimensional)" % name)
-            sizes.add(int(v.shape[0]))
-        elif isinstance(v, (list, tuple)):
-            sizes.add(len(v))
-        else:
-            raise TypeError("DataProto field %r must be a tensor, an array or a list" % name)
-    if len(sizes) > 1:
-        raise ValueError("DataProto fields have inconsistent batch sizes: %s" % sorted(sizes))
-    return sizes.pop() if sizes else 0
-
-
-def _select_fields(ref, fields, batch_fields, non_tensor_fields):
-    if fields is None and batch_fields is None and non_tensor_fields is None:
-        return list(ref.field_index)
-    names = []
-    for lst, section in ((fields, None), (batch_fields, "batch"),
-                         (non_tensor_fields, "non_tensor_batch")):
-        if lst is None:
-            continue
-        if isinstance(lst, str):
-            raise TypeError("field selections must be sequences of names")
-        missing = [n for n in lst if n not in ref.field_index]
-        if missing:
-            raise KeyError("unknown DataProto fields: %s" % missing)
-        wrong = [n for n in lst if section and ref.field_index[n].section != section]
-        if wrong:
-            raise ValueError("fields %s are not %s fields" % (wrong, section))
-        names += [n for n in lst if n not in names]
-    return names
-
-
-def _row_slice(rows, total):
-    """None, a StructuredMemberSlice over axis 0, or a list of row indices."""
-    if rows is None:
-        return None
-    if isinstance(rows, slice):
-        start, stop, step = rows.indices(total)
-        if step <= 0:
-            raise ValueError("row slices need a positive step")
-        return StructuredMemberSlice(0, start, stop, step)
-    if isinstance(rows, StructuredMemberSlice):
-        if rows.axis != 0:
-            raise ValueError("row selection supports axis 0 only")
-        return rows
-    if isinstance(rows, Sequence) and not isinstance(rows, (str, bytes)):
-        out = []
-        for i in rows:
-            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-                raise TypeError("row indices must be ints")
-            j = int(i) + total if i < 0 else int(i)
-            if not 0 <= j < total:
-                raise IndexError("row index %d out of range for %d rows" % (i, total))
-            out.append(j)
-        return out
-    raise TypeError("rows must be a slice, a StructuredMemberSlice or a sequence of ints")
-
-
-def _copy_into(name, value, dst):
-    if isinstance(dst, np.ndarray):
-        src = value.numpy() if _is_tensor(value) else np.asarray(value)
-        if dst.shape != src.shape:
-            raise ValueError("destination for %s has shape %s, the data %s"
-                             % (name, dst.shape, src.shape))
-        np.copyto(dst, src, casting="no")
-        return dst
-    if _is_tensor(dst):
-        dst.copy_(value if _is_tensor(value) else __import__("torch").as_tensor(value))
-        return dst
-    if isinstance(dst, (_RawDestination, _TensorObjectBuffer)):
-        if _is_tensor(value):
-            t = value.contiguous()
-            n = t.numel() * t.element_size()
-            addr = t.data_ptr()
-        else:
-            a = np.ascontiguousarray(value)
-            n, addr = a.nbytes, a.ctypes.data
-        if isinstance(dst, _TensorObjectBuffer):
-            code = tio.dtype_code(t.dtype) if _is_tensor(value) else -1
-            if code < 0:
-                raise ValueError("%s: a tensor_object_buffer destination needs a tensor" % name)
-            h = tio.Header(code, list(t.shape))
-            if tio.HEADER_SIZE + n > dst.size:
-                raise ValueError("destination for %s is %d bytes, needs %d"
-                                 % (name, dst.size, tio.HEADER_SIZE + n))
-            ctypes.memmove(dst.ptr, tio.encode_header(h), tio.HEADER_SIZE)
-            ctypes.memmove(dst.ptr + tio.HEADER_SIZE, addr, n)
-            return value
-        if n > dst.size:
-            raise ValueError("destination for %s is %d bytes, needs %d" % (name, dst.size, n))
-        ctypes.memmove(dst.ptr, addr, n)
-        return dst
-    raise TypeError("unsupported destination for %s: %s" % (name, type(dst).__name__))
-
+# ---------------------------------------------------------------- handles
 
 def is_dataproto_ref_handle(value):
     return isinstance(value, Mapping) and value.get("type") == DATAPROTO_REF_HANDLE_TYPE
 
 
+def _json_safe(value):
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist())
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    raise TypeError("DataProto ref handles support only JSON-safe values, got %s"
+                    % type(value).__name__)
+
+
 def export_dataproto_ref(ref):
-    """A JSON-safe handle for ref (manifest keys, not manifests) to pass between processes."""
+    """A JSON-safe handle of ref (what import_dataproto_ref takes, in any process)."""
     if not isinstance(ref, MooncakeDataProtoRef):
-        raise TypeError("expected a MooncakeDataProtoRef")
-    return {"type": DATAPROTO_REF_HANDLE_TYPE, "version": 1, "batch_size": ref.batch_size,
-            "namespace": ref.namespace, "partition": ref.partition,
-            "stage_refs": {s: r.manifest_key for s, r in ref.stage_refs.items()},
-            "field_index": {n: [loc.stage, loc.member, loc.section]
-                            for n, loc in ref.field_index.items()},
-            "meta_info": _plain(ref.meta_info, "meta_info"),
-            "global_indexes": None if ref.global_indexes is None else list(ref.global_indexes)}
+        raise TypeError("expected MooncakeDataProtoRef, got %s" % type(ref).__name__)
+    handle = {"type": DATAPROTO_REF_HANDLE_TYPE, "version": DATAPROTO_REF_HANDLE_VERSION,
+              "kind": "bundle_stages", "batch_size": int(ref.batch_size),
+              "namespace": ref.namespace, "partition": ref.partition,
+              "global_indexes": _json_safe(ref.global_indexes),
+              "stage_refs": {s: {"manifest_key": r.manifest_key}
+                             for s, r in ref.stage_refs.items()},
+              "field_index": {n: {"stage": loc.stage, "member": loc.member,
+                                  "section": loc.section} for n, loc in ref.field_index.items()},
+              "meta_info": _json_safe(ref.meta_info),
+              "encoded_non_tensor": _json_safe(ref.encoded_non_tensor)}
+    if ref._storage_group_id is not None:
+        handle[STORAGE_GROUP_ID] = ref._storage_group_id
+    json.dumps(handle, ensure_ascii=False)
+    return handle
+
+
+def _mapping(value, name):
+    if not isinstance(value, Mapping):
+        raise ValueError("DataProto ref handle %s must be a mapping" % name)
+    return value
+
+
+def _nonempty_str(v):
+    return isinstance(v, str) and bool(v)
 
 
 def import_dataproto_ref(handle):
-    """The ref an export_dataproto_ref handle describes (manifests are read when used)."""
+    """The MooncakeDataProtoRef of a handle export_dataproto_ref made (ValueError if not)."""
     if not is_dataproto_ref_handle(handle):
-        raise ValueError("not a DataProto ref handle")
-    try:
-        stages = {str(s): RemoteBundleRef(str(k), {}) for s, k in handle["stage_refs"].items()}
-        index = {}
-        for n, (stage, member, section) in handle["field_index"].items():
-            if stage not in stages or section not in _SECTIONS:
-                raise ValueError("field %s: invalid location" % n)
-            index[str(n)] = StructuredFieldLocation(str(stage), str(member), section)
-        size = handle["batch_size"]
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError("invalid batch_size")
-        meta = _unplain(handle.get("meta_info") or {})
-        if not isinstance(meta, dict):
-            raise ValueError("meta_info must be a mapping")
-    except (KeyError, TypeError, AttributeError) as e:
-        raise ValueError("malformed DataProto ref handle: %s" % e) from e
-    return MooncakeDataProtoRef(size, stages, index, meta, str(handle.get("namespace",
-                                                                          "default")),
-                                str(handle.get("partition", "default")),
-                                handle.get("global_indexes"))
+        raise ValueError("not a Mooncake DataProto ref handle")
+    version = int(handle.get("version", -1))
+    if version not in (DATAPROTO_REF_HANDLE_VERSION, 2):
+        raise ValueError("unsupported DataProto ref handle version: %r" % (handle.get("version"),))
+    if handle.get("kind") != "bundle_stages":
+        raise ValueError("unsupported DataProto ref handle kind: %r" % (handle.get("kind"),))
+    stages = {}
+    for stage, sref in _mapping(handle.get("stage_refs"), "stage_refs").items():
+        key = _mapping(sref, "stage_refs[%r]" % (stage,)).get("manifest_key")
+        if not _nonempty_str(stage) or not _nonempty_str(key):
+            raise ValueError("DataProto ref handle stage refs must contain non-empty string "
+                             "names and manifest_key values")
+        stages[stage] = RemoteBundleRef(manifest_key=key, manifest={})
+    index = {}
+    for name, raw in _mapping(handle.get("field_index"), "field_index").items():
+        loc = _mapping(raw, "field_index[%r]" % (name,))
+        if loc.get("section") not in ("batch", "non_tensor_batch"):
+            raise ValueError("invalid DataProto field section: %r" % (loc.get("section"),))
+        if not all(_nonempty_str(v) for v in (name, loc.get("stage"), loc.get("member"))):
+            raise ValueError("DataProto ref handle field locations must be non-empty strings")
+        if loc["stage"] not in stages:
+            raise ValueError("DataProto ref handle field %r references unknown stage %r"
+                             % (name, loc["stage"]))
+        index[name] = StructuredFieldLocation(loc["stage"], loc["member"], loc["section"])
+    group = handle.get(STORAGE_GROUP_ID)
+    if (version == 2 and group is None) or (group is not None and not _nonempty_str(group)):
+        raise ValueError("DataProto ref handle has invalid storage_group_id")
+    gidx = handle.get("global_indexes")
+    if gidx is not None:
+        if not isinstance(gidx, list):
+            raise ValueError("DataProto ref handle global_indexes must be a list or null")
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in gidx):
+            raise ValueError("DataProto ref handle global_indexes must contain integers")
+        gidx = list(gidx)
+    return MooncakeDataProtoRef(
+        batch_size=int(handle["batch_size"]), stage_refs=stages, field_index=index,
+        meta_info=dict(_mapping(handle.get("meta_info", {}), "meta_info")),
+        namespace=str(handle.get("namespace", "default")),
+        partition=str(handle.get("partition", "default")), global_indexes=gidx,
+        encoded_non_tensor=dict(_mapping(handle.get("encoded_non_tensor", {}),
+                                         "encoded_non_tensor")),
+        _storage_group_id=group)
+
+
+export_ref = export_dataproto_ref
+import_ref = import_dataproto_ref
 
 
 def _resolve_ref(ref):
@@ -843,4 +211,423 @@ def _resolve_ref(ref):
         return ref
     if is_dataproto_ref_handle(ref):
         return import_dataproto_ref(ref)
-    raise TypeError("expected a MooncakeDataProtoRef or an exported handle")
+    raise TypeError("expected MooncakeDataProtoRef or DataProto handle, got %s"
+                    % type(ref).__name__)
+
+
+def _merge_stage_metadata(old, new):
+    if old.get("dataproto") != new.get("dataproto"):
+        raise ValueError("DataProto stage metadata mismatch during manifest merge")
+    merged = dict(old)
+    specs, added = dict(field_specs(old)), dict(field_specs(new))
+    clash = sorted(set(specs) & set(added))
+    if clash:
+        raise ValueError("structured members already exist: %s" % clash)
+    specs.update(added)
+    if specs:
+        merged[STRUCTURED_FIELD_SPECS_KEY] = specs
+    return merged
+
+
+class MooncakeBundleTransfer:
+    """Structured objects and DataProto batches through a Mooncake store."""
+
+    def __init__(self, store, key_prefix="bundle", default_chunk_bytes=DEFAULT_BUNDLE_CHUNK_BYTES,
+                 buffer_pool=None):
+        self.store = store
+        self.key_prefix = normalize_key_prefix(key_prefix)
+        self.default_chunk_bytes = validate_chunk_bytes(default_chunk_bytes)
+        self.buffer_pool = buffer_pool
+        self._bundle_store = BundleStoreLayer(store, self.key_prefix, self.default_chunk_bytes)
+        self._structured_store = StructuredLayer(self._bundle_store)
+
+    # -------------------------------------------------------- bundles and objects
+
+    def put_bundle(self, meta, buffers, partition="default", chunk_bytes=None, policy=None,
+                   max_inflight_put=None, config=None):
+        """Store raw metadata bytes plus named byte buffers; returns its RemoteBundleRef."""
+        return self._bundle_store.put_bundle(meta, buffers, partition, chunk_bytes, policy,
+                                             max_inflight_put, config)
+
+    def remove_bundle(self, ref):
+        """Remove every object of a stored bundle (a missing manifest is no error)."""
+        self._bundle_store.remove_bundle(ref)
+
+    def put_structured_object(self, payload, partition="default", chunk_bytes=None,
+                              policy=None, max_inflight_put=None, config=None):
+        return self._structured_store.put(payload, partition, chunk_bytes, policy,
+                                          max_inflight_put, config)
+
+    def put_object(self, obj, partition="default", chunk_bytes=None, policy=None,
+                   max_inflight_put=None, config=None):
+        """A mapping of members, or one tensor/array/bytes value (read back unwrapped)."""
+        if isinstance(obj, Mapping):
+            payload = StructuredObjectPayload(metadata={}, buffers=obj)
+        else:
+            payload = StructuredObjectPayload(metadata={"__mooncake_wrapped_object__": True},
+                                              buffers={"value": obj})
+        return self.put_structured_object(payload, partition, chunk_bytes, policy,
+                                          max_inflight_put, config)
+
+    def get_object(self, ref):
+        res = self.materialize(self.read_spec(ref))
+        if res.metadata.get("__mooncake_wrapped_object__"):
+            return res.objects["value"]
+        return res.objects
+
+    def read_spec(self, ref):
+        return StructuredObjectReadSpec(ref=ref)
+
+    def materialize(self, spec):
+        return self._structured_store.materialize_into(spec, None)
+
+    def materialize_into(self, spec, destinations):
+        """materialize, reading members named in destinations into the caller's memory
+        (numpy arrays, raw_destination, tensor_object_buffer)."""
+        return self._structured_store.materialize_into(spec, destinations)
+
+    @staticmethod
+    def release_result(result):
+        """Release buffer-pool leases a result holds (results here own plain memory, so
+        this only releases owners attached by a caller's pool-backed destinations)."""
+        released, seen = set(), set()
+
+        def visit(v):
+            owner = getattr(v, "_mooncake_pool_owner", None)
+            if owner is not None:
+                if id(owner) not in released:
+                    released.add(id(owner))
+                    owner.release()
+                return
+            if isinstance(v, Mapping):
+                items = v.values()
+            elif hasattr(v, "batch") and hasattr(v, "non_tensor_batch"):
+                items = (v.batch, v.non_tensor_batch, getattr(v, "meta_info", None))
+            elif isinstance(v, (list, tuple)):
+                items = v
+            elif isinstance(v, np.ndarray) and v.dtype == object:
+                items = v.flat
+            else:
+                return
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            for item in items:
+                visit(item)
+        visit(result)
+
+    # -------------------------------------------------------- DataProto
+
+    def put(self, data, *, type="dataproto", namespace="default", partition="default",
+            stage="default", chunk_bytes=None, policy=None, config=None, field_schemas=None):
+        """Store a DataProto-like object (type="dataproto") or a flat dict (type="dict")."""
+        if type == "dataproto":
+            stage_data = data
+        elif type == "dict":
+            stage_data = flat_dict_to_envelope(data, field_schemas)
+        else:
+            raise ValueError("unsupported Mooncake payload type: %r" % (type,))
+        return self._put_stage(None, stage_data, namespace, partition, stage, chunk_bytes,
+                               policy, False, field_schemas, config)
+
+    def get(self, ref, *, type="dataproto", fields=None, batch_fields=None,
+            non_tensor_fields=None, meta_info_keys=None, data_cls=None, destinations=None,
+            rows=None):
+        if type not in ("dataproto", "dict"):
+            raise ValueError("unsupported Mooncake payload type: %r" % (type,))
+        out = self._get(ref, fields, batch_fields, non_tensor_fields, meta_info_keys,
+                        dict if type == "dict" else data_cls, destinations, rows,
+                        type == "dict")
+        return envelope_to_flat_dict(out) if type == "dict" else out
+
+    def put_dataproto(self, data, *, namespace="default", partition="default", stage="default",
+                      chunk_bytes=None, policy=None, field_schemas=None, config=None):
+        return self.put(data, type="dataproto", namespace=namespace, partition=partition,
+                        stage=stage, chunk_bytes=chunk_bytes, policy=policy,
+                        field_schemas=field_schemas, config=config)
+
+    def append_dataproto_fields(self, ref, data, *, stage, overwrite=False, chunk_bytes=None,
+                                policy=None, field_schemas=None, config=None):
+        """Add fields (in a new or existing stage) to a stored batch; returns the new ref."""
+        ref = _resolve_ref(ref)
+        return self._put_stage(ref, data, ref.namespace, ref.partition, stage, chunk_bytes,
+                               policy, overwrite, field_schemas, config)
+
+    def get_dataproto(self, ref, *, fields=None, batch_fields=None, non_tensor_fields=None,
+                      meta_info_keys=None, data_cls=None, destinations=None, rows=None):
+        return self._get(ref, fields, batch_fields, non_tensor_fields, meta_info_keys,
+                         data_cls, destinations, rows, False)
+
+    def cleanup_dataproto(self, ref):
+        """Remove every stage object a batch references."""
+        ref = _resolve_ref(ref)
+        seen = set()
+        for sref in ref.stage_refs.values():
+            if sref.manifest_key not in seen:
+                seen.add(sref.manifest_key)
+                self.remove_bundle(sref)
+
+    def cleanup_dataproto_append(self, previous, appended):
+        """Remove what an append stored that previous does not reference (an append that was
+        never published), leaving previous readable."""
+        previous, appended = _resolve_ref(previous), _resolve_ref(appended)
+        bs = self._bundle_store
+        for stage, sref in appended.stage_refs.items():
+            old = previous.stage_refs.get(stage)
+            if old is None:
+                self.remove_bundle(sref)
+                continue
+            if sref.manifest_key == old.manifest_key:
+                continue
+            is_exist = getattr(self.store, "is_exist", None)
+            if callable(is_exist) and is_exist(sref.manifest_key) == 0:
+                continue
+            m = bs.resolve_manifest(sref)
+            kept = {loc.member for loc in previous.field_index.values() if loc.stage == stage}
+            for name, enc in previous.encoded_non_tensor.items():
+                if previous.field_index[name].stage == stage:
+                    kept.update(enc["payload_members"].values())
+            fresh = [p for n, p in m["buffers"].items() if n not in kept]
+            owners = {bs.object_id_of(p["key"]) for p in fresh}
+            keys = bs.payload_keys(m["meta"]) + [c["key"] for p in fresh for c in p["chunks"]]
+            keys += [k for k in m.get("cleanup_keys", []) if bs.object_id_of(k) in owners]
+            from mooncake._structured_bundle import cleanup_keys
+            cleanup_keys(self.store, keys, strict=True)
+            cleanup_keys(self.store, [sref.manifest_key], strict=True)
+
+    def dataproto_manifest_view(self, ref):
+        """Where each field of a batch is stored and how it is encoded."""
+        ref = _resolve_ref(ref)
+        bs = self._bundle_store
+        metas = {s: self._structured_store.read_metadata(bs.resolve_manifest(r))
+                 for s, r in ref.stage_refs.items()}
+        fields = {}
+        for name, loc in ref.field_index.items():
+            specs = field_specs(metas[loc.stage])
+            spec = dict(specs.get(loc.member, {"encoding": "bytes"}))
+            enc = ref.encoded_non_tensor.get(name)
+            if enc is not None:
+                spec = {"encoding": "structured_non_tensor", "codec": enc["codec"],
+                        "metadata": enc.get("metadata"),
+                        "payload_members": dict(enc["payload_members"]),
+                        "payload_specs": {p: dict(specs.get(m, {"encoding": "bytes"}))
+                                          for p, m in enc["payload_members"].items()}}
+            fields[name] = {"section": loc.section, "stage": loc.stage, "member": loc.member,
+                            "spec": spec}
+        return {"namespace": ref.namespace, "partition": ref.partition,
+                "batch_size": ref.batch_size,
+                "batch_fields": {n: i for n, i in fields.items() if i["section"] == "batch"},
+                "non_tensor_fields": {n: i for n, i in fields.items()
+                                      if i["section"] == "non_tensor_batch"},
+                "meta_info_keys": list(ref.meta_info),
+                "stages": {s: {"manifest_key": r.manifest_key,
+                               "dataproto": metas[s].get("dataproto", {})}
+                           for s, r in ref.stage_refs.items()}}
+
+    # -------------------------------------------------------- internals
+
+    def _new_group_id(self, config):
+        raw = getattr(config, "group_ids", None)
+        if raw is None:
+            gid = None
+        elif isinstance(raw, str):
+            gid = raw
+        else:
+            try:
+                ids = list(raw)
+            except TypeError as e:
+                raise ValueError("structured object store config.group_ids must contain "
+                                 "strings") from e
+            if len(ids) > 1:
+                raise ValueError("structured object store config.group_ids must contain "
+                                 "exactly one logical group id; it is expanded across internal "
+                                 "Mooncake keys")
+            gid = ids[0] if ids else None
+        if gid is None:
+            return "structured-" + uuid.uuid4().hex
+        if not isinstance(gid, str):
+            raise ValueError("structured object store config.group_ids must contain strings")
+        return gid or None
+
+    def _encode_column(self, name, value, schemas):
+        """EncodedLeaf of a non_tensor_batch column, or None to store it as a plain member."""
+        schema = schema_for(schemas, name, "non_tensor_batch")
+        path = "non_tensor_batch." + name
+        if schema is not None:
+            try:
+                column = coerce_schema_column(name, value)
+                if schema.codec == "auto":
+                    infer.check_nullable(path, list(column), schema.nullable)
+                else:
+                    return infer.encode_with_schema(path, column, schema.codec, schema.metadata,
+                                                    schema.nullable)
+            except (TypeError, ValueError, RuntimeError, AttributeError) as e:
+                raise type(e)("failed to encode non_tensor_batch field %r with FieldSchema "
+                              "codec %r: %s" % (name, schema.codec, e)) from e
+        if isinstance(value, np.ndarray) and value.dtype == object:
+            return infer.encode_inferred(path, value)
+        return None
+
+    def _put_stage(self, ref, data, namespace, partition, stage, chunk_bytes, policy,
+                   overwrite, schemas, config):
+        batch, non_tensor, meta = split_dataproto(data)
+        check_schema_sections(batch, non_tensor, meta, schemas)
+        size = _batch_size(batch, non_tensor)
+        if ref is not None and size != ref.batch_size:
+            raise ValueError("DataProto append batch size %d does not match ref batch size %d"
+                             % (size, ref.batch_size))
+        both = sorted(set(batch) & set(non_tensor))
+        if both:
+            raise ValueError("DataProto batch and non_tensor_batch fields overlap: %s" % both)
+        buffers, updates, encoded = {}, {}, {}
+        for name, value in batch.items():
+            buffers["batch." + name] = value
+            updates[name] = StructuredFieldLocation(stage, "batch." + name, "batch")
+        for name, value in non_tensor.items():
+            member = "non_tensor_batch." + name
+            enc = self._encode_column(name, value, schemas)
+            updates[name] = StructuredFieldLocation(stage, member, "non_tensor_batch")
+            if enc is None:
+                buffers[member] = value
+                continue
+            members = {}
+            for pname, pvalue in enc.payload.items():
+                buffers["%s.%s" % (member, pname)] = pvalue
+                members[pname] = "%s.%s" % (member, pname)
+            encoded[name] = {"codec": enc.codec, "rows": enc.rows, "metadata": enc.metadata,
+                             "payload_members": members}
+        if not buffers:
+            if ref is not None:
+                merged = dict(ref.meta_info)
+                merged.update(meta)
+                return MooncakeDataProtoRef(ref.batch_size, dict(ref.stage_refs),
+                                            dict(ref.field_index), merged, ref.namespace,
+                                            ref.partition, ref.global_indexes,
+                                            dict(ref.encoded_non_tensor), ref._storage_group_id)
+            return MooncakeDataProtoRef(size, {}, {}, dict(meta), namespace, partition,
+                                        encoded_non_tensor={},
+                                        _storage_group_id=self._new_group_id(config))
+        dup = sorted(set(ref.field_index) & set(updates)) if ref is not None else []
+        if dup and not overwrite:
+            raise ValueError("DataProto fields already exist: %s" % dup)
+        if ref is not None and overwrite:
+            dangling = sorted(n for n, loc in ref.field_index.items()
+                              if loc.stage == stage and n not in updates)
+            if dangling:
+                raise ValueError("DataProto overwrite for stage %r must include existing "
+                                 "fields: %s" % (stage, dangling))
+        group = self._new_group_id(config) if ref is None else ref._storage_group_id
+        cfg = config if group is None else config_with_group(config, group)
+        payload = StructuredObjectPayload(
+            metadata={"layout": "dataproto_stage",
+                      "dataproto": {"version": 1, "namespace": namespace,
+                                    "partition": partition, "stage": stage,
+                                    "batch_size": size}},
+            buffers=buffers)
+        existing = ref.stage_refs.get(stage) if ref is not None else None
+        if existing is not None and not overwrite:
+            stage_ref = self._append_stage(existing, payload, partition, chunk_bytes, policy, cfg)
+        else:
+            stage_ref = self.put_structured_object(payload, partition=partition,
+                                                   chunk_bytes=chunk_bytes, policy=policy,
+                                                   config=cfg)
+            if existing is not None and existing.manifest_key != stage_ref.manifest_key:
+                self.remove_bundle(existing)
+        if ref is None:
+            return MooncakeDataProtoRef(size, {stage: stage_ref}, dict(updates), dict(meta),
+                                        namespace, partition, None, dict(encoded), group)
+        stages = dict(ref.stage_refs)
+        stages[stage] = stage_ref
+        index = dict(ref.field_index)
+        index.update(updates)
+        merged = dict(ref.meta_info)
+        merged.update(meta)
+        enc_all = {n: e for n, e in ref.encoded_non_tensor.items() if n not in updates}
+        enc_all.update(encoded)
+        return MooncakeDataProtoRef(size, stages, index, merged, namespace, partition,
+                                    ref.global_indexes, enc_all, group)
+
+    def _append_stage(self, old_ref, payload, partition, chunk_bytes, policy, config):
+        """A stage object holding old_ref's members and payload's: the new members are put
+        as a bundle of their own, then one manifest naming both is written."""
+        bs = self._bundle_store
+        new_ref = self.put_structured_object(payload, partition=partition,
+                                             chunk_bytes=chunk_bytes, policy=policy,
+                                             config=config)
+        try:
+            old_m, new_m = bs.resolve_manifest(old_ref), bs.resolve_manifest(new_ref)
+            merged_meta = _merge_stage_metadata(self._structured_store.read_metadata(old_m),
+                                                self._structured_store.read_metadata(new_m))
+            buffers = dict(old_m["buffers"])
+            clash = sorted(set(buffers) & set(new_m["buffers"]))
+            if clash:
+                raise ValueError("structured members already exist: %s" % clash)
+            buffers.update(new_m["buffers"])
+            cleanup = [*old_m.get("cleanup_keys", []), bs.manifest_key(old_ref, old_m),
+                       *bs.payload_keys(old_m["meta"]), bs.manifest_key(new_ref, new_m),
+                       *bs.payload_keys(new_m["meta"])]
+            merged = bs.put_bundle_manifest(encode_json(merged_meta, "structured metadata"),
+                                            buffers, partition, chunk_bytes, cleanup, config)
+        except Exception:
+            self.remove_bundle(new_ref)
+            raise
+        from mooncake._structured_bundle import cleanup_keys
+        cleanup_keys(self.store, [bs.manifest_key(new_ref, new_m),
+                                  *bs.payload_keys(new_m["meta"])], strict=False)
+        return merged
+
+    def _read_indexed(self, stage_ref, member, indices, dest):
+        bs = self._bundle_store
+        m = bs.resolve_manifest(stage_ref)
+        fspec = field_specs(self._structured_store.read_metadata(m)).get(
+            member, {"encoding": "bytes"})
+        return self._structured_store.read_rows(member, m["buffers"][member], fspec, indices,
+                                                dest)
+
+    def _get(self, ref, fields, batch_fields, non_tensor_fields, meta_keys, data_cls,
+             destinations, rows, flat):
+        ref = _resolve_ref(ref)
+        sel = row_selection(rows, ref.batch_size)
+        b_names, nt_names = select_fields(ref, fields, batch_fields, non_tensor_fields)
+        batch, non_tensor = {}, {}
+        dests = destinations or {}
+        by_stage, encoded = {}, []
+        for name in b_names + nt_names:
+            loc = ref.field_index[name]
+            if loc.section == "non_tensor_batch" and name in ref.encoded_non_tensor:
+                encoded.append((name, loc))
+            else:
+                by_stage.setdefault(loc.stage, []).append((name, loc))
+        for stage, entries in by_stage.items():
+            sref = ref.stage_refs[stage]
+            if sel is not None and sel.indices is not None:
+                for name, loc in entries:
+                    v = self._read_indexed(sref, loc.member, sel.indices, dests.get(name))
+                    (batch if loc.section == "batch" else non_tensor)[name] = v
+                continue
+            spec = self.read_spec(sref).select_members([loc.member for _, loc in entries])
+            if sel is not None:
+                s = sel.member_slice
+                for _, loc in entries:
+                    spec = spec.slice_member(loc.member, s.axis, s.start, s.end, s.step)
+            res = self.materialize_into(spec, {loc.member: dests[n] for n, loc in entries
+                                               if n in dests})
+            for name, loc in entries:
+                (batch if loc.section == "batch" else non_tensor)[name] = res.objects[loc.member]
+        by_stage_enc = {}
+        for name, loc in encoded:
+            by_stage_enc.setdefault(loc.stage, []).append(name)
+        for stage, names in by_stage_enc.items():
+            members = [m for n in names
+                       for m in ref.encoded_non_tensor[n]["payload_members"].values()]
+            res = self.materialize(self.read_spec(ref.stage_refs[stage]).select_members(members))
+            for name in names:
+                enc = ref.encoded_non_tensor[name]
+                payload = {p: res.objects[m] for p, m in enc["payload_members"].items()}
+                values = infer.decode(enc, payload, ref.batch_size, enc.get("metadata"))
+                if sel is not None:
+                    values = [values[i] for i in selection_indices(sel, ref.batch_size)]
+                non_tensor[name] = values if flat else object_column(values)
+        meta = dict(ref.meta_info) if meta_keys is None else \
+            {k: ref.meta_info[k] for k in meta_keys if k in ref.meta_info}
+        return build_result(batch, non_tensor, meta, data_cls)

@@ -111,4 +111,20 @@ PyObject *mc_py_create_copy_task(struct mc_py_store *self, PyObject *args, PyObj
 PyObject *mc_py_create_move_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_query_task(struct mc_py_store *self, PyObject *args, PyObject *kw);
 
+/* store_py_query.c */
+PyObject *mc_py_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_batch_is_exist(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_get_size(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_remove(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_batch_remove(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_remove_by_regex(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_remove_all(struct mc_py_store *self, PyObject *args, PyObject *kw);
+PyObject *mc_py_query(struct mc_py_store *self, PyObject *args);
+PyObject *mc_py_batch_replica_clear(struct mc_py_store *self, PyObject *args, PyObject *kw);
+
+/* store_py_buffer.c: the BufferHandle type and the module's host memory functions. */
+extern PyTypeObject mc_py_buffer_type;
+PyObject *mc_py_host_alloc(PyObject *mod, PyObject *args);
+PyObject *mc_py_host_free(PyObject *mod, PyObject *args);
+
 #endif

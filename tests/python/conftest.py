@@ -126,6 +126,25 @@ def own_master(tmp_path, flags=()):
         log.close()
 
 
+def run_upstream_peer(upstream_py, script, inp, outp, timeout=300):
+    """Run script (a peer of a cross-package test) with upstream's Python against a master of
+    upstream's wheel (next to upstream_py): script MASTER_ADDR inp outp.  Asserts it succeeded."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONPATH")}
+    m = subprocess.Popen([os.path.join(os.path.dirname(upstream_py), "mooncake_master"),
+                          "--rpc_port=%d" % port, "--rpc_address=127.0.0.1",
+                          "--metrics_port=%d" % free_port()],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_port(port)
+        r = subprocess.run([upstream_py, script, "127.0.0.1:%d" % port, str(inp), str(outp)],
+                           env=env, capture_output=True, text=True, timeout=timeout)
+        assert r.returncode == 0, r.stderr[-3000:]
+    finally:
+        m.terminate()
+        m.wait(10)
+
+
 @pytest.fixture
 def master(tmp_path):
     """A master of its own for one test; yields its address."""

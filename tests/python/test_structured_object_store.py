@@ -134,12 +134,107 @@ def test_refusals_and_wrong_types(xfer):
         xfer.materialize("spec")
 
 
-@ours_only
-def test_no_pickles_come_back(xfer):
-    """Plain rows are stored as data: objects that are not plain values are refused."""
+def test_member_types_and_refusals(xfer):
+    """Lists are no member type (upstream's TypeError); mixed non_tensor columns have no
+    codec (ValueError); empty and 0-d members round-trip."""
     with pytest.raises(TypeError):
-        xfer.put_object({"x": [object()]})
-    ref = xfer.put_object({"rows": [b"\x00\xff", {"a": [1, None]}, "s", 2.5]})
-    assert xfer.get_object(ref)["rows"] == [b"\x00\xff", {"a": [1, None]}, "s", 2.5]
+        xfer.put_object({"rows": [b"\x00\xff", {"a": [1, None]}, "s", 2.5]})
+    mixed = np.empty(3, dtype=object)
+    mixed[:] = [1, "a", object()]
+    with pytest.raises(ValueError):
+        xfer.put_dataproto({"non_tensor_batch": {"m": mixed}})
     assert xfer.get_object(xfer.put_object({"e": torch.zeros(0, 3)}))["e"].shape == (0, 3)
-    assert isinstance(StructuredObjectReadSpec(xfer.put_object(1)), StructuredObjectReadSpec)
+    # A 0-d tensor comes back 1-d, as upstream's get_tensor gives it.
+    assert torch.equal(xfer.get_object(xfer.put_object(torch.tensor(2.5))), torch.tensor([2.5]))
+    got = xfer.get_object(xfer.put_object({"b": b"xyz", "z": b""}))
+    assert bytes(got["b"]) == b"xyz" and got["z"] == b""
+    assert isinstance(StructuredObjectReadSpec(xfer.put_object(np.int32(1))),
+                      StructuredObjectReadSpec)
+    with pytest.raises(ValueError):
+        xfer.put_object({"a/b": b"x"})          # member names are key segments
+    with pytest.raises(ValueError):
+        xfer.put_object({"a": b"x"}, partition="")
+    with pytest.raises(ValueError):
+        MooncakeBundleTransfer(xfer.store, key_prefix="/")
+
+
+def test_codecs_round_trip(xfer):
+    """Every non_tensor codec, inferred and by FieldSchema, reads back as written."""
+    from mooncake.structured_object_store import FieldSchema
+
+    def col(v):
+        a = np.empty(len(v), dtype=object)
+        a[:] = v
+        return a
+    cols = {"s": ["a", None, "ü"], "i": [1, None, 3], "f": [0.5, 1.5, None],
+            "b": [b"", b"\x00", None], "l": [[1, 2], [], [3]], "d": [{"k": [1]}, {}, None],
+            "n": [np.arange(2.0), None, np.ones((2, 2))],
+            "r": [{"t": torch.arange(2)}, {"t": torch.arange(0)}, None]}
+    schemas = {"m": FieldSchema("msgpack_ragged"), "j": FieldSchema("json_ragged"),
+               "a": FieldSchema("auto"), "td": FieldSchema("ragged_tensor_dict")}
+    extra = {"m": [[1, "x", None], {"k": b"v"}, None], "j": [{"q": 1}, [1], None],
+             "a": [{"p": b"x"}, {"p": b""}, None],
+             "td": [{"x": torch.ones(2)}, None, {"x": torch.zeros(0)}]}
+    ref = xfer.put_dataproto({"non_tensor_batch": {k: col(v) for k, v in
+                                                   {**cols, **extra}.items()}},
+                             field_schemas=schemas)
+    got = xfer.get_dataproto(ref)["non_tensor_batch"]
+    for k, want in {**cols, **extra}.items():
+        back = got[k].tolist()
+        assert len(back) == 3, k
+        for w, g in zip(want, back):
+            if isinstance(w, np.ndarray):
+                assert np.array_equal(w, g), k
+            elif isinstance(w, dict) and any(torch.is_tensor(x) for x in w.values()):
+                assert set(w) == set(g) and all(torch.equal(w[x], g[x]) for x in w), k
+            else:
+                assert w == g, (k, w, g)
+    rows = xfer.get_dataproto(ref, non_tensor_fields=["s", "l"], rows=slice(1, 3))
+    assert rows["non_tensor_batch"]["s"].tolist() == [None, "ü"]
+    assert rows["non_tensor_batch"]["l"].tolist() == [[], [3]]
+
+
+@ours_only
+def test_stored_data_is_checked_not_trusted(xfer):
+    """A manifest naming keys outside its bundle, chunks that do not add up, or a truncated
+    msgpack column is refused with ValueError; nothing is unpickled."""
+    from mooncake import _msgpack
+    ref = xfer.put_object({"a": np.arange(4)})
+    m = json.loads(xfer.store.get(ref.manifest_key))
+    bad = json.loads(json.dumps(m))
+    bad["buffers"]["a"]["chunks"][0]["key"] = "elsewhere"
+    with pytest.raises(ValueError):
+        xfer.get_object({"manifest_key": ref.manifest_key, "manifest": bad})
+    bad = json.loads(json.dumps(m))
+    bad["buffers"]["a"]["bytes"] = 1 << 40
+    with pytest.raises(ValueError):
+        xfer.get_object({"manifest_key": ref.manifest_key, "manifest": bad})
+    with pytest.raises(ValueError):
+        _msgpack.unpack_all(_msgpack.packb([1, 2, "abc"])[:-1])
+    with pytest.raises(ValueError):
+        _msgpack.unpack_all(b"\xc7\x01\x05x")      # an extension type
+    with pytest.raises(TypeError):
+        _msgpack.packb((1, 2))                       # strict types, as upstream's writer
+
+
+def test_append_cleanup_removes_every_object(xfer):
+    """An append to an existing stage writes one merged manifest; cleanup_dataproto removes
+    the objects of every bundle involved, and cleanup_dataproto_append only the append's."""
+    import structured_peer as peer
+    d = sample(4)
+    ref = xfer.put_dataproto(d, stage="rollout")
+    before = set(peer.stored_objects(xfer.store, xfer, export_dataproto_ref(ref)))
+    ref2 = xfer.append_dataproto_fields(ref, {"batch": {"v": torch.ones(4, 2)}}, stage="rollout")
+    ref3 = xfer.append_dataproto_fields(ref2, {"non_tensor_batch": {
+        "r": np.array([1.0, 2.0, 3.0, 4.0], dtype=object)}}, stage="reward")
+    m = json.loads(xfer.store.get(ref2.stage_refs["rollout"].manifest_key))
+    assert m["cleanup_keys"] and len(m["buffer_object_ids"]) == 2
+    after = set(peer.stored_objects(xfer.store, xfer, export_dataproto_ref(ref3)))
+    assert torch.equal(xfer.get_dataproto(ref3, fields=["v"])["batch"]["v"], torch.ones(4, 2))
+    assert xfer.get_dataproto(ref3, fields=["r"])["non_tensor_batch"]["r"].tolist() == \
+        [1.0, 2.0, 3.0, 4.0]
+    xfer.cleanup_dataproto_append(ref2, ref3)
+    assert xfer.get_dataproto(ref2, fields=["v"])["batch"]["v"].shape == (4, 2)
+    assert xfer.store.is_exist(ref3.stage_refs["reward"].manifest_key) == 0
+    xfer.cleanup_dataproto(ref2)
+    assert all(xfer.store.is_exist(k) == 0 for k in before | after)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import UPSTREAM, free_port, wait_port
+from conftest import UPSTREAM, run_upstream_peer
 
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/deps.sh adds it)")
 
@@ -367,20 +367,7 @@ def test_tensors_cross_between_clients(ts, tmp_path):
             ours[k] = raw.hex()
     inp, outp = tmp_path / "ours.json", tmp_path / "up.json"
     inp.write_text(json.dumps(ours))
-    bindir = os.path.dirname(UPSTREAM_PY)
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONPATH")}
-    m = subprocess.Popen([os.path.join(bindir, "mooncake_master"), "--rpc_port=%d" % port,
-                          "--rpc_address=127.0.0.1", "--metrics_port=%d" % free_port()],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        wait_port(port)
-        r = subprocess.run([UPSTREAM_PY, peer.__file__, "127.0.0.1:%d" % port, str(inp),
-                            str(outp)], env=env, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr[-2000:]
-    finally:
-        m.terminate()
-        m.wait(10)
+    run_upstream_peer(UPSTREAM_PY, peer.__file__, inp, outp, timeout=120)
     up = json.loads(outp.read_text())
     assert sorted(up["raw"]) == sorted(ours)
     for k in ours:

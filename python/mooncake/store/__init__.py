@@ -88,6 +88,13 @@ class TaskStatus(IntEnum):
     FAILED = 2
 
 
+# Upstream's module exports every enum value by name too; where two enums share a name
+# (FAILED, PROCESSING) the task status wins, as there.
+for _enum in (ObjectDataType, ReplicaStatus, TaskType, TaskStatus):
+    globals().update(_enum.__members__)
+del _enum
+
+
 class QueryTaskResponse:
     """Response structure for QueryTask operation (upstream's fields; ids are (first, second)
     tuples)."""
