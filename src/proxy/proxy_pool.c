@@ -213,8 +213,8 @@ static int px_avoided(struct px_instance *in, struct px_instance *const *avoid, 
 	return 0;
 }
 
-/* FNV-1a over one block, chained from the previous block's hash; never 0 (0 marks a free slot). */
-static uint64_t px_block_hash(uint64_t prev, const char *p, size_t n)
+/* Never 0: 0 marks a free slot. */
+uint64_t px_block_hash(uint64_t prev, const char *p, size_t n)
 {
 	uint64_t h = prev ^ 0xcbf29ce484222325ULL;
 	size_t i;
@@ -238,7 +238,8 @@ static size_t px_kv_match(const struct px_instance *in, const uint64_t *hs, size
 }
 
 static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const char *prompt,
-				      size_t len, struct px_instance *const *avoid, size_t n_avoid)
+				      size_t len, int pool_hit, struct px_instance *const *avoid,
+				      size_t n_avoid)
 {
 	size_t bs = (size_t)px->cfg.kv_block_bytes, nb = prompt ? len / bs : 0, i, best_m = 0, m;
 	size_t start;
@@ -254,7 +255,8 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 			min_load = in->inflight;
 	/* The longest cached prefix among instances loaded at most kv_load_slack above the least
 	 * loaded; ties (and no match at all) go to the least loaded, then to the first from a
-	 * rotating start, so unseen prompts spread like round robin. */
+	 * rotating start, so unseen prompts spread like round robin.  A prefix the pool holds is
+	 * no instance's own: every instance matches nothing, so the least loaded wins. */
 	start = (size_t)(pool->rr++ % pool->n);
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0, in = pool->head; in; in = in->next, i++) {
@@ -262,7 +264,7 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 			    px_avoided(in, avoid, n_avoid) ||
 			    in->inflight > min_load + px->cfg.kv_load_slack)
 				continue;
-			m = px_kv_match(in, hs, nb);
+			m = pool_hit ? 0 : px_kv_match(in, hs, nb);
 			if (best == NULL || m > best_m ||
 			    (m == best_m && in->inflight < best->inflight)) {
 				best = in;
@@ -282,7 +284,8 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 }
 
 struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *prompt,
-				 size_t prompt_len, struct px_instance *const *avoid, size_t n_avoid)
+				 size_t prompt_len, int pool_hit, struct px_instance *const *avoid,
+				 size_t n_avoid)
 {
 	struct px_pool *pool = &px->pool[role];
 	struct px_instance *in, *best = NULL;
@@ -291,7 +294,7 @@ struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *p
 	if (pool->n == 0)
 		return NULL;
 	if (role == PX_PREFILL && px->policy == PX_KV_AWARE) {
-		best = px_pick_kv(px, pool, prompt, prompt_len, avoid, n_avoid);
+		best = px_pick_kv(px, pool, prompt, prompt_len, pool_hit, avoid, n_avoid);
 	} else if (px->policy == PX_LEAST_LOADED) {
 		/* Least in flight; ties broken from the round-robin cursor so equal loads spread. */
 		k = (size_t)(pool->rr++ % pool->n);
