@@ -147,13 +147,13 @@ int px_pool_add(struct px *px, enum px_role role, const char *name, int checked)
 /* Take an instance out of its pool; requests using it finish.  Returns 0 or -ENOENT. */
 int px_pool_remove(struct px *px, enum px_role role, const char *name);
 void px_pool_free_all(struct px *px);
-/* Pick an instance of role for a request; prompt (may be NULL) feeds kv_aware, and pool_hit
- * (the prompt's prefix is in the store's pool, any instance can load it) makes kv_aware pick
- * the least loaded instead of the one holding the prefix.  Skips the instances in
+/* Pick an instance of role for a request; prompt (may be NULL) feeds kv_aware, and
+ * pool_blocks (leading --kv_block_bytes blocks of the prompt in the store's pool, which any
+ * instance can load) counts as every instance's own prefix.  Skips the instances in
  * avoid[0..n_avoid).  Returns a referenced instance or NULL when none is in rotation.  Release
  * with px_instance_unref(). */
 struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *prompt,
-				 size_t prompt_len, int pool_hit, struct px_instance *const *avoid,
+				 size_t prompt_len, size_t pool_blocks, struct px_instance *const *avoid,
 				 size_t n_avoid);
 /* FNV-1a over one block of n bytes, chained from the previous block's hash; never 0. */
 uint64_t px_block_hash(uint64_t prev, const char *p, size_t n);

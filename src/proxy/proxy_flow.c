@@ -50,7 +50,7 @@ struct px_flow {
 	char *prompt;			/* text the prefix policy hashes */
 	size_t prompt_len;
 	char *auth;			/* Authorization header to pass on */
-	int pool_hit;			/* the prompt's prefix is in the store's pool */
+	size_t pool_blocks;		/* leading prefix blocks in the store's pool */
 	char request_id[48];
 	/* The upstream exchange in flight. */
 	struct px_instance *up_in;
@@ -315,7 +315,7 @@ static void px_flow_start_prefill(struct px_flow *f)
 			px_flow_fail(f, 502, "server_error", "every prefill instance tried failed");
 			return;
 		}
-		in = px_pool_pick(px, PX_PREFILL, f->prompt, f->prompt_len, f->pool_hit, f->tried,
+		in = px_pool_pick(px, PX_PREFILL, f->prompt, f->prompt_len, f->pool_blocks, f->tried,
 				  f->n_tried);
 		if (in == NULL) {
 			px_flow_fail(f, 503, "server_error",
@@ -557,10 +557,11 @@ static void px_flow_prompt(struct px_flow *f)
 	evbuffer_free(b);
 }
 
-/* kv_aware with the pool's contents: is the prompt's prefix in the store's pool (then any
- * prefill instance can load it: f->pool_hit), and is every whole block of it there, so that the
- * prefill step can be skipped (--kv_pool_skip_prefill: the decode instance's connector loads
- * the blocks from the pool and computes the rest)?  Returns 1 to skip the prefill. */
+/* kv_aware with the pool's contents: how much of the prompt's prefix is in the store's pool
+ * (any prefill instance can load it: f->pool_blocks, in prefix-tree blocks), and is every whole
+ * block of it there, so that the prefill step can be skipped (--kv_pool_skip_prefill: the
+ * decode instance's connector loads the blocks from the pool and computes the rest)?  Returns
+ * 1 to skip the prefill. */
 static int px_flow_from_pool(struct px_flow *f)
 {
 	struct px *px = f->px;
@@ -576,7 +577,7 @@ static int px_flow_from_pool(struct px_flow *f)
 	if (nb == 0 || m < (size_t)px->cfg.kv_pool_min_blocks)
 		return 0;
 	kp->hits++;
-	f->pool_hit = 1;
+	f->pool_blocks = m * kp->block / (size_t)px->cfg.kv_block_bytes;
 	if (!px->cfg.kv_pool_skip_prefill || m < nb)
 		return 0;
 	kp->skipped++;

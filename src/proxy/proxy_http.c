@@ -171,7 +171,8 @@ static void px_kvpool_prom(struct evbuffer *b, const struct px_kvpool *kp)
 	px_prom1(b, "mooncake_proxy_kv_pool_lookups_total", "counter",
 		 "Prompts looked up in the pool set.", kp->lookups);
 	px_prom1(b, "mooncake_proxy_kv_pool_hits_total", "counter",
-		 "Prompts whose prefix was in the pool (least loaded prefill chosen).", kp->hits);
+		 "Prompts whose prefix was in the pool (any prefill instance can load it).",
+		 kp->hits);
 	px_prom1(b, "mooncake_proxy_kv_pool_prompt_blocks_total", "counter",
 		 "Whole prompt blocks looked up in the pool set.", kp->blocks_looked);
 	px_prom1(b, "mooncake_proxy_kv_pool_prompt_blocks_matched_total", "counter",

@@ -83,7 +83,7 @@ static const struct mc_opt px_opts[] = {
 	  "kv_aware: pool blocks remembered at most (8 bytes each)" },
 	{ "kv_pool_min_blocks", NULL, NULL, MC_OPT_INT, O(kv_pool_min_blocks), "1", 1, 1000000,
 	  "kv_aware: leading prompt blocks the pool must hold for the prompt to count as in the "
-	  "pool (then the least loaded prefill instance is chosen)" },
+	  "pool (then that prefix counts as every prefill instance's own)" },
 	{ "kv_pool_skip_prefill", NULL, NULL, MC_OPT_BOOL, O(kv_pool_skip_prefill), "false", 0, -1,
 	  "kv_aware: when every whole block of the prompt is in the pool, send the request "
 	  "straight to a decode instance (only for connectors that load pool hits on the decode "
@@ -245,7 +245,7 @@ static int px_parse(struct px *px, int argc, char **argv)
 		fprintf(stderr, PX_PROG ": --kv_pool_skip_prefill needs --kv_events_endpoint\n");
 		goto out;
 	}
-	if (px->cfg.kv_events_endpoint[0] && px_kvpool_init(px) != 0)
+	if (px->cfg.kv_events_endpoint[0] && px->policy == PX_KV_AWARE && px_kvpool_init(px) != 0)
 		goto out;
 	rc = px_load_key(px);
 out:
@@ -298,7 +298,7 @@ static int px_start(struct px *px, struct event **sigs)
 			   strerror(-rc));
 		return -1;
 	}
-	if (px->kvpool && px->policy == PX_KV_AWARE && px_kvsub_start(px) != 0)
+	if (px->kvpool && px_kvsub_start(px) != 0)
 		return -1;
 	if (px_health_start(px) != 0) {
 		mc_log_err("cannot start the health checks");

@@ -3,7 +3,8 @@
 # mooncake_proxy's kv_aware with the pool's contents: two proxies subscribe to a real master's KV
 # events (--kv_events_endpoint); objects named as the proxy maps prompt blocks to keys
 # (proxy_pool_keys.py) are put into and removed from the store.  Checks: a prompt whose prefix
-# is in the pool goes to the least loaded prefill instance instead of the one holding it; with
+# is in the pool goes to the least loaded prefill instance instead of the one holding it (unless
+# one holds more of it than the pool); with
 # --kv_pool_skip_prefill a prompt wholly in the pool goes straight to decode (no prefill request,
 # no kv_transfer_params, the decode's bytes relayed); a partial prefix or a removed block brings
 # the prefill back; when the master goes away the proxies drop their pool knowledge and route
@@ -96,6 +97,7 @@ fake p1 prefill; fake p2 prefill; fake d1 decode --tokens 5
 proxy pa --kv_events_endpoint="tcp://127.0.0.1:$KVP"
 proxy pb --kv_events_endpoint="tcp://127.0.0.1:$KVP" --kv_pool_skip_prefill
 A=0123456789abcdefAAAAAAAAAAAAAAAABBBBBBBBBBBBBBBBCCCCCCCCCCCCCCCC	# 4 blocks of 16
+E=JJJJJJJJJJJJJJJJKKKKKKKKKKKKKKKKLLLLLLLLLLLLLLLLMMMMMMMMMMMMMMMM	# 4 blocks
 C=GGGGGGGGGGGGGGGGHHHHHHHHHHHHHHHHIIIIIIIIIIIIIIII	# 3 blocks
 B=zyxwvutsrqponmlkDDDDDDDDDDDDDDDDEEEEEEEEEEEEEEEE		# 3 blocks, never put
 
@@ -123,6 +125,17 @@ t "... four pool hits counted" '[ "$(metric "$pa_URL" mooncake_proxy_kv_pool_hit
 t "... and still prefilled without --kv_pool_skip_prefill" \
 	'[ "$(metric "$pa_URL" mooncake_proxy_kv_pool_prefill_skipped_total)" = 0 ] && decode_has_params "$RID"'
 
+# E is held by one instance (4 blocks), the pool has its first 2: that instance still wins.
+post "$pa_URL" "$E"; R1=$RID
+h=$(metric "$pa_URL" mooncake_proxy_kv_pool_hits_total)
+python3 "$KEYS" "127.0.0.1:$MC_MASTER_PORT" put "$FMT" 16 "$E" 2 &&
+	wait_metric "$pa_URL" mooncake_proxy_kv_pool_blocks "v >= 6" >/dev/null
+ports=""
+for i in 1 2 3; do post "$pa_URL" "$E"; ports="$ports $(role_port "$RID" prefill)"; done
+t "an instance holding more of the prompt than the pool keeps it (ports: $(role_port "$R1" prefill),$ports)" \
+	'[ "$(echo $(role_port "$R1" prefill) $ports | tr " " "\n" | sort -u | wc -l)" = 1 ] &&
+	 [ "$(metric "$pa_URL" mooncake_proxy_kv_pool_hits_total)" = $((h + 3)) ]'
+
 t "--kv_pool_skip_prefill, every block in the pool: 200, the decode's bytes" \
 	'post "$pb_URL" "$A" && [ "$CODE" = 200 ] && same_as_decode'
 t "... no prefill request was made" '[ -z "$(role_port "$RID" prefill)" ] && [ -n "$(role_port "$RID" decode)" ]'
@@ -137,6 +150,7 @@ t "a prompt not in the pool at all is prefilled and counts no hit" \
 
 t "removing the prompt's blocks from the store (removed events)" \
 	'python3 "$KEYS" "127.0.0.1:$MC_MASTER_PORT" remove "$FMT" 16 "$A" &&
+	 python3 "$KEYS" "127.0.0.1:$MC_MASTER_PORT" remove "$FMT" 16 "$E" 2 &&
 	 wait_metric "$pb_URL" mooncake_proxy_kv_pool_blocks "v == 0"'
 t "... and the prompt is prefilled again" \
 	'post "$pb_URL" "$A" && [ "$CODE" = 200 ] && [ -n "$(role_port "$RID" prefill)" ]'
