@@ -14,6 +14,7 @@
  * thread only.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,45 +142,49 @@ static void px_hist_print(struct evbuffer *b, const char *name, const char *labe
 				    (unsigned long long)h->count);
 }
 
-/* One counter (or gauge) with its help line. */
-static void px_prom1(struct evbuffer *b, const char *name, const char *type, const char *help,
-		     uint64_t v)
-{
-	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type,
-			    name, (unsigned long long)v);
-}
-
 /* The pool knowledge of kv_aware (--kv_events_endpoint). */
 static void px_kvpool_prom(struct evbuffer *b, const struct px_kvpool *kp)
 {
-	px_prom1(b, "mooncake_proxy_kv_events_connected", "gauge",
-		 "1 while subscribed to the master's KV events.", (uint64_t)kp->connected);
-	px_prom1(b, "mooncake_proxy_kv_events_messages_total", "counter",
-		 "KV event messages received.", kp->messages);
-	px_prom1(b, "mooncake_proxy_kv_events_total", "counter", "KV events read.", kp->events);
-	px_prom1(b, "mooncake_proxy_kv_events_unmapped_total", "counter",
-		 "KV events naming no block (key not of --kv_events_key_format).", kp->unmapped);
-	px_prom1(b, "mooncake_proxy_kv_events_bad_messages_total", "counter",
-		 "KV event messages dropped as malformed.", kp->bad);
-	px_prom1(b, "mooncake_proxy_kv_events_sequence_gaps_total", "counter",
-		 "Jumps of the KV events' sequence numbers (events lost).", kp->gaps);
-	px_prom1(b, "mooncake_proxy_kv_events_disconnects_total", "counter",
-		 "Times the master's KV events went away (pool knowledge dropped).",
-		 kp->disconnects);
-	px_prom1(b, "mooncake_proxy_kv_pool_blocks", "gauge",
-		 "Block hashes the proxy believes are in the pool.", kp->known);
-	px_prom1(b, "mooncake_proxy_kv_pool_lookups_total", "counter",
-		 "Prompts looked up in the pool set.", kp->lookups);
-	px_prom1(b, "mooncake_proxy_kv_pool_hits_total", "counter",
-		 "Prompts whose prefix was in the pool (any prefill instance can load it).",
-		 kp->hits);
-	px_prom1(b, "mooncake_proxy_kv_pool_prompt_blocks_total", "counter",
-		 "Whole prompt blocks looked up in the pool set.", kp->blocks_looked);
-	px_prom1(b, "mooncake_proxy_kv_pool_prompt_blocks_matched_total", "counter",
-		 "Leading prompt blocks found in the pool set.", kp->blocks_matched);
-	px_prom1(b, "mooncake_proxy_kv_pool_prefill_skipped_total", "counter",
-		 "Requests sent straight to decode, every prompt block being in the pool.",
-		 kp->skipped);
+#define PX_KVM(name, type, help, field) { name, type, help, offsetof(struct px_kvpool, field) }
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} m[] = {
+		PX_KVM("mooncake_proxy_kv_events_messages_total", "counter",
+		       "KV event messages received.", messages),
+		PX_KVM("mooncake_proxy_kv_events_total", "counter", "KV events read.", events),
+		PX_KVM("mooncake_proxy_kv_events_unmapped_total", "counter",
+		       "KV events naming no block (key not of --kv_events_key_format).", unmapped),
+		PX_KVM("mooncake_proxy_kv_events_bad_messages_total", "counter",
+		       "KV event messages dropped as malformed.", bad),
+		PX_KVM("mooncake_proxy_kv_events_sequence_gaps_total", "counter",
+		       "Jumps of the KV events' sequence numbers (events lost).", gaps),
+		PX_KVM("mooncake_proxy_kv_events_disconnects_total", "counter",
+		       "Times the master's KV events went away (pool knowledge dropped).",
+		       disconnects),
+		PX_KVM("mooncake_proxy_kv_pool_blocks", "gauge",
+		       "Block hashes the proxy believes are in the pool.", known),
+		PX_KVM("mooncake_proxy_kv_pool_lookups_total", "counter",
+		       "Prompts looked up in the pool set.", lookups),
+		PX_KVM("mooncake_proxy_kv_pool_hits_total", "counter",
+		       "Prompts whose prefix was in the pool (any prefill instance can load it).",
+		       hits),
+		PX_KVM("mooncake_proxy_kv_pool_prompt_blocks_total", "counter",
+		       "Whole prompt blocks looked up in the pool set.", blocks_looked),
+		PX_KVM("mooncake_proxy_kv_pool_prompt_blocks_matched_total", "counter",
+		       "Leading prompt blocks found in the pool set.", blocks_matched),
+		PX_KVM("mooncake_proxy_kv_pool_prefill_skipped_total", "counter",
+		       "Requests sent straight to decode, every prompt block being in the pool.",
+		       skipped),
+	};
+#undef PX_KVM
+	size_t i;
+
+	mc_prom_u64(b, "mooncake_proxy_kv_events_connected", "gauge",
+		    "1 while subscribed to the master's KV events.", (uint64_t)kp->connected);
+	for (i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		mc_prom_u64(b, m[i].name, m[i].type, m[i].help,
+			    *(const uint64_t *)(const void *)((const char *)kp + m[i].off));
 }
 
 static void px_on_metrics(struct evhttp_request *req, void *arg)
