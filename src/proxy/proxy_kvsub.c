@@ -217,6 +217,7 @@ static int px_kv_event(struct px_kvpool *kp, struct mp *m, uint64_t fields)
 				kind = PX_EV_REMOVED;
 			else if (mp_is(&v, "AllBlocksCleared") || mp_is(&v, "all_blocks_cleared"))
 				kind = PX_EV_CLEARED;
+			mp_skip_body(m, &v, 2);	/* a container where a name belongs */
 		} else if ((mp_is(&k, "seq_hashes") || mp_is(&k, "block_hashes")) &&
 			   v.t == MP_ARRAY) {
 			int f = mp_is(&k, "seq_hashes") ? 2 : 1;

@@ -200,18 +200,24 @@ for seq in range(1, 600):
     pub.send_multipart([b"", struct.pack(">Q", seq), b"\xdc\xff\xff\x91\x92"])  # truncated
     pub.send_multipart([b"", struct.pack(">Q", seq), b"\x93\x01\x91\xc1\x00"])   # bad byte
     pub.send_multipart([b"only one frame"])
+    pub.send_multipart([b"", struct.pack(">Q", seq), b"\x93\x01" + b"\x91" * 200 + b"\x00"])  # deep
+    pub.send_multipart([b"", struct.pack(">Q", seq),   # a name that is a list: no block
+                        msgpack.packb([1, [{"event_type": [1, [2]], "seq_hashes": [7]}], 0])])
     pub.send_multipart([b"", struct.pack(">Q", seq), good])
     time.sleep(0.02)
-    if metric("mooncake_proxy_kv_pool_blocks") >= 1 and metric("mooncake_proxy_kv_events_bad_messages_total") >= 3:
+    if (metric("mooncake_proxy_kv_pool_blocks") >= 1 and
+            metric("mooncake_proxy_kv_events_bad_messages_total") >= 4 and
+            metric("mooncake_proxy_kv_events_unmapped_total") >= 1):
         print("the good message was read after %d bad ones" % metric("mooncake_proxy_kv_events_bad_messages_total"))
         break
 PY
 GPID=$!
 MC_PIDS="$MC_PIDS $GPID"
 wait "$GPID"
-t "malformed messages are counted and dropped; a good one after them is read" \
+t "malformed messages (truncated, a bad byte, one frame, nested too deep) are counted and dropped; a good one after them is read" \
 	'grep -q "good message was read" "$MC_TMP/garbage.log" &&
-	 wait_metric "$pc_URL" mooncake_proxy_kv_events_bad_messages_total "v >= 3"'
+	 wait_metric "$pc_URL" mooncake_proxy_kv_events_bad_messages_total "v >= 4" &&
+	 wait_metric "$pc_URL" mooncake_proxy_kv_events_unmapped_total "v >= 1"'
 t "the publisher gone, the proxy forgets what it said" \
 	'wait_metric "$pc_URL" mooncake_proxy_kv_pool_blocks "v == 0"'
 t "the proxies still serve" 'post "$pc_URL" "$A" && [ "$CODE" = 200 ] && post "$pa_URL" "$B" && [ "$CODE" = 200 ]'
