@@ -50,6 +50,7 @@ struct px_flow {
 	char *prompt;			/* text the prefix policy hashes */
 	size_t prompt_len;
 	char *auth;			/* Authorization header to pass on */
+	size_t pool_blocks;		/* leading prefix blocks in the store's pool */
 	char request_id[48];
 	/* The upstream exchange in flight. */
 	struct px_instance *up_in;
@@ -314,7 +315,8 @@ static void px_flow_start_prefill(struct px_flow *f)
 			px_flow_fail(f, 502, "server_error", "every prefill instance tried failed");
 			return;
 		}
-		in = px_pool_pick(px, PX_PREFILL, f->prompt, f->prompt_len, f->tried, f->n_tried);
+		in = px_pool_pick(px, PX_PREFILL, f->prompt, f->prompt_len, f->pool_blocks, f->tried,
+				  f->n_tried);
 		if (in == NULL) {
 			px_flow_fail(f, 503, "server_error",
 				     f->n_tried ? "every prefill instance tried failed"
@@ -441,7 +443,7 @@ static void px_flow_start_decode(struct px_flow *f)
 	struct px_instance *in;
 
 	for (;;) {
-		in = px_pool_pick(px, PX_DECODE, NULL, 0, f->tried, f->n_tried);
+		in = px_pool_pick(px, PX_DECODE, NULL, 0, 0, f->tried, f->n_tried);
 		if (in == NULL || f->n_tried >= PX_MAX_TRIES ||
 		    f->n_tried > (size_t)px->cfg.prefill_retries) {
 			px_instance_unref(in);
@@ -555,6 +557,35 @@ static void px_flow_prompt(struct px_flow *f)
 	evbuffer_free(b);
 }
 
+/* kv_aware with the pool's contents: how much of the prompt's prefix is in the store's pool
+ * (any prefill instance can load it: f->pool_blocks, in prefix-tree blocks), and is every whole
+ * block of it there, so that the prefill step can be skipped (--kv_pool_skip_prefill: the
+ * decode instance's connector loads the blocks from the pool and computes the rest)?  Returns
+ * 1 to skip the prefill. */
+static int px_flow_from_pool(struct px_flow *f)
+{
+	struct px *px = f->px;
+	struct px_kvpool *kp = px->kvpool;
+	size_t nb, m;
+
+	if (kp == NULL || px->policy != PX_KV_AWARE || !kp->live)
+		return 0;
+	m = px_kvpool_match(px, f->prompt, f->prompt_len, &nb);
+	kp->lookups++;
+	kp->blocks_looked += nb;
+	kp->blocks_matched += m;
+	if (nb == 0 || m < (size_t)px->cfg.kv_pool_min_blocks)
+		return 0;
+	kp->hits++;
+	f->pool_blocks = m * kp->block / (size_t)px->cfg.kv_block_bytes;
+	if (!px->cfg.kv_pool_skip_prefill || m < nb)
+		return 0;
+	kp->skipped++;
+	mc_log_debug("request %s: all %zu prompt blocks are in the pool: prefill skipped",
+		     f->request_id, nb);
+	return 1;
+}
+
 static void px_flow_begin(struct evhttp_request *req, struct px *px, const char *api)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -619,7 +650,10 @@ static void px_flow_begin(struct evhttp_request *req, struct px *px, const char 
 	snprintf(f->request_id, sizeof(f->request_id), "px-%llx-%llx",
 		 (unsigned long long)(uint64_t)(f->t0 * 1e6), (unsigned long long)++seq);
 	px_flow_prompt(f);
-	px_flow_start_prefill(f);
+	if (px_flow_from_pool(f))
+		px_flow_start_decode(f);
+	else
+		px_flow_start_prefill(f);
 }
 
 void px_flow_on_completions(struct evhttp_request *req, void *arg)

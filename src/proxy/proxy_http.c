@@ -14,6 +14,7 @@
  * thread only.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,51 @@ static void px_hist_print(struct evbuffer *b, const char *name, const char *labe
 				    (unsigned long long)h->count);
 }
 
+/* The pool knowledge of kv_aware (--kv_events_endpoint). */
+static void px_kvpool_prom(struct evbuffer *b, const struct px_kvpool *kp)
+{
+#define PX_KVM(name, type, help, field) { name, type, help, offsetof(struct px_kvpool, field) }
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} m[] = {
+		PX_KVM("mooncake_proxy_kv_events_messages_total", "counter",
+		       "KV event messages received.", messages),
+		PX_KVM("mooncake_proxy_kv_events_total", "counter", "KV events read.", events),
+		PX_KVM("mooncake_proxy_kv_events_unmapped_total", "counter",
+		       "KV events naming no block (key not of --kv_events_key_format).", unmapped),
+		PX_KVM("mooncake_proxy_kv_events_bad_messages_total", "counter",
+		       "KV event messages dropped as malformed.", bad),
+		PX_KVM("mooncake_proxy_kv_events_sequence_gaps_total", "counter",
+		       "Jumps of the KV events' sequence numbers (events lost).", gaps),
+		PX_KVM("mooncake_proxy_kv_events_disconnects_total", "counter",
+		       "Times the master's KV events went away (pool knowledge dropped).",
+		       disconnects),
+		PX_KVM("mooncake_proxy_kv_pool_blocks", "gauge",
+		       "Block hashes the proxy believes are in the pool.", known),
+		PX_KVM("mooncake_proxy_kv_pool_lookups_total", "counter",
+		       "Prompts looked up in the pool set.", lookups),
+		PX_KVM("mooncake_proxy_kv_pool_hits_total", "counter",
+		       "Prompts whose prefix was in the pool (any prefill instance can load it).",
+		       hits),
+		PX_KVM("mooncake_proxy_kv_pool_prompt_blocks_total", "counter",
+		       "Whole prompt blocks looked up in the pool set.", blocks_looked),
+		PX_KVM("mooncake_proxy_kv_pool_prompt_blocks_matched_total", "counter",
+		       "Leading prompt blocks found in the pool set.", blocks_matched),
+		PX_KVM("mooncake_proxy_kv_pool_prefill_skipped_total", "counter",
+		       "Requests sent straight to decode, every prompt block being in the pool.",
+		       skipped),
+	};
+#undef PX_KVM
+	size_t i;
+
+	mc_prom_u64(b, "mooncake_proxy_kv_events_connected", "gauge",
+		    "1 while subscribed to the master's KV events.", (uint64_t)kp->connected);
+	for (i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		mc_prom_u64(b, m[i].name, m[i].type, m[i].help,
+			    *(const uint64_t *)(const void *)((const char *)kp + m[i].off));
+}
+
 static void px_on_metrics(struct evhttp_request *req, void *arg)
 {
 	struct px *px = arg;
@@ -218,6 +264,8 @@ static void px_on_metrics(struct evhttp_request *req, void *arg)
 			px_hist_print(b, "mooncake_proxy_instance_seconds", lab, &in->lat);
 		}
 	}
+	if (px->kvpool)
+		px_kvpool_prom(b, px->kvpool);
 	mc_procmem_prom(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");

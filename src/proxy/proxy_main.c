@@ -69,6 +69,25 @@ static const struct mc_opt px_opts[] = {
 	{ "kv_load_slack", NULL, NULL, MC_OPT_INT, O(kv_load_slack), "2", 0, 1000000,
 	  "kv_aware: requests in flight above the least loaded instance that a prefix match may "
 	  "still win" },
+	{ "kv_events_endpoint", NULL, NULL, MC_OPT_STRING, O(kv_events_endpoint), "", 0, -1,
+	  "kv_aware: the master's KV events, e.g. tcp://master:5557 (its "
+	  "--kv_events_bind_endpoint); the proxy subscribes and keeps the set of blocks in the "
+	  "pool (empty: no pool knowledge)" },
+	{ "kv_events_key_format", NULL, NULL, MC_OPT_STRING, O(kv_events_key_format), "{hash}", 0,
+	  -1, "kv_aware: the object key of a prompt block in the pool, with {hash} (decimal) or "
+	  "{hex} (hexadecimal) standing for the block's hash; keys other than a bare {hash} "
+	  "need the master's --kv_events_emit_object_key" },
+	{ "kv_pool_block_bytes", NULL, NULL, MC_OPT_INT, O(kv_pool_block_bytes), "0", 0, 65536,
+	  "kv_aware: prompt bytes per pool block (0: --kv_block_bytes)" },
+	{ "kv_pool_blocks", NULL, NULL, MC_OPT_INT, O(kv_pool_blocks), "1048576", 4, 268435456,
+	  "kv_aware: pool blocks remembered at most (8 bytes each)" },
+	{ "kv_pool_min_blocks", NULL, NULL, MC_OPT_INT, O(kv_pool_min_blocks), "1", 1, 1000000,
+	  "kv_aware: leading prompt blocks the pool must hold for the prompt to count as in the "
+	  "pool (then that prefix counts as every prefill instance's own)" },
+	{ "kv_pool_skip_prefill", NULL, NULL, MC_OPT_BOOL, O(kv_pool_skip_prefill), "false", 0, -1,
+	  "kv_aware: when every whole block of the prompt is in the pool, send the request "
+	  "straight to a decode instance (only for connectors that load pool hits on the decode "
+	  "side, e.g. LMCache's Mooncake backend)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags and the admin key file, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
@@ -220,6 +239,14 @@ static int px_parse(struct px *px, int argc, char **argv)
 	px->policy = !strcmp(px->cfg.scheduling, "kv_aware")	   ? PX_KV_AWARE
 		     : !strcmp(px->cfg.scheduling, "least_loaded") ? PX_LEAST_LOADED
 								   : PX_ROUND_ROBIN;
+	if (px->cfg.kv_events_endpoint[0] && px->policy != PX_KV_AWARE)
+		mc_log_warn("--kv_events_endpoint is used by --scheduling=kv_aware only");
+	if (px->cfg.kv_pool_skip_prefill && !px->cfg.kv_events_endpoint[0]) {
+		fprintf(stderr, PX_PROG ": --kv_pool_skip_prefill needs --kv_events_endpoint\n");
+		goto out;
+	}
+	if (px->cfg.kv_events_endpoint[0] && px->policy == PX_KV_AWARE && px_kvpool_init(px) != 0)
+		goto out;
 	rc = px_load_key(px);
 out:
 	free(rest);
@@ -271,6 +298,8 @@ static int px_start(struct px *px, struct event **sigs)
 			   strerror(-rc));
 		return -1;
 	}
+	if (px->kvpool && px_kvsub_start(px) != 0)
+		return -1;
 	if (px_health_start(px) != 0) {
 		mc_log_err("cannot start the health checks");
 		return -1;
@@ -302,6 +331,7 @@ static void px_stop(struct px *px, struct event **sigs)
 	if (px->http)
 		evhttp_free(px->http);
 	px_pool_free_all(px);
+	px_kvsub_stop(px);
 	if (px->dns)
 		evdns_base_free(px->dns, 0);
 	if (px->base)
@@ -352,6 +382,7 @@ free_cfg:
 	free(px.cfg.prefill);
 	free(px.cfg.decode);
 	free(px.admin_key);
+	px_kvpool_free(&px);
 	mc_opts_free(px_opts, &px.cfg);
 	return status;
 }

@@ -213,8 +213,8 @@ static int px_avoided(struct px_instance *in, struct px_instance *const *avoid, 
 	return 0;
 }
 
-/* FNV-1a over one block, chained from the previous block's hash; never 0 (0 marks a free slot). */
-static uint64_t px_block_hash(uint64_t prev, const char *p, size_t n)
+/* Never 0: 0 marks a free slot. */
+uint64_t px_block_hash(uint64_t prev, const char *p, size_t n)
 {
 	uint64_t h = prev ^ 0xcbf29ce484222325ULL;
 	size_t i;
@@ -238,9 +238,11 @@ static size_t px_kv_match(const struct px_instance *in, const uint64_t *hs, size
 }
 
 static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const char *prompt,
-				      size_t len, struct px_instance *const *avoid, size_t n_avoid)
+				      size_t len, size_t pool_blocks, struct px_instance *const *avoid,
+				      size_t n_avoid)
 {
 	size_t bs = (size_t)px->cfg.kv_block_bytes, nb = prompt ? len / bs : 0, i, best_m = 0, m;
+	size_t own, best_own = 0;
 	size_t start;
 	int pass;
 	uint64_t stack_hs[256], *hs = nb <= 256 ? stack_hs : mc_xmalloc(nb * sizeof(*hs)), h = 0;
@@ -254,7 +256,10 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 			min_load = in->inflight;
 	/* The longest cached prefix among instances loaded at most kv_load_slack above the least
 	 * loaded; ties (and no match at all) go to the least loaded, then to the first from a
-	 * rotating start, so unseen prompts spread like round robin. */
+	 * rotating start, so unseen prompts spread like round robin.  The part of the prefix the
+	 * store's pool holds is every instance's (any can load it): an instance's prefix is the
+	 * longer of its own and the pool's, so when the pool's is the longest the least loaded
+	 * wins, and an instance holding more itself still does. */
 	start = (size_t)(pool->rr++ % pool->n);
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0, in = pool->head; in; in = in->next, i++) {
@@ -262,17 +267,19 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 			    px_avoided(in, avoid, n_avoid) ||
 			    in->inflight > min_load + px->cfg.kv_load_slack)
 				continue;
-			m = px_kv_match(in, hs, nb);
+			own = px_kv_match(in, hs, nb);
+			m = own > pool_blocks ? own : pool_blocks;
 			if (best == NULL || m > best_m ||
 			    (m == best_m && in->inflight < best->inflight)) {
 				best = in;
 				best_m = m;
+				best_own = own;
 			}
 		}
 	}
 	if (best != NULL) {
 		px->kv_blocks_looked += nb;
-		px->kv_blocks_matched += best_m;
+		px->kv_blocks_matched += best_own;
 		for (i = 0; i < nb; i++)
 			best->kv_slots[hs[i] % (size_t)px->cfg.kv_cache_blocks] = hs[i];
 	}
@@ -282,7 +289,8 @@ static struct px_instance *px_pick_kv(struct px *px, struct px_pool *pool, const
 }
 
 struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *prompt,
-				 size_t prompt_len, struct px_instance *const *avoid, size_t n_avoid)
+				 size_t prompt_len, size_t pool_blocks, struct px_instance *const *avoid,
+				 size_t n_avoid)
 {
 	struct px_pool *pool = &px->pool[role];
 	struct px_instance *in, *best = NULL;
@@ -291,7 +299,7 @@ struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *p
 	if (pool->n == 0)
 		return NULL;
 	if (role == PX_PREFILL && px->policy == PX_KV_AWARE) {
-		best = px_pick_kv(px, pool, prompt, prompt_len, avoid, n_avoid);
+		best = px_pick_kv(px, pool, prompt, prompt_len, pool_blocks, avoid, n_avoid);
 	} else if (px->policy == PX_LEAST_LOADED) {
 		/* Least in flight; ties broken from the round-robin cursor so equal loads spread. */
 		k = (size_t)(pool->rr++ % pool->n);

@@ -64,6 +64,13 @@ int mc_procmem_read(struct mc_procmem *out, const char *path)
 	return 0;
 }
 
+void mc_prom_u64(struct evbuffer *b, const char *name, const char *type, const char *help,
+		 uint64_t v)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name,
+			    type, name, v);
+}
+
 void mc_procmem_prom(struct evbuffer *b)
 {
 	struct mc_procmem pm;
@@ -72,9 +79,7 @@ void mc_procmem_prom(struct evbuffer *b)
 	if (mc_procmem_read(&pm, NULL) != 0)
 		return;
 	for (i = 0; i < MC_PROCMEM_N; i++)
-		evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %" PRIu64 "\n",
-				    mc_procmem_fields[i].metric, mc_procmem_fields[i].help,
-				    mc_procmem_fields[i].metric, mc_procmem_fields[i].metric,
-				    *(const uint64_t *)(const void *)((const char *)&pm +
-								      mc_procmem_fields[i].off));
+		mc_prom_u64(b, mc_procmem_fields[i].metric, "gauge", mc_procmem_fields[i].help,
+			    *(const uint64_t *)(const void *)((const char *)&pm +
+							      mc_procmem_fields[i].off));
 }

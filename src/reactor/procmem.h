@@ -27,5 +27,8 @@ int mc_procmem_read(struct mc_procmem *out, const char *path);
 /* Append the seven gauges (HELP, TYPE and value each) to b; nothing when /proc cannot be
  * read. */
 void mc_procmem_prom(struct evbuffer *b);
+/* Append one series without labels: its HELP and TYPE (counter or gauge) lines and its value. */
+void mc_prom_u64(struct evbuffer *b, const char *name, const char *type, const char *help,
+		 uint64_t v);
 
 #endif

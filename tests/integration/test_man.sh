@@ -16,7 +16,7 @@ fi
 flags_help() { "$1" --help | grep -oE '^  --[A-Za-z0-9_-]+' | sed 's/^  --//' | sort -u; }
 flags_man() { grep -oE '^\.It Fl -[A-Za-z0-9_-]+' "$1" | sed 's/^\.It Fl -//' | sort -u; }
 for p in mooncake_master:8 mooncake_client:8 mooncake_http_metadata_server:8 mooncake_bench:1 \
-	transfer_engine_bench:1; do
+	transfer_engine_bench:1 mooncake_proxy:8; do
 	prog=${p%%:*}; sec=${p##*:}
 	[ -x "$B/$prog" ] || continue
 	h=$(flags_help "$B/$prog"); m=$(flags_man "$S/man/$prog.$sec")
