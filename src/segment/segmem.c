@@ -57,6 +57,7 @@
 #define MC_SEGMEM_NODE_DIR "/sys/devices/system/node"
 #define MC_HUGETLBFS_MAGIC 0x958458f6
 #define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: give up */
+#define MC_SEGMEM_PEER_REGION (2ull << 20)	/* what a writer maps at once (touch) */
 
 static int64_t mc_segmem_now_ms(void)
 {
@@ -538,11 +539,32 @@ int mc_segmem_bind_cpus(const struct mc_segmem_opts *o)
 struct mc_segmem_peer {
 	uint8_t *base;
 	uint64_t len;
-	uint64_t cursor;		/* mapped up to here */
+	uint64_t cursor;		/* mapped up to here (the thread's) */
+	uint64_t *done;			/* a bit per MC_SEGMEM_PEER_REGION known mapped (atomic) */
+	size_t nregions;
 	unsigned char vec[MC_SEGMEM_CHUNK / 4096];	/* mincore's answer for one chunk */
+	unsigned char *tvec;		/* the same for one region, for touch (under tmu) */
+	pthread_mutex_t tmu;
 	int stop;			/* atomic */
 	pthread_t thread;
 };
+
+/* Mark the regions wholly inside [from, to) as mapped (the last one may be short). */
+static void mc_segmem_peer_mark(struct mc_segmem_peer *pm, uint64_t from, uint64_t to)
+{
+	uint64_t r;
+
+	for (r = (from + MC_SEGMEM_PEER_REGION - 1) / MC_SEGMEM_PEER_REGION; r < pm->nregions;
+	     r++) {
+		uint64_t e = (r + 1) * MC_SEGMEM_PEER_REGION;
+
+		if (e > pm->len)
+			e = pm->len;
+		if (e > to)
+			break;
+		__atomic_fetch_or(&pm->done[r / 64], 1ull << (r % 64), __ATOMIC_RELEASE);
+	}
+}
 
 /* Map the owner's pages in [*cursor, limit) that it already has (mincore over at most chunk
  * bytes from the cursor: its run of resident pages).  Returns the bytes mapped (0: a page the
@@ -561,9 +583,11 @@ static uint64_t mc_segmem_peer_step(struct mc_segmem_peer *pm, uint64_t *cursor,
 	if (n == 0)
 		return 0;
 	/* The pages exist: a read population maps them writable (shared memory has no dirty
-	 * tracking), 16 pages per fault, twice as fast as a write population. */
+	 * tracking), 16 pages per fault, where a write fault maps one: the writer's first write
+	 * into a page it faults itself costs four to five times what mapping it here does. */
 	if (madvise(pm->base + *cursor, n, MADV_POPULATE_READ))
 		return 0;
+	mc_segmem_peer_mark(pm, *cursor, *cursor + n);
 	*cursor += n;
 	return n;
 }
@@ -571,10 +595,18 @@ static uint64_t mc_segmem_peer_step(struct mc_segmem_peer *pm, uint64_t *cursor,
 static void *mc_segmem_peer_main(void *arg)
 {
 	struct mc_segmem_peer *pm = arg;
-	uint64_t cursor = pm->cursor;
+	uint64_t cursor = 0;
 	int64_t idle_since = mc_segmem_now_ms();
 
 	while (cursor < pm->len && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t r = cursor / MC_SEGMEM_PEER_REGION;
+
+		/* Regions a writer mapped already (touch) cost nothing to skip. */
+		if (cursor % MC_SEGMEM_PEER_REGION == 0 &&
+		    (__atomic_load_n(&pm->done[r / 64], __ATOMIC_ACQUIRE) & (1ull << (r % 64)))) {
+			cursor += MC_SEGMEM_PEER_REGION;
+			continue;
+		}
 		if (mc_segmem_peer_step(pm, &cursor, pm->len, MC_SEGMEM_CHUNK)) {
 			idle_since = mc_segmem_now_ms();
 			continue;
@@ -591,9 +623,10 @@ struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd)
 {
 	struct mc_segmem_peer *pm;
 	struct statfs fs;
-	uint64_t sync = len < MC_SEGMEM_PEER_SYNC ? len : MC_SEGMEM_PEER_SYNC;
 
 	if (fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == MC_HUGETLBFS_MAGIC)
+		return NULL;
+	if ((uintptr_t)p % 4096 || len == 0)
 		return NULL;
 	/* Where the owner's pages are transparent huge pages, this mapping maps them whole too. */
 	if (mc_segmem_thp_advise())
@@ -603,14 +636,65 @@ struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd)
 		return NULL;
 	pm->base = p;
 	pm->len = len;
-	while (pm->cursor < sync && mc_segmem_peer_step(pm, &pm->cursor, sync, MC_SEGMEM_CHUNK))
-		;
-	if (len > MC_SEGMEM_PEER_SYNC &&
-	    pthread_create(&pm->thread, NULL, mc_segmem_peer_main, pm)) {
-		free(pm);
-		return NULL;
+	pm->nregions = (size_t)((len + MC_SEGMEM_PEER_REGION - 1) / MC_SEGMEM_PEER_REGION);
+	pm->done = calloc((pm->nregions + 63) / 64, sizeof(*pm->done));
+	pm->tvec = malloc(MC_SEGMEM_PEER_REGION / 4096);
+	if (pm->done == NULL || pm->tvec == NULL)
+		goto fail;
+	pthread_mutex_init(&pm->tmu, NULL);
+	if (pthread_create(&pm->thread, NULL, mc_segmem_peer_main, pm)) {
+		pthread_mutex_destroy(&pm->tmu);
+		goto fail;
 	}
 	return pm;
+fail:
+	free(pm->tvec);
+	free(pm->done);
+	free(pm);
+	return NULL;
+}
+
+void mc_segmem_peer_touch(struct mc_segmem_peer *pm, const void *p, uint64_t len)
+{
+	uint64_t off, end, r, r0, r1;
+
+	if (pm == NULL || len == 0 || (const uint8_t *)p < pm->base)
+		return;
+	off = (uint64_t)((const uint8_t *)p - pm->base);
+	if (off >= pm->len)
+		return;
+	end = len > pm->len - off ? pm->len : off + len;
+	r0 = off / MC_SEGMEM_PEER_REGION;
+	r1 = (end - 1) / MC_SEGMEM_PEER_REGION;
+	for (r = r0; r <= r1; r++) {
+		uint64_t a = r * MC_SEGMEM_PEER_REGION, n = MC_SEGMEM_PEER_REGION, i, np;
+
+		if (__atomic_load_n(&pm->done[r / 64], __ATOMIC_ACQUIRE) & (1ull << (r % 64)))
+			continue;
+		if (a + n > pm->len)
+			n = pm->len - a;
+		np = (n + 4095) / 4096;
+		pthread_mutex_lock(&pm->tmu);
+		i = np;
+		if (mincore(pm->base + a, n, pm->tvec) == 0)
+			for (i = 0; i < np && (pm->tvec[i] & 1); i++)
+				;
+		pthread_mutex_unlock(&pm->tmu);
+		if (i == np) {
+			/* The owner has every page of the region: map it whole. */
+			if (madvise(pm->base + a, n, MADV_POPULATE_READ) == 0)
+				__atomic_fetch_or(&pm->done[r / 64], 1ull << (r % 64),
+						  __ATOMIC_RELEASE);
+		} else {
+			/* Holes: map the pages this copy covers only (allocating nothing more
+			 * than the copy would). */
+			uint64_t s = off > a ? off : a, e = end < a + n ? end : a + n;
+
+			s &= ~4095ull;
+			e = (e + 4095) & ~4095ull;
+			(void)madvise(pm->base + s, e - s, MADV_POPULATE_READ);
+		}
+	}
 }
 
 void mc_segmem_peer_stop(struct mc_segmem_peer *pm)
@@ -618,7 +702,9 @@ void mc_segmem_peer_stop(struct mc_segmem_peer *pm)
 	if (pm == NULL)
 		return;
 	__atomic_store_n(&pm->stop, 1, __ATOMIC_RELEASE);
-	if (pm->len > MC_SEGMEM_PEER_SYNC)
-		pthread_join(pm->thread, NULL);
+	pthread_join(pm->thread, NULL);
+	pthread_mutex_destroy(&pm->tmu);
+	free(pm->tvec);
+	free(pm->done);
 	free(pm);
 }
