@@ -18,8 +18,12 @@
 # puts (batch 32).  Once over tcp (MC_FORCE_TCP=1, and MC_STORE_SHM=0 for ours) and once over
 # same-host shared memory (the default).  "now": the writes start as soon as the master shows the
 # segment mounted; "settled": they start once our client reports the segment populated (for
-# upstream, after the same wait).  Then the time from mooncake_client start to segment mounted
-# and, for ours, to fully populated, for each of SIZES.
+# upstream, after the same wait); "warm" (shm only): settled, and the writer met the segment
+# before its first round (first_write.py WARM=1: one 4 KiB put, then a wait until the writer's
+# own page tables stop growing), as a writer that has run for a while has.  Then, through
+# scripts/startup_time.py, the time from mooncake_client start to segment mounted and, for
+# ours, to fully populated, for each of SIZES (one size at a time: "free -g" is printed before
+# each; a size that does not fit in the memory available is skipped with a line saying so).
 set -u
 S=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$S/_build/dev}" && pwd)
@@ -84,7 +88,7 @@ wait_populated() {
 
 stop() { kill $pids 2>/dev/null; sleep 0.3; kill -9 $pids 2>/dev/null; wait 2>/dev/null; pids=""; }
 
-driver() {	# driver IMPL TRANSPORT TAG
+driver() {	# driver IMPL TRANSPORT TAG WHEN
 	local py env=()
 	case $1 in
 	ours) py="env PYTHONPATH=$B/pybuild python3" ;;
@@ -92,6 +96,7 @@ driver() {	# driver IMPL TRANSPORT TAG
 	*) py="$UP/bin/python" ;;
 	esac
 	[ "$2" = tcp ] && env=(MC_FORCE_TCP=1 MC_STORE_SHM=0)
+	[ "$4" = warm ] && env+=(WARM=1)
 	env "${env[@]}" MC_LOG_LEVEL=warn $py "$S/scripts/first_write.py" 127.0.0.1:"$MP" 1 "$3" \
 		2>>"$tmp/driver.err" | tail -1
 }
@@ -109,8 +114,9 @@ res=$tmp/results
 for pg in ${PAGES:-4k}; do
 	[ "$pg" = 2m ] && CLIENT_ENV="MC_STORE_USE_HUGEPAGE=1" || CLIENT_ENV=""
 	for r in $(seq "$ROUNDS"); do
-		for when in now settled; do
+		for when in now settled warm; do
 			for tr in tcp shm; do
+				[ "$when" = warm ] && [ "$tr" = tcp ] && continue
 				for impl in ours up ${BASELINE:+base}; do
 					[ "$impl" = base ] && [ "$pg" = 2m ] && continue
 					start "$impl" "$SEGMENT"
@@ -118,12 +124,12 @@ for pg in ${PAGES:-4k}; do
 						echo "round $r $pg $when $tr $impl: the segment was not mounted"
 						stop; continue
 					fi
-					if [ "$when" = settled ]; then
+					if [ "$when" != now ]; then
 						# Upstream gets the wait our population needed just before.
 						if [ "$impl" = ours ]; then wait_populated ours >"$tmp/settle"
 						else sleep "$(cat "$tmp/settle" 2>/dev/null || echo 1)"; fi
 					fi
-					line=$(driver "$impl" "$tr" "$impl-$pg-$tr-$when")
+					line=$(driver "$impl" "$tr" "$impl-$pg-$tr-$when" "$when")
 					echo "round $r $pg $when $tr $line"
 					echo "$impl $pg $tr $when $line" >>"$res"
 					stop
@@ -146,7 +152,7 @@ med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
 div = lambda a, b: a / b if b else float("nan")
 for pg in ("4k", "2m"):
     for tr in ("tcp", "shm"):
-        for when in ("now", "settled"):
+        for when in ("now", "settled", "warm"):
             o, u = rows.get((pg, tr, when, "ours"), []), rows.get((pg, tr, when, "up"), [])
             b = rows.get((pg, tr, when, "base"), [])
             if not o and not u:
@@ -168,14 +174,27 @@ PY
 
 echo "# start-up: seconds from mooncake_client start to segment mounted (master shows it) and, for ours, to populated"
 for seg in $SIZES; do
+	need=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)',sys.argv[1].upper()).groups(); print((int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u]) >> 20)" "$seg")
 	for impl in ours up ${BASELINE:+base}; do
 		m=(); p=()
 		for r in $(seq "$ROUNDS"); do
-			start "$impl" "$seg"
-			m+=("$(echo "$T_MOUNT - $T0" | bc)")
-			[ "$impl" = ours ] && p+=("$(wait_populated ours)")
+			echo "# free -g before $seg $impl round $r: $(free -g | awk '/Mem/ {print "total " $2 ", used " $3 ", available " $7}')"
+			avail=$(free -m | awk '/Mem/ {print $7}')
+			if [ "$impl" != up ] && [ "$avail" -lt $((need + 2048)) ]; then
+				echo "# $seg does not fit: $avail MiB available, the segment populated needs $need MiB and 2 GiB to spare; skipped"
+				continue
+			fi
+			case $impl in ours) bin=$B ;; base) bin=$BASELINE ;; *) bin=$UP/bin ;; esac
+			MP=$(free_port); HP=$(free_port)
+			"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
+				>"$tmp/master-$impl.log" 2>&1 &
+			pids="$pids $!"
+			for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
+			read -r _ mt _ pt < <(env ${CLIENT_ENV:-} python3 "$S/scripts/startup_time.py" "$bin" "$seg" "$MP" "$HP" "$tmp/client-$impl.log")
+			echo "round $r $seg $impl mounted $mt populated $pt"
+			m+=("$mt"); [ "$pt" != - ] && p+=("$pt")
 			stop
 		done
-		python3 -c "import statistics,sys; m=[float(x) for x in sys.argv[3].split()]; p=[float(x) for x in sys.argv[4].split()]; print('%-5s %-4s mounted %.2f s%s' % (sys.argv[1], sys.argv[2], statistics.median(m), ('  populated %.2f s' % statistics.median(p)) if p else ''))" "$seg" "$impl" "${m[*]}" "${p[*]:-}"
+		[ ${#m[@]} -gt 0 ] && python3 -c "import statistics,sys; m=[float(x) for x in sys.argv[3].split() if x != '-']; p=[float(x) for x in sys.argv[4].split()]; print('%-5s %-4s mounted %.3f s%s' % (sys.argv[1], sys.argv[2], statistics.median(m), ('  populated %.2f s' % statistics.median(p)) if p else ''))" "$seg" "$impl" "${m[*]}" "${p[*]:-}"
 	done
 done
