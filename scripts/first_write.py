@@ -12,7 +12,8 @@ ours (PYTHONPATH=_build/x/pybuild) or upstream's wheel.  FIRST_WRITE_TRACE=1 pri
 batch's latency and each quarter's time of every round on stderr.  WARM=1: a writer that has
 met the segment before: one 4 KiB put first (the writer's engine opens the segment), then a wait
 until this process's mapped shared memory (RssShmem) stops growing for half a second (at most
-30 s), before the first round.
+30 s), before the first round.  The later round, too, starts once that figure stopped growing,
+so that it measures the steady state (with no mapping of the writer's still going on).
 """
 import ctypes
 import os
@@ -32,10 +33,8 @@ def rss_shmem():
     return 0
 
 
-def warm_up(s, tag, ptr):
-    """One small put, then wait for this process's page tables to stop growing."""
-    if s.put_from("%s-warm" % tag, ptr, 4096) != 0:
-        raise SystemExit("warm-up put failed")
+def settle(tag, what):
+    """Wait until this process's mapped shared memory stops growing for half a second."""
     t0 = time.perf_counter()
     last, since = rss_shmem(), t0
     while time.perf_counter() - t0 < 30 and time.perf_counter() - since < 0.5:
@@ -44,8 +43,15 @@ def warm_up(s, tag, ptr):
         if cur != last:
             last, since = cur, time.perf_counter()
     if os.environ.get("FIRST_WRITE_TRACE"):
-        print("# %s: warm after %.2f s, RssShmem %d MiB" % (
-            tag, since - t0, last >> 20), file=sys.stderr)
+        print("# %s: %s settled after %.2f s, RssShmem %d MiB" % (
+            tag, what, since - t0, last >> 20), file=sys.stderr)
+
+
+def warm_up(s, tag, ptr):
+    """One small put, then wait for this process's page tables to stop growing."""
+    if s.put_from("%s-warm" % tag, ptr, 4096) != 0:
+        raise SystemExit("warm-up put failed")
+    settle(tag, "warm-up")
 
 
 def main():
@@ -91,6 +97,7 @@ def main():
     first = put_round(tag + "-first")
     s.remove_all()
     time.sleep(0.2)
+    settle(tag, "before the later round")
     second = put_round(tag + "-second")
     # 1 MiB gets of what the second round wrote, into the registered buffer.
     t0 = time.perf_counter()
