@@ -10,7 +10,8 @@
 # figures, default "1GB 4GB"; add 16GB where the host has the memory), HUGEPAGES=1 (as root: also
 # run every figure with MC_STORE_USE_HUGEPAGE=1 for both mooncake_clients, on a pool of 2 MB
 # pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end),
-# BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base").
+# BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base"),
+# HUGEPAGES=only (the 2 MB figures alone), STARTUP_ONLY=1 (the start-up figures alone).
 #
 # Each run starts a fresh master and one mooncake_client holding a SEGMENT segment, then
 # scripts/first_write.py (a store client without a segment of its own) puts 1 GiB of distinct
@@ -51,15 +52,22 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # metric PORT NAME: the first value of NAME (with or without labels) on the master's /metrics.
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($1, m) == 1 { print $2; exit }'; }
 
+# start_master IMPL: a master of IMPL; sets BIN (IMPL's binaries), MP (rpc), HP (metrics).
+start_master() {
+	local i
+	case $1 in ours) BIN=$B ;; base) BIN=$BASELINE ;; *) BIN=$UP/bin ;; esac
+	MP=$(free_port); HP=$(free_port)
+	"$BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
+		>"$tmp/master-$1.log" 2>&1 &
+	pids="$pids $!"
+	for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
+}
+
 # start IMPL SEGMENT: a master and a mooncake_client; sets MP (rpc), HP (metrics), T0, T_MOUNT.
 start() {
 	local impl=$1 seg=$2 bin i total
-	case $impl in ours) bin=$B ;; base) bin=$BASELINE ;; *) bin=$UP/bin ;; esac
-	MP=$(free_port); HP=$(free_port)
-	"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
-		>"$tmp/master-$impl.log" 2>&1 &
-	pids="$pids $!"
-	for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
+	start_master "$impl"
+	bin=$BIN
 	total=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)B?',sys.argv[1].upper()).groups(); print(int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u])" "$seg")
 	T0=$(now)
 	env ${CLIENT_ENV:-} "$bin/mooncake_client" --host=127.0.0.1 --port="$(free_port)" \
@@ -102,16 +110,19 @@ driver() {	# driver IMPL TRANSPORT TAG WHEN
 }
 
 PAGES=""
-if [ "${HUGEPAGES:-0}" = 1 ]; then
+if [ "${HUGEPAGES:-0}" = 1 ] || [ "${HUGEPAGES:-0}" = only ]; then
 	pool_orig=$(cat /proc/sys/vm/nr_hugepages)
 	need=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)',sys.argv[1].upper()).groups(); print((int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u]) // (2<<20) + 64)" "$SEGMENT")
 	echo $((pool_orig + need)) >/proc/sys/vm/nr_hugepages
 	echo "# hugetlb pool: vm.nr_hugepages=$(cat /proc/sys/vm/nr_hugepages) (was $pool_orig)"
 	PAGES="4k 2m"
+	[ "$HUGEPAGES" = only ] && PAGES=2m
 fi
 echo "# $(date -u '+%F %T') host: $(nproc) CPUs, $(free -g | awk '/Mem/ {print $2}') GiB; upstream: $("$UP/bin/pip" show mooncake-transfer-engine-non-cuda 2>/dev/null | awk '/Version/ {print $2}')"
 res=$tmp/results
+[ "${STARTUP_ONLY:-0}" = 1 ] && PAGES=none
 for pg in ${PAGES:-4k}; do
+	[ "$pg" = none ] && continue
 	[ "$pg" = 2m ] && CLIENT_ENV="MC_STORE_USE_HUGEPAGE=1" || CLIENT_ENV=""
 	for r in $(seq "$ROUNDS"); do
 		for when in now settled warm; do
@@ -140,8 +151,8 @@ for pg in ${PAGES:-4k}; do
 done
 CLIENT_ENV=""
 
-echo "# medians over $ROUNDS rounds (GB/s; first = into memory nothing wrote, later = same memory after remove_all)"
-python3 - "$res" <<'PY'
+[ -f "$res" ] && echo "# medians over $ROUNDS rounds (GB/s; first = into memory nothing wrote, later = same memory after remove_all)"
+[ -f "$res" ] && python3 - "$res" <<'PY'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -184,13 +195,8 @@ for seg in $SIZES; do
 				echo "# $seg does not fit: $avail MiB available, the segment populated needs $need MiB and 2 GiB to spare; skipped"
 				continue
 			fi
-			case $impl in ours) bin=$B ;; base) bin=$BASELINE ;; *) bin=$UP/bin ;; esac
-			MP=$(free_port); HP=$(free_port)
-			"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
-				>"$tmp/master-$impl.log" 2>&1 &
-			pids="$pids $!"
-			for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
-			read -r _ mt _ pt < <(env ${CLIENT_ENV:-} python3 "$S/scripts/startup_time.py" "$bin" "$seg" "$MP" "$HP" "$tmp/client-$impl.log")
+			start_master "$impl"
+			read -r _ mt _ pt < <(env ${CLIENT_ENV:-} python3 "$S/scripts/startup_time.py" "$BIN" "$seg" "$MP" "$HP" "$tmp/client-$impl.log")
 			echo "round $r $seg $impl mounted $mt populated $pt"
 			m+=("$mt"); [ "$pt" != - ] && p+=("$pt")
 			stop

@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/syscall.h>
@@ -59,7 +58,6 @@
 #define MC_HUGETLBFS_MAGIC 0x958458f6
 #define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: wait no more */
 #define MC_SEGMEM_PEER_REGION (2ull << 20)	/* what a writer maps at once (touch) */
-#define MC_SEGMEM_PEER_NICE 10		/* the map-ahead thread's nice value */
 
 static int64_t mc_segmem_now_ms(void)
 {
@@ -586,10 +584,6 @@ static void *mc_segmem_peer_main(void *arg)
 	struct mc_segmem_peer *pm = arg;
 	int64_t idle_since = mc_segmem_now_ms();
 	uint64_t r = 0;
-
-	/* Background work: where the host has a core to spare it runs ahead of the writers, where
-	 * every core is busy it yields to them (who map what they copy into themselves). */
-	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), MC_SEGMEM_PEER_NICE);
 
 	while (r < pm->nregions && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t f = __atomic_load_n(&pm->frontier, __ATOMIC_ACQUIRE);
