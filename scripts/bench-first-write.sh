@@ -10,7 +10,8 @@
 # figures, default "1GB 4GB"; add 16GB where the host has the memory), HUGEPAGES=1 (as root: also
 # run every figure with MC_STORE_USE_HUGEPAGE=1 for both mooncake_clients, on a pool of 2 MB
 # pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end),
-# BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base").
+# BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base"),
+# HUGEPAGES=only (the 2 MB figures alone), STARTUP_ONLY=1 (the start-up figures alone).
 #
 # Each run starts a fresh master and one mooncake_client holding a SEGMENT segment, then
 # scripts/first_write.py (a store client without a segment of its own) puts 1 GiB of distinct
@@ -18,8 +19,12 @@
 # puts (batch 32).  Once over tcp (MC_FORCE_TCP=1, and MC_STORE_SHM=0 for ours) and once over
 # same-host shared memory (the default).  "now": the writes start as soon as the master shows the
 # segment mounted; "settled": they start once our client reports the segment populated (for
-# upstream, after the same wait).  Then the time from mooncake_client start to segment mounted
-# and, for ours, to fully populated, for each of SIZES.
+# upstream, after the same wait); "warm" (shm only): settled, and the writer met the segment
+# before its first round (first_write.py WARM=1: one 4 KiB put, then a wait until the writer's
+# own page tables stop growing), as a writer that has run for a while has.  Then, through
+# scripts/startup_time.py, the time from mooncake_client start to segment mounted and, for
+# ours, to fully populated, for each of SIZES (one size at a time: "free -g" is printed before
+# each; a size that does not fit in the memory available is skipped with a line saying so).
 set -u
 S=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "${1:-$S/_build/dev}" && pwd)
@@ -47,15 +52,22 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # metric PORT NAME: the first value of NAME (with or without labels) on the master's /metrics.
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" 'index($1, m) == 1 { print $2; exit }'; }
 
+# start_master IMPL: a master of IMPL; sets BIN (IMPL's binaries), MP (rpc), HP (metrics).
+start_master() {
+	local i
+	case $1 in ours) BIN=$B ;; base) BIN=$BASELINE ;; *) BIN=$UP/bin ;; esac
+	MP=$(free_port); HP=$(free_port)
+	"$BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
+		>"$tmp/master-$1.log" 2>&1 &
+	pids="$pids $!"
+	for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
+}
+
 # start IMPL SEGMENT: a master and a mooncake_client; sets MP (rpc), HP (metrics), T0, T_MOUNT.
 start() {
 	local impl=$1 seg=$2 bin i total
-	case $impl in ours) bin=$B ;; base) bin=$BASELINE ;; *) bin=$UP/bin ;; esac
-	MP=$(free_port); HP=$(free_port)
-	"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MP" --metrics_port="$HP" \
-		>"$tmp/master-$impl.log" 2>&1 &
-	pids="$pids $!"
-	for i in $(seq 100); do curl -s "http://127.0.0.1:$HP/metrics" >/dev/null && break; sleep 0.05; done
+	start_master "$impl"
+	bin=$BIN
 	total=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)B?',sys.argv[1].upper()).groups(); print(int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u])" "$seg")
 	T0=$(now)
 	env ${CLIENT_ENV:-} "$bin/mooncake_client" --host=127.0.0.1 --port="$(free_port)" \
@@ -84,7 +96,7 @@ wait_populated() {
 
 stop() { kill $pids 2>/dev/null; sleep 0.3; kill -9 $pids 2>/dev/null; wait 2>/dev/null; pids=""; }
 
-driver() {	# driver IMPL TRANSPORT TAG
+driver() {	# driver IMPL TRANSPORT TAG WHEN
 	local py env=()
 	case $1 in
 	ours) py="env PYTHONPATH=$B/pybuild python3" ;;
@@ -92,25 +104,30 @@ driver() {	# driver IMPL TRANSPORT TAG
 	*) py="$UP/bin/python" ;;
 	esac
 	[ "$2" = tcp ] && env=(MC_FORCE_TCP=1 MC_STORE_SHM=0)
+	[ "$4" = warm ] && env+=(WARM=1)
 	env "${env[@]}" MC_LOG_LEVEL=warn $py "$S/scripts/first_write.py" 127.0.0.1:"$MP" 1 "$3" \
 		2>>"$tmp/driver.err" | tail -1
 }
 
 PAGES=""
-if [ "${HUGEPAGES:-0}" = 1 ]; then
+if [ "${HUGEPAGES:-0}" = 1 ] || [ "${HUGEPAGES:-0}" = only ]; then
 	pool_orig=$(cat /proc/sys/vm/nr_hugepages)
 	need=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)',sys.argv[1].upper()).groups(); print((int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u]) // (2<<20) + 64)" "$SEGMENT")
 	echo $((pool_orig + need)) >/proc/sys/vm/nr_hugepages
 	echo "# hugetlb pool: vm.nr_hugepages=$(cat /proc/sys/vm/nr_hugepages) (was $pool_orig)"
 	PAGES="4k 2m"
+	[ "$HUGEPAGES" = only ] && PAGES=2m
 fi
 echo "# $(date -u '+%F %T') host: $(nproc) CPUs, $(free -g | awk '/Mem/ {print $2}') GiB; upstream: $("$UP/bin/pip" show mooncake-transfer-engine-non-cuda 2>/dev/null | awk '/Version/ {print $2}')"
 res=$tmp/results
+[ "${STARTUP_ONLY:-0}" = 1 ] && PAGES=none
 for pg in ${PAGES:-4k}; do
+	[ "$pg" = none ] && continue
 	[ "$pg" = 2m ] && CLIENT_ENV="MC_STORE_USE_HUGEPAGE=1" || CLIENT_ENV=""
 	for r in $(seq "$ROUNDS"); do
-		for when in now settled; do
+		for when in now settled warm; do
 			for tr in tcp shm; do
+				[ "$when" = warm ] && [ "$tr" = tcp ] && continue
 				for impl in ours up ${BASELINE:+base}; do
 					[ "$impl" = base ] && [ "$pg" = 2m ] && continue
 					start "$impl" "$SEGMENT"
@@ -118,12 +135,12 @@ for pg in ${PAGES:-4k}; do
 						echo "round $r $pg $when $tr $impl: the segment was not mounted"
 						stop; continue
 					fi
-					if [ "$when" = settled ]; then
+					if [ "$when" != now ]; then
 						# Upstream gets the wait our population needed just before.
 						if [ "$impl" = ours ]; then wait_populated ours >"$tmp/settle"
 						else sleep "$(cat "$tmp/settle" 2>/dev/null || echo 1)"; fi
 					fi
-					line=$(driver "$impl" "$tr" "$impl-$pg-$tr-$when")
+					line=$(driver "$impl" "$tr" "$impl-$pg-$tr-$when" "$when")
 					echo "round $r $pg $when $tr $line"
 					echo "$impl $pg $tr $when $line" >>"$res"
 					stop
@@ -134,8 +151,8 @@ for pg in ${PAGES:-4k}; do
 done
 CLIENT_ENV=""
 
-echo "# medians over $ROUNDS rounds (GB/s; first = into memory nothing wrote, later = same memory after remove_all)"
-python3 - "$res" <<'PY'
+[ -f "$res" ] && echo "# medians over $ROUNDS rounds (GB/s; first = into memory nothing wrote, later = same memory after remove_all)"
+[ -f "$res" ] && python3 - "$res" <<'PY'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -146,7 +163,7 @@ med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
 div = lambda a, b: a / b if b else float("nan")
 for pg in ("4k", "2m"):
     for tr in ("tcp", "shm"):
-        for when in ("now", "settled"):
+        for when in ("now", "settled", "warm"):
             o, u = rows.get((pg, tr, when, "ours"), []), rows.get((pg, tr, when, "up"), [])
             b = rows.get((pg, tr, when, "base"), [])
             if not o and not u:
@@ -168,14 +185,22 @@ PY
 
 echo "# start-up: seconds from mooncake_client start to segment mounted (master shows it) and, for ours, to populated"
 for seg in $SIZES; do
+	need=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)',sys.argv[1].upper()).groups(); print((int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u]) >> 20)" "$seg")
 	for impl in ours up ${BASELINE:+base}; do
 		m=(); p=()
 		for r in $(seq "$ROUNDS"); do
-			start "$impl" "$seg"
-			m+=("$(echo "$T_MOUNT - $T0" | bc)")
-			[ "$impl" = ours ] && p+=("$(wait_populated ours)")
+			echo "# free -g before $seg $impl round $r: $(free -g | awk '/Mem/ {print "total " $2 ", used " $3 ", available " $7}')"
+			avail=$(free -m | awk '/Mem/ {print $7}')
+			if [ "$impl" != up ] && [ "$avail" -lt $((need + 2048)) ]; then
+				echo "# $seg does not fit: $avail MiB available, the segment populated needs $need MiB and 2 GiB to spare; skipped"
+				continue
+			fi
+			start_master "$impl"
+			read -r _ mt _ pt < <(env ${CLIENT_ENV:-} python3 "$S/scripts/startup_time.py" "$BIN" "$seg" "$MP" "$HP" "$tmp/client-$impl.log")
+			echo "round $r $seg $impl mounted $mt populated $pt"
+			m+=("$mt"); [ "$pt" != - ] && p+=("$pt")
 			stop
 		done
-		python3 -c "import statistics,sys; m=[float(x) for x in sys.argv[3].split()]; p=[float(x) for x in sys.argv[4].split()]; print('%-5s %-4s mounted %.2f s%s' % (sys.argv[1], sys.argv[2], statistics.median(m), ('  populated %.2f s' % statistics.median(p)) if p else ''))" "$seg" "$impl" "${m[*]}" "${p[*]:-}"
+		[ ${#m[@]} -gt 0 ] && python3 -c "import statistics,sys; m=[float(x) for x in sys.argv[3].split() if x != '-']; p=[float(x) for x in sys.argv[4].split()]; print('%-5s %-4s mounted %.3f s%s' % (sys.argv[1], sys.argv[2], statistics.median(m), ('  populated %.2f s' % statistics.median(p)) if p else ''))" "$seg" "$impl" "${m[*]}" "${p[*]:-}"
 	done
 done

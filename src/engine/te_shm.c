@@ -460,6 +460,8 @@ static int mc_shm_job(struct mc_te_req *r)
 	} else if (b->local) {
 		uint8_t *p = b->local + (r->remote - b->addr);
 
+		mc_segmem_peer_touch(b->pop, p, r->len);
+
 		if (r->opcode == MC_XFER_WRITE && r->want_crc) {
 			r->crc = mc_crc64_copy(0, p, r->local, r->len);
 			r->has_crc = 1;

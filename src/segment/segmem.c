@@ -56,7 +56,8 @@
 #define MC_SEGMEM_CHUNK (32ull << 20)	/* populated per call: progress and stop granularity */
 #define MC_SEGMEM_NODE_DIR "/sys/devices/system/node"
 #define MC_HUGETLBFS_MAGIC 0x958458f6
-#define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: give up */
+#define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: wait no more */
+#define MC_SEGMEM_PEER_REGION (2ull << 20)	/* what a writer maps at once (touch) */
 
 static int64_t mc_segmem_now_ms(void)
 {
@@ -538,44 +539,61 @@ int mc_segmem_bind_cpus(const struct mc_segmem_opts *o)
 struct mc_segmem_peer {
 	uint8_t *base;
 	uint64_t len;
-	uint64_t cursor;		/* mapped up to here */
-	unsigned char vec[MC_SEGMEM_CHUNK / 4096];	/* mincore's answer for one chunk */
+	uint64_t *done;			/* a bit per MC_SEGMEM_PEER_REGION known mapped (atomic) */
+	size_t nregions;
+	uint64_t frontier;		/* writers copied below this region (atomic) */
+	unsigned char vec[MC_SEGMEM_PEER_REGION / 4096];	/* mincore's answer (thread) */
 	int stop;			/* atomic */
 	pthread_t thread;
 };
 
-/* Map the owner's pages in [*cursor, limit) that it already has (mincore over at most chunk
- * bytes from the cursor: its run of resident pages).  Returns the bytes mapped (0: a page the
- * owner has not populated yet at the cursor). */
-static uint64_t mc_segmem_peer_step(struct mc_segmem_peer *pm, uint64_t *cursor, uint64_t limit,
-				    uint64_t chunk)
+static int mc_segmem_peer_is_done(struct mc_segmem_peer *pm, uint64_t r)
 {
-	uint64_t n = limit - *cursor < chunk ? limit - *cursor : chunk, pg = 4096, i, np;
-
-	np = (n + pg - 1) / pg;
-	if (mincore(pm->base + *cursor, n, pm->vec) != 0)
-		return 0;
-	for (i = 0; i < np && (pm->vec[i] & 1); i++)
-		;
-	n = i * pg < n ? i * pg : n;
-	if (n == 0)
-		return 0;
-	/* The pages exist: a read population maps them writable (shared memory has no dirty
-	 * tracking), 16 pages per fault, twice as fast as a write population. */
-	if (madvise(pm->base + *cursor, n, MADV_POPULATE_READ))
-		return 0;
-	*cursor += n;
-	return n;
+	return !!(__atomic_load_n(&pm->done[r / 64], __ATOMIC_ACQUIRE) & (1ull << (r % 64)));
 }
 
+/* Map region r whole if the owner has every page of it (vec: room for its mincore answer).
+ * Returns 1 when mapped (and marked), 0 when the owner lacks a page of it. */
+static int mc_segmem_peer_region(struct mc_segmem_peer *pm, uint64_t r, unsigned char *vec)
+{
+	uint64_t a = r * MC_SEGMEM_PEER_REGION, n = MC_SEGMEM_PEER_REGION, i, np;
+
+	if (a + n > pm->len)
+		n = pm->len - a;
+	np = (n + 4095) / 4096;
+	if (mincore(pm->base + a, n, vec) != 0)
+		return 0;
+	for (i = 0; i < np && (vec[i] & 1); i++)
+		;
+	if (i < np)
+		return 0;
+	/* The pages exist: a read population maps them writable (shared memory has no dirty
+	 * tracking), 16 pages per fault, where a write fault maps one: a writer's first write
+	 * into a page it faults itself costs four to five times what mapping it here does. */
+	if (madvise(pm->base + a, n, MADV_POPULATE_READ) != 0)
+		return 0;
+	__atomic_fetch_or(&pm->done[r / 64], 1ull << (r % 64), __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* From the lowest region up, following the owner's population, and always ahead of the
+ * writers (a writer maps the region it copies into itself, so the thread jumps past it and
+ * the two map different regions at once); then once more over what was jumped. */
 static void *mc_segmem_peer_main(void *arg)
 {
 	struct mc_segmem_peer *pm = arg;
-	uint64_t cursor = pm->cursor;
 	int64_t idle_since = mc_segmem_now_ms();
+	uint64_t r = 0;
 
-	while (cursor < pm->len && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
-		if (mc_segmem_peer_step(pm, &cursor, pm->len, MC_SEGMEM_CHUNK)) {
+	while (r < pm->nregions && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t f = __atomic_load_n(&pm->frontier, __ATOMIC_ACQUIRE);
+
+		if (f > r)
+			r = f;
+		if (r >= pm->nregions)
+			break;
+		if (mc_segmem_peer_is_done(pm, r) || mc_segmem_peer_region(pm, r, pm->vec)) {
+			r++;
 			idle_since = mc_segmem_now_ms();
 			continue;
 		}
@@ -584,6 +602,9 @@ static void *mc_segmem_peer_main(void *arg)
 			break;
 		usleep(20000);
 	}
+	for (r = 0; r < pm->nregions && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE); r++)
+		if (!mc_segmem_peer_is_done(pm, r))
+			(void)mc_segmem_peer_region(pm, r, pm->vec);
 	return NULL;
 }
 
@@ -591,9 +612,10 @@ struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd)
 {
 	struct mc_segmem_peer *pm;
 	struct statfs fs;
-	uint64_t sync = len < MC_SEGMEM_PEER_SYNC ? len : MC_SEGMEM_PEER_SYNC;
 
 	if (fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == MC_HUGETLBFS_MAGIC)
+		return NULL;
+	if ((uintptr_t)p % 4096 || len == 0)
 		return NULL;
 	/* Where the owner's pages are transparent huge pages, this mapping maps them whole too. */
 	if (mc_segmem_thp_advise())
@@ -603,14 +625,48 @@ struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd)
 		return NULL;
 	pm->base = p;
 	pm->len = len;
-	while (pm->cursor < sync && mc_segmem_peer_step(pm, &pm->cursor, sync, MC_SEGMEM_CHUNK))
-		;
-	if (len > MC_SEGMEM_PEER_SYNC &&
-	    pthread_create(&pm->thread, NULL, mc_segmem_peer_main, pm)) {
-		free(pm);
-		return NULL;
-	}
+	pm->nregions = (size_t)((len + MC_SEGMEM_PEER_REGION - 1) / MC_SEGMEM_PEER_REGION);
+	pm->done = calloc((pm->nregions + 63) / 64, sizeof(*pm->done));
+	if (pm->done == NULL || pthread_create(&pm->thread, NULL, mc_segmem_peer_main, pm))
+		goto fail;
 	return pm;
+fail:
+	free(pm->done);
+	free(pm);
+	return NULL;
+}
+
+void mc_segmem_peer_touch(struct mc_segmem_peer *pm, const void *p, uint64_t len)
+{
+	uint64_t off, end, r, r0, r1, f;
+
+	if (pm == NULL || len == 0 || (const uint8_t *)p < pm->base)
+		return;
+	off = (uint64_t)((const uint8_t *)p - pm->base);
+	if (off >= pm->len)
+		return;
+	end = len > pm->len - off ? pm->len : off + len;
+	r0 = off / MC_SEGMEM_PEER_REGION;
+	r1 = (end - 1) / MC_SEGMEM_PEER_REGION;
+	f = __atomic_load_n(&pm->frontier, __ATOMIC_RELAXED);
+	while (f < r1 + 1 && !__atomic_compare_exchange_n(&pm->frontier, &f, r1 + 1, 0,
+							   __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	for (r = r0; r <= r1; r++) {
+		uint64_t a = r * MC_SEGMEM_PEER_REGION, s, e;
+		unsigned char vec[MC_SEGMEM_PEER_REGION / 4096];
+
+		if (mc_segmem_peer_is_done(pm, r) || mc_segmem_peer_region(pm, r, vec))
+			continue;
+		/* Holes: map the pages this copy covers only (allocating nothing more than the
+		 * copy would). */
+		s = (off > a ? off : a) & ~4095ull;
+		e = end < a + MC_SEGMEM_PEER_REGION ? end : a + MC_SEGMEM_PEER_REGION;
+		e = (e + 4095) & ~4095ull;
+		if (e > pm->len)
+			e = pm->len;
+		(void)madvise(pm->base + s, e - s, MADV_POPULATE_READ);
+	}
 }
 
 void mc_segmem_peer_stop(struct mc_segmem_peer *pm)
@@ -618,7 +674,7 @@ void mc_segmem_peer_stop(struct mc_segmem_peer *pm)
 	if (pm == NULL)
 		return;
 	__atomic_store_n(&pm->stop, 1, __ATOMIC_RELEASE);
-	if (pm->len > MC_SEGMEM_PEER_SYNC)
-		pthread_join(pm->thread, NULL);
+	pthread_join(pm->thread, NULL);
+	free(pm->done);
 	free(pm);
 }

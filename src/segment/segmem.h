@@ -82,15 +82,20 @@ int mc_segmem_populate_range(void *p, uint64_t len);
 
 /* Another process's segment mapped here (p, len: our MAP_SHARED mapping of its memfd fd): a
  * first write through a fresh mapping still faults once per 4 KiB page to map the page, even
- * when the owner populated it.  This maps the owner's pages into ours ahead of the writes: the
- * first MC_SEGMEM_PEER_SYNC bytes now (the master hands out a fresh segment's low offsets
- * first), the rest in a thread, following the owner's population (only pages the owner has are
- * mapped, so an owner that does not populate keeps its memory unallocated).  Not needed for
- * hugetlb memory (its faults map 2 MB at once): returns NULL then, and when out of memory.
- * fd is only looked at (the caller keeps it). */
-#define MC_SEGMEM_PEER_SYNC (128ull << 20)
+ * when the owner populated it, and a write fault maps one page where a read population maps
+ * sixteen, so a writer that faults its own pages writes at a fraction of memory speed.  This
+ * maps the owner's pages into ours in a thread, from the lowest address up (the master hands
+ * out a fresh segment's low offsets first), following the owner's population: only pages the
+ * owner has are mapped, so an owner that does not populate keeps its memory unallocated.  Not
+ * needed for hugetlb memory (its faults map 2 MB at once): returns NULL then, and when out of
+ * memory.  fd is only looked at (the caller keeps it). */
 struct mc_segmem_peer;
 struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd);
+/* Before a copy into or out of [p, p+len) of pm's mapping, on the copying thread: map what the
+ * thread has not mapped yet, a 2 MiB region at a time where the owner has all of its pages
+ * (then that region costs nothing more to later copies), else just the pages of the copy.  A
+ * read population, so it costs a fifth of the write faults it saves.  NULL pm: no-op. */
+void mc_segmem_peer_touch(struct mc_segmem_peer *pm, const void *p, uint64_t len);
 /* Stop and free (before the caller unmaps p).  NULL is a no-op. */
 void mc_segmem_peer_stop(struct mc_segmem_peer *pm);
 

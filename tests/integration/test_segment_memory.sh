@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # Segment memory against real daemons: a mooncake_client's segment is populated in the background
-# until the master's segment_populated_bytes reaches segment_total_capacity_bytes; the off switch
+# until the master's segment_populated_bytes reaches segment_total_capacity_bytes, and a store
+# client in another process maps those pages into its own page tables ahead; the off switch
 # leaves it unpopulated; with huge pages a reserved hugetlb pool backs the segment (reserved here
 # through /proc/sys/vm/nr_hugepages and given back at the end), a pool too small stops start-up
 # with one line naming the shortfall and the sysctl, the fallback starts on normal pages, and a
@@ -72,6 +73,24 @@ ok $? "mooncake_ctl capacity --segment-size 4GB --hugepage-size 1GB: 4 pages"
 MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" fill pop 20 1048576 >/dev/null 2>&1 &&
 	MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" verify pop 20 1048576 >/dev/null 2>&1
 ok $? "20 objects of 1 MiB put into the populated segment read back"
+# 1b. A store client in another process that reads 20 MiB of it has mapped all of the owner's
+# populated pages into its own page tables soon after it first reached the segment (the engine's
+# map-ahead thread), so its later copies there take no page faults: its mapping's Rss reaches
+# the segment's size.
+MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" get-loop pop 20 1048576 4 >"$MC_TMP/pget.log" 2>&1 &
+rpid=$!
+rss=
+for i in $(seq 60); do
+	rss=$(awk '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
+		m && $1 == "Size:" { sz = $2 } m && $1 == "Rss:" && sz == 98304 { print $2; exit }' \
+		"/proc/$rpid/smaps" 2>/dev/null)
+	[ "$rss" = 98304 ] && break
+	sleep 0.1
+done
+ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
+	"a same-host reader maps all 96 MiB of the owner's pages ahead (its Rss there: ${rss:-none} kB)"
+wait $rpid
+ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget.log")"
 
 # 2. The off switch: nothing is populated before the first write (flag, then variable).
 mc_start_client off 64MB --populate_segment=false || { mc_dump_logs; exit 1; }

@@ -2,9 +2,12 @@
 /*
  * Unit tests for segment memory (src/segment/segmem.c): location and huge page size parsing,
  * the environment's settings, and a small segment populated in the background (or not, when
- * population is off) whose figure reaches its size, shared through its memfd.
+ * population is off) whose figure reaches its size, shared through its memfd, and another
+ * mapping of it whose page tables the peer mapping fills (read from /proc/self/pagemap).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,11 +156,82 @@ static void test_create(void)
 	ok(mc_segmem_populate_range(NULL, 0) == 0, "an empty range populates nothing");
 }
 
+/* Pages of [p, p+len) with a page-table entry in this process. */
+static uint64_t mapped_pages(const void *p, uint64_t len)
+{
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	uint64_t i, n = 0, e;
+
+	if (fd < 0)
+		return 0;
+	for (i = 0; i < len / 4096; i++)
+		if (pread(fd, &e, 8, (off_t)(((uintptr_t)p / 4096 + i) * 8)) == 8 && (e >> 63))
+			n++;
+	close(fd);
+	return n;
+}
+
+static void test_peer(void)
+{
+	struct mc_segmem_opts o = { .populate = 1 };
+	struct mc_segmem m;
+	struct mc_segmem_peer *pm;
+	struct stat sb;
+	uint64_t len = 40u << 20;
+	uint8_t *peer;
+	char err[512];
+	int i;
+
+	/* A populated owner: the thread maps all of it. */
+	ok(mc_segmem_create(&m, len, "test-segmem-peer", &o, err, sizeof(err)) == 0,
+	   "an owner's populated segment");
+	mc_segmem_wait(&m);
+	peer = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+	ok(peer != MAP_FAILED && mapped_pages(peer, len) == 0, "a fresh mapping has no pages");
+	pm = mc_segmem_peer_map(peer, len, m.fd);
+	ok(pm != NULL, "peer mapping started");
+	for (i = 0; i < 1000 && mapped_pages(peer, len) < len / 4096; i++)
+		usleep(10000);
+	ok(mapped_pages(peer, len) == len / 4096, "the thread mapped every page of the owner's "
+	   "(%llu of %llu)", (unsigned long long)mapped_pages(peer, len),
+	   (unsigned long long)(len / 4096));
+	mc_segmem_peer_stop(pm);
+	munmap(peer, len);
+	mc_segmem_free(&m);
+
+	/* An owner that does not populate: only what it wrote gets mapped, nothing allocated. */
+	o.populate = 0;
+	ok(mc_segmem_create(&m, len, "test-segmem-peer-off", &o, err, sizeof(err)) == 0,
+	   "an owner's unpopulated segment");
+	m.base[(5u << 20)] = 1;			/* one page of the third 2 MiB region */
+	memset(m.base + (2u << 20), 7, 2u << 20);	/* all of the second */
+	peer = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+	pm = mc_segmem_peer_map(peer, len, m.fd);
+	ok(pm != NULL, "peer mapping of an unpopulated owner");
+	mc_segmem_peer_touch(pm, peer + (5u << 20) + 100, 200);
+	ok(mapped_pages(peer + (5u << 20), 4096) == 1 &&
+	   mapped_pages(peer + (4u << 20), 2u << 20) == 1,
+	   "a copy into a region with holes maps its own page only");
+	mc_segmem_peer_touch(pm, peer + (2u << 20) + 100, 10);
+	ok(mapped_pages(peer + (2u << 20), 2u << 20) == 512,
+	   "a copy into a region the owner has whole maps the region");
+	ok(peer[(3u << 20)] == 7, "through the same pages");
+	mc_segmem_peer_touch(pm, peer + len - 10, 100);	/* runs past the end: clipped */
+	mc_segmem_peer_touch(NULL, peer, 10);
+	ok(fstat(m.fd, &sb) == 0 && (uint64_t)sb.st_blocks * 512 <= (2u << 20) + 2 * 4096,
+	   "nothing allocated beyond the owner's writes and the touched tail page (%lld bytes)",
+	   (long long)sb.st_blocks * 512);
+	mc_segmem_peer_stop(pm);
+	munmap(peer, len);
+	mc_segmem_free(&m);
+}
+
 int main(void)
 {
 	test_location();
 	test_hugepage_size();
 	test_env();
 	test_create();
+	test_peer();
 	return tap_done();
 }
