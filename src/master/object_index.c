@@ -187,7 +187,8 @@ void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o)
 }
 
 /* Move the objects of up to n groups of the old array into the new one; free the old array
- * once it is empty. */
+ * once it is empty.  The objects' hashes and their new groups are fetched ahead, so the cache
+ * misses of a group overlap instead of adding up. */
 static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
 {
 	struct mc_oindex_arr *old = &ix->old;
@@ -196,6 +197,12 @@ static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
 		struct mc_oindex_group *g = &old->g[ix->mig];
 		int k;
 
+		for (k = 0; k < MC_OINDEX_SLOTS; k++)
+			if (g->ctrl[k] & 0x80)
+				__builtin_prefetch(&g->obj[k]->hash);
+		for (k = 0; k < MC_OINDEX_SLOTS; k++)
+			if (g->ctrl[k] & 0x80)
+				__builtin_prefetch(&ix->cur.g[g->obj[k]->hash & ix->cur.gmask], 1);
 		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
 			if (g->ctrl[k] & 0x80)
 				mc_oindex_arr_put(&ix->cur, g->obj[k]);
@@ -224,10 +231,15 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o)
 {
 	size_t groups;
 
-	mc_oindex_migrate(ix, MC_OINDEX_STEP);
+	if (ix->old.g != NULL && ++ix->tick >= MC_OINDEX_EVERY) {
+		ix->tick = 0;
+		mc_oindex_migrate(ix, 1);
+	}
 	if (mc_oindex_full(&ix->cur)) {
-		/* A resize still running here would mean inserts outran MC_OINDEX_STEP, which the
-		 * sizes below rule out; finish it rather than stack a third array. */
+		/* A resize leaves at least 2/5 of the new array's slots below the load limit
+		 * (13/16): at one group of seven slots per MC_OINDEX_EVERY inserts the old array
+		 * is empty by then.  Should erases and inserts have raced it anyway, finish it
+		 * rather than stack a third array. */
 		mc_oindex_settle(ix);
 		groups = ix->cur.gmask + 1;
 		/* Double when live objects fill more than 2/5; else only tombstones go. */
@@ -237,7 +249,7 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o)
 		ix->mig = 0;
 		mc_oindex_arr_alloc(ix, &ix->cur, groups);
 		ix->resizes++;
-		mc_oindex_migrate(ix, MC_OINDEX_STEP);
+		ix->tick = 0;
 	}
 	mc_oindex_arr_put(&ix->cur, o);
 }

@@ -18,9 +18,10 @@ struct mc_object;
  * wrong key).  Groups are probed linearly from the key's home group.
  *
  * Growth is incremental: when the index passes its load limit a new, larger array is allocated
- * (calloc: untouched pages cost nothing until used) and every insert moves the objects of a
- * few groups of the old array (MC_OINDEX_STEP) into it; lookups and erases look in both until
- * the old array is empty and freed.  No operation ever moves more than MC_OINDEX_STEP groups.
+ * (calloc: untouched pages cost nothing until used) and every other insert moves the objects of
+ * one group of the old array into it, which spreads the move over the first third or so of the
+ * inserts until the next resize; lookups and erases look in both until
+ * the old array is empty and freed.  No operation ever moves more than one group.
  */
 
 struct mc_oindex_group;
@@ -38,12 +39,14 @@ struct mc_oindex {
 	struct mc_oindex_arr cur;	/* inserts go here */
 	struct mc_oindex_arr old;	/* being drained into cur (old.g NULL: no resize running) */
 	size_t mig;			/* the next group of old to move */
+	unsigned tick;			/* inserts since the last move */
 	uint32_t next_seq;
 	uint64_t resizes;		/* resizes started (tests, bench) */
 };
 
-/* Objects moved per insert while a resize runs, in groups of seven slots. */
-#define MC_OINDEX_STEP 2
+/* While a resize runs, one group of seven slots moves every MC_OINDEX_EVERY inserts.  Must
+ * stay below 2/7 of the inserts a resize leaves until the next one (see mc_oindex_insert). */
+#define MC_OINDEX_EVERY 2
 
 void mc_oindex_init(struct mc_oindex *ix);
 /* Frees the arrays (not the objects). */
@@ -52,8 +55,8 @@ void mc_oindex_fini(struct mc_oindex *ix);
 struct mc_object *mc_oindex_find(const struct mc_oindex *ix, uint32_t h,
 				 int (*eq)(const struct mc_object *o, const void *arg),
 				 const void *arg);
-/* Add o, whose o->hash is set and whose key is not present.  Moves at most MC_OINDEX_STEP
- * groups of a running resize and may start a resize.  Aborts on out-of-memory. */
+/* Add o, whose o->hash is set and whose key is not present.  Moves at most one group of a
+ * running resize and may start a resize.  Aborts on out-of-memory. */
 void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o);
 /* Remove o (present).  Never moves other objects, so a walk may erase what it was given. */
 void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o);
