@@ -8,7 +8,7 @@
  *
  * It mounts one large fake segment (the master never touches segment memory), inserts NKEYS
  * keys (default 1,000,000) with batched puts (printing the put rate of each tenth;
- * MC_BENCH_KEY_LEN=40 pads the keys to 40 bytes), reads /proc/MASTER_PID/status before and after,
+ * MC_BENCH_KEY_LEN=40 pads the keys to 40 bytes, MC_BENCH_OBJ_SIZE=64 makes them 64-byte puts), reads /proc/MASTER_PID/status before and after,
  * then runs each workload for 3 seconds ("puts": only the put workloads, as scripts/bench-ha.sh
  * compares them; MC_BENCH_TAG=T names keys and segment apart, for several runs at once).
  */
@@ -128,6 +128,8 @@ static double cpu_of(const char *pid)
 static const char *tag = "";
 /* MC_BENCH_KEY_LEN: pad keys with '-' to this many bytes (0: as they come, 20 bytes untagged). */
 static size_t key_len;
+/* MC_BENCH_OBJ_SIZE: bytes of each put (default 4096; the fake segment holds about 10 GiB). */
+static uint64_t obj_size = 4096;
 
 static void key_of(char *out, size_t n, uint64_t i)
 {
@@ -161,7 +163,7 @@ static void build(struct mc_wbuf *w, uint16_t op, uint64_t first, uint32_t batch
 		key_of(key, sizeof(key), first + i);
 		mc_wbuf_cstr(w, key);
 		if (with_sizes)
-			mc_wbuf_u64(w, 4096);
+			mc_wbuf_u64(w, obj_size);
 	}
 	mc_rpc_frame_end(w, 0);
 }
@@ -240,6 +242,8 @@ int main(int argc, char **argv)
 		key_len = strtoul(getenv("MC_BENCH_KEY_LEN"), NULL, 10);
 	if (key_len > 500)
 		key_len = 500;
+	if (getenv("MC_BENCH_OBJ_SIZE") && strtoull(getenv("MC_BENCH_OBJ_SIZE"), NULL, 10) > 0)
+		obj_size = strtoull(getenv("MC_BENCH_OBJ_SIZE"), NULL, 10);
 	snprintf(segname, sizeof(segname), "bench:%s1", tag);
 	fd = dial(argv[1]);
 	mc_uuid_generate(&cid);

@@ -78,6 +78,7 @@ static inline size_t mc_arena_class(size_t bytes)
 
 static void mc_arena_push(struct mc_obj_arena *a, void *p, size_t cls)
 {
+	MC_UNPOISON(p, sizeof(void *));	/* a chunk's unused tail is poisoned */
 	*(void **)p = a->free[cls];
 	a->free[cls] = p;
 	MC_POISON(p, cls * 8);

@@ -215,6 +215,53 @@ static void test_incremental_resize(void)
 	free(seen);
 }
 
+/* Objects of every size class, across chunk boundaries, freed and reused; keys past the
+ * arena's largest class come from malloc.  (Sanitizer builds poison free arena space.) */
+static void test_arena(void)
+{
+	struct mc_object_table t;
+	static char key[4096];
+	size_t i, len, bad = 0, n = 40000;
+
+	mc_object_table_init(&t);
+	for (i = 0; i < n; i++) {
+		len = 1 + (i * 37) % 2100;
+		memset(key, 'a' + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		mc_object_insert(&t, key, len, 1)->size = len;
+	}
+	for (i = 0; i < n; i += 2) {
+		len = 1 + (i * 37) % 2100;
+		memset(key, 'a' + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		mc_object_erase(&t, mc_object_find(&t, key, len));
+	}
+	for (i = 0; i < n; i += 2) {	/* reuse the freed space, other sizes */
+		len = 1 + (i * 53) % 2100;
+		memset(key, 'A' + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		mc_object_insert(&t, key, len, 2)->size = len;
+	}
+	for (i = 0; i < n; i++) {
+		struct mc_object *o;
+
+		len = 1 + (i * (i % 2 ? 37 : 53)) % 2100;
+		memset(key, (i % 2 ? 'a' : 'A') + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		o = mc_object_find(&t, key, len);
+		bad += o == NULL || o->size != len || o->key_len != len ||
+		       mc_object_replica(o, (uint32_t)(o->nrep - 1))->obj != o;
+	}
+	is(bad, 0, "objects of every size, freed and reused, keep their keys");
+	is(t.arena.chunk_bytes <= ((size_t)24 << 20) ? 0 : 1, 0,
+	   "freed objects are reused (%zu MiB of chunks)", t.arena.chunk_bytes >> 20);
+	mc_object_table_fini(&t);
+}
+
 int main(void)
 {
 	struct mc_object_table t;
@@ -289,5 +336,6 @@ int main(void)
 	mc_object_table_fini(&t);
 	test_add_replica();
 	test_incremental_resize();
+	test_arena();
 	return tap_done();
 }
