@@ -16,6 +16,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/xalloc.h"
 #include "master/object_index.h"
@@ -27,6 +29,10 @@
 #define MC_CTRL_TOMB 1
 #define MC_POS_SHIFT 40
 #define MC_POS_SLOT ((((size_t)1) << MC_POS_SHIFT) - 1)
+/* A resize hands the moved part of the old array back to the kernel every this many groups
+ * (64 KiB), when the array is at least MC_OINDEX_RETURN_MIN bytes. */
+#define MC_OINDEX_RETURN_GROUPS 1024
+#define MC_OINDEX_RETURN_MIN ((size_t)1 << 20)
 
 struct mc_oindex_group {
 	uint8_t ctrl[8];		/* [7] unused */
@@ -186,6 +192,22 @@ void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o)
 		mc_oindex_arr_erase(&ix->old, ix->mig, o);
 }
 
+/* Give the pages of groups [from, to) of a back to the kernel: a resize has moved them and
+ * nothing reads them again but a walk, to which they read as empty (zero) slots.  Only for
+ * large arrays, which calloc takes from mmap; whole pages inside the range only. */
+static void mc_oindex_return(struct mc_oindex_arr *a, size_t from, size_t to)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)&a->g[from], hi = (uintptr_t)&a->g[to];
+
+	if ((a->gmask + 1) * sizeof(struct mc_oindex_group) < MC_OINDEX_RETURN_MIN)
+		return;
+	lo = (lo + page - 1) & ~(uintptr_t)(page - 1);
+	hi &= ~(uintptr_t)(page - 1);
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* Move the objects of up to n groups of the old array into the new one; free the old array
  * once it is empty.  The objects' hashes and their new groups are fetched ahead, so the cache
  * misses of a group overlap instead of adding up. */
@@ -212,6 +234,8 @@ static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
 		if (++ix->mig > old->gmask) {
 			mc_oindex_arr_free(old);
 			ix->mig = 0;
+		} else if (ix->mig % MC_OINDEX_RETURN_GROUPS == 0) {
+			mc_oindex_return(old, ix->mig - MC_OINDEX_RETURN_GROUPS, ix->mig);
 		}
 	}
 }
