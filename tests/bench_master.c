@@ -7,7 +7,8 @@
  *   bench_master HOST:PORT MASTER_PID [NKEYS] [puts]
  *
  * It mounts one large fake segment (the master never touches segment memory), inserts NKEYS
- * keys (default 1,000,000) with batched puts, reads /proc/MASTER_PID/status before and after,
+ * keys (default 1,000,000) with batched puts (printing the put rate of each tenth;
+ * MC_BENCH_KEY_LEN=40 pads the keys to 40 bytes, MC_BENCH_OBJ_SIZE=64 makes them 64-byte puts), reads /proc/MASTER_PID/status before and after,
  * then runs each workload for 3 seconds ("puts": only the put workloads, as scripts/bench-ha.sh
  * compares them; MC_BENCH_TAG=T names keys and segment apart, for several runs at once).
  */
@@ -101,19 +102,50 @@ static int recv_frame(int fd, uint8_t **buf, size_t *cap)
 	return h.status;
 }
 
+/* CPU seconds (user + system) the process pid has used, from /proc/PID/stat; 0 if unreadable. */
+static double cpu_of(const char *pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* the command name may hold spaces */
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+				&ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* MC_BENCH_TAG: a name of this run, so that several can share a master (keys and segment). */
 static const char *tag = "";
+/* MC_BENCH_KEY_LEN: pad keys with '-' to this many bytes (0: as they come, 20 bytes untagged). */
+static size_t key_len;
+/* MC_BENCH_OBJ_SIZE: bytes of each put (default 4096; the fake segment holds about 10 GiB). */
+static uint64_t obj_size = 4096;
 
 static void key_of(char *out, size_t n, uint64_t i)
 {
-	snprintf(out, n, "bench/%skey/%010llu", tag, (unsigned long long)i);
+	int len = snprintf(out, n, "bench/%skey/%010llu", tag, (unsigned long long)i);
+
+	while (len >= 0 && (size_t)len < key_len && (size_t)len + 1 < n)
+		out[len++] = '-';
+	if (len >= 0 && (size_t)len < n)
+		out[len] = '\0';
 }
 
 /* Build a request frame for op over keys [first, first+batch). */
 static void build(struct mc_wbuf *w, uint16_t op, uint64_t first, uint32_t batch, int with_sizes)
 {
 	struct mc_rpc_config cfg;
-	char key[64];
+	char key[512];
 	uint32_t i;
 
 	mc_wbuf_reset(w);
@@ -131,7 +163,7 @@ static void build(struct mc_wbuf *w, uint16_t op, uint64_t first, uint32_t batch
 		key_of(key, sizeof(key), first + i);
 		mc_wbuf_cstr(w, key);
 		if (with_sizes)
-			mc_wbuf_u64(w, 4096);
+			mc_wbuf_u64(w, obj_size);
 	}
 	mc_rpc_frame_end(w, 0);
 }
@@ -196,8 +228,8 @@ int main(int argc, char **argv)
 	size_t cap = 0;
 	uint64_t nkeys = argc > 3 ? strtoull(argv[3], NULL, 10) : 1000000, next = 0;
 	long rss0, rss1;
-	int fd, st;
-	double t0;
+	int fd, st, tenth = 0;
+	double t0, tenth_t, tenth_c, tenth_rate[10], tenth_cpu[10];
 	char segname[64];
 
 	if (argc < 3) {
@@ -206,6 +238,12 @@ int main(int argc, char **argv)
 	}
 	if (getenv("MC_BENCH_TAG"))
 		tag = getenv("MC_BENCH_TAG");
+	if (getenv("MC_BENCH_KEY_LEN"))
+		key_len = strtoul(getenv("MC_BENCH_KEY_LEN"), NULL, 10);
+	if (key_len > 500)
+		key_len = 500;
+	if (getenv("MC_BENCH_OBJ_SIZE") && strtoull(getenv("MC_BENCH_OBJ_SIZE"), NULL, 10) > 0)
+		obj_size = strtoull(getenv("MC_BENCH_OBJ_SIZE"), NULL, 10);
 	snprintf(segname, sizeof(segname), "bench:%s1", tag);
 	fd = dial(argv[1]);
 	mc_uuid_generate(&cid);
@@ -228,8 +266,20 @@ int main(int argc, char **argv)
 	}
 	rss0 = rss_kb(argv[2]);
 	t0 = now_s();
+	tenth_t = t0;
+	tenth_c = cpu_of(argv[2]);
 	while (next < nkeys) {
 		uint32_t b = nkeys - next < 1024 ? (uint32_t)(nkeys - next) : 1024;
+
+		/* The put rate per tenth of the inserts: a table that slows as it grows shows. */
+		if (nkeys >= 10 * 1024 && next >= nkeys * (tenth + 1) / 10) {
+			tenth_rate[tenth] = (double)(next - nkeys * tenth / 10) / (now_s() - tenth_t);
+			tenth_cpu[tenth] = (cpu_of(argv[2]) - tenth_c) * 1e6 /
+					   (double)(next - nkeys * tenth / 10);
+			tenth_t = now_s();
+			tenth_c = cpu_of(argv[2]);
+			tenth++;
+		}
 
 		build(&w, MC_OP_BATCH_PUT_START, next, b, 1);
 		send_all(fd, w.data, w.len);
@@ -241,9 +291,23 @@ int main(int argc, char **argv)
 	}
 	rss1 = rss_kb(argv[2]);
 	printf("inserted %llu keys in %.2f s; master RSS %ld -> %ld KiB: %.0f bytes per key "
-	       "(keys are 20 bytes)\n",
+	       "(keys are %zu bytes)\n",
 	       (unsigned long long)nkeys, now_s() - t0, rss0, rss1,
-	       (double)(rss1 - rss0) * 1024.0 / (double)nkeys);
+	       (double)(rss1 - rss0) * 1024.0 / (double)nkeys,
+	       key_len > 20 + strlen(tag) ? key_len : 20 + strlen(tag));
+	if (tenth == 9) {
+		tenth_rate[9] = (double)(nkeys - nkeys * 9 / 10) / (now_s() - tenth_t);
+		tenth_cpu[9] = (cpu_of(argv[2]) - tenth_c) * 1e6 / (double)(nkeys - nkeys * 9 / 10);
+		printf("puts/s per tenth:");
+		for (tenth = 0; tenth < 10; tenth++)
+			printf(" %.0f", tenth_rate[tenth]);
+		printf("; last/first %.2f\n", tenth_rate[9] / tenth_rate[0]);
+		/* Per put of the master's CPU: what machine load bends least. */
+		printf("master CPU us/put per tenth:");
+		for (tenth = 0; tenth < 10; tenth++)
+			printf(" %.2f", tenth_cpu[tenth]);
+		printf("; last/first %.2f\n", tenth_cpu[9] / tenth_cpu[0]);
+	}
 	if (argc > 4 && !strcmp(argv[4], "puts"))
 		goto puts;
 	printf("ExistKey          batch 1:   %10.0f ops/s\n",

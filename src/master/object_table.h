@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "master/object_index.h"
+
 struct mc_segment;
 struct mc_client;
 struct mc_alloc_block;
@@ -12,9 +14,11 @@ struct mc_alloc_block;
 /*
  * The master's object table: key -> object -> replicas.
  *
- * Memory budget: the master must hold millions of keys at well under 300 bytes each plus the key,
- * so objects carry their key inline, the common single replica is embedded in the object, and the
- * index is an open-addressing table of pointers (8 bytes a slot at <= 0.8 load).
+ * Memory budget (doc/memory.md): the master must hold hundreds of millions of keys, so objects
+ * carry their key inline, the common single replica is embedded in the object, objects come from
+ * the table's own arena (no malloc header, no rounding beyond 8 bytes), and the index
+ * (object_index.h) holds a pointer and a one-byte hash tag per slot, 64-byte groups of seven,
+ * grown incrementally so that no insert ever rehashes the whole table.
  * Objects sit on one eviction list (evicted from the head) and each memory replica sits on its
  * segment's list, so unmounting a segment touches only its own replicas.
  *
@@ -115,11 +119,25 @@ struct mc_object {
 	char key[];
 };
 
+/* Objects up to this size (header plus key) come from the arena's size classes; larger ones
+ * from malloc. */
+#define MC_OBJ_ARENA_MAX 1024
+#define MC_OBJ_ARENA_CLASSES (MC_OBJ_ARENA_MAX / 8 + 1)
+
+/* The table's object allocator: 8-byte size classes carved from 2 MiB chunks, freed objects
+ * kept on a list per class.  Chunks go back only with the table. */
+struct mc_obj_arena {
+	void *free[MC_OBJ_ARENA_CLASSES];
+	char *bump;			/* unused tail of the newest chunk */
+	size_t left;
+	void *chunks;			/* chained through their first word */
+	size_t chunk_bytes;		/* bytes in chunks */
+};
+
 struct mc_object_table {
-	struct mc_object **slots;
-	size_t cap;			/* power of two */
+	struct mc_oindex index;
+	struct mc_obj_arena arena;
 	size_t count;
-	size_t tombstones;
 	struct mc_object lru;		/* sentinel of the eviction list */
 	struct mc_object mark;		/* prefix policy: probation before it, protected after */
 	struct mc_object *anchor[2];	/* prefix policy: the last object the current batch placed
@@ -192,9 +210,10 @@ static inline int mc_object_in_scope(const struct mc_object_table *t, const stru
 {
 	return t->all_tenants || o->tenant == t->tenant;
 }
-/* Iterate: returns the object in slot *pos or later, advancing *pos; NULL at the end.  Only
- * objects in scope (mc_object_in_scope): a request sees its own tenant's.
- * Erasing the returned object during iteration is allowed. */
+/* Iterate: returns the object at position *pos or later, advancing *pos (start at 0); NULL at
+ * the end.  Only objects in scope (mc_object_in_scope): a request sees its own tenant's.
+ * Erasing the returned object during iteration is allowed; an insert during a walk may step a
+ * resize, after which the walk may see some objects twice (never miss one). */
 struct mc_object *mc_object_next(struct mc_object_table *t, size_t *pos);
 
 #endif

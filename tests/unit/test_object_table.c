@@ -72,6 +72,196 @@ static void test_add_replica(void)
 	mc_object_table_fini(&t);
 }
 
+static void key_of(char *buf, size_t cap, size_t i)
+{
+	snprintf(buf, cap, "resize/%zu/kv-block-0000000000", i);
+}
+
+/* Insert keys [from, to) (o->size = i). */
+static void fill(struct mc_object_table *t, size_t from, size_t to)
+{
+	char key[64];
+	size_t i;
+
+	for (i = from; i < to; i++) {
+		key_of(key, sizeof(key), i);
+		mc_object_insert(t, key, strlen(key), 1)->size = i;
+	}
+}
+
+/* Insert until a resize is running; returns the number of keys. */
+static size_t fill_until_resize(struct mc_object_table *t, size_t n)
+{
+	uint64_t r0 = t->index.resizes;
+
+	while (t->index.resizes == r0 || !mc_oindex_resizing(&t->index))
+		fill(t, n, n + 1), n++;
+	return n;
+}
+
+/* Keys [0, n): those with erased[i] gone, the others found with their own object. */
+static size_t count_bad(struct mc_object_table *t, size_t n, const unsigned char *erased)
+{
+	char key[64];
+	size_t i, bad = 0;
+
+	for (i = 0; i < n; i++) {
+		struct mc_object *o;
+
+		key_of(key, sizeof(key), i);
+		o = mc_object_find(t, key, strlen(key));
+		bad += erased && erased[i] ? o != NULL : (o == NULL || o->size != i);
+	}
+	return bad;
+}
+
+/* The index grows incrementally: while a resize runs, objects sit in two arrays; lookups,
+ * erases and walks must see one table. */
+static void test_incremental_resize(void)
+{
+	struct mc_object_table t;
+	struct mc_object *o;
+	unsigned char *erased, *seen;
+	size_t n, i, pos, visits, dup, miss, steps, max = 200000;
+	char key[64];
+
+	erased = calloc(max, 1);
+	seen = calloc(max, 1);
+	mc_object_table_init(&t);
+	n = fill_until_resize(&t, 0);
+	ok(mc_oindex_resizing(&t.index) && t.index.resizes == 1, "a resize starts at %zu keys", n);
+	is(count_bad(&t, n, NULL), 0, "every key is found while the resize runs");
+	/* Each insert moves a bounded number of groups: the resize takes many inserts. */
+	steps = 0;
+	while (mc_oindex_resizing(&t.index)) {
+		fill(&t, n, n + 1);
+		n++;
+		steps++;
+	}
+	ok(steps >= 8, "the resize ends after %zu more inserts, not in one step", steps);
+	is(count_bad(&t, n, NULL), 0, "every key is found after the resize");
+
+	/* Erase during a resize: keys still in the old array and keys already moved. */
+	n = fill_until_resize(&t, n);
+	for (i = 0; i < n; i += 3) {
+		key_of(key, sizeof(key), i);
+		mc_object_erase(&t, mc_object_find(&t, key, strlen(key)));
+		erased[i] = 1;
+	}
+	ok(mc_oindex_resizing(&t.index), "still resizing after the erases");
+	is(count_bad(&t, n, erased), 0, "erased keys are gone mid-resize, the others found");
+	is(t.count, n - (n + 2) / 3, "count follows the erases");
+
+	/* Walk during a resize, erasing on the way: each object exactly once. */
+	memset(seen, 0, max);
+	pos = 0;
+	visits = dup = 0;
+	while ((o = mc_object_next(&t, &pos)) != NULL) {
+		visits++;
+		dup += seen[o->size]++ != 0;
+		if (o->size % 3 == 1) {
+			erased[o->size] = 1;
+			mc_object_erase(&t, o);
+		}
+	}
+	for (i = 0, miss = 0; i < n; i++)
+		miss += (seen[i] != 0) == (erased[i] && i % 3 == 0);
+	ok(visits == dup + (n - (n + 2) / 3) && dup == 0 && miss == 0,
+	   "a walk across the two arrays sees every object once (%zu visits, %zu twice, %zu missed)",
+	   visits, dup, miss);
+	is(count_bad(&t, n, erased), 0, "the table is consistent after erasing during the walk");
+
+	/* Inserts during a walk step the resize (and start the next): nothing present throughout
+	 * is missed. */
+	memset(seen, 0, max);
+	pos = 0;
+	steps = (size_t)t.index.resizes;
+	ok(mc_oindex_resizing(&t.index), "the walk starts while a resize runs");
+	while ((o = mc_object_next(&t, &pos)) != NULL) {
+		seen[o->size] = 1;
+		for (i = 0; i < 2 && n + 1 < max; i++) {
+			fill(&t, n, n + 1);
+			erased[n] = 2;	/* inserted during the walk */
+			n++;
+		}
+	}
+	for (i = 0, miss = 0; i < n; i++)
+		miss += !erased[i] && !seen[i];
+	ok(t.index.resizes >= steps + 2 && miss == 0,
+	   "a walk with inserts across %llu resizes misses nothing present throughout (%zu)",
+	   (unsigned long long)t.index.resizes, miss);
+	for (i = 0; i < n; i++)
+		if (erased[i] == 2)
+			erased[i] = 0;
+	is(count_bad(&t, n, erased), 0, "every key is found after the walk");
+	mc_object_table_fini(&t);
+
+	/* Churn at a constant size: tombstones are cleared by same-size resizes, the index does
+	 * not grow without bound. */
+	mc_object_table_init(&t);
+	fill(&t, 0, 5000);
+	for (i = 0; i < 200000; i++) {
+		key_of(key, sizeof(key), i);
+		mc_object_erase(&t, mc_object_find(&t, key, strlen(key)));
+		fill(&t, i + 5000, i + 5001);
+	}
+	ok(t.count == 5000 && mc_oindex_bytes(&t.index) <= 64 * 4096,
+	   "insert/erase churn keeps the index small (%zu bytes for 5000 keys)",
+	   mc_oindex_bytes(&t.index));
+	memset(erased, 1, 200000);
+	is(count_bad(&t, 200000, erased), 0, "churned-out keys are gone");
+	mc_object_table_fini(&t);
+	free(erased);
+	free(seen);
+}
+
+/* Objects of every size class, across chunk boundaries, freed and reused; keys past the
+ * arena's largest class come from malloc.  (Sanitizer builds poison free arena space.) */
+static void test_arena(void)
+{
+	struct mc_object_table t;
+	static char key[4096];
+	size_t i, len, bad = 0, n = 40000;
+
+	mc_object_table_init(&t);
+	for (i = 0; i < n; i++) {
+		len = 1 + (i * 37) % 2100;
+		memset(key, 'a' + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		mc_object_insert(&t, key, len, 1)->size = len;
+	}
+	for (i = 0; i < n; i += 2) {
+		len = 1 + (i * 37) % 2100;
+		memset(key, 'a' + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		mc_object_erase(&t, mc_object_find(&t, key, len));
+	}
+	for (i = 0; i < n; i += 2) {	/* reuse the freed space, other sizes */
+		len = 1 + (i * 53) % 2100;
+		memset(key, 'A' + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		mc_object_insert(&t, key, len, 2)->size = len;
+	}
+	for (i = 0; i < n; i++) {
+		struct mc_object *o;
+
+		len = 1 + (i * (i % 2 ? 37 : 53)) % 2100;
+		memset(key, (i % 2 ? 'a' : 'A') + (int)(i % 26), len);
+		snprintf(key, 16, "%zu", i);
+		key[strlen(key)] = '/';
+		o = mc_object_find(&t, key, len);
+		bad += o == NULL || o->size != len || o->key_len != len ||
+		       mc_object_replica(o, (uint32_t)(o->nrep - 1))->obj != o;
+	}
+	is(bad, 0, "objects of every size, freed and reused, keep their keys");
+	is(t.arena.chunk_bytes <= ((size_t)24 << 20) ? 0 : 1, 0,
+	   "freed objects are reused (%zu MiB of chunks)", t.arena.chunk_bytes >> 20);
+	mc_object_table_fini(&t);
+}
+
 int main(void)
 {
 	struct mc_object_table t;
@@ -145,5 +335,7 @@ int main(void)
 	is(t.count, n + 1 - 10, "erasing from the LRU head keeps the table consistent");
 	mc_object_table_fini(&t);
 	test_add_replica();
+	test_incremental_resize();
+	test_arena();
 	return tap_done();
 }

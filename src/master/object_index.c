@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The object table's hash index: 64-byte groups of seven tagged slots, probed group by group
+ * from the key's home group, grown incrementally (object_index.h says why).
+ *
+ * A control byte is 0 (empty), 1 (tombstone: erased, probes go on) or 0x80 | tag (full).  A
+ * lookup stops at the first group that has an empty slot.  That is sound because a group never
+ * gets an empty slot back once it had none: an erase leaves an empty slot only in a group that
+ * already has one (no probe has ever passed such a group), otherwise a tombstone.  Tombstones
+ * count toward the load limit; a resize to the same size clears them when they dominate.
+ *
+ * Iteration positions are (array sequence number << 40) | slot, so a position names the array
+ * it points into and stays meaningful when a resize starts or ends during a walk.
+ *
+ * Single-threaded: the master's reactor thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/xalloc.h"
+#include "master/object_index.h"
+#include "master/object_table.h"
+
+#define MC_OINDEX_SLOTS 7
+#define MC_OINDEX_MIN_GROUPS 64
+#define MC_CTRL_EMPTY 0
+#define MC_CTRL_TOMB 1
+#define MC_POS_SHIFT 40
+#define MC_POS_SLOT ((((size_t)1) << MC_POS_SHIFT) - 1)
+/* A resize hands the moved part of the old array back to the kernel every this many groups
+ * (64 KiB), when the array is at least MC_OINDEX_RETURN_MIN bytes. */
+#define MC_OINDEX_RETURN_GROUPS 1024
+#define MC_OINDEX_RETURN_MIN ((size_t)1 << 20)
+
+struct mc_oindex_group {
+	uint8_t ctrl[8];		/* [7] unused */
+	struct mc_object *obj[MC_OINDEX_SLOTS];
+};
+
+_Static_assert(sizeof(struct mc_oindex_group) == 64, "a group is one cache line");
+_Static_assert(sizeof(size_t) >= 8, "iteration positions need 64 bits");
+
+static inline uint8_t mc_oindex_tag(uint32_t h)
+{
+	/* The home group takes the low bits; the tag comes from all of them, mixed. */
+	return (uint8_t)(0x80u | ((h * 0x9e3779b1u) >> 25));
+}
+
+static inline size_t mc_oindex_cap(const struct mc_oindex_arr *a)
+{
+	return (a->gmask + 1) * MC_OINDEX_SLOTS;
+}
+
+static void mc_oindex_arr_alloc(struct mc_oindex *ix, struct mc_oindex_arr *a, size_t groups)
+{
+	/* calloc: a large array comes from mmap, whose pages the kernel zeroes on first touch, so
+	 * allocating the new array of a resize costs nothing up front. */
+	a->raw = mc_xcalloc(groups + 1, sizeof(struct mc_oindex_group));
+	a->g = (struct mc_oindex_group *)(((uintptr_t)a->raw + 63) & ~(uintptr_t)63);
+	a->gmask = groups - 1;
+	a->used = a->live = 0;
+	a->seq = ix->next_seq;
+	ix->next_seq = (ix->next_seq + 1) & ((1u << (64 - MC_POS_SHIFT)) - 1);
+	if (ix->next_seq == 0)
+		ix->next_seq = 1;
+}
+
+static void mc_oindex_arr_free(struct mc_oindex_arr *a)
+{
+	free(a->raw);
+	memset(a, 0, sizeof(*a));
+}
+
+void mc_oindex_init(struct mc_oindex *ix)
+{
+	memset(ix, 0, sizeof(*ix));
+	ix->next_seq = 1;
+	mc_oindex_arr_alloc(ix, &ix->cur, MC_OINDEX_MIN_GROUPS);
+}
+
+void mc_oindex_fini(struct mc_oindex *ix)
+{
+	mc_oindex_arr_free(&ix->cur);
+	mc_oindex_arr_free(&ix->old);
+	memset(ix, 0, sizeof(*ix));
+}
+
+/* Probe a for hash h from its home group: 1 with the place of the first full slot with h's tag
+ * for which match(obj, arg), else 0.  lo: the first group still in use (the old array of a
+ * running resize has moved groups [0, lo) away).  An object still in such an array sits at or
+ * after lo, and the groups of its probe path from lo on are still there (a group never gets an
+ * empty slot back), so a probe skips [0, lo): it starts at lo at the earliest and wraps to lo. */
+static int mc_oindex_probe(const struct mc_oindex_arr *a, size_t lo, uint32_t h,
+			   int (*match)(const struct mc_object *, const void *), const void *arg,
+			   size_t *gi_out, int *k_out)
+{
+	uint8_t tag = mc_oindex_tag(h);
+	size_t gi = h & a->gmask, n;
+
+	if (gi < lo)
+		gi = lo;
+	for (n = 0; n <= a->gmask; n++) {
+		const struct mc_oindex_group *g = &a->g[gi];
+		int k, empty = 0;
+
+		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
+			if (g->ctrl[k] == tag && match(g->obj[k], arg)) {
+				*gi_out = gi;
+				*k_out = k;
+				return 1;
+			}
+			empty |= g->ctrl[k] == MC_CTRL_EMPTY;
+		}
+		if (empty)
+			break;
+		gi = (gi + 1) & a->gmask;
+		if (gi == 0)
+			gi = lo;
+	}
+	return 0;
+}
+
+struct mc_object *mc_oindex_find(const struct mc_oindex *ix, uint32_t h,
+				 int (*eq)(const struct mc_object *o, const void *arg),
+				 const void *arg)
+{
+	size_t gi;
+	int k;
+
+	if (mc_oindex_probe(&ix->cur, 0, h, eq, arg, &gi, &k))
+		return ix->cur.g[gi].obj[k];
+	if (ix->old.g != NULL && mc_oindex_probe(&ix->old, ix->mig, h, eq, arg, &gi, &k))
+		return ix->old.g[gi].obj[k];
+	return NULL;
+}
+
+/* Place o in the first slot that is not full on its probe path.  The array has room. */
+static void mc_oindex_arr_put(struct mc_oindex_arr *a, struct mc_object *o)
+{
+	size_t gi = o->hash & a->gmask;
+
+	for (;;) {
+		struct mc_oindex_group *g = &a->g[gi];
+		int k;
+
+		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
+			if (g->ctrl[k] & 0x80)
+				continue;
+			if (g->ctrl[k] == MC_CTRL_EMPTY)
+				a->used++;
+			g->ctrl[k] = mc_oindex_tag(o->hash);
+			g->obj[k] = o;
+			a->live++;
+			return;
+		}
+		gi = (gi + 1) & a->gmask;
+	}
+}
+
+static int mc_oindex_same(const struct mc_object *o, const void *arg)
+{
+	return o == arg;
+}
+
+static int mc_oindex_arr_erase(struct mc_oindex_arr *a, size_t lo, const struct mc_object *o)
+{
+	struct mc_oindex_group *g;
+	size_t gi;
+	int k, j, empty = 0;
+
+	if (a->g == NULL || !mc_oindex_probe(a, lo, o->hash, mc_oindex_same, o, &gi, &k))
+		return 0;
+	g = &a->g[gi];
+	for (j = 0; j < MC_OINDEX_SLOTS; j++)
+		empty |= g->ctrl[j] == MC_CTRL_EMPTY;
+	if (empty) {
+		g->ctrl[k] = MC_CTRL_EMPTY;
+		a->used--;
+	} else {
+		g->ctrl[k] = MC_CTRL_TOMB;
+	}
+	g->obj[k] = NULL;
+	a->live--;
+	return 1;
+}
+
+void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o)
+{
+	if (!mc_oindex_arr_erase(&ix->cur, 0, o))
+		mc_oindex_arr_erase(&ix->old, ix->mig, o);
+}
+
+/* Give the pages of groups [from, to) of a back to the kernel: a resize has moved them and
+ * nothing reads them again but a walk, to which they read as empty (zero) slots.  Only for
+ * large arrays, which calloc takes from mmap; whole pages inside the range only. */
+static void mc_oindex_return(struct mc_oindex_arr *a, size_t from, size_t to)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)&a->g[from], hi = (uintptr_t)&a->g[to];
+
+	if ((a->gmask + 1) * sizeof(struct mc_oindex_group) < MC_OINDEX_RETURN_MIN)
+		return;
+	lo = (lo + page - 1) & ~(uintptr_t)(page - 1);
+	hi &= ~(uintptr_t)(page - 1);
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Move the objects of up to n groups of the old array into the new one; free the old array
+ * once it is empty.  The objects' hashes and their new groups are fetched ahead, so the cache
+ * misses of a group overlap instead of adding up. */
+static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
+{
+	struct mc_oindex_arr *old = &ix->old;
+
+	while (old->g != NULL && n-- > 0) {
+		struct mc_oindex_group *g = &old->g[ix->mig];
+		int k;
+
+		for (k = 0; k < MC_OINDEX_SLOTS; k++)
+			if (g->ctrl[k] & 0x80)
+				__builtin_prefetch(&g->obj[k]->hash);
+		for (k = 0; k < MC_OINDEX_SLOTS; k++)
+			if (g->ctrl[k] & 0x80)
+				__builtin_prefetch(&ix->cur.g[g->obj[k]->hash & ix->cur.gmask], 1);
+		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
+			if (g->ctrl[k] & 0x80)
+				mc_oindex_arr_put(&ix->cur, g->obj[k]);
+			g->ctrl[k] = MC_CTRL_TOMB;	/* walks skip it */
+			g->obj[k] = NULL;
+		}
+		if (++ix->mig > old->gmask) {
+			mc_oindex_arr_free(old);
+			ix->mig = 0;
+		} else if (ix->mig % MC_OINDEX_RETURN_GROUPS == 0) {
+			mc_oindex_return(old, ix->mig - MC_OINDEX_RETURN_GROUPS, ix->mig);
+		}
+	}
+}
+
+void mc_oindex_settle(struct mc_oindex *ix)
+{
+	mc_oindex_migrate(ix, ix->old.g ? ix->old.gmask + 1 : 0);
+}
+
+/* Load limit: 13/16 of the slots, tombstones included. */
+static int mc_oindex_full(const struct mc_oindex_arr *a)
+{
+	return (a->used + 1) * 16 > mc_oindex_cap(a) * 13;
+}
+
+void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o)
+{
+	size_t groups;
+
+	if (ix->old.g != NULL && ++ix->tick >= MC_OINDEX_EVERY) {
+		ix->tick = 0;
+		mc_oindex_migrate(ix, 1);
+	}
+	if (mc_oindex_full(&ix->cur)) {
+		/* A resize leaves at least 2/5 of the new array's slots below the load limit
+		 * (13/16): at one group of seven slots per MC_OINDEX_EVERY inserts the old array
+		 * is empty by then.  Should erases and inserts have raced it anyway, finish it
+		 * rather than stack a third array. */
+		mc_oindex_settle(ix);
+		groups = ix->cur.gmask + 1;
+		/* Double when live objects fill more than 2/5; else only tombstones go. */
+		if ((ix->cur.live + 1) * 5 > mc_oindex_cap(&ix->cur) * 2)
+			groups *= 2;
+		ix->old = ix->cur;
+		ix->mig = 0;
+		mc_oindex_arr_alloc(ix, &ix->cur, groups);
+		ix->resizes++;
+		ix->tick = 0;
+	}
+	mc_oindex_arr_put(&ix->cur, o);
+}
+
+/* The first full slot of a at slot index *i or after, advancing *i past it; NULL if none. */
+static struct mc_object *mc_oindex_arr_next(const struct mc_oindex_arr *a, size_t *i)
+{
+	size_t cap = mc_oindex_cap(a);
+
+	while (*i < cap) {
+		const struct mc_oindex_group *g = &a->g[*i / MC_OINDEX_SLOTS];
+		int k = (int)(*i % MC_OINDEX_SLOTS);
+
+		(*i)++;
+		if (g->ctrl[k] & 0x80)
+			return g->obj[k];
+	}
+	return NULL;
+}
+
+struct mc_object *mc_oindex_next(const struct mc_oindex *ix, size_t *pos)
+{
+	size_t seq = *pos >> MC_POS_SHIFT, i = *pos & MC_POS_SLOT;
+	struct mc_object *o;
+
+	if (ix->old.g != NULL && seq == ix->old.seq) {
+		o = mc_oindex_arr_next(&ix->old, &i);
+		if (o != NULL) {
+			*pos = ((size_t)ix->old.seq << MC_POS_SHIFT) | i;
+			return o;
+		}
+		i = 0;
+	} else if (seq != ix->cur.seq) {
+		/* The start, or an array that is gone (a resize ended during the walk): from the
+		 * beginning, so nothing is missed. */
+		i = 0;
+		if (ix->old.g != NULL) {
+			*pos = (size_t)ix->old.seq << MC_POS_SHIFT;
+			return mc_oindex_next(ix, pos);
+		}
+	}
+	o = mc_oindex_arr_next(&ix->cur, &i);
+	*pos = ((size_t)ix->cur.seq << MC_POS_SHIFT) | i;
+	return o;
+}
+
+size_t mc_oindex_bytes(const struct mc_oindex *ix)
+{
+	size_t n = (ix->cur.gmask + 1) * sizeof(struct mc_oindex_group);
+
+	if (ix->old.g != NULL)
+		n += (ix->old.gmask + 1) * sizeof(struct mc_oindex_group);
+	return n;
+}
