@@ -55,9 +55,9 @@ start_master() {	# start_master: sets mp and t0
 }
 
 measure_start() {	# measure_start LABEL: waits for the port, /metrics and the full table
-	local label=$1 t_rpc= t_http= k
+	local label=$1 t_rpc= t_http= k c_rpc=
 	while :; do
-		if [ -z "$t_rpc" ] && port_open "$p"; then t_rpc=$(now); fi
+		if [ -z "$t_rpc" ] && port_open "$p"; then t_rpc=$(now) c_rpc=$(cpu_s "$mp"); fi
 		if [ -n "$t_rpc" ]; then
 			k=$(keys)
 			if [ -n "$k" ] && [ -z "$t_http" ]; then t_http=$(now); fi
@@ -67,7 +67,8 @@ measure_start() {	# measure_start LABEL: waits for the port, /metrics and the fu
 		sleep 0.02
 	done
 	awk -v a="$t0" -v r="$t_rpc" -v h="$t_http" -v l="$(now)" -v n="$N" -v w="$label" \
-		'BEGIN { printf "%s: RPC port answers after %.2f s, /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start)\n", w, r - a, h - a, n, l - a, n / (l - a) / 1e6 }'
+		-v c="$c_rpc" \
+		'BEGIN { printf "%s: RPC port answers after %.2f s (master CPU %.2f s by then), /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start)\n", w, r - a, c, h - a, n, l - a, n / (l - a) / 1e6 }'
 }
 
 start_master

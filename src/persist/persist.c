@@ -170,8 +170,8 @@ int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which)
 	sqlite3_stmt *st = p->st[which];
 	int rc = sqlite3_step(st);
 
+	/* Every caller binds every parameter before each step: no need to clear them. */
 	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
 		return mc_persist_fail(p, mc_persist_sql[which], sqlite3_extended_errcode(p->db));
 	return 0;
