@@ -191,6 +191,9 @@ static void mc_persist_close_db(struct mc_persist *p)
 {
 	int i;
 
+	mc_persist_ckpt_stop(p->ckpt);	/* before the last connection's close checkpoints */
+	p->ckpt = NULL;
+	p->ckpt_backfilled = 0;
 	for (i = 0; i < ST_COUNT; i++) {
 		sqlite3_finalize(p->st[i]);
 		p->st[i] = NULL;
@@ -325,6 +328,11 @@ static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 	/* Checkpoints are run by mc_persist_checkpoint(), where a failure is seen. */
 	sqlite3_wal_hook(p->db, mc_persist_on_wal, p);
 	p->readonly = readonly;
+	/* Without the thread (an in-memory database, no thread to be had) the loop checkpoints. */
+	if (!readonly && strcmp(p->path, ":memory:") != 0 && p->path[0] != '\0' &&
+	    mc_persist_ckpt_start(p->path, p->sync_mode, &p->ckpt) != 0)
+		mc_log_warn("persist %s: no checkpointer thread: checkpoints run on the loop",
+			    p->path);
 	return 0;
 
 fail:
@@ -439,9 +447,40 @@ int mc_persist_reopen(struct mc_persist *p)
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
+/* Pages of the log not yet copied into the database (as far as the checkpointer reported). */
+static int mc_persist_wal_uncopied(struct mc_persist *p)
+{
+	if (p->wal_pages < p->ckpt_backfilled)	/* the log started over since */
+		p->ckpt_backfilled = 0;
+	return p->wal_pages - p->ckpt_backfilled;
+}
+
 int mc_persist_checkpoint_due(const struct mc_persist *p)
 {
-	return p->ckpt_failed || p->wal_pages >= MC_PERSIST_CKPT_PAGES;
+	int copied = p->wal_pages >= p->ckpt_backfilled ? p->ckpt_backfilled : 0;
+
+	return p->ckpt_failed || p->wal_pages - copied >= MC_PERSIST_CKPT_PAGES ||
+	       p->wal_pages >= MC_PERSIST_CKPT_SYNC_PAGES;
+}
+
+/* The result of the checkpointer's last run, if one is there: 0, or MC_ERR_PERSISTENT_FAIL
+ * (the failure noted). */
+static int mc_persist_checkpoint_collect(struct mc_persist *p)
+{
+	int rc, logged, done;
+	char msg[160];
+
+	if (!mc_persist_ckpt_collect(p->ckpt, &rc, &logged, &done, msg, sizeof(msg)))
+		return 0;
+	if (rc != SQLITE_OK) {
+		p->ckpt_failed = 1;
+		p->quiet = 1;
+		mc_persist_note(p, "checkpoint", rc, msg);
+		p->quiet = 0;
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	p->ckpt_backfilled = done;
+	return 0;
 }
 
 int mc_persist_checkpoint(struct mc_persist *p)
@@ -450,6 +489,27 @@ int mc_persist_checkpoint(struct mc_persist *p)
 
 	if (p->db == NULL || p->readonly)
 		return MC_ERR_PERSISTENT_FAIL;
+	if (p->ckpt && !p->ckpt_failed) {
+		/* The thread copies and syncs; the loop only collects and asks again. */
+		if (mc_persist_checkpoint_collect(p))
+			return MC_ERR_PERSISTENT_FAIL;
+		if (p->wal_pages < MC_PERSIST_CKPT_SYNC_PAGES) {
+			if (mc_persist_wal_uncopied(p) >= MC_PERSIST_CKPT_PAGES)
+				mc_persist_ckpt_kick(p->ckpt);
+			return 0;
+		}
+	}
+	/* Here the loop checkpoints itself: after a failure (until one succeeds), without the
+	 * thread, or when the log must start over.  One checkpointer at a time: a run of the
+	 * thread ends first (its result, stale by then, is dropped). */
+	if (p->ckpt) {
+		char stale[8];
+
+		if (mc_persist_ckpt_busy(p->ckpt))
+			return 0;
+		mc_persist_ckpt_collect(p->ckpt, &rc, &logged, &done, stale, sizeof(stale));
+		logged = done = 0;
+	}
 	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &logged, &done);
 	if (rc != SQLITE_OK) {
 		p->ckpt_failed = 1;
@@ -459,6 +519,7 @@ int mc_persist_checkpoint(struct mc_persist *p)
 		return MC_ERR_PERSISTENT_FAIL;
 	}
 	p->ckpt_failed = 0;
+	p->ckpt_backfilled = 0;
 	p->wal_pages = logged > done ? logged - done : 0;
 	return 0;
 }

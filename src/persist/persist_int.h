@@ -66,6 +66,10 @@ extern const char *const mc_persist_sql[ST_COUNT];
 
 #define MC_PERSIST_MAX_META 8
 #define MC_PERSIST_CKPT_PAGES 1000
+/* Past this many pages in the log the loop checkpoints itself (a passive checkpoint of the
+ * checkpointer thread may never leave the log wholly copied while commits go on, and only a
+ * wholly copied log starts over). */
+#define MC_PERSIST_CKPT_SYNC_PAGES 8000
 
 struct mc_persist_meta {
 	char name[32];
@@ -86,6 +90,8 @@ struct mc_persist {
 	struct mc_persist_meta meta[MC_PERSIST_MAX_META];
 	int nmeta;
 	int wal_pages;			/* pages in the write-ahead log after the last commit */
+	int ckpt_backfilled;		/* of those, copied by the checkpointer's last run */
+	struct mc_persist_ckpt *ckpt;	/* the checkpointer thread (NULL: checkpoints on the loop) */
 	int ckpt_failed;
 	int last_rc;
 	char last_msg[160];		/* SQLite's message for last_rc */
@@ -102,6 +108,17 @@ int mc_persist_exec(struct mc_persist *p, const char *sql);
 int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which);
 /* For a database opened for reading (or not at all): try to open it for writing again. */
 int mc_persist_reopen(struct mc_persist *p);
+/* persist_ckpt.c: the checkpointer thread, with a connection of its own to path.  Start: 0 or
+ * -errno.  Kick: ask for a passive checkpoint; 1 if asked, 0 while one runs or its result waits.
+ * Busy: 1 while one is asked for or runs.  Collect: 1 and the finished run's result (SQLite's
+ * extended code, the log's pages and those copied, SQLite's message), 0 if none waits. */
+struct mc_persist_ckpt;
+int mc_persist_ckpt_start(const char *path, int sync_mode, struct mc_persist_ckpt **out);
+void mc_persist_ckpt_stop(struct mc_persist_ckpt *c);
+int mc_persist_ckpt_kick(struct mc_persist_ckpt *c);
+int mc_persist_ckpt_busy(struct mc_persist_ckpt *c);
+int mc_persist_ckpt_collect(struct mc_persist_ckpt *c, int *rc, int *logged, int *done, char *msg,
+			    size_t msglen);
 /* persist_batch.c: append a NUL-terminated string as a str of the encoding. */
 void mc_persist_batch_str(struct mc_wbuf *w, const char *s);
 
