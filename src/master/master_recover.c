@@ -273,22 +273,27 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	return 0;
 }
 
+/* Per segment, ascending offsets. */
+static int mc_load_order(const struct mc_segment *sa, uint64_t a, const struct mc_segment *sb,
+			 uint64_t b)
+{
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
 static int mc_load_range_cmp(const void *a, const void *b)
 {
 	const struct mc_load_range *x = a, *y = b;
 
-	if (x->seg != y->seg)
-		return x->seg < y->seg ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
+	return mc_load_order(x->seg, x->off, y->seg, y->off);
 }
 
 static int mc_load_discard_cmp(const void *a, const void *b)
 {
 	const struct mc_load_discard *x = a, *y = b;
 
-	if (x->seg != y->seg)
-		return x->seg < y->seg ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
+	return mc_load_order(x->seg, x->off, y->seg, y->off);
 }
 
 static int mc_load_ptr_cmp(const void *a, const void *b)

@@ -271,13 +271,18 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 	return mc_persist_exec(p, "PRAGMA user_version=6");
 }
 
+const char *mc_persist_sync_sql(int sync_mode)
+{
+	return sync_mode == MC_PERSIST_SYNC_FULL  ? "PRAGMA synchronous=FULL"
+	       : sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
+						  : "PRAGMA synchronous=NORMAL";
+}
+
 /* Open p->path for writing (flags add SQLITE_OPEN_CREATE or not) or, with readonly, for reading,
  * set the connection up and prepare the statements.  On failure p->db is closed. */
 static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 {
-	const char *sync_sql = p->sync_mode == MC_PERSIST_SYNC_FULL  ? "PRAGMA synchronous=FULL"
-			       : p->sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
-								      : "PRAGMA synchronous=NORMAL";
+	const char *sync_sql = mc_persist_sync_sql(p->sync_mode);
 	int i, rc, version;
 
 	flags |= SQLITE_OPEN_NOMUTEX | (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);

@@ -70,9 +70,6 @@ static void *mc_persist_ckpt_main(void *arg)
 
 int mc_persist_ckpt_start(const char *path, int sync_mode, struct mc_persist_ckpt **out)
 {
-	const char *sync_sql = sync_mode == MC_PERSIST_SYNC_FULL  ? "PRAGMA synchronous=FULL"
-			       : sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
-								   : "PRAGMA synchronous=NORMAL";
 	struct mc_persist_ckpt *c;
 	int rc;
 
@@ -82,7 +79,7 @@ int mc_persist_ckpt_start(const char *path, int sync_mode, struct mc_persist_ckp
 		return -ENOMEM;
 	if (sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
 		    SQLITE_OK ||
-	    sqlite3_exec(c->db, sync_sql, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(c->db, mc_persist_sync_sql(sync_mode), NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(c->db, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) != SQLITE_OK) {
 		rc = -EIO;
 		goto fail_db;

@@ -108,6 +108,8 @@ int mc_persist_exec(struct mc_persist *p, const char *sql);
 int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which);
 /* For a database opened for reading (or not at all): try to open it for writing again. */
 int mc_persist_reopen(struct mc_persist *p);
+/* The PRAGMA that sets synchronous for an enum mc_persist_sync. */
+const char *mc_persist_sync_sql(int sync_mode);
 /* persist_ckpt.c: the checkpointer thread, with a connection of its own to path.  Start: 0 or
  * -errno.  Kick: ask for a passive checkpoint; 1 if asked, 0 while one runs or its result waits.
  * Busy: 1 while one is asked for or runs.  Collect: 1 and the finished run's result (SQLite's
