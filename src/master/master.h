@@ -328,6 +328,8 @@ struct mc_master {
 	struct mc_persist *persist;
 	int persist_failed;		/* the last commit or checkpoint failed: retrying */
 	int persist_continue;		/* --persist_on_error=continue */
+	int exiting;			/* the process ends after mc_master_stop: the object table
+					   is left to the exit rather than freed object by object */
 	int64_t persist_failed_since;	/* monotonic ms */
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;

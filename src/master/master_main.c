@@ -700,6 +700,7 @@ int mc_master_main(int argc, char **argv)
 	mc_sd_notify("READY=1");
 	event_base_dispatch(m->base);
 	rc = 0;
+	m->exiting = 1;
 	event_free(m->sig_hup);
 	event_free(m->sig_int);
 	event_free(m->sig_term);

@@ -26,10 +26,18 @@
 #include "persist/persist.h"
 #include "segment/alloc.h"
 
+/* A persisted memory replica's range, to reserve once every row is read.  32 bytes: qsort moves
+ * elements that small in place instead of sorting pointers and copying them back. */
 struct mc_load_range {
 	struct mc_segment *seg;
 	uint64_t off, len;
-	struct mc_replica *r;	/* NULL: a discarded range */
+	struct mc_replica *r;
+};
+
+/* A range to keep out of use until release_at, then free (a put in flight at the crash). */
+struct mc_load_discard {
+	struct mc_segment *seg;
+	uint64_t off, len;
 	int64_t release_at;
 };
 
@@ -37,6 +45,10 @@ struct mc_load {
 	struct mc_master *m;
 	struct mc_load_range *ranges;
 	size_t n, cap;
+	struct mc_load_discard *discards;
+	size_t ndiscards, capdiscards;
+	struct mc_object **lost;	/* objects that lost a replica to an overlap */
+	size_t nlost, caplost;
 	uint64_t objects, zombies, dropped, ghosts, dormant;
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
@@ -109,20 +121,24 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 	return 0;
 }
 
-static int mc_load_range_add(struct mc_load *L, struct mc_segment *seg, uint64_t off, uint64_t len,
-			     struct mc_replica *r, int64_t release_at)
+static void mc_load_range_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
+			      uint64_t len, struct mc_replica *r)
 {
 	if (L->n == L->cap) {
 		L->cap = L->cap ? L->cap * 2 : 4096;
 		L->ranges = mc_xrealloc(L->ranges, L->cap * sizeof(*L->ranges));
 	}
-	L->ranges[L->n].seg = seg;
-	L->ranges[L->n].off = off;
-	L->ranges[L->n].len = len;
-	L->ranges[L->n].r = r;
-	L->ranges[L->n].release_at = release_at;
-	L->n++;
-	return 0;
+	L->ranges[L->n++] = (struct mc_load_range){ seg, off, len, r };
+}
+
+static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
+				uint64_t len, int64_t release_at)
+{
+	if (L->ndiscards == L->capdiscards) {
+		L->capdiscards = L->capdiscards ? L->capdiscards * 2 : 64;
+		L->discards = mc_xrealloc(L->discards, L->capdiscards * sizeof(*L->discards));
+	}
+	L->discards[L->ndiscards++] = (struct mc_load_discard){ seg, off, len, release_at };
 }
 
 static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
@@ -131,7 +147,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	struct mc_master *m = L->m;
 	struct mc_segment *segs[MC_RPC_MAX_REPLICAS];
 	struct mc_object *o;
-	uint32_t i, n = 0, processing = 0;
+	uint32_t i, n = 0, processing = 0, memory = 0;
 	const char *key;
 	size_t key_len;
 	uint16_t tenant;
@@ -175,9 +191,9 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		/* A promotion was filling a memory replica: park that range, keep the rest. */
 		for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++)
 			if (segs[i] && po->replicas[i].status == MC_REPLICA_PROCESSING) {
-				mc_load_range_add(L, segs[i], po->replicas[i].offset,
-						  po->replicas[i].len, NULL,
-						  L->now + m->cfg.put_start_release_timeout_sec * 1000);
+				mc_load_discard_add(L, segs[i], po->replicas[i].offset,
+						    po->replicas[i].len,
+						    L->now + m->cfg.put_start_release_timeout_sec * 1000);
 				segs[i] = NULL;
 			}
 	} else if (processing) {
@@ -187,9 +203,8 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 
 		for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++)
 			if (segs[i])
-				mc_load_range_add(L, segs[i], po->replicas[i].offset,
-						  po->replicas[i].len, NULL,
-						  L->now + (release - L->wall));
+				mc_load_discard_add(L, segs[i], po->replicas[i].offset,
+						    po->replicas[i].len, L->now + (release - L->wall));
 		L->zombies++;
 		mc_load_stale(L, po->key, po->key_len);
 		return 0;
@@ -248,58 +263,76 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		r = mc_object_replica(o, n++);
 		r->id = po->replicas[i].id;
 		r->status = MC_REPLICA_COMPLETE;
-		mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len, r, 0);
+		mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len, r);
+		memory++;
 	}
+	/* Only memory is evicted: an object on disk alone stays out of the eviction order. */
+	if (memory == 0)
+		mc_object_lru_unlink(&m->objects, o);
 	L->objects++;
 	return 0;
+}
+
+/* Per segment, ascending offsets. */
+static int mc_load_order(const struct mc_segment *sa, uint64_t a, const struct mc_segment *sb,
+			 uint64_t b)
+{
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	return a < b ? -1 : a > b;
 }
 
 static int mc_load_range_cmp(const void *a, const void *b)
 {
 	const struct mc_load_range *x = a, *y = b;
 
-	if (x->seg != y->seg)
-		return x->seg < y->seg ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
+	return mc_load_order(x->seg, x->off, y->seg, y->off);
 }
 
-/* Re-reserve every persisted range exactly, per segment in ascending order. */
+static int mc_load_discard_cmp(const void *a, const void *b)
+{
+	const struct mc_load_discard *x = a, *y = b;
+
+	return mc_load_order(x->seg, x->off, y->seg, y->off);
+}
+
+static int mc_load_ptr_cmp(const void *a, const void *b)
+{
+	const void *x = *(const void *const *)a, *y = *(const void *const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Re-reserve every persisted range exactly, per segment in ascending order (the allocator's
+ * cheap order); then the quarantined ranges of puts in flight at the crash, which lose to a
+ * finished object's replica if the rows overlap. */
 static void mc_load_reserve(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
+	struct mc_alloc_block *blk;
 	size_t i;
 
-	if (L->n == 0)
-		return;
-	qsort(L->ranges, L->n, sizeof(*L->ranges), mc_load_range_cmp);
+	if (L->n)
+		qsort(L->ranges, L->n, sizeof(*L->ranges), mc_load_range_cmp);
 	for (i = 0; i < L->n; i++) {
 		struct mc_load_range *x = &L->ranges[i];
-		struct mc_alloc_block *blk;
 
 		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0) {
 			/* Overlapping or out-of-range rows: never hand a range out twice. */
-			if (x->r) {
-				mc_log_warn("persisted replica at offset %llu of %s overlaps another: "
-					    "dropping it",
-					    (unsigned long long)x->off, x->seg->name);
-				x->r->seg = NULL;
-				x->r->status = MC_REPLICA_REMOVED;
+			mc_log_warn("persisted replica at offset %llu of %s overlaps another: "
+				    "dropping it",
+				    (unsigned long long)x->off, x->seg->name);
+			x->r->seg = NULL;
+			x->r->status = MC_REPLICA_REMOVED;
+			if (L->nlost == L->caplost) {
+				L->caplost = L->caplost ? L->caplost * 2 : 16;
+				L->lost = mc_xrealloc(L->lost, L->caplost * sizeof(*L->lost));
 			}
+			L->lost[L->nlost++] = x->r->obj;
 			continue;
 		}
 		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
 			m->allocated += mc_alloc_block_size(blk);
-		if (x->r == NULL) {
-			struct mc_discard *d = mc_xcalloc(1, sizeof(*d));
-
-			d->seg = x->seg;
-			d->blk = blk;
-			d->len = mc_alloc_block_size(blk);
-			d->release_at = x->release_at;
-			d->next = m->discards;
-			m->discards = d;
-			continue;
-		}
 		x->r->seg = x->seg;
 		x->r->blk = blk;
 		x->r->seg_prev = NULL;
@@ -309,13 +342,71 @@ static void mc_load_reserve(struct mc_load *L)
 		x->seg->reps = x->r;
 		x->seg->nreps++;
 	}
+	if (L->ndiscards)
+		qsort(L->discards, L->ndiscards, sizeof(*L->discards), mc_load_discard_cmp);
+	for (i = 0; i < L->ndiscards; i++) {
+		struct mc_load_discard *x = &L->discards[i];
+		struct mc_discard *d;
+
+		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0)
+			continue;
+		if (x->seg->status != MC_SEG_DORMANT)
+			m->allocated += mc_alloc_block_size(blk);
+		d = mc_xcalloc(1, sizeof(*d));
+		d->seg = x->seg;
+		d->blk = blk;
+		d->len = mc_alloc_block_size(blk);
+		d->release_at = x->release_at;
+		d->next = m->discards;
+		m->discards = d;
+	}
+}
+
+/* The objects that lost replicas to overlapping rows (each once): without any left they go,
+ * else they keep the rest. */
+static void mc_load_fix_lost(struct mc_load *L)
+{
+	struct mc_master *m = L->m;
+	size_t k;
+
+	if (L->nlost)
+		qsort(L->lost, L->nlost, sizeof(*L->lost), mc_load_ptr_cmp);
+	for (k = 0; k < L->nlost; k++) {
+		struct mc_object *o = L->lost[k];
+		uint32_t i, live = 0;
+
+		if (k > 0 && L->lost[k - 1] == o)
+			continue;
+		for (i = 0; i < o->nrep; i++)
+			live += mc_object_replica(o, i)->seg != NULL;
+		if (live == 0) {
+			mc_persist_object_gone(m, o);
+			mc_object_erase(&m->objects, o);
+			continue;
+		}
+		mc_object_compact(o);
+		if (!mc_object_has_memory(o))
+			mc_object_lru_unlink(&m->objects, o);
+	}
+}
+
+static void mc_load_fini(struct mc_load *L)
+{
+	size_t pos;
+
+	free(L->ranges);
+	free(L->discards);
+	free(L->lost);
+	for (pos = 0; pos < L->nstale; pos++)
+		free(L->stale[pos]);
+	free(L->stale);
+	free(L->stale_len);
 }
 
 int mc_master_recover(struct mc_master *m)
 {
 	struct mc_load L = { .m = m };
-	struct mc_object *o;
-	size_t pos = 0;
+	size_t pos;
 	int rc;
 
 	/* A standby promoted by HA (ha.c) has had it open all along. */
@@ -345,38 +436,15 @@ int mc_master_recover(struct mc_master *m)
 		m->persist = p;
 	}
 	if (rc) {
-		free(L.ranges);
-		for (pos = 0; pos < L.nstale; pos++)
-			free(L.stale[pos]);
-		free(L.stale);
-		free(L.stale_len);
+		mc_load_fini(&L);
 		return rc;
 	}
 	mc_load_reserve(&L);
-	free(L.ranges);
-	for (pos = 0; pos < L.nstale; pos++) {
+	/* Objects whose every replica was dropped as overlapping go (recorded, so the rows go). */
+	mc_load_fix_lost(&L);
+	for (pos = 0; pos < L.nstale; pos++)
 		mc_persist_del_object(m->persist, L.stale[pos], L.stale_len[pos]);
-		free(L.stale[pos]);
-	}
-	free(L.stale);
-	free(L.stale_len);
-	pos = 0;
-	/* Objects whose every replica was dropped as overlapping. */
-	while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
-		uint32_t i, live = 0;
-
-		for (i = 0; i < o->nrep; i++)
-			live += mc_object_replica(o, i)->seg != NULL;
-		if (live == 0) {
-			mc_persist_object_gone(m, o);
-			mc_object_erase(&m->objects, o);
-			continue;
-		} else if (live < o->nrep) {
-			mc_object_compact(o);
-		}
-		if (!mc_object_has_memory(o))
-			mc_object_lru_unlink(&m->objects, o);
-	}
+	mc_load_fini(&L);
 	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
 	if (m->next_replica_id == 0)
 		m->next_replica_id = 1;

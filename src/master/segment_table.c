@@ -55,7 +55,10 @@ void mc_master_tables_fini(struct mc_master *m)
 	uint32_t i;
 
 	mc_master_release_discards(m, 0, 1);
-	mc_object_table_fini(&m->objects);
+	/* Freeing tens of millions of objects one by one takes seconds that a stopping process
+	 * need not spend: at exit the table stays reachable from the master and goes with it. */
+	if (!m->exiting)
+		mc_object_table_fini(&m->objects);
 	mc_ghosts_fini(m);
 	/* Clients first: their segment lists pass through the memory segments freed below. */
 	for (i = 0; i < m->nclient_buckets; i++) {

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * SQLite persistence of the master's segments and object table (see persist.h).
+ * SQLite persistence of the master's segments and object table (see persist.h): the connection
+ * (open, schema and its upgrades, statements, reopening, checkpoints) and the mapping of SQLite's
+ * errors.  The pending batch is persist_batch.c, writing it persist_write.c, reading the file
+ * back persist_load.c.
  *
  * Invariants: this module alone owns the sqlite3 handle; every statement is prepared once at
  * open; changes are encoded into an in-memory batch and written, in order, in one transaction by
@@ -45,30 +48,7 @@
 #include "persist/persist.h"
 #include "persist/persist_int.h"
 
-#define MC_PERSIST_SCHEMA 6
-#define MC_PERSIST_REPLICA_BYTES 42
-#define MC_PERSIST_MAX_REPLICAS 64
-
-enum mc_persist_stmt {
-	ST_BEGIN,
-	ST_COMMIT,
-	ST_ROLLBACK,
-	ST_PUT_SEGMENT,
-	ST_DEL_SEGMENT,
-	ST_PUT_OBJECT,
-	ST_DEL_OBJECT,
-	ST_DEL_ALL_OBJECTS,
-	ST_SET_META,
-	ST_GET_META,
-	ST_LOAD_SEGMENTS,
-	ST_LOAD_OBJECTS,
-	ST_PUT_RECORD,
-	ST_DEL_RECORD,
-	ST_LOAD_RECORDS,
-	ST_COUNT,
-};
-
-static const char *const mc_persist_sql[ST_COUNT] = {
+const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -104,36 +84,6 @@ static const char mc_persist_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS records(kind INTEGER NOT NULL, id BLOB NOT NULL, "
 	"value BLOB NOT NULL, PRIMARY KEY(kind, id)) WITHOUT ROWID;";
-
-
-#define MC_PERSIST_MAX_META 8
-#define MC_PERSIST_CKPT_PAGES 1000
-
-struct mc_persist_meta {
-	char name[32];
-	int64_t value;
-	int dirty;
-};
-
-struct mc_persist {
-	sqlite3 *db;
-	char *path;
-	int sync_mode;
-	int readonly;			/* opened for reading only: commits reopen first */
-	sqlite3_stmt *st[ST_COUNT];
-	size_t pending;
-	struct mc_wbuf batch;		/* encoded changes not yet committed, in order */
-	size_t *ends;			/* where each change of the batch ends */
-	size_t nends, capends;
-	struct mc_persist_meta meta[MC_PERSIST_MAX_META];
-	int nmeta;
-	int wal_pages;			/* pages in the write-ahead log after the last commit */
-	int ckpt_failed;
-	int last_rc;
-	char last_msg[160];		/* SQLite's message for last_rc */
-	int quiet;			/* in a commit or checkpoint: the caller logs */
-	struct mc_wbuf scratch;
-};
 
 int mc_persist_map_error(int sqlite_rc)
 {
@@ -180,7 +130,7 @@ const char *mc_persist_error_class(int sqlite_rc)
 
 /* Errors are logged when they start; the same error again, as retries meet it, only at debug
  * level, so a disk that stays full does not flood the log. */
-static void mc_persist_note(struct mc_persist *p, const char *what, int rc, const char *msg)
+void mc_persist_note(struct mc_persist *p, const char *what, int rc, const char *msg)
 {
 	int again = p->last_rc == rc;
 
@@ -193,7 +143,7 @@ static void mc_persist_note(struct mc_persist *p, const char *what, int rc, cons
 /* Errors are logged when they start, except inside a commit or checkpoint, whose caller logs
  * them (mc_persist_last_message); the same error again only at debug level, so a disk that
  * stays full does not flood the log. */
-static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
+int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
 {
 	mc_persist_note(p, what, rc,
 			p->db && sqlite3_errcode(p->db) != SQLITE_OK ? sqlite3_errmsg(p->db)
@@ -201,7 +151,7 @@ static int mc_persist_fail(struct mc_persist *p, const char *what, int rc)
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
-static int mc_persist_exec(struct mc_persist *p, const char *sql)
+int mc_persist_exec(struct mc_persist *p, const char *sql)
 {
 	char *msg = NULL;
 	int rc = sqlite3_exec(p->db, sql, NULL, NULL, &msg);
@@ -215,13 +165,13 @@ static int mc_persist_exec(struct mc_persist *p, const char *sql)
 }
 
 /* Run a prepared statement that returns no rows, then reset it. */
-static int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which)
+int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which)
 {
 	sqlite3_stmt *st = p->st[which];
 	int rc = sqlite3_step(st);
 
+	/* Every caller binds every parameter before each step: no need to clear them. */
 	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
 		return mc_persist_fail(p, mc_persist_sql[which], sqlite3_extended_errcode(p->db));
 	return 0;
@@ -241,6 +191,9 @@ static void mc_persist_close_db(struct mc_persist *p)
 {
 	int i;
 
+	mc_persist_ckpt_stop(p->ckpt);	/* before the last connection's close checkpoints */
+	p->ckpt = NULL;
+	p->ckpt_backfilled = 0;
 	for (i = 0; i < ST_COUNT; i++) {
 		sqlite3_finalize(p->st[i]);
 		p->st[i] = NULL;
@@ -318,13 +271,18 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 	return mc_persist_exec(p, "PRAGMA user_version=6");
 }
 
+const char *mc_persist_sync_sql(int sync_mode)
+{
+	return sync_mode == MC_PERSIST_SYNC_FULL  ? "PRAGMA synchronous=FULL"
+	       : sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
+						  : "PRAGMA synchronous=NORMAL";
+}
+
 /* Open p->path for writing (flags add SQLITE_OPEN_CREATE or not) or, with readonly, for reading,
  * set the connection up and prepare the statements.  On failure p->db is closed. */
 static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 {
-	const char *sync_sql = p->sync_mode == MC_PERSIST_SYNC_FULL  ? "PRAGMA synchronous=FULL"
-			       : p->sync_mode == MC_PERSIST_SYNC_OFF ? "PRAGMA synchronous=OFF"
-								      : "PRAGMA synchronous=NORMAL";
+	const char *sync_sql = mc_persist_sync_sql(p->sync_mode);
 	int i, rc, version;
 
 	flags |= SQLITE_OPEN_NOMUTEX | (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
@@ -375,6 +333,11 @@ static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 	/* Checkpoints are run by mc_persist_checkpoint(), where a failure is seen. */
 	sqlite3_wal_hook(p->db, mc_persist_on_wal, p);
 	p->readonly = readonly;
+	/* Without the thread (an in-memory database, no thread to be had) the loop checkpoints. */
+	if (!readonly && strcmp(p->path, ":memory:") != 0 && p->path[0] != '\0' &&
+	    mc_persist_ckpt_start(p->path, p->sync_mode, &p->ckpt) != 0)
+		mc_log_warn("persist %s: no checkpointer thread: checkpoints run on the loop",
+			    p->path);
 	return 0;
 
 fail:
@@ -470,269 +433,8 @@ int mc_persist_writable(const struct mc_persist *p)
 	return !p->readonly;
 }
 
-static int mc_persist_queued(struct mc_persist *p)
-{
-	if (p->batch.err)
-		return -ENOMEM;
-	if (p->nends == p->capends) {
-		size_t cap = p->capends ? p->capends * 2 : 256;
-		size_t *n = realloc(p->ends, cap * sizeof(*n));
-
-		if (n == NULL) {
-			p->batch.err = -ENOMEM;
-			return -ENOMEM;
-		}
-		p->ends = n;
-		p->capends = cap;
-	}
-	p->ends[p->nends++] = p->batch.len;
-	p->pending++;
-	return 0;
-}
-
-static void mc_batch_str(struct mc_wbuf *w, const char *s)
-{
-	mc_wbuf_str(w, s, strlen(s));
-}
-
-int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment *s)
-{
-	struct mc_wbuf *w = &p->batch;
-
-	mc_wbuf_u8(w, OP_PUT_SEGMENT);
-	mc_wbuf_put(w, s->id, 16);
-	mc_wbuf_put(w, s->client_id, 16);
-	mc_batch_str(w, s->name);
-	mc_wbuf_u64(w, s->base);
-	mc_wbuf_u64(w, s->size);
-	mc_batch_str(w, s->endpoint);
-	mc_batch_str(w, s->protocol);
-	mc_wbuf_u8(w, s->kind);
-	mc_wbuf_put(w, s->token, 16);
-	mc_wbuf_u64(w, (uint64_t)s->dormant_until_ms);
-	return mc_persist_queued(p);
-}
-
-int mc_persist_del_segment(struct mc_persist *p, const uint8_t id[16])
-{
-	mc_wbuf_u8(&p->batch, OP_DEL_SEGMENT);
-	mc_wbuf_put(&p->batch, id, 16);
-	return mc_persist_queued(p);
-}
-
-int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *o)
-{
-	struct mc_wbuf *w = &p->batch;
-	uint32_t i;
-
-	mc_wbuf_u8(w, OP_PUT_OBJECT);
-	mc_wbuf_str(w, o->key, o->key_len);
-	mc_wbuf_u64(w, o->size);
-	mc_wbuf_u32(w, o->flags);
-	mc_wbuf_i64(w, o->put_start_ms);
-	mc_wbuf_i64(w, o->soft_pin_until_ms);
-	mc_wbuf_put(w, o->writer, 16);
-	mc_wbuf_u64(w, o->gen);
-	mc_wbuf_u8(w, o->has_checksum ? 1 : 0);
-	mc_wbuf_u64(w, o->checksum);
-	mc_wbuf_u32(w, o->n_replicas * MC_PERSIST_REPLICA_BYTES);
-	for (i = 0; i < o->n_replicas; i++) {
-		const struct mc_persist_replica *r = &o->replicas[i];
-
-		mc_wbuf_u64(w, r->id);
-		mc_wbuf_u8(w, r->type);
-		mc_wbuf_u8(w, r->status);
-		mc_wbuf_put(w, r->segment_id, 16);
-		mc_wbuf_u64(w, r->offset);
-		mc_wbuf_u64(w, r->len);
-	}
-	return mc_persist_queued(p);
-}
-
-int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len)
-{
-	mc_wbuf_u8(&p->batch, OP_DEL_OBJECT);
-	mc_wbuf_str(&p->batch, key, key_len);
-	return mc_persist_queued(p);
-}
-
-int mc_persist_del_all_objects(struct mc_persist *p)
-{
-	mc_wbuf_u8(&p->batch, OP_DEL_ALL_OBJECTS);
-	return mc_persist_queued(p);
-}
-
-int mc_persist_put_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len,
-			  const void *value, size_t len)
-{
-	mc_wbuf_u8(&p->batch, OP_PUT_RECORD);
-	mc_wbuf_u32(&p->batch, kind);
-	mc_wbuf_str(&p->batch, id, id_len);
-	mc_wbuf_str(&p->batch, value, len);
-	return mc_persist_queued(p);
-}
-
-int mc_persist_del_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len)
-{
-	mc_wbuf_u8(&p->batch, OP_DEL_RECORD);
-	mc_wbuf_u32(&p->batch, kind);
-	mc_wbuf_str(&p->batch, id, id_len);
-	return mc_persist_queued(p);
-}
-
-int mc_persist_set_meta(struct mc_persist *p, const char *name, int64_t value)
-{
-	int i;
-
-	if (strlen(name) >= sizeof(p->meta[0].name))
-		return -EINVAL;
-	for (i = 0; i < p->nmeta; i++)
-		if (!strcmp(p->meta[i].name, name))
-			break;
-	if (i == p->nmeta) {
-		if (p->nmeta == MC_PERSIST_MAX_META)
-			return -ENOSPC;
-		snprintf(p->meta[i].name, sizeof(p->meta[i].name), "%s", name);
-		p->nmeta++;
-	} else if (p->meta[i].value == value && !p->meta[i].dirty) {
-		return 0;
-	}
-	p->meta[i].value = value;
-	p->meta[i].dirty = 1;
-	p->pending++;
-	return 0;
-}
-
-int64_t mc_persist_get_meta(struct mc_persist *p, const char *name)
-{
-	sqlite3_stmt *st = p->st[ST_GET_META];
-	int64_t v = 0;
-	int i;
-
-	for (i = 0; i < p->nmeta; i++)
-		if (!strcmp(p->meta[i].name, name) && p->meta[i].dirty)
-			return p->meta[i].value;
-	if (st == NULL)		/* no database yet */
-		return 0;
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return v;
-}
-
-/* Bind a length-prefixed string or blob of the batch to column col. */
-static int mc_batch_bind(sqlite3_stmt *st, int col, struct mc_rbuf *r, int text)
-{
-	size_t n;
-	const char *s = mc_rbuf_str(r, (size_t)INT32_MAX, &n);
-
-	if (s == NULL)
-		return -1;
-	if (text)
-		sqlite3_bind_text(st, col, s, (int)n, SQLITE_STATIC);
-	else
-		sqlite3_bind_blob(st, col, n ? s : "", (int)n, SQLITE_STATIC);
-	return 0;
-}
-
-/* Run one change of the batch; r points at its kind byte. */
-static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
-{
-	enum mc_persist_stmt which;
-	sqlite3_stmt *st;
-	const uint8_t *b;
-	uint8_t op = mc_rbuf_u8(r);
-
-	switch (op) {
-	case OP_PUT_SEGMENT:
-		st = p->st[which = ST_PUT_SEGMENT];
-		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
-			sqlite3_bind_blob(st, 1, b, 16, SQLITE_STATIC);
-		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
-			sqlite3_bind_blob(st, 2, b, 16, SQLITE_STATIC);
-		mc_batch_bind(st, 3, r, 1);
-		sqlite3_bind_int64(st, 4, (sqlite3_int64)mc_rbuf_u64(r));
-		sqlite3_bind_int64(st, 5, (sqlite3_int64)mc_rbuf_u64(r));
-		mc_batch_bind(st, 6, r, 1);
-		mc_batch_bind(st, 7, r, 1);
-		sqlite3_bind_int(st, 8, mc_rbuf_u8(r));
-		if ((b = mc_rbuf_bytes(r, 16)) != NULL) {
-			static const uint8_t zero[16];
-
-			/* All zero: mounted without a token. */
-			if (memcmp(b, zero, 16))
-				sqlite3_bind_blob(st, 9, b, 16, SQLITE_STATIC);
-			else
-				sqlite3_bind_null(st, 9);
-		}
-		sqlite3_bind_int64(st, 10, (sqlite3_int64)mc_rbuf_u64(r));
-		break;
-	case OP_DEL_SEGMENT:
-		st = p->st[which = ST_DEL_SEGMENT];
-		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
-			sqlite3_bind_blob(st, 1, b, 16, SQLITE_STATIC);
-		break;
-	case OP_PUT_OBJECT:
-		st = p->st[which = ST_PUT_OBJECT];
-		mc_batch_bind(st, 1, r, 0);
-		sqlite3_bind_int64(st, 2, (sqlite3_int64)mc_rbuf_u64(r));
-		sqlite3_bind_int64(st, 3, mc_rbuf_u32(r));
-		sqlite3_bind_int64(st, 4, mc_rbuf_i64(r));
-		sqlite3_bind_int64(st, 5, mc_rbuf_i64(r));
-		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
-			sqlite3_bind_blob(st, 6, b, 16, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 8, (sqlite3_int64)mc_rbuf_u64(r));
-		if (mc_rbuf_u8(r)) {
-			sqlite3_bind_int64(st, 9, (sqlite3_int64)mc_rbuf_u64(r));
-		} else {
-			(void)mc_rbuf_u64(r);
-			sqlite3_bind_null(st, 9);
-		}
-		mc_batch_bind(st, 7, r, 0);
-		break;
-	case OP_DEL_OBJECT:
-		st = p->st[which = ST_DEL_OBJECT];
-		mc_batch_bind(st, 1, r, 0);
-		break;
-	case OP_DEL_ALL_OBJECTS:
-		which = ST_DEL_ALL_OBJECTS;
-		break;
-	case OP_PUT_RECORD:
-	case OP_DEL_RECORD:
-		which = op == OP_PUT_RECORD ? ST_PUT_RECORD : ST_DEL_RECORD;
-		st = p->st[which];
-		sqlite3_bind_int64(st, 1, mc_rbuf_u32(r));
-		mc_batch_bind(st, 2, r, 0);
-		if (which == ST_PUT_RECORD)
-			mc_batch_bind(st, 3, r, 0);
-		break;
-	case OP_SET_META:
-		st = p->st[which = ST_SET_META];
-		mc_batch_bind(st, 1, r, 1);
-		sqlite3_bind_int64(st, 2, mc_rbuf_i64(r));
-		break;
-	default:
-		r->err = 1;
-		which = ST_COUNT;
-		break;
-	}
-	if (r->err) {
-		/* Our own encoding: cannot happen unless memory is corrupt. */
-		if (which != ST_COUNT) {
-			sqlite3_reset(p->st[which]);
-			sqlite3_clear_bindings(p->st[which]);
-		}
-		mc_log_err("persist %s: the pending batch is malformed", p->path);
-		p->last_rc = SQLITE_INTERNAL;
-		return MC_ERR_PERSISTENT_FAIL;
-	}
-	return mc_persist_step_done(p, which);
-}
-
 /* For a database opened for reading (or not at all): try to open it for writing again. */
-static int mc_persist_reopen(struct mc_persist *p)
+int mc_persist_reopen(struct mc_persist *p)
 {
 	int why;
 
@@ -750,308 +452,40 @@ static int mc_persist_reopen(struct mc_persist *p)
 	return MC_ERR_PERSISTENT_FAIL;
 }
 
-static int mc_persist_commit_batch(struct mc_persist *p);
-
-int mc_persist_commit(struct mc_persist *p)
+/* Pages of the log not yet copied into the database (as far as the checkpointer reported). */
+static int mc_persist_wal_uncopied(struct mc_persist *p)
 {
-	int rc;
-
-	if (p->pending == 0)
-		return 0;
-	p->quiet = 1;
-	rc = mc_persist_commit_batch(p);
-	p->quiet = 0;
-	return rc;
-}
-
-static int mc_persist_commit_batch(struct mc_persist *p)
-{
-	struct mc_rbuf r;
-	int i, rc;
-
-	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
-		return MC_ERR_PERSISTENT_FAIL;
-	if (p->batch.err) {
-		mc_persist_note(p, "pending batch", SQLITE_NOMEM, "out of memory");
-		return MC_ERR_PERSISTENT_FAIL;
-	}
-	rc = mc_persist_step_done(p, ST_BEGIN);
-	if (rc)
-		goto rollback;
-	mc_rbuf_init(&r, p->batch.data, p->batch.len);
-	while (r.left > 0)
-		if ((rc = mc_persist_apply(p, &r)) != 0)
-			goto rollback;
-	for (i = 0; i < p->nmeta; i++) {
-		if (!p->meta[i].dirty)
-			continue;
-		sqlite3_bind_text(p->st[ST_SET_META], 1, p->meta[i].name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(p->st[ST_SET_META], 2, p->meta[i].value);
-		if ((rc = mc_persist_step_done(p, ST_SET_META)) != 0)
-			goto rollback;
-	}
-	rc = mc_persist_step_done(p, ST_COMMIT);
-	if (rc)
-		goto rollback;
-	for (i = 0; i < p->nmeta; i++)
-		p->meta[i].dirty = 0;
-	mc_wbuf_reset(&p->batch);
-	p->nends = 0;
-	p->pending = 0;
-	p->last_rc = SQLITE_OK;
-	p->last_msg[0] = '\0';
-	return 0;
-
-rollback:
-	/* A failed statement or COMMIT may or may not have ended the transaction (SQLite rolls
-	 * back on its own after some I/O errors); make sure it is gone, keep the batch. */
-	if (p->db && !sqlite3_get_autocommit(p->db)) {
-		int keep = p->last_rc;
-
-		mc_persist_step_done(p, ST_ROLLBACK);
-		p->last_rc = keep;
-	}
-	return MC_ERR_PERSISTENT_FAIL;
-}
-
-size_t mc_persist_pending(const struct mc_persist *p)
-{
-	return p->pending;
-}
-
-size_t mc_persist_pending_bytes(const struct mc_persist *p)
-{
-	return p->batch.len;
-}
-
-void mc_persist_drop_pending(struct mc_persist *p)
-{
-	int i;
-
-	mc_wbuf_reset(&p->batch);
-	p->batch.err = 0;
-	p->nends = 0;
-	p->pending = 0;
-	for (i = 0; i < p->nmeta; i++)
-		p->meta[i].dirty = 0;
-}
-
-int mc_persist_wipe(struct mc_persist *p)
-{
-	int rc;
-
-	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
-		return MC_ERR_PERSISTENT_FAIL;
-	mc_persist_drop_pending(p);
-	p->nmeta = 0;
-	rc = mc_persist_exec(p, "BEGIN IMMEDIATE");
-	if (rc == 0)
-		rc = mc_persist_exec(p, "DELETE FROM segments; DELETE FROM objects; "
-					"DELETE FROM meta; DELETE FROM records; COMMIT");
-	if (rc && p->db && !sqlite3_get_autocommit(p->db))
-		mc_persist_exec(p, "ROLLBACK");
-	return rc;
-}
-
-void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value)
-{
-	mc_wbuf_u8(w, OP_SET_META);
-	mc_batch_str(w, name);
-	mc_wbuf_i64(w, value);
-}
-
-/* The row a change writes: its key (an object's key, a segment's id) and a class (objects and
- * segments are different tables).  0 for changes that name no row (DEL_ALL_OBJECTS). */
-static int mc_persist_row_of(const uint8_t *rec, size_t len, const uint8_t **key, size_t *klen)
-{
-	switch (rec[0]) {
-	case OP_PUT_OBJECT:
-	case OP_DEL_OBJECT:
-		if (len < 5 || mc_get_le32(rec + 1) > len - 5)
-			return 0;
-		*key = rec + 5;
-		*klen = mc_get_le32(rec + 1);
-		return 1;
-	case OP_PUT_SEGMENT:
-	case OP_DEL_SEGMENT:
-		if (len < 17)
-			return 0;
-		*key = rec + 1;
-		*klen = 16;
-		return 2;
-	default:
-		return 0;
-	}
-}
-
-static uint64_t mc_persist_hash(int cls, const uint8_t *k, size_t n)
-{
-	uint64_t h = 1469598103934665603ull ^ (uint64_t)cls;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		h = (h ^ k[i]) * 1099511628211ull;
-	return h;
-}
-
-/* Drop every change a later change of the pending batch to the same row overrides (a put's
- * PutStart row, written again by its PutEnd in the same batch): the batch writes the same
- * rows, in less.  DEL_ALL_OBJECTS stays where it is, so what precedes it still precedes it. */
-static void mc_persist_coalesce(struct mc_persist *p)
-{
-	size_t nb = 16, i, j, w = 0, start = 0;
-	size_t *slot;			/* index + 1 of the last change of the row hashed there */
-	uint8_t *keep;
-
-	while (nb < p->nends * 2)
-		nb *= 2;
-	slot = calloc(nb, sizeof(*slot));
-	keep = malloc(p->nends ? p->nends : 1);
-	if (slot == NULL || keep == NULL)
-		goto out;
-	for (i = 0; i < p->nends; i++) {
-		const uint8_t *rec = p->batch.data + start, *k, *k2;
-		size_t len = p->ends[i] - start, kl, kl2;
-		int cls = mc_persist_row_of(rec, len, &k, &kl);
-
-		keep[i] = 1;
-		start = p->ends[i];
-		if (cls == 0)
-			continue;
-		for (j = mc_persist_hash(cls, k, kl) & (nb - 1); slot[j]; j = (j + 1) & (nb - 1)) {
-			size_t o = slot[j] - 1, os = o ? p->ends[o - 1] : 0;
-
-			if (mc_persist_row_of(p->batch.data + os, p->ends[o] - os, &k2, &kl2) == cls &&
-			    kl2 == kl && !memcmp(k, k2, kl)) {
-				keep[o] = 0;
-				break;
-			}
-		}
-		slot[j] = i + 1;
-	}
-	for (i = 0, start = 0; i < p->nends; i++) {
-		size_t len = p->ends[i] - start;
-
-		if (keep[i]) {
-			memmove(p->batch.data + w, p->batch.data + start, len);
-			w += len;
-		}
-		start = p->ends[i];
-	}
-	/* The ends of the changes kept (each read before it is overwritten). */
-	for (i = 0, j = 0, start = 0, w = 0; i < p->nends; i++) {
-		size_t len = p->ends[i] - start;
-
-		start = p->ends[i];
-		if (keep[i]) {
-			w += len;
-			p->ends[j++] = w;
-		}
-	}
-	p->pending -= p->nends - j;
-	p->nends = j;
-	p->batch.len = w;
-out:
-	free(slot);
-	free(keep);
-}
-
-size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
-{
-	size_t n = 0, cut = 0, taken;
-	int i;
-
-	if (p->batch.err)
-		return 0;
-	mc_persist_coalesce(p);
-	/* The longest run of whole changes within max bytes (at least one). */
-	while (n < p->nends && (n == 0 || p->ends[n] <= max))
-		n++;
-	if (n)
-		cut = p->ends[n - 1];
-	mc_wbuf_put(out, p->batch.data, cut);
-	taken = n;
-	if (n == p->nends) {
-		/* The meta values go with the last part: they are as of the end of the batch. */
-		for (i = 0; i < p->nmeta; i++) {
-			if (!p->meta[i].dirty)
-				continue;
-			mc_persist_encode_meta(out, p->meta[i].name, p->meta[i].value);
-			p->meta[i].dirty = 0;
-			taken++;
-		}
-		mc_wbuf_reset(&p->batch);
-		p->nends = 0;
-	} else {
-		size_t k;
-
-		memmove(p->batch.data, p->batch.data + cut, p->batch.len - cut);
-		p->batch.len -= cut;
-		for (k = n; k < p->nends; k++)
-			p->ends[k - n] = p->ends[k] - cut;
-		p->nends -= n;
-	}
-	p->pending = p->pending > taken ? p->pending - taken : 0;
-	if (p->nends == 0) {
-		int dirty = 0;
-
-		for (i = 0; i < p->nmeta; i++)
-			dirty += p->meta[i].dirty;
-		p->pending = (size_t)dirty;
-	}
-	return taken;
-}
-
-/* Apply up to max changes from the n cursors r, in order, in one transaction.  0 or
- * MC_ERR_PERSISTENT_FAIL (rolled back). */
-static int mc_persist_apply_txn(struct mc_persist *p, struct mc_rbuf *r, int n, size_t max)
-{
-	size_t k = 0;
-	int i, rc;
-
-	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
-		return MC_ERR_PERSISTENT_FAIL;
-	p->quiet = 1;
-	rc = mc_persist_step_done(p, ST_BEGIN);
-	for (i = 0; rc == 0 && i < n; i++)
-		while (rc == 0 && r[i].left > 0 && k++ < max)
-			rc = mc_persist_apply(p, &r[i]);
-	if (rc == 0)
-		rc = mc_persist_step_done(p, ST_COMMIT);
-	if (rc && p->db && !sqlite3_get_autocommit(p->db)) {
-		int keep = p->last_rc;
-
-		mc_persist_step_done(p, ST_ROLLBACK);
-		p->last_rc = keep;
-	}
-	p->quiet = 0;
-	if (rc == 0) {
-		p->last_rc = SQLITE_OK;
-		p->last_msg[0] = '\0';
-	}
-	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
-}
-
-int mc_persist_apply_some(struct mc_persist *p, struct mc_rbuf *r, size_t max)
-{
-	return mc_persist_apply_txn(p, r, 1, max);
-}
-
-int mc_persist_apply_batches(struct mc_persist *p, const struct iovec *v, int n)
-{
-	struct mc_rbuf r[64];
-	int i;
-
-	if (n < 0 || n > 64)
-		return -EINVAL;
-	for (i = 0; i < n; i++)
-		mc_rbuf_init(&r[i], v[i].iov_base, v[i].iov_len);
-	return mc_persist_apply_txn(p, r, n, SIZE_MAX);
+	if (p->wal_pages < p->ckpt_backfilled)	/* the log started over since */
+		p->ckpt_backfilled = 0;
+	return p->wal_pages - p->ckpt_backfilled;
 }
 
 int mc_persist_checkpoint_due(const struct mc_persist *p)
 {
-	return p->ckpt_failed || p->wal_pages >= MC_PERSIST_CKPT_PAGES;
+	int copied = p->wal_pages >= p->ckpt_backfilled ? p->ckpt_backfilled : 0;
+
+	return p->ckpt_failed || p->wal_pages - copied >= MC_PERSIST_CKPT_PAGES ||
+	       p->wal_pages >= MC_PERSIST_CKPT_SYNC_PAGES;
+}
+
+/* The result of the checkpointer's last run, if one is there: 0, or MC_ERR_PERSISTENT_FAIL
+ * (the failure noted). */
+static int mc_persist_checkpoint_collect(struct mc_persist *p)
+{
+	int rc, logged, done;
+	char msg[160];
+
+	if (!mc_persist_ckpt_collect(p->ckpt, &rc, &logged, &done, msg, sizeof(msg)))
+		return 0;
+	if (rc != SQLITE_OK) {
+		p->ckpt_failed = 1;
+		p->quiet = 1;
+		mc_persist_note(p, "checkpoint", rc, msg);
+		p->quiet = 0;
+		return MC_ERR_PERSISTENT_FAIL;
+	}
+	p->ckpt_backfilled = done;
+	return 0;
 }
 
 int mc_persist_checkpoint(struct mc_persist *p)
@@ -1060,6 +494,27 @@ int mc_persist_checkpoint(struct mc_persist *p)
 
 	if (p->db == NULL || p->readonly)
 		return MC_ERR_PERSISTENT_FAIL;
+	if (p->ckpt && !p->ckpt_failed) {
+		/* The thread copies and syncs; the loop only collects and asks again. */
+		if (mc_persist_checkpoint_collect(p))
+			return MC_ERR_PERSISTENT_FAIL;
+		if (p->wal_pages < MC_PERSIST_CKPT_SYNC_PAGES) {
+			if (mc_persist_wal_uncopied(p) >= MC_PERSIST_CKPT_PAGES)
+				mc_persist_ckpt_kick(p->ckpt);
+			return 0;
+		}
+	}
+	/* Here the loop checkpoints itself: after a failure (until one succeeds), without the
+	 * thread, or when the log must start over.  One checkpointer at a time: a run of the
+	 * thread ends first (its result, stale by then, is dropped). */
+	if (p->ckpt) {
+		char stale[8];
+
+		if (mc_persist_ckpt_busy(p->ckpt))
+			return 0;
+		mc_persist_ckpt_collect(p->ckpt, &rc, &logged, &done, stale, sizeof(stale));
+		logged = done = 0;
+	}
 	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &logged, &done);
 	if (rc != SQLITE_OK) {
 		p->ckpt_failed = 1;
@@ -1069,6 +524,7 @@ int mc_persist_checkpoint(struct mc_persist *p)
 		return MC_ERR_PERSISTENT_FAIL;
 	}
 	p->ckpt_failed = 0;
+	p->ckpt_backfilled = 0;
 	p->wal_pages = logged > done ? logged - done : 0;
 	return 0;
 }
@@ -1083,132 +539,3 @@ const char *mc_persist_last_message(const struct mc_persist *p)
 	return p->last_rc == SQLITE_OK ? "" : p->last_msg;
 }
 
-static int mc_persist_blob16(sqlite3_stmt *st, int col, uint8_t out[16])
-{
-	if (sqlite3_column_bytes(st, col) != 16)
-		return -1;
-	memcpy(out, sqlite3_column_blob(st, col), 16);
-	return 0;
-}
-
-static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn fn, void *arg)
-{
-	sqlite3_stmt *st = p->st[ST_LOAD_SEGMENTS];
-	int rc, ret = 0;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct mc_persist_segment s;
-
-		if (mc_persist_blob16(st, 0, s.id) || mc_persist_blob16(st, 1, s.client_id)) {
-			mc_log_warn("persist %s: skipping a segment row with a malformed id", p->path);
-			continue;
-		}
-		s.name = (const char *)sqlite3_column_text(st, 2);
-		s.base = (uint64_t)sqlite3_column_int64(st, 3);
-		s.size = (uint64_t)sqlite3_column_int64(st, 4);
-		s.endpoint = (const char *)sqlite3_column_text(st, 5);
-		s.protocol = (const char *)sqlite3_column_text(st, 6);
-		s.kind = (uint8_t)sqlite3_column_int(st, 7);
-		if (mc_persist_blob16(st, 8, s.token))
-			memset(s.token, 0, 16);		/* NULL: mounted without a token */
-		s.dormant_until_ms = sqlite3_column_int64(st, 9);
-		if (s.name == NULL || s.endpoint == NULL || s.protocol == NULL)
-			continue;
-		ret = fn(arg, &s);
-		if (ret)
-			break;
-	}
-	if (ret == 0 && rc != SQLITE_DONE)
-		ret = mc_persist_fail(p, "load segments", rc);
-	sqlite3_reset(st);
-	return ret;
-}
-
-static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn, void *arg)
-{
-	sqlite3_stmt *st = p->st[ST_LOAD_OBJECTS];
-	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
-	int rc, ret = 0;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct mc_persist_object o;
-		struct mc_rbuf r;
-		int nbytes = sqlite3_column_bytes(st, 6);
-		uint32_t i, n;
-
-		o.key = sqlite3_column_blob(st, 0);
-		o.key_len = (size_t)sqlite3_column_bytes(st, 0);
-		o.size = (uint64_t)sqlite3_column_int64(st, 1);
-		o.flags = (uint32_t)sqlite3_column_int64(st, 2);
-		o.put_start_ms = sqlite3_column_int64(st, 3);
-		o.soft_pin_until_ms = sqlite3_column_int64(st, 4);
-		o.gen = (uint64_t)sqlite3_column_int64(st, 7);
-		o.has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
-		o.checksum = o.has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
-		n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
-		if (o.key == NULL || mc_persist_blob16(st, 5, o.writer) ||
-		    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS) {
-			mc_log_warn("persist %s: skipping a malformed object row", p->path);
-			continue;
-		}
-		mc_rbuf_init(&r, sqlite3_column_blob(st, 6), (size_t)nbytes);
-		for (i = 0; i < n; i++) {
-			const uint8_t *seg;
-
-			reps[i].id = mc_rbuf_u64(&r);
-			reps[i].type = mc_rbuf_u8(&r);
-			reps[i].status = mc_rbuf_u8(&r);
-			seg = mc_rbuf_bytes(&r, 16);
-			if (seg)
-				memcpy(reps[i].segment_id, seg, 16);
-			reps[i].offset = mc_rbuf_u64(&r);
-			reps[i].len = mc_rbuf_u64(&r);
-		}
-		if (r.err)
-			continue;
-		o.n_replicas = n;
-		o.replicas = reps;
-		ret = fn(arg, &o);
-		if (ret)
-			break;
-	}
-	if (ret == 0 && rc != SQLITE_DONE)
-		ret = mc_persist_fail(p, "load objects", rc);
-	sqlite3_reset(st);
-	return ret;
-}
-
-int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_record_fn fn,
-			    void *arg)
-{
-	sqlite3_stmt *st = p->st[ST_LOAD_RECORDS];
-	int rc, ret = 0;
-
-	if (st == NULL)		/* no database yet: nothing to load */
-		return 0;
-	sqlite3_bind_int64(st, 1, kind);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		ret = fn(arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
-			 sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
-		if (ret)
-			break;
-	}
-	if (ret == 0 && rc != SQLITE_DONE)
-		ret = mc_persist_fail(p, "load records", rc);
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return ret;
-}
-
-int mc_persist_load(struct mc_persist *p, mc_persist_segment_fn on_segment,
-		    mc_persist_object_fn on_object, void *arg)
-{
-	int ret;
-
-	if (p->st[ST_LOAD_SEGMENTS] == NULL)	/* no database yet: nothing to load */
-		return 0;
-	ret = mc_persist_load_segments(p, on_segment, arg);
-	if (ret)
-		return ret;
-	return mc_persist_load_objects(p, on_object, arg);
-}

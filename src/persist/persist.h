@@ -150,9 +150,13 @@ void mc_persist_drop_pending(struct mc_persist *p);
 int mc_persist_wipe(struct mc_persist *p);
 
 /* Checkpoints are ours to run (SQLite's automatic one is off so a failure is seen): due once the
- * write-ahead log holds 1000 pages or more, or after a failed checkpoint. */
+ * write-ahead log holds 1000 pages or more not yet copied, or after a failed checkpoint. */
 int mc_persist_checkpoint_due(const struct mc_persist *p);
-/* A passive checkpoint.  0 or MC_ERR_PERSISTENT_FAIL (the log keeps the data; retry later). */
+/* A passive checkpoint, run by the checkpointer thread (persist_ckpt.c): this call collects the
+ * result of its last run and asks for the next, without waiting for the disk.  After a failure,
+ * until one succeeds, and when the log has grown to 8000 pages, the checkpoint runs here (the
+ * loop's own, which alone leaves the log to start over under steady commits).  0 or
+ * MC_ERR_PERSISTENT_FAIL (the log keeps the data; retry later). */
 int mc_persist_checkpoint(struct mc_persist *p);
 
 /* SQLite's (extended) result code of the last failed operation, SQLITE_OK if none. */

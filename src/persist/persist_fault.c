@@ -15,7 +15,8 @@
  *               with SQLITE_IOERR_WRITE.
  * "point:N" fails the point N times then clears; MC_TEST_SQLITE_FAULT_FILE=path makes the
  * point fail only while that file exists, so a test switches the fault on and off.
- * Single-threaded like the rest of src/persist.
+ * The loop's thread and the checkpointer's (persist_ckpt.c) go through it, never both at one
+ * point: only checkpoints write the database file, and one runs at a time.
  */
 #include <stdlib.h>
 #include <string.h>

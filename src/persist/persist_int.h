@@ -30,4 +30,98 @@ enum mc_persist_op {
 	OP_DEL_RECORD,
 };
 
+/* The state of the module, shared by persist.c (the connection), persist_batch.c (the pending
+ * batch), persist_write.c (writing it) and persist_load.c (reading the file back). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "common/wire.h"
+
+#define MC_PERSIST_SCHEMA 6
+#define MC_PERSIST_REPLICA_BYTES 42
+#define MC_PERSIST_MAX_REPLICAS 64
+
+enum mc_persist_stmt {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_PUT_SEGMENT,
+	ST_DEL_SEGMENT,
+	ST_PUT_OBJECT,
+	ST_DEL_OBJECT,
+	ST_DEL_ALL_OBJECTS,
+	ST_SET_META,
+	ST_GET_META,
+	ST_LOAD_SEGMENTS,
+	ST_LOAD_OBJECTS,
+	ST_PUT_RECORD,
+	ST_DEL_RECORD,
+	ST_LOAD_RECORDS,
+	ST_COUNT,
+};
+
+extern const char *const mc_persist_sql[ST_COUNT];
+
+#define MC_PERSIST_MAX_META 8
+#define MC_PERSIST_CKPT_PAGES 1000
+/* Past this many pages in the log the loop checkpoints itself (a passive checkpoint of the
+ * checkpointer thread may never leave the log wholly copied while commits go on, and only a
+ * wholly copied log starts over). */
+#define MC_PERSIST_CKPT_SYNC_PAGES 8000
+
+struct mc_persist_meta {
+	char name[32];
+	int64_t value;
+	int dirty;
+};
+
+struct mc_persist {
+	sqlite3 *db;
+	char *path;
+	int sync_mode;
+	int readonly;			/* opened for reading only: commits reopen first */
+	sqlite3_stmt *st[ST_COUNT];
+	size_t pending;
+	struct mc_wbuf batch;		/* encoded changes not yet committed, in order */
+	size_t *ends;			/* where each change of the batch ends */
+	size_t nends, capends;
+	struct mc_persist_meta meta[MC_PERSIST_MAX_META];
+	int nmeta;
+	int wal_pages;			/* pages in the write-ahead log after the last commit */
+	int ckpt_backfilled;		/* of those, copied by the checkpointer's last run */
+	struct mc_persist_ckpt *ckpt;	/* the checkpointer thread (NULL: checkpoints on the loop) */
+	int ckpt_failed;
+	int last_rc;
+	char last_msg[160];		/* SQLite's message for last_rc */
+	int quiet;			/* in a commit or checkpoint: the caller logs */
+	struct mc_wbuf scratch;
+};
+
+/* persist.c: errors (logged when they start, then at debug level; quiet inside a commit or
+ * checkpoint, whose caller logs them), statements, reopening for writing. */
+void mc_persist_note(struct mc_persist *p, const char *what, int rc, const char *msg);
+int mc_persist_fail(struct mc_persist *p, const char *what, int rc);
+int mc_persist_exec(struct mc_persist *p, const char *sql);
+/* Run a prepared statement that returns no rows, then reset it.  0 or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which);
+/* For a database opened for reading (or not at all): try to open it for writing again. */
+int mc_persist_reopen(struct mc_persist *p);
+/* The PRAGMA that sets synchronous for an enum mc_persist_sync. */
+const char *mc_persist_sync_sql(int sync_mode);
+/* persist_ckpt.c: the checkpointer thread, with a connection of its own to path.  Start: 0 or
+ * -errno.  Kick: ask for a passive checkpoint; 1 if asked, 0 while one runs or its result waits.
+ * Busy: 1 while one is asked for or runs.  Collect: 1 and the finished run's result (SQLite's
+ * extended code, the log's pages and those copied, SQLite's message), 0 if none waits. */
+struct mc_persist_ckpt;
+int mc_persist_ckpt_start(const char *path, int sync_mode, struct mc_persist_ckpt **out);
+void mc_persist_ckpt_stop(struct mc_persist_ckpt *c);
+int mc_persist_ckpt_kick(struct mc_persist_ckpt *c);
+int mc_persist_ckpt_busy(struct mc_persist_ckpt *c);
+int mc_persist_ckpt_collect(struct mc_persist_ckpt *c, int *rc, int *logged, int *done, char *msg,
+			    size_t msglen);
+/* persist_batch.c: append a NUL-terminated string as a str of the encoding. */
+void mc_persist_batch_str(struct mc_wbuf *w, const char *s);
+
 #endif

@@ -145,7 +145,7 @@ static int fault_child(const char *dir, const char *point)
 	struct mc_persist *p;
 	struct count c = { 0 };
 	FILE *f;
-	int i;
+	int i, rc = 0;
 
 	snprintf(path, sizeof(path), "%s/fault-%s.db", dir, point);
 	snprintf(flag, sizeof(flag), "%s/fault-%s.flag", dir, point);
@@ -171,7 +171,10 @@ static int fault_child(const char *dir, const char *point)
 		if ((f = fopen(flag, "w")) == NULL)
 			return 6;
 		fclose(f);
-		if (mc_persist_checkpoint(p) != MC_ERR_PERSISTENT_FAIL || !mc_persist_checkpoint_due(p))
+		/* The checkpointer thread runs it: a later call reports its failure (5 s at most). */
+		for (i = 0; i < 500 && (rc = mc_persist_checkpoint(p)) == 0; i++)
+			usleep(10000);
+		if (rc != MC_ERR_PERSISTENT_FAIL || !mc_persist_checkpoint_due(p))
 			return 7;
 		if (strcmp(mc_persist_error_class(mc_persist_last_error(p)), "I/O error"))
 			return 8;

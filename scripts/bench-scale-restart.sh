@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# A persisted master at scale: restart, clean stop and the CPU cost of a persisted put.
+#   scripts/bench-scale-restart.sh BUILD [OBJECTS] [WRITERS]
+# BUILD is a build directory (mooncake_master, mooncake_client, mooncake_bench); OBJECTS
+# defaults to 1000000 (10000000 for the 10M figures), WRITERS (mooncake_bench threads, batches
+# of 128 puts of 64 bytes) to 8.  In a temporary directory on the same disk it:
+#   1. starts a master with --persist_path and one mooncake_client (segment sized to fit),
+#      fills the table with OBJECTS puts, and reads the master's CPU time (/proc/PID/stat, user
+#      and system) before and after: master CPU per persisted put and puts/s;
+#   2. stops the master with SIGTERM: seconds until it has exited (clean stop);
+#   3. starts it again: seconds until its RPC port accepts (answering), until /metrics answers
+#      on the admin port, and until master_key_count reaches OBJECTS (fully loaded);
+#   4. kills it with SIGKILL and repeats 3 (restart after a crash).
+# Prints one line per figure; the master's log stays in the directory named at the end when
+# KEEP=1.
+set -eu
+B=$1 N=${2:-1000000} T=${3:-8}
+dir=$(mktemp -d)
+mp= cp=
+cleanup() {
+	[ -n "$cp" ] && kill "$cp" 2>/dev/null
+	[ -n "$mp" ] && kill -9 "$mp" 2>/dev/null
+	wait 2>/dev/null || true
+	[ "${KEEP:-0}" = 1 ] && echo "kept $dir" || rm -rf "$dir"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+p=$(free_port) mport=$(free_port) c=$(free_port)
+hz=$(getconf CLK_TCK)
+# Each 64-byte object takes a 64-byte block (and the allocator's rounding): 256 B each is ample.
+seg=$(( (N * 256 / 1048576 + 64) ))MB
+
+now() { date +%s.%N; }
+cpu_s() { awk -v hz="$hz" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }
+keys() { curl -s "http://127.0.0.1:$mport/metrics" 2>/dev/null |
+	awk '$1 == "master_key_count" { print $2 }'; }
+port_open() { python3 - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+s.settimeout(0.05)
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+PY
+}
+
+start_master() {	# start_master: sets mp and t0
+	t0=$(now)
+	"$B/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$p" --metrics_port="$mport" \
+		--persist_path="$dir/master.db" --enable_metric_reporting=false \
+		--remount_grace_period_sec=600 >>"$dir/m.log" 2>&1 &
+	mp=$!
+}
+
+measure_start() {	# measure_start LABEL: waits for the port, /metrics and the full table
+	local label=$1 t_rpc= t_http= k c_rpc=
+	while :; do
+		if [ -z "$t_rpc" ] && port_open "$p"; then t_rpc=$(now) c_rpc=$(cpu_s "$mp"); fi
+		if [ -n "$t_rpc" ]; then
+			k=$(keys)
+			if [ -n "$k" ] && [ -z "$t_http" ]; then t_http=$(now); fi
+			if [ -n "$k" ] && [ "${k%.*}" -ge "$N" ]; then break; fi
+		fi
+		kill -0 "$mp" 2>/dev/null || { echo "master died"; tail "$dir/m.log"; exit 1; }
+		sleep 0.02
+	done
+	awk -v a="$t0" -v r="$t_rpc" -v h="$t_http" -v l="$(now)" -v n="$N" -v w="$label" \
+		-v c="$c_rpc" \
+		'BEGIN { printf "%s: RPC port answers after %.2f s (master CPU %.2f s by then), /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start)\n", w, r - a, c, h - a, n, l - a, n / (l - a) / 1e6 }'
+}
+
+start_master
+while ! port_open "$p"; do sleep 0.05; done
+"$B/mooncake_client" --host=127.0.0.1 --port="$c" --master_server_address=127.0.0.1:"$p" \
+	--metadata_server=P2PHANDSHAKE --global_segment_size="$seg" >"$dir/c.log" 2>&1 &
+cp=$!
+for i in $(seq 200); do grep -qs "serving segment" "$dir/c.log" && break; sleep 0.1; done
+c0=$(cpu_s "$mp") w0=$(now)
+"$B/mooncake_bench" --master_server_address=127.0.0.1:"$p" --operation=put --value_size=64 \
+	--batch_size=128 --threads="$T" --keep --duration=3600 --total_bytes=$((N * 64)) \
+	>"$dir/bench.log" 2>&1
+c1=$(cpu_s "$mp") w1=$(now)
+k=$(keys)
+awk -v c="$(echo "$c1 - $c0" | bc -l)" -v w="$(echo "$w1 - $w0" | bc -l)" -v k="$k" -v t="$T" \
+	'BEGIN { printf "fill: %d objects by %d writers in %.1f s: %.0f persisted puts/s, master %.2f cores, %.2f us master CPU per put\n", k, t, w, k / w, c / w, c * 1e6 / k }'
+# The bench writes whole batches per thread: the table holds what it wrote.
+[ "${k%.*}" -ge $((N * 9 / 10)) ] || { echo "only $k objects stored"; exit 1; }
+N=${k%.*}
+# The client stays: a client that unmounts takes its objects with it, and real clients ride
+# out a master restart (they re-mount).
+s0=$(now)
+kill -TERM "$mp"
+while kill -0 "$mp" 2>/dev/null; do sleep 0.01; done
+wait "$mp" 2>/dev/null || true
+awk -v a="$s0" -v b="$(now)" 'BEGIN { printf "clean stop (SIGTERM to exit): %.2f s\n", b - a }'
+ls -l "$dir"/master.db* | awk '{ s += $5 } END { printf "database: %.0f MB\n", s / 1048576 }'
+start_master
+measure_start "restart after a clean stop"
+kill -9 "$mp"; wait "$mp" 2>/dev/null || true
+start_master
+measure_start "restart after kill -9"
+s0=$(now)
+kill -TERM "$mp"
+while kill -0 "$mp" 2>/dev/null; do sleep 0.01; done
+wait "$mp" 2>/dev/null || true
+mp=
+awk -v a="$s0" -v b="$(now)" 'BEGIN { printf "clean stop of the restarted master: %.2f s\n", b - a }'

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Reading the SQLite file back at start-up (see persist.h): segments, then objects (replicas
+ * unpacked from their blob), records by kind, meta values.  Rows that do not parse are skipped
+ * with a log line; the load goes on.  The master's reactor thread, before it serves.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "persist/persist.h"
+#include "persist/persist_int.h"
+
+int64_t mc_persist_get_meta(struct mc_persist *p, const char *name)
+{
+	sqlite3_stmt *st = p->st[ST_GET_META];
+	int64_t v = 0;
+	int i;
+
+	for (i = 0; i < p->nmeta; i++)
+		if (!strcmp(p->meta[i].name, name) && p->meta[i].dirty)
+			return p->meta[i].value;
+	if (st == NULL)		/* no database yet */
+		return 0;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return v;
+}
+
+static int mc_persist_blob16(sqlite3_stmt *st, int col, uint8_t out[16])
+{
+	if (sqlite3_column_bytes(st, col) != 16)
+		return -1;
+	memcpy(out, sqlite3_column_blob(st, col), 16);
+	return 0;
+}
+
+static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn fn, void *arg)
+{
+	sqlite3_stmt *st = p->st[ST_LOAD_SEGMENTS];
+	int rc, ret = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct mc_persist_segment s;
+
+		if (mc_persist_blob16(st, 0, s.id) || mc_persist_blob16(st, 1, s.client_id)) {
+			mc_log_warn("persist %s: skipping a segment row with a malformed id", p->path);
+			continue;
+		}
+		s.name = (const char *)sqlite3_column_text(st, 2);
+		s.base = (uint64_t)sqlite3_column_int64(st, 3);
+		s.size = (uint64_t)sqlite3_column_int64(st, 4);
+		s.endpoint = (const char *)sqlite3_column_text(st, 5);
+		s.protocol = (const char *)sqlite3_column_text(st, 6);
+		s.kind = (uint8_t)sqlite3_column_int(st, 7);
+		if (mc_persist_blob16(st, 8, s.token))
+			memset(s.token, 0, 16);		/* NULL: mounted without a token */
+		s.dormant_until_ms = sqlite3_column_int64(st, 9);
+		if (s.name == NULL || s.endpoint == NULL || s.protocol == NULL)
+			continue;
+		ret = fn(arg, &s);
+		if (ret)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = mc_persist_fail(p, "load segments", rc);
+	sqlite3_reset(st);
+	return ret;
+}
+
+static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn, void *arg)
+{
+	sqlite3_stmt *st = p->st[ST_LOAD_OBJECTS];
+	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
+	int rc, ret = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct mc_persist_object o;
+		struct mc_rbuf r;
+		int nbytes = sqlite3_column_bytes(st, 6);
+		uint32_t i, n;
+
+		o.key = sqlite3_column_blob(st, 0);
+		o.key_len = (size_t)sqlite3_column_bytes(st, 0);
+		o.size = (uint64_t)sqlite3_column_int64(st, 1);
+		o.flags = (uint32_t)sqlite3_column_int64(st, 2);
+		o.put_start_ms = sqlite3_column_int64(st, 3);
+		o.soft_pin_until_ms = sqlite3_column_int64(st, 4);
+		o.gen = (uint64_t)sqlite3_column_int64(st, 7);
+		o.has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
+		o.checksum = o.has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
+		n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
+		if (o.key == NULL || mc_persist_blob16(st, 5, o.writer) ||
+		    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS) {
+			mc_log_warn("persist %s: skipping a malformed object row", p->path);
+			continue;
+		}
+		mc_rbuf_init(&r, sqlite3_column_blob(st, 6), (size_t)nbytes);
+		for (i = 0; i < n; i++) {
+			const uint8_t *seg;
+
+			reps[i].id = mc_rbuf_u64(&r);
+			reps[i].type = mc_rbuf_u8(&r);
+			reps[i].status = mc_rbuf_u8(&r);
+			seg = mc_rbuf_bytes(&r, 16);
+			if (seg)
+				memcpy(reps[i].segment_id, seg, 16);
+			reps[i].offset = mc_rbuf_u64(&r);
+			reps[i].len = mc_rbuf_u64(&r);
+		}
+		if (r.err)
+			continue;
+		o.n_replicas = n;
+		o.replicas = reps;
+		ret = fn(arg, &o);
+		if (ret)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = mc_persist_fail(p, "load objects", rc);
+	sqlite3_reset(st);
+	return ret;
+}
+
+int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_record_fn fn,
+			    void *arg)
+{
+	sqlite3_stmt *st = p->st[ST_LOAD_RECORDS];
+	int rc, ret = 0;
+
+	if (st == NULL)		/* no database yet: nothing to load */
+		return 0;
+	sqlite3_bind_int64(st, 1, kind);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		ret = fn(arg, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
+			 sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
+		if (ret)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = mc_persist_fail(p, "load records", rc);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return ret;
+}
+
+int mc_persist_load(struct mc_persist *p, mc_persist_segment_fn on_segment,
+		    mc_persist_object_fn on_object, void *arg)
+{
+	int ret;
+
+	if (p->st[ST_LOAD_SEGMENTS] == NULL)	/* no database yet: nothing to load */
+		return 0;
+	ret = mc_persist_load_segments(p, on_segment, arg);
+	if (ret)
+		return ret;
+	return mc_persist_load_objects(p, on_object, arg);
+}
