@@ -13,6 +13,12 @@
  * Completion callbacks are queued and run from a separate event, never from inside submit and
  * never while a lane is being walked.
  *
+ * Small transfers cost few system calls: the send cursor gathers up to MC_TCP_IOV pieces
+ * (headers and payloads) into one writev, and replies are read through a small buffer
+ * (MC_TCP_INBUF), so that the statuses of a batch of small writes, which the data server sends
+ * together, take one recv; a READ payload of MC_TCP_DIRECT bytes or more is received straight
+ * into the caller's memory.
+ *
  * A transfer submitted with a crc pointer gets the CRC-64 of its bytes on the way: a WRITE
  * slice's payload is checksummed at most MC_TCP_CRC_AHEAD bytes ahead of what the socket was
  * given, so the kernel copies bytes the CRC just brought into cache; a READ slice's payload as
@@ -37,7 +43,9 @@
 #include "transfer/tcp.h"
 
 #define MC_TCP_MAX_LANES 16
-#define MC_TCP_IOV 64
+#define MC_TCP_IOV 256
+#define MC_TCP_INBUF 2048	/* buffered replies: statuses and small READ payloads */
+#define MC_TCP_DIRECT 1024	/* READ payload left from this size: received in place */
 #define MC_TCP_CRC_AHEAD (256u << 10)
 
 struct mc_xfer {
@@ -85,6 +93,8 @@ struct mc_lane {
 	struct mc_auth_hs *hs;
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
+	size_t in_pos, in_len;	/* in[in_pos, in_len): received, not yet consumed */
+	uint8_t in[MC_TCP_INBUF];
 };
 
 struct mc_peer {
@@ -224,6 +234,7 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 	}
 	l->head = l->tail = l->send_cur = NULL;
 	l->queued = 0;
+	l->in_pos = l->in_len = 0;
 }
 
 static void mc_lane_arm_timer(struct mc_lane *l)
@@ -352,10 +363,36 @@ static int mc_lane_send(struct mc_lane *l)
 	return 0;
 }
 
+/* Take up to want bytes of the reply stream into dst: from the lane's buffer, else straight
+ * from the socket when want is at least direct, else by refilling the buffer first.  Returns
+ * the bytes taken, or what recv returned (0: EOF, -1: errno). */
+static ssize_t mc_lane_take(struct mc_lane *l, uint8_t *dst, uint64_t want, uint64_t direct)
+{
+	ssize_t r;
+	size_t n;
+
+	if (l->in_pos == l->in_len) {
+		if (want >= direct)
+			return recv(l->fd, dst, want > (1u << 30) ? (1u << 30) : (size_t)want, 0);
+		r = recv(l->fd, l->in, sizeof(l->in), 0);
+		if (r <= 0)
+			return r;
+		l->in_pos = 0;
+		l->in_len = (size_t)r;
+	}
+	n = l->in_len - l->in_pos;
+	if (n > want)
+		n = (size_t)want;
+	memcpy(dst, l->in + l->in_pos, n);
+	l->in_pos += n;
+	return (ssize_t)n;
+}
+
 /* Read replies for the head slices.  Returns -1 on error or close. */
 static int mc_lane_recv(struct mc_lane *l)
 {
 	struct mc_tcp_client *c = l->peer->c;
+	int progress = 0;	/* re-arms the silence timer once, on the way out */
 
 	for (;;) {
 		struct mc_slice *s = l->head;
@@ -365,6 +402,10 @@ static int mc_lane_recv(struct mc_lane *l)
 			/* Nothing is awaiting a reply: any byte now is a protocol error or EOF. */
 			uint8_t b;
 
+			if (l->in_pos < l->in_len) {
+				errno = EPROTO;
+				return -1;
+			}
 			r = recv(l->fd, &b, 1, MSG_PEEK);
 			if (r == 0)
 				return -1;
@@ -375,11 +416,11 @@ static int mc_lane_recv(struct mc_lane *l)
 			goto check;
 		}
 		if (s->status_got < 8) {
-			r = recv(l->fd, s->status + s->status_got, 8 - s->status_got, 0);
+			r = mc_lane_take(l, s->status + s->status_got, 8 - s->status_got, UINT64_MAX);
 			if (r <= 0)
 				goto check;
 			s->status_got += (uint32_t)r;
-			mc_lane_arm_timer(l);	/* progress: the timer bounds silence only */
+			progress = 1;	/* the timer bounds silence only */
 			if (s->status_got < 8)
 				continue;
 			if ((uint32_t)(mc_get_le64(s->status) >> 32) != MC_TCP_STATUS_MAGIC) {
@@ -388,15 +429,13 @@ static int mc_lane_recv(struct mc_lane *l)
 			}
 		}
 		if ((uint32_t)mc_get_le64(s->status) == 0 && s->op == MC_XFER_READ && s->recvd < s->len) {
-			uint64_t want = s->len - s->recvd;
-
-			r = recv(l->fd, s->local + s->recvd, want > (1u << 30) ? (1u << 30) : want, 0);
+			r = mc_lane_take(l, s->local + s->recvd, s->len - s->recvd, MC_TCP_DIRECT);
 			if (r <= 0)
 				goto check;
 			if (s->x->crc_out)	/* while the bytes just landed are in cache */
 				s->crc = mc_crc64(s->crc, s->local + s->recvd, (size_t)r);
 			s->recvd += (uint64_t)r;
-			mc_lane_arm_timer(l);
+			progress = 1;
 			if (s->recvd < s->len)
 				continue;
 		}
@@ -418,7 +457,11 @@ check:
 			return -1;
 		if (errno == EINTR)
 			continue;
-		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		if (progress && l->head)
+			mc_lane_arm_timer(l);
+		return 0;
 	}
 }
 
