@@ -53,7 +53,7 @@ def open_store(a):
     return st
 
 
-def writer(a, w, first, count, q, go):
+def writer(a, w, first, count, q, go, release):
     """Put keys first..first+count-1 of writer w; report batch end times and latencies."""
     st = open_store(a)
     value = b"v" * a.value_len
@@ -72,6 +72,7 @@ def writer(a, w, first, count, q, go):
         ends.append((e, len(ks)))
         lats.append(e - s)
     q.put(("done", w, t0, ends, lats, fails))
+    release.wait()  # until the parent has read this process's CPU time
     st.close()
 
 
@@ -162,11 +163,11 @@ def main():
     pids = {k: int(v) for k, v in (p.split("=", 1) for p in a.pid)}
 
     rtt = loopback_rtt()
-    q, go = mp.Queue(), mp.Event()
+    q, go, release = mp.Queue(), mp.Event(), mp.Event()
     per = a.objects // a.writers
     procs = []
     for w in range(a.writers):
-        p = mp.Process(target=writer, args=(a, w, 0, per, q, go))
+        p = mp.Process(target=writer, args=(a, w, 0, per, q, go, release))
         p.start()
         procs.append(p)
     wpids = {}
@@ -188,6 +189,7 @@ def main():
     t1 = max(e for r in results for e, _ in r[3]) if results else time.perf_counter()
     cpu1 = {k: cpu_s(v) for k, v in pids.items()}
     rss1 = rss_bytes(pids["master"]) if "master" in pids else 0
+    release.set()
     for p in procs:
         p.join()
     ends = sorted(e for r in results for e in r[3])
