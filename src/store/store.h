@@ -6,7 +6,7 @@
  * libmooncake store client internals.
  *
  * One struct mc_store per handle.  Its loop thread owns every socket: the master connection
- * (master_client.c) and, through the handle's transfer engine (src/engine), which runs on the
+ * (master_client.c, master_call.c) and, through the handle's transfer engine (src/engine), which runs on the
  * same loop, the data server that serves this client's segments, the data client that reaches
  * other clients, the handshake port and the same-host shared-memory listener.  API calls run on
  * the caller's thread: they encode requests, hand them to the loop, wait, and decode the
