@@ -5,12 +5,14 @@
 /*
  * libmooncake store client internals.
  *
- * One struct mc_store per handle.  Its loop thread owns every socket: the master connection
- * (master_client.c, master_call.c) and, through the handle's transfer engine (src/engine), which runs on the
- * same loop, the data server that serves this client's segments, the data client that reaches
- * other clients, the handshake port and the same-host shared-memory listener.  API calls run on
- * the caller's thread: they encode requests, hand them to the loop, wait, and decode the
- * answers, so many threads can be inside calls at once.
+ * One struct mc_store per handle.  Its loop thread owns every socket but the API threads' own
+ * connections: the master connection (master_client.c) and, through the handle's transfer
+ * engine (src/engine), which runs on the same loop, the data server that serves this client's
+ * segments, the data client that reaches other clients, the handshake port and the same-host
+ * shared-memory listener.  API calls run on the caller's thread: they encode requests, send
+ * them on the caller's direct lane to the master (master_call.c) or hand them to the loop,
+ * wait, and decode the answers; small tcp transfers go on the caller's own data connections
+ * (src/transfer/tcp_direct.c).  Many threads can be inside calls at once.
  */
 #include <pthread.h>
 #include <stdint.h>
