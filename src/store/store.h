@@ -394,8 +394,9 @@ struct mc_query_item {
 	const char *key;
 	int code;
 	uint32_t nrep;
-	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
-	char strings[MC_RPC_MAX_REPLICAS][3][MC_RPC_MAX_NAME + 1];	/* owns the views */
+	struct mc_rpc_replica *reps;	/* nrep; they and their views live in the batch's memory,
+					   held by items[0] until mc_store_query_release */
+	void *own_resp, *own_reps;	/* items[0] only: that memory */
 };
 
 void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
@@ -443,8 +444,10 @@ int mc_store_get_from_snapshot(struct mc_get_snapshot *s, struct mc_get_item *it
 void mc_store_snapshot_free(struct mc_get_snapshot *s);
 /* The store the snapshot reads from. */
 struct mc_store *mc_store_snapshot_store(const struct mc_get_snapshot *s);
-/* GetReplicaList for each key (grants read leases, as upstream's query does). */
+/* GetReplicaList for each key (grants read leases, as upstream's query does).  items start
+ * zeroed but for their keys; mc_store_query_release(items, n) frees what it filled in. */
 int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32_t n);
+void mc_store_query_release(struct mc_query_item *items, uint32_t n);
 /* BatchReplicaClear: returns the number of keys cleared (their indices in cleared[]), or <0. */
 int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,
 			   const char *segment_name, uint8_t *cleared);
