@@ -75,9 +75,10 @@ run_mode() {	# run_mode MODE
 	sleep 2
 	if [ "$mode" = c-writer ]; then
 		# One process, T threads, each putting batches of 128 64-byte values.
-		"$B/mooncake_bench" --master_server_address=127.0.0.1:$p --operation=put \
-			--value_size=64 --batch_size=128 --threads=$T --duration=10 \
-			--total_bytes=$((N * 64)) --json 2>/dev/null | sed "s/^/c-writer /" || true
+		MC_FORCE_TCP=1 "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
+			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
+			--threads=$T --duration=10 --total_bytes=$((N * 64)) --json 2>/dev/null |
+			sed "s/^/c-writer /" || true
 	else
 		MC_FORCE_TCP=1 PYTHONPATH=$ppath $py "$top/scripts/bench_scale.py" \
 			--master=127.0.0.1:$p --objects=$N --writers=$W --label=$mode \
