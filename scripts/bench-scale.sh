@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # Small puts at scale, as a user measures them, ours and upstream's wheel in one run:
-#   scripts/bench-scale.sh [-b BUILD] [-n OBJECTS] [-w WRITERS] [-u UPSTREAM_VENV] [-r ROUNDS]
-#                          [-m ours|ours-persist|upstream|c-writer,...]
-# For each mode (default: ours, ours-persist, upstream, c-writer; -r ROUNDS times, alternating)
+#   scripts/bench-scale.sh [-b BUILD] [-a REF_BUILD] [-n OBJECTS] [-w WRITERS] [-r ROUNDS]
+#                          [-u UPSTREAM_VENV] [-t C_THREADS] [-m MODE,...]
+# For each mode (default: ours, ours-persist, upstream, c-writer; -r ROUNDS times, alternating;
+# "ref" and "ref-persist" run another build of ours, -a, e.g. main's, as a before/after reference)
 # it starts a master and one mooncake_client with a segment large enough for the objects, then
 # scripts/bench_scale.py: W Python writers (default 1) putting OBJECTS (default 1M; -n 10M for
 # the long run) 64-byte values under 48-byte keys in put_batch calls of 128 over tcp
@@ -14,20 +15,22 @@
 # mooncake_client and Python package from UPSTREAM_VENV (default /work/wt/venv-up-t27c; pip
 # install mooncake-transfer-engine-non-cuda); "c-writer" runs mooncake_bench's put of 64-byte
 # values in batches of 128 from one process (threads: -t, default 2) into our cluster.
+# Every run's line is printed as it ends; at the end a table of the medians per mode.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-B=$top/_build/opt N=1000000 W=1 UP=${UPSTREAM_VENV:-/work/wt/venv-up-t27c} R=1 T=2
+B=$top/_build/opt A="" N=1000000 W=1 UP=${UPSTREAM_VENV:-/work/wt/venv-up-t27c} R=1 T=2
 MODES=ours,ours-persist,upstream,c-writer
-while getopts b:n:w:u:r:m:t: o; do
+while getopts b:a:n:w:u:r:m:t: o; do
 	case $o in
 	b) B=$(cd "$OPTARG" && pwd) ;;
+	a) A=$(cd "$OPTARG" && pwd) ;;
 	n) N=$OPTARG ;;
 	w) W=$OPTARG ;;
 	u) UP=$OPTARG ;;
 	r) R=$OPTARG ;;
 	m) MODES=$OPTARG ;;
 	t) T=$OPTARG ;;
-	*) sed -n 3,16p "$0"; exit 2 ;;
+	*) sed -n 3,18p "$0"; exit 2 ;;
 	esac
 done
 tmp=$(mktemp -d)
@@ -51,12 +54,14 @@ run_mode() {	# run_mode MODE
 	local mode=$1 p c m mp cp bin py extra=""
 	p=$((30000 + RANDOM % 10000)) c=$((p + 1)) m=$((p + 2))
 	bin=$B py="python3" ppath=$B/pybuild
+	case $mode in ref*) [ -n "$A" ] || { echo "$mode: no -a REF_BUILD" >&2; return 0; }
+		bin=$A ppath=$A/pybuild ;; esac
 	if [ "$mode" = upstream ]; then
 		bin=$UP/bin py=$UP/bin/python ppath=""
 		[ -x "$bin/mooncake_master" ] || { echo "upstream: no $bin/mooncake_master" >&2; return 0; }
 	fi
 	rm -rf "$tmp/run" && mkdir -p "$tmp/run"
-	[ "$mode" = ours-persist ] && extra="--persist_path=$tmp/run/master.db"
+	case $mode in *-persist) extra="--persist_path=$tmp/run/master.db" ;; esac
 	if [ "$mode" = upstream ]; then
 		"$bin/mooncake_master" --rpc_port=$p --rpc_address=127.0.0.1 --metrics_port=$m \
 			--enable_metric_reporting=false >"$tmp/run/m.log" 2>&1 &
@@ -78,11 +83,12 @@ run_mode() {	# run_mode MODE
 		MC_FORCE_TCP=1 "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
 			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
 			--threads=$T --duration=10 --total_bytes=$((N * 64)) --json 2>/dev/null |
-			sed "s/^/c-writer /" || true
+			sed "s/^{/{\"label\":\"c-writer\",/" | tee -a "$tmp/results" || true
 	else
 		MC_FORCE_TCP=1 PYTHONPATH=$ppath $py "$top/scripts/bench_scale.py" \
 			--master=127.0.0.1:$p --objects=$N --writers=$W --label=$mode \
-			--pid=master=$mp --pid=client=$cp || echo "$mode: driver failed" >&2
+			--pid=master=$mp --pid=client=$cp | tee -a "$tmp/results" ||
+			echo "$mode: driver failed" >&2
 	fi
 	kill $cp $mp 2>/dev/null || true
 	wait $cp $mp 2>/dev/null || true
@@ -93,3 +99,5 @@ for r in $(seq "$R"); do
 		run_mode "$mode"
 	done
 done
+[ -s "$tmp/results" ] && python3 "$top/scripts/bench_scale.py" --summarize "$tmp/results"
+exit 0

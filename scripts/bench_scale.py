@@ -7,7 +7,8 @@ processes put N objects in all (--value_len-byte values, --key_len-byte keys, pu
 --batch keys) through MooncakeDistributedStore over the protocol given, into the master and the
 mooncake_client that the caller started.  It prints one JSON object: puts/s per tenth of the
 run, batch latency p50/p99, a loopback round-trip reference measured in this run (a TCP echo
-between two processes, 64 bytes, TCP_NODELAY), the CPU of every process named by --pid (and of
+between two processes, 64 bytes, TCP_NODELAY; and the store's own round trip, is_exist of
+one key through the Python binding to the master), the CPU of every process named by --pid (and of
 the writers) per put and in cores, the master's RSS growth per object, and the rates of
 batch_is_exist and batch_get_replica_desc over the keys just written.
 """
@@ -58,7 +59,13 @@ def writer(a, w, first, count, q, go, release):
     st = open_store(a)
     value = b"v" * a.value_len
     keys = [key_of(w, i, a.key_len) for i in range(first, first + count)]
-    q.put(("ready", w, os.getpid()))
+    # The store's own round trip to the master: is_exist of one key, through the same stack.
+    rtts = []
+    for _ in range(500):
+        s = time.perf_counter()
+        st.is_exist("rtt-probe")
+        rtts.append(time.perf_counter() - s)
+    q.put(("ready", w, os.getpid(), statistics.median(rtts)))
     go.wait()
     ends, lats, fails = [], [], 0
     t0 = time.perf_counter()
@@ -142,7 +149,49 @@ def lookups(a, n_keys):
     return out
 
 
+def summarize(path):
+    """Medians per label of the JSON lines in path (the runs of bench-scale.sh), one line each."""
+    rows = {}
+    for line in open(path):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        rows.setdefault(r.get("label") or "?", []).append(r)
+
+    def med(rs, f):
+        xs = [f(r) for r in rs]
+        xs = [x for x in xs if x is not None]
+        return statistics.median(xs) if xs else float("nan")
+
+    print("%-13s %4s %9s %9s %9s %8s %8s %6s %10s %10s %10s %7s %9s %9s" % (
+        "label", "runs", "puts/s", "1st10th", "last10th", "p50_ms", "p99_ms", "x3rtt",
+        "us/put:wr", "master", "client", "B/obj", "exist/s", "desc/s"))
+    for label, rs in rows.items():
+        if "phase" in rs[0]:  # mooncake_bench's line (C writer)
+            print("%-13s %4d %9.0f %9s %9s %8.3f %8.3f" % (
+                label, len(rs), med(rs, lambda r: r["ops_per_s"]), "", "",
+                med(rs, lambda r: r["p50_us"] / 1e3), med(rs, lambda r: r["p99_us"] / 1e3)))
+            continue
+        lk = lambda r, n: r.get("lookups", {}).get(n, {}).get("keys_per_s")
+        print("%-13s %4d %9.0f %9.0f %9.0f %8.3f %8.3f %6.2f %10.2f %10.2f %10.2f %7.1f %9.0f %9.0f" % (
+            label, len(rs), med(rs, lambda r: r["puts_per_s"]),
+            med(rs, lambda r: r["puts_per_s_by_tenth"][0]),
+            med(rs, lambda r: r["puts_per_s_by_tenth"][-1]),
+            med(rs, lambda r: r["batch_p50_ms"]), med(rs, lambda r: r["batch_p99_ms"]),
+            med(rs, lambda r: r["batch_p50_over_3_store_rtt"]),
+            med(rs, lambda r: r["cpu_us_per_put"]["writers"]),
+            med(rs, lambda r: r["cpu_us_per_put"].get("master")),
+            med(rs, lambda r: r["cpu_us_per_put"].get("client")),
+            med(rs, lambda r: r.get("master_rss_bytes_per_object")),
+            med(rs, lambda r: lk(r, "batch_is_exist")),
+            med(rs, lambda r: lk(r, "batch_get_replica_desc"))))
+    return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--summarize":
+        return summarize(sys.argv[2])
     ap = argparse.ArgumentParser()
     ap.add_argument("--master", required=True)
     ap.add_argument("--metadata", default="P2PHANDSHAKE")
@@ -170,10 +219,12 @@ def main():
         p = mp.Process(target=writer, args=(a, w, 0, per, q, go, release))
         p.start()
         procs.append(p)
-    wpids = {}
+    wpids, rpc_rtts = {}, []
     while len(wpids) < a.writers:
         m = q.get()
         wpids[m[1]] = m[2]
+        rpc_rtts.append(m[3])
+    rpc_rtt = statistics.median(rpc_rtts)
     rss0 = rss_bytes(pids["master"]) if "master" in pids else 0
     cpu0 = {k: cpu_s(v) for k, v in pids.items()}
     wcpu0 = {w: cpu_s(p) for w, p in wpids.items()}
@@ -215,6 +266,8 @@ def main():
         "batch_p50_ms": round(p50 * 1e3, 3), "batch_p99_ms": round(pct(lats, 99) * 1e3, 3),
         "loopback_rtt_us": round(rtt * 1e6, 1),
         "batch_p50_over_3_rtt": round(p50 / (3 * rtt), 2),
+        "store_rpc_rtt_us": round(rpc_rtt * 1e6, 1),
+        "batch_p50_over_3_store_rtt": round(p50 / (3 * rpc_rtt), 2),
         "cpu_cores": {k: round(v / wall, 2) for k, v in cpu.items()},
         "cpu_us_per_put": {k: round(v / max(total, 1) * 1e6, 2) for k, v in cpu.items()},
     }
