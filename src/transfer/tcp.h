@@ -74,6 +74,18 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
 			 void *arg, uint64_t *crc);
 
+/* A connection's reply stream read through a small buffer (buf[pos, len) not consumed yet). */
+struct mc_tcp_inbuf {
+	uint8_t *buf;
+	size_t cap, pos, len;
+};
+
+/* Take up to want bytes of fd's stream into dst: from the buffer, else straight from the socket
+ * when want is at least direct, else by refilling the buffer first (recv with flags).  Returns
+ * the bytes taken, or what recv returned (0: EOF, -1: errno). */
+ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t want,
+			  uint64_t direct, int flags);
+
 /* The calling thread's own small transfers (tcp_direct.c): for batches that are latency-bound,
  * a thread that would wait for the loop anyway carries them itself over pooled connections.
  * Any thread may call mc_tcp_direct_run; mc_tcp_direct_free when none does any more. */

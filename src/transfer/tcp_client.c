@@ -93,8 +93,8 @@ struct mc_lane {
 	struct mc_auth_hs *hs;
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
-	size_t in_pos, in_len;	/* in[in_pos, in_len): received, not yet consumed */
-	uint8_t in[MC_TCP_INBUF];
+	struct mc_tcp_inbuf in;	/* over inbuf */
+	uint8_t inbuf[MC_TCP_INBUF];
 };
 
 struct mc_peer {
@@ -234,7 +234,7 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 	}
 	l->head = l->tail = l->send_cur = NULL;
 	l->queued = 0;
-	l->in_pos = l->in_len = 0;
+	l->in.pos = l->in.len = 0;
 }
 
 static void mc_lane_arm_timer(struct mc_lane *l)
@@ -363,28 +363,26 @@ static int mc_lane_send(struct mc_lane *l)
 	return 0;
 }
 
-/* Take up to want bytes of the reply stream into dst: from the lane's buffer, else straight
- * from the socket when want is at least direct, else by refilling the buffer first.  Returns
- * the bytes taken, or what recv returned (0: EOF, -1: errno). */
-static ssize_t mc_lane_take(struct mc_lane *l, uint8_t *dst, uint64_t want, uint64_t direct)
+ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t want,
+			  uint64_t direct, int flags)
 {
 	ssize_t r;
 	size_t n;
 
-	if (l->in_pos == l->in_len) {
+	if (b->pos == b->len) {
 		if (want >= direct)
-			return recv(l->fd, dst, want > (1u << 30) ? (1u << 30) : (size_t)want, 0);
-		r = recv(l->fd, l->in, sizeof(l->in), 0);
+			return recv(fd, dst, want > (1u << 30) ? (1u << 30) : (size_t)want, flags);
+		r = recv(fd, b->buf, b->cap, flags);
 		if (r <= 0)
 			return r;
-		l->in_pos = 0;
-		l->in_len = (size_t)r;
+		b->pos = 0;
+		b->len = (size_t)r;
 	}
-	n = l->in_len - l->in_pos;
+	n = b->len - b->pos;
 	if (n > want)
 		n = (size_t)want;
-	memcpy(dst, l->in + l->in_pos, n);
-	l->in_pos += n;
+	memcpy(dst, b->buf + b->pos, n);
+	b->pos += n;
 	return (ssize_t)n;
 }
 
@@ -402,7 +400,7 @@ static int mc_lane_recv(struct mc_lane *l)
 			/* Nothing is awaiting a reply: any byte now is a protocol error or EOF. */
 			uint8_t b;
 
-			if (l->in_pos < l->in_len) {
+			if (l->in.pos < l->in.len) {
 				errno = EPROTO;
 				return -1;
 			}
@@ -416,7 +414,8 @@ static int mc_lane_recv(struct mc_lane *l)
 			goto check;
 		}
 		if (s->status_got < 8) {
-			r = mc_lane_take(l, s->status + s->status_got, 8 - s->status_got, UINT64_MAX);
+			r = mc_tcp_inbuf_take(&l->in, l->fd, s->status + s->status_got,
+					      8 - s->status_got, UINT64_MAX, 0);
 			if (r <= 0)
 				goto check;
 			s->status_got += (uint32_t)r;
@@ -429,7 +428,8 @@ static int mc_lane_recv(struct mc_lane *l)
 			}
 		}
 		if ((uint32_t)mc_get_le64(s->status) == 0 && s->op == MC_XFER_READ && s->recvd < s->len) {
-			r = mc_lane_take(l, s->local + s->recvd, s->len - s->recvd, MC_TCP_DIRECT);
+			r = mc_tcp_inbuf_take(&l->in, l->fd, s->local + s->recvd, s->len - s->recvd,
+					      MC_TCP_DIRECT, 0);
 			if (r <= 0)
 				goto check;
 			if (s->x->crc_out)	/* while the bytes just landed are in cache */
@@ -569,6 +569,8 @@ static struct mc_peer *mc_peer_get(struct mc_tcp_client *c, const char *host, ui
 
 		l->peer = p;
 		l->fd = -1;
+		l->in.buf = l->inbuf;
+		l->in.cap = sizeof(l->inbuf);
 		l->ev_read = event_new(c->base, -1, 0, mc_lane_on_io, l);
 		l->ev_write = event_new(c->base, -1, 0, mc_lane_on_io, l);
 		l->ev_timer = evtimer_new(c->base, mc_lane_on_timeout, l);

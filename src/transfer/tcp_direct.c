@@ -70,8 +70,8 @@ struct mc_drun {
 	uint32_t status_got;	/* ... bytes of its status in, */
 	uint8_t status[8];
 	uint64_t recvd;		/* ... and of its READ payload */
-	size_t in_pos, in_len;
-	uint8_t in[MC_TCP_DIRECT_INBUF];
+	struct mc_tcp_inbuf in;	/* over inbuf */
+	uint8_t inbuf[MC_TCP_DIRECT_INBUF];
 };
 
 static int64_t mc_dnow_ms(void)
@@ -272,30 +272,6 @@ static int mc_drun_send(struct mc_drun *r)
 	return 0;
 }
 
-/* Take up to want bytes of r's reply stream into dst (see mc_lane_take in tcp_client.c). */
-static ssize_t mc_drun_take(struct mc_drun *r, uint8_t *dst, uint64_t want, int direct_ok)
-{
-	ssize_t got;
-	size_t n;
-
-	if (r->in_pos == r->in_len) {
-		if (direct_ok && want >= sizeof(r->in) / 4)
-			return recv(r->conn->fd, dst, want > (1u << 30) ? (1u << 30) : (size_t)want,
-				    MSG_DONTWAIT);
-		got = recv(r->conn->fd, r->in, sizeof(r->in), MSG_DONTWAIT);
-		if (got <= 0)
-			return got;
-		r->in_pos = 0;
-		r->in_len = (size_t)got;
-	}
-	n = r->in_len - r->in_pos;
-	if (n > want)
-		n = (size_t)want;
-	memcpy(dst, r->in + r->in_pos, n);
-	r->in_pos += n;
-	return (ssize_t)n;
-}
-
 /* Read what arrived for r: statuses and READ payloads, in request order.  Returns 1 when
  * something moved, 0 when nothing could be read, -1 on error or EOF (errno; 0 for EOF), -2 on
  * a reply that is not one. */
@@ -308,7 +284,8 @@ static int mc_drun_recv(struct mc_drun *r)
 		ssize_t got;
 
 		if (r->status_got < 8) {
-			got = mc_drun_take(r, r->status + r->status_got, 8 - r->status_got, 0);
+			got = mc_tcp_inbuf_take(&r->in, r->conn->fd, r->status + r->status_got,
+						8 - r->status_got, UINT64_MAX, MSG_DONTWAIT);
 			if (got <= 0)
 				goto check;
 			moved = 1;
@@ -321,7 +298,9 @@ static int mc_drun_recv(struct mc_drun *r)
 		}
 		if ((uint32_t)mc_get_le64(r->status) == 0 && o->opcode == MC_XFER_READ &&
 		    r->recvd < o->len) {
-			got = mc_drun_take(r, o->local + r->recvd, o->len - r->recvd, 1);
+			got = mc_tcp_inbuf_take(&r->in, r->conn->fd, o->local + r->recvd,
+						o->len - r->recvd, MC_TCP_DIRECT_INBUF / 4,
+						MSG_DONTWAIT);
 			if (got <= 0)
 				goto check;
 			moved = 1;
@@ -351,7 +330,7 @@ check:
 			continue;
 		return errno == EAGAIN || errno == EWOULDBLOCK ? moved : -1;
 	}
-	if (r->recv_op == r->p->n && r->in_pos < r->in_len)
+	if (r->recv_op == r->p->n && r->in.pos < r->in.len)
 		return -2;	/* bytes past the last answer */
 	if (!moved && r->recv_op == r->send_op && r->recv_op < r->p->n) {
 		/* Readable while no answer is due: EOF, or bytes that answer nothing. */
@@ -405,6 +384,8 @@ int mc_tcp_direct_run(struct mc_tcp_direct *d, struct mc_tcp_dpeer *peers, size_
 		struct mc_tcp_dpeer *p = &peers[i];
 
 		runs[i].p = p;
+		runs[i].in.buf = runs[i].inbuf;
+		runs[i].in.cap = sizeof(runs[i].inbuf);
 		for (k = 0; k < p->n; k++) {
 			struct mc_tcp_dop *o = &p->ops[k];
 

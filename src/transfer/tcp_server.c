@@ -542,6 +542,17 @@ static ssize_t mc_srv_recv_payload(struct mc_srv_conn *c)
 	return r;
 }
 
+/* After a step that may wait or fail (rc 1 done, 0 waiting, -1 error): 1 to go on; 0 to stop
+ * driving, with c closed on an error. */
+static int mc_srv_step_ok(struct mc_srv_conn *c, int rc)
+{
+	if (rc < 0) {
+		mc_srv_conn_close(c, strerror(errno));
+		return 0;
+	}
+	return rc > 0;
+}
+
 /* Drive the state machine as far as the socket allows. */
 static void mc_srv_drive(struct mc_srv_conn *c)
 {
@@ -550,15 +561,8 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 		size_t take;
 		int rc;
 
-		if (c->flushing) {
-			rc = mc_srv_flush(c);
-			if (rc < 0) {
-				mc_srv_conn_close(c, strerror(errno));
-				return;
-			}
-			if (rc == 0)
-				return;
-		}
+		if (c->flushing && !mc_srv_step_ok(c, mc_srv_flush(c)))
+			return;
 		switch (c->state) {
 		case SRV_AUTH:
 			rc = mc_auth_hs_step(c->hs, c->fd);
@@ -604,26 +608,14 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 		case SRV_RECV:
 		case SRV_DISCARD:
 			if (c->left == 0) {
-				rc = mc_srv_finish_write(c);
-				if (rc < 0) {
-					mc_srv_conn_close(c, strerror(errno));
-					return;
-				}
-				if (rc == 0)
+				if (!mc_srv_step_ok(c, mc_srv_finish_write(c)))
 					return;
 				break;
 			}
+			/* A long receive ahead: the statuses so far go first. */
 			if (c->in_pos == c->in_len && c->left >= MC_SRV_DIRECT &&
-			    c->out_sent < c->out_len) {
-				/* A long receive ahead: the statuses so far go first. */
-				rc = mc_srv_flush(c);
-				if (rc < 0) {
-					mc_srv_conn_close(c, strerror(errno));
-					return;
-				}
-				if (rc == 0)
-					return;
-			}
+			    c->out_sent < c->out_len && !mc_srv_step_ok(c, mc_srv_flush(c)))
+				return;
 			r = mc_srv_recv_payload(c);
 			if (r == 0) {
 				mc_srv_conn_close(c, "peer closed mid-payload");
