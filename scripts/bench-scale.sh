@@ -40,9 +40,13 @@ trap cleanup EXIT
 # Room for the objects with the allocator's rounding, at least 1 GB.
 seg=$((N * 160 > 1073741824 ? N * 160 : 1073741824))
 
-wait_port() {	# wait_port PORT: until something listens on 127.0.0.1:PORT (10 s)
+free_port() {	# a port nothing listens on now
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_port() {	# wait_port PORT: until something listens on 127.0.0.1:PORT (30 s)
 	local i
-	for i in $(seq 100); do
+	for i in $(seq 300); do
 		(exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
 		sleep 0.1
 	done
@@ -52,7 +56,7 @@ wait_port() {	# wait_port PORT: until something listens on 127.0.0.1:PORT (10 s)
 
 run_mode() {	# run_mode MODE
 	local mode=$1 p c m mp cp bin py extra=""
-	p=$((30000 + RANDOM % 10000)) c=$((p + 1)) m=$((p + 2))
+	p=$(free_port) c=$(free_port) m=$(free_port)
 	bin=$B py="python3" ppath=$B/pybuild
 	case $mode in ref*) [ -n "$A" ] || { echo "$mode: no -a REF_BUILD" >&2; return 0; }
 		bin=$A ppath=$A/pybuild ;; esac
@@ -71,7 +75,12 @@ run_mode() {	# run_mode MODE
 	fi
 	mp=$!
 	pids="$pids $mp"
-	wait_port $p
+	if ! wait_port $p; then
+		echo "$mode: the master did not start; skipped" >&2
+		tail -5 "$tmp/run/m.log" >&2
+		kill $mp 2>/dev/null || true
+		return 0
+	fi
 	MC_FORCE_TCP=1 "$bin/mooncake_client" --host=127.0.0.1 --port=$c \
 		--master_server_address=127.0.0.1:$p --metadata_server=P2PHANDSHAKE \
 		--protocol=tcp --global_segment_size=$seg >"$tmp/run/c.log" 2>&1 &

@@ -123,8 +123,10 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else 0.0
 
 
-def lookups(a, n_keys):
-    """Keys/s of batch_is_exist and batch_get_replica_desc over keys written by writer 0."""
+def lookups(a, n_keys, pids):
+    """Keys/s of batch_is_exist and batch_get_replica_desc over keys written by writer 0, and
+    their CPU cost per key (this process and the master: wall time on a busy machine says
+    more about the neighbours than about the call)."""
     st = open_store(a)
     out = {}
     nk = min(n_keys, 200000)
@@ -134,6 +136,7 @@ def lookups(a, n_keys):
         if fn is None:
             continue
         done, t0 = 0, time.perf_counter()
+        c0 = cpu_s(os.getpid()) + sum(cpu_s(p) for p in pids.values())
         ok = True
         while time.perf_counter() - t0 < a.lookup_seconds:
             for i in range(0, nk, a.lookup_batch):
@@ -143,7 +146,9 @@ def lookups(a, n_keys):
                 done += len(r)
                 if time.perf_counter() - t0 >= a.lookup_seconds:
                     break
+        c1 = cpu_s(os.getpid()) + sum(cpu_s(p) for p in pids.values())
         out[name] = {"keys_per_s": round(done / (time.perf_counter() - t0)),
+                     "cpu_us_per_key": round((c1 - c0) / max(done, 1) * 1e6, 3),
                      "batch": a.lookup_batch, "all_found": ok}
     st.close()
     return out
@@ -164,17 +169,18 @@ def summarize(path):
         xs = [x for x in xs if x is not None]
         return statistics.median(xs) if xs else float("nan")
 
-    print("%-13s %4s %9s %9s %9s %8s %8s %6s %10s %10s %10s %7s %9s %9s" % (
+    print("%-13s %4s %9s %9s %9s %8s %8s %6s %10s %10s %10s %7s %9s %9s %9s %9s" % (
         "label", "runs", "puts/s", "1st10th", "last10th", "p50_ms", "p99_ms", "x3rtt",
-        "us/put:wr", "master", "client", "B/obj", "exist/s", "desc/s"))
+        "us/put:wr", "master", "client", "B/obj", "exist/s", "desc/s", "exist_us", "desc_us"))
     for label, rs in rows.items():
         if "phase" in rs[0]:  # mooncake_bench's line (C writer)
             print("%-13s %4d %9.0f %9s %9s %8.3f %8.3f" % (
                 label, len(rs), med(rs, lambda r: r["ops_per_s"]), "", "",
                 med(rs, lambda r: r["p50_us"] / 1e3), med(rs, lambda r: r["p99_us"] / 1e3)))
             continue
-        lk = lambda r, n: r.get("lookups", {}).get(n, {}).get("keys_per_s")
-        print("%-13s %4d %9.0f %9.0f %9.0f %8.3f %8.3f %6.2f %10.2f %10.2f %10.2f %7.1f %9.0f %9.0f" % (
+        lk = lambda r, n, f="keys_per_s": r.get("lookups", {}).get(n, {}).get(f)
+        print("%-13s %4d %9.0f %9.0f %9.0f %8.3f %8.3f %6.2f %10.2f %10.2f %10.2f %7.1f %9.0f %9.0f"
+              " %9.3f %9.3f" % (
             label, len(rs), med(rs, lambda r: r["puts_per_s"]),
             med(rs, lambda r: r["puts_per_s_by_tenth"][0]),
             med(rs, lambda r: r["puts_per_s_by_tenth"][-1]),
@@ -185,7 +191,9 @@ def summarize(path):
             med(rs, lambda r: r["cpu_us_per_put"].get("client")),
             med(rs, lambda r: r.get("master_rss_bytes_per_object")),
             med(rs, lambda r: lk(r, "batch_is_exist")),
-            med(rs, lambda r: lk(r, "batch_get_replica_desc"))))
+            med(rs, lambda r: lk(r, "batch_get_replica_desc")),
+            med(rs, lambda r: lk(r, "batch_is_exist", "cpu_us_per_key")),
+            med(rs, lambda r: lk(r, "batch_get_replica_desc", "cpu_us_per_key"))))
     return 0
 
 
@@ -275,7 +283,7 @@ def main():
         out["master_rss_bytes_per_object"] = round((rss1 - rss0) / max(total, 1), 1)
         out["master_rss_mib"] = round(rss1 / 2**20, 1)
     if a.lookup_seconds > 0:
-        out["lookups"] = lookups(a, per)
+        out["lookups"] = lookups(a, per, {k: v for k, v in pids.items() if k == "master"})
     print(json.dumps(out))
     return 0 if fails == 0 else 1
 
