@@ -118,6 +118,18 @@ def loopback_rtt(rounds=2000):
     return statistics.median(rtts)
 
 
+def get_msg(q, procs):
+    """The next message of a writer; exits when a writer died without one."""
+    import queue
+    while True:
+        try:
+            return q.get(timeout=5)
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise SystemExit("a writer died (exit code %d)" % dead[0].exitcode)
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p / 100.0 * len(xs)))] if xs else 0.0
@@ -229,7 +241,7 @@ def main():
         procs.append(p)
     wpids, rpc_rtts = {}, []
     while len(wpids) < a.writers:
-        m = q.get()
+        m = get_msg(q, procs)
         wpids[m[1]] = m[2]
         rpc_rtts.append(m[3])
     rpc_rtt = statistics.median(rpc_rtts)
@@ -241,7 +253,7 @@ def main():
     results = []
     wcpu1 = {}
     while len(results) < a.writers:
-        m = q.get()
+        m = get_msg(q, procs)
         results.append(m)
         # A writer's CPU is read as soon as it reports, before it tears down.
         wcpu1[m[1]] = cpu_s(wpids[m[1]])
