@@ -91,8 +91,8 @@ ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t
  * Any thread may call mc_tcp_direct_run; mc_tcp_direct_free when none does any more. */
 struct mc_tcp_direct;
 
-#define MC_TCP_DIRECT_NOT_RUN 1	/* a dop's status: not carried (no connection): the caller
-				   hands it to the lanes */
+#define MC_TCP_DIRECT_NOT_RUN 1	/* a dop's status: not carried (a pooled connection failed
+				   before any answer): the caller hands it to the lanes */
 
 struct mc_tcp_dop {
 	int opcode;		/* MC_XFER_READ or MC_XFER_WRITE */

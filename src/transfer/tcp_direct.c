@@ -15,10 +15,12 @@
  * Connections are kept for the next batch in a small pool (MC_TCP_DIRECT_IDLE), shared by all
  * threads under mu; a thread takes one per peer and gives it back only when every request on it
  * got its answer.  A pooled connection the peer closed meanwhile shows as readable and is
- * dropped before use.  A connection that cannot be made, or that fails before a request got its
- * status (reset, EOF: a restarted peer), leaves those requests to the caller, which hands them to
- * the loop's lanes as before; one that falls silent for io_timeout_ms fails its requests.  A
- * failed connection is reset so that nothing of it reaches the peer late.
+ * dropped before use.  A peer that cannot be connected to within connect_timeout_ms (refused,
+ * unreachable: what the lanes would find too) fails the requests to it at once; a connection
+ * that fails before any request got its status (reset, EOF: a peer restarted while it was
+ * pooled) leaves those requests to the caller, which hands them to the loop's lanes; one that
+ * falls silent for io_timeout_ms fails its requests.  A failed connection is reset so that
+ * nothing of it reaches the peer late.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -120,7 +122,8 @@ void mc_tcp_direct_free(struct mc_tcp_direct *d)
 	free(d);
 }
 
-/* A connected socket to host:port, the cluster secret proven; NULL when none could be made. */
+/* A connected socket to host:port, the cluster secret proven; NULL when none could be made
+ * (logged). */
 static struct mc_dconn *mc_dconn_connect(struct mc_tcp_direct *d, const char *host,
 					 uint16_t port)
 {
@@ -137,8 +140,10 @@ static struct mc_dconn *mc_dconn_connect(struct mc_tcp_direct *d, const char *ho
 	snprintf(pbuf, sizeof(pbuf), "%u", port);
 	/* Segment endpoints carry IP addresses: a name would need the blocking resolver, which
 	 * the loop's lanes use instead. */
-	if (getaddrinfo(host, pbuf, &hints, &res) != 0)
+	if (getaddrinfo(host, pbuf, &hints, &res) != 0) {
+		mc_log_warn("tcp: cannot resolve %s (an IP address is expected)", host);
 		return NULL;
+	}
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		freeaddrinfo(res);
@@ -146,9 +151,17 @@ static struct mc_dconn *mc_dconn_connect(struct mc_tcp_direct *d, const char *ho
 	}
 	if (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
 		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		int n = -1;
 
-		if (errno != EINPROGRESS || poll(&pf, 1, (int)d->connect_timeout_ms) != 1 ||
-		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+		err = errno;
+		if (err == EINPROGRESS) {
+			n = poll(&pf, 1, (int)d->connect_timeout_ms);
+			err = n == 0 ? ETIMEDOUT : n < 0 ? errno : 0;
+			if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+				err = errno;
+		}
+		if (err) {
+			mc_log_warn("tcp: connect to %s:%u: %s", host, port, strerror(err));
 			freeaddrinfo(res);
 			close(fd);
 			return NULL;
@@ -400,8 +413,12 @@ int mc_tcp_direct_run(struct mc_tcp_direct *d, struct mc_tcp_dpeer *peers, size_
 		if (p->n == 0)
 			continue;
 		runs[i].conn = mc_dconn_get(d, p->host, p->port);
-		if (runs[i].conn == NULL)
-			continue;	/* left to the lanes, which connect and log as ever */
+		if (runs[i].conn == NULL) {
+			/* The lanes would wait for the same connect again: fail them now. */
+			for (k = 0; k < p->n; k++)
+				p->ops[k].status = MC_ERR_TRANSFER_FAIL;
+			continue;
+		}
 		if (mc_drun_send(&runs[i]) < 0)
 			mc_drun_fail(&runs[i], 0, strerror(errno));
 		else

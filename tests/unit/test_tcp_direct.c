@@ -3,9 +3,8 @@
  * Tests of the calling thread's TCP data client (src/transfer/tcp_direct.c) against the data
  * server on a loop thread: batches of many small writes and reads pipelined on one connection,
  * verified byte for byte and by CRC-64; a refused range in the middle of a batch; two peers in
- * one batch; large payloads among small ones; a peer that went away (the requests are left to
- * the lanes) and came back on the same port; a peer that never answers; a peer that answers
- * garbage.
+ * one batch; large payloads among small ones; a peer that went away and came back on the same
+ * port; a peer that never answers; a peer that answers garbage.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -231,13 +230,14 @@ int main(void)
 		   ops[3].crc == mc_crc64(0, remote2 + 500000, 100000),
 	   "large and small transfers over two peers in one batch");
 
-	/* The peer goes away: its pooled connection is dropped, nothing is carried. */
+	/* The peer goes away: its pooled connection is dropped and the connect refused, which
+	 * fails the request at once (the lanes would only be refused again). */
 	on_loop(&a, srv_stop_on_loop);
 	ops[0] = (struct mc_tcp_dop){ .opcode = MC_XFER_WRITE, .local = local,
 				      .remote = (uint64_t)(uintptr_t)remote, .len = SMALL };
 	peers[0] = (struct mc_tcp_dpeer){ "127.0.0.1", a.port, ops, 1 };
 	mc_tcp_direct_run(d, peers, 1);
-	is(ops[0].status, MC_TCP_DIRECT_NOT_RUN, "a stopped peer's request is left to the lanes");
+	is(ops[0].status, MC_ERR_TRANSFER_FAIL, "a stopped peer's request fails");
 	/* ... and comes back on the same port. */
 	ok(on_loop(&a, srv_start_on_loop) == 0, "the peer is back on port %u", a.port);
 	fill(local, SMALL, 13);
