@@ -380,7 +380,8 @@ static void mc_te_run_direct(struct mc_engine *e, struct mc_te_submit *s)
 	state = e->xports[MC_TE_XPORT_TCP].state;
 	ops = e->xports[MC_TE_XPORT_TCP].ops;
 	pthread_mutex_unlock(&e->mu);
-	if (state == NULL || ops->run_batch_now == NULL)
+	/* Never on the loop: it serves our own data server, which the batch may reach. */
+	if (state == NULL || ops->run_batch_now == NULL || mc_loop_thread_is_current(e->lt))
 		return;
 	for (i = 0; i < s->n; i++) {
 		if (s->r[i]->xport != MC_TE_XPORT_TCP)
