@@ -37,8 +37,10 @@ tmp=$(mktemp -d)
 pids=""
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-# Room for the objects with the allocator's rounding, at least 1 GB.
+# Room for the objects with the allocator's rounding, at least 1 GB (upstream's allocator rounds
+# small objects up further: 1 GB holds about 1.8M of them).
 seg=$((N * 160 > 1073741824 ? N * 160 : 1073741824))
+upseg=$((N * 1024 > 1073741824 ? N * 1024 : 1073741824))
 
 free_port() {	# a port nothing listens on now
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -83,7 +85,8 @@ run_mode() {	# run_mode MODE
 	fi
 	MC_FORCE_TCP=1 "$bin/mooncake_client" --host=127.0.0.1 --port=$c \
 		--master_server_address=127.0.0.1:$p --metadata_server=P2PHANDSHAKE \
-		--protocol=tcp --global_segment_size=$seg >"$tmp/run/c.log" 2>&1 &
+		--protocol=tcp --global_segment_size=$([ "$mode" = upstream ] && echo $upseg || echo $seg) \
+		>"$tmp/run/c.log" 2>&1 &
 	cp=$!
 	pids="$pids $cp"
 	sleep 2
