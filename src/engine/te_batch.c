@@ -8,7 +8,8 @@
  * segment (transport.h) or, for GPU memory, to the staging pool (te_staging.c).  Completions
  * update per-task status under the engine mutex, which getTransferStatus reads.
  * mc_te_transfer_wait copies requests on our own memory on the calling thread, carries small
- * same-host batches there too (the shm transport's run_now), and sleeps until the rest
+ * same-host batches there too (the shm transport's run_now) and small tcp batches (the tcp
+ * transport's run_batch_now, over the thread's own connections), and sleeps until the rest
  * completed.
  */
 #include <errno.h>
@@ -364,6 +365,58 @@ static void mc_te_run_inline(struct mc_engine *e, struct mc_te_submit *s)
 	s->n = kept;
 }
 
+/* The batch's tcp requests, when they add up to no more than MC_TE_INLINE_BYTES of host memory,
+ * carried on this thread (e->mu not held); those the transport leaves stay in s. */
+static void mc_te_run_direct(struct mc_engine *e, struct mc_te_submit *s)
+{
+	const struct mc_te_transport_ops *ops;
+	struct mc_te_req **tcp;
+	size_t *at;
+	void *state;
+	uint64_t bytes = 0;
+	size_t i, n = 0, kept = 0;
+
+	pthread_mutex_lock(&e->mu);
+	state = e->xports[MC_TE_XPORT_TCP].state;
+	ops = e->xports[MC_TE_XPORT_TCP].ops;
+	pthread_mutex_unlock(&e->mu);
+	/* Never on the loop: it serves our own data server, which the batch may reach. */
+	if (state == NULL || ops->run_batch_now == NULL || mc_loop_thread_is_current(e->lt))
+		return;
+	for (i = 0; i < s->n; i++) {
+		if (s->r[i]->xport != MC_TE_XPORT_TCP)
+			continue;
+		if (s->r[i]->gpu)
+			return;
+		bytes += s->r[i]->len;
+		n++;
+	}
+	if (n == 0 || bytes > MC_TE_INLINE_BYTES)
+		return;
+	tcp = malloc(n * sizeof(*tcp));
+	at = malloc(n * sizeof(*at));
+	if (tcp == NULL || at == NULL) {
+		free(tcp);
+		free(at);
+		return;
+	}
+	for (i = 0, n = 0; i < s->n; i++)
+		if (s->r[i]->xport == MC_TE_XPORT_TCP) {
+			at[n] = i;
+			tcp[n++] = s->r[i];
+		}
+	ops->run_batch_now(state, tcp, n);
+	for (i = 0; i < n; i++)
+		if (tcp[i] == NULL)
+			s->r[at[i]] = NULL;	/* completed (and freed) */
+	for (i = 0; i < s->n; i++)
+		if (s->r[i])
+			s->r[kept++] = s->r[i];
+	s->n = kept;
+	free(tcp);
+	free(at);
+}
+
 struct mc_te_inflight {
 	struct mc_engine *e;
 	struct mc_te_batch *b;
@@ -515,6 +568,7 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 	mc_te_crc_plan(b, s, want_crc, n, inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES);
 	if (inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES)
 		mc_te_run_inline(e, s);
+	mc_te_run_direct(e, s);
 	if (s->n == 0 || mc_loop_thread_call(e->lt, mc_te_submit_on_loop, s) != 0) {
 		for (i = 0; i < s->n; i++)
 			mc_te_req_done(s->r[i], -ESHUTDOWN);

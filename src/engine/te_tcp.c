@@ -6,9 +6,14 @@
  * It is installed when the engine is created and serves every peer that publishes a
  * tcp_data_port, so it is the fallback of every other transport.  The data server checks each
  * request against our registered memory (e->reg) on its own, whatever the peer believes.
+ *
+ * Small synchronous batches (run_batch_now) are carried on the waiting API thread over its own
+ * pooled connections (tcp_direct.c) instead of the loop's lanes: no hand-off to the loop and
+ * back.  MC_TCP_DIRECT=0 turns that off.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "engine/engine.h"
@@ -18,6 +23,7 @@ struct mc_te_tcp {
 	struct mc_engine *e;
 	struct mc_tcp_server *srv;
 	struct mc_tcp_client *cli;
+	struct mc_tcp_direct *direct;	/* NULL: MC_TCP_DIRECT=0 */
 	int rc;
 	struct mc_waiter w;
 };
@@ -60,6 +66,13 @@ static void mc_te_tcp_run(struct mc_te_tcp *t, mc_loop_fn fn)
 	mc_waiter_fini(&t->w);
 }
 
+static int mc_te_tcp_direct_enabled(void)
+{
+	const char *v = getenv("MC_TCP_DIRECT");
+
+	return v == NULL || strcmp(v, "0") != 0;
+}
+
 static int mc_te_tcp_install(struct mc_engine *e, void **state)
 {
 	struct mc_te_tcp *t = calloc(1, sizeof(*t));
@@ -74,6 +87,14 @@ static int mc_te_tcp_install(struct mc_engine *e, void **state)
 		free(t);
 		return -EADDRNOTAVAIL;
 	}
+	if (mc_te_tcp_direct_enabled()) {
+		struct mc_tcp_client_opts o = { 0 };
+
+		if (e->has_tcp_opts)
+			o = e->tcp_opts;
+		o.auth = e->auth;
+		t->direct = mc_tcp_direct_new(&o);	/* NULL: the lanes carry everything */
+	}
 	*state = t;
 	return 0;
 }
@@ -86,6 +107,7 @@ static void mc_te_tcp_uninstall(struct mc_engine *e, void *state)
 	if (t == NULL)
 		return;
 	mc_te_tcp_run(t, mc_te_tcp_stop_on_loop);
+	mc_tcp_direct_free(t->direct);
 	free(t);
 }
 
@@ -121,6 +143,69 @@ static int mc_te_tcp_submit(void *state, struct mc_te_req *r)
 				    r->len, mc_te_tcp_on_done, r, r->want_crc ? &r->crc : NULL);
 }
 
+/* The requests grouped by peer (host, port), carried on this thread; those left (no connection)
+ * stay in reqs for the loop. */
+static void mc_te_tcp_run_batch_now(void *state, struct mc_te_req **reqs, size_t n)
+{
+	struct mc_te_tcp *t = state;
+	struct mc_tcp_dop *ops;
+	struct mc_tcp_dpeer *peers;
+	size_t *order, i, j, np = 0, k = 0;
+
+	if (t->direct == NULL || n == 0)
+		return;
+	ops = calloc(n, sizeof(*ops));
+	peers = calloc(n, sizeof(*peers));
+	order = calloc(n, sizeof(*order));
+	if (ops == NULL || peers == NULL || order == NULL)
+		goto out;
+	/* Peers in order of first appearance, each one's requests in batch order. */
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < np; j++)
+			if (peers[j].port == reqs[i]->tcp_port && !strcmp(peers[j].host, reqs[i]->host))
+				break;
+		if (j == np) {
+			peers[np].host = reqs[i]->host;
+			peers[np++].port = reqs[i]->tcp_port;
+		}
+		peers[j].n++;
+	}
+	for (j = 0; j < np; j++) {
+		peers[j].ops = ops + k;
+		k += peers[j].n;
+		peers[j].n = 0;
+	}
+	for (i = 0; i < n; i++) {
+		struct mc_tcp_dop *o;
+
+		for (j = 0; peers[j].port != reqs[i]->tcp_port || strcmp(peers[j].host, reqs[i]->host);
+		     j++)
+			;
+		o = &peers[j].ops[peers[j].n++];
+		o->opcode = reqs[i]->opcode;
+		o->local = reqs[i]->local;
+		o->remote = reqs[i]->remote;
+		o->len = reqs[i]->len;
+		o->want_crc = reqs[i]->want_crc;
+		order[i] = (size_t)(o - ops);
+	}
+	mc_tcp_direct_run(t->direct, peers, np);
+	for (i = 0; i < n; i++) {
+		struct mc_tcp_dop *o = &ops[order[i]];
+
+		if (o->status == MC_TCP_DIRECT_NOT_RUN)
+			continue;
+		reqs[i]->has_crc = o->status == 0 && reqs[i]->want_crc;
+		reqs[i]->crc = o->crc;
+		mc_te_req_done(reqs[i], o->status);
+		reqs[i] = NULL;
+	}
+out:
+	free(ops);
+	free(peers);
+	free(order);
+}
+
 uint16_t mc_te_tcp_port(void *state)
 {
 	struct mc_te_tcp *t = state;
@@ -135,4 +220,5 @@ const struct mc_te_transport_ops mc_te_tcp_ops = {
 	.describe = mc_te_tcp_describe,
 	.match = mc_te_tcp_match,
 	.submit = mc_te_tcp_submit,
+	.run_batch_now = mc_te_tcp_run_batch_now,
 };

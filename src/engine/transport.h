@@ -98,6 +98,10 @@ struct mc_te_transport_ops {
 	 * submit.  0 or a negative status (req is then completed by the engine), -EXDEV: hand it
 	 * to tcp.  Only for transports whose work is a bounded memory copy. */
 	int (*run_now)(void *state, struct mc_te_req *req);
+	/* Optional: carry the small requests reqs[0..n) (host memory, all on this transport) on
+	 * the calling API thread (no lock held), all at once.  Completes each request it carried
+	 * (mc_te_req_done) and sets its slot to NULL; those it leaves are submitted as usual. */
+	void (*run_batch_now)(void *state, struct mc_te_req **reqs, size_t n);
 	/* Optional: local memory was registered (remote_accessible) / is being unregistered
 	 * [API thread, after the engine updated its buffer list].  A failing register_mem
 	 * fails registerLocalMemory. */

@@ -247,6 +247,8 @@ static void mc_py_fetch_many(struct mc_py_store *self, const char **keys, Py_ssi
 		free(todo);
 	}
 out:
+	if (q)
+		mc_store_query_release(q, (uint32_t)n);
 	free(q);
 	free(it);
 }

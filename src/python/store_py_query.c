@@ -232,6 +232,7 @@ PyObject *mc_py_query(struct mc_py_store *self, PyObject *args)
 		PyDict_SetItem(res, k.objs[i], t);
 		Py_XDECREF(t);
 	}
+	mc_store_query_release(items, (uint32_t)k.n);
 	free(items);
 	mc_py_keys_free(&k);
 	return res;

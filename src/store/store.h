@@ -5,12 +5,14 @@
 /*
  * libmooncake store client internals.
  *
- * One struct mc_store per handle.  Its loop thread owns every socket: the master connection
- * (master_client.c) and, through the handle's transfer engine (src/engine), which runs on the
- * same loop, the data server that serves this client's segments, the data client that reaches
- * other clients, the handshake port and the same-host shared-memory listener.  API calls run on
- * the caller's thread: they encode requests, hand them to the loop, wait, and decode the
- * answers, so many threads can be inside calls at once.
+ * One struct mc_store per handle.  Its loop thread owns every socket but the API threads' own
+ * connections: the master connection (master_client.c) and, through the handle's transfer
+ * engine (src/engine), which runs on the same loop, the data server that serves this client's
+ * segments, the data client that reaches other clients, the handshake port and the same-host
+ * shared-memory listener.  API calls run on the caller's thread: they encode requests, send
+ * them on the caller's direct lane to the master (master_call.c) or hand them to the loop,
+ * wait, and decode the answers; small tcp transfers go on the caller's own data connections
+ * (src/transfer/tcp_direct.c).  Many threads can be inside calls at once.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -392,8 +394,9 @@ struct mc_query_item {
 	const char *key;
 	int code;
 	uint32_t nrep;
-	struct mc_rpc_replica reps[MC_RPC_MAX_REPLICAS];
-	char strings[MC_RPC_MAX_REPLICAS][3][MC_RPC_MAX_NAME + 1];	/* owns the views */
+	struct mc_rpc_replica *reps;	/* nrep; they and their views live in the batch's memory,
+					   held by items[0] until mc_store_query_release */
+	void *own_resp, *own_reps;	/* items[0] only: that memory */
 };
 
 void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int soft_pin,
@@ -441,8 +444,10 @@ int mc_store_get_from_snapshot(struct mc_get_snapshot *s, struct mc_get_item *it
 void mc_store_snapshot_free(struct mc_get_snapshot *s);
 /* The store the snapshot reads from. */
 struct mc_store *mc_store_snapshot_store(const struct mc_get_snapshot *s);
-/* GetReplicaList for each key (grants read leases, as upstream's query does). */
+/* GetReplicaList for each key (grants read leases, as upstream's query does).  items start
+ * zeroed but for their keys; mc_store_query_release(items, n) frees what it filled in. */
 int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32_t n);
+void mc_store_query_release(struct mc_query_item *items, uint32_t n);
 /* BatchReplicaClear: returns the number of keys cleared (their indices in cleared[]), or <0. */
 int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,
 			   const char *segment_name, uint8_t *cleared);

@@ -730,16 +730,6 @@ int64_t mc_store_remove_all(struct mc_store *st, int force)
 	return mc_store_count_call(st, MC_OP_REMOVE_ALL, force, NULL);
 }
 
-/* Copy a view into owned storage (the response buffer goes away). */
-static struct mc_strv mc_own(char *dst, struct mc_strv v)
-{
-	size_t n = v.n > MC_RPC_MAX_NAME ? MC_RPC_MAX_NAME : v.n;
-
-	memcpy(dst, v.p, n);
-	dst[n] = '\0';
-	return (struct mc_strv){ dst, (uint32_t)n };
-}
-
 int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32_t n)
 {
 	struct mc_rpc_call call;
@@ -757,26 +747,51 @@ int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32
 	if (rc == 0)
 		rc = call.status;
 	if (rc == 0) {
+		/* The replicas go into one array for the batch (first[i]: where key i's start),
+		 * their names stay views into the answer, which the batch keeps. */
+		struct mc_rpc_replica *reps = NULL;
+		uint32_t *first = calloc(n, sizeof(*first)), nr = 0, cap = 0;
+
 		mc_rbuf_init(&r, call.resp, call.resp_len);
 		(void)mc_rbuf_u64(&r);
 		m = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 8);
-		if (m != n)
-			rc = MC_ERR_RPC_FAIL;
+		if (m != n || first == NULL)
+			rc = m != n ? MC_ERR_RPC_FAIL : -ENOMEM;
 		for (i = 0; i < n && rc == 0; i++) {
 			items[i].code = mc_rbuf_i32(&r);
 			items[i].nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
-			for (j = 0; j < items[i].nrep; j++) {
-				struct mc_rpc_replica *rep = &items[i].reps[j];
+			first[i] = nr;
+			if (nr + items[i].nrep > cap) {
+				uint32_t nc = cap ? cap * 2 : n + 8;
+				struct mc_rpc_replica *g;
 
-				mc_rpc_get_replica(&r, rep);
-				rep->segment_name = mc_own(items[i].strings[j][0], rep->segment_name);
-				rep->endpoint = mc_own(items[i].strings[j][1], rep->endpoint);
-				rep->protocol = mc_own(items[i].strings[j][2], rep->protocol);
-				rep->path = mc_strv_c("");
+				while (nc < nr + items[i].nrep)
+					nc *= 2;
+				g = realloc(reps, nc * sizeof(*reps));
+				if (g == NULL) {
+					rc = -ENOMEM;
+					break;
+				}
+				reps = g;
+				cap = nc;
+			}
+			for (j = 0; j < items[i].nrep; j++) {
+				mc_rpc_get_replica(&r, &reps[nr]);
+				reps[nr++].path = mc_strv_c("");
 			}
 		}
-		if (r.err)
+		if (rc == 0 && r.err)
 			rc = MC_ERR_RPC_FAIL;
+		if (rc == 0) {
+			for (i = 0; i < n; i++)
+				items[i].reps = reps + first[i];
+			items[0].own_reps = reps;
+			items[0].own_resp = call.resp;
+			call.resp = NULL;
+		} else {
+			free(reps);
+		}
+		free(first);
 	}
 	if (rc)
 		for (i = 0; i < n; i++) {
@@ -785,6 +800,15 @@ int mc_store_query_many(struct mc_store *st, struct mc_query_item *items, uint32
 		}
 	mc_rpc_call_fini(&call);
 	return rc;
+}
+
+void mc_store_query_release(struct mc_query_item *items, uint32_t n)
+{
+	if (n == 0)
+		return;
+	free(items[0].own_reps);
+	free(items[0].own_resp);
+	items[0].own_reps = items[0].own_resp = NULL;
 }
 
 int mc_store_replica_clear(struct mc_store *st, const char **keys, uint32_t n,

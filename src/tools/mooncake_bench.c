@@ -40,6 +40,7 @@ struct bench_cfg {
 	uint64_t local_buffer_size;
 	uint64_t total_bytes;
 	int64_t batch_size;
+	int64_t key_size;
 	int64_t threads;
 	int64_t replica_num;
 	double duration;
@@ -75,6 +76,8 @@ static const struct mc_opt bench_opts[] = {
 	{ "batch_size", NULL, NULL, MC_OPT_INT, O(batch_size), "1", 1, 4096,
 	  "keys per call (1 uses put_from/get_into, more uses the batch calls)" },
 	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "1", 1, 256, "client threads" },
+	{ "key_size", NULL, NULL, MC_OPT_INT, O(key_size), "0", 0, 90,
+	  "pad keys to this many bytes (0: as they come, about 20)" },
 	{ "duration", NULL, NULL, MC_OPT_DOUBLE, O(duration), "5", 0.1, 3600,
 	  "seconds per phase" },
 	{ "total_bytes", NULL, NULL, MC_OPT_SIZE, O(total_bytes), "1GB", 1, 1e15,
@@ -139,9 +142,15 @@ static void bench_fill(uint8_t *p, uint64_t n, uint64_t seed)
 		p[i] = (uint8_t)(seed + i);
 }
 
-static void bench_key(char *out, size_t n, int tid, uint64_t i)
+/* The key of thread tid's i-th object, padded with 'k' to key_size bytes (out holds n > 90). */
+static void bench_key(char *out, size_t n, int tid, uint64_t i, int64_t key_size)
 {
-	snprintf(out, n, "bench/%d/%d/%" PRIu64, (int)getpid(), tid, i);
+	int len = snprintf(out, n, "bench/%d/%d/%" PRIu64, (int)getpid(), tid, i);
+
+	for (; len >= 0 && len < key_size && (size_t)len + 1 < n; len++)
+		out[len] = 'k';
+	if (len >= 0 && (size_t)len < n)
+		out[len] = '\0';
 }
 
 static void bench_lat(struct bench_thread *t, double s)
@@ -185,7 +194,8 @@ static void *bench_thread_main(void *arg)
 			if (t->nkeys + b > t->budget)
 				break;
 			for (j = 0; j < b; j++) {
-				bench_key(keys[j], sizeof(keys[j]), t->id, t->nkeys + j);
+				bench_key(keys[j], sizeof(keys[j]), t->id, t->nkeys + j,
+					  c->key_size);
 				if (c->verify)
 					bench_fill(bufs[j], vs, t->nkeys + j + ((uint64_t)t->id << 40));
 			}
@@ -212,7 +222,7 @@ static void *bench_thread_main(void *arg)
 				break;
 			for (j = 0; j < b; j++)
 				bench_key(keys[j], sizeof(keys[j]), t->id,
-					  (uint64_t)rand_r(&seed) % t->nkeys);
+					  (uint64_t)rand_r(&seed) % t->nkeys, c->key_size);
 			t0 = bench_now();
 			if (b == 1) {
 				res64[0] = mooncake_store_get_into(t->store, kp[0], bufs[0], vs);

@@ -74,4 +74,48 @@ int mc_tcp_client_submit(struct mc_tcp_client *c, const char *host, uint16_t por
 			 void *local, uint64_t remote_addr, uint64_t len, mc_xfer_done_fn cb,
 			 void *arg, uint64_t *crc);
 
+/* A connection's reply stream read through a small buffer (buf[pos, len) not consumed yet). */
+struct mc_tcp_inbuf {
+	uint8_t *buf;
+	size_t cap, pos, len;
+};
+
+/* Take up to want bytes of fd's stream into dst: from the buffer, else straight from the socket
+ * when want is at least direct, else by refilling the buffer first (recv with flags).  Returns
+ * the bytes taken, or what recv returned (0: EOF, -1: errno). */
+ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t want,
+			  uint64_t direct, int flags);
+
+/* The calling thread's own small transfers (tcp_direct.c): for batches that are latency-bound,
+ * a thread that would wait for the loop anyway carries them itself over pooled connections.
+ * Any thread may call mc_tcp_direct_run; mc_tcp_direct_free when none does any more. */
+struct mc_tcp_direct;
+
+#define MC_TCP_DIRECT_NOT_RUN 1	/* a dop's status: not carried (a pooled connection failed
+				   before any answer): the caller hands it to the lanes */
+
+struct mc_tcp_dop {
+	int opcode;		/* MC_XFER_READ or MC_XFER_WRITE */
+	uint8_t *local;
+	uint64_t remote, len;	/* len > 0 */
+	int want_crc;		/* crc: the CRC-64 of the bytes moved, on status 0 */
+	uint64_t crc;
+	int status;		/* out: 0, MC_ERR_TRANSFER_FAIL, or MC_TCP_DIRECT_NOT_RUN */
+	uint8_t hdr[MC_TCP_HDR_LEN];	/* scratch */
+};
+
+struct mc_tcp_dpeer {
+	const char *host;	/* an IP address */
+	uint16_t port;
+	struct mc_tcp_dop *ops;
+	size_t n;
+};
+
+/* opts: connect_timeout_ms, io_timeout_ms and auth as for the lanes (NULL: defaults). */
+struct mc_tcp_direct *mc_tcp_direct_new(const struct mc_tcp_client_opts *opts);
+void mc_tcp_direct_free(struct mc_tcp_direct *d);
+/* Carry every op of every peer on this thread, all peers at once, and return when each op has
+ * its status.  Returns 0, or -ENOMEM (no op carried: all left MC_TCP_DIRECT_NOT_RUN). */
+int mc_tcp_direct_run(struct mc_tcp_direct *d, struct mc_tcp_dpeer *peers, size_t npeers);
+
 #endif

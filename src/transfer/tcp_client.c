@@ -13,6 +13,12 @@
  * Completion callbacks are queued and run from a separate event, never from inside submit and
  * never while a lane is being walked.
  *
+ * Small transfers cost few system calls: the send cursor gathers up to MC_TCP_IOV pieces
+ * (headers and payloads) into one writev, and replies are read through a small buffer
+ * (MC_TCP_INBUF), so that the statuses of a batch of small writes, which the data server sends
+ * together, take one recv; a READ payload of MC_TCP_DIRECT bytes or more is received straight
+ * into the caller's memory.
+ *
  * A transfer submitted with a crc pointer gets the CRC-64 of its bytes on the way: a WRITE
  * slice's payload is checksummed at most MC_TCP_CRC_AHEAD bytes ahead of what the socket was
  * given, so the kernel copies bytes the CRC just brought into cache; a READ slice's payload as
@@ -37,7 +43,9 @@
 #include "transfer/tcp.h"
 
 #define MC_TCP_MAX_LANES 16
-#define MC_TCP_IOV 64
+#define MC_TCP_IOV 256
+#define MC_TCP_INBUF 2048	/* buffered replies: statuses and small READ payloads */
+#define MC_TCP_DIRECT 1024	/* READ payload left from this size: received in place */
 #define MC_TCP_CRC_AHEAD (256u << 10)
 
 struct mc_xfer {
@@ -85,6 +93,8 @@ struct mc_lane {
 	struct mc_auth_hs *hs;
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
+	struct mc_tcp_inbuf in;	/* over inbuf */
+	uint8_t inbuf[MC_TCP_INBUF];
 };
 
 struct mc_peer {
@@ -224,6 +234,7 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 	}
 	l->head = l->tail = l->send_cur = NULL;
 	l->queued = 0;
+	l->in.pos = l->in.len = 0;
 }
 
 static void mc_lane_arm_timer(struct mc_lane *l)
@@ -352,10 +363,34 @@ static int mc_lane_send(struct mc_lane *l)
 	return 0;
 }
 
+ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t want,
+			  uint64_t direct, int flags)
+{
+	ssize_t r;
+	size_t n;
+
+	if (b->pos == b->len) {
+		if (want >= direct)
+			return recv(fd, dst, want > (1u << 30) ? (1u << 30) : (size_t)want, flags);
+		r = recv(fd, b->buf, b->cap, flags);
+		if (r <= 0)
+			return r;
+		b->pos = 0;
+		b->len = (size_t)r;
+	}
+	n = b->len - b->pos;
+	if (n > want)
+		n = (size_t)want;
+	memcpy(dst, b->buf + b->pos, n);
+	b->pos += n;
+	return (ssize_t)n;
+}
+
 /* Read replies for the head slices.  Returns -1 on error or close. */
 static int mc_lane_recv(struct mc_lane *l)
 {
 	struct mc_tcp_client *c = l->peer->c;
+	int progress = 0;	/* re-arms the silence timer once, on the way out */
 
 	for (;;) {
 		struct mc_slice *s = l->head;
@@ -365,6 +400,10 @@ static int mc_lane_recv(struct mc_lane *l)
 			/* Nothing is awaiting a reply: any byte now is a protocol error or EOF. */
 			uint8_t b;
 
+			if (l->in.pos < l->in.len) {
+				errno = EPROTO;
+				return -1;
+			}
 			r = recv(l->fd, &b, 1, MSG_PEEK);
 			if (r == 0)
 				return -1;
@@ -375,11 +414,12 @@ static int mc_lane_recv(struct mc_lane *l)
 			goto check;
 		}
 		if (s->status_got < 8) {
-			r = recv(l->fd, s->status + s->status_got, 8 - s->status_got, 0);
+			r = mc_tcp_inbuf_take(&l->in, l->fd, s->status + s->status_got,
+					      8 - s->status_got, UINT64_MAX, 0);
 			if (r <= 0)
 				goto check;
 			s->status_got += (uint32_t)r;
-			mc_lane_arm_timer(l);	/* progress: the timer bounds silence only */
+			progress = 1;	/* the timer bounds silence only */
 			if (s->status_got < 8)
 				continue;
 			if ((uint32_t)(mc_get_le64(s->status) >> 32) != MC_TCP_STATUS_MAGIC) {
@@ -388,15 +428,14 @@ static int mc_lane_recv(struct mc_lane *l)
 			}
 		}
 		if ((uint32_t)mc_get_le64(s->status) == 0 && s->op == MC_XFER_READ && s->recvd < s->len) {
-			uint64_t want = s->len - s->recvd;
-
-			r = recv(l->fd, s->local + s->recvd, want > (1u << 30) ? (1u << 30) : want, 0);
+			r = mc_tcp_inbuf_take(&l->in, l->fd, s->local + s->recvd, s->len - s->recvd,
+					      MC_TCP_DIRECT, 0);
 			if (r <= 0)
 				goto check;
 			if (s->x->crc_out)	/* while the bytes just landed are in cache */
 				s->crc = mc_crc64(s->crc, s->local + s->recvd, (size_t)r);
 			s->recvd += (uint64_t)r;
-			mc_lane_arm_timer(l);
+			progress = 1;
 			if (s->recvd < s->len)
 				continue;
 		}
@@ -418,7 +457,11 @@ check:
 			return -1;
 		if (errno == EINTR)
 			continue;
-		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1;
+		if (progress && l->head)
+			mc_lane_arm_timer(l);
+		return 0;
 	}
 }
 
@@ -526,6 +569,8 @@ static struct mc_peer *mc_peer_get(struct mc_tcp_client *c, const char *host, ui
 
 		l->peer = p;
 		l->fd = -1;
+		l->in.buf = l->inbuf;
+		l->in.cap = sizeof(l->inbuf);
 		l->ev_read = event_new(c->base, -1, 0, mc_lane_on_io, l);
 		l->ev_write = event_new(c->base, -1, 0, mc_lane_on_io, l);
 		l->ev_timer = evtimer_new(c->base, mc_lane_on_timeout, l);

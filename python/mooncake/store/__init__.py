@@ -266,24 +266,49 @@ class DiskDescriptor:
 
 
 class ReplicaDescriptor:
-    """One replica of an object, as the master describes it."""
+    """One replica of an object, as the master describes it.  Its fields are read from the
+    master's answer when asked for: batch lookups of many keys build one of these per
+    replica and most callers look at few fields."""
+
+    __slots__ = ("_raw", "_memd")
 
     def __init__(self, raw):
-        self.id = raw["id"]
-        self.status = ReplicaStatus(raw["status"])
-        self._type = raw["type"]
-        self.segment_name = raw.get("segment", "")
-        self._mem = MemoryDescriptor(BufferDescriptor(raw["size"], raw["addr"], raw["endpoint"],
-                                                      raw.get("protocol", "tcp")))
+        self._raw = raw
+        self._memd = None
+
+    @property
+    def id(self):
+        return self._raw["id"]
+
+    @property
+    def status(self):
+        return ReplicaStatus(self._raw["status"])
+
+    @property
+    def _type(self):
+        return self._raw["type"]
+
+    @property
+    def segment_name(self):
+        return self._raw.get("segment", "")
+
+    @property
+    def _mem(self):
+        if self._memd is None:
+            raw = self._raw
+            self._memd = MemoryDescriptor(BufferDescriptor(raw["size"], raw["addr"],
+                                                           raw["endpoint"],
+                                                           raw.get("protocol", "tcp")))
+        return self._memd
 
     def is_memory_replica(self):
-        return self._type == 0
+        return self._raw["type"] == 0
 
     def is_disk_replica(self):
-        return self._type == 1
+        return self._raw["type"] == 1
 
     def is_local_disk_replica(self):
-        return self._type == 2
+        return self._raw["type"] == 2
 
     def get_memory_descriptor(self):
         if not self.is_memory_replica():
