@@ -30,10 +30,12 @@ trap 'echo "# killed (SIGTERM): test timed out?"; mc_dump_logs; exit 124' TERM
 
 # A TCP port on 127.0.0.1 that nothing listens on right now.
 mc_free_port() {
+	# Below the kernel's ephemeral range (32768 and up here): a port from there may be taken
+	# by any outgoing connection (a ZeroMQ or client reconnect) before the daemon binds it.
 	python3 - <<'PY'
 import socket, random
 for _ in range(200):
-    p = random.randint(20000, 40000)
+    p = random.randint(20000, 32767)
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", p)); s.close(); print(p); break

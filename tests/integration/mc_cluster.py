@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import random
 import socket
 import subprocess
 import tempfile
@@ -32,9 +33,17 @@ def ok(cond, what):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range (32768 and up here): a port from
+    there may be taken by an outgoing connection before the daemon we give it to binds it."""
+    for _ in range(200):
+        p = random.randint(20000, 32767)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError("no free port in 20000-32767")
 
 
 def wait_for(what, cond, secs=20, step=0.05):

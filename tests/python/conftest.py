@@ -3,6 +3,7 @@
 import contextlib
 import os
 import shutil
+import random
 import socket
 import subprocess
 import tempfile
@@ -15,9 +16,17 @@ BUILD = os.environ.get("MC_TOP_BUILDDIR", os.path.abspath(os.path.join(os.path.d
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range (32768 and up here): a port from
+    there may be taken by an outgoing connection before the daemon we give it to binds it."""
+    for _ in range(200):
+        p = random.randint(20000, 32767)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+            return p
+    raise RuntimeError("no free port in 20000-32767")
 
 
 def wait_port(port, secs=20):
