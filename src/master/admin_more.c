@@ -65,9 +65,9 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 		      jobs, 6);
 	mc_tenant_metrics(m, b);
 	{
-		uint64_t hot, dtasks;
+		uint64_t hot, dtasks, cooling;
 
-		mc_dynrep_counts(m, &hot, &dtasks);
+		mc_dynrep_counts(m, &hot, &dtasks, &cooling);
 		evbuffer_add_printf(b, "# HELP master_dynamic_replication_hot_keys_total Keys read "
 				       "past the admission threshold within a heat window\n"
 				       "# TYPE master_dynamic_replication_hot_keys_total counter\n"
@@ -75,8 +75,13 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 				       "# HELP master_dynamic_replication_tasks_total Copy tasks made "
 				       "for hot keys (enforce)\n"
 				       "# TYPE master_dynamic_replication_tasks_total counter\n"
-				       "master_dynamic_replication_tasks_total %" PRIu64 "\n",
-				    hot, dtasks);
+				       "master_dynamic_replication_tasks_total %" PRIu64 "\n"
+				       "# HELP master_dynamic_replication_cooldown_skips_total Hot "
+				       "keys given no replica for their cooldown (one after an action, "
+				       "one after their dynamic replica went)\n"
+				       "# TYPE master_dynamic_replication_cooldown_skips_total counter\n"
+				       "master_dynamic_replication_cooldown_skips_total %" PRIu64 "\n",
+				    hot, dtasks, cooling);
 	}
 	{
 		struct mc_kv_stats s;

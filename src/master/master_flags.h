@@ -135,7 +135,7 @@ struct mc_tenant_config {
 	  "its own, writes are admitted against the tenant's quota" },                          \
 	{ "tenant_quota_connector_type", NULL, NULL, MC_OPT_CHOICE,                             \
 	  MC_TN(base, tenant_quota_connector_type), "file|etcd", 0, -1,                         \
-	  "where tenant quota policies are kept: file (etcd is not supported by this build)" }, \
+	  "where tenant quota policies are kept: file (etcd is not implemented in this build)" }, \
 	{ "tenant_quota_connector_uri", NULL, NULL, MC_OPT_PATH,                                 \
 	  MC_TN(base, tenant_quota_connector_uri), "", 0, -1,                                    \
 	  "the YAML policy file (version: 1, tenants: [{name, quota}]); changes made through "  \

@@ -249,8 +249,10 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	}
 	if (cfg->tenants.enable_multi_tenants &&
 	    !strcmp(cfg->tenants.tenant_quota_connector_type, "etcd")) {
-		snprintf(err, n, "--tenant_quota_connector_type=etcd: this build keeps tenant quota "
-			 "policies in a file only (no etcd client in the master); use file");
+		snprintf(err, n, "--tenant_quota_connector_type=etcd: not implemented in this build "
+			 "(upstream keeps the YAML policy in etcd at mooncake-store/<cluster_id>/"
+			 "tenant_quota_policy); use --tenant_quota_connector_type=file with "
+			 "--tenant_quota_connector_uri=<writable YAML file>");
 		return -1;
 	}
 	if (cfg->tenants.enable_multi_tenants &&
@@ -258,7 +260,8 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	     cfg->promotion_on_hit)) {
 		snprintf(err, n, "--enable_multi_tenants: not available together with the disk tiers "
 			 "(--root_fs_dir, --enable_offload, --offload_on_evict, --promotion_on_hit) "
-			 "in this build");
+			 "in this build: their offload, promotion and file tasks do not yet keep "
+			 "objects in their tenant's namespace nor charge promotions to its quota");
 		return -1;
 	}
 	if (cfg->kv.kv_events_bind_endpoint[0] &&
