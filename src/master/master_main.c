@@ -249,11 +249,17 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	}
 	if (cfg->tenants.enable_multi_tenants &&
 	    !strcmp(cfg->tenants.tenant_quota_connector_type, "etcd")) {
-		snprintf(err, n, "--tenant_quota_connector_type=etcd: not implemented in this build "
-			 "(upstream keeps the YAML policy in etcd at mooncake-store/<cluster_id>/"
-			 "tenant_quota_policy); use --tenant_quota_connector_type=file with "
-			 "--tenant_quota_connector_uri=<writable YAML file>");
-		return -1;
+		char key[200], why[300];
+
+		if (!cfg->tenants.tenant_quota_connector_uri[0]) {
+			snprintf(err, n, "--tenant_quota_connector_type=etcd needs the etcd endpoints "
+				 "in --tenant_quota_connector_uri (e.g. 127.0.0.1:2379)");
+			return -1;
+		}
+		if (mc_tenant_etcd_key(cfg->cluster_id, key, sizeof(key), why, sizeof(why))) {
+			snprintf(err, n, "--tenant_quota_connector_type=etcd: %s", why);
+			return -1;
+		}
 	}
 	if (cfg->tenants.enable_multi_tenants &&
 	    (cfg->root_fs_dir[0] || cfg->enable_offload || cfg->offload_on_evict ||

@@ -4,8 +4,8 @@
 
 /*
  * Multi-tenancy (--enable_multi_tenants): tenant namespaces, quota policies, admission,
- * per-tenant eviction and metrics.  See tenants.c; the policy file is tenants_policy.c and
- * the admin HTTP API tenants_http.c.
+ * per-tenant eviction and metrics.  See tenants.c; the policy file is tenants_policy.c, the
+ * etcd connector tenants_etcd.c and the admin HTTP API tenants_http.c.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -89,8 +89,13 @@ struct mc_tenant_policy {
 	char **names;
 	uint64_t *quotas;
 };
-/* Read and check path (upstream's schema: version 1, tenants: [{name, quota}], quotas with
- * B/KB/MB/GB/TB).  0, or -1 with a sentence in err. */
+/* The largest policy text read (a file, or etcd's value): 4096 tenants with long names. */
+#define MC_TENANT_POLICY_MAX (4 << 20)
+/* Check policy text (upstream's schema: version 1, tenants: [{name, quota}], quotas with
+ * B/KB/MB/GB/TB).  0, or -1 with a sentence in err (p then holds nothing). */
+int mc_tenant_policy_parse(const char *text, size_t len, struct mc_tenant_policy *p, char *err,
+			   size_t n);
+/* The same for the file at path (at most MC_TENANT_POLICY_MAX bytes). */
 int mc_tenant_policy_load(const char *path, struct mc_tenant_policy *p, char *err, size_t n);
 void mc_tenant_policy_free(struct mc_tenant_policy *p);
 /* The policy of the tenants with an explicit quota, as YAML text (malloc'ed). */
@@ -100,6 +105,26 @@ char *mc_tenant_policy_format(struct mc_master *m);
 typedef void (*mc_policy_saved_fn)(struct mc_master *m, void *arg, int rc);
 int mc_tenant_policy_save(struct mc_master *m, const char *path, char *text,
 			  mc_policy_saved_fn done, void *arg);
+
+/* Make p the explicit policies: its tenants get their quotas, the others with a policy lose it
+ * (their objects stay; they admit nothing more).  Effective quotas are recomputed. */
+void mc_tenant_policy_apply(struct mc_master *m, const struct mc_tenant_policy *p);
+/* The connector is etcd (--tenant_quota_connector_type=etcd). */
+int mc_tenant_connector_etcd(const struct mc_master *m);
+
+/* tenants_etcd.c: the etcd connector. */
+/* Upstream's key of the policy for cluster_id ("mooncake-store/<id>/tenant_quota_policy").  0,
+ * or -1 with err set for an id that cannot be one. */
+int mc_tenant_etcd_key(const char *cluster_id, char *out, size_t n, char *err, size_t errn);
+/* At start, before the loop runs: read the policy (a missing key: none) into p and keep a
+ * client on the master's loop for later changes.  0, or -1 with a sentence in err. */
+int mc_tenant_etcd_open(struct mc_master *m, struct mc_tenant_policy *p, char *err, size_t n);
+void mc_tenant_etcd_close(struct mc_master *m);
+/* Put text (taken) as the policy; done(m, arg, rc) runs on the loop when etcd answered (rc 0)
+ * or did not (rc < 0).  0, or a negative errno (done is not called). */
+int mc_tenant_etcd_save(struct mc_master *m, char *text, mc_policy_saved_fn done, void *arg);
+/* Read the policy again and apply it when it comes (a master that became the HA leader). */
+void mc_tenant_etcd_reload(struct mc_master *m);
 
 /* tenants_http.c */
 int mc_tenant_http_routes(struct mc_master *m);
