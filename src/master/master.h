@@ -561,8 +561,9 @@ int64_t mc_master_remove_all(struct mc_master *m, int force, int64_t now, const 
  * are in the table of ops.h. */
 void mc_fs_init(struct mc_master *m);
 void mc_fs_fini(struct mc_master *m);
-/* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out; 0 or -1 if too long. */
-int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out, size_t n);
+/* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out (a tenant's objects:
+ * ".../<cluster_id>/_tenants/<hex of its name>/<d1>/..."); 0 or -1 if too long. */
+int mc_fs_path(const struct mc_master *m, const struct mc_object *o, char *out, size_t n);
 /* Add a PROCESSING DISK replica to a new object (no-op without --root_fs_dir). */
 void mc_fs_add_replica(struct mc_master *m, struct mc_object *o);
 /* Attach a DISK replica (status COMPLETE) at reload.  0, or -1 without --root_fs_dir. */
@@ -626,14 +627,16 @@ uint64_t mc_gen_next(struct mc_master *m);
 /* The object table's erase hook (arg is the master): a ghost if m->erase_keep, else the key is
  * forgotten (mc_ghost_forget). */
 void mc_ghost_on_erase(void *arg, struct mc_object *o);
-/* The key was removed: forget its ghost; while adopting, remember the removal. */
+/* The key (in the namespace m->objects works in) was removed: forget its ghost; while
+ * adopting, remember the removal. */
 void mc_ghost_forget(struct mc_master *m, const char *key, size_t len);
-/* A new object of the key exists: its ghost (not a removal) goes. */
+/* A new object of the key (same namespace) exists: its ghost (not a removal) goes. */
 void mc_ghost_drop(struct mc_master *m, const char *key, size_t len);
-/* Forget the ghosts whose key matches re (a regex_t *; NULL: all).  Returns how many. */
+/* Forget the ghosts of the namespace m->objects works in (every one with all_tenants) whose key
+ * matches re (a regex_t *; NULL: all).  Returns how many. */
 uint64_t mc_ghost_remove_matching(struct mc_master *m, const void *re);
-/* May an unknown key's SSD copy of generation gen be taken?  0 (and its ghost is consumed) or
- * -1. */
+/* May the SSD copy of generation gen of an unknown object, named key as SSD copies are
+ * (mc_tier_key), be taken?  0 (and its ghost is consumed) or -1. */
 int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t gen);
 /* Stop taking objects older than gen_epoch (and drop the removals kept for them). */
 void mc_adopt_close(struct mc_master *m, const char *why);

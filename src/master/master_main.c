@@ -261,15 +261,6 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 			return -1;
 		}
 	}
-	if (cfg->tenants.enable_multi_tenants &&
-	    (cfg->root_fs_dir[0] || cfg->enable_offload || cfg->offload_on_evict ||
-	     cfg->promotion_on_hit)) {
-		snprintf(err, n, "--enable_multi_tenants: not available together with the disk tiers "
-			 "(--root_fs_dir, --enable_offload, --offload_on_evict, --promotion_on_hit) "
-			 "in this build: their offload, promotion and file tasks do not yet keep "
-			 "objects in their tenant's namespace nor charge promotions to its quota");
-		return -1;
-	}
 	if (cfg->kv.kv_events_bind_endpoint[0] &&
 	    strncmp(cfg->kv.kv_events_bind_endpoint, "tcp://", 6) &&
 	    strncmp(cfg->kv.kv_events_bind_endpoint, "ipc://", 6) &&

@@ -63,6 +63,19 @@ int mc_tenant_admit(struct mc_master *m, uint16_t idx, uint64_t size, uint32_t *
 	return 0;
 }
 
+int mc_tenant_has_room(struct mc_master *m, uint16_t idx, uint64_t size)
+{
+	struct mc_tenant *t;
+
+	if (!mc_tenants_enabled(m))
+		return 1;
+	if (m->tenants->capacity_seen != m->total_capacity)
+		mc_tenants_recompute(m);
+	t = &m->tenants->t[idx < m->tenants->n ? idx : 0];
+	return t->explicit_policy && t->effective >= t->charged &&
+	       t->effective - t->charged >= size;
+}
+
 /* ---------------------------------------------------------------- effective quotas */
 
 void mc_tenant_sums(const struct mc_master *m, uint64_t *capacity, uint64_t *requested,

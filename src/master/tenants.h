@@ -55,6 +55,9 @@ void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta);
  * lowered to what the quota holds), TENANT_NOT_REGISTERED (no policy) or TENANT_QUOTA_EXCEEDED
  * (not one replica fits).  Always 0 outside multi-tenant mode. */
 int mc_tenant_admit(struct mc_master *m, uint16_t idx, uint64_t size, uint32_t *want);
+/* May tenant idx be charged size more bytes (a promotion into memory)?  Without counting a
+ * refusal; always 1 outside multi-tenant mode. */
+int mc_tenant_has_room(struct mc_master *m, uint16_t idx, uint64_t size);
 /* Per-tenant eviction at --tenant_eviction_high_watermark_ratio (the eviction timer, in place
  * of the pool's watermark in multi-tenant mode). */
 void mc_tenants_evict_check(struct mc_master *m);
@@ -66,6 +69,16 @@ void mc_tenants_recompute(struct mc_master *m);
 #define MC_PERSIST_SCOPED (1u << 16)
 size_t mc_tenant_persist_key(const struct mc_master *m, const struct mc_object *o, char *out,
 			     uint32_t *flags);
+/* The same for key in namespace tenant: out gets the key itself for the default tenant, else
+ * "tenant\0key".  This is also the name objects have on SSD areas and in the tier protocol,
+ * and in the ghosts of SSD copies (tier_ssd.c, ghosts.c).  Returns the length. */
+size_t mc_tenant_scoped_key(const struct mc_master *m, uint16_t tenant, const char *key,
+			    size_t len, char *out);
+/* Back from such a name: *tenant and the key within it.  A name without NUL, or any name
+ * outside multi-tenant mode, is the default tenant's key; -1 for a tenant this master does not
+ * know (nothing is created). */
+int mc_tenant_split_key(const struct mc_master *m, const char *key, size_t len, uint16_t *tenant,
+			const char **local, size_t *local_len);
 /* Reload: the tenant and key of a persisted row (its flags say whether it is scoped).  0, or
  * -1 for a malformed scoped key. */
 int mc_tenant_unscope(struct mc_master *m, const char *key, size_t len, uint32_t flags,
