@@ -67,7 +67,8 @@ int mc_admin_keys_routes(struct mc_master *m);
 int mc_admin_segments_routes(struct mc_master *m);
 int mc_admin_status_routes(struct mc_master *m);
 
-/* admin_more.c: the routes and metrics of drain jobs, tenant quotas and KV events. */
+/* admin_more.c: every area's routes (the program's admin_extra_routes hook), and the metrics of
+ * drain jobs, tasks, tenant quotas and KV events. */
 int mc_admin_more_routes(struct mc_master *m);
 void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b);
 

@@ -271,8 +271,9 @@ struct mc_master {
 	struct evconnlistener *listener;
 	struct evhttp *admin;
 	void *admin_routes;		/* admin_http.c's routes (a list, freed at stop) */
-	/* Routes and metrics the admin server adds (admin_more.c's, set by the program: hooks
-	 * keep the admin server below the modules they serve). */
+	/* The routes the admin server serves, every area's, and the metrics it adds
+	 * (admin_more.c's, set by the program: hooks keep the admin server below the modules they
+	 * serve). */
 	int (*admin_extra_routes)(struct mc_master *m);
 	/* After the object table is loaded (at start, or when HA makes this master the leader):
 	 * load what the records table holds besides (tasks, drain jobs, tenants).  0 or -1. */

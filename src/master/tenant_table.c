@@ -59,6 +59,18 @@ int mc_tenant_scope(struct mc_master *m, const char *name)
 	return 0;
 }
 
+int mc_tenant_has_room(const struct mc_master *m, uint16_t idx, uint64_t size)
+{
+	const struct mc_tenant *t;
+
+	if (!mc_tenants_enabled(m))
+		return 1;
+	/* The effective quotas of the last recompute (the tick's, or a policy change's). */
+	t = &m->tenants->t[idx < m->tenants->n ? idx : 0];
+	return t->explicit_policy && t->effective >= t->charged &&
+	       t->effective - t->charged >= size;
+}
+
 struct mc_object *mc_object_find_in(struct mc_master *m, uint16_t tenant, const char *key,
 				     size_t len)
 {

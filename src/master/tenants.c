@@ -63,19 +63,6 @@ int mc_tenant_admit(struct mc_master *m, uint16_t idx, uint64_t size, uint32_t *
 	return 0;
 }
 
-int mc_tenant_has_room(struct mc_master *m, uint16_t idx, uint64_t size)
-{
-	struct mc_tenant *t;
-
-	if (!mc_tenants_enabled(m))
-		return 1;
-	if (m->tenants->capacity_seen != m->total_capacity)
-		mc_tenants_recompute(m);
-	t = &m->tenants->t[idx < m->tenants->n ? idx : 0];
-	return t->explicit_policy && t->effective >= t->charged &&
-	       t->effective - t->charged >= size;
-}
-
 /* ---------------------------------------------------------------- effective quotas */
 
 void mc_tenant_sums(const struct mc_master *m, uint64_t *capacity, uint64_t *requested,
@@ -391,7 +378,7 @@ int mc_tenants_recover(struct mc_master *m)
 	if (m->persist && !m->cfg.tenants.tenant_quota_connector_uri[0])
 		rc = mc_persist_load_records(m->persist, MC_RECORD_TENANT, mc_tenant_load, m);
 	if (m->ha)	/* a new leader: the former one may have changed the policy in etcd */
-		mc_tenant_etcd_reload(m);
+		mc_tenant_etcd_reload(m, mc_tenant_policy_apply);
 	/* Charges: the memory replicas of the reloaded objects. */
 	while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
 		uint32_t i;

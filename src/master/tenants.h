@@ -55,9 +55,10 @@ void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta);
  * lowered to what the quota holds), TENANT_NOT_REGISTERED (no policy) or TENANT_QUOTA_EXCEEDED
  * (not one replica fits).  Always 0 outside multi-tenant mode. */
 int mc_tenant_admit(struct mc_master *m, uint16_t idx, uint64_t size, uint32_t *want);
-/* May tenant idx be charged size more bytes (a promotion into memory)?  Without counting a
- * refusal; always 1 outside multi-tenant mode. */
-int mc_tenant_has_room(struct mc_master *m, uint16_t idx, uint64_t size);
+/* May tenant idx be charged size more bytes (a promotion into memory), against the effective
+ * quotas of the last recompute?  Without counting a refusal; always 1 outside multi-tenant
+ * mode (tenant_table.c, so the tiers need not call up into tenants.c). */
+int mc_tenant_has_room(const struct mc_master *m, uint16_t idx, uint64_t size);
 /* Per-tenant eviction at --tenant_eviction_high_watermark_ratio (the eviction timer, in place
  * of the pool's watermark in multi-tenant mode). */
 void mc_tenants_evict_check(struct mc_master *m);
@@ -136,8 +137,10 @@ void mc_tenant_etcd_close(struct mc_master *m);
 /* Put text (taken) as the policy; done(m, arg, rc) runs on the loop when etcd answered (rc 0)
  * or did not (rc < 0).  0, or a negative errno (done is not called). */
 int mc_tenant_etcd_save(struct mc_master *m, char *text, mc_policy_saved_fn done, void *arg);
-/* Read the policy again and apply it when it comes (a master that became the HA leader). */
-void mc_tenant_etcd_reload(struct mc_master *m);
+/* Read the policy again and apply(m, policy) it when it comes (a master that became the HA
+ * leader). */
+typedef void (*mc_tenant_apply_fn)(struct mc_master *m, const struct mc_tenant_policy *p);
+void mc_tenant_etcd_reload(struct mc_master *m, mc_tenant_apply_fn apply);
 
 /* tenants_http.c */
 int mc_tenant_http_routes(struct mc_master *m);

@@ -264,7 +264,7 @@ static void mc_tenant_etcd_on_reload(void *arg, int rc, json_t *reply)
 	if (mc_tenant_etcd_parse(ts->etcd_key, r, &p, err, sizeof(err)) != 0) {
 		mc_log_err("%s; keeping the policy read at start", err);
 	} else {
-		mc_tenant_policy_apply(m, &p);
+		ts->reload_apply(m, &p);
 		mc_log_notice("tenant quota policy read again from etcd key %s: %u tenants",
 			      ts->etcd_key, p.n);
 		mc_tenant_policy_free(&p);
@@ -273,12 +273,13 @@ static void mc_tenant_etcd_on_reload(void *arg, int rc, json_t *reply)
 	free(r);
 }
 
-void mc_tenant_etcd_reload(struct mc_master *m)
+void mc_tenant_etcd_reload(struct mc_master *m, mc_tenant_apply_fn apply)
 {
 	struct mc_tenants *ts = m->tenants;
 
 	if (ts == NULL || ts->etcd == NULL || ts->reload)
 		return;
+	ts->reload_apply = apply;
 	ts->reload = mc_xcalloc(1, sizeof(*ts->reload));
 	/* The answer goes to mc_tenant_etcd_on_reload, which fills ts->reload itself. */
 	{

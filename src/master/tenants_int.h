@@ -17,6 +17,8 @@ struct mc_tenant {
 struct mc_etcd;
 struct mc_etcd_call;
 struct mc_tenant_etcd_read;
+struct mc_master;
+struct mc_tenant_policy;
 
 struct mc_tenants {
 	int enabled;
@@ -29,6 +31,7 @@ struct mc_tenants {
 	char *etcd_key;
 	struct mc_tenant_etcd_read *reload;
 	struct mc_etcd_call *reload_call;
+	void (*reload_apply)(struct mc_master *m, const struct mc_tenant_policy *p);
 };
 
 #endif
