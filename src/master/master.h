@@ -77,6 +77,8 @@ struct mc_master_config {
 	int enable_oplog;
 	int64_t oplog_poll_interval_ms;
 	int64_t batch_oplog_retry_timeout_sec;
+	int64_t oplog_batch_max_entries;	/* changes per batch of the log */
+	char *pod_name, *pod_namespace;		/* k8s label routing (k8s HA only: accepted) */
 	int enable_oplog_snapshot;
 	int64_t snapshot_interval_seconds;
 	int64_t snapshot_chunk_object_count;
@@ -451,7 +453,8 @@ int mc_master_persist_refusing(const struct mc_master *m);
 /* HA (ha_log.c): move up to max bytes of the pending changes, with the counters they depend
  * on, to out for the replicated log; the number of changes taken. */
 struct mc_wbuf;
-size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max);
+size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max,
+			      size_t max_changes);
 
 /* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
  * and objects from it.  0, or the error that makes the start fail. */

@@ -164,6 +164,15 @@ static const struct mc_opt mc_master_opts[] = {
 	  "replicate every change through etcd before acknowledging it; standbys follow" },
 	{ "oplog_poll_interval_ms", NULL, NULL, MC_OPT_INT, O(oplog_poll_interval_ms), "1000", 10,
 	  60000, "standbys read the leader view and the log this often besides watching them" },
+	{ "oplog_batch_max_entries", NULL, NULL, MC_OPT_INT, O(oplog_batch_max_entries), "1024", 1,
+	  1000000, "changes in one batch of the replicated log at most; more go to the next "
+	  "batch of the same round" },
+	{ "pod_name", NULL, NULL, MC_OPT_TOKEN, O(pod_name), "", 0, -1,
+	  "Kubernetes pod name for label-based routing (upstream: default $POD_NAME); used only "
+	  "with --ha_backend_type=k8s, which this build does not support" },
+	{ "pod_namespace", NULL, NULL, MC_OPT_TOKEN, O(pod_namespace), "", 0, -1,
+	  "Kubernetes pod namespace for label-based routing (upstream: default $POD_NAMESPACE); "
+	  "used only with --ha_backend_type=k8s" },
 	{ "batch_oplog_retry_timeout_sec", NULL, NULL, MC_OPT_INT, O(batch_oplog_retry_timeout_sec),
 	  "180", 1, 86400, "a batch of the log etcd did not answer is sent again for this long, "
 	  "while the leader's lease lasts (the lease bounds it first)" },
