@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The admin HTTP routes and metrics of the operator features, registered on the admin server
- * (admin_http.c) from one place: drain jobs (drain_http.c) and copy/move tasks.
+ * The admin HTTP routes, every area's, registered on the admin server (admin_http.c) from one
+ * place: metrics, objects, segments and the master's state (admin_metrics.c, admin_keys.c,
+ * admin_segments.c, admin_status.c), and those of the operator features: drain jobs
+ * (drain_http.c), tenant quotas (tenants_http.c) and KV events; with the metrics of the latter.
  * Single-threaded: the master's reactor thread.
  */
 #include <inttypes.h>
@@ -35,7 +37,9 @@ static void mc_kv_status(struct evhttp_request *req, void *arg)
 
 int mc_admin_more_routes(struct mc_master *m)
 {
-	return mc_drain_http_routes(m) || mc_tenant_http_routes(m) ||
+	return mc_admin_metrics_routes(m) || mc_admin_keys_routes(m) ||
+	       mc_admin_segments_routes(m) || mc_admin_status_routes(m) ||
+	       mc_drain_http_routes(m) || mc_tenant_http_routes(m) ||
 	       mc_admin_route(m, "/kv_events/status", mc_kv_status, m);
 }
 
@@ -65,9 +69,9 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 		      jobs, 6);
 	mc_tenant_metrics(m, b);
 	{
-		uint64_t hot, dtasks;
+		uint64_t hot, dtasks, cooling;
 
-		mc_dynrep_counts(m, &hot, &dtasks);
+		mc_dynrep_counts(m, &hot, &dtasks, &cooling);
 		evbuffer_add_printf(b, "# HELP master_dynamic_replication_hot_keys_total Keys read "
 				       "past the admission threshold within a heat window\n"
 				       "# TYPE master_dynamic_replication_hot_keys_total counter\n"
@@ -75,8 +79,13 @@ void mc_admin_more_metrics(struct mc_master *m, struct evbuffer *b)
 				       "# HELP master_dynamic_replication_tasks_total Copy tasks made "
 				       "for hot keys (enforce)\n"
 				       "# TYPE master_dynamic_replication_tasks_total counter\n"
-				       "master_dynamic_replication_tasks_total %" PRIu64 "\n",
-				    hot, dtasks);
+				       "master_dynamic_replication_tasks_total %" PRIu64 "\n"
+				       "# HELP master_dynamic_replication_cooldown_skips_total Hot "
+				       "keys given no replica for their cooldown (one after an action, "
+				       "one after their dynamic replica went)\n"
+				       "# TYPE master_dynamic_replication_cooldown_skips_total counter\n"
+				       "master_dynamic_replication_cooldown_skips_total %" PRIu64 "\n",
+				    hot, dtasks, cooling);
 	}
 	{
 		struct mc_kv_stats s;

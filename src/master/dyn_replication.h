@@ -14,7 +14,9 @@ void mc_dynrep_fini(struct mc_master *m);
 void mc_dynrep_on_read(struct mc_master *m, struct mc_object *o);
 /* The heat window ends: the counts start over (the 1 s tick). */
 void mc_dynrep_tick(struct mc_master *m);
-/* Keys found hot, copy tasks made for them (the metrics). */
-void mc_dynrep_counts(const struct mc_master *m, uint64_t *hot, uint64_t *tasks);
+/* Keys found hot, copy tasks made for them, hot keys passed over for a cooldown (the
+ * metrics). */
+void mc_dynrep_counts(const struct mc_master *m, uint64_t *hot, uint64_t *tasks,
+		      uint64_t *cooling);
 
 #endif

@@ -25,6 +25,10 @@
  * removed key is not adopted again; when tombstones would exceed MC_TOMB_MAX, or on RemoveAll or
  * RemoveByRegex (keys the master never saw may match), the window closes for good and older
  * objects are refused from then on.
+ *
+ * Ghosts are kept under the objects' tier names (mc_tier_key: the key, or "tenant\0key" in
+ * multi-tenant mode), the names the SSD copies carry, so each tenant's keys have their own;
+ * removals forget the ghosts of the namespace they work in only.
  * Single-threaded: the master's reactor thread.
  */
 #include <regex.h>
@@ -35,6 +39,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/tenants.h"
 #include "persist/persist.h"
 
 struct mc_ghost {
@@ -207,21 +212,8 @@ void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t ge
 	mc_ghost_set(m, key, len, gen, 0);
 }
 
-void mc_ghost_on_erase(void *arg, struct mc_object *o)
-{
-	struct mc_master *m = arg;
-
-	if (m->erase_keep) {
-		uint32_t h = mc_object_hash(o->key, o->key_len);
-
-		mc_ghost_set(m, o->key, o->key_len, o->gen, 0);
-		mc_ghost_persist(m, *mc_ghost_slot(m, o->key, o->key_len, h));
-		return;
-	}
-	mc_ghost_forget(m, o->key, o->key_len);
-}
-
-void mc_ghost_forget(struct mc_master *m, const char *key, size_t len)
+/* Forget the ghost of tier name key (and leave a tombstone while adoption is open). */
+static void mc_ghost_forget_name(struct mc_master *m, const char *key, size_t len)
 {
 	struct mc_ghost **pp = mc_ghost_slot(m, key, len, mc_object_hash(key, len));
 
@@ -233,10 +225,38 @@ void mc_ghost_forget(struct mc_master *m, const char *key, size_t len)
 		mc_ghost_set(m, key, len, 0, 1);
 }
 
+void mc_ghost_on_erase(void *arg, struct mc_object *o)
+{
+	struct mc_master *m = arg;
+	char name[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+	size_t len = mc_tenant_scoped_key(m, o->tenant, o->key, o->key_len, name);
+
+	if (m->erase_keep) {
+		uint32_t h = mc_object_hash(name, len);
+
+		if (len > MC_RPC_MAX_KEY)
+			return;		/* never on an SSD area (mc_tier_key): nothing comes back */
+		mc_ghost_set(m, name, len, o->gen, 0);
+		mc_ghost_persist(m, *mc_ghost_slot(m, name, len, h));
+		return;
+	}
+	mc_ghost_forget_name(m, name, len);
+}
+
+void mc_ghost_forget(struct mc_master *m, const char *key, size_t len)
+{
+	char name[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+
+	mc_ghost_forget_name(m, name, mc_tenant_scoped_key(m, m->objects.tenant, key, len, name));
+}
+
 void mc_ghost_drop(struct mc_master *m, const char *key, size_t len)
 {
-	struct mc_ghost **pp = mc_ghost_slot(m, key, len, mc_object_hash(key, len));
+	char name[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+	struct mc_ghost **pp;
 
+	len = mc_tenant_scoped_key(m, m->objects.tenant, key, len, name);
+	pp = mc_ghost_slot(m, name, len, mc_object_hash(name, len));
 	if (*pp && !(*pp)->tomb) {
 		mc_ghost_persist_gone(m, *pp);
 		mc_ghost_free(m, *pp);
@@ -250,12 +270,20 @@ uint64_t mc_ghost_remove_matching(struct mc_master *m, const void *re)
 	uint64_t count = 0;
 
 	for (g = m->ghosts.fifo->next; g != m->ghosts.fifo; g = n) {
+		const char *key;
+		size_t key_len;
+		uint16_t tenant;
+
 		n = g->next;
 		if (g->tomb)
 			continue;
+		/* Only the ghosts of the namespace the request works in (all: admin). */
+		if (mc_tenant_split_key(m, g->key, g->key_len, &tenant, &key, &key_len) != 0 ||
+		    (!m->objects.all_tenants && tenant != m->objects.tenant))
+			continue;
 		if (re != NULL) {
-			memcpy(buf, g->key, g->key_len);
-			buf[g->key_len] = '\0';
+			memcpy(buf, key, key_len);
+			buf[key_len] = '\0';
 			if (regexec((const regex_t *)re, buf, 0, NULL, 0) != 0)
 				continue;
 		}

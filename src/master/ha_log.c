@@ -4,7 +4,8 @@
  *
  * Leader.  What the master records for SQLite (master_persist.c) accumulates in the pending batch
  * as requests are handled; the iteration's replies wait (rpc_server.c).  mc_ha_commit takes the
- * pending changes as one batch (in parts of at most MC_HA_BATCH_MAX bytes) and writes batch N+1
+ * pending changes as one batch (in parts of at most MC_HA_BATCH_MAX bytes and
+ * --oplog_batch_max_entries changes) and writes batch N+1
  * with one etcd transaction that also advances the durable prefix to N+1, under two conditions:
  * master_view still has our create revision (we lead) and the durable prefix is still N (no gap,
  * no fork).  One transaction is in flight at a time; whatever is recorded meanwhile goes into
@@ -568,7 +569,8 @@ static void mc_ha_write_part(struct mc_ha *ha)
 	mc_wbuf_u8(&ha->wbuf, MC_HA_BATCH_VERSION);
 	mc_wbuf_i64(&ha->wbuf, mc_ha_wall_ms());
 	mc_wbuf_u64(&ha->wbuf, id);
-	ha->wentries = mc_master_persist_take(m, &ha->wbuf, MC_HA_BATCH_MAX);
+	ha->wentries = mc_master_persist_take(m, &ha->wbuf, MC_HA_BATCH_MAX,
+					      (size_t)m->cfg.oplog_batch_max_entries);
 	mc_persist_encode_meta(&ha->wbuf, "ha_batch", (int64_t)id);
 	took = before - mc_persist_pending_bytes(p);
 	ha->round_left = ha->round_left > took ? ha->round_left - took : 0;

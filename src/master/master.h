@@ -77,6 +77,8 @@ struct mc_master_config {
 	int enable_oplog;
 	int64_t oplog_poll_interval_ms;
 	int64_t batch_oplog_retry_timeout_sec;
+	int64_t oplog_batch_max_entries;	/* changes per batch of the log */
+	char *pod_name, *pod_namespace;		/* k8s label routing (k8s HA only: accepted) */
 	int enable_oplog_snapshot;
 	int64_t snapshot_interval_seconds;
 	int64_t snapshot_chunk_object_count;
@@ -271,8 +273,9 @@ struct mc_master {
 	struct evconnlistener *listener;
 	struct evhttp *admin;
 	void *admin_routes;		/* admin_http.c's routes (a list, freed at stop) */
-	/* Routes and metrics the admin server adds (admin_more.c's, set by the program: hooks
-	 * keep the admin server below the modules they serve). */
+	/* The routes the admin server serves, every area's, and the metrics it adds
+	 * (admin_more.c's, set by the program: hooks keep the admin server below the modules they
+	 * serve). */
 	int (*admin_extra_routes)(struct mc_master *m);
 	/* After the object table is loaded (at start, or when HA makes this master the leader):
 	 * load what the records table holds besides (tasks, drain jobs, tenants).  0 or -1. */
@@ -452,7 +455,8 @@ int mc_master_persist_refusing(const struct mc_master *m);
 /* HA (ha_log.c): move up to max bytes of the pending changes, with the counters they depend
  * on, to out for the replicated log; the number of changes taken. */
 struct mc_wbuf;
-size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max);
+size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max,
+			      size_t max_changes);
 
 /* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
  * and objects from it.  0, or the error that makes the start fail. */
@@ -563,8 +567,9 @@ int64_t mc_master_remove_all(struct mc_master *m, int force, int64_t now, const 
  * are in the table of ops.h. */
 void mc_fs_init(struct mc_master *m);
 void mc_fs_fini(struct mc_master *m);
-/* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out; 0 or -1 if too long. */
-int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out, size_t n);
+/* "<root_fs_dir>/<cluster_id>/<d1>/<d2>/<sanitized key>" into out (a tenant's objects:
+ * ".../<cluster_id>/_tenants/<hex of its name>/<d1>/..."); 0 or -1 if too long. */
+int mc_fs_path(const struct mc_master *m, const struct mc_object *o, char *out, size_t n);
 /* Add a PROCESSING DISK replica to a new object (no-op without --root_fs_dir). */
 void mc_fs_add_replica(struct mc_master *m, struct mc_object *o);
 /* Attach a DISK replica (status COMPLETE) at reload.  0, or -1 without --root_fs_dir. */
@@ -628,14 +633,16 @@ uint64_t mc_gen_next(struct mc_master *m);
 /* The object table's erase hook (arg is the master): a ghost if m->erase_keep, else the key is
  * forgotten (mc_ghost_forget). */
 void mc_ghost_on_erase(void *arg, struct mc_object *o);
-/* The key was removed: forget its ghost; while adopting, remember the removal. */
+/* The key (in the namespace m->objects works in) was removed: forget its ghost; while
+ * adopting, remember the removal. */
 void mc_ghost_forget(struct mc_master *m, const char *key, size_t len);
-/* A new object of the key exists: its ghost (not a removal) goes. */
+/* A new object of the key (same namespace) exists: its ghost (not a removal) goes. */
 void mc_ghost_drop(struct mc_master *m, const char *key, size_t len);
-/* Forget the ghosts whose key matches re (a regex_t *; NULL: all).  Returns how many. */
+/* Forget the ghosts of the namespace m->objects works in (every one with all_tenants) whose key
+ * matches re (a regex_t *; NULL: all).  Returns how many. */
 uint64_t mc_ghost_remove_matching(struct mc_master *m, const void *re);
-/* May an unknown key's SSD copy of generation gen be taken?  0 (and its ghost is consumed) or
- * -1. */
+/* May the SSD copy of generation gen of an unknown object, named key as SSD copies are
+ * (mc_tier_key), be taken?  0 (and its ghost is consumed) or -1. */
 int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t gen);
 /* Stop taking objects older than gen_epoch (and drop the removals kept for them). */
 void mc_adopt_close(struct mc_master *m, const char *why);

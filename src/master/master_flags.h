@@ -123,8 +123,8 @@ struct mc_task_config {
 /* Upstream's multi-tenancy flags (cfg.tenants, tenants.c). */
 struct mc_tenant_config {
 	int enable_multi_tenants;
-	char *tenant_quota_connector_type;	/* file (etcd is refused) */
-	char *tenant_quota_connector_uri;	/* the policy file */
+	char *tenant_quota_connector_type;	/* file | etcd */
+	char *tenant_quota_connector_uri;	/* the policy file, or etcd endpoints */
 	double tenant_eviction_high_watermark_ratio;
 };
 
@@ -135,11 +135,13 @@ struct mc_tenant_config {
 	  "its own, writes are admitted against the tenant's quota" },                          \
 	{ "tenant_quota_connector_type", NULL, NULL, MC_OPT_CHOICE,                             \
 	  MC_TN(base, tenant_quota_connector_type), "file|etcd", 0, -1,                         \
-	  "where tenant quota policies are kept: file (etcd is not supported by this build)" }, \
+	  "where tenant quota policies are kept: file (a YAML file), or etcd (the same YAML "   \
+	  "at mooncake-store/<cluster_id>/tenant_quota_policy)" },                             \
 	{ "tenant_quota_connector_uri", NULL, NULL, MC_OPT_PATH,                                 \
 	  MC_TN(base, tenant_quota_connector_uri), "", 0, -1,                                    \
-	  "the YAML policy file (version: 1, tenants: [{name, quota}]); changes made through "  \
-	  "/api/v1/tenant_quotas are written back to it" },                                     \
+	  "file: the YAML policy file (version: 1, tenants: [{name, quota}]); etcd: the etcd "  \
+	  "endpoints (host:port;host:port); changes made through /api/v1/tenant_quotas are "    \
+	  "written back there" },                                                               \
 	{ "tenant_eviction_high_watermark_ratio", NULL, NULL, MC_OPT_DOUBLE,                    \
 	  MC_TN(base, tenant_eviction_high_watermark_ratio), "0.9", 0.01, 1,                    \
 	  "a tenant whose charged bytes pass this share of its effective quota has its own "    \

@@ -164,6 +164,15 @@ static const struct mc_opt mc_master_opts[] = {
 	  "replicate every change through etcd before acknowledging it; standbys follow" },
 	{ "oplog_poll_interval_ms", NULL, NULL, MC_OPT_INT, O(oplog_poll_interval_ms), "1000", 10,
 	  60000, "standbys read the leader view and the log this often besides watching them" },
+	{ "oplog_batch_max_entries", NULL, NULL, MC_OPT_INT, O(oplog_batch_max_entries), "1024", 1,
+	  1000000, "changes in one batch of the replicated log at most; more go to the next "
+	  "batch of the same round" },
+	{ "pod_name", NULL, NULL, MC_OPT_TOKEN, O(pod_name), "", 0, -1,
+	  "Kubernetes pod name for label-based routing (upstream: default $POD_NAME); used only "
+	  "with --ha_backend_type=k8s, which this build does not support" },
+	{ "pod_namespace", NULL, NULL, MC_OPT_TOKEN, O(pod_namespace), "", 0, -1,
+	  "Kubernetes pod namespace for label-based routing (upstream: default $POD_NAMESPACE); "
+	  "used only with --ha_backend_type=k8s" },
 	{ "batch_oplog_retry_timeout_sec", NULL, NULL, MC_OPT_INT, O(batch_oplog_retry_timeout_sec),
 	  "180", 1, 86400, "a batch of the log etcd did not answer is sent again for this long, "
 	  "while the leader's lease lasts (the lease bounds it first)" },
@@ -249,17 +258,17 @@ static int mc_master_validate(struct mc_master_config *cfg, char *err, size_t n)
 	}
 	if (cfg->tenants.enable_multi_tenants &&
 	    !strcmp(cfg->tenants.tenant_quota_connector_type, "etcd")) {
-		snprintf(err, n, "--tenant_quota_connector_type=etcd: this build keeps tenant quota "
-			 "policies in a file only (no etcd client in the master); use file");
-		return -1;
-	}
-	if (cfg->tenants.enable_multi_tenants &&
-	    (cfg->root_fs_dir[0] || cfg->enable_offload || cfg->offload_on_evict ||
-	     cfg->promotion_on_hit)) {
-		snprintf(err, n, "--enable_multi_tenants: not available together with the disk tiers "
-			 "(--root_fs_dir, --enable_offload, --offload_on_evict, --promotion_on_hit) "
-			 "in this build");
-		return -1;
+		char key[200], why[300];
+
+		if (!cfg->tenants.tenant_quota_connector_uri[0]) {
+			snprintf(err, n, "--tenant_quota_connector_type=etcd needs the etcd endpoints "
+				 "in --tenant_quota_connector_uri (e.g. 127.0.0.1:2379)");
+			return -1;
+		}
+		if (mc_tenant_etcd_key(cfg->cluster_id, key, sizeof(key), why, sizeof(why))) {
+			snprintf(err, n, "--tenant_quota_connector_type=etcd: %s", why);
+			return -1;
+		}
 	}
 	if (cfg->kv.kv_events_bind_endpoint[0] &&
 	    strncmp(cfg->kv.kv_events_bind_endpoint, "tcp://", 6) &&

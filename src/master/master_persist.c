@@ -266,7 +266,8 @@ void mc_master_persist_started(struct mc_master *m, int64_t wall_ms)
 		mc_persist_attempt(m);
 }
 
-size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max)
+size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t max,
+			      size_t max_changes)
 {
 	if (m->persist == NULL)
 		return 0;
@@ -274,7 +275,7 @@ size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t m
 		mc_persist_set_meta(m->persist, "next_replica_id", (int64_t)m->next_replica_id);
 		mc_persist_set_meta(m->persist, "next_gen", (int64_t)m->next_gen);
 	}
-	return mc_persist_take(m->persist, out, max);
+	return mc_persist_take(m->persist, out, max, max_changes);
 }
 
 void mc_master_persist_close(struct mc_master *m)

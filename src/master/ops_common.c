@@ -44,7 +44,7 @@ void mc_put_replica_desc(const struct mc_master *m, struct mc_wbuf *w, const str
 	if (r->type == MC_REPLICA_DISK) {
 		char path[MC_RPC_MAX_PATH + 1];
 
-		if (mc_fs_path(m, o->key, o->key_len, path, sizeof(path)) != 0)
+		if (mc_fs_path(m, o, path, sizeof(path)) != 0)
 			path[0] = '\0';
 		d.path = mc_strv_c(path);
 		mc_rpc_put_replica(w, &d);

@@ -59,6 +59,18 @@ int mc_tenant_scope(struct mc_master *m, const char *name)
 	return 0;
 }
 
+int mc_tenant_has_room(const struct mc_master *m, uint16_t idx, uint64_t size)
+{
+	const struct mc_tenant *t;
+
+	if (!mc_tenants_enabled(m))
+		return 1;
+	/* The effective quotas of the last recompute (the tick's, or a policy change's). */
+	t = &m->tenants->t[idx < m->tenants->n ? idx : 0];
+	return t->explicit_policy && t->effective >= t->charged &&
+	       t->effective - t->charged >= size;
+}
+
 struct mc_object *mc_object_find_in(struct mc_master *m, uint16_t tenant, const char *key,
 				     size_t len)
 {
@@ -86,23 +98,54 @@ void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta)
 
 /* ---------------------------------------------------------------- persisted keys */
 
-size_t mc_tenant_persist_key(const struct mc_master *m, const struct mc_object *o, char *out,
-			     uint32_t *flags)
+size_t mc_tenant_scoped_key(const struct mc_master *m, uint16_t tenant, const char *key,
+			    size_t len, char *out)
 {
 	const char *name;
 	size_t n;
 
-	if (o->tenant == 0) {
-		memcpy(out, o->key, o->key_len);
-		return o->key_len;
+	if (tenant == 0) {
+		memcpy(out, key, len);
+		return len;
 	}
-	name = mc_tenant_name(m, o->tenant);
+	name = mc_tenant_name(m, tenant);
 	n = strlen(name);
 	memcpy(out, name, n);
 	out[n] = '\0';
-	memcpy(out + n + 1, o->key, o->key_len);
-	*flags |= MC_PERSIST_SCOPED;
-	return n + 1 + o->key_len;
+	memcpy(out + n + 1, key, len);
+	return n + 1 + len;
+}
+
+size_t mc_tenant_persist_key(const struct mc_master *m, const struct mc_object *o, char *out,
+			     uint32_t *flags)
+{
+	if (o->tenant != 0)
+		*flags |= MC_PERSIST_SCOPED;
+	return mc_tenant_scoped_key(m, o->tenant, o->key, o->key_len, out);
+}
+
+int mc_tenant_split_key(const struct mc_master *m, const char *key, size_t len, uint16_t *tenant,
+			const char **local, size_t *local_len)
+{
+	const char *nul;
+	uint32_t i;
+
+	*tenant = 0;
+	*local = key;
+	*local_len = len;
+	if (!mc_tenants_enabled(m) || (nul = memchr(key, '\0', len)) == NULL)
+		return 0;
+	for (i = 1; i < m->tenants->n; i++) {
+		const char *name = m->tenants->t[i].name;
+
+		if (strlen(name) == (size_t)(nul - key) && !memcmp(name, key, (size_t)(nul - key))) {
+			*tenant = (uint16_t)i;
+			*local = nul + 1;
+			*local_len = len - (size_t)(nul - key) - 1;
+			return 0;
+		}
+	}
+	return -1;
 }
 
 int mc_tenant_unscope(struct mc_master *m, const char *key, size_t len, uint32_t flags,

@@ -282,10 +282,19 @@ int mc_tenants_init(struct mc_master *m)
 	m->tenants = ts;
 	mc_tenant_index(m, "default", 7, 1);
 	ts->enabled = m->cfg.tenants.enable_multi_tenants;
-	if (ts->enabled && m->cfg.tenants.tenant_quota_connector_uri[0]) {
+	if (ts->enabled && mc_tenant_connector_etcd(m)) {
+		struct mc_tenant_policy p;
+		char err[700];
+
+		if (mc_tenant_etcd_open(m, &p, err, sizeof(err))) {
+			mc_log_err("%s", err);
+			return -1;
+		}
+		mc_tenant_policy_apply(m, &p);
+		mc_tenant_policy_free(&p);
+	} else if (ts->enabled && m->cfg.tenants.tenant_quota_connector_uri[0]) {
 		struct mc_tenant_policy p;
 		char err[512];
-		uint32_t i;
 
 		if (mc_tenant_policy_load(m->cfg.tenants.tenant_quota_connector_uri, &p, err,
 					  sizeof(err))) {
@@ -293,19 +302,39 @@ int mc_tenants_init(struct mc_master *m)
 				   m->cfg.tenants.tenant_quota_connector_uri, err);
 			return -1;
 		}
-		for (i = 0; i < p.n; i++) {
-			int idx = mc_tenant_index(m, p.names[i], strlen(p.names[i]), 1);
-
-			if (idx < 0)
-				continue;
-			m->tenants->t[idx].requested = p.quotas[i];
-			m->tenants->t[idx].explicit_policy = 1;
-		}
+		mc_tenant_policy_apply(m, &p);
 		mc_log_notice("tenant quota policy %s: %u tenants",
 			      m->cfg.tenants.tenant_quota_connector_uri, p.n);
 		mc_tenant_policy_free(&p);
 	}
 	return 0;
+}
+
+int mc_tenant_connector_etcd(const struct mc_master *m)
+{
+	return !strcmp(m->cfg.tenants.tenant_quota_connector_type, "etcd");
+}
+
+void mc_tenant_policy_apply(struct mc_master *m, const struct mc_tenant_policy *p)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->tenants->n; i++) {
+		m->tenants->t[i].explicit_policy = 0;
+		m->tenants->t[i].requested = 0;
+	}
+	for (i = 0; i < p->n; i++) {
+		int idx = mc_tenant_index(m, p->names[i], strlen(p->names[i]), 1);
+
+		if (idx < 0) {
+			mc_log_warn("tenant quota policy: no room for tenant %s (at most %d "
+				    "tenants)", p->names[i], MC_TENANT_MAX);
+			continue;
+		}
+		m->tenants->t[idx].requested = p->quotas[i];
+		m->tenants->t[idx].explicit_policy = 1;
+	}
+	mc_tenants_recompute(m);
 }
 
 void mc_tenants_fini(struct mc_master *m)
@@ -314,6 +343,7 @@ void mc_tenants_fini(struct mc_master *m)
 
 	if (m->tenants == NULL)
 		return;
+	mc_tenant_etcd_close(m);
 	for (i = 0; i < m->tenants->n; i++)
 		free(m->tenants->t[i].name);
 	free(m->tenants->t);
@@ -347,6 +377,8 @@ int mc_tenants_recover(struct mc_master *m)
 		return 0;
 	if (m->persist && !m->cfg.tenants.tenant_quota_connector_uri[0])
 		rc = mc_persist_load_records(m->persist, MC_RECORD_TENANT, mc_tenant_load, m);
+	if (m->ha)	/* a new leader: the former one may have changed the policy in etcd */
+		mc_tenant_etcd_reload(m, mc_tenant_policy_apply);
 	/* Charges: the memory replicas of the reloaded objects. */
 	while ((o = mc_object_next(&m->objects, &pos)) != NULL) {
 		uint32_t i;

@@ -4,8 +4,8 @@
 
 /*
  * Multi-tenancy (--enable_multi_tenants): tenant namespaces, quota policies, admission,
- * per-tenant eviction and metrics.  See tenants.c; the policy file is tenants_policy.c and
- * the admin HTTP API tenants_http.c.
+ * per-tenant eviction and metrics.  See tenants.c; the policy file is tenants_policy.c, the
+ * etcd connector tenants_etcd.c and the admin HTTP API tenants_http.c.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +55,10 @@ void mc_tenant_charge(struct mc_master *m, uint16_t idx, int64_t delta);
  * lowered to what the quota holds), TENANT_NOT_REGISTERED (no policy) or TENANT_QUOTA_EXCEEDED
  * (not one replica fits).  Always 0 outside multi-tenant mode. */
 int mc_tenant_admit(struct mc_master *m, uint16_t idx, uint64_t size, uint32_t *want);
+/* May tenant idx be charged size more bytes (a promotion into memory), against the effective
+ * quotas of the last recompute?  Without counting a refusal; always 1 outside multi-tenant
+ * mode (tenant_table.c, so the tiers need not call up into tenants.c). */
+int mc_tenant_has_room(const struct mc_master *m, uint16_t idx, uint64_t size);
 /* Per-tenant eviction at --tenant_eviction_high_watermark_ratio (the eviction timer, in place
  * of the pool's watermark in multi-tenant mode). */
 void mc_tenants_evict_check(struct mc_master *m);
@@ -66,6 +70,16 @@ void mc_tenants_recompute(struct mc_master *m);
 #define MC_PERSIST_SCOPED (1u << 16)
 size_t mc_tenant_persist_key(const struct mc_master *m, const struct mc_object *o, char *out,
 			     uint32_t *flags);
+/* The same for key in namespace tenant: out gets the key itself for the default tenant, else
+ * "tenant\0key".  This is also the name objects have on SSD areas and in the tier protocol,
+ * and in the ghosts of SSD copies (tier_ssd.c, ghosts.c).  Returns the length. */
+size_t mc_tenant_scoped_key(const struct mc_master *m, uint16_t tenant, const char *key,
+			    size_t len, char *out);
+/* Back from such a name: *tenant and the key within it.  A name without NUL, or any name
+ * outside multi-tenant mode, is the default tenant's key; -1 for a tenant this master does not
+ * know (nothing is created). */
+int mc_tenant_split_key(const struct mc_master *m, const char *key, size_t len, uint16_t *tenant,
+			const char **local, size_t *local_len);
 /* Reload: the tenant and key of a persisted row (its flags say whether it is scoped).  0, or
  * -1 for a malformed scoped key. */
 int mc_tenant_unscope(struct mc_master *m, const char *key, size_t len, uint32_t flags,
@@ -89,8 +103,13 @@ struct mc_tenant_policy {
 	char **names;
 	uint64_t *quotas;
 };
-/* Read and check path (upstream's schema: version 1, tenants: [{name, quota}], quotas with
- * B/KB/MB/GB/TB).  0, or -1 with a sentence in err. */
+/* The largest policy text read (a file, or etcd's value): 4096 tenants with long names. */
+#define MC_TENANT_POLICY_MAX (4 << 20)
+/* Check policy text (upstream's schema: version 1, tenants: [{name, quota}], quotas with
+ * B/KB/MB/GB/TB).  0, or -1 with a sentence in err (p then holds nothing). */
+int mc_tenant_policy_parse(const char *text, size_t len, struct mc_tenant_policy *p, char *err,
+			   size_t n);
+/* The same for the file at path (at most MC_TENANT_POLICY_MAX bytes). */
 int mc_tenant_policy_load(const char *path, struct mc_tenant_policy *p, char *err, size_t n);
 void mc_tenant_policy_free(struct mc_tenant_policy *p);
 /* The policy of the tenants with an explicit quota, as YAML text (malloc'ed). */
@@ -100,6 +119,28 @@ char *mc_tenant_policy_format(struct mc_master *m);
 typedef void (*mc_policy_saved_fn)(struct mc_master *m, void *arg, int rc);
 int mc_tenant_policy_save(struct mc_master *m, const char *path, char *text,
 			  mc_policy_saved_fn done, void *arg);
+
+/* Make p the explicit policies: its tenants get their quotas, the others with a policy lose it
+ * (their objects stay; they admit nothing more).  Effective quotas are recomputed. */
+void mc_tenant_policy_apply(struct mc_master *m, const struct mc_tenant_policy *p);
+/* The connector is etcd (--tenant_quota_connector_type=etcd). */
+int mc_tenant_connector_etcd(const struct mc_master *m);
+
+/* tenants_etcd.c: the etcd connector. */
+/* Upstream's key of the policy for cluster_id ("mooncake-store/<id>/tenant_quota_policy").  0,
+ * or -1 with err set for an id that cannot be one. */
+int mc_tenant_etcd_key(const char *cluster_id, char *out, size_t n, char *err, size_t errn);
+/* At start, before the loop runs: read the policy (a missing key: none) into p and keep a
+ * client on the master's loop for later changes.  0, or -1 with a sentence in err. */
+int mc_tenant_etcd_open(struct mc_master *m, struct mc_tenant_policy *p, char *err, size_t n);
+void mc_tenant_etcd_close(struct mc_master *m);
+/* Put text (taken) as the policy; done(m, arg, rc) runs on the loop when etcd answered (rc 0)
+ * or did not (rc < 0).  0, or a negative errno (done is not called). */
+int mc_tenant_etcd_save(struct mc_master *m, char *text, mc_policy_saved_fn done, void *arg);
+/* Read the policy again and apply(m, policy) it when it comes (a master that became the HA
+ * leader). */
+typedef void (*mc_tenant_apply_fn)(struct mc_master *m, const struct mc_tenant_policy *p);
+void mc_tenant_etcd_reload(struct mc_master *m, mc_tenant_apply_fn apply);
 
 /* tenants_http.c */
 int mc_tenant_http_routes(struct mc_master *m);

@@ -14,8 +14,9 @@
  * {"success":false,"error_code","error_message"}: 400 INVALID_PARAMS (a missing or invalid
  * tenant_id, a bad body, a quota outside [1, 2^63 - 1]), 404 TENANT_NOT_REGISTERED, 409
  * TENANT_NOT_EMPTY (deleting a tenant that still has bytes) or UNAVAILABLE_IN_CURRENT_MODE
- * (without --enable_multi_tenants), 500 when the policy file cannot be written (the change is
- * then undone).  With a policy file a change is answered once the file is written.
+ * (without --enable_multi_tenants), 500 when the policy file cannot be written or etcd does
+ * not take it (the change is then undone).  With a policy file a change is answered once the
+ * file is written; with the etcd connector once etcd has it (tenants_etcd.c).
  * Single-threaded: the master's loop (the file is written on a worker, tenants_policy.c).
  */
 #include <inttypes.h>
@@ -67,12 +68,12 @@ static void mc_tenant_change_saved(struct mc_master *m, void *arg, int rc)
 	int had;
 
 	if (rc) {
-		/* Undo: the file is what the next start reads. */
+		/* Undo: the file (or etcd's key) is what the next start reads. */
 		if (c->old_bytes)
 			mc_tenant_policy_set(m, c->name, c->old_bytes);
 		else
 			mc_tenant_policy_delete(m, c->name, &had);
-		mc_tenant_error(c->req, MC_ERR_INTERNAL, "failed to save tenant quota policy");
+		mc_tenant_error(c->req, MC_ERR_PERSISTENT_FAIL, "failed to save tenant quota policy");
 	} else if (mc_tenant_snapshot(m, c->name, &s) == 0 && !c->deleted) {
 		mc_tenant_reply(c->req, mc_tenant_json(&s));
 	} else {
@@ -91,16 +92,22 @@ static void mc_tenant_after_change(struct mc_master *m, struct evhttp_request *r
 	struct mc_tenant_change *c;
 	struct mc_tenant_snapshot s;
 
-	if (path[0]) {
+	if (path[0] || mc_tenant_connector_etcd(m)) {
+		int rc;
+
 		c = mc_xcalloc(1, sizeof(*c));
 		c->req = req;
 		c->name = mc_xstrdup(name);
 		c->deleted = deleted;
 		c->old_bytes = old_bytes;
-		if (mc_tenant_policy_save(m, path, mc_tenant_policy_format(m),
-					  mc_tenant_change_saved, c) == 0)
+		rc = mc_tenant_connector_etcd(m)
+			     ? mc_tenant_etcd_save(m, mc_tenant_policy_format(m),
+						   mc_tenant_change_saved, c)
+			     : mc_tenant_policy_save(m, path, mc_tenant_policy_format(m),
+						     mc_tenant_change_saved, c);
+		if (rc == 0)
 			return;
-		mc_tenant_change_saved(m, c, -EAGAIN);
+		mc_tenant_change_saved(m, c, rc);
 		return;
 	}
 	mc_master_commit(m);	/* the record in --persist_path */

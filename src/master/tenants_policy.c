@@ -122,22 +122,18 @@ static int mc_policy_add(struct mc_tenant_policy *p, const char *name, const cha
 	return 0;
 }
 
-int mc_tenant_policy_load(const char *path, struct mc_tenant_policy *p, char *err, size_t n)
+int mc_tenant_policy_parse(const char *text, size_t len, struct mc_tenant_policy *p, char *err,
+			   size_t n)
 {
 	yaml_parser_t parser;
 	yaml_event_t ev;
 	enum mc_pol_state state = POL_TOP;
 	char key[64] = "", *name = NULL, *quota = NULL;
 	int rc = -1, done = 0, version = 0, have_tenants = 0, depth = 0;
-	FILE *f = fopen(path, "rb");
 
 	memset(p, 0, sizeof(*p));
-	if (f == NULL) {
-		snprintf(err, n, "cannot open: %s", strerror(errno));
-		return -1;
-	}
 	yaml_parser_initialize(&parser);
-	yaml_parser_set_input_file(&parser, f);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	while (!done) {
 		const char *v;
 
@@ -235,7 +231,6 @@ out_ev:
 	yaml_event_delete(&ev);
 out:
 	yaml_parser_delete(&parser);
-	fclose(f);
 	free(name);
 	free(quota);
 	if (rc)
@@ -243,14 +238,41 @@ out:
 	return rc;
 }
 #else
-int mc_tenant_policy_load(const char *path, struct mc_tenant_policy *p, char *err, size_t n)
+int mc_tenant_policy_parse(const char *text, size_t len, struct mc_tenant_policy *p, char *err,
+			   size_t n)
 {
-	(void)path;
+	(void)text;
+	(void)len;
 	memset(p, 0, sizeof(*p));
 	snprintf(err, n, "this build cannot read YAML (configure found no libyaml)");
 	return -1;
 }
 #endif
+
+int mc_tenant_policy_load(const char *path, struct mc_tenant_policy *p, char *err, size_t n)
+{
+	FILE *f = fopen(path, "rb");
+	char *text = NULL;
+	size_t len = 0;
+	int rc = -1;
+
+	memset(p, 0, sizeof(*p));
+	if (f == NULL) {
+		snprintf(err, n, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	text = mc_xmalloc(MC_TENANT_POLICY_MAX + 1);
+	len = fread(text, 1, MC_TENANT_POLICY_MAX + 1, f);
+	if (ferror(f))
+		snprintf(err, n, "cannot read: %s", strerror(errno));
+	else if (len > MC_TENANT_POLICY_MAX)
+		snprintf(err, n, "larger than %d bytes", MC_TENANT_POLICY_MAX);
+	else
+		rc = mc_tenant_policy_parse(text, len, p, err, n);
+	fclose(f);
+	free(text);
+	return rc;
+}
 
 /* ---------------------------------------------------------------- writing */
 

@@ -11,6 +11,10 @@
  * 15)), so the layout is stable across builds but does not match upstream's files.  The sanitized
  * key replaces / \ : * ? " < > | and NUL by '_'.
  *
+ * In multi-tenant mode a tenant's files live under "<root_fs_dir>/<cluster_id>/_tenants/<hex of
+ * the tenant's name>/" with the same layout below, so two tenants' objects of one key never
+ * share a file (the default tenant keeps the layout above).
+ *
  * The DISK replicas hang on one pseudo-segment (master->fs_seg) so that they are counted
  * (master_allocated_file_size_bytes; master_total_file_capacity_bytes adds the quota) and
  * released like other replicas.  The writer fills the file on a worker after its memory writes
@@ -40,6 +44,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "master/tenants.h"
 
 #define MC_FS_MAX_DROPS 1000000		/* queued deletions (a path each) */
 #define MC_FS_DROPS_PER_BEAT 256
@@ -99,15 +104,29 @@ void mc_fs_fini(struct mc_master *m)
 	m->fs_seg = NULL;
 }
 
-int mc_fs_path(const struct mc_master *m, const char *key, size_t len, char *out, size_t n)
+int mc_fs_path(const struct mc_master *m, const struct mc_object *o, char *out, size_t n)
 {
 	uint64_t h = 1469598103934665603ull;
-	size_t i, at;
+	const char *key = o->key;
+	size_t i, at, len = o->key_len;
+	char tdir[2 * MC_TENANT_NAME_MAX + 16] = "";
 	int w;
 
 	for (i = 0; i < len; i++)
 		h = (h ^ (uint8_t)key[i]) * 1099511628211ull;
-	w = snprintf(out, n, "%s/%s/%c/%c/", m->cfg.root_fs_dir, m->cfg.cluster_id,
+	if (o->tenant != 0) {
+		/* A tenant's files have a directory of their own, named by the hex of its name
+		 * (no two names map to one), so tenants' keys never share a file. */
+		const char *name = mc_tenant_name(m, o->tenant);
+
+		at = (size_t)snprintf(tdir, sizeof(tdir), "_tenants/");
+		for (i = 0; name[i] && at + 3 < sizeof(tdir); i++)
+			at += (size_t)snprintf(tdir + at, sizeof(tdir) - at, "%02x",
+					       (unsigned char)name[i]);
+		tdir[at++] = '/';
+		tdir[at] = '\0';
+	}
+	w = snprintf(out, n, "%s/%s/%s%c/%c/", m->cfg.root_fs_dir, m->cfg.cluster_id, tdir,
 		     (char)('a' + (h & 0xf)), (char)('a' + ((h >> 4) & 0xf)));
 	if (w < 0 || (size_t)w + len + 1 > n || len == 0)
 		return -1;
@@ -131,7 +150,7 @@ void mc_fs_add_replica(struct mc_master *m, struct mc_object *o)
 
 	uint32_t i;
 
-	if (m->fs_seg == NULL || mc_fs_path(m, o->key, o->key_len, path, sizeof(path)))
+	if (m->fs_seg == NULL || mc_fs_path(m, o, path, sizeof(path)))
 		return;
 	for (i = 0; i < m->nfs_drops; i++)
 		if (!strcmp(m->fs_drops[i].path, path))
@@ -160,7 +179,7 @@ void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r)
 	struct mc_fs_drop *d;
 	int64_t now = mc_master_now(m);
 
-	if (m->fs_seg == NULL || mc_fs_path(m, o->key, o->key_len, path, sizeof(path)))
+	if (m->fs_seg == NULL || mc_fs_path(m, o, path, sizeof(path)))
 		return;
 	if (m->nfs_drops >= MC_FS_MAX_DROPS) {
 		mc_log_warn("DISK file %s: %u deletions queued already; the file stays", path,

@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/tenants.h"
 #include "master/tier_ssd.h"
 #include "segment/alloc.h"
 
@@ -192,17 +193,42 @@ int mc_disk_addr_ok(uint64_t addr, uint64_t size)
 	return addr >= (1ull << 62) && addr < (1ull << 63) && size <= (1ull << 63) - addr;
 }
 
+/* ---------------------------------------------------------------- tier names */
+
+size_t mc_tier_key(const struct mc_master *m, const struct mc_object *o, char *out)
+{
+	return mc_tenant_scoped_key(m, o->tenant, o->key, o->key_len, out);
+}
+
+struct mc_object *mc_tier_object(struct mc_master *m, const char *name, size_t len)
+{
+	const char *key;
+	size_t key_len;
+	uint16_t tenant;
+
+	if (mc_tenant_split_key(m, name, len, &tenant, &key, &key_len) != 0)
+		return NULL;
+	return mc_object_find_in(m, tenant, key, key_len);
+}
+
 /* ---------------------------------------------------------------- tasks */
 
-static struct mc_tier_task *mc_task_new(uint8_t kind, const char *key, size_t len, uint64_t size,
-					uint64_t addr)
+/* A task about o, which names it by its tier name; NULL when that name is longer than an SSD
+ * area or the protocol takes (a long key of a tenant with a long name: it stays in memory). */
+static struct mc_tier_task *mc_task_new(const struct mc_master *m, uint8_t kind,
+					const struct mc_object *o, uint64_t addr)
 {
-	struct mc_tier_task *t = mc_xcalloc(1, sizeof(*t) + len);
+	char name[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+	size_t len = mc_tier_key(m, o, name);
+	struct mc_tier_task *t;
 
+	if (len > MC_RPC_MAX_KEY)
+		return NULL;
+	t = mc_xcalloc(1, sizeof(*t) + len);
 	t->kind = kind;
 	t->key_len = (uint16_t)len;
-	memcpy(t->key, key, len);
-	t->size = size;
+	memcpy(t->key, name, len);
+	t->size = o->size;
 	t->addr = addr;
 	return t;
 }
@@ -309,7 +335,7 @@ static void mc_demote(struct mc_master *m, struct mc_object *o)
  * chosen it).  Frees t. */
 void mc_task_cancel(struct mc_master *m, struct mc_tier_task *t)
 {
-	struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+	struct mc_object *o = mc_tier_object(m, t->key, t->key_len);
 
 	mc_task_undemote(m, t);
 	if (t->kind == MC_TIER_OFFLOAD)
@@ -328,7 +354,7 @@ void mc_task_cancel(struct mc_master *m, struct mc_tier_task *t)
 int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_tier_task *t, int result,
 		 uint64_t disk_addr)
 {
-	struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+	struct mc_object *o = mc_tier_object(m, t->key, t->key_len);
 	struct mc_replica *r = o ? mc_object_replica_by_id(o, t->replica_id) : NULL;
 	int rc = 0;
 
@@ -427,7 +453,7 @@ int mc_task_done(struct mc_master *m, struct mc_segment *disk, struct mc_tier_ta
 void mc_task_abandon(struct mc_master *m, struct mc_segment *disk, struct mc_tier_task *t)
 {
 	if (t->kind == MC_TIER_PROMOTE) {
-		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+		struct mc_object *o = mc_tier_object(m, t->key, t->key_len);
 		struct mc_replica *r = o ? mc_object_replica_by_id(o, t->replica_id) : NULL;
 
 		if (o && (o->flags & MC_OBJ_PROMOTING) && r && r->status == MC_REPLICA_PROCESSING) {
@@ -465,12 +491,14 @@ int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
 		}
 		for (s = disk; s; s = NULL) {
 			struct mc_tier_task *lists[2] = { s->tasks, s->inflight };
+			char name[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+			size_t len = mc_tier_key(m, o, name);
 			int l;
 
 			for (l = 0; l < 2; l++)
 				for (t = lists[l]; t; t = t->next)
-					if (t->kind == MC_TIER_OFFLOAD && t->key_len == o->key_len &&
-					    !memcmp(t->key, o->key, o->key_len) && !t->demote) {
+					if (t->kind == MC_TIER_OFFLOAD && t->key_len == len &&
+					    !memcmp(t->key, name, len) && !t->demote) {
 						t->demote = 1;
 						m->demote_pending += t->size;
 					}
@@ -493,7 +521,9 @@ int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
 		m->metrics.offload_enqueue_rejected++;
 		return demote ? 1 : -1;
 	}
-	t = mc_task_new(MC_TIER_OFFLOAD, o->key, o->key_len, o->size, 0);
+	t = mc_task_new(m, MC_TIER_OFFLOAD, o, 0);
+	if (t == NULL)
+		return -1;
 	m->metrics.offload_enqueued++;
 	if (demote) {
 		t->demote = 1;
@@ -508,12 +538,13 @@ int mc_tier_queue_offload(struct mc_master *m, struct mc_object *o, int demote)
 void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r)
 {
 	struct mc_segment *disk = r->seg;
+	struct mc_tier_task *t;
 
-	(void)m;
 	if (disk->status != MC_SEG_OK || disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit * 2)
 		return;	/* a dying client forgets everything; a flooded one scans at restart */
-	mc_task_push(disk, mc_task_new(MC_TIER_DROP, r->obj->key, r->obj->key_len, r->obj->size,
-				       r->disk_addr));
+	t = mc_task_new(m, MC_TIER_DROP, r->obj, r->disk_addr);
+	if (t)
+		mc_task_push(disk, t);
 }
 
 uint64_t mc_tier_promotions_in_flight(const struct mc_master *m)
@@ -552,9 +583,20 @@ int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica 
 		m->metrics.promotion_rejected++;	/* --promotion_queue_limit */
 		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
 	}
-	r = mc_object_add_replica(o);	/* may move disk: not used below */
-	if (r == NULL)
+	if (!mc_tenant_has_room(m, o->tenant, o->size)) {
+		/* The memory replica would be charged to the object's tenant, as upstream
+		 * charges a promotion: not past its quota.  It stays readable from SSD. */
+		m->metrics.promotion_rejected++;
+		return MC_ERR_TENANT_QUOTA_EXCEEDED;
+	}
+	t = mc_task_new(m, MC_TIER_PROMOTE, o, 0);
+	if (t == NULL)
 		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+	r = mc_object_add_replica(o);	/* may move disk: not used below */
+	if (r == NULL) {
+		free(t);
+		return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+	}
 	if (where)
 		cfg = *where;
 	else
@@ -565,6 +607,7 @@ int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica 
 		 * read tries again. */
 		memset(r, 0, sizeof(*r));
 		o->nrep--;
+		free(t);
 		m->metrics.promotion_rejected++;
 		return MC_ERR_NO_AVAILABLE_HANDLE;
 	}
@@ -572,7 +615,6 @@ int mc_tier_promote(struct mc_master *m, struct mc_object *o, struct mc_replica 
 	r->type = MC_REPLICA_MEMORY;
 	r->status = MC_REPLICA_PROCESSING;
 	o->flags |= MC_OBJ_PROMOTING;
-	t = mc_task_new(MC_TIER_PROMOTE, o->key, o->key_len, o->size, 0);
 	t->replica_id = r->id;
 	mc_task_push(dseg, t);
 	mc_persist_object_changed(m, o);
@@ -624,7 +666,7 @@ void mc_tier_disk_gone(struct mc_master *m, struct mc_segment *disk)
 		}
 		/* Never handed out: nobody writes anything for it. */
 		if (t->kind == MC_TIER_PROMOTE) {
-			struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+			struct mc_object *o = mc_tier_object(m, t->key, t->key_len);
 			struct mc_replica *r = o ? mc_object_replica_by_id(o, t->replica_id) : NULL;
 
 			if (o && r && r->status == MC_REPLICA_PROCESSING) {

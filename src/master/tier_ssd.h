@@ -8,6 +8,13 @@
  */
 #include "master/master.h"
 
+/* The name o has on SSD areas and in the tier protocol: its key, or "tenant\0key" for a tenant
+ * other than the default one (mc_tenant_scoped_key), so two tenants' objects of one key never
+ * share a copy.  out holds MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY bytes; returns the length. */
+size_t mc_tier_key(const struct mc_master *m, const struct mc_object *o, char *out);
+/* The object a tier name names, in its tenant's namespace whatever namespace the request works
+ * in; NULL when there is none. */
+struct mc_object *mc_tier_object(struct mc_master *m, const char *name, size_t len);
 /* c's SSD area with that id (NULL: its mounted one), or NULL. */
 struct mc_segment *mc_client_disk(struct mc_client *c, const struct mc_uuid *id);
 /* o's replica with that id, or NULL. */

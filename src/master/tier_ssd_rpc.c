@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "master/tenants.h"
 #include "master/tier_ssd.h"
 #include "segment/alloc.h"
 
@@ -126,7 +127,7 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 	       !(promotes >= m->cfg.up.promotion_max_per_heartbeat && disk->tasks &&
 		 disk->tasks->kind == MC_TIER_PROMOTE) &&
 	       (t = mc_task_next(m, disk)) != NULL) {
-		struct mc_object *o = mc_object_find(&m->objects, t->key, t->key_len);
+		struct mc_object *o = mc_tier_object(m, t->key, t->key_len);
 		struct mc_replica *src = NULL, *dst = NULL, *dr = NULL;
 
 		if (t->kind == MC_TIER_DROP) {
@@ -240,10 +241,19 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 			   struct mc_strv key, uint64_t size, uint64_t addr, uint64_t gen,
 			   const struct mc_rpc_checksum *cs, int64_t now)
 {
-	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
+	const char *local = key.p;
+	size_t local_len = key.n;
+	uint16_t tenant = 0, saved;
+	struct mc_object *o;
 	struct mc_replica *r;
 	uint32_t i;
 
+	/* A tenant's copy is named "tenant\0key" (mc_tier_key): back into its namespace. */
+	if (mc_tenants_enabled(m) && memchr(key.p, '\0', key.n) &&
+	    (mc_tenant_unscope(m, key.p, key.n, MC_PERSIST_SCOPED, &tenant, &local, &local_len) ||
+	     local_len == 0))
+		return MC_ERR_OBJECT_NOT_FOUND;
+	o = mc_object_find_in(m, tenant, local, local_len);
 	if (o != NULL && o->gen != gen) {
 		/* Two adopted copies of a key written before this master: the newer wins, if
 		 * nothing but SSD copies exist yet. */
@@ -265,7 +275,10 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 	if (gen >= m->next_gen)
 		m->next_gen = gen + 1;
 	if (o == NULL) {
-		o = mc_object_insert(&m->objects, key.p, key.n, 0);
+		saved = m->objects.tenant;
+		m->objects.tenant = tenant;
+		o = mc_object_insert(&m->objects, local, local_len, 0);
+		m->objects.tenant = saved;
 		o->size = size;
 		o->gen = gen;
 		o->put_start = now;
@@ -318,7 +331,7 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 static int mc_disk_copy_lost(struct mc_master *m, struct mc_segment *disk, struct mc_strv key,
 			     uint64_t addr, const char *peer)
 {
-	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
+	struct mc_object *o = mc_tier_object(m, key.p, key.n);
 	uint32_t j;
 
 	for (j = 0; o && j < o->nrep; j++) {
@@ -445,7 +458,7 @@ int mc_op_evict_disk_replica(struct mc_req *q)
 	}
 	mc_wbuf_u32(out, n);
 	for (i = 0; i < n; i++) {
-		struct mc_object *o = mc_object_find(&m->objects, keys[i].p, keys[i].n);
+		struct mc_object *o = mc_tier_object(m, keys[i].p, keys[i].n);
 		struct mc_replica *dr = NULL;
 		uint32_t j;
 		int rc = 0;

@@ -106,11 +106,12 @@ size_t mc_persist_pending(const struct mc_persist *p);
  * same encoding as the pending batch, plus meta values as records of their own. */
 struct iovec;
 struct mc_wbuf;
-/* Move the pending changes, as many whole ones as fit in max bytes (at least one), to the end of
- * out, and with the last of them the meta values set since the last take or commit.  What is
- * taken is gone from the pending batch: the caller makes it durable (mc_persist_apply_batches
- * here once it is).  Returns the number of changes taken (0: none pending). */
-size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max);
+/* Move the pending changes, as many whole ones as fit in max bytes and max_changes (at least
+ * one), to the end of out, and with the last of them the meta values set since the last take or
+ * commit.  What is taken is gone from the pending batch: the caller makes it durable
+ * (mc_persist_apply_batches here once it is).  Returns the number of records taken (0: none
+ * pending). */
+size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max, size_t max_changes);
 /* Append to w the record that sets meta name to value, as mc_persist_take writes them. */
 void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value);
 /* Write the n (at most 64) encoded batches (as mc_persist_take made them, here or on another

@@ -275,7 +275,7 @@ out:
 	free(keep);
 }
 
-size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
+size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max, size_t max_changes)
 {
 	size_t n = 0, cut = 0, taken;
 	int i;
@@ -283,8 +283,8 @@ size_t mc_persist_take(struct mc_persist *p, struct mc_wbuf *out, size_t max)
 	if (p->batch.err)
 		return 0;
 	mc_persist_coalesce(p);
-	/* The longest run of whole changes within max bytes (at least one). */
-	while (n < p->nends && (n == 0 || p->ends[n] <= max))
+	/* The longest run of whole changes within max bytes and max_changes (at least one). */
+	while (n < p->nends && (n == 0 || (p->ends[n] <= max && n < max_changes)))
 		n++;
 	if (n)
 		cut = p->ends[n - 1];

@@ -53,7 +53,7 @@ PyObject *mc_py_mount_segment(struct mc_py_store *self, PyObject *args, PyObject
 		return mc_py_mount_result(0, NULL, NULL);
 	if (mc_py_ready(self)) {
 		Py_BEGIN_ALLOW_THREADS
-		rc = mc_store_mount_file(self->st, path, offset, size, &id);
+		rc = mc_store_mount_file(self->st, path, offset, size, loc, &id);
 		Py_END_ALLOW_THREADS
 	}
 	return mc_py_mount_result(rc, &id, NULL);
@@ -74,7 +74,7 @@ PyObject *mc_py_allocate_and_mount_segment(struct mc_py_store *self, PyObject *a
 		return NULL;
 	if (mc_py_ready(self)) {
 		Py_BEGIN_ALLOW_THREADS
-		rc = mc_store_mount_alloc(self->st, size, &id, &allocated);
+		rc = mc_store_mount_alloc(self->st, size, loc, &id, &allocated);
 		Py_END_ALLOW_THREADS
 	}
 	return mc_py_mount_result(rc, &id, &allocated);

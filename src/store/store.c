@@ -161,11 +161,16 @@ int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t add
 
 int mc_store_register(struct mc_store *st, void *addr, uint64_t len)
 {
+	return mc_store_register_at(st, addr, len, "*");
+}
+
+int mc_store_register_at(struct mc_store *st, void *addr, uint64_t len, const char *location)
+{
 	int rc;
 
 	if (st->engine == NULL)
 		return MC_ERR_INVALID_PARAMS;
-	rc = registerLocalMemory(st->engine, addr, len, "*", 1);
+	rc = registerLocalMemory(st->engine, addr, len, location && *location ? location : "*", 1);
 	if (rc) {
 		mc_log_err("cannot register %llu bytes at %p for transfers (%d)",
 			   (unsigned long long)len, addr, rc);

@@ -206,23 +206,31 @@ int mc_store_is_local(struct mc_store *st, struct mc_strv endpoint, uint64_t add
 /* Register memory the handle's transfers may use (segments, the local buffer, the caller's
  * buffers) with its engine: peers may read and write it.  0 or MC_ERR_INVALID_PARAMS. */
 int mc_store_register(struct mc_store *st, void *addr, uint64_t len);
+/* The same, telling the engine where the memory lives (location: "*" or empty for
+ * anywhere, "cpu:N", ...: the engine picks its NICs and GPU path by it). */
+int mc_store_register_at(struct mc_store *st, void *addr, uint64_t len, const char *location);
 /* 0 or MC_ERR_INVALID_PARAMS (not registered). */
 int mc_store_unregister(struct mc_store *st, void *addr);
 
 /* ---- store_segments.c: segments mounted and unmounted after set-up ---- */
 /* Mount one more segment of size bytes of new memory (set-up, init_all).  0 or a code. */
 int mc_store_mount_segment(struct mc_store *st, uint64_t size);
-/* Register mem, add it to the segment list and mount it at the master; on success the list
- * owns mem and *id_out (may be NULL) is its segment id.  0 or a code (mem still the caller's). */
+/* Register mem with the engine at location (NULL: the handle's segment_location), add it to
+ * the segment list and mount it at the master; on success the list owns mem and *id_out (may
+ * be NULL) is its segment id.  0 or a code (mem still the caller's). */
 int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin,
-		       struct mc_uuid *id_out);
-/* allocate_and_mount_segment: size rounded up to 16 MiB slabs (*allocated).  0 or -1/a code. */
-int mc_store_mount_alloc(struct mc_store *st, uint64_t size, struct mc_uuid *id,
-			 uint64_t *allocated);
+		       const char *location, struct mc_uuid *id_out);
+/* allocate_and_mount_segment: size rounded up to 16 MiB slabs (*allocated), placed at
+ * location ("" or "*": as the handle's segment_location says; "cpu:N", "cpu:N-M",
+ * "interleave[:N,M]": on those NUMA nodes) and registered there.  0 or -1/a code (-1 for a
+ * location that is not one, logged). */
+int mc_store_mount_alloc(struct mc_store *st, uint64_t size, const char *location,
+			 struct mc_uuid *id, uint64_t *allocated);
 /* mount_segment: [offset, offset+size) of the regular file at path (offset page-aligned),
- * mapped shared.  0 or -1. */
+ * mapped shared and registered at location (checked as above; the file's pages stay where the
+ * file system put them).  0 or -1. */
 int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t offset, uint64_t size,
-			struct mc_uuid *id);
+			const char *location, struct mc_uuid *id);
 /* UnmountSegment of id (this client's) at the master: 0, or the call's or the master's code. */
 int mc_store_unmount_rpc(struct mc_store *st, const struct mc_uuid *id);
 /* Unmount the segment id mounted with origin (-1 when there is none), then release its memory

@@ -88,7 +88,7 @@ static int mc_store_token(uint8_t out[16])
 }
 
 int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin,
-		       struct mc_uuid *id_out)
+		       const char *location, struct mc_uuid *id_out)
 {
 	struct mc_store_segment seg = { .memfd = mem->fd, .mem = mem, .origin = origin };
 	struct mc_rpc_call call;
@@ -102,7 +102,9 @@ int mc_store_mount_mem(struct mc_store *st, struct mc_segmem *mem, int origin,
 		mc_log_err("cannot make a segment token: %s", strerror(errno));
 		return MC_ERR_INTERNAL;
 	}
-	rc = mc_store_register(st, seg.base, seg.size);
+	if (location == NULL)
+		location = st->memopts.location[0] ? st->memopts.location : "*";
+	rc = mc_store_register_at(st, seg.base, seg.size, location);
 	if (rc)
 		return rc;
 	mc_rpc_call_init(&call, MC_OP_MOUNT_SEGMENT);
@@ -157,7 +159,7 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 		free(mem);
 		return MC_ERR_INVALID_PARAMS;
 	}
-	rc = mc_store_mount_mem(st, mem, MC_STORE_SEG_SETUP, NULL);
+	rc = mc_store_mount_mem(st, mem, MC_STORE_SEG_SETUP, NULL, NULL);
 	if (rc) {
 		mc_segmem_free(mem);
 		free(mem);
@@ -165,9 +167,27 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 	return rc;
 }
 
-int mc_store_mount_alloc(struct mc_store *st, uint64_t size, struct mc_uuid *id,
-			 uint64_t *allocated)
+/* The placement a mount asks for: the handle's options with location's NUMA placement
+ * ("" or "*": the handle's own).  0, or -1 with the reason logged. */
+static int mc_store_mount_location(struct mc_store *st, const char *what, const char *location,
+				   struct mc_segmem_opts *o)
 {
+	char err[512];
+
+	*o = st->memopts;
+	if (location == NULL || *location == '\0' || !strcmp(location, "*"))
+		return 0;
+	if (mc_segmem_parse_location(location, o, err, sizeof(err)) != 0) {
+		mc_log_err("%s: %s", what, err);
+		return -1;
+	}
+	return 0;
+}
+
+int mc_store_mount_alloc(struct mc_store *st, uint64_t size, const char *location,
+			 struct mc_uuid *id, uint64_t *allocated)
+{
+	struct mc_segmem_opts o;
 	struct mc_segmem *mem;
 	char err[512];
 	int rc;
@@ -176,16 +196,18 @@ int mc_store_mount_alloc(struct mc_store *st, uint64_t size, struct mc_uuid *id,
 		mc_log_err("allocate_and_mount_segment: invalid size %llu", (unsigned long long)size);
 		return -1;
 	}
+	if (mc_store_mount_location(st, "allocate_and_mount_segment", location, &o) != 0)
+		return -1;
 	size = (size + MC_STORE_SLAB - 1) / MC_STORE_SLAB * MC_STORE_SLAB;
 	mem = calloc(1, sizeof(*mem));
 	if (mem == NULL)
 		return -1;
-	if (mc_segmem_create(mem, size, "mooncake-segment", &st->memopts, err, sizeof(err)) != 0) {
+	if (mc_segmem_create(mem, size, "mooncake-segment", &o, err, sizeof(err)) != 0) {
 		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
 		free(mem);
 		return -1;
 	}
-	rc = mc_store_mount_mem(st, mem, MC_STORE_SEG_ALLOC, id);
+	rc = mc_store_mount_mem(st, mem, MC_STORE_SEG_ALLOC, o.location[0] ? o.location : "*", id);
 	if (rc) {
 		mc_segmem_free(mem);
 		free(mem);
@@ -196,14 +218,17 @@ int mc_store_mount_alloc(struct mc_store *st, uint64_t size, struct mc_uuid *id,
 }
 
 int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t offset, uint64_t size,
-			struct mc_uuid *id)
+			const char *location, struct mc_uuid *id)
 {
 	long page = sysconf(_SC_PAGESIZE);
+	struct mc_segmem_opts o;
 	struct mc_segmem *mem;
 	struct stat sb;
 	void *p;
 	int fd, rc;
 
+	if (mc_store_mount_location(st, "mount_segment", location, &o) != 0)
+		return -1;
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		mc_log_err("mount_segment: cannot open %s: %s", path, strerror(errno));
@@ -234,7 +259,7 @@ int mc_store_mount_file(struct mc_store *st, const char *path, uint64_t offset, 
 	mem->page_size = (uint64_t)page;
 	mem->fd = -1;
 	mem->populated = size;		/* the file's pages: nothing to populate */
-	rc = mc_store_mount_mem(st, mem, MC_STORE_SEG_FILE, id);
+	rc = mc_store_mount_mem(st, mem, MC_STORE_SEG_FILE, o.location[0] ? o.location : "*", id);
 	if (rc) {
 		mc_segmem_free(mem);
 		free(mem);

@@ -156,6 +156,19 @@ try:
     sid = body["segment_ids"][0] if status == 200 else "0-0"
     ok(jreq(rport, "/api/mount", "POST", {"size": -1}) ==
        (400, {"error": "Invalid size, must be a positive integer"}), "a bad size is 400")
+    ok(jreq(rport, "/api/mount", "POST", {"size": 1, "location": "cpu:99999"}) ==
+       (500, {"error": "Allocate and mount failed, ret=-1"}),
+       "a location that is not one is refused, not ignored")
+    status, body2 = jreq(rport, "/api/mount", "POST", {"size": 1, "location": "cpu:0"})
+    ok(status == 200 and len(body2.get("segment_ids", [])) == 1,
+       "POST /api/mount with a location mounts there: %r" % (body2,))
+    ok(wait_for("capacity + 16 MiB more", lambda: capacity() == 64 << 20),
+       "the master counts it too: %r" % (capacity(),))
+    ok(status == 200 and jreq(rport, "/api/unmount", "POST",
+                              {"segment_ids": body2["segment_ids"]})[0] == 200,
+       "and unmounts it")
+    ok(wait_for("capacity - 16 MiB", lambda: capacity() == 48 << 20),
+       "the master forgot it: %r" % (capacity(),))
     ok(jreq(rport, "/api/unmount_shm", "POST", {"segment_ids": [sid]})[0] == 500,
        "unmount_shm refuses an allocated segment's id")
     ok(jreq(rport, "/api/unmount", "POST", {"segment_ids": sid}) ==
@@ -177,6 +190,9 @@ try:
            "a name that leaves /dev/shm is 400")
         ok(jreq(rport, "/api/mount_shm", "POST", {"name": shm, "size": 8 << 20})[0] == 500,
            "a size past the file is 500")
+        ok(jreq(rport, "/api/mount_shm", "POST", {"name": shm, "size": 4 << 20,
+                                                  "location": "nowhere"})[0] == 500,
+           "a location that is not one is 500")
         status, body2 = jreq(rport, "/api/unmount_shm", "POST",
                              {"segment_ids": body["segment_ids"] + ["1-2"]})
         ok(status == 500 and body2.get("failed_segment_ids") == ["1-2"],

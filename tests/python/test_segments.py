@@ -91,6 +91,37 @@ def test_allocate_and_mount_segment(bare):
         bare.allocate_and_mount_segment("1MB")
 
 
+def _numa_policy(addr_hex):
+    """The NUMA policy of this process's mapping at addr_hex (numa_maps), or None."""
+    with open("/proc/self/numa_maps") as f:
+        for line in f:
+            if line.split()[0] == addr_hex:
+                return line.split()[1]
+    return None
+
+
+def test_mount_location_places_the_segment(bare, tmp_path):
+    # allocate_and_mount_segment's location: the memory goes on that NUMA node (node 0 is on
+    # every host), registered with the engine there; a location that is not one is refused.
+    before = set(l.split()[0] for l in open("/proc/self/numa_maps"))
+    r = bare.allocate_and_mount_segment(1, "tcp", "cpu:0")
+    assert r["ret"] == 0 and len(r["segment_ids"]) == 1
+    new = [l.split() for l in open("/proc/self/numa_maps") if l.split()[0] not in before]
+    assert any(f[1] == "bind:0" and "mooncake-segment" in " ".join(f) for f in new), new
+    assert bare.put("loc/a", b"l" * 3000) == 0 and bare.get("loc/a") == b"l" * 3000
+    assert bare.unmount_and_free_segment(r["segment_ids"]) == 0
+    none = {"ret": -1, "segment_ids": [], "allocated_size": 0}
+    assert bare.allocate_and_mount_segment(1, "tcp", "gpu0") == none
+    assert bare.allocate_and_mount_segment(1, "tcp", "cpu:99999") == none
+    path = str(tmp_path / "segment")
+    with open(path, "wb") as f:
+        f.truncate(4 << 20)
+    assert bare.mount_segment(path, 4 << 20, 0, "tcp", "nowhere") == {"ret": -1,
+                                                                    "segment_ids": []}
+    r = bare.mount_segment(path, 4 << 20, 0, "tcp", "cpu:0")
+    assert r["ret"] == 0 and bare.unmount_segment(r["segment_ids"]) == 0
+
+
 def test_setup_segments_are_not_unmountable_by_id(master):
     s = MooncakeDistributedStore()
     assert s.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", master) == 0

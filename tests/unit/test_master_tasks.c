@@ -7,6 +7,7 @@
  */
 #include "tap.h"
 #include "master_harness.h"
+#include "master/dyn_replication.h"
 
 static struct mc_uuid owner, other, seg_a, seg_b;
 
@@ -124,6 +125,91 @@ static uint32_t replicas(const char *key)
 	return get_list(key, &n, &addr) == 0 ? n : 0;
 }
 
+/* Two reads of key in a fresh heat window (threshold 1/s over 1 s: the second makes it hot). */
+static void hot_reads(const char *key)
+{
+	fake_now += 1100;
+	mc_dynrep_tick(&M);
+	replicas(key);
+	replicas(key);
+}
+
+static uint64_t dyn_tasks(uint64_t *cooling)
+{
+	uint64_t hot, tasks;
+
+	mc_dynrep_counts(&M, &hot, &tasks, cooling);
+	return tasks;
+}
+
+/* Hand the owner's pending task out and complete it. */
+static int run_task(void)
+{
+	struct mc_uuid id;
+
+	return fetch(&owner, &id) == 1 && complete(&owner, &id, 1) == 0;
+}
+
+/* Dynamic replication's cooldowns, as upstream's: no new replica for a key 30 s after one was
+ * made, nor 60 s after its dynamic replica went. */
+static void dynrep_cooldowns(void)
+{
+	struct mc_uuid third, seg_c, seg_d, saved = client_id;
+	struct mc_rpc_config cfg;
+	uint64_t cooling;
+
+	M.cfg.dynrep.dynamic_replication_mode = (char *)"enforce";
+	M.cfg.dynrep.dynamic_replication_heat_window_seconds = 1;
+	M.cfg.dynrep.dynamic_replication_admission_qps_threshold = 1;
+	M.cfg.dynrep.dynamic_replication_max_memory_replicas = 3;
+	mc_dynrep_init(&M);
+	mc_uuid_generate(&third);
+	mc_uuid_generate(&seg_c);
+	mc_uuid_generate(&seg_d);
+	ok(mount_as(&third, &seg_c, "127.0.0.1:17003", 3u << 30) == 0, "a third client");
+	mc_rpc_config_default(&cfg);
+	cfg.preferred_segment = mc_strv_c("127.0.0.1:17001");
+	ok(put_start_cfg(MC_OP_PUT_START, "hot", 4096, &cfg, NULL, NULL) == 0 &&
+		   put_finish(MC_OP_PUT_END, "hot") == 0, "a hot key on the owner's segment");
+	hot_reads("hot");
+	ok(dyn_tasks(&cooling) == 1 && run_task() && replicas("hot") == 2,
+	   "read past the threshold: a dynamic replica");
+	hot_reads("hot");
+	hot_reads("hot");
+	ok(dyn_tasks(&cooling) == 1 && cooling == 2 && replicas("hot") == 2,
+	   "hot in the next windows too, but no replica within the action cooldown");
+	fake_now += 30000;
+	hot_reads("hot");
+	ok(dyn_tasks(&cooling) == 2 && run_task() && replicas("hot") == 3,
+	   "after 30 s a third replica");
+	client_id = third;
+	ok(mc_segment_find(&M, &seg_c) != NULL, "the third client's segment is mounted");
+	{
+		struct mc_wbuf b;
+
+		mc_wbuf_init(&b);
+		mc_rpc_put_uuid(&b, &third);
+		mc_rpc_put_uuid(&b, &seg_c);
+		is(call(MC_OP_UNMOUNT_SEGMENT, &b), 0, "which it unmounts");
+		mc_wbuf_fini(&b);
+	}
+	client_id = saved;
+	ok(mount_as(&third, &seg_d, "127.0.0.1:17004", 4ull << 30) == 0 && replicas("hot") == 2,
+	   "a replica went with it; the client mounts another segment");
+	fake_now += 31000;
+	hot_reads("hot");
+	ok(dyn_tasks(&cooling) == 2 && cooling == 3,
+	   "hot again after the action cooldown: none, its dynamic replica went");
+	fake_now += 57000;
+	hot_reads("hot");
+	ok(dyn_tasks(&cooling) == 2, "none within the 60 s recreate cooldown");
+	fake_now += 2000;
+	hot_reads("hot");
+	ok(dyn_tasks(&cooling) == 3 && run_task() && replicas("hot") == 3,
+	   "after it, a replica again");
+	mc_dynrep_fini(&M);
+}
+
 int main(void)
 {
 	struct mc_uuid id, got;
@@ -198,6 +284,7 @@ int main(void)
 		memset(&nil, 0, sizeof(nil));
 		is(status_of(&nil), MC_ERR_TASK_NOT_FOUND, "an unknown id: TASK_NOT_FOUND");
 	}
+	dynrep_cooldowns();
 	master_fini(&M);
 	(void)mount;	/* harness helpers this test does not need */
 	(void)put;

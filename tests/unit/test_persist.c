@@ -2,6 +2,7 @@
 /* Unit tests for the SQLite persistence module (src/persist/persist.c). */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,7 +246,7 @@ static void replication_tests(const char *dir)
 	mc_persist_set_meta(pa, "next_replica_id", 777);
 	while (mc_persist_pending(pa) > 0 && np < 64) {
 		mc_wbuf_init(&parts[np]);
-		taken += mc_persist_take(pa, &parts[np], 1500);
+		taken += mc_persist_take(pa, &parts[np], 1500, SIZE_MAX);
 		iov[np].iov_base = parts[np].data;
 		iov[np].iov_len = parts[np].len;
 		np++;
@@ -262,6 +263,24 @@ static void replication_tests(const char *dir)
 	   x.objects, x.bad);
 	for (i = 0; i < np; i++)
 		mc_wbuf_fini(&parts[i]);
+	{
+		/* --oplog_batch_max_entries: at most that many changes a part. */
+		size_t got[8] = { 0 };
+		int k = 0;
+
+		for (i = 100; i < 110; i++)
+			put_obj(pa, i);
+		while (mc_persist_pending(pa) > 0 && k < 8) {
+			struct mc_wbuf pw;
+
+			mc_wbuf_init(&pw);
+			got[k++] = mc_persist_take(pa, &pw, 1u << 20, 3);
+			mc_wbuf_fini(&pw);
+		}
+		ok(k == 4 && got[0] == 3 && got[1] == 3 && got[2] == 3 && got[3] >= 1,
+		   "ten changes taken at most three a part: %d parts (%zu %zu %zu %zu)", k, got[0],
+		   got[1], got[2], got[3]);
+	}
 	/* A snapshot of the standby's file, restored into a third in steps. */
 	mc_wbuf_init(&w);
 	if (mc_persist_reader_open(b, &r) == 0) {
