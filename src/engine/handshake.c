@@ -88,20 +88,6 @@ static void mc_hs_conn_close(struct mc_hs_conn *c)
 	free(c);
 }
 
-static void mc_hs_format_peer(const struct sockaddr *sa, char *out, size_t n)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		snprintf(out, n, "%s:%u", ip, ntohs(in->sin_port));
-	} else {
-		snprintf(out, n, "peer");
-	}
-}
-
 static size_t mc_hs_max(void)
 {
 	const char *v = getenv("MC_HANDSHAKE_MAX_LENGTH");
@@ -387,7 +373,7 @@ static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct
 		evutil_closesocket(fd);
 		return;
 	}
-	mc_hs_format_peer(sa, peer, sizeof(peer));
+	mc_conn_limit_peer(sa, peer, sizeof(peer));
 	if (s->e->auth == NULL) {
 		mc_hs_serve(s, fd, &key, peer, NULL, 0, 0);
 		return;

@@ -35,34 +35,19 @@ data=$(grep -o "serving segment [^ ]* ([0-9]* bytes) at [0-9.:]*" "$MC_TMP/clien
 	awk '{print $NF}')
 echo "# segment (handshake) $seg, data $data"
 
-MC_FORCE_TCP=1 MC_STORE_SHM=0 mc_python - "$MC_MASTER_PORT" "${data##*:}" "${seg##*:}" \
+MC_FORCE_TCP=1 MC_STORE_SHM=0 mc_python - "$MC_TOP_SRCDIR" "$MC_MASTER_PORT" "${data##*:}" "${seg##*:}" \
 	"$CHTTP" "$META" "$PXP" <<'PY' || rc=1
 import os, socket, struct, sys, time, urllib.request
 from mooncake.store import MooncakeDistributedStore
-master, dport, hport, chttp, meta, pxp = sys.argv[1:]
+sys.path.insert(0, sys.argv[1] + "/tests/integration")
+from flood import alive, conn
+master, dport, hport, chttp, meta, pxp = sys.argv[2:]
 fails = 0
 
 def ok(c, what):
     global fails
     print(("ok - " if c else "not ok - ") + what, flush=True)
     fails += 0 if c else 1
-
-def conn(src, port):
-    s = socket.socket()
-    s.bind((src, 0))
-    s.settimeout(3)
-    s.connect(("127.0.0.1", int(port)))
-    return s
-
-def alive(s):
-    """The server has not closed s (a refused connection reads EOF at once)."""
-    s.settimeout(0.2)
-    try:
-        return s.recv(1) != b""
-    except socket.timeout:
-        return True
-    except OSError:
-        return False
 
 st = MooncakeDistributedStore()
 ok(st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", "127.0.0.1:" + master) == 0,
