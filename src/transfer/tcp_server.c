@@ -100,10 +100,11 @@ struct mc_srv_conn {
 	int closing;		/* closed while job_busy: freed when the worker is done */
 	struct mc_auth_hs *hs;	/* SRV_AUTH */
 	struct event *ev_auth;	/* SRV_AUTH: its deadline */
-	struct event *ev_limit;	/* the request and idle timeouts */
+	struct event *ev_limit;	/* the request and idle timeouts (see mc_srv_on_limit) */
 	enum mc_srv_watch watch;
+	int64_t watch_since;	/* ms (mc_srv_now_ms) when watch was set */
 	unsigned progress;	/* I/O events seen (WATCH_XFER compares it) */
-	unsigned progress_armed;
+	unsigned progress_seen;	/* progress at the timer's last run */
 	int admitted;		/* key holds a slot of srv->limit */
 	struct mc_conn_key key;
 	char peer[64];
@@ -138,21 +139,31 @@ struct mc_tcp_server {
 static void mc_srv_drive(struct mc_srv_conn *c);
 static void mc_srv_set_status(struct mc_srv_conn *c, uint32_t code);
 
-/* Watch c for w: (re)arm its timer with the timeout that applies, or stop it (0: none). */
+/* A coarse monotonic clock in ms (a few ms of resolution is plenty for timeouts of seconds, and
+ * reading it costs no system call). */
+static int64_t mc_srv_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Watch c for w from now on.  Only two stores per request on the data path: the connection's
+ * timer (armed once, at adoption) checks the watch when it runs. */
 static void mc_srv_watch(struct mc_srv_conn *c, enum mc_srv_watch w)
 {
-	unsigned ms = w == WATCH_IDLE ? c->srv->lim.idle_ms : c->srv->lim.request_ms;
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
 	c->watch = w;
-	if (c->ev_limit == NULL)
-		return;
-	if (ms == 0) {
-		event_del(c->ev_limit);
-		return;
-	}
-	c->progress_armed = c->progress;
-	event_add(c->ev_limit, &tv);
+	c->watch_since = mc_srv_now_ms();
+}
+
+/* Run c's timer again in ms (0: it is not needed). */
+static void mc_srv_tick(struct mc_srv_conn *c, int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	if (ms > 0 && c->ev_limit)
+		event_add(c->ev_limit, &tv);
 }
 
 static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
@@ -621,22 +632,45 @@ static void mc_srv_on_io(evutil_socket_t fd, short what, void *arg)
 	mc_srv_drive(c);
 }
 
+/* The connection's timer: it runs at least every request timeout (or idle timeout) and judges
+ * the current watch.  A header (the first, or one begun) must be whole request_ms after it
+ * started; a payload or reply must have moved since the last run once it has lasted request_ms
+ * (a worker sending file bytes counts as moving); between requests, idle_ms (0: no bound). */
 static void mc_srv_on_limit(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_srv_conn *c = arg;
 	struct mc_tcp_server *s = c->srv;
+	int64_t req = s->lim.request_ms, idle = s->lim.idle_ms;
+	int64_t age = mc_srv_now_ms() - c->watch_since;
+	int moved = c->progress != c->progress_seen || c->state == SRV_FILE_WAIT;
 
 	(void)fd;
 	(void)what;
-	if (c->watch == WATCH_IDLE) {
-		mc_conn_limit_closed_idle(s->limit, c->peer, "MC_TCP_SERVER_IDLE_TIMEOUT_MS");
-	} else if (c->watch == WATCH_XFER &&
-		   (c->progress != c->progress_armed || c->state == SRV_FILE_WAIT)) {
-		mc_srv_watch(c, WATCH_XFER);	/* still moving (or a worker is sending) */
+	c->progress_seen = c->progress;
+	switch (c->watch) {
+	case WATCH_FIRST:
+	case WATCH_HDR:
+		if (req && age >= req)
+			goto slow;
+		mc_srv_tick(c, req ? req - age : idle);
 		return;
-	} else {
-		mc_conn_limit_closed_slow(s->limit, c->peer, "MC_TCP_SERVER_REQUEST_TIMEOUT_MS");
+	case WATCH_XFER:
+		if (req && age >= req && !moved)
+			goto slow;
+		mc_srv_tick(c, req ? req : idle);
+		return;
+	case WATCH_IDLE:
+		if (idle && age >= idle) {
+			mc_conn_limit_closed_idle(s->limit, c->peer,
+						  "MC_TCP_SERVER_IDLE_TIMEOUT_MS");
+			mc_srv_conn_close(c, NULL);
+			return;
+		}
+		mc_srv_tick(c, idle && (!req || idle - age < req) ? idle - age : req);
+		return;
 	}
+slow:
+	mc_conn_limit_closed_slow(s->limit, c->peer, "MC_TCP_SERVER_REQUEST_TIMEOUT_MS");
 	mc_srv_conn_close(c, NULL);
 }
 
@@ -710,6 +744,7 @@ static int mc_srv_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const struc
 		return -ENOMEM;
 	}
 	mc_srv_watch(c, WATCH_FIRST);
+	mc_srv_tick(c, s->lim.request_ms ? s->lim.request_ms : s->lim.idle_ms);
 	event_add(c->ev_read, NULL);
 	c->next = s->conns;
 	if (s->conns)
