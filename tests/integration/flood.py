@@ -2,6 +2,7 @@
 """Helpers of the connection-limit tests (test_limits.sh, test_limits_daemons.sh): connections
 from a chosen loopback address, and whether the server still holds one open."""
 import socket
+import time
 
 
 def conn(src, port):
@@ -22,3 +23,18 @@ def alive(s):
         return True
     except OSError:
         return False
+
+
+def dribble(s, data, gap=0.25):
+    """Send all but the last byte of data on s, one byte every gap seconds, until the server
+    closes s.  Returns the seconds until it did, or None if it never did."""
+    t0 = time.time()
+    for b in data[:-1]:
+        try:
+            s.send(bytes([b]))
+        except OSError:
+            return time.time() - t0
+        time.sleep(gap)
+        if not alive(s):
+            return time.time() - t0
+    return None

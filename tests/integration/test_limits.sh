@@ -25,7 +25,7 @@ import os, socket, struct, sys, threading, time
 from mooncake.store import MooncakeDistributedStore
 port = int(sys.argv[1])
 sys.path.insert(0, sys.argv[2] + "/tests/integration")
-from flood import alive, conn as conn_from
+from flood import alive, conn as conn_from, dribble
 master = "127.0.0.1:%d" % port
 fails = 0
 
@@ -56,18 +56,7 @@ ok(works("flood"), "the store client is served during the flood")
 silent = [conn("127.0.0.3") for _ in range(8)]
 drip = conn("127.0.0.3")
 hdr = struct.pack("<IBBHIIQ", 0x5052434D, 1, 0, 1, 0, 0, 9)
-t0 = time.time()
-closed_at = None
-for b in hdr[:-1]:
-    try:
-        drip.send(bytes([b]))
-    except OSError:
-        closed_at = time.time() - t0
-        break
-    time.sleep(0.25)
-    if not alive(drip):
-        closed_at = time.time() - t0
-        break
+closed_at = dribble(drip, hdr)
 ok(closed_at is not None and closed_at < 4,
    "a request dribbled a byte at a time is cut off (after %s s)" % closed_at)
 ok(works("slow"), "the store client is served while slow connections hold on")

@@ -40,7 +40,7 @@ MC_FORCE_TCP=1 MC_STORE_SHM=0 mc_python - "$MC_TOP_SRCDIR" "$MC_MASTER_PORT" "${
 import os, socket, struct, sys, time, urllib.request
 from mooncake.store import MooncakeDistributedStore
 sys.path.insert(0, sys.argv[1] + "/tests/integration")
-from flood import alive, conn
+from flood import alive, conn, dribble
 master, dport, hport, chttp, meta, pxp = sys.argv[2:]
 fails = 0
 
@@ -102,18 +102,7 @@ for name, port, legit, req in targets:
         s.close()
     silent = [conn("127.0.0.3", port) for _ in range(4)]
     drip = conn("127.0.0.3", port)
-    t0 = time.time()
-    closed_at = None
-    for b in req[:-1]:
-        try:
-            drip.send(bytes([b]))
-        except OSError:
-            closed_at = time.time() - t0
-            break
-        time.sleep(0.25)
-        if not alive(drip):
-            closed_at = time.time() - t0
-            break
+    closed_at = dribble(drip, req)
     ok(closed_at is not None and closed_at < 4,
        "%s: a request dribbled a byte at a time is cut off (after %s s)" % (name, closed_at))
     ok(legit(), "%s: served while slow connections hold on" % name)
