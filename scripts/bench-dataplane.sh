@@ -12,6 +12,9 @@
 # same build given twice); MASTER_AFTER="--flag=value ..." gives the second build's master flags
 # (e.g. --cluster_secret_file=F with ENV_AFTER=MOONCAKE_CLUSTER_SECRET_FILE=F to price the
 # cluster secret).
+# Besides throughput, each row gives the CPU time per key of the whole cluster (mooncake_bench's
+# own user+sys time from /usr/bin/time, plus what the master and the client spent meanwhile, from
+# /proc/PID/stat), which a busy machine skews far less than throughput.
 # Usage: [RUNS=3] [DUR=2] [SETTLE=0] [ENV_AFTER=...] [MASTER_AFTER=...] scripts/bench-dataplane.sh BEFORE AFTER
 set -u
 RUNS=${RUNS:-3}
@@ -41,25 +44,46 @@ cluster() {
 	for i in $(seq 50); do (echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
 	env $3 "$b/mooncake_client" --host=127.0.0.1 --port=$((p + 1)) \
 		--master_server_address=127.0.0.1:$p --global_segment_size=2GB --log_level=info \
-		>"$tmp/c$2.log" 2>&1 &
+		--enable_http_server --http_port=$((p + 2)) >"$tmp/c$2.log" 2>&1 &
 	cpid=$!
 	for i in $(seq 100); do grep -q "serving segment" "$tmp/c$2.log" && break; sleep 0.1; done
 	sleep "${SETTLE:-0}"
 	pids="$pids $mpid $cpid"
 }
 stop() { kill $mpid $cpid 2>/dev/null; wait $mpid $cpid 2>/dev/null; }
+# accepted N: the data connections the client of cluster N has accepted (each one authenticated
+# once with a secret), or ? from a build without the metric.
+accepted() {
+	curl -s "http://127.0.0.1:$((P + 10 * $1 + 2))/metrics" |
+		awk '$1 == "mooncake_connections_accepted_total{port=\"engine_tcp\"}" {print $2; f=1} END {if (!f) print "?"}'
+}
+# ticks PID...: user+sys clock ticks the processes have used.
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
 # bench BUILD N MODE VALUE BATCH [ENV]: "put_MiBps get_MiBps put_ops get_ops"
 bench() {
 	local b=$1 p=$((P + 10 * $2)) env="$6"
 	[ "$3" = tcp ] && env="$env MC_FORCE_TCP=1 MC_STORE_SHM=0"
-	env $env "$b/mooncake_bench" --master_server_address=127.0.0.1:$p --value_size="$4" \
+	local t0 t1 a0 a1
+	a0=$(accepted "$2")
+	t0=$(ticks $mpid $cpid)
+	env $env /usr/bin/time -f "%U %S" -o "$tmp/time" "$b/mooncake_bench" \
+		--master_server_address=127.0.0.1:$p --value_size="$4" \
 		--batch_size="$5" --threads=1 --duration="$DUR" --total_bytes=1GB \
-		--local_buffer_size=0 --json 2>/dev/null | python3 -c '
-import json,sys
+		--local_buffer_size=0 --json 2>/dev/null >"$tmp/json"
+	t1=$(ticks $mpid $cpid)
+	a1=$(accepted "$2")
+	echo "$a0 $a1" >"$tmp/acc"
+	python3 -c '
+import json,os,sys
 r={}
-for l in sys.stdin:
+for l in open(sys.argv[1]):
     j=json.loads(l); r[j["phase"]]=j
-print("%.1f %.1f %.0f %.0f" % (r["put"]["MiBps"], r["get"]["MiBps"], r["put"]["ops_per_s"], r["get"]["ops_per_s"]))'
+u,s=map(float,open(sys.argv[2]).read().split()[-2:])
+cpu=u+s+(int(sys.argv[4])-int(sys.argv[3]))/os.sysconf("SC_CLK_TCK")
+ops=r["put"]["ops"]+r["get"]["ops"]
+a=open(sys.argv[5]).read().split()
+acc=str(int(a[1])-int(a[0])) if "?" not in a else "?"
+print("%.1f %.1f %.0f %.0f %.3f %s %d" % (r["put"]["MiBps"], r["get"]["MiBps"], r["put"]["ops_per_s"], r["get"]["ops_per_s"], cpu*1e6/max(ops,1), acc, ops))' "$tmp/json" "$tmp/time" "$t0" "$t1" "$tmp/acc"
 }
 for r in $(seq "$RUNS"); do
 	for n in 1 2; do
@@ -84,10 +108,12 @@ for mode in tcp shm; do
 			awk -v n=$n -v m=$mode -v v=$v '$1 == n && $2 == m && $3 == v' "$tmp/res" >"$tmp/sel"
 			put=$(awk '{print $4}' "$tmp/sel" | median); get=$(awk '{print $5}' "$tmp/sel" | median)
 			pops=$(awk '{print $6}' "$tmp/sel" | median); gops=$(awk '{print $7}' "$tmp/sel" | median)
+			cpu=$(awk '{print $8}' "$tmp/sel" | median)
+			conns=$(awk '{printf "%s/%s ", $9, $10}' "$tmp/sel")
 			if [ $v = 1MB ]; then
-				echo "$mode $name 1MiB batch 8: put $(awk -v x=$put 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s, get $(awk -v x=$get 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s; get/ref $(awk -v x=$get -v r=$ref 'BEGIN{printf "%.2f", x*1048576/1e9/r}')x"
+				echo "$mode $name 1MiB batch 8: put $(awk -v x=$put 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s, get $(awk -v x=$get 'BEGIN{printf "%.2f", x*1048576/1e9}') GB/s; get/ref $(awk -v x=$get -v r=$ref 'BEGIN{printf "%.2f", x*1048576/1e9/r}')x; CPU $cpu us per key (put+get); data connections/keys per run: $conns"
 			else
-				echo "$mode $name 4KiB batch 32: put $pops keys/s, get $gops keys/s"
+				echo "$mode $name 4KiB batch 32: put $pops keys/s, get $gops keys/s; CPU $cpu us per key (put+get); data connections/keys per run: $conns"
 			fi
 		done
 	done

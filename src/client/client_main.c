@@ -50,6 +50,10 @@ struct mc_client_cfg {
 	int populate_segment;
 	char *segment_location;
 	char *cluster_secret_file;
+	int64_t max_connections;	/* 0: each port's default (mc_client_limits_env) */
+	int64_t max_connections_per_peer;
+	int64_t request_timeout_ms;
+	int64_t idle_timeout_ms;
 	struct mc_log_opts log;		/* glog's flags: --log_dir, --logtostderr, ... */
 	int use_mmap_arena_allocator;
 	uint64_t mmap_arena_pool_size;
@@ -114,6 +118,18 @@ static const struct mc_opt mc_client_opts[] = {
 	{ "cluster_secret_file", NULL, NULL, MC_OPT_PATH, O(cluster_secret_file), "", 0, -1,
 	  "file holding the cluster secret every connection proves (default: "
 	  "$MOONCAKE_CLUSTER_SECRET_FILE; empty: an open cluster)" },
+	{ "max_connections", NULL, NULL, MC_OPT_INT, O(max_connections), "0", 0, 1000000,
+	  "connections at once on each of the data, handshake and HTTP ports (0: their defaults, "
+	  "4096, 1024 and 1024, or MC_TCP_SERVER_, MC_HANDSHAKE_, MC_STORE_HTTP_MAX_CONNECTIONS)" },
+	{ "max_connections_per_peer", NULL, NULL, MC_OPT_INT, O(max_connections_per_peer), "0", 0,
+	  1000000, "connections from one address at once on each port (0: 256, 64 and 64, or "
+	  "the ports' *_MAX_CONNECTIONS_PER_PEER)" },
+	{ "request_timeout_ms", NULL, NULL, MC_OPT_INT, O(request_timeout_ms), "0", 0, 86400000,
+	  "a request (its header; a payload must keep moving) must arrive in this time or the "
+	  "connection is closed (0: 10000, 5000 and 10000, or the ports' *_REQUEST_TIMEOUT_MS)" },
+	{ "idle_timeout_ms", NULL, NULL, MC_OPT_INT, O(idle_timeout_ms), "0", 0, 86400000,
+	  "data connections with no request for this long are closed (0: never, or "
+	  "MC_TCP_SERVER_IDLE_TIMEOUT_MS; peers reconnect when they need to)" },
 	MC_LOG_OPTS(O(log)),
 	{ "use_mmap_arena_allocator", NULL, NULL, MC_OPT_BOOL, O(use_mmap_arena_allocator),
 	  "false", 0, -1, "accepted for compatibility: each segment is one memfd mapping reserved "
@@ -132,6 +148,35 @@ static const struct mc_opt mc_client_opts[] = {
 };
 
 static volatile sig_atomic_t mc_client_stop, mc_client_hup;
+
+/* The connection-limit flags given (non-zero) become the variables of the ports the store
+ * library opens: MC_TCP_SERVER_* (data), MC_HANDSHAKE_* (handshake) and MC_STORE_HTTP_*
+ * (--enable_http_server); a flag wins over the environment. */
+static void mc_client_limits_env(const struct mc_client_cfg *cfg)
+{
+	static const char *const ports[] = { "MC_TCP_SERVER", "MC_HANDSHAKE", "MC_STORE_HTTP" };
+	const struct {
+		const char *suffix;
+		int64_t v;
+	} set[] = {
+		{ "MAX_CONNECTIONS", cfg->max_connections },
+		{ "MAX_CONNECTIONS_PER_PEER", cfg->max_connections_per_peer },
+		{ "REQUEST_TIMEOUT_MS", cfg->request_timeout_ms },
+	};
+	char name[64], val[24];
+	size_t i, k;
+
+	for (i = 0; i < sizeof(set) / sizeof(set[0]); i++)
+		for (k = 0; k < sizeof(ports) / sizeof(ports[0]) && set[i].v > 0; k++) {
+			snprintf(name, sizeof(name), "%s_%s", ports[k], set[i].suffix);
+			snprintf(val, sizeof(val), "%lld", (long long)set[i].v);
+			setenv(name, val, 1);
+		}
+	if (cfg->idle_timeout_ms > 0) {
+		snprintf(val, sizeof(val), "%lld", (long long)cfg->idle_timeout_ms);
+		setenv("MC_TCP_SERVER_IDLE_TIMEOUT_MS", val, 1);
+	}
+}
 
 /* Dummy clients on this host (setup_dummy) ask this socket how to reach the cluster. */
 struct mc_dummy_srv {
@@ -451,6 +496,7 @@ int main(int argc, char **argv)
 	st->memopts_set = 1;
 	snprintf(st->cluster_secret_file, sizeof(st->cluster_secret_file), "%s",
 		 cfg.cluster_secret_file);
+	mc_client_limits_env(&cfg);
 	/* Threads started from here on (the store's loop, the populating one) run on the CPUs of
 	 * the segment's nodes. */
 	rc = mc_segmem_bind_cpus(&mem);

@@ -6,6 +6,11 @@
  * service); Probe with {"status":"success"}; RDMA connection requests are rejected in a build
  * without RDMA.  One reply per connection, then the connection is closed.  Frames are bounded
  * by MC_HANDSHAKE_MAX_LENGTH (1 MiB default).
+ *
+ * Connections are bounded (conn_limit.h; port "engine_handshake" on /metrics) by
+ * MC_HANDSHAKE_MAX_CONNECTIONS (1024) and MC_HANDSHAKE_MAX_CONNECTIONS_PER_PEER (64), and the
+ * frame must have arrived whole within MC_HANDSHAKE_REQUEST_TIMEOUT_MS (5000) of the connection's
+ * start (after the authentication, which has its own deadline), or the connection is closed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,13 +36,18 @@
 #include "engine/engine.h"
 #include "mooncake/transfer_engine_c.h"
 #include "reactor/auth_event.h"
+#include "reactor/conn_limit.h"
 
 struct mc_hs_pending;
+struct mc_hs_conn;
 
 struct mc_te_hs_server {
 	struct evconnlistener *listener;
 	struct mc_engine *e;
 	struct mc_hs_pending *pending;	/* connections still authenticating */
+	struct mc_hs_conn *conns;	/* connections reading a frame or replying */
+	struct mc_conn_limit *limit;
+	struct mc_port_limits lim;	/* from MC_HANDSHAKE_* */
 };
 
 /* A connection proving the cluster secret before its frame is read. */
@@ -46,21 +56,36 @@ struct mc_hs_pending {
 	struct mc_te_hs_server *s;
 	struct mc_auth_op *op;
 	evutil_socket_t fd;
+	struct mc_conn_key key;		/* its slot in s->limit */
 	char peer[64];
 };
 
-static void mc_hs_format_peer(const struct sockaddr *sa, char *out, size_t n)
+/* A connection reading its frame, then replying. */
+struct mc_hs_conn {
+	struct mc_hs_conn *prev, *next;
+	struct mc_te_hs_server *s;	/* NULL: adopted (mc_te_hs_adopt), not counted */
+	struct mc_engine *e;
+	struct bufferevent *bev;
+	struct event *ev_deadline;	/* the frame must be whole by then */
+	struct mc_conn_key key;
+	char peer[64];
+};
+
+static void mc_hs_conn_close(struct mc_hs_conn *c)
 {
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		snprintf(out, n, "%s:%u", ip, ntohs(in->sin_port));
-	} else {
-		snprintf(out, n, "peer");
+	if (c->s) {
+		mc_conn_limit_release(c->s->limit, &c->key);
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			c->s->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
 	}
+	if (c->ev_deadline)
+		event_free(c->ev_deadline);
+	bufferevent_free(c->bev);
+	free(c);
 }
 
 static size_t mc_hs_max(void)
@@ -75,22 +100,31 @@ static size_t mc_hs_max(void)
 
 static void mc_hs_on_write_done(struct bufferevent *bev, void *arg)
 {
-	(void)arg;
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		bufferevent_free(bev);
+		mc_hs_conn_close(arg);
 }
 
-static void mc_hs_reply(struct bufferevent *bev, uint8_t type, const char *json)
+static void mc_hs_on_event(struct bufferevent *bev, short what, void *arg)
 {
+	(void)bev;
+	(void)what;
+	mc_hs_conn_close(arg);
+}
+
+static void mc_hs_reply(struct mc_hs_conn *c, uint8_t type, const char *json)
+{
+	struct bufferevent *bev = c->bev;
 	uint8_t hdr[9];
 	size_t n = strlen(json);
 
+	if (c->ev_deadline)
+		event_del(c->ev_deadline);	/* the reply is bounded by the write timeout */
 	mc_put_le64(hdr, (uint64_t)n + 1);
 	hdr[8] = type;
 	bufferevent_write(bev, hdr, sizeof(hdr));
 	bufferevent_write(bev, json, n);
 	bufferevent_disable(bev, EV_READ);
-	bufferevent_setcb(bev, NULL, mc_hs_on_write_done, NULL, NULL);
+	bufferevent_setcb(bev, NULL, mc_hs_on_write_done, mc_hs_on_event, c);
 }
 
 #define MC_HS_MAX_NOTIFIES 65536
@@ -159,17 +193,17 @@ static void mc_hs_on_read_refusing(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint8_t hdr[9];
 
-	(void)arg;
 	if (evbuffer_get_length(in) < sizeof(hdr))
 		return;
 	evbuffer_copyout(in, hdr, sizeof(hdr));
-	mc_hs_reply(bev, hdr[8],
+	mc_hs_reply(arg, hdr[8],
 		    "{\"reply_msg\":\"unauthorized: this cluster requires the cluster secret\"}");
 }
 
 static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 {
-	struct mc_engine *e = arg;
+	struct mc_hs_conn *c = arg;
+	struct mc_engine *e = c->e;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	uint8_t hdr[9];
 	uint64_t len;
@@ -180,8 +214,9 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 	evbuffer_copyout(in, hdr, sizeof(hdr));
 	len = mc_get_le64(hdr);
 	if (len == 0 || len > mc_hs_max()) {
-		mc_log_warn("handshake: frame of %llu bytes refused", (unsigned long long)len);
-		bufferevent_free(bev);
+		mc_log_warn("handshake: frame of %llu bytes from %s refused",
+			    (unsigned long long)len, c->peer);
+		mc_hs_conn_close(c);
 		return;
 	}
 	if (evbuffer_get_length(in) < 8 + len)
@@ -191,15 +226,15 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 		pthread_mutex_lock(&e->mu);
 		desc = mc_te_desc_to_json(e);
 		pthread_mutex_unlock(&e->mu);
-		mc_hs_reply(bev, MC_HS_METADATA, desc ? desc : "{}");
+		mc_hs_reply(c, MC_HS_METADATA, desc ? desc : "{}");
 		free(desc);
 		break;
 	case MC_HS_PROBE:
-		mc_hs_reply(bev, MC_HS_PROBE, "{\"status\":\"success\"}");
+		mc_hs_reply(c, MC_HS_PROBE, "{\"status\":\"success\"}");
 		break;
 	case MC_HS_NOTIFY:
 		mc_hs_store_notify(e, in, (size_t)len - 1);
-		mc_hs_reply(bev, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
+		mc_hs_reply(c, MC_HS_NOTIFY, "{\"notify_msg\":\"success\"}");
 		break;
 	case MC_HS_CONNECTION:
 		desc = malloc(8 + (size_t)len);
@@ -211,54 +246,84 @@ static void mc_hs_on_read(struct bufferevent *bev, void *arg)
 			free(desc);
 			desc = reply;
 		}
-		mc_hs_reply(bev, MC_HS_CONNECTION,
+		mc_hs_reply(c, MC_HS_CONNECTION,
 			    desc ? desc : "{\"reply_msg\":\"RDMA is not available on this peer\"}");
 		free(desc);
 		break;
 	default:
-		mc_hs_reply(bev, hdr[8], "{\"reply_msg\":\"unsupported handshake type\"}");
+		mc_hs_reply(c, hdr[8], "{\"reply_msg\":\"unsupported handshake type\"}");
 		break;
 	}
 }
 
-static void mc_hs_on_event(struct bufferevent *bev, short what, void *arg)
+static void mc_hs_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
+	struct mc_hs_conn *c = arg;
+
+	(void)fd;
 	(void)what;
-	(void)arg;
-	bufferevent_free(bev);
+	mc_conn_limit_closed_slow(c->s->limit, c->peer, "MC_HANDSHAKE_REQUEST_TIMEOUT_MS");
+	mc_hs_conn_close(c);
 }
 
-/* Serve fd on base: its frame is read (refusing: answered with a refusal); pre holds bytes
- * already read from it.  0 or -ENOMEM (fd closed). */
-static int mc_hs_serve_on(struct mc_engine *e, struct event_base *base, evutil_socket_t fd,
+/* Serve fd on base for s (NULL: not counted; otherwise key holds its slot, given back on every
+ * path): its frame is read (refusing: answered with a refusal); pre holds bytes already read
+ * from it.  0 or -ENOMEM (fd closed). */
+static int mc_hs_serve_on(struct mc_engine *e, struct mc_te_hs_server *s, struct event_base *base,
+			  evutil_socket_t fd, const struct mc_conn_key *key, const char *peer,
 			  const uint8_t *pre, size_t npre, int refusing)
 {
-	struct bufferevent *bev;
+	struct mc_hs_conn *c = calloc(1, sizeof(*c));
 	struct timeval tv = { 5, 0 };
 
-	bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL) {
+	if (c == NULL || (c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		free(c);
+		if (s)
+			mc_conn_limit_release(s->limit, key);
 		evutil_closesocket(fd);
 		return -ENOMEM;
 	}
+	c->e = e;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	if (s) {
+		c->s = s;
+		c->key = *key;
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		if (s->lim.request_ms) {
+			struct timeval d = { s->lim.request_ms / 1000,
+					     (s->lim.request_ms % 1000) * 1000 };
+
+			c->ev_deadline = evtimer_new(base, mc_hs_on_deadline, c);
+			if (c->ev_deadline == NULL) {
+				mc_hs_conn_close(c);
+				return -ENOMEM;
+			}
+			evtimer_add(c->ev_deadline, &d);
+		}
+	}
 	if (npre)
-		evbuffer_prepend(bufferevent_get_input(bev), pre, npre);
-	bufferevent_setcb(bev, refusing ? mc_hs_on_read_refusing : mc_hs_on_read, NULL,
-			  mc_hs_on_event, e);
-	bufferevent_set_timeouts(bev, &tv, &tv);
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
+		evbuffer_prepend(bufferevent_get_input(c->bev), pre, npre);
+	bufferevent_setcb(c->bev, refusing ? mc_hs_on_read_refusing : mc_hs_on_read, NULL,
+			  mc_hs_on_event, c);
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
 
-static void mc_hs_serve(struct mc_te_hs_server *s, evutil_socket_t fd, const uint8_t *pre,
+static void mc_hs_serve(struct mc_te_hs_server *s, evutil_socket_t fd,
+			const struct mc_conn_key *key, const char *peer, const uint8_t *pre,
 			size_t npre, int refusing)
 {
-	mc_hs_serve_on(s->e, evconnlistener_get_base(s->listener), fd, pre, npre, refusing);
+	mc_hs_serve_on(s->e, s, evconnlistener_get_base(s->listener), fd, key, peer, pre, npre,
+		       refusing);
 }
 
 int mc_te_hs_adopt(struct mc_engine *e, struct event_base *base, evutil_socket_t fd)
 {
-	return mc_hs_serve_on(e, base, fd, NULL, 0, 0);
+	return mc_hs_serve_on(e, NULL, base, fd, NULL, "adopted", NULL, 0, 0);
 }
 
 static void mc_hs_pending_free(struct mc_hs_pending *p)
@@ -277,16 +342,21 @@ static void mc_hs_on_auth(void *arg, int rc, struct mc_auth_hs *hs)
 	struct mc_hs_pending *p = arg;
 	struct mc_te_hs_server *s = p->s;
 	evutil_socket_t fd = p->fd;
+	struct mc_conn_key key = p->key;
+	char peer[64];
 
+	snprintf(peer, sizeof(peer), "%s", p->peer);
 	if (rc != 0)
 		mc_auth_hs_refused(s->e->auth, "engine handshake", p->peer, rc, hs);
 	mc_hs_pending_free(p);
-	if (rc == 0)
-		mc_hs_serve(s, fd, NULL, 0, 0);
-	else if (rc == MC_AUTH_NOT_HELLO)
-		mc_hs_serve(s, fd, hs->msg, hs->pos, 1);
-	else
+	if (rc == 0) {
+		mc_hs_serve(s, fd, &key, peer, NULL, 0, 0);
+	} else if (rc == MC_AUTH_NOT_HELLO) {
+		mc_hs_serve(s, fd, &key, peer, hs->msg, hs->pos, 1);
+	} else {
+		mc_conn_limit_release(s->limit, &key);
 		evutil_closesocket(fd);
+	}
 }
 
 static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -294,24 +364,34 @@ static void mc_hs_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct
 {
 	struct mc_te_hs_server *s = arg;
 	struct mc_hs_pending *p;
+	struct mc_conn_key key;
+	char peer[64];
 
 	(void)l;
 	(void)salen;
+	if (mc_conn_limit_admit(s->limit, sa, &key) != 0) {
+		evutil_closesocket(fd);
+		return;
+	}
+	mc_conn_limit_peer(sa, peer, sizeof(peer));
 	if (s->e->auth == NULL) {
-		mc_hs_serve(s, fd, NULL, 0, 0);
+		mc_hs_serve(s, fd, &key, peer, NULL, 0, 0);
 		return;
 	}
 	p = calloc(1, sizeof(*p));
 	if (p == NULL) {
+		mc_conn_limit_release(s->limit, &key);
 		evutil_closesocket(fd);
 		return;
 	}
 	p->s = s;
 	p->fd = fd;
-	mc_hs_format_peer(sa, p->peer, sizeof(p->peer));
+	p->key = key;
+	snprintf(p->peer, sizeof(p->peer), "%s", peer);
 	p->op = mc_auth_op_start(evconnlistener_get_base(s->listener), fd, s->e->auth,
 				 MC_AUTH_SERVER, 0, mc_hs_on_auth, p);
 	if (p->op == NULL) {
+		mc_conn_limit_release(s->limit, &key);
 		evutil_closesocket(fd);
 		free(p);
 		return;
@@ -343,6 +423,13 @@ static void mc_hs_start_on_loop(void *arg)
 	if (s == NULL)
 		goto out;
 	s->e = x->e;
+	s->lim = (struct mc_port_limits){ 1024, 64, 5000, 0 };
+	mc_port_limits_env("MC_HANDSHAKE", &s->lim);
+	s->limit = mc_conn_limit_new("engine_handshake", s->lim.max_conns, s->lim.max_per_peer);
+	if (s->limit == NULL) {
+		free(s);
+		goto out;
+	}
 	if ((v = getenv("MC_MIN_RPC_PORT")) && atoi(v) > 0)
 		lo = atoi(v);
 	if ((v = getenv("MC_MAX_RPC_PORT")) && atoi(v) >= lo)
@@ -366,6 +453,7 @@ static void mc_hs_start_on_loop(void *arg)
 			goto out;
 		}
 	}
+	mc_conn_limit_free(s->limit);
 	free(s);
 out:
 	mc_waiter_signal(&x->w, 0);
@@ -396,6 +484,9 @@ static void mc_hs_stop_on_loop(void *arg)
 			evutil_closesocket(s->pending->fd);
 			mc_hs_pending_free(s->pending);
 		}
+		while (s->conns)
+			mc_hs_conn_close(s->conns);
+		mc_conn_limit_free(s->limit);
 		free(s);
 		x->e->hs = NULL;
 	}

@@ -36,6 +36,9 @@ struct mc_meta_cfg {
 	char *tls_cert_file;
 	char *tls_key_file;
 	char *tls_ca_file;
+	int64_t max_connections;
+	int64_t max_connections_per_peer;
+	int64_t request_timeout_ms;
 	int check_config;
 };
 
@@ -77,6 +80,13 @@ static const struct mc_opt mc_meta_opts[] = {
 	  "PEM private key of --tls_cert_file" },
 	{ "tls_ca_file", NULL, NULL, MC_OPT_PATH, O(tls_ca_file), "", 0, -1,
 	  "PEM CA certificates: clients must present a certificate they sign (mutual TLS)" },
+	{ "max_connections", NULL, NULL, MC_OPT_INT, O(max_connections), "1024", 1, 1000000,
+	  "connections served at once; more are closed at once (counted on /metrics)" },
+	{ "max_connections_per_peer", NULL, NULL, MC_OPT_INT, O(max_connections_per_peer), "64",
+	  1, 1000000, "connections from one address at once" },
+	{ "request_timeout_ms", NULL, NULL, MC_OPT_INT, O(request_timeout_ms), "10000", 1,
+	  86400000, "a request must arrive whole within this time of the connection's start or "
+	  "of the previous reply, or the connection is closed (slow and idle clients)" },
 	{ "check_config", NULL, NULL, MC_OPT_BOOL, O(check_config), "false", 0, -1,
 	  "validate the flags, then exit (0 valid, 2 invalid)" },
 	MC_OPT_END,
@@ -192,6 +202,9 @@ static int mc_meta_start(struct mc_meta_daemon *d)
 		.auth = d->auth,
 		.auth_reads = d->cfg.auth_http_reads,
 		.tls = d->tls,
+		.max_connections = (unsigned)d->cfg.max_connections,
+		.max_connections_per_peer = (unsigned)d->cfg.max_connections_per_peer,
+		.request_timeout_ms = (unsigned)d->cfg.request_timeout_ms,
 	};
 	int rc = 0;
 

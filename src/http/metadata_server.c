@@ -32,6 +32,8 @@
 #include <event2/util.h>
 
 #include "common/log.h"
+#include "reactor/conn_limit.h"
+#include "reactor/http_guard.h"
 #include "reactor/procmem.h"
 #include "common/auth.h"
 #include "common/meta_auth.h"
@@ -66,6 +68,7 @@ struct mc_meta_server {
 	size_t total;			/* bytes of all values */
 	char *token;			/* required bearer token, or NULL */
 	uint16_t port;
+	struct mc_http_guard *guard;	/* connection limits */
 };
 
 /*
@@ -568,6 +571,7 @@ static void mc_meta_on_metrics(struct evhttp_request *req, void *arg)
 			    "cluster secret\n# TYPE mooncake_auth_failures_total counter\n"
 			    "mooncake_auth_failures_total %llu\n",
 			    s->count, (unsigned long long)mc_auth_failures(s->opts.auth));
+	mc_conn_limit_prom(b);
 	mc_procmem_prom(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");
@@ -647,6 +651,10 @@ static void mc_meta_opts_init(struct mc_meta_server_opts *o, const struct mc_met
 	o->auth = in ? in->auth : NULL;
 	o->auth_reads = in ? in->auth_reads : 0;
 	o->tls = in ? in->tls : NULL;
+	o->max_connections = in && in->max_connections ? in->max_connections : 1024;
+	o->max_connections_per_peer = in && in->max_connections_per_peer
+					      ? in->max_connections_per_peer : 64;
+	o->request_timeout_ms = in && in->request_timeout_ms ? in->request_timeout_ms : 10000;
 }
 
 /* A positive size from the environment variable name into *out (left alone when unset).  0,
@@ -746,6 +754,15 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 		*err = -ENOMEM;
 		goto free_buckets;
 	}
+	s->guard = mc_http_guard_new(s->http, base, "metadata_http", s->opts.max_connections,
+				     s->opts.max_connections_per_peer,
+				     (int)s->opts.request_timeout_ms,
+				     s->opts.tls ? mc_tls_http_bevcb : mc_meta_on_accept,
+				     s->opts.tls ? (void *)s->opts.tls : (void *)s);
+	if (s->guard == NULL) {
+		*err = -ENOMEM;
+		goto free_http;
+	}
 	/* Every method reaches our callbacks, so that the answer is our 405, not libevent's. */
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
 						    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
@@ -756,14 +773,14 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 	/* Read and drop the rest of a body over the limit before answering 413, so that the client
 	 * sees the 413 rather than a reset of a connection closed under its upload. */
 	evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
-	evhttp_set_bevcb(s->http, mc_meta_on_accept, s);
-	if (s->opts.tls)
-		mc_tls_http_serve(s->http, s->opts.tls);
 	evhttp_set_timeout(s->http, 30);	/* slow or idle clients let go (seconds) */
-	evhttp_set_cb(s->http, "/metadata", mc_meta_on_metadata, s);
-	evhttp_set_cb(s->http, "/health", mc_meta_on_health, s);
-	evhttp_set_cb(s->http, "/metrics", mc_meta_on_metrics, s);
-	evhttp_set_gencb(s->http, mc_meta_on_other, s);
+	if (mc_http_guard_route(s->guard, "/metadata", mc_meta_on_metadata, s) ||
+	    mc_http_guard_route(s->guard, "/health", mc_meta_on_health, s) ||
+	    mc_http_guard_route(s->guard, "/metrics", mc_meta_on_metrics, s) ||
+	    mc_http_guard_route(s->guard, NULL, mc_meta_on_other, s)) {
+		*err = -ENOMEM;
+		goto free_http;
+	}
 	errno = 0;
 	s->sock = evhttp_bind_socket_with_handle(s->http, host, port);
 	if (s->sock == NULL) {
@@ -775,6 +792,7 @@ struct mc_meta_server *mc_meta_server_new(struct event_base *base, const char *h
 
 free_http:
 	evhttp_free(s->http);
+	mc_http_guard_free(s->guard);
 free_buckets:
 	free(s->buckets);
 free_server:
@@ -796,6 +814,7 @@ void mc_meta_server_free(struct mc_meta_server *s)
 	if (s == NULL)
 		return;
 	evhttp_free(s->http);
+	mc_http_guard_free(s->guard);	/* after evhttp_free: see http_guard.h */
 	for (i = 0; i < s->nbuckets; i++) {
 		for (e = s->buckets[i]; e; e = next) {
 			next = e->next;

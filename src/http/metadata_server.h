@@ -63,6 +63,12 @@ struct mc_meta_server_opts {
 	struct mc_auth *auth;
 	int auth_reads;
 	struct mc_tls *tls;		/* serve HTTPS (NULL: HTTP); not owned */
+	/* Connection limits (http_guard.h; port "metadata_http" on /metrics), 0: the default:
+	 * connections at once (1024), from one address (64), and the time a request has to
+	 * arrive whole after the connection opened or the previous reply (10000 ms). */
+	unsigned max_connections;
+	unsigned max_connections_per_peer;
+	unsigned request_timeout_ms;
 };
 
 /* Upstream's environment into o: MC_METADATA_MAX_BODY_BYTES (max_value_bytes),

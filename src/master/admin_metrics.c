@@ -24,6 +24,7 @@
 #include "master/ha.h"
 #include "master/ops.h"
 #include "master/tenants.h"
+#include "reactor/conn_limit.h"
 #include "reactor/procmem.h"
 #include "reactor/tls.h"
 #include "segment/alloc.h"
@@ -322,6 +323,7 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
 	mc_admin_liveness_metrics(m, b);
+	mc_conn_limit_prom(b);	/* the embedded metadata service's port, when it runs */
 	mc_procmem_prom(b);
 	if (m->admin_extra_metrics)	/* drain, tasks, tenants, KV events (admin_more.c) */
 		m->admin_extra_metrics(m, b);

@@ -50,6 +50,9 @@ struct px_cfg {
 	int64_t max_idle_upstream;
 	int64_t upstream_timeout_ms;
 	int64_t client_timeout_ms;
+	int64_t max_connections;	/* callers' connections at once (http_guard.h) */
+	int64_t max_connections_per_peer;
+	int64_t request_timeout_ms;	/* a request must arrive whole within this */
 	int64_t health_interval_ms;
 	int64_t prefill_retries;
 	int64_t kv_block_bytes;
@@ -128,6 +131,7 @@ struct px {
 	struct event_base *base;
 	struct evdns_base *dns;
 	struct evhttp *http;
+	struct mc_http_guard *guard;	/* limits of the callers' connections */
 	uint16_t bound_port;
 	struct px_pool pool[2];
 	struct event *health_ev;

@@ -27,6 +27,8 @@
 
 #include "common/log.h"
 #include "proxy/proxy.h"
+#include "reactor/conn_limit.h"
+#include "reactor/http_guard.h"
 #include "reactor/procmem.h"
 
 static void px_send_json(struct evhttp_request *req, int code, json_t *j)
@@ -266,6 +268,7 @@ static void px_on_metrics(struct evhttp_request *req, void *arg)
 	}
 	if (px->kvpool)
 		px_kvpool_prom(b, px->kvpool);
+	mc_conn_limit_prom(b);
 	mc_procmem_prom(b);
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
 			  "text/plain; version=0.0.4");
@@ -417,15 +420,21 @@ int px_http_start(struct px *px)
 	evhttp_set_timeout_tv(px->http, &tv);
 	evhttp_set_allowed_methods(px->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
 						    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
-	evhttp_set_cb(px->http, "/v1/completions", px_flow_on_completions, px);
-	evhttp_set_cb(px->http, "/v1/chat/completions", px_flow_on_chat, px);
-	evhttp_set_cb(px->http, "/v1/models", px_on_models, px);
-	evhttp_set_cb(px->http, "/health", px_on_health, px);
-	evhttp_set_cb(px->http, "/status", px_on_status, px);
-	evhttp_set_cb(px->http, "/metrics", px_on_metrics, px);
-	evhttp_set_cb(px->http, "/instances/add", px_on_add, px);
-	evhttp_set_cb(px->http, "/instances/remove", px_on_remove, px);
-	evhttp_set_gencb(px->http, px_on_other, px);
+	px->guard = mc_http_guard_new(px->http, px->base, "proxy_http",
+				      (unsigned)px->cfg.max_connections,
+				      (unsigned)px->cfg.max_connections_per_peer,
+				      (int)px->cfg.request_timeout_ms, NULL, NULL);
+	if (px->guard == NULL ||
+	    mc_http_guard_route(px->guard, "/v1/completions", px_flow_on_completions, px) ||
+	    mc_http_guard_route(px->guard, "/v1/chat/completions", px_flow_on_chat, px) ||
+	    mc_http_guard_route(px->guard, "/v1/models", px_on_models, px) ||
+	    mc_http_guard_route(px->guard, "/health", px_on_health, px) ||
+	    mc_http_guard_route(px->guard, "/status", px_on_status, px) ||
+	    mc_http_guard_route(px->guard, "/metrics", px_on_metrics, px) ||
+	    mc_http_guard_route(px->guard, "/instances/add", px_on_add, px) ||
+	    mc_http_guard_route(px->guard, "/instances/remove", px_on_remove, px) ||
+	    mc_http_guard_route(px->guard, NULL, px_on_other, px))
+		return -ENOMEM;
 	s = evhttp_bind_socket_with_handle(px->http, px->cfg.host, (ev_uint16_t)px->cfg.port);
 	if (s == NULL)
 		return -EADDRINUSE;

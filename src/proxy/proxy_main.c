@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "proxy/proxy.h"
+#include "reactor/http_guard.h"
 #include "reactor/options.h"
 #include "reactor/sd_notify.h"
 
@@ -58,6 +59,13 @@ static const struct mc_opt px_opts[] = {
 	  86400000, "longest silence from an instance before its request fails" },
 	{ "client_timeout", NULL, NULL, MC_OPT_DURATION, O(client_timeout_ms), "600s", 1, 86400000,
 	  "longest silence from a caller before its connection is closed" },
+	{ "max_connections", NULL, NULL, MC_OPT_INT, O(max_connections), "8192", 1, 1000000,
+	  "callers' connections at once; more are closed at once (counted on /metrics)" },
+	{ "max_connections_per_peer", NULL, NULL, MC_OPT_INT, O(max_connections_per_peer),
+	  "1024", 1, 1000000, "callers' connections from one address at once" },
+	{ "request_timeout", NULL, NULL, MC_OPT_DURATION, O(request_timeout_ms), "60s", 1,
+	  86400000, "a request must arrive whole within this time of its connection's start or "
+	  "of the previous reply, or the connection is closed (slow and idle callers)" },
 	{ "health_interval", NULL, NULL, MC_OPT_DURATION, O(health_interval_ms), "5s", 100,
 	  3600000, "period of the health checks (GET /v1/models on every instance)" },
 	{ "prefill_retries", NULL, NULL, MC_OPT_INT, O(prefill_retries), "2", 0, 15,
@@ -330,6 +338,7 @@ static void px_stop(struct px *px, struct event **sigs)
 		event_free(sigs[1]);
 	if (px->http)
 		evhttp_free(px->http);
+	mc_http_guard_free(px->guard);	/* after evhttp_free: see http_guard.h */
 	px_pool_free_all(px);
 	px_kvsub_stop(px);
 	if (px->dns)

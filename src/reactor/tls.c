@@ -257,6 +257,16 @@ static struct bufferevent *mc_tls_http_bev(struct event_base *base, void *arg)
 }
 #endif
 
+struct bufferevent *mc_tls_http_bevcb(struct event_base *base, void *arg)
+{
+#ifdef HAVE_OPENSSL
+	return mc_tls_http_bev(base, arg);
+#else
+	(void)base, (void)arg;
+	return NULL;
+#endif
+}
+
 void mc_tls_http_serve(struct evhttp *http, struct mc_tls *t)
 {
 #ifdef HAVE_OPENSSL

@@ -48,5 +48,9 @@ struct bufferevent *mc_tls_bev_connect(struct event_base *base, struct mc_tls *t
 const char *mc_tls_bev_error(struct bufferevent *bev, char *buf, size_t n);
 /* Serve every connection of http through TLS. */
 void mc_tls_http_serve(struct evhttp *http, struct mc_tls *t);
+/* The bufferevent factory mc_tls_http_serve installs, for a server whose bevcb is someone
+ * else's (http_guard.h): arg is the struct mc_tls.  NULL without OpenSSL or memory. */
+struct event_base;
+struct bufferevent *mc_tls_http_bevcb(struct event_base *base, void *arg);
 
 #endif

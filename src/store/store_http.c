@@ -11,6 +11,11 @@
  *                         mooncake_transfer_{get,put,batch_get,batch_put}_latency
  *   GET /metrics/summary  upstream's "=== Transfer Metrics Summary ===" text
  *
+ * /metrics also shows mooncake_auth_failures_total (peers refused for want of the cluster
+ * secret on any port of the handle) and the connection limits of the process's ports
+ * (conn_limit.h).  The server itself is bounded by MC_STORE_HTTP_MAX_CONNECTIONS (1024),
+ * MC_STORE_HTTP_MAX_CONNECTIONS_PER_PEER (64) and MC_STORE_HTTP_REQUEST_TIMEOUT_MS (10000).
+ *
  * Every put and get of the handle goes through mc_store_put_many / mc_store_get_many, which
  * count here (atomics: any thread) around the work of mc_store_*_many_raw.  A call of one key
  * is a Get or Put, of several a Batch Get or Batch Put, as upstream's client counts them.  The
@@ -26,8 +31,11 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "common/auth.h"
 #include "common/errcode.h"
 #include "common/log.h"
+#include "reactor/conn_limit.h"
+#include "reactor/http_guard.h"
 #include "reactor/procmem.h"
 #include "reactor/loop_thread.h"
 #include "store/store.h"
@@ -114,6 +122,12 @@ void mc_store_metrics_prometheus(struct mc_store *st, struct evbuffer *b)
 			       "# TYPE mooncake_checksum_mismatch_total counter\n"
 			       "mooncake_checksum_mismatch_total %" PRIu64 "\n",
 			    __atomic_load_n(&m->checksum_mismatches, __ATOMIC_RELAXED));
+	evbuffer_add_printf(b, "# HELP mooncake_auth_failures_total peers refused for want of the "
+			       "cluster secret (data, handshake and shm ports; peers are logged)\n"
+			       "# TYPE mooncake_auth_failures_total counter\n"
+			       "mooncake_auth_failures_total %" PRIu64 "\n",
+			    mc_auth_failures(st->auth));
+	mc_conn_limit_prom(b);
 	mc_procmem_prom(b);
 	for (w = 0; w < 4; w++) {
 		const char *n = mc_lat_names[w];
@@ -203,6 +217,7 @@ void mc_store_metrics_summary(struct mc_store *st, struct evbuffer *b)
 
 struct mc_store_http {
 	struct evhttp *http;
+	struct mc_http_guard *guard;	/* connection limits of the HTTP port */
 	struct mc_store *st;
 	int port;
 	int rc;
@@ -264,10 +279,27 @@ static void mc_http_start_on_loop(void *arg)
 		h->http = NULL;
 		h->rc = MC_ERR_INVALID_PARAMS;
 	} else {
+		/* A scrape is one small GET: a few connections per scraper suffice. */
+		struct mc_port_limits pl = { 1024, 64, 10000, 0 };
+
+		mc_port_limits_env("MC_STORE_HTTP", &pl);
 		evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
 					   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
-		evhttp_set_gencb(h->http, mc_http_cb, h);
-		h->rc = 0;
+		evhttp_set_max_headers_size(h->http, 16384);
+		evhttp_set_max_body_size(h->http, 65536);
+		evhttp_set_timeout(h->http, 30);
+		h->guard = mc_http_guard_new(h->http, mc_loop_thread_base(h->st->lt), "client_http",
+					     pl.max_conns, pl.max_per_peer, (int)pl.request_ms,
+					     NULL, NULL);
+		if (h->guard == NULL || mc_http_guard_route(h->guard, NULL, mc_http_cb, h) != 0) {
+			evhttp_free(h->http);
+			mc_http_guard_free(h->guard);
+			h->http = NULL;
+			h->guard = NULL;
+			h->rc = MC_ERR_INTERNAL;
+		} else {
+			h->rc = 0;
+		}
 	}
 	mc_waiter_signal(&h->w, 0);
 }
@@ -278,7 +310,9 @@ static void mc_http_stop_on_loop(void *arg)
 
 	if (h->http)
 		evhttp_free(h->http);
+	mc_http_guard_free(h->guard);	/* after evhttp_free: see http_guard.h */
 	h->http = NULL;
+	h->guard = NULL;
 	mc_waiter_signal(&h->w, 0);
 }
 

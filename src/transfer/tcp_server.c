@@ -28,6 +28,14 @@
  * connection handles one request at a time, replies stay in request order.  A connection closed
  * while a worker uses it is shut down at once and freed (its socket closed) when the worker
  * hands it back through the done queue and its eventfd.
+ *
+ * Limits (conn_limit.h; port "engine_tcp" on /metrics): MC_TCP_SERVER_MAX_CONNECTIONS (4096)
+ * and MC_TCP_SERVER_MAX_CONNECTIONS_PER_PEER (256) connections; a connection must send its first
+ * header, and each header once begun must be whole, within MC_TCP_SERVER_REQUEST_TIMEOUT_MS
+ * (10000), and a payload or reply in progress must move within that time; between requests a
+ * connection may wait MC_TCP_SERVER_IDLE_TIMEOUT_MS (0: for ever, as clients keep their lanes
+ * open).  The memory of a connection is bounded by its fixed struct (payloads move between the
+ * socket and registered memory).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -50,6 +58,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
+#include "reactor/conn_limit.h"
 #include "transfer/tcp.h"
 
 #define MC_DISCARD_BUF 65536
@@ -69,6 +78,14 @@ enum mc_srv_state {
 	SRV_SEND,	/* status (+ READ payload) */
 	SRV_FILE_WAIT,		/* a worker is sending file bytes of a READ */
 	SRV_FILE_WRITABLE,	/* ... and found the socket full: wait until it is writable */
+};
+
+/* What the connection's limit timer watches. */
+enum mc_srv_watch {
+	WATCH_FIRST,	/* the first header must be whole in time */
+	WATCH_HDR,	/* a header begun must be whole in time */
+	WATCH_XFER,	/* a payload or reply must keep moving */
+	WATCH_IDLE,	/* between requests */
 };
 
 struct mc_srv_conn {
@@ -98,6 +115,13 @@ struct mc_srv_conn {
 	int closing;		/* closed while job_busy: freed when the worker is done */
 	struct mc_auth_hs *hs;	/* SRV_AUTH */
 	struct event *ev_auth;	/* SRV_AUTH: its deadline */
+	struct event *ev_limit;	/* the request and idle timeouts (see mc_srv_on_limit) */
+	enum mc_srv_watch watch;
+	int64_t watch_since;	/* ms (mc_srv_now_ms) when watch was set */
+	unsigned progress;	/* I/O events seen (WATCH_XFER compares it) */
+	unsigned progress_seen;	/* progress at the timer's last run */
+	int admitted;		/* key holds a slot of srv->limit */
+	struct mc_conn_key key;
 	char peer[64];
 };
 
@@ -122,12 +146,40 @@ struct mc_tcp_server {
 	uint8_t *scratch;
 	struct mc_file_pool *pool;	/* NULL until the first file-backed READ */
 	struct mc_auth *auth;		/* cluster secret, or NULL */
-	unsigned nconns, max_conns;	/* MC_TCP_SERVER_MAX_CONNECTIONS (default 4096) */
-	int64_t refused_log_sec;
+	unsigned nconns;
+	struct mc_conn_limit *limit;
+	struct mc_port_limits lim;	/* from MC_TCP_SERVER_* */
 };
 
 static void mc_srv_drive(struct mc_srv_conn *c);
 static void mc_srv_set_status(struct mc_srv_conn *c, uint32_t code);
+
+/* A coarse monotonic clock in ms (a few ms of resolution is plenty for timeouts of seconds, and
+ * reading it costs no system call). */
+static int64_t mc_srv_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Watch c for w from now on.  Only two stores per request on the data path: the connection's
+ * timer (armed once, at adoption) checks the watch when it runs. */
+static void mc_srv_watch(struct mc_srv_conn *c, enum mc_srv_watch w)
+{
+	c->watch = w;
+	c->watch_since = mc_srv_now_ms();
+}
+
+/* Run c's timer again in ms (0: it is not needed). */
+static void mc_srv_tick(struct mc_srv_conn *c, int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	if (ms > 0 && c->ev_limit)
+		event_add(c->ev_limit, &tv);
+}
 
 static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 {
@@ -139,6 +191,12 @@ static void mc_srv_conn_close(struct mc_srv_conn *c, const char *why)
 	event_free(c->ev_write);
 	if (c->ev_auth)
 		event_free(c->ev_auth);
+	if (c->ev_limit)
+		event_free(c->ev_limit);
+	c->ev_limit = NULL;
+	if (c->admitted)
+		mc_conn_limit_release(s->limit, &c->key);
+	c->admitted = 0;
 	free(c->hs);
 	c->ev_auth = NULL;
 	c->hs = NULL;
@@ -505,6 +563,7 @@ static int mc_srv_finish_write(struct mc_srv_conn *c)
 {
 	mc_srv_set_status(c, c->write_code);
 	c->state = SRV_HDR;
+	mc_srv_watch(c, WATCH_IDLE);
 	return c->out_len == sizeof(c->out) ? mc_srv_flush(c) : 1;
 }
 
@@ -597,12 +656,17 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 			take = c->in_len - c->in_pos;
 			if (take > MC_TCP_HDR_LEN - c->hdr_got)
 				take = MC_TCP_HDR_LEN - c->hdr_got;
+			if (c->hdr_got == 0 && c->watch != WATCH_FIRST)
+				mc_srv_watch(c, WATCH_HDR);
 			memcpy(c->hdr + c->hdr_got, c->in + c->in_pos, take);
 			c->in_pos += take;
 			c->hdr_got += take;
-			if (c->hdr_got == MC_TCP_HDR_LEN && mc_srv_on_header(c)) {
-				mc_srv_conn_close(c, "malformed request header");
-				return;
+			if (c->hdr_got == MC_TCP_HDR_LEN) {
+				if (mc_srv_on_header(c)) {
+					mc_srv_conn_close(c, "malformed request header");
+					return;
+				}
+				mc_srv_watch(c, WATCH_XFER);
 			}
 			break;
 		case SRV_RECV:
@@ -656,6 +720,7 @@ static void mc_srv_drive(struct mc_srv_conn *c)
 				c->read_paused = 0;
 			}
 			c->state = SRV_HDR;
+			mc_srv_watch(c, WATCH_IDLE);
 			break;
 		case SRV_FILE_WAIT:
 			/* mc_srv_on_chunk drives us again; read nothing meanwhile. */
@@ -691,7 +756,50 @@ static void mc_srv_on_io(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	c->progress++;
 	mc_srv_drive(c);
+}
+
+/* The connection's timer: it runs at least every request timeout (or idle timeout) and judges
+ * the current watch.  A header (the first, or one begun) must be whole request_ms after it
+ * started; a payload or reply must have moved since the last run once it has lasted request_ms
+ * (a worker sending file bytes counts as moving); between requests, idle_ms (0: no bound). */
+static void mc_srv_on_limit(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_srv_conn *c = arg;
+	struct mc_tcp_server *s = c->srv;
+	int64_t req = s->lim.request_ms, idle = s->lim.idle_ms;
+	int64_t age = mc_srv_now_ms() - c->watch_since;
+	int moved = c->progress != c->progress_seen || c->state == SRV_FILE_WAIT;
+
+	(void)fd;
+	(void)what;
+	c->progress_seen = c->progress;
+	switch (c->watch) {
+	case WATCH_FIRST:
+	case WATCH_HDR:
+		if (req && age >= req)
+			goto slow;
+		mc_srv_tick(c, req ? req - age : idle);
+		return;
+	case WATCH_XFER:
+		if (req && age >= req && !moved)
+			goto slow;
+		mc_srv_tick(c, req ? req : idle);
+		return;
+	case WATCH_IDLE:
+		if (idle && age >= idle) {
+			mc_conn_limit_closed_idle(s->limit, c->peer,
+						  "MC_TCP_SERVER_IDLE_TIMEOUT_MS");
+			mc_srv_conn_close(c, NULL);
+			return;
+		}
+		mc_srv_tick(c, idle && (!req || idle - age < req) ? idle - age : req);
+		return;
+	}
+slow:
+	mc_conn_limit_closed_slow(s->limit, c->peer, "MC_TCP_SERVER_REQUEST_TIMEOUT_MS");
+	mc_srv_conn_close(c, NULL);
 }
 
 static void mc_srv_on_auth_timeout(evutil_socket_t fd, short what, void *arg)
@@ -720,26 +828,27 @@ static int mc_srv_auth_start(struct mc_srv_conn *c)
 	return 0;
 }
 
-int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char *peer)
+/* Serve fd from sa (NULL: not an IP peer) as mc_tcp_server_adopt says. */
+static int mc_srv_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const struct sockaddr *sa,
+			const char *peer)
 {
 	struct mc_srv_conn *c;
-	int one = 1;
+	struct mc_conn_key key;
+	int one = 1, rc;
 
-	if (s->nconns >= s->max_conns) {
-		time_t now = time(NULL);
-
-		if (now != s->refused_log_sec)
-			mc_log_warn("tcp data server: refusing a connection: %u open "
-				    "(MC_TCP_SERVER_MAX_CONNECTIONS)", s->nconns);
-		s->refused_log_sec = now;
+	rc = mc_conn_limit_admit(s->limit, sa, &key);
+	if (rc) {
 		evutil_closesocket(fd);
-		return -EBUSY;
+		return rc;
 	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
+		mc_conn_limit_release(s->limit, &key);
 		evutil_closesocket(fd);
 		return -ENOMEM;
 	}
+	c->key = key;
+	c->admitted = 1;
 	c->srv = s;
 	c->fd = fd;
 	c->file_fd = -1;
@@ -749,13 +858,21 @@ int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->ev_read = event_new(s->base, fd, EV_READ | EV_PERSIST, mc_srv_on_io, c);
 	c->ev_write = event_new(s->base, fd, EV_WRITE, mc_srv_on_io, c);
-	if (c->ev_read == NULL || c->ev_write == NULL) {
+	c->ev_limit = evtimer_new(s->base, mc_srv_on_limit, c);
+	if (c->ev_read == NULL || c->ev_write == NULL || c->ev_limit == NULL) {
 		if (c->ev_read)
 			event_free(c->ev_read);
+		if (c->ev_write)
+			event_free(c->ev_write);
+		if (c->ev_limit)
+			event_free(c->ev_limit);
+		mc_conn_limit_release(s->limit, &key);
 		evutil_closesocket(fd);
 		free(c);
 		return -ENOMEM;
 	}
+	mc_srv_watch(c, WATCH_FIRST);
+	mc_srv_tick(c, s->lim.request_ms ? s->lim.request_ms : s->lim.idle_ms);
 	event_add(c->ev_read, NULL);
 	c->next = s->conns;
 	if (s->conns)
@@ -769,21 +886,20 @@ int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char 
 	return 0;
 }
 
+int mc_tcp_server_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const char *peer)
+{
+	return mc_srv_adopt(s, fd, NULL, peer);
+}
+
 static void mc_srv_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 			     int salen, void *arg)
 {
-	char peer[64] = "peer";
+	char peer[64];
 
 	(void)l;
 	(void)salen;
-	if (sa->sa_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)sa;
-		char ip[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		snprintf(peer, sizeof(peer), "%s:%u", ip, ntohs(in->sin_port));
-	}
-	mc_tcp_server_adopt(arg, fd, peer);
+	mc_conn_limit_peer(sa, peer, sizeof(peer));
+	mc_srv_adopt(arg, fd, sa, peer);
 }
 
 void mc_tcp_server_set_auth(struct mc_tcp_server *s, struct mc_auth *a)
@@ -806,14 +922,11 @@ struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bin
 	}
 	s->base = base;
 	s->reg = reg;
-	{
-		const char *v = getenv("MC_TCP_SERVER_MAX_CONNECTIONS");
-		long n = v ? strtol(v, NULL, 10) : 0;
-
-		s->max_conns = n > 0 && n <= 1000000 ? (unsigned)n : 4096;
-	}
+	s->lim = (struct mc_port_limits){ 4096, 256, 10000, 0 };
+	mc_port_limits_env("MC_TCP_SERVER", &s->lim);
+	s->limit = mc_conn_limit_new("engine_tcp", s->lim.max_conns, s->lim.max_per_peer);
 	s->scratch = malloc(MC_DISCARD_BUF);
-	if (s->scratch == NULL) {
+	if (s->scratch == NULL || s->limit == NULL) {
 		*err = -ENOMEM;
 		goto fail;
 	}
@@ -849,6 +962,7 @@ struct mc_tcp_server *mc_tcp_server_new(struct event_base *base, const char *bin
 							 : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	return s;
 fail:
+	mc_conn_limit_free(s->limit);
 	free(s->scratch);
 	free(s);
 	return NULL;
@@ -867,6 +981,7 @@ void mc_tcp_server_free(struct mc_tcp_server *s)
 	while (s->conns)
 		mc_srv_conn_close(s->conns, NULL);
 	mc_file_pool_free(s->pool);
+	mc_conn_limit_free(s->limit);
 	free(s->scratch);
 	free(s);
 }

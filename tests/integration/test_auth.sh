@@ -28,7 +28,9 @@ mc_start_master --cluster_secret_file="$MC_TMP/secret" --enable_http_metadata_se
 	--http_metadata_server_host=127.0.0.1 --http_metadata_server_port="$EMETA_PORT" ||
 	{ mc_dump_logs; exit 1; }
 export MOONCAKE_CLUSTER_SECRET_FILE=$MC_TMP/secret
-mc_start_client client1 128MB || { mc_dump_logs; exit 1; }
+CHTTP_PORT=$(mc_free_port)
+mc_start_client client1 128MB --enable_http_server --http_port="$CHTTP_PORT" ||
+	{ mc_dump_logs; exit 1; }
 pid1=$MC_LAST_PID
 mc_start_client client2 128MB --cluster_secret_file="$MC_TMP/secret" \
 	--metadata_server="http://127.0.0.1:$META_PORT/metadata" || { mc_dump_logs; exit 1; }
@@ -78,6 +80,15 @@ f=$(mc_metric mooncake_auth_failures_total "$META_PORT")
 check $? "the metadata service counts its refusals (mooncake_auth_failures_total $f >= 3)"
 curl -sf "http://127.0.0.1:$MC_METRICS_PORT/health" >/dev/null
 check $? "/health stays open"
+f=$(mc_metric mooncake_auth_failures_total "$CHTTP_PORT")
+[ "${f:-0}" -ge 4 ]
+check $? "mooncake_client counts its refusals on its /metrics (mooncake_auth_failures_total $f >= 4)"
+for what in "engine TCP data" "engine handshake"; do
+	grep -q "refused $what peer 127.0.0.1:[0-9]*: " "$MC_TMP/client1.log"
+	check $? "mooncake_client logs the address of refused $what peers"
+done
+grep -q "refused .* peer 127.0.0.1:[0-9]*: " "$MC_TMP/meta.log"
+check $? "the metadata service logs the address of refused peers"
 
 # mooncake_ctl: refused without the secret, served with it.
 env -u MOONCAKE_CLUSTER_SECRET_FILE "$MC_BIN/mooncake_ctl" --master \

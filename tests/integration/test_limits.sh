@@ -20,10 +20,12 @@ mc_wait_mounted client1 || { mc_dump_logs; exit 1; }
 grep -q "admin and metrics HTTP on 127.0.0.1:" "$MC_TMP/master.log"
 check $? "the admin port binds 127.0.0.1 by default"
 
-mc_python - "$MC_MASTER_PORT" <<'PY' || rc=1
+mc_python - "$MC_MASTER_PORT" "$MC_TOP_SRCDIR" <<'PY' || rc=1
 import os, socket, struct, sys, threading, time
 from mooncake.store import MooncakeDistributedStore
 port = int(sys.argv[1])
+sys.path.insert(0, sys.argv[2] + "/tests/integration")
+from flood import alive, conn as conn_from, dribble
 master = "127.0.0.1:%d" % port
 fails = 0
 
@@ -33,21 +35,7 @@ def ok(c, what):
     fails += 0 if c else 1
 
 def conn(src):
-    s = socket.socket()
-    s.bind((src, 0))
-    s.settimeout(3)
-    s.connect(("127.0.0.1", port))
-    return s
-
-def alive(s):
-    """The master has not closed s (a refused connection reads EOF at once)."""
-    s.settimeout(0.3)
-    try:
-        return s.recv(1) != b""
-    except socket.timeout:
-        return True
-    except OSError:
-        return False
+    return conn_from(src, port)
 
 st = MooncakeDistributedStore()
 ok(st.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", master) == 0,
@@ -68,18 +56,7 @@ ok(works("flood"), "the store client is served during the flood")
 silent = [conn("127.0.0.3") for _ in range(8)]
 drip = conn("127.0.0.3")
 hdr = struct.pack("<IBBHIIQ", 0x5052434D, 1, 0, 1, 0, 0, 9)
-t0 = time.time()
-closed_at = None
-for b in hdr[:-1]:
-    try:
-        drip.send(bytes([b]))
-    except OSError:
-        closed_at = time.time() - t0
-        break
-    time.sleep(0.25)
-    if not alive(drip):
-        closed_at = time.time() - t0
-        break
+closed_at = dribble(drip, hdr)
 ok(closed_at is not None and closed_at < 4,
    "a request dribbled a byte at a time is cut off (after %s s)" % closed_at)
 ok(works("slow"), "the store client is served while slow connections hold on")
