@@ -69,12 +69,12 @@ ha_kill() {
 # ha_now: wall-clock seconds with fractions.
 ha_now() { date +%s.%N; }
 
-ha_start_client() {
-	local port
+ha_start_client() {	# 256 MB: the paced writer (4 KiB puts) cannot fill it within a test's
+	local port		# time limit, so eviction never takes an acknowledged object
 	port=$(mc_free_port)
 	mc_start "$1" "$MC_BIN/mooncake_client" --host=127.0.0.1 --port="$port" \
 		--master_server_address="etcd://$ETCD_EPS" --metadata_server=P2PHANDSHAKE \
-		--global_segment_size=64MB
+		--global_segment_size=256MB
 	mc_wait_log "$1" "serving segment" && mc_wait_mounted "$1"
 }
 
