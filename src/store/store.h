@@ -81,7 +81,10 @@ struct mc_store {
 	char protocol[32];
 	char metadata_server[512];
 	char master_addr[300];
-	int checksum;			/* MOONCAKE_STORE_CHECKSUM: CRC-64 objects written, verify reads */
+	int checksum;			/* MOONCAKE_STORE_CHECKSUM (default on): CRC-64 objects
+					   written, reads verified */
+	int checksum_device;		/* also GPU memory (staged through the engine): only when
+					   MOONCAKE_STORE_CHECKSUM=1 is set explicitly */
 	int evict_hint_refused;		/* the master refused a PutStart's eviction hint (atomic) */
 	int reserve_fd;			/* keeps the hostname's port taken until the engine's
 					   handshake server listens on it */

@@ -175,14 +175,16 @@ struct mc_get_verify {
 };
 
 /* Read j of this round is verified: a read of a whole object whose checksum the master
- * knows (into GPU memory too: the engine checksums it on its staging chunks). */
+ * knows (into GPU memory too, when checksums were asked for explicitly: the engine checksums
+ * it on its staging chunks). */
 static int mc_get_verifiable(const struct mc_get_verify *v, size_t j)
 {
 	const struct mc_xfer_req *x = &v->xl->xr[j];
 	uint32_t i = v->xl->item[j];
 	const struct mc_get_state *g = &v->gs[i];
 
-	return g->has_crc && x->len == g->reps[g->cur].size;
+	return g->has_crc && x->len == g->reps[g->cur].size &&
+	       (v->st->checksum_device || !mc_store_on_device(v->st, x->local));
 }
 
 /* A read of a whole object with a known checksum completed: check its bytes while they are

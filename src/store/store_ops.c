@@ -363,7 +363,9 @@ again:
 				/* The first replica's writes: first_req .. + the non-empty parts. */
 				crcs.want[j] = (uint8_t)(first_req[it] >= 0 && j >= first_req[it] &&
 							 j < first_req[it] + mc_put_item_writes(&items[it]) &&
-							 items[it].result == 0 && item_fail[it] == 0);
+							 items[it].result == 0 && item_fail[it] == 0 &&
+							 (st->checksum_device ||
+							  !mc_store_on_device(st, xl.xr[j].local)));
 			}
 		}
 		/* No notify: the engine's values are all read once the batch is done. */

@@ -55,6 +55,12 @@ check "the in-flight corruption was reported" "$(metric master_checksum_mismatch
 MOONCAKE_STORE_CHECKSUM=0 "$T" fill nock 4 65536 1 || rc=1
 "$T" verify nock 4 65536 || rc=1
 MOONCAKE_STORE_CHECKSUM=0 "$T" verify ck 4 1048576 1 || rc=1
+n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/query_key?key=nock/0" | grep -c object_checksum)
+check "MOONCAKE_STORE_CHECKSUM=0 writes objects without a checksum" "$n" 0
+# 4b. Checksums are on by default: a writer without the variable sends them too.
+env -u MOONCAKE_STORE_CHECKSUM "$T" fill dflt 2 65536 1 || rc=1
+n=$(curl -sf "http://127.0.0.1:$MC_METRICS_PORT/query_key?key=dflt/0" | grep -o object_checksum | head -1)
+check "checksums are on by default (/query_key object_checksum)" "$n" object_checksum
 # 6. Ranged reads of a checksummed object: a replica rotted at byte 0 is caught although the
 # reader asked for ranges only, and the ranges come from the good replica; once no replica
 # verifies, every range answers -801.
