@@ -118,35 +118,22 @@ PyObject *mc_py_remove(struct mc_py_store *self, PyObject *args, PyObject *kw)
 	return PyLong_FromLong(res);
 }
 
+/* mc_py_per_key's step for batch_remove: arg is the force flag. */
+static void mc_py_remove_step(struct mc_store *st, const char **keys, uint32_t n, int *out,
+			      const void *arg)
+{
+	mc_store_remove_many(st, keys, n, *(const int *)arg, out);
+}
+
 PyObject *mc_py_batch_remove(struct mc_py_store *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "keys", "force", NULL };
-	PyObject *keys_o, *res;
-	struct mc_py_keys k;
-	int force = 0, *out;
-	Py_ssize_t i;
+	PyObject *keys_o;
+	int force = 0;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:batch_remove", names, &keys_o, &force))
 		return NULL;
-	if (mc_py_keys_get(keys_o, &k))
-		return NULL;
-	out = PyMem_Calloc((size_t)(k.n ? k.n : 1), sizeof(*out));
-	if (out == NULL) {
-		mc_py_keys_free(&k);
-		return PyErr_NoMemory();
-	}
-	if (!mc_py_ready(self)) {
-		for (i = 0; i < k.n; i++)
-			out[i] = -1;
-	} else if (k.n) {
-		Py_BEGIN_ALLOW_THREADS
-		mc_store_remove_many(self->st, k.keys, (uint32_t)k.n, force, out);
-		Py_END_ALLOW_THREADS
-	}
-	res = mc_py_int_list(out, k.n);
-	PyMem_Free(out);
-	mc_py_keys_free(&k);
-	return res;
+	return mc_py_per_key(self, keys_o, mc_py_remove_step, &force);
 }
 
 PyObject *mc_py_remove_by_regex(struct mc_py_store *self, PyObject *args, PyObject *kw)
