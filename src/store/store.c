@@ -386,12 +386,11 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 	 * take GPU-direct rdma away from users who never asked. */
 	{
 		const char *v = getenv("MOONCAKE_STORE_CHECKSUM");
-		int on = 1;
+		int on = 1;	/* left as it is by a value that is not a boolean */
+		int said = v && mc_parse_bool(v, &on) == 0;
 
-		if (v && *v && mc_parse_bool(v, &on) != 0)
-			on = 1;
 		st->checksum = on;
-		st->checksum_device = v && *v && on;
+		st->checksum_device = said && on;
 	}
 	/* The cluster secret every connection of this handle proves (master, data, handshake,
 	 * shm). */
