@@ -329,6 +329,9 @@ struct px_instance *px_pool_pick(struct px *px, enum px_role role, const char *p
 
 /* ---- health ------------------------------------------------------------------------------ */
 
+/* The shortest time a health check waits for its answer. */
+#define PX_HEALTH_MIN_WAIT_MS 2000
+
 
 static void px_set_health(struct px_instance *in, int ok, const char *why)
 {
@@ -397,6 +400,7 @@ void px_health_check(struct px_instance *in)
 	struct px_check *ck;
 	struct evhttp_request *r;
 	struct timeval tv;
+	int64_t wait_ms;
 
 	if (in->checking || in->removed)
 		return;
@@ -410,8 +414,12 @@ void px_health_check(struct px_instance *in)
 		free(ck);
 		return;
 	}
-	tv.tv_sec = px->cfg.health_interval_ms / 1000;
-	tv.tv_usec = (px->cfg.health_interval_ms % 1000) * 1000;
+	/* A check may take the period or PX_HEALTH_MIN_WAIT_MS, whichever is longer: a short period
+	 * must not take a loaded but working instance out of rotation for one slow answer. */
+	wait_ms = px->cfg.health_interval_ms > PX_HEALTH_MIN_WAIT_MS ? px->cfg.health_interval_ms
+								     : PX_HEALTH_MIN_WAIT_MS;
+	tv.tv_sec = wait_ms / 1000;
+	tv.tv_usec = (wait_ms % 1000) * 1000;
 	evhttp_connection_set_timeout_tv(ck->conn, &tv);
 	evhttp_add_header(evhttp_request_get_output_headers(r), "Host", in->name);
 	in->checking = 1;
