@@ -94,6 +94,7 @@ struct mc_store {
 	uint32_t nsegs;
 	struct mc_store_retirer *retirer;	/* unmounts after a grace period (store_segments.c) */
 	struct mc_store_peers *peers;	/* opens same-host segments ahead (store_peers.c) */
+	int no_peer_open;		/* set before set-up: leave them to the first transfer */
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
 	struct mc_segmem *local_mem;	/* the memory behind local_buf */

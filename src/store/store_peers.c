@@ -12,8 +12,9 @@
  * doubling up to 16 s while nothing changes, back to 1 s when the list changed.  A name is
  * fetched once while it stays listed (another host's segment is not asked for again).
  *
- * Off where the engine has no shm transport, with MC_FORCE_TCP, and with MC_STORE_POPULATE=0
- * (no same-host mapping ahead either).  The thread is the handle's; teardown joins it before the
+ * Off where the engine has no shm transport, with MC_FORCE_TCP, with MC_STORE_POPULATE=0 (no
+ * same-host mapping ahead either), and in mooncake_client (st->no_peer_open: it writes into
+ * peers only for copy/move tasks, and would hold page tables for every peer's segment).  The thread is the handle's; teardown joins it before the
  * engine goes.
  */
 #include <errno.h>
@@ -182,7 +183,7 @@ int mc_store_peers_start(struct mc_store *st)
 	struct mc_store_peers *p;
 	pthread_condattr_t ca;
 
-	if (st->engine == NULL || !st->memopts.populate ||
+	if (st->engine == NULL || st->no_peer_open || !st->memopts.populate ||
 	    st->engine->xports[MC_TE_XPORT_SHM].state == NULL ||
 	    mc_te_forced_slot() == MC_TE_XPORT_TCP)
 		return 0;
