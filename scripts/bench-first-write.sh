@@ -11,7 +11,10 @@
 # run every figure with MC_STORE_USE_HUGEPAGE=1 for both mooncake_clients, on a pool of 2 MB
 # pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end),
 # BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base"),
-# HUGEPAGES=only (the 2 MB figures alone), STARTUP_ONLY=1 (the start-up figures alone).
+# HUGEPAGES=only (the 2 MB figures alone), STARTUP_ONLY=1 (the start-up figures alone),
+# TRANSPORTS (default "tcp shm") and WHENS (default "now settled ready warm") for fewer rows,
+# SIZES="" (no start-up figures), FIRST_WRITE_TRACE=1 (each run's first-batch latency and
+# quarter times, from first_write.py).
 #
 # Each run starts a fresh master and one mooncake_client holding a SEGMENT segment, then
 # scripts/first_write.py (a store client without a segment of its own) puts 1 GiB of distinct
@@ -21,7 +24,9 @@
 # segment mounted; "settled": they start once our client reports the segment populated (for
 # upstream, after the same wait); "warm" (shm only): settled, and the writer met the segment
 # before its first round (first_write.py WARM=1: one 4 KiB put, then a wait until the writer's
-# own page tables stop growing), as a writer that has run for a while has.  Then, through
+# own page tables stop growing), as a writer that has run for a while has; "ready" (shm only):
+# settled, and the writer's first round starts once what its set-up mapped stopped growing
+# (first_write.py READY=1: no put before; the store opens same-host segments at set-up).  Then, through
 # scripts/startup_time.py, the time from mooncake_client start to segment mounted and, for
 # ours, to fully populated, for each of SIZES (one size at a time: "free -g" is printed before
 # each; a size that does not fit in the memory available is skipped with a line saying so).
@@ -31,7 +36,9 @@ B=$(cd "${1:-$S/_build/dev}" && pwd)
 ROUNDS=${2:-3}
 UP=${UPSTREAM_VENV:-/work/venv-up}
 SEGMENT=${SEGMENT:-2GB}
-SIZES=${SIZES:-1GB 4GB}
+SIZES=${SIZES-1GB 4GB}
+TRANSPORTS=${TRANSPORTS:-tcp shm}
+WHENS=${WHENS:-now settled ready warm}
 tmp=$(mktemp -d)
 pids=""
 pool_orig=
@@ -105,8 +112,13 @@ driver() {	# driver IMPL TRANSPORT TAG WHEN
 	esac
 	[ "$2" = tcp ] && env=(MC_FORCE_TCP=1 MC_STORE_SHM=0)
 	[ "$4" = warm ] && env+=(WARM=1)
+	[ "$4" = ready ] && env+=(READY=1)
 	env "${env[@]}" MC_LOG_LEVEL=warn $py "$S/scripts/first_write.py" 127.0.0.1:"$MP" 1 "$3" \
 		2>>"$tmp/driver.err" | tail -1
+	if [ -n "${FIRST_WRITE_TRACE:-}" ]; then
+		grep '^#' "$tmp/driver.err" >&2
+		: >"$tmp/driver.err"
+	fi
 }
 
 PAGES=""
@@ -125,9 +137,9 @@ for pg in ${PAGES:-4k}; do
 	[ "$pg" = none ] && continue
 	[ "$pg" = 2m ] && CLIENT_ENV="MC_STORE_USE_HUGEPAGE=1" || CLIENT_ENV=""
 	for r in $(seq "$ROUNDS"); do
-		for when in now settled warm; do
-			for tr in tcp shm; do
-				[ "$when" = warm ] && [ "$tr" = tcp ] && continue
+		for when in $WHENS; do
+			for tr in $TRANSPORTS; do
+				[ "$when" = warm ] || [ "$when" = ready ] && [ "$tr" = tcp ] && continue
 				for impl in ours up ${BASELINE:+base}; do
 					[ "$impl" = base ] && [ "$pg" = 2m ] && continue
 					start "$impl" "$SEGMENT"
@@ -163,7 +175,7 @@ med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
 div = lambda a, b: a / b if b else float("nan")
 for pg in ("4k", "2m"):
     for tr in ("tcp", "shm"):
-        for when in ("now", "settled", "warm"):
+        for when in ("now", "settled", "ready", "warm"):
             o, u = rows.get((pg, tr, when, "ours"), []), rows.get((pg, tr, when, "up"), [])
             b = rows.get((pg, tr, when, "base"), [])
             if not o and not u:
@@ -176,6 +188,12 @@ for pg in ("4k", "2m"):
                       med(u, "later_GBps"), div(med(o, "first_GBps"), med(u, "first_GBps")),
                       med(o, "get_1MiB_GBps"), med(u, "get_1MiB_GBps"),
                       med(o, "put_4KiB_per_s"), med(u, "put_4KiB_per_s")))
+            if o and "first_cpu_s_per_GiB" in o[0]:
+                print("%s %-4s %-8s   writer CPU s/GiB: ours first %.3f later %.3f%s" % (
+                    pg, tr, when, med(o, "first_cpu_s_per_GiB"), med(o, "later_cpu_s_per_GiB"),
+                    "  base first %.3f later %.3f" % (med(b, "first_cpu_s_per_GiB"),
+                                                      med(b, "later_cpu_s_per_GiB"))
+                    if b and "first_cpu_s_per_GiB" in b[0] else ""))
             if b:
                 print("%s %-4s %-8s   base (BASELINE) first %5.2f later %5.2f | 1MiB gets %.2f | "
                       "4KiB puts/s %.0f" % (pg, tr, when, med(b, "first_GBps"),

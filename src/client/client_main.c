@@ -494,6 +494,9 @@ int main(int argc, char **argv)
 	st->ssd_limit = cfg.ssd_offload_size_limit;
 	st->memopts = mem;
 	st->memopts_set = 1;
+	/* It contributes memory and writes into peers only for copy/move tasks: mapping every
+	 * same-host peer's segment ahead would cost it page tables (2 MiB per GiB) for nothing. */
+	st->no_peer_open = 1;
 	snprintf(st->cluster_secret_file, sizeof(st->cluster_secret_file), "%s",
 		 cfg.cluster_secret_file);
 	mc_client_limits_env(&cfg);

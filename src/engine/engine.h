@@ -234,6 +234,13 @@ int mc_te_install_rdma_devices(struct mc_engine *e, const char *devices);
 char *mc_te_local_topology(struct mc_engine *e);
 
 /* te_segment.c: peer segments. */
+/* Open the segment name only if it is a same-host peer the shm transport serves (its memory
+ * then gets mapped here ahead of the first copy: segment/segmem.h).  Fetches the descriptor
+ * unless the segment is open already.  1 open through shm, 0 not a same-host peer (or shm is
+ * not installed, or MC_FORCE_TCP), or a negative ERR_* (the descriptor could not be fetched).
+ * Any thread but the loop's. */
+int mc_te_open_same_host(struct mc_engine *e, const char *name);
+#define MC_TE_NOT_SAME_HOST (-100000)	/* internal: mc_te_open's "not served by shm" */
 /* Choose / drop the transport serving seg (API thread, e->mu not held). */
 void mc_te_pick(struct mc_engine *e, struct mc_te_segment *seg);
 void mc_te_unpick(struct mc_engine *e, struct mc_te_segment *seg);

@@ -103,6 +103,7 @@ enum mc_te_open_mode {
 	MC_TE_OPEN_CACHED,	/* openSegment: the cached descriptor unless stale */
 	MC_TE_OPEN_FETCH,	/* openSegmentNoCache: always fetch */
 	MC_TE_OPEN_REFRESH,	/* refresh an open segment; replace it only if it changed */
+	MC_TE_OPEN_SAME_HOST,	/* open only if the shm transport serves it (a same-host peer) */
 };
 
 /* Two descriptors equal but for their timestamp. */
@@ -129,6 +130,21 @@ static int mc_te_cache_ok(struct mc_engine *e, uint32_t i)
 	const char *nc = getenv("MC_DISABLE_METACACHE");
 
 	return e->segs[i].open && !e->segs[i].stale && !(nc && *nc && strcmp(nc, "0"));
+}
+
+/* The shm transport is installed, may be picked, and would serve seg.  e->mu not held. */
+static int mc_te_shm_would_serve(struct mc_engine *e, const struct mc_te_segment *seg)
+{
+	const struct mc_te_transport_ops *ops = mc_te_known[MC_TE_XPORT_SHM];
+	int only = mc_te_forced_slot();
+	void *state;
+
+	if (ops == NULL || ops->may_match == NULL || (only >= 0 && only != MC_TE_XPORT_SHM))
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	state = e->xports[MC_TE_XPORT_SHM].state;
+	pthread_mutex_unlock(&e->mu);
+	return state && ops->may_match(state, seg);
 }
 
 static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mode)
@@ -162,6 +178,10 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mo
 			}
 		pthread_mutex_unlock(&e->mu);
 		return rc;
+	}
+	if (mode == MC_TE_OPEN_SAME_HOST && !mc_te_shm_would_serve(e, &seg)) {
+		mc_te_desc_fini(&seg.desc);
+		return MC_TE_NOT_SAME_HOST;
 	}
 	seg.open = 1;
 	seg.fetched_ms = mc_te_now_ms();
@@ -218,6 +238,33 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mo
 segment_handle_t openSegment(transfer_engine_t engine, const char *segment_name)
 {
 	return mc_te_open(MC_E(engine), segment_name, MC_TE_OPEN_CACHED);
+}
+
+int mc_te_open_same_host(struct mc_engine *e, const char *name)
+{
+	segment_handle_t h;
+	uint32_t i;
+
+	if (e == NULL || name == NULL || *name == '\0' || !strcmp(name, e->server_name))
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	for (i = 0; i < e->nsegs; i++)
+		if (!strcmp(e->segs[i].name, name) && mc_te_cache_ok(e, i)) {
+			int shm = e->segs[i].xport == MC_TE_XPORT_SHM;
+
+			pthread_mutex_unlock(&e->mu);
+			return shm;
+		}
+	pthread_mutex_unlock(&e->mu);
+	h = mc_te_open(e, name, MC_TE_OPEN_SAME_HOST);
+	if (h == MC_TE_NOT_SAME_HOST)
+		return 0;
+	if (h < 0)
+		return h;
+	pthread_mutex_lock(&e->mu);
+	i = e->segs[h - 1].xport == MC_TE_XPORT_SHM;
+	pthread_mutex_unlock(&e->mu);
+	return (int)i;
 }
 
 segment_handle_t openSegmentNoCache(transfer_engine_t engine, const char *segment_name)

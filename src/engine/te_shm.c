@@ -615,8 +615,17 @@ static int mc_te_shm_match(void *state, struct mc_te_segment *seg)
 	pthread_mutex_unlock(&s->mu);
 	if (m == NULL)
 		return 0;
-	/* (Re-)attach: a reopened segment may be a restarted owner with a new socket. */
+	/* (Re-)attach: a reopened segment may be a restarted owner with a new socket.  An
+	 * attachment to the same socket whose owner is alive and quiet is kept as it is, with
+	 * its mappings and what the map-ahead thread mapped (two threads opening one segment at
+	 * once, or a refresh, would otherwise throw that away). */
 	pthread_rwlock_wrlock(&m->lk);
+	if (m->sock >= 0 && !m->dead && !strcmp(m->sock_name, json_string_value(sock)) &&
+	    mc_fdpass_state(m->sock) == MC_FDPASS_QUIET) {
+		pthread_rwlock_unlock(&m->lk);
+		seg->xport_ctx = m;
+		return 1;
+	}
 	snprintf(m->sock_name, sizeof(m->sock_name), "%s", json_string_value(sock));
 	rc = mc_shm_attach(s, m);
 	if (rc)

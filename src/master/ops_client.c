@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The master's client operations: Ping, ServiceReady, MountSegment, ReMountSegment,
- * UnmountSegment, BatchQueryIp and ReportTransferFailure (handlers of the table in ops.h).
+ * UnmountSegment, BatchQueryIp, GetAllSegments and ReportTransferFailure (handlers of the table
+ * in ops.h).
  * Single-threaded: the master's reactor thread.
  */
 #include <stdio.h>
@@ -174,6 +175,32 @@ int mc_op_batch_query_ip(struct mc_req *q)
 	return 0;
 }
 
+/* GetAllSegments: the names of the mounted memory segments, each once (a client mounting
+ * several segments under one name lists it once).  Store clients open the same-host ones at
+ * set-up, before their first put needs them. */
+int mc_op_get_all_segments(struct mc_req *q)
+{
+	struct mc_master *m = q->m;
+	size_t at;
+	uint32_t i, n = 0;
+
+	if (!mc_req_done(q))
+		return MC_ERR_INVALID_PARAMS;
+	at = q->out->len;
+	mc_wbuf_u32(q->out, 0);
+	for (i = 0; i < m->nsegs; i++) {
+		struct mc_segment *s = m->segs[i], *t = s->client ? s->client->segs : NULL;
+
+		while (t && t != s && strcmp(t->name, s->name))
+			t = t->cnext;
+		if (t && t != s)
+			continue;	/* an earlier segment of its client has the name */
+		mc_wbuf_cstr(q->out, s->name);
+		n++;
+	}
+	mc_wbuf_patch_u32(q->out, at, n);
+	return 0;
+}
 
 /* ReportTransferFailure: a client could not move bytes to or from these segments (a peer that
  * is gone, refuses, or does not answer in time).  Each mounted memory segment of a reported

@@ -70,6 +70,7 @@
 	X(NOTIFY_OFFLOAD, 72, "NotifyOffloadSuccess", "notify_offload_success", 0, 1, notify_offload) \
 	X(EVICT_DISK_REPLICA, 73, "BatchEvictDiskReplica", "evict_disk_replica", 0, 1, evict_disk_replica) \
 	X(REPORT_TRANSFER_FAILURE, 80, "ReportTransferFailure", "report_transfer_failure", 0, 0, report_transfer_failure) \
-	X(REPORT_CHECKSUM_MISMATCH, 81, "ReportChecksumMismatch", "report_checksum_mismatch", 0, 1, report_checksum_mismatch)
+	X(REPORT_CHECKSUM_MISMATCH, 81, "ReportChecksumMismatch", "report_checksum_mismatch", 0, 1, report_checksum_mismatch) \
+	X(GET_ALL_SEGMENTS, 88, "GetAllSegments", "get_all_segments", 0, 0, get_all_segments)
 
 #endif

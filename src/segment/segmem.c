@@ -14,7 +14,8 @@
  * Huge pages: hugetlb memfds (MFD_HUGETLB) reserve their pages from the pool when mapped; a pool
  * too small is refused at creation with the shortfall and the sysctl that reserves it, unless the
  * caller allowed falling back to normal pages.  Normal pages ask for transparent huge pages
- * (MADV_HUGEPAGE) when the kernel gives them to shared memory on request only.
+ * (MADV_HUGEPAGE) wherever the kernel gives them to shared memory (shmem_enabled advise,
+ * within_size, always or force), so a same-host writer maps 2 MiB with one entry.
  *
  * NUMA placement uses the raw mbind system call on the mapping before any page exists, so the
  * policy is the shared memory object's and every page, whoever faults it, lands where it says.
@@ -250,7 +251,9 @@ static long long mc_segmem_read_num(const char *path)
 	return v;
 }
 
-/* The kernel gives shared memory transparent huge pages only on request ("[advise]"). */
+/* The kernel may give shared memory transparent huge pages: on request ("[advise]"), or also
+ * without one ("[within_size]", "[always]", "[force]", where asking does no harm).  Not with
+ * "[never]" or "[deny]". */
 static int mc_segmem_thp_advise(void)
 {
 	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
@@ -261,7 +264,8 @@ static int mc_segmem_thp_advise(void)
 	if (fgets(line, sizeof(line), f) == NULL)
 		line[0] = '\0';
 	fclose(f);
-	return strstr(line, "[advise]") != NULL;
+	return strchr(line, '[') != NULL && strstr(line, "[never]") == NULL &&
+	       strstr(line, "[deny]") == NULL;
 }
 
 /* The one line for a hugetlb pool that cannot hold len bytes of page-size pages. */

@@ -476,6 +476,11 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 			snprintf(st->protocol, sizeof(st->protocol), "rdma");
 		rc = 0;
 	}
+	/* Same-host segments: opened (and their pages mapped here) from now on, not by the
+	 * first put. */
+	rc = mc_store_peers_start(st);
+	if (rc)
+		goto fail;
 	if (local_buffer_size) {
 		char err[512];
 
@@ -563,6 +568,7 @@ void mc_store_teardown(struct mc_store *st)
 	uint32_t i;
 
 	mc_store_http_stop(st);
+	mc_store_peers_stop(st);
 	mc_store_retire_stop(st);
 	mc_store_fs_stop(st);
 	mc_store_ssd_stop(st);

@@ -31,6 +31,7 @@
 
 struct mc_master_client;
 struct mc_store_retirer;
+struct mc_store_peers;
 struct mc_engine;
 struct mc_master;
 
@@ -92,6 +93,8 @@ struct mc_store {
 	struct mc_store_segment segs[MC_STORE_MAX_SEGMENTS];
 	uint32_t nsegs;
 	struct mc_store_retirer *retirer;	/* unmounts after a grace period (store_segments.c) */
+	struct mc_store_peers *peers;	/* opens same-host segments ahead (store_peers.c) */
+	int no_peer_open;		/* set before set-up: leave them to the first transfer */
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
 	struct mc_segmem *local_mem;	/* the memory behind local_buf */
@@ -246,6 +249,16 @@ void mc_store_retire_stop(struct mc_store *st);
 /* A segment id as upstream's client prints it ("<u64>-<u64>"), and back (0 or -EINVAL). */
 void mc_store_segment_id_str(const struct mc_uuid *id, char out[MC_STORE_SEGMENT_ID_LEN]);
 int mc_store_segment_id_parse(const char *s, struct mc_uuid *id);
+
+/* ---- store_peers.c: same-host segments opened ahead of the first put ---- */
+/* Start the thread that opens the cluster's same-host segments through the engine's shm
+ * transport (after the engine started; a no-op without shm, with MC_FORCE_TCP or with
+ * population off).  0, or -ENOMEM. */
+int mc_store_peers_start(struct mc_store *st);
+/* Same-host segments it opened so far. */
+uint32_t mc_store_peers_opened(struct mc_store *st);
+/* Stop and join it (teardown, before the engine goes).  No-op when not started. */
+void mc_store_peers_stop(struct mc_store *st);
 
 /* ---- store_tier_ssd.c: the SSD tier ---- */
 /* After the segments are mounted: open the SSD area (if enabled), register its objects at the

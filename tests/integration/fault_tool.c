@@ -10,6 +10,8 @@
  *   put-preferred PREFIX N SEG [REPLICAS]   put N keys PREFIX/i preferring segment SEG
  *   check PREFIX N EXPECT           get every PREFIX/i: EXPECT "ok" (identical bytes) or a code
  *   eviction                        fill a small pool and check the eviction order
+ *   idle SECONDS                    set up (no segment of its own), then put and get nothing
+ *                                   for SECONDS (what set-up alone does: test_segment_memory.sh)
  *   fill PREFIX N SIZE [REPLICAS]   put PREFIX/0..N-1 of SIZE bytes (REPLICAS memory replicas
  *                                   each, default 1), retrying a put refused for space (-200)
  *                                   for up to 20 s (the SSD tier frees memory only once an
@@ -777,6 +779,13 @@ int main(int argc, char **argv)
 		rc = probe(argv[2], (size_t)atol(argv[3]));
 	else if (!strcmp(argv[1], "eviction"))
 		rc = eviction();
+	else if (!strcmp(argv[1], "idle") && argc == 3) {
+		double end = now_s() + atof(argv[2]);
+
+		while (now_s() < end)
+			usleep(50000);
+		rc = 0;
+	}
 	mooncake_store_destroy(st);
 	return rc;
 }

@@ -368,6 +368,15 @@ def mounts():
        "another client's good ReMountSegment works (same addresses, its own memory)")
     st, res = put_start(b, ["mk"], size=4096)
     ok(res[0][0] == 0 and put_end(b, ["mk"]) == [0], "a put on the good segments completes")
+    st, rd = b.call("GET_ALL_SEGMENTS")
+    names = []
+    if st == 0:
+        names = [rd.str() for _ in range(rd.take("I"))]
+        ok(rd.o == len(rd.b), "GetAllSegments: nothing after the names")
+    ok(st == 0 and names.count(b"ma:1") == 1 and names.count(b"mb:1") == 1,
+       "GetAllSegments lists each mounted name once (ma:1 has two segments): %r" % names)
+    st, _ = Client(ADDR).call("GET_ALL_SEGMENTS", b"x")
+    ok(st == -600, "GetAllSegments with trailing bytes is refused with -600 (%d)" % st)
     print("1..%d" % n_checks)
     return 1 if n_failed else 0
 

@@ -92,6 +92,40 @@ ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
 wait $rpid
 ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget.log")"
 
+# 1c. A store client that has not put anything yet opens the same-host segments at set-up
+# (GetAllSegments) and maps the owner's pages ahead, so its first puts find its page tables
+# built; a segment mounted after its set-up is picked up as well.
+# seg_rss PID SIZE_KB: that process's Rss (kB) in its mapping of a segment of SIZE_KB.
+seg_rss() {
+	awk -v want="$2" '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
+		m && $1 == "Size:" { sz = $2 } m && $1 == "Rss:" && sz == want { print $2; exit }' \
+		"/proc/$1/smaps" 2>/dev/null
+}
+# wait_rss PID SIZE_KB SECONDS: until the Rss there is SIZE_KB; prints the last figure.
+wait_rss() {
+	local i rss=
+	for i in $(seq $(($3 * 10))); do
+		rss=$(seg_rss "$1" "$2")
+		[ "$rss" = "$2" ] && break
+		sleep 0.1
+	done
+	echo "${rss:-none}"
+}
+MC_LOG_LEVEL=info MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" idle 60 >"$MC_TMP/idle.log" 2>&1 &
+ipid=$!
+rss=$(wait_rss $ipid 98304 20)
+ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
+	"a store client that put nothing maps all 96 MiB of the same-host segment after set-up ($rss kB)"
+grep -q "same-host segment $seg opened ahead of its first transfer" "$MC_TMP/idle.log"
+ok $? "it logs the segment opened ahead"
+mc_start_client late 64MB || { mc_dump_logs; exit 1; }
+p=$(wait_populated "$(client_seg late)" 20)
+rss=$(wait_rss $ipid 65536 30)
+ok $([ "$rss" = 65536 ] && echo 0 || echo 1) \
+	"a segment mounted after its set-up is opened and mapped too ($rss kB)"
+kill "$ipid" 2>/dev/null
+wait "$ipid" 2>/dev/null
+
 # 2. The off switch: nothing is populated before the first write (flag, then variable).
 mc_start_client off 64MB --populate_segment=false || { mc_dump_logs; exit 1; }
 MC_STORE_POPULATE=0 mc_start_client offenv 64MB || { mc_dump_logs; exit 1; }
