@@ -88,7 +88,7 @@ static uint64_t mc_evict_gain(const struct mc_master *m, struct mc_object *o, in
 
 		if (r->seg && r->type == MC_REPLICA_MEMORY && r->seg->status != MC_SEG_DORMANT &&
 		    (!marked_only || r->seg->evict_mark == m->evict_stamp))
-			mem += mc_alloc_block_size(r->blk);
+			mem += mc_object_span(o);
 	}
 	return mem;
 }

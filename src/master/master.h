@@ -232,7 +232,7 @@ struct mc_tier_task {
 struct mc_discard {
 	struct mc_discard *next;
 	struct mc_segment *seg;		/* NULL if the segment went away meanwhile */
-	struct mc_alloc_block *blk;
+	uint64_t off;
 	uint64_t len;
 	int64_t release_at;
 };
@@ -513,7 +513,7 @@ struct mc_liveness_counts {
 void mc_liveness_counts(const struct mc_master *m, struct mc_liveness_counts *out);
 const char *mc_client_state_name(uint8_t state);
 /* Allocate len bytes for a replica on a segment whose name is not in used[0..nused).  Fills
- * r->seg/blk and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
+ * r->seg/off and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused);
 /* An object's first replica, of len bytes, that mc_replica_alloc could not place: may eviction
@@ -524,7 +524,7 @@ int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 int mc_replica_evict_room(struct mc_master *m, uint64_t len);
 /* The mounted memory segment (in master->segs) named name, or NULL. */
 struct mc_segment *mc_segment_by_name(struct mc_master *m, struct mc_strv name);
-/* Allocate len bytes for a replica on seg itself (placeable, room): 0, filling r->seg/blk/id,
+/* Allocate len bytes for a replica on seg itself (placeable, room): 0, filling r->seg/off/id,
  * or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc_on(struct mc_master *m, struct mc_replica *r, uint64_t len,
 			struct mc_segment *seg);

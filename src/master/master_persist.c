@@ -65,8 +65,8 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 			reps[n].offset = r->disk_addr;
 			reps[n].len = o->size;
 		} else {
-			reps[n].offset = mc_alloc_block_offset(r->blk);
-			reps[n].len = mc_alloc_block_size(r->blk);
+			reps[n].offset = r->off;
+			reps[n].len = mc_object_span(o);
 		}
 		n++;
 	}

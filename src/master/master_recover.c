@@ -309,7 +309,6 @@ static int mc_load_ptr_cmp(const void *a, const void *b)
 static void mc_load_reserve(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
-	struct mc_alloc_block *blk;
 	size_t i;
 
 	if (L->n)
@@ -317,10 +316,11 @@ static void mc_load_reserve(struct mc_load *L)
 	for (i = 0; i < L->n; i++) {
 		struct mc_load_range *x = &L->ranges[i];
 
-		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0) {
+		if (mc_alloc_round(x->len) != mc_object_span(x->r->obj) ||
+		    mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
 			/* Overlapping or out-of-range rows: never hand a range out twice. */
-			mc_log_warn("persisted replica at offset %llu of %s overlaps another: "
-				    "dropping it",
+			mc_log_warn("persisted replica at offset %llu of %s overlaps another or "
+				    "has the wrong length: dropping it",
 				    (unsigned long long)x->off, x->seg->name);
 			x->r->seg = NULL;
 			x->r->status = MC_REPLICA_REMOVED;
@@ -332,9 +332,9 @@ static void mc_load_reserve(struct mc_load *L)
 			continue;
 		}
 		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
-			m->allocated += mc_alloc_block_size(blk);
+			m->allocated += mc_alloc_round(x->len);
 		x->r->seg = x->seg;
-		x->r->blk = blk;
+		x->r->off = x->off;
 		x->r->seg_prev = NULL;
 		x->r->seg_next = x->seg->reps;
 		if (x->seg->reps)
@@ -348,14 +348,14 @@ static void mc_load_reserve(struct mc_load *L)
 		struct mc_load_discard *x = &L->discards[i];
 		struct mc_discard *d;
 
-		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0)
+		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0)
 			continue;
 		if (x->seg->status != MC_SEG_DORMANT)
-			m->allocated += mc_alloc_block_size(blk);
+			m->allocated += mc_alloc_round(x->len);
 		d = mc_xcalloc(1, sizeof(*d));
 		d->seg = x->seg;
-		d->blk = blk;
-		d->len = mc_alloc_block_size(blk);
+		d->off = x->off;
+		d->len = mc_alloc_round(x->len);
 		d->release_at = x->release_at;
 		d->next = m->discards;
 		m->discards = d;

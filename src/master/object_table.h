@@ -6,10 +6,10 @@
 #include <stdint.h>
 
 #include "master/object_index.h"
+#include "segment/alloc.h"
 
 struct mc_segment;
 struct mc_client;
-struct mc_alloc_block;
 
 /*
  * The master's object table: key -> object -> replicas.
@@ -46,7 +46,8 @@ struct mc_replica {
 	struct mc_segment *seg;		/* NULL once its segment is gone; LOCAL_DISK: the owner's
 					   disk area */
 	union {
-		struct mc_alloc_block *blk;	/* MEMORY */
+		uint64_t off;		/* MEMORY: offset in the segment; the reservation is
+					   mc_object_span(obj) bytes from there */
 		uint64_t disk_addr;		/* LOCAL_DISK: address in the owner's disk range */
 	};
 	struct mc_replica *seg_prev, *seg_next;
@@ -118,6 +119,13 @@ struct mc_object {
 	struct mc_replica rep0;
 	char key[];
 };
+
+/* The bytes each memory replica of o holds in its segment (the allocator keeps no record of a
+ * reservation: its offset is in the replica, its length follows from the size). */
+static inline uint64_t mc_object_span(const struct mc_object *o)
+{
+	return mc_alloc_round(o->size);
+}
 
 /* Objects up to this size (header plus key) come from the arena's size classes; larger ones
  * from malloc. */

@@ -121,6 +121,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	m->evict_waiting = 0;
 	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
+	o->size = size;	/* before the replicas: their reservations are mc_object_span(o) */
 	o->gen = mc_gen_next(m);
 	for (i = 0; i < want; i++) {
 		struct mc_replica *r = mc_object_replica(o, got);

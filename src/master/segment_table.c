@@ -11,6 +11,7 @@
  * Placement takes only segments of Active clients that no transfer failure was reported for.
  * Single-threaded: the master's reactor thread.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,17 +385,15 @@ void mc_segment_push_replica(struct mc_segment *seg, struct mc_replica *r)
 static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint64_t len)
 {
-	uint64_t off;
-
 	if (!mc_segment_placeable(m, seg, mc_master_now(m)))
 		return -1;
-	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
+	if (mc_alloc_reserve(seg->alloc, len, &r->off) != 0)
 		return -1;
 	mc_segment_push_replica(seg, r);
 	r->id = m->next_replica_id++;
-	m->allocated += mc_alloc_block_size(r->blk);
+	m->allocated += mc_alloc_round(len);
 	if (r->obj)
-		mc_tenant_charge(m, r->obj->tenant, (int64_t)mc_alloc_block_size(r->blk));
+		mc_tenant_charge(m, r->obj->tenant, (int64_t)mc_alloc_round(len));
 	return 0;
 }
 
@@ -478,9 +477,26 @@ static void mc_replica_unlink(struct mc_replica *r)
 	seg->nreps--;
 }
 
+/* Gives [off, off + len) back to the segment's allocator.  Its only failure that is not a bug is
+ * out-of-memory for a new free-range node, fatal like every allocation in the master; a range
+ * the allocator does not know as reserved (a bug) is logged and left alone. */
+static void mc_alloc_must_release(struct mc_alloc *a, uint64_t off, uint64_t len)
+{
+	int rc = mc_alloc_release(a, off, len);
+
+	if (rc == -ENOMEM) {
+		mc_log_err("out of memory releasing a segment range");
+		abort();
+	}
+	if (rc != 0)
+		mc_log_warn("segment allocator: releasing [%llu, +%llu) failed: %s",
+			    (unsigned long long)off, (unsigned long long)len, strerror(-rc));
+}
+
 void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 {
 	struct mc_segment *seg = r->seg;
+	uint64_t span;
 
 	if (seg == NULL)
 		return;
@@ -497,13 +513,13 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 		return;
 	}
 	mc_replica_unlink(r);
+	span = mc_object_span(r->obj);
 	if (seg->status != MC_SEG_DORMANT)	/* a dormant segment's bytes are not counted */
-		m->allocated -= mc_alloc_block_size(r->blk);
-	if (r->obj)
-		mc_tenant_charge(m, r->obj->tenant, -(int64_t)mc_alloc_block_size(r->blk));
-	mc_alloc_release(seg->alloc, r->blk);
+		m->allocated -= span;
+	mc_tenant_charge(m, r->obj->tenant, -(int64_t)span);
+	mc_alloc_must_release(seg->alloc, r->off, span);
 	r->seg = NULL;
-	r->blk = NULL;
+	r->off = 0;
 	r->seg_prev = r->seg_next = NULL;
 }
 
@@ -522,8 +538,8 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 	}
 	d = mc_xcalloc(1, sizeof(*d));
 	d->seg = seg;
-	d->blk = r->blk;
-	d->len = mc_alloc_block_size(r->blk);
+	d->off = r->off;
+	d->len = mc_object_span(r->obj);
 	d->release_at = release_at;
 	if (r->obj)	/* parked bytes are no longer the tenant's */
 		mc_tenant_charge(m, r->obj->tenant, -(int64_t)d->len);
@@ -531,7 +547,7 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 	m->discards = d;
 	mc_replica_unlink(r);
 	r->seg = NULL;
-	r->blk = NULL;
+	r->off = 0;
 	m->metrics.put_start_discard_cnt++;
 	m->metrics.put_start_discarded_staging_size += d->len;
 }
@@ -549,7 +565,7 @@ void mc_master_release_discards(struct mc_master *m, int64_t now, int all)
 		if (d->seg) {
 			if (d->seg->status != MC_SEG_DORMANT)
 				m->allocated -= d->len;
-			mc_alloc_release(d->seg->alloc, d->blk);
+			mc_alloc_must_release(d->seg->alloc, d->off, d->len);
 			m->metrics.put_start_release_cnt++;
 		}
 		free(d);

@@ -173,13 +173,13 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 		t->gen = o->gen;
 		if (src) {
 			t->replica_id = src->id;
-			mc_wbuf_u64(out, src->seg->base + mc_alloc_block_offset(src->blk));
+			mc_wbuf_u64(out, src->seg->base + src->off);
 			mc_wbuf_str(out, "", 0);
 			mc_wbuf_u64(out, 0);
 		} else {
 			mc_wbuf_u64(out, dr->disk_addr);
 			mc_wbuf_cstr(out, dst->seg->endpoint);
-			mc_wbuf_u64(out, dst->seg->base + mc_alloc_block_offset(dst->blk));
+			mc_wbuf_u64(out, dst->seg->base + dst->off);
 		}
 		mc_wbuf_u64(out, o->gen);
 		promotes += t->kind == MC_TIER_PROMOTE;
