@@ -161,10 +161,7 @@ int main(int argc, char **argv)
 			r->id = i + 1;
 			r->type = MC_REPLICA_MEMORY;
 			r->status = MC_REPLICA_COMPLETE;
-			r->seg_next = seg.reps;
-			if (seg.reps)
-				seg.reps->seg_prev = r;
-			seg.reps = r;
+			mc_replica_push(&seg.reps, r);
 			seg.nreps++;
 		}
 		ins = (double)(to - from) / (cpu_s() - c0);

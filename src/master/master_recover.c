@@ -209,7 +209,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		mc_load_stale(L, po->key, po->key_len);
 		return 0;
 	}
-	if (n == 0 || po->key_len == 0 ||
+	if (n == 0 || po->key_len == 0 || po->size > MC_OBJ_SIZE_MAX ||
 	    mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key, &key_len) ||
 	    key_len == 0 || key_len > MC_RPC_MAX_KEY) {
 		L->dropped++;
@@ -231,13 +231,13 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	if (po->soft_pin_until_ms > L->wall) {
 		o->flags |= MC_OBJ_SOFT_PIN;
 		m->objects.soft_pinned++;
-		o->soft_pin_until = L->now + (po->soft_pin_until_ms - L->wall);
+		mc_object_set_soft_pin_until(o, L->now + (po->soft_pin_until_ms - L->wall));
 	}
 	{
 		struct mc_uuid wid;
 
 		memcpy(wid.b, po->writer, 16);
-		o->writer = mc_client_get(m, &wid);
+		o->writer = mc_client_ref(mc_client_get(m, &wid));
 	}
 	n = 0;
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
@@ -316,30 +316,28 @@ static void mc_load_reserve(struct mc_load *L)
 	for (i = 0; i < L->n; i++) {
 		struct mc_load_range *x = &L->ranges[i];
 
-		if (mc_alloc_round(x->len) != mc_object_span(x->r->obj) ||
-		    mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
-			/* Overlapping or out-of-range rows: never hand a range out twice. */
-			mc_log_warn("persisted replica at offset %llu of %s overlaps another or "
-				    "has the wrong length: dropping it",
-				    (unsigned long long)x->off, x->seg->name);
+		int wrong_len = mc_alloc_round(x->len) != mc_object_span(mc_replica_obj(x->r));
+
+		if (wrong_len || mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
+			/* Overlapping or out-of-range rows: never hand a range out twice.  A length
+			 * other than the object's size rounded up cannot be released again. */
+			mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
+				    (unsigned long long)x->off, x->seg->name,
+				    wrong_len ? "does not match its object's size" : "overlaps another");
 			x->r->seg = NULL;
 			x->r->status = MC_REPLICA_REMOVED;
 			if (L->nlost == L->caplost) {
 				L->caplost = L->caplost ? L->caplost * 2 : 16;
 				L->lost = mc_xrealloc(L->lost, L->caplost * sizeof(*L->lost));
 			}
-			L->lost[L->nlost++] = x->r->obj;
+			L->lost[L->nlost++] = mc_replica_obj(x->r);
 			continue;
 		}
 		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
 			m->allocated += mc_alloc_round(x->len);
 		x->r->seg = x->seg;
 		x->r->off = x->off;
-		x->r->seg_prev = NULL;
-		x->r->seg_next = x->seg->reps;
-		if (x->seg->reps)
-			x->seg->reps->seg_prev = x->r;
-		x->seg->reps = x->r;
+		mc_replica_push(&x->seg->reps, x->r);
 		x->seg->nreps++;
 	}
 	if (L->ndiscards)
