@@ -154,7 +154,7 @@ struct mc_client {
 	int ok;				/* in good standing (after ReMountSegment) */
 	uint8_t state;			/* enum mc_client_state */
 	uint32_t refs;			/* objects naming it as writer + segments */
-	uint32_t ref;			/* its index in mc_master.client_refs (objects' writer) */
+	uint32_t ref;			/* its index in mc_master.client_refs (o->writer) */
 	uint32_t tasks_pending;		/* copy/move tasks waiting for it (tasks.c; Ping says) */
 };
 
@@ -297,8 +297,8 @@ struct mc_master {
 	struct mc_client **client_buckets;
 	uint32_t nclient_buckets;
 	uint32_t nclients;
-	struct mc_client **client_refs;	/* by mc_client.ref ([0] unused): clients are never freed
-					   while the master runs */
+	struct mc_client **client_refs;	/* by mc_client.ref ([0] unused): clients are
+					   never freed while the master runs */
 	uint32_t nclient_refs, client_refs_cap;
 	struct mc_discard *discards;
 	struct mc_segment *reap_head;	/* segments being unmounted, drained in bounded steps */
@@ -665,16 +665,9 @@ void mc_rpc_server_seal(struct mc_master *m);
 /* ... and sent once it is durable (rc 0), or, rc != 0, the durable ones among them fail. */
 void mc_rpc_server_release(struct mc_master *m, int rc);
 
-/* The client writing o (its put's), NULL if none; and the reference that names c there. */
-static inline struct mc_client *mc_object_writer(const struct mc_master *m,
-						 const struct mc_object *o)
-{
-	return o->writer && o->writer < m->nclient_refs ? m->client_refs[o->writer] : NULL;
-}
-
-static inline uint32_t mc_client_ref(const struct mc_client *c)
-{
-	return c ? c->ref : 0;
-}
+/* The client writing o (its put's), NULL if none; and the reference that names c there
+ * (segment_table.c). */
+struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o);
+uint32_t mc_client_ref(const struct mc_client *c);
 
 #endif

@@ -323,7 +323,8 @@ static void mc_load_reserve(struct mc_load *L)
 			 * other than the object's size rounded up cannot be released again. */
 			mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
 				    (unsigned long long)x->off, x->seg->name,
-				    wrong_len ? "does not match its object's size" : "overlaps another");
+				    wrong_len ? "does not match its object's size"
+					      : "overlaps another");
 			x->r->seg = NULL;
 			x->r->status = MC_REPLICA_REMOVED;
 			if (L->nlost == L->caplost) {

@@ -238,8 +238,8 @@ static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
 			}
 		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
 			if (g->ctrl[k] & 0x80)
-				mc_oindex_arr_put(ix->base, &ix->cur, mc_oref_ptr(ix->base, g->obj[k]),
-						  h[k]);
+				mc_oindex_arr_put(ix->base, &ix->cur,
+						  mc_oref_ptr(ix->base, g->obj[k]), h[k]);
 			g->ctrl[k] = MC_CTRL_TOMB;	/* walks skip it */
 			g->obj[k] = 0;
 		}

@@ -9,8 +9,8 @@ struct mc_object;
 
 /*
  * The object table's hash index (object_index.c): hash -> object, with the key compared in the
- * object.  Slots hold 32-bit arena references (object_table.h), not pointers.  Used only by object_table.c, whose header states the interface the
- * rest of the master sees.
+ * object.  Slots hold 32-bit arena references (object_table.h), not pointers.  Used only by
+ * object_table.c, whose header states the interface the rest of the master sees.
  *
  * Slots come in groups of twelve object references plus twelve control bytes, one 64-byte cache
  * line each: a control byte holds seven bits of the key's hash (a tag) beside every reference, so

@@ -449,7 +449,8 @@ static int mc_object_probe_eq(const struct mc_object *o, const void *arg)
 {
 	const struct mc_object_probe *p = arg;
 
-	return o->key_len == p->len && o->tenant == p->tenant && memcmp(o->key, p->key, p->len) == 0;
+	return o->key_len == p->len && o->tenant == p->tenant &&
+	       memcmp(o->key, p->key, p->len) == 0;
 }
 
 struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, size_t len)

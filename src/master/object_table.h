@@ -51,12 +51,12 @@ struct mc_replica {
 					   mc_object_span(obj) bytes from there */
 		uint64_t disk_addr;		/* LOCAL_DISK: address in the owner's disk range */
 	};
-	uint32_t seg_prev, seg_next;	/* its segment's list (mc_replica_prev, mc_replica_next) */
+	uint32_t seg_prev, seg_next;	/* its segment's list (mc_replica_prev/next) */
 	uint64_t id : 48;
 	uint64_t status : 3;		/* enum mc_replica_status */
 	uint64_t type : 3;		/* enum mc_replica_type: MEMORY, DISK or LOCAL_DISK */
 	uint64_t hits : 8;		/* LOCAL_DISK: reads served from it (promotion) */
-	uint64_t is_extra : 1;		/* in its object's side array, not rep0 (kept by moves) */
+	uint64_t is_extra : 1;		/* in its object's side array, not rep0 */
 };
 
 /* A replica beyond an object's first, in the object's side array (arena memory). */
@@ -113,7 +113,7 @@ enum mc_evict_policy {
 
 struct mc_object_side {
 	int64_t soft_pin_until;		/* monotonic ms, 0 = none */
-	struct mc_replica_x *extra;	/* replicas beyond the first (nrep - 1 in use), NULL none */
+	struct mc_replica_x *extra;	/* replicas beyond the first (nrep - 1 in use) */
 	uint32_t nextra;		/* extra's length */
 };
 
@@ -134,7 +134,7 @@ struct mc_object {
 	uint64_t gen;			/* generation of its bytes (ghosts.c) */
 	uint64_t checksum;		/* CRC-64 of its bytes as the writer gave it (PutEnd), when
 					   has_checksum; one per object, whichever replica */
-	uint32_t writer;		/* the writing client's reference (mc_object_writer), 0 none */
+	uint32_t writer;		/* its writer's reference (mc_object_writer), 0 none */
 	uint32_t side;			/* arena reference of its side record, 0 none */
 	struct mc_replica rep0;
 	char key[];
@@ -145,7 +145,8 @@ static inline struct mc_object *mc_replica_obj(const struct mc_replica *r)
 {
 	if (r->is_extra)
 		return ((const struct mc_replica_x *)(const void *)r)->obj;
-	return (struct mc_object *)(void *)((char *)(uintptr_t)r - offsetof(struct mc_object, rep0));
+	return (struct mc_object *)(void *)((char *)(uintptr_t)r -
+					    offsetof(struct mc_object, rep0));
 }
 
 /* The bytes each memory replica of o holds in its segment (the allocator keeps no record of a
@@ -167,7 +168,7 @@ static inline uint64_t mc_object_span(const struct mc_object *o)
 #define MC_OBJ_ARENA_CLASSES ((sizeof(struct mc_object) + MC_OBJ_KEY_MAX) / MC_OBJ_ARENA_UNIT + 2)
 
 struct mc_obj_arena {
-	void *reserved;			/* what mmap returned (twice the size, for the alignment) */
+	void *reserved;			/* what mmap returned (twice the size: alignment) */
 	size_t mapped;			/* bytes usable from the arena's start */
 	size_t bump;			/* bytes handed out from the start (never given back) */
 	size_t chunk_bytes;		/* = mapped */
@@ -197,7 +198,7 @@ struct mc_object_table {
 	struct mc_obj_arena *arena;
 	size_t count;
 	struct mc_object *lru;		/* sentinel of the eviction list (in the arena) */
-	struct mc_object *mark;		/* prefix policy: probation before it, protected after */
+	struct mc_object *mark;		/* prefix policy: probation before, protected after */
 	struct mc_object *anchor[2];	/* prefix policy: the last object the current batch placed
 					   in probation [0] and protected [1] (NULL: none) */
 	struct mc_object *batch_last;	/* the object the current batch placed last */
@@ -291,7 +292,8 @@ static inline struct mc_replica *mc_replica_prev(const struct mc_replica *r)
 
 static inline uint32_t mc_replica_ref(const struct mc_replica *r)
 {
-	return r ? mc_oref_of((const char *)mc_obj_arena_of(r), (const struct mc_object *)(const void *)r)
+	return r ? mc_oref_of((const char *)mc_obj_arena_of(r),
+			      (const struct mc_object *)(const void *)r)
 		 : 0;
 }
 

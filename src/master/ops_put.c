@@ -188,9 +188,10 @@ allocated:
 	if (cfg->soft_pin_action == MC_SOFT_PIN_ENABLE) {
 		o->flags |= MC_OBJ_SOFT_PIN;
 		m->objects.soft_pinned++;
-		mc_object_set_soft_pin_until(o, q->now + (cfg->has_soft_pin_ttl && cfg->soft_pin_ttl_ms
-								  ? (int64_t)cfg->soft_pin_ttl_ms
-								  : m->cfg.default_kv_soft_pin_ttl));
+		mc_object_set_soft_pin_until(
+			o, q->now + (cfg->has_soft_pin_ttl && cfg->soft_pin_ttl_ms
+					     ? (int64_t)cfg->soft_pin_ttl_ms
+					     : m->cfg.default_kv_soft_pin_ttl));
 	}
 reply:
 	mc_persist_object_changed(m, o);
@@ -321,7 +322,8 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	o->lease_until = q->now;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		/* lifetime starts when readable */
-		mc_object_set_soft_pin_until(o, mc_object_soft_pin_until(o) + q->now - o->put_start);
+		mc_object_set_soft_pin_until(o, mc_object_soft_pin_until(o) + q->now -
+						     o->put_start);
 	mc_object_touch(&q->m->objects, o);
 	mc_value_size_observe(q->m, o->size);
 	if (q->m->cfg.enable_offload && !q->m->cfg.offload_on_evict)

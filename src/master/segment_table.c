@@ -142,6 +142,16 @@ struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id)
 	return c;
 }
 
+struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o)
+{
+	return o->writer && o->writer < m->nclient_refs ? m->client_refs[o->writer] : NULL;
+}
+
+uint32_t mc_client_ref(const struct mc_client *c)
+{
+	return c ? c->ref : 0;
+}
+
 struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id)
 {
 	uint32_t i;
@@ -505,9 +515,10 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 		if (!m->quiet_disk_release && seg->tier != NULL)
 			seg->tier->drop(m, r);
 		mc_replica_unlink(r);
-		seg->used -= mc_replica_obj(r)->size < seg->used ? mc_replica_obj(r)->size : seg->used;
-		m->disk_allocated -= mc_replica_obj(r)->size < m->disk_allocated ? mc_replica_obj(r)->size
-								       : m->disk_allocated;
+		uint64_t size = mc_replica_obj(r)->size;
+
+		seg->used -= size < seg->used ? size : seg->used;
+		m->disk_allocated -= size < m->disk_allocated ? size : m->disk_allocated;
 		r->seg = NULL;
 		r->disk_addr = 0;
 		r->seg_prev = r->seg_next = 0;

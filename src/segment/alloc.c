@@ -158,7 +158,9 @@ static void node_put(struct mc_alloc *a, struct mc_alloc_range *b)
 
 static inline size_t hash_off(const struct mc_alloc *a, uint64_t off)
 {
-	return (size_t)(((off >> MC_ALLOC_SHIFT) * 0x9e3779b97f4a7c15ull) >> 32) & (a->nbuckets - 1);
+	uint64_t u = off >> MC_ALLOC_SHIFT;
+
+	return (size_t)((u * 0x9e3779b97f4a7c15ull) >> 32) & (a->nbuckets - 1);
 }
 
 static struct mc_alloc_range *start_find(const struct mc_alloc *a, uint64_t off)

@@ -66,7 +66,8 @@ static void test_add_replica(void)
 	mc_object_lru_unlink(&t, o);
 	ok(!(o->flags & MC_OBJ_IN_LRU), "lru_unlink takes it off the list");
 	mc_object_lru_link(&t, o);
-	ok((o->flags & MC_OBJ_IN_LRU) && mc_object_at(&t, t.lru->lru_prev) == o, "lru_link puts it back at the MRU end");
+	ok((o->flags & MC_OBJ_IN_LRU) && mc_object_at(&t, t.lru->lru_prev) == o,
+	   "lru_link puts it back at the MRU end");
 	mc_object_table_fini(&t);
 }
 
@@ -295,7 +296,8 @@ int main(void)
 	ok(mc_object_find(&t, "model/layer/1000000/chunk", 25) == NULL, "a missing key is not found");
 	is(first, mc_object_at(&t, t.lru->lru_next), "the first object is at the LRU head");
 	mc_object_touch(&t, first);
-	ok(first == mc_object_at(&t, t.lru->lru_prev) && first != mc_object_at(&t, t.lru->lru_next), "touch moves it to the MRU end");
+	ok(first == mc_object_at(&t, t.lru->lru_prev) && first != mc_object_at(&t, t.lru->lru_next),
+	   "touch moves it to the MRU end");
 
 	/* Erase every other key, including during iteration. */
 	pos = 0;
@@ -322,7 +324,8 @@ int main(void)
 	}
 	is(t.count, n, "reinserted the erased half");
 	o = mc_object_find(&t, "model/layer/9/chunk", 19);
-	ok(o && o->nrep == 3 && mc_replica_obj(mc_object_replica(o, 2)) == o, "multi-replica objects");
+	ok(o && o->nrep == 3 && mc_replica_obj(mc_object_replica(o, 2)) == o,
+	   "multi-replica objects");
 	/* Colliding-prefix and binary keys. */
 	o = mc_object_insert(&t, "a\0b", 3, 1);
 	ok(mc_object_find(&t, "a\0b", 3) == o && mc_object_find(&t, "a\0c", 3) == NULL,
