@@ -666,7 +666,7 @@ void mc_rpc_server_seal(struct mc_master *m);
 void mc_rpc_server_release(struct mc_master *m, int rc);
 
 /* The client writing o (its put's), NULL if none; and the reference that names c there
- * (segment_table.c). */
+ * (object_table.c). */
 struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o);
 uint32_t mc_client_ref(const struct mc_client *c);
 

@@ -62,8 +62,10 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o, uint32_t h);
 /* Remove o (present, hash h).  Never moves other objects, so a walk may erase what it was
  * given. */
 void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o, uint32_t h);
-/* The hash an object was inserted with (object_table.c: objects do not store it, a resize
- * computes it again from the key). */
+/* The hash of key in tenant's namespace (the default tenant's is the key's own), and the hash
+ * an object was inserted with: objects do not store it, a resize computes it again from the
+ * key. */
+uint32_t mc_object_hash_in(uint16_t tenant, const char *key, size_t len);
 uint32_t mc_object_rehash(const struct mc_object *o);
 /* Walk: the object at position *pos or after it, advancing *pos; NULL at the end.  Start with
  * *pos = 0.  The old array (if a resize runs) is walked before the new one.  Erases during a

@@ -36,41 +36,6 @@
 #endif
 
 #define MC_ARENA_CHUNK ((size_t)2 << 20)	/* made usable at a time */
-static inline uint64_t mc_hash_mix(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
-
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t mc_hash_load(const char *p, size_t n)
-{
-	uint64_t v = 0;
-
-	memcpy(&v, p, n);
-	return v;
-}
-
-uint32_t mc_object_hash(const char *key, size_t len)
-{
-	/* Eight bytes a step, each pair of words folded by a 64x64->128 multiply: a few cycles
-	 * for a 40-byte key where FNV-1a took one multiply per byte. */
-	const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
-		       k2 = 0x8ebc6af09c88c6e3ull;
-	uint64_t h = len ^ k0;
-	size_t i = 0;
-
-	for (; i + 16 <= len; i += 16)
-		h = mc_hash_mix(mc_hash_load(key + i, 8) ^ k1 ^ h, mc_hash_load(key + i + 8, 8) ^ k2);
-	if (len - i > 8)
-		h = mc_hash_mix(mc_hash_load(key + i, 8) ^ k1 ^ h,
-				mc_hash_load(key + i + 8, len - i - 8) ^ k2);
-	else
-		h = mc_hash_mix(mc_hash_load(key + i, len - i) ^ k1 ^ h, k2);
-	h = mc_hash_mix(h ^ k0, (uint64_t)len ^ k1);
-	return (uint32_t)(h ^ (h >> 32));
-}
-
 /* ------------------------------------------------------------------------ arena */
 
 static inline size_t mc_arena_class(size_t bytes)
@@ -348,17 +313,16 @@ void mc_object_table_fini(struct mc_object_table *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* The hash of key in tenant's namespace (the default tenant's is the key's own). */
-static uint32_t mc_object_hash_in(uint16_t tenant, const char *key, size_t len)
-{
-	uint32_t h = mc_object_hash(key, len);
+/* ------------------------------------------------------------------------ writer */
 
-	return tenant ? h ^ (uint32_t)tenant * 0x9e3779b1u : h;
+struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o)
+{
+	return o->writer && o->writer < m->nclient_refs ? m->client_refs[o->writer] : NULL;
 }
 
-uint32_t mc_object_rehash(const struct mc_object *o)
+uint32_t mc_client_ref(const struct mc_client *c)
 {
-	return mc_object_hash_in((uint16_t)o->tenant, o->key, o->key_len);
+	return c ? c->ref : 0;
 }
 
 /* ------------------------------------------------------------------------ side records */

@@ -142,16 +142,6 @@ struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id)
 	return c;
 }
 
-struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o)
-{
-	return o->writer && o->writer < m->nclient_refs ? m->client_refs[o->writer] : NULL;
-}
-
-uint32_t mc_client_ref(const struct mc_client *c)
-{
-	return c ? c->ref : 0;
-}
-
 struct mc_segment *mc_segment_find(struct mc_master *m, const struct mc_uuid *id)
 {
 	uint32_t i;
