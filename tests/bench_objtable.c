@@ -151,21 +151,17 @@ int main(int argc, char **argv)
 		for (i = from; i < to; i++) {
 			struct mc_object *o = mc_object_insert(&t, key, make_key(key, klen, i), 1);
 			struct mc_replica *r = &o->rep0;
-			uint64_t off;
 
-			o->size = i;
+			o->size = i;	/* lookups check it; the bench never releases */
 			if (!use_alloc)
 				continue;
-			if (mc_alloc_reserve(seg.alloc, 64, &r->blk, &off) != 0)
+			if (mc_alloc_reserve(seg.alloc, 64, &r->off) != 0)
 				return 1;
 			r->seg = &seg;
 			r->id = i + 1;
 			r->type = MC_REPLICA_MEMORY;
 			r->status = MC_REPLICA_COMPLETE;
-			r->seg_next = seg.reps;
-			if (seg.reps)
-				seg.reps->seg_prev = r;
-			seg.reps = r;
+			mc_replica_push(&seg.reps, r);
 			seg.nreps++;
 		}
 		ins = (double)(to - from) / (cpu_s() - c0);

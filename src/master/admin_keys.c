@@ -27,7 +27,7 @@
 static json_t *mc_buffer_desc(struct mc_object *o, struct mc_replica *r)
 {
 	return json_pack("{sIsIssss}", "size_", (json_int_t)o->size, "buffer_address_",
-			 (json_int_t)(r->seg->base + mc_alloc_block_offset(r->blk)), "protocol_",
+			 (json_int_t)(r->seg->base + r->off), "protocol_",
 			 r->seg->protocol, "transport_endpoint_", r->seg->endpoint);
 }
 

@@ -81,12 +81,12 @@ static int mc_pin_one(struct mc_master *m, const char *key, size_t len, int pin,
 		if (!(o->flags & MC_OBJ_SOFT_PIN))
 			m->objects.soft_pinned++;
 		o->flags |= MC_OBJ_SOFT_PIN;
-		o->soft_pin_until = now + (ttl ? ttl : m->cfg.default_kv_soft_pin_ttl);
+		mc_object_set_soft_pin_until(o, now + (ttl ? ttl : m->cfg.default_kv_soft_pin_ttl));
 	} else {
 		if (o->flags & MC_OBJ_SOFT_PIN)
 			m->objects.soft_pinned--;
 		o->flags &= (uint8_t)~MC_OBJ_SOFT_PIN;
-		o->soft_pin_until = 0;
+		mc_object_set_soft_pin_until(o, 0);
 	}
 	mc_persist_object_changed(m, o);
 	return 0;

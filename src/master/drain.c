@@ -409,11 +409,11 @@ static uint64_t mc_job_walk_memory(struct mc_master *m, struct mc_drain_job *j,
 	uint64_t left = 0;
 
 	for (r = seg->reps; r && budget; r = next, budget--) {
-		struct mc_object *o = r->obj;
+		struct mc_object *o = mc_replica_obj(r);
 		struct mc_segment *target;
 		int rc;
 
-		next = r->seg_next;
+		next = mc_replica_next(r);
 		left++;
 		if (r->status != MC_REPLICA_COMPLETE || (o->xflags & MC_OBJX_TASK) ||
 		    (o->flags & (MC_OBJ_PROMOTING | MC_OBJ_DEMOTE))) {
@@ -466,9 +466,9 @@ static uint64_t mc_job_walk_disk(struct mc_master *m, struct mc_drain_job *j,
 	for (i = 0; i < j->ntargets && i < MC_RPC_MAX_PREFERRED; i++)
 		where.preferred[where.n_preferred++] = mc_strv_c(j->targets[i]);
 	for (r = disk->reps; r && budget; r = next, budget--) {
-		struct mc_object *o = r->obj;
+		struct mc_object *o = mc_replica_obj(r);
 
-		next = r->seg_next;
+		next = mc_replica_next(r);
 		left++;
 		*progress = 1;
 		if (o->flags & MC_OBJ_PROMOTING)

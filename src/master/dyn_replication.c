@@ -174,7 +174,7 @@ void mc_dynrep_tick(struct mc_master *m)
 void mc_dynrep_on_read(struct mc_master *m, struct mc_object *o)
 {
 	struct mc_dynrep *d = m->dynrep;
-	uint32_t h = o->hash, est = UINT16_MAX, need, i, mem = 0;
+	uint32_t h, est = UINT16_MAX, need, i, mem = 0;
 	uint16_t *cells[MC_DR_ROWS];
 	struct mc_segment *target;
 	struct mc_uuid id;
@@ -183,6 +183,7 @@ void mc_dynrep_on_read(struct mc_master *m, struct mc_object *o)
 
 	if (d == NULL || d->mode == 0)
 		return;
+	h = mc_object_rehash(o);	/* objects keep no hash: the key's, as the index has it */
 	need = (uint32_t)(m->cfg.dynrep.dynamic_replication_admission_qps_threshold *
 			  (double)m->cfg.dynrep.dynamic_replication_heat_window_seconds) + 1;
 	if (need >= UINT16_MAX)

@@ -45,10 +45,11 @@ static int mc_evictable(const struct mc_object *o, int64_t now, enum mc_evict_pa
 		return 0;
 	if (pass == MC_EVICT_EXPIRED && o->lease_until > now)
 		return 0;
-	if ((o->flags & MC_OBJ_SOFT_PIN) && o->soft_pin_until > now && pass != MC_EVICT_SOFT_PINNED)
+	if ((o->flags & MC_OBJ_SOFT_PIN) && mc_object_soft_pin_until(o) > now &&
+	    pass != MC_EVICT_SOFT_PINNED)
 		return 0;
 	for (i = 0; i < o->nrep; i++) {
-		const struct mc_replica *r = i == 0 ? &o->rep0 : &o->extra[i - 1];
+		const struct mc_replica *r = mc_object_replica((struct mc_object *)o, i);
 
 		if (r->status != MC_REPLICA_COMPLETE)
 			return 0;
@@ -88,7 +89,7 @@ static uint64_t mc_evict_gain(const struct mc_master *m, struct mc_object *o, in
 
 		if (r->seg && r->type == MC_REPLICA_MEMORY && r->seg->status != MC_SEG_DORMANT &&
 		    (!marked_only || r->seg->evict_mark == m->evict_stamp))
-			mem += mc_alloc_block_size(r->blk);
+			mem += mc_object_span(o);
 	}
 	return mem;
 }

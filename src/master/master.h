@@ -154,6 +154,7 @@ struct mc_client {
 	int ok;				/* in good standing (after ReMountSegment) */
 	uint8_t state;			/* enum mc_client_state */
 	uint32_t refs;			/* objects naming it as writer + segments */
+	uint32_t ref;			/* its index in mc_master.client_refs (o->writer) */
 	uint32_t tasks_pending;		/* copy/move tasks waiting for it (tasks.c; Ping says) */
 };
 
@@ -232,7 +233,7 @@ struct mc_tier_task {
 struct mc_discard {
 	struct mc_discard *next;
 	struct mc_segment *seg;		/* NULL if the segment went away meanwhile */
-	struct mc_alloc_block *blk;
+	uint64_t off;
 	uint64_t len;
 	int64_t release_at;
 };
@@ -296,6 +297,9 @@ struct mc_master {
 	struct mc_client **client_buckets;
 	uint32_t nclient_buckets;
 	uint32_t nclients;
+	struct mc_client **client_refs;	/* by mc_client.ref ([0] unused): clients are
+					   never freed while the master runs */
+	uint32_t nclient_refs, client_refs_cap;
 	struct mc_discard *discards;
 	struct mc_segment *reap_head;	/* segments being unmounted, drained in bounded steps */
 	struct mc_segment *dormant;	/* MC_SEG_DORMANT segments (list through seg->dnext) */
@@ -513,7 +517,7 @@ struct mc_liveness_counts {
 void mc_liveness_counts(const struct mc_master *m, struct mc_liveness_counts *out);
 const char *mc_client_state_name(uint8_t state);
 /* Allocate len bytes for a replica on a segment whose name is not in used[0..nused).  Fills
- * r->seg/blk and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
+ * r->seg/off and links the replica to the segment.  Returns 0 or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 		     const struct mc_rpc_config *cfg, struct mc_segment **used, uint32_t nused);
 /* An object's first replica, of len bytes, that mc_replica_alloc could not place: may eviction
@@ -524,7 +528,7 @@ int mc_replica_alloc(struct mc_master *m, struct mc_replica *r, uint64_t len,
 int mc_replica_evict_room(struct mc_master *m, uint64_t len);
 /* The mounted memory segment (in master->segs) named name, or NULL. */
 struct mc_segment *mc_segment_by_name(struct mc_master *m, struct mc_strv name);
-/* Allocate len bytes for a replica on seg itself (placeable, room): 0, filling r->seg/blk/id,
+/* Allocate len bytes for a replica on seg itself (placeable, room): 0, filling r->seg/off/id,
  * or MC_ERR_NO_AVAILABLE_HANDLE. */
 int mc_replica_alloc_on(struct mc_master *m, struct mc_replica *r, uint64_t len,
 			struct mc_segment *seg);
@@ -660,5 +664,10 @@ void mc_rpc_server_flush(struct mc_master *m);
 void mc_rpc_server_seal(struct mc_master *m);
 /* ... and sent once it is durable (rc 0), or, rc != 0, the durable ones among them fail. */
 void mc_rpc_server_release(struct mc_master *m, int rc);
+
+/* The client writing o (its put's), NULL if none; and the reference that names c there
+ * (object_table.c). */
+struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o);
+uint32_t mc_client_ref(const struct mc_client *c);
 
 #endif

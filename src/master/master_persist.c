@@ -65,8 +65,8 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 			reps[n].offset = r->disk_addr;
 			reps[n].len = o->size;
 		} else {
-			reps[n].offset = mc_alloc_block_offset(r->blk);
-			reps[n].len = mc_alloc_block_size(r->blk);
+			reps[n].offset = r->off;
+			reps[n].len = mc_object_span(o);
 		}
 		n++;
 	}
@@ -84,11 +84,12 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 	po.checksum = o->checksum;
 	/* Monotonic times do not survive a restart: store wall-clock ones. */
 	po.put_start_ms = mc_persist_wall_ms() - (mc_master_now(m) - o->put_start);
-	po.soft_pin_until_ms = o->soft_pin_until ? mc_persist_wall_ms() + (o->soft_pin_until -
-								     mc_master_now(m))
-						 : 0;
-	if (o->writer)
-		memcpy(po.writer, o->writer->id.b, 16);
+	po.soft_pin_until_ms = mc_object_soft_pin_until(o)
+				       ? mc_persist_wall_ms() + (mc_object_soft_pin_until(o) -
+								 mc_master_now(m))
+				       : 0;
+	if (mc_object_writer(m, o))
+		memcpy(po.writer, mc_object_writer(m, o)->id.b, 16);
 	po.n_replicas = n;
 	po.replicas = reps;
 	/* A batch that cannot grow (out of memory) fails its commit: nothing to do here. */

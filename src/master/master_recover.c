@@ -209,7 +209,7 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		mc_load_stale(L, po->key, po->key_len);
 		return 0;
 	}
-	if (n == 0 || po->key_len == 0 ||
+	if (n == 0 || po->key_len == 0 || po->size > MC_OBJ_SIZE_MAX ||
 	    mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key, &key_len) ||
 	    key_len == 0 || key_len > MC_RPC_MAX_KEY) {
 		L->dropped++;
@@ -231,13 +231,13 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	if (po->soft_pin_until_ms > L->wall) {
 		o->flags |= MC_OBJ_SOFT_PIN;
 		m->objects.soft_pinned++;
-		o->soft_pin_until = L->now + (po->soft_pin_until_ms - L->wall);
+		mc_object_set_soft_pin_until(o, L->now + (po->soft_pin_until_ms - L->wall));
 	}
 	{
 		struct mc_uuid wid;
 
 		memcpy(wid.b, po->writer, 16);
-		o->writer = mc_client_get(m, &wid);
+		o->writer = mc_client_ref(mc_client_get(m, &wid));
 	}
 	n = 0;
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
@@ -309,7 +309,6 @@ static int mc_load_ptr_cmp(const void *a, const void *b)
 static void mc_load_reserve(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
-	struct mc_alloc_block *blk;
 	size_t i;
 
 	if (L->n)
@@ -317,29 +316,29 @@ static void mc_load_reserve(struct mc_load *L)
 	for (i = 0; i < L->n; i++) {
 		struct mc_load_range *x = &L->ranges[i];
 
-		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0) {
-			/* Overlapping or out-of-range rows: never hand a range out twice. */
-			mc_log_warn("persisted replica at offset %llu of %s overlaps another: "
-				    "dropping it",
-				    (unsigned long long)x->off, x->seg->name);
+		int wrong_len = mc_alloc_round(x->len) != mc_object_span(mc_replica_obj(x->r));
+
+		if (wrong_len || mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
+			/* Overlapping or out-of-range rows: never hand a range out twice.  A length
+			 * other than the object's size rounded up cannot be released again. */
+			mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
+				    (unsigned long long)x->off, x->seg->name,
+				    wrong_len ? "does not match its object's size"
+					      : "overlaps another");
 			x->r->seg = NULL;
 			x->r->status = MC_REPLICA_REMOVED;
 			if (L->nlost == L->caplost) {
 				L->caplost = L->caplost ? L->caplost * 2 : 16;
 				L->lost = mc_xrealloc(L->lost, L->caplost * sizeof(*L->lost));
 			}
-			L->lost[L->nlost++] = x->r->obj;
+			L->lost[L->nlost++] = mc_replica_obj(x->r);
 			continue;
 		}
 		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
-			m->allocated += mc_alloc_block_size(blk);
+			m->allocated += mc_alloc_round(x->len);
 		x->r->seg = x->seg;
-		x->r->blk = blk;
-		x->r->seg_prev = NULL;
-		x->r->seg_next = x->seg->reps;
-		if (x->seg->reps)
-			x->seg->reps->seg_prev = x->r;
-		x->seg->reps = x->r;
+		x->r->off = x->off;
+		mc_replica_push(&x->seg->reps, x->r);
 		x->seg->nreps++;
 	}
 	if (L->ndiscards)
@@ -348,14 +347,14 @@ static void mc_load_reserve(struct mc_load *L)
 		struct mc_load_discard *x = &L->discards[i];
 		struct mc_discard *d;
 
-		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len, &blk) != 0)
+		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0)
 			continue;
 		if (x->seg->status != MC_SEG_DORMANT)
-			m->allocated += mc_alloc_block_size(blk);
+			m->allocated += mc_alloc_round(x->len);
 		d = mc_xcalloc(1, sizeof(*d));
 		d->seg = x->seg;
-		d->blk = blk;
-		d->len = mc_alloc_block_size(blk);
+		d->off = x->off;
+		d->len = mc_alloc_round(x->len);
 		d->release_at = x->release_at;
 		d->next = m->discards;
 		m->discards = d;

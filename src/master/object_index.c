@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The object table's hash index: 64-byte groups of seven tagged slots, probed group by group
- * from the key's home group, grown incrementally (object_index.h says why).
+ * The object table's hash index and its key hash: 64-byte groups of twelve tagged slots, probed
+ * group by group from the key's home group, grown incrementally (object_index.h says why).
  *
  * A control byte is 0 (empty), 1 (tombstone: erased, probes go on) or 0x80 | tag (full).  A
  * lookup stops at the first group that has an empty slot.  That is sound because a group never
@@ -23,7 +23,7 @@
 #include "master/object_index.h"
 #include "master/object_table.h"
 
-#define MC_OINDEX_SLOTS 7
+#define MC_OINDEX_SLOTS 12
 #define MC_OINDEX_MIN_GROUPS 64
 #define MC_CTRL_EMPTY 0
 #define MC_CTRL_TOMB 1
@@ -35,12 +35,65 @@
 #define MC_OINDEX_RETURN_MIN ((size_t)1 << 20)
 
 struct mc_oindex_group {
-	uint8_t ctrl[8];		/* [7] unused */
-	struct mc_object *obj[MC_OINDEX_SLOTS];
+	uint8_t ctrl[MC_OINDEX_SLOTS];
+	mc_oref obj[MC_OINDEX_SLOTS];	/* arena references (object_table.h) */
+	uint8_t pad[64 - 5 * MC_OINDEX_SLOTS];
 };
 
 _Static_assert(sizeof(struct mc_oindex_group) == 64, "a group is one cache line");
 _Static_assert(sizeof(size_t) >= 8, "iteration positions need 64 bits");
+
+/* ------------------------------------------------------------------------ key hashes */
+
+static inline uint64_t mc_hash_mix(uint64_t a, uint64_t b)
+{
+	__uint128_t r = (__uint128_t)a * b;
+
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t mc_hash_load(const char *p, size_t n)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, p, n);
+	return v;
+}
+
+uint32_t mc_object_hash(const char *key, size_t len)
+{
+	/* Eight bytes a step, each pair of words folded by a 64x64->128 multiply: a few cycles
+	 * for a 40-byte key where FNV-1a took one multiply per byte. */
+	const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
+		       k2 = 0x8ebc6af09c88c6e3ull;
+	uint64_t h = len ^ k0;
+	size_t i = 0;
+
+	for (; i + 16 <= len; i += 16)
+		h = mc_hash_mix(mc_hash_load(key + i, 8) ^ k1 ^ h, mc_hash_load(key + i + 8, 8) ^ k2);
+	if (len - i > 8)
+		h = mc_hash_mix(mc_hash_load(key + i, 8) ^ k1 ^ h,
+				mc_hash_load(key + i + 8, len - i - 8) ^ k2);
+	else
+		h = mc_hash_mix(mc_hash_load(key + i, len - i) ^ k1 ^ h, k2);
+	h = mc_hash_mix(h ^ k0, (uint64_t)len ^ k1);
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+/* The hash of key in tenant's namespace (the default tenant's is the key's own). */
+uint32_t mc_object_hash_in(uint16_t tenant, const char *key, size_t len)
+{
+	uint32_t h = mc_object_hash(key, len);
+
+	return tenant ? h ^ (uint32_t)tenant * 0x9e3779b1u : h;
+}
+
+uint32_t mc_object_rehash(const struct mc_object *o)
+{
+	return mc_object_hash_in((uint16_t)o->tenant, o->key, o->key_len);
+}
+
+/* ------------------------------------------------------------------------ groups */
 
 static inline uint8_t mc_oindex_tag(uint32_t h)
 {
@@ -92,29 +145,63 @@ void mc_oindex_fini(struct mc_oindex *ix)
  * running resize has moved groups [0, lo) away).  An object still in such an array sits at or
  * after lo, and the groups of its probe path from lo on are still there (a group never gets an
  * empty slot back), so a probe skips [0, lo): it starts at lo at the earliest and wraps to lo. */
-static int mc_oindex_probe(const struct mc_oindex_arr *a, size_t lo, uint32_t h,
+/* Bit 7 of each byte of the result is set for the zero bytes of x at and below its lowest zero
+ * byte (bytes above it may show false ones: the callers check each candidate, and "any zero
+ * byte" is exact). */
+static inline uint64_t mc_zero_bytes(uint64_t x)
+{
+	return (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
+}
+
+/* The control bytes of a group as a 96-bit little-endian bit string in two words (ctrl[0..7],
+ * ctrl[8..11] with the top four bytes made non-zero, so they match nothing). */
+static inline void mc_oindex_ctrl_words(const struct mc_oindex_group *g, uint64_t *w0,
+					uint64_t *w1)
+{
+	uint32_t hi;
+
+	memcpy(w0, g->ctrl, 8);
+	memcpy(&hi, g->ctrl + 8, 4);
+	*w1 = (uint64_t)hi | 0x4040404000000000ull;
+}
+
+static int mc_oindex_probe(const char *base, const struct mc_oindex_arr *a, size_t lo, uint32_t h,
 			   int (*match)(const struct mc_object *, const void *), const void *arg,
 			   size_t *gi_out, int *k_out)
 {
 	uint8_t tag = mc_oindex_tag(h);
+	uint64_t tags = 0x0101010101010101ull * tag;
 	size_t gi = h & a->gmask, n;
 
+	_Static_assert(MC_OINDEX_SLOTS == 12, "two control words per group");
 	if (gi < lo)
 		gi = lo;
 	for (n = 0; n <= a->gmask; n++) {
 		const struct mc_oindex_group *g = &a->g[gi];
-		int k, empty = 0;
+		uint64_t w[2], m;
+		int half, k;
 
-		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
-			if (g->ctrl[k] == tag && match(g->obj[k], arg)) {
-				*gi_out = gi;
-				*k_out = k;
-				return 1;
+		mc_oindex_ctrl_words(g, &w[0], &w[1]);
+		for (half = 0; half < 2; half++) {
+			/* Byte order: the lowest byte of a word is the lowest control byte on
+			 * little-endian machines; elsewhere every byte is tried. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			m = mc_zero_bytes(w[half] ^ tags);
+#else
+			m = 0x8080808080808080ull;
+#endif
+			for (; m != 0; m &= m - 1) {
+				k = half * 8 + (__builtin_ctzll(m) >> 3);
+				if (k < MC_OINDEX_SLOTS && g->ctrl[k] == tag &&
+				    match(mc_oref_ptr(base, g->obj[k]), arg)) {
+					*gi_out = gi;
+					*k_out = k;
+					return 1;
+				}
 			}
-			empty |= g->ctrl[k] == MC_CTRL_EMPTY;
 		}
-		if (empty)
-			break;
+		if (mc_zero_bytes(w[0]) | mc_zero_bytes(w[1]))
+			break;	/* the group has an empty slot (MC_CTRL_EMPTY is 0) */
 		gi = (gi + 1) & a->gmask;
 		if (gi == 0)
 			gi = lo;
@@ -129,17 +216,18 @@ struct mc_object *mc_oindex_find(const struct mc_oindex *ix, uint32_t h,
 	size_t gi;
 	int k;
 
-	if (mc_oindex_probe(&ix->cur, 0, h, eq, arg, &gi, &k))
-		return ix->cur.g[gi].obj[k];
-	if (ix->old.g != NULL && mc_oindex_probe(&ix->old, ix->mig, h, eq, arg, &gi, &k))
-		return ix->old.g[gi].obj[k];
+	if (mc_oindex_probe(ix->base, &ix->cur, 0, h, eq, arg, &gi, &k))
+		return mc_oref_ptr(ix->base, ix->cur.g[gi].obj[k]);
+	if (ix->old.g != NULL && mc_oindex_probe(ix->base, &ix->old, ix->mig, h, eq, arg, &gi, &k))
+		return mc_oref_ptr(ix->base, ix->old.g[gi].obj[k]);
 	return NULL;
 }
 
 /* Place o in the first slot that is not full on its probe path.  The array has room. */
-static void mc_oindex_arr_put(struct mc_oindex_arr *a, struct mc_object *o)
+static void mc_oindex_arr_put(const char *base, struct mc_oindex_arr *a, const struct mc_object *o,
+			      uint32_t h)
 {
-	size_t gi = o->hash & a->gmask;
+	size_t gi = h & a->gmask;
 
 	for (;;) {
 		struct mc_oindex_group *g = &a->g[gi];
@@ -150,8 +238,8 @@ static void mc_oindex_arr_put(struct mc_oindex_arr *a, struct mc_object *o)
 				continue;
 			if (g->ctrl[k] == MC_CTRL_EMPTY)
 				a->used++;
-			g->ctrl[k] = mc_oindex_tag(o->hash);
-			g->obj[k] = o;
+			g->ctrl[k] = mc_oindex_tag(h);
+			g->obj[k] = mc_oref_of(base, o);
 			a->live++;
 			return;
 		}
@@ -164,13 +252,14 @@ static int mc_oindex_same(const struct mc_object *o, const void *arg)
 	return o == arg;
 }
 
-static int mc_oindex_arr_erase(struct mc_oindex_arr *a, size_t lo, const struct mc_object *o)
+static int mc_oindex_arr_erase(const char *base, struct mc_oindex_arr *a, size_t lo,
+			       const struct mc_object *o, uint32_t h)
 {
 	struct mc_oindex_group *g;
 	size_t gi;
 	int k, j, empty = 0;
 
-	if (a->g == NULL || !mc_oindex_probe(a, lo, o->hash, mc_oindex_same, o, &gi, &k))
+	if (a->g == NULL || !mc_oindex_probe(base, a, lo, h, mc_oindex_same, o, &gi, &k))
 		return 0;
 	g = &a->g[gi];
 	for (j = 0; j < MC_OINDEX_SLOTS; j++)
@@ -181,15 +270,15 @@ static int mc_oindex_arr_erase(struct mc_oindex_arr *a, size_t lo, const struct 
 	} else {
 		g->ctrl[k] = MC_CTRL_TOMB;
 	}
-	g->obj[k] = NULL;
+	g->obj[k] = 0;
 	a->live--;
 	return 1;
 }
 
-void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o)
+void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o, uint32_t h)
 {
-	if (!mc_oindex_arr_erase(&ix->cur, 0, o))
-		mc_oindex_arr_erase(&ix->old, ix->mig, o);
+	if (!mc_oindex_arr_erase(ix->base, &ix->cur, 0, o, h))
+		mc_oindex_arr_erase(ix->base, &ix->old, ix->mig, o, h);
 }
 
 /* Give the pages of groups [from, to) of a back to the kernel: a resize has moved them and
@@ -217,19 +306,28 @@ static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
 
 	while (old->g != NULL && n-- > 0) {
 		struct mc_oindex_group *g = &old->g[ix->mig];
+		uint32_t h[MC_OINDEX_SLOTS];
 		int k;
 
+		/* The keys (the hash is computed again from each), then the new groups. */
 		for (k = 0; k < MC_OINDEX_SLOTS; k++)
-			if (g->ctrl[k] & 0x80)
-				__builtin_prefetch(&g->obj[k]->hash);
+			if (g->ctrl[k] & 0x80) {
+				const char *o = (const char *)mc_oref_ptr(ix->base, g->obj[k]);
+
+				__builtin_prefetch(o + sizeof(struct mc_object));
+				__builtin_prefetch(o + sizeof(struct mc_object) + 32);
+			}
 		for (k = 0; k < MC_OINDEX_SLOTS; k++)
-			if (g->ctrl[k] & 0x80)
-				__builtin_prefetch(&ix->cur.g[g->obj[k]->hash & ix->cur.gmask], 1);
+			if (g->ctrl[k] & 0x80) {
+				h[k] = mc_object_rehash(mc_oref_ptr(ix->base, g->obj[k]));
+				__builtin_prefetch(&ix->cur.g[h[k] & ix->cur.gmask], 1);
+			}
 		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
 			if (g->ctrl[k] & 0x80)
-				mc_oindex_arr_put(&ix->cur, g->obj[k]);
+				mc_oindex_arr_put(ix->base, &ix->cur,
+						  mc_oref_ptr(ix->base, g->obj[k]), h[k]);
 			g->ctrl[k] = MC_CTRL_TOMB;	/* walks skip it */
-			g->obj[k] = NULL;
+			g->obj[k] = 0;
 		}
 		if (++ix->mig > old->gmask) {
 			mc_oindex_arr_free(old);
@@ -251,7 +349,7 @@ static int mc_oindex_full(const struct mc_oindex_arr *a)
 	return (a->used + 1) * 16 > mc_oindex_cap(a) * 13;
 }
 
-void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o)
+void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o, uint32_t h)
 {
 	size_t groups;
 
@@ -261,7 +359,7 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o)
 	}
 	if (mc_oindex_full(&ix->cur)) {
 		/* A resize leaves at least 2/5 of the new array's slots below the load limit
-		 * (13/16): at one group of seven slots per MC_OINDEX_EVERY inserts the old array
+		 * (13/16): at one group of twelve slots per MC_OINDEX_EVERY inserts the old array
 		 * is empty by then.  Should erases and inserts have raced it anyway, finish it
 		 * rather than stack a third array. */
 		mc_oindex_settle(ix);
@@ -275,11 +373,12 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o)
 		ix->resizes++;
 		ix->tick = 0;
 	}
-	mc_oindex_arr_put(&ix->cur, o);
+	mc_oindex_arr_put(ix->base, &ix->cur, o, h);
 }
 
 /* The first full slot of a at slot index *i or after, advancing *i past it; NULL if none. */
-static struct mc_object *mc_oindex_arr_next(const struct mc_oindex_arr *a, size_t *i)
+static struct mc_object *mc_oindex_arr_next(const char *base, const struct mc_oindex_arr *a,
+					   size_t *i)
 {
 	size_t cap = mc_oindex_cap(a);
 
@@ -289,7 +388,7 @@ static struct mc_object *mc_oindex_arr_next(const struct mc_oindex_arr *a, size_
 
 		(*i)++;
 		if (g->ctrl[k] & 0x80)
-			return g->obj[k];
+			return mc_oref_ptr(base, g->obj[k]);
 	}
 	return NULL;
 }
@@ -300,7 +399,7 @@ struct mc_object *mc_oindex_next(const struct mc_oindex *ix, size_t *pos)
 	struct mc_object *o;
 
 	if (ix->old.g != NULL && seq == ix->old.seq) {
-		o = mc_oindex_arr_next(&ix->old, &i);
+		o = mc_oindex_arr_next(ix->base, &ix->old, &i);
 		if (o != NULL) {
 			*pos = ((size_t)ix->old.seq << MC_POS_SHIFT) | i;
 			return o;
@@ -315,7 +414,7 @@ struct mc_object *mc_oindex_next(const struct mc_oindex *ix, size_t *pos)
 			return mc_oindex_next(ix, pos);
 		}
 	}
-	o = mc_oindex_arr_next(&ix->cur, &i);
+	o = mc_oindex_arr_next(ix->base, &ix->cur, &i);
 	*pos = ((size_t)ix->cur.seq << MC_POS_SHIFT) | i;
 	return o;
 }

@@ -8,12 +8,12 @@
 struct mc_object;
 
 /*
- * The object table's hash index (object_index.c): hash -> struct mc_object *, with the key
- * compared in the object.  Used only by object_table.c, whose header states the interface the
- * rest of the master sees.
+ * The object table's hash index (object_index.c): hash -> object, with the key compared in the
+ * object.  Slots hold 32-bit arena references (object_table.h), not pointers.  Used only by
+ * object_table.c, whose header states the interface the rest of the master sees.
  *
- * Slots come in groups of seven object pointers plus eight control bytes, one 64-byte cache
- * line each: a control byte holds seven bits of the key's hash (a tag) beside every pointer, so
+ * Slots come in groups of twelve object references plus twelve control bytes, one 64-byte cache
+ * line each: a control byte holds seven bits of the key's hash (a tag) beside every reference, so
  * a probe reads one line and follows a pointer only when the tag matches (one in 128 for a
  * wrong key).  Groups are probed linearly from the key's home group.
  *
@@ -42,10 +42,11 @@ struct mc_oindex {
 	unsigned tick;			/* inserts since the last move */
 	uint32_t next_seq;
 	uint64_t resizes;		/* resizes started (tests, bench) */
+	const char *base;		/* the object arena that references count from */
 };
 
-/* While a resize runs, one group of seven slots moves every MC_OINDEX_EVERY inserts.  Must
- * stay below 2/7 of the inserts a resize leaves until the next one (see mc_oindex_insert). */
+/* While a resize runs, one group of twelve slots moves every MC_OINDEX_EVERY inserts.  Must
+ * stay below 2/12 of the inserts a resize leaves until the next one (see mc_oindex_insert). */
 #define MC_OINDEX_EVERY 2
 
 void mc_oindex_init(struct mc_oindex *ix);
@@ -55,11 +56,17 @@ void mc_oindex_fini(struct mc_oindex *ix);
 struct mc_object *mc_oindex_find(const struct mc_oindex *ix, uint32_t h,
 				 int (*eq)(const struct mc_object *o, const void *arg),
 				 const void *arg);
-/* Add o, whose o->hash is set and whose key is not present.  Moves at most one group of a
- * running resize and may start a resize.  Aborts on out-of-memory. */
-void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o);
-/* Remove o (present).  Never moves other objects, so a walk may erase what it was given. */
-void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o);
+/* Add o, whose hash is h and whose key is not present.  Moves at most one group of a running
+ * resize and may start a resize.  Aborts on out-of-memory. */
+void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o, uint32_t h);
+/* Remove o (present, hash h).  Never moves other objects, so a walk may erase what it was
+ * given. */
+void mc_oindex_erase(struct mc_oindex *ix, struct mc_object *o, uint32_t h);
+/* The hash of key in tenant's namespace (the default tenant's is the key's own), and the hash
+ * an object was inserted with: objects do not store it, a resize computes it again from the
+ * key. */
+uint32_t mc_object_hash_in(uint16_t tenant, const char *key, size_t len);
+uint32_t mc_object_rehash(const struct mc_object *o);
 /* Walk: the object at position *pos or after it, advancing *pos; NULL at the end.  Start with
  * *pos = 0.  The old array (if a resize runs) is walked before the new one.  Erases during a
  * walk are fine; an insert during a walk may move objects, so the walk may then see some of

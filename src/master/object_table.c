@@ -4,13 +4,17 @@
  * and the eviction list.  See object_table.h for the memory budget; the eviction list's two
  * policies are described there too.
  *
- * The arena hands out objects in 8-byte size classes from 2 MiB chunks and keeps freed objects
- * on a list per class: no malloc header, no 16-byte rounding, no search.  In sanitizer builds
- * free space is poisoned, so a use after mc_object_erase is still reported.
+ * The arena hands out objects in 8-byte size classes from one reserved range of address space
+ * and keeps freed objects on a list per class: no malloc header, no 16-byte rounding, no
+ * search, and an object is named by a 32-bit reference.  In sanitizer builds free space is
+ * poisoned, so a use after mc_object_erase is still reported.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
 #include "master/object_table.h"
@@ -31,88 +35,84 @@
 #define MC_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-#define MC_ARENA_CHUNK ((size_t)2 << 20)
-#define MC_ARENA_HDR 16			/* chunk chain word, kept 16-aligned */
-
-static inline uint64_t mc_hash_mix(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
-
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t mc_hash_load(const char *p, size_t n)
-{
-	uint64_t v = 0;
-
-	memcpy(&v, p, n);
-	return v;
-}
-
-uint32_t mc_object_hash(const char *key, size_t len)
-{
-	/* Eight bytes a step, each pair of words folded by a 64x64->128 multiply: a few cycles
-	 * for a 40-byte key where FNV-1a took one multiply per byte. */
-	const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
-		       k2 = 0x8ebc6af09c88c6e3ull;
-	uint64_t h = len ^ k0;
-	size_t i = 0;
-
-	for (; i + 16 <= len; i += 16)
-		h = mc_hash_mix(mc_hash_load(key + i, 8) ^ k1 ^ h, mc_hash_load(key + i + 8, 8) ^ k2);
-	if (len - i > 8)
-		h = mc_hash_mix(mc_hash_load(key + i, 8) ^ k1 ^ h,
-				mc_hash_load(key + i + 8, len - i - 8) ^ k2);
-	else
-		h = mc_hash_mix(mc_hash_load(key + i, len - i) ^ k1 ^ h, k2);
-	h = mc_hash_mix(h ^ k0, (uint64_t)len ^ k1);
-	return (uint32_t)(h ^ (h >> 32));
-}
-
+#define MC_ARENA_CHUNK ((size_t)2 << 20)	/* made usable at a time */
 /* ------------------------------------------------------------------------ arena */
 
 static inline size_t mc_arena_class(size_t bytes)
 {
-	return (bytes + 7) / 8;
+	return (bytes + MC_OBJ_ARENA_UNIT - 1) / MC_OBJ_ARENA_UNIT;
 }
 
-static void mc_arena_push(struct mc_obj_arena *a, void *p, size_t cls)
+/* Makes [a->mapped, a->mapped + grow) usable.  Aborts on failure. */
+static void mc_arena_grow(struct mc_obj_arena *a, size_t grow)
 {
-	MC_UNPOISON(p, sizeof(void *));	/* a chunk's unused tail is poisoned */
-	*(void **)p = a->free[cls];
-	a->free[cls] = p;
-	MC_POISON(p, cls * 8);
+	char *start = (char *)a;
+
+	if (a->mapped + grow > MC_OBJ_ARENA_BYTES ||
+	    mprotect(start + a->mapped, grow, PROT_READ | PROT_WRITE) != 0) {
+		mc_log_err("object table: no room for another object (%zu MiB of objects): %s",
+			   a->mapped >> 20,
+			   a->mapped + grow > MC_OBJ_ARENA_BYTES ? "arena full" : strerror(errno));
+		abort();
+	}
+	MC_POISON(start + a->mapped, grow);
+	a->mapped += grow;
+	a->chunk_bytes = a->mapped;
 }
 
-/* A zeroed object of bytes bytes.  Aborts on out-of-memory. */
+/* A new arena: address space only (PROT_NONE takes no memory and no commit charge), aligned
+ * to its size so that mc_obj_arena_of finds it from any address inside. */
+static struct mc_obj_arena *mc_arena_new(void)
+{
+	size_t hdr = (sizeof(struct mc_obj_arena) + 63) & ~(size_t)63, lead, grow;
+	char *raw, *start;
+	struct mc_obj_arena *a;
+
+	raw = mmap(NULL, 2 * MC_OBJ_ARENA_BYTES, PROT_NONE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED) {
+		mc_log_err("object table: reserving %zu GiB of address space: %s",
+			   2 * MC_OBJ_ARENA_BYTES >> 30, strerror(errno));
+		abort();
+	}
+	start = (char *)(((uintptr_t)raw + MC_OBJ_ARENA_BYTES - 1) &
+			 ~(uintptr_t)(MC_OBJ_ARENA_BYTES - 1));
+	lead = (size_t)(start - raw);
+	grow = (hdr + MC_ARENA_CHUNK - 1) / MC_ARENA_CHUNK * MC_ARENA_CHUNK;
+	if (mprotect(start, grow, PROT_READ | PROT_WRITE) != 0) {
+		mc_log_err("object table: arena header: %s", strerror(errno));
+		abort();
+	}
+	a = (struct mc_obj_arena *)(void *)start;
+	memset(a, 0, sizeof(*a));
+	a->reserved = raw;
+	(void)lead;
+	a->mapped = grow;
+	a->chunk_bytes = grow;
+	a->bump = hdr;
+	MC_POISON(start + hdr, grow - hdr);
+	return a;
+}
+
+/* A zeroed object of bytes bytes.  Aborts on out-of-memory or a full arena. */
 static void *mc_arena_get(struct mc_obj_arena *a, size_t bytes)
 {
-	size_t cls = mc_arena_class(bytes), sz = cls * 8;
-	void *p;
+	size_t cls = mc_arena_class(bytes), sz = cls * MC_OBJ_ARENA_UNIT;
+	char *p = a->free[cls];
 
-	if (sz > MC_OBJ_ARENA_MAX)
-		return mc_xcalloc(1, bytes);
-	p = a->free[cls];
 	if (p != NULL) {
 		MC_UNPOISON(p, sz);
 		a->free[cls] = *(void **)p;
 	} else {
-		if (a->left < sz) {
-			char *c = mc_xmalloc(MC_ARENA_CHUNK);
+		if (a->bump + sz > a->mapped) {
+			size_t grow = MC_ARENA_CHUNK;
 
-			/* The old chunk's tail serves its own class later. */
-			if (a->left >= sizeof(struct mc_object))
-				mc_arena_push(a, a->bump, a->left / 8);
-			*(void **)c = a->chunks;
-			a->chunks = c;
-			a->chunk_bytes += MC_ARENA_CHUNK;
-			a->bump = c + MC_ARENA_HDR;
-			a->left = MC_ARENA_CHUNK - MC_ARENA_HDR;
-			MC_POISON(a->bump, a->left);
+			while (a->mapped + grow < a->bump + sz)
+				grow += MC_ARENA_CHUNK;
+			mc_arena_grow(a, grow);
 		}
-		p = a->bump;
+		p = (char *)a + a->bump;
 		a->bump += sz;
-		a->left -= sz;
 		MC_UNPOISON(p, sz);
 	}
 	memset(p, 0, sz);
@@ -123,25 +123,17 @@ static void mc_arena_put(struct mc_obj_arena *a, void *p, size_t bytes)
 {
 	size_t cls = mc_arena_class(bytes);
 
-	if (cls * 8 > MC_OBJ_ARENA_MAX)
-		free(p);
-	else
-		mc_arena_push(a, p, cls);
+	*(void **)p = a->free[cls];
+	a->free[cls] = p;
+	MC_POISON(p, cls * MC_OBJ_ARENA_UNIT);
 }
 
-static void mc_arena_fini(struct mc_obj_arena *a)
+static void mc_arena_free(struct mc_obj_arena *a)
 {
-	void *c = a->chunks;
-
-	while (c != NULL) {
-		void *next;
-
-		MC_UNPOISON(c, MC_ARENA_CHUNK);
-		next = *(void **)c;
-		free(c);
-		c = next;
+	if (a != NULL) {
+		MC_UNPOISON(a, a->mapped);
+		munmap(a->reserved, 2 * MC_OBJ_ARENA_BYTES);
 	}
-	memset(a, 0, sizeof(*a));
 }
 
 static inline size_t mc_object_bytes(const struct mc_object *o)
@@ -151,12 +143,19 @@ static inline size_t mc_object_bytes(const struct mc_object *o)
 
 /* ------------------------------------------------------------------------ table */
 
+#define P(r) mc_oref_ptr((const char *)t->arena, (r))
+#define R(o) mc_oref_of((const char *)t->arena, (o))
+
 int mc_object_table_init(struct mc_object_table *t)
 {
 	memset(t, 0, sizeof(*t));
+	t->arena = mc_arena_new();
 	mc_oindex_init(&t->index);
-	t->lru.lru_prev = t->lru.lru_next = &t->lru;
-	t->mark.flags = MC_OBJ_HARD_PIN;
+	t->index.base = (const char *)t->arena;
+	t->lru = mc_arena_get(t->arena, sizeof(struct mc_object));
+	t->mark = mc_arena_get(t->arena, sizeof(struct mc_object));
+	t->lru->lru_prev = t->lru->lru_next = R(t->lru);
+	t->mark->flags = MC_OBJ_HARD_PIN;
 	t->protected_pct = MC_PREFIX_PROTECTED_PCT;
 	t->batch_hint = -1;
 	t->all_tenants = 1;
@@ -167,12 +166,12 @@ void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned 
 {
 	t->policy = (uint8_t)policy;
 	t->protected_pct = protected_pct;
-	if (policy == MC_EVICT_POLICY_PREFIX && t->mark.lru_next == NULL) {
+	if (policy == MC_EVICT_POLICY_PREFIX && t->mark->lru_next == 0) {
 		/* The marker goes at the tail: everything already listed is probation. */
-		t->mark.lru_prev = t->lru.lru_prev;
-		t->mark.lru_next = &t->lru;
-		t->lru.lru_prev->lru_next = &t->mark;
-		t->lru.lru_prev = &t->mark;
+		t->mark->lru_prev = t->lru->lru_prev;
+		t->mark->lru_next = R(t->lru);
+		P(t->lru->lru_prev)->lru_next = R(t->mark);
+		t->lru->lru_prev = R(t->mark);
 	}
 }
 
@@ -183,17 +182,17 @@ static void mc_evlist_rebalance(struct mc_object_table *t)
 {
 	while (t->protected_count > 0 &&
 	       t->protected_count * 100 > (size_t)t->protected_pct * t->lru_count) {
-		struct mc_object *x = t->mark.lru_next, *m = &t->mark;
+		struct mc_object *m = t->mark, *x = P(m->lru_next);
 
 		if (t->anchor[1] == x)
 			t->anchor[1] = NULL;
 		/* swap the marker and x */
-		m->lru_prev->lru_next = x;
+		P(m->lru_prev)->lru_next = R(x);
 		x->lru_prev = m->lru_prev;
 		m->lru_next = x->lru_next;
-		x->lru_next->lru_prev = m;
-		x->lru_next = m;
-		m->lru_prev = x;
+		P(x->lru_next)->lru_prev = R(m);
+		x->lru_next = R(m);
+		m->lru_prev = R(x);
 		x->evstate = (uint8_t)((x->evstate & ~(MC_EVS_PROTECTED | MC_EVS_USES)) | 1u);
 		t->protected_count--;
 	}
@@ -201,8 +200,8 @@ static void mc_evlist_rebalance(struct mc_object_table *t)
 
 static void mc_evlist_unlink(struct mc_object_table *t, struct mc_object *o)
 {
-	o->lru_prev->lru_next = o->lru_next;
-	o->lru_next->lru_prev = o->lru_prev;
+	P(o->lru_prev)->lru_next = o->lru_next;
+	P(o->lru_next)->lru_prev = o->lru_prev;
 	if (t->anchor[0] == o)
 		t->anchor[0] = NULL;
 	if (t->anchor[1] == o)
@@ -217,12 +216,13 @@ static void mc_evlist_unlink(struct mc_object_table *t, struct mc_object *o)
 	mc_evlist_rebalance(t);
 }
 
-static void mc_evlist_link_before(struct mc_object *at, struct mc_object *o)
+static void mc_evlist_link_before(struct mc_object_table *t, struct mc_object *at,
+				  struct mc_object *o)
 {
-	o->lru_next = at;
+	o->lru_next = R(at);
 	o->lru_prev = at->lru_prev;
-	at->lru_prev->lru_next = o;
-	at->lru_prev = o;
+	P(at->lru_prev)->lru_next = R(o);
+	at->lru_prev = R(o);
 }
 
 /* Put o (not on the list) on it: lru: at the tail; prefix: in probation (prot 0) or protected
@@ -230,17 +230,17 @@ static void mc_evlist_link_before(struct mc_object *at, struct mc_object *o)
  * of that part. */
 static void mc_evlist_place(struct mc_object_table *t, struct mc_object *o, int prot)
 {
-	struct mc_object *at = &t->lru;
+	struct mc_object *at = t->lru;
 
 	if (t->policy == MC_EVICT_POLICY_PREFIX) {
-		at = t->anchor[prot] ? t->anchor[prot] : prot ? &t->lru : &t->mark;
+		at = t->anchor[prot] ? t->anchor[prot] : prot ? t->lru : t->mark;
 		t->anchor[prot] = o;
 		if (prot) {
 			o->evstate |= MC_EVS_PROTECTED;
 			t->protected_count++;
 		}
 	}
-	mc_evlist_link_before(at, o);
+	mc_evlist_link_before(t, at, o);
 	t->lru_count++;
 	t->batch_last = o;
 	t->batch_last_new = (o->evstate & MC_EVS_USES) <= 1 && !prot;
@@ -287,46 +287,119 @@ void mc_object_batch_end(struct mc_object_table *t)
 	if (!cold)
 		return;
 	mc_evlist_unlink(t, o);
-	mc_evlist_link_before(t->lru.lru_next, o);
+	mc_evlist_link_before(t, P(t->lru->lru_next), o);
 	t->lru_count++;
 }
 
 struct mc_object *mc_object_evict_next(struct mc_object_table *t, struct mc_object *o)
 {
-	struct mc_object *n = o->lru_next;
+	struct mc_object *n = P(o->lru_next);
 
-	if (n == &t->mark)
-		n = n->lru_next;
-	return n == &t->lru ? NULL : n;
+	if (n == t->mark)
+		n = P(n->lru_next);
+	return n == t->lru ? NULL : n;
 }
 
 struct mc_object *mc_object_evict_first(struct mc_object_table *t)
 {
-	return mc_object_evict_next(t, &t->lru);
+	return mc_object_evict_next(t, t->lru);
 }
 
 void mc_object_table_fini(struct mc_object_table *t)
 {
-	struct mc_object *o;
-	size_t pos = 0;
-
-	t->all_tenants = 1;
-	while ((o = mc_oindex_next(&t->index, &pos)) != NULL) {
-		free(o->extra);
-		if (mc_object_bytes(o) > MC_OBJ_ARENA_MAX)
-			free(o);
-	}
+	/* Objects, side records and side arrays all live in the arena. */
 	mc_oindex_fini(&t->index);
-	mc_arena_fini(&t->arena);
+	mc_arena_free(t->arena);
 	memset(t, 0, sizeof(*t));
 }
 
-/* The hash of key in tenant's namespace (the default tenant's is the key's own). */
-static uint32_t mc_object_hash_in(uint16_t tenant, const char *key, size_t len)
-{
-	uint32_t h = mc_object_hash(key, len);
+/* ------------------------------------------------------------------------ writer */
 
-	return tenant ? h ^ (uint32_t)tenant * 0x9e3779b1u : h;
+struct mc_client *mc_object_writer(const struct mc_master *m, const struct mc_object *o)
+{
+	return o->writer && o->writer < m->nclient_refs ? m->client_refs[o->writer] : NULL;
+}
+
+uint32_t mc_client_ref(const struct mc_client *c)
+{
+	return c ? c->ref : 0;
+}
+
+/* ------------------------------------------------------------------------ side records */
+
+/* o's side record, made (zeroed) if it has none.  Aborts on out-of-memory. */
+static struct mc_object_side *mc_object_side_get(struct mc_object *o)
+{
+	struct mc_obj_arena *a = mc_obj_arena_of(o);
+	struct mc_object_side *s;
+
+	if (o->side)
+		return mc_object_side(o);
+	s = mc_arena_get(a, sizeof(*s));
+	o->side = mc_oref_of((const char *)a, (const struct mc_object *)(void *)s);
+	return s;
+}
+
+/* Drop o's side record when nothing in it is in use. */
+static void mc_object_side_trim(struct mc_object *o)
+{
+	struct mc_object_side *s = mc_object_side(o);
+
+	if (s == NULL || s->soft_pin_until != 0 || s->extra != NULL)
+		return;
+	mc_arena_put(mc_obj_arena_of(o), s, sizeof(*s));
+	o->side = 0;
+}
+
+/* Give o room for n replicas beyond the first (the side array grows by moving them: their
+ * segment lists follow).  Aborts on out-of-memory. */
+static void mc_replica_relink(struct mc_replica *r);
+
+static void mc_object_extra_grow(struct mc_object *o, uint32_t n)
+{
+	struct mc_obj_arena *a = mc_obj_arena_of(o);
+	struct mc_object_side *side = mc_object_side_get(o);
+	struct mc_replica_x *x;
+	uint32_t i, cap;
+
+	if (side->nextra >= n)
+		return;
+	cap = side->nextra ? side->nextra * 2 : n;
+	if (cap < n)
+		cap = n;
+	if (cap > 63)
+		cap = 63;
+	x = mc_arena_get(a, cap * sizeof(*x));
+	for (i = 0; i < side->nextra; i++) {
+		x[i] = side->extra[i];
+		mc_replica_relink(&x[i].r);
+	}
+	if (side->extra)
+		mc_arena_put(a, side->extra, side->nextra * sizeof(*x));
+	side->extra = x;
+	side->nextra = cap;
+}
+
+/* Frees o's side record and side array. */
+static void mc_object_side_free(struct mc_object *o)
+{
+	struct mc_obj_arena *a = mc_obj_arena_of(o);
+	struct mc_object_side *side = mc_object_side(o);
+
+	if (side == NULL)
+		return;
+	if (side->extra)
+		mc_arena_put(a, side->extra, side->nextra * sizeof(*side->extra));
+	mc_arena_put(a, side, sizeof(*side));
+	o->side = 0;
+}
+
+void mc_object_set_soft_pin_until(struct mc_object *o, int64_t until)
+{
+	if (until == 0 && o->side == 0)
+		return;
+	mc_object_side_get(o)->soft_pin_until = until;
+	mc_object_side_trim(o);
 }
 
 struct mc_object_probe {
@@ -340,7 +413,7 @@ static int mc_object_probe_eq(const struct mc_object *o, const void *arg)
 {
 	const struct mc_object_probe *p = arg;
 
-	return o->hash == p->h && o->key_len == p->len && o->tenant == p->tenant &&
+	return o->key_len == p->len && o->tenant == p->tenant &&
 	       memcmp(o->key, p->key, p->len) == 0;
 }
 
@@ -357,17 +430,20 @@ struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, s
 	struct mc_object *o;
 	size_t i;
 
-	o = mc_arena_get(&t->arena, sizeof(*o) + len);
+	o = mc_arena_get(t->arena, sizeof(*o) + len);
 	memcpy(o->key, key, len);
-	o->key_len = (uint16_t)len;
+	o->key_len = len;
 	o->tenant = t->tenant;
-	o->hash = mc_object_hash_in(t->tenant, key, len);
-	o->nrep = (uint8_t)nrep;
+	o->nrep = nrep;
 	if (nrep > 1)
-		o->extra = mc_xcalloc(nrep - 1, sizeof(*o->extra));
-	for (i = 0; i < nrep; i++)
-		mc_object_replica(o, (uint32_t)i)->obj = o;
-	mc_oindex_insert(&t->index, o);
+		mc_object_extra_grow(o, nrep - 1);
+	for (i = 1; i < nrep; i++) {
+		struct mc_object_side *side = mc_object_side(o);
+
+		side->extra[i - 1].r.is_extra = 1;
+		side->extra[i - 1].obj = o;
+	}
+	mc_oindex_insert(&t->index, o, mc_object_hash_in(t->tenant, key, len));
 	t->count++;
 	t->key_bytes += len;
 	/* New objects start at the most-recently-used end (prefix: of probation). */
@@ -381,20 +457,20 @@ void mc_object_erase(struct mc_object_table *t, struct mc_object *o)
 	if (t->on_erase)
 		t->on_erase(t->on_erase_arg, o);
 	/* Moves no other object, so erasing while iterating is safe. */
-	mc_oindex_erase(&t->index, o);
+	mc_oindex_erase(&t->index, o, mc_object_rehash(o));
 	t->count--;
 	t->key_bytes -= o->key_len;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		t->soft_pinned--;
 	if (o->flags & MC_OBJ_IN_LRU)
 		mc_evlist_unlink(t, o);
-	free(o->extra);
-	mc_arena_put(&t->arena, o, mc_object_bytes(o));
+	mc_object_side_free(o);
+	mc_arena_put(t->arena, o, mc_object_bytes(o));
 }
 
 struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i)
 {
-	return i == 0 ? &o->rep0 : &o->extra[i - 1];
+	return i == 0 ? &o->rep0 : &mc_object_side(o)->extra[i - 1].r;
 }
 
 void mc_object_touch(struct mc_object_table *t, struct mc_object *o)
@@ -405,7 +481,7 @@ void mc_object_touch(struct mc_object_table *t, struct mc_object *o)
 	if (!(o->flags & MC_OBJ_IN_LRU))
 		return;
 	if (t->policy != MC_EVICT_POLICY_PREFIX) {
-		if (t->lru.lru_prev == o)
+		if (t->lru->lru_prev == R(o))
 			return;
 		mc_evlist_unlink(t, o);
 		mc_evlist_place(t, o, 0);
@@ -435,7 +511,7 @@ void mc_object_lru_unlink(struct mc_object_table *t, struct mc_object *o)
 	if (!(o->flags & MC_OBJ_IN_LRU))
 		return;
 	mc_evlist_unlink(t, o);
-	o->lru_prev = o->lru_next = NULL;
+	o->lru_prev = o->lru_next = 0;
 	o->flags &= (uint8_t)~MC_OBJ_IN_LRU;
 }
 
@@ -448,39 +524,55 @@ void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o)
 }
 
 /* The replica moved to r: make its segment-list neighbours point at the new place. */
+/* The replica moved to r: make its segment-list neighbours point at the new place. */
 static void mc_replica_relink(struct mc_replica *r)
 {
+	struct mc_replica *p, *n;
+
 	if (r->seg == NULL)
 		return;
-	if (r->seg_prev)
-		r->seg_prev->seg_next = r;
+	p = mc_replica_prev(r);
+	n = mc_replica_next(r);
+	if (p)
+		p->seg_next = mc_replica_ref(r);
 	else
 		r->seg->reps = r;
-	if (r->seg_next)
-		r->seg_next->seg_prev = r;
+	if (n)
+		n->seg_prev = mc_replica_ref(r);
+}
+
+/* Copy the replica at src to dst (another place of the same object), which takes its place in
+ * its segment's list; src is cleared.  Each keeps whether it is rep0 or an extra. */
+static void mc_replica_move(struct mc_replica *dst, struct mc_replica *src)
+{
+	unsigned dx = dst->is_extra, sx = src->is_extra;
+
+	*dst = *src;
+	dst->is_extra = dx;
+	mc_replica_relink(dst);
+	memset(src, 0, sizeof(*src));
+	src->is_extra = sx;
+}
+
+void mc_object_move_replica(struct mc_object *o, uint32_t to, uint32_t from)
+{
+	mc_replica_move(mc_object_replica(o, to), mc_object_replica(o, from));
 }
 
 struct mc_replica *mc_object_add_replica(struct mc_object *o)
 {
-	struct mc_replica *extra, *r;
-	uint32_t i;
+	struct mc_replica *r;
 
 	if (o->nrep >= 64)
 		return NULL;
-	if (o->nrep == 0) {
-		r = &o->rep0;
-	} else {
-		extra = mc_xcalloc(o->nrep, sizeof(*extra));
-		for (i = 0; i + 1 < o->nrep; i++) {
-			extra[i] = o->extra[i];
-			mc_replica_relink(&extra[i]);
-		}
-		free(o->extra);
-		o->extra = extra;
-		r = &extra[o->nrep - 1];
-	}
+	if (o->nrep > 0)
+		mc_object_extra_grow(o, o->nrep);
+	r = mc_object_replica(o, o->nrep);
 	memset(r, 0, sizeof(*r));
-	r->obj = o;
+	if (o->nrep > 0) {
+		r->is_extra = 1;
+		mc_object_side(o)->extra[o->nrep - 1].obj = o;
+	}
 	o->nrep++;
 	return r;
 }

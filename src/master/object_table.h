@@ -6,10 +6,10 @@
 #include <stdint.h>
 
 #include "master/object_index.h"
+#include "segment/alloc.h"
 
 struct mc_segment;
 struct mc_client;
-struct mc_alloc_block;
 
 /*
  * The master's object table: key -> object -> replicas.
@@ -41,19 +41,28 @@ struct mc_alloc_block;
  * Single-threaded: the master's reactor thread.
  */
 
+/* A replica: 32 bytes.  Its object is found from its place (mc_replica_obj), its segment-list
+ * neighbours are arena references (mc_replica_next). */
 struct mc_replica {
-	struct mc_object *obj;
 	struct mc_segment *seg;		/* NULL once its segment is gone; LOCAL_DISK: the owner's
 					   disk area */
 	union {
-		struct mc_alloc_block *blk;	/* MEMORY */
+		uint64_t off;		/* MEMORY: offset in the segment; the reservation is
+					   mc_object_span(obj) bytes from there */
 		uint64_t disk_addr;		/* LOCAL_DISK: address in the owner's disk range */
 	};
-	struct mc_replica *seg_prev, *seg_next;
-	uint64_t id;
-	uint8_t status;			/* enum mc_replica_status */
-	uint8_t type;			/* enum mc_replica_type: MEMORY or LOCAL_DISK */
-	uint8_t hits;			/* LOCAL_DISK: reads served from it (promotion) */
+	uint32_t seg_prev, seg_next;	/* its segment's list (mc_replica_prev/next) */
+	uint64_t id : 48;
+	uint64_t status : 3;		/* enum mc_replica_status */
+	uint64_t type : 3;		/* enum mc_replica_type: MEMORY, DISK or LOCAL_DISK */
+	uint64_t hits : 8;		/* LOCAL_DISK: reads served from it (promotion) */
+	uint64_t is_extra : 1;		/* in its object's side array, not rep0 */
+};
+
+/* A replica beyond an object's first, in the object's side array (arena memory). */
+struct mc_replica_x {
+	struct mc_replica r;
+	struct mc_object *obj;
 };
 
 enum mc_object_flags {
@@ -94,52 +103,102 @@ enum mc_evict_policy {
 	MC_EVICT_POLICY_PREFIX = 1,
 };
 
-struct mc_object {
-	struct mc_object *lru_prev, *lru_next;
-	uint64_t size;
-	int64_t lease_until;		/* monotonic ms: any read lease (Remove honours it) */
-	int64_t fetch_until;		/* monotonic ms: lease of a GetReplicaList (bytes may be in
-					   flight to a reader: eviction never frees them) */
-	int64_t put_start;		/* monotonic ms */
+/*
+ * An object: 64 bytes of header, its first replica, its key.  Times are monotonic ms in 48-bit
+ * fields (8,900 years either way); rarely used fields (a soft pin's end, replicas beyond the
+ * first) live in a side record that only objects using them have (mc_object_side).  Sizes
+ * are below 2^48 (MC_OBJ_SIZE_MAX): what is bigger is refused where it enters.
+ */
+#define MC_OBJ_SIZE_MAX ((((uint64_t)1) << 48) - 1)
+
+struct mc_object_side {
 	int64_t soft_pin_until;		/* monotonic ms, 0 = none */
+	struct mc_replica_x *extra;	/* replicas beyond the first (nrep - 1 in use) */
+	uint32_t nextra;		/* extra's length */
+};
+
+struct mc_object {
+	uint32_t lru_prev, lru_next;	/* eviction list: references (mc_object_at) */
+	uint64_t size : 48;
+	uint64_t tenant : 16;		/* its tenant's index (tenants.c; 0: default) */
+	int64_t lease_until : 48;	/* monotonic ms: any read lease (Remove honours it) */
+	uint64_t key_len : 15;		/* at most MC_OBJ_KEY_MAX */
+	uint64_t has_checksum : 1;
+	int64_t fetch_until : 48;	/* monotonic ms: lease of a GetReplicaList (bytes may be in
+					   flight to a reader: eviction never frees them) */
+	uint64_t flags : 8;
+	uint64_t evstate : 8;		/* prefix policy: MC_EVS_* */
+	int64_t put_start : 48;		/* monotonic ms */
+	uint64_t nrep : 7;
+	uint64_t xflags : 8;		/* enum mc_object_xflags */
 	uint64_t gen;			/* generation of its bytes (ghosts.c) */
-	struct mc_client *writer;
-	struct mc_replica *extra;	/* replicas beyond the first, array of nrep - 1 */
 	uint64_t checksum;		/* CRC-64 of its bytes as the writer gave it (PutEnd), when
 					   has_checksum; one per object, whichever replica */
-	uint32_t hash;
-	uint16_t key_len : 15;		/* at most MC_RPC_MAX_KEY (4096) */
-	uint16_t has_checksum : 1;
-	uint8_t nrep;
-	uint8_t flags;
-	uint8_t evstate;		/* prefix policy: MC_EVS_* */
-	uint8_t xflags;			/* enum mc_object_xflags (in what was padding) */
-	uint16_t tenant;		/* its tenant's index (tenants.c; 0: default), also padding */
+	uint32_t writer;		/* its writer's reference (mc_object_writer), 0 none */
+	uint32_t side;			/* arena reference of its side record, 0 none */
 	struct mc_replica rep0;
 	char key[];
 };
 
-/* Objects up to this size (header plus key) come from the arena's size classes; larger ones
- * from malloc. */
-#define MC_OBJ_ARENA_MAX 1024
-#define MC_OBJ_ARENA_CLASSES (MC_OBJ_ARENA_MAX / 8 + 1)
+/* The object r belongs to. */
+static inline struct mc_object *mc_replica_obj(const struct mc_replica *r)
+{
+	if (r->is_extra)
+		return ((const struct mc_replica_x *)(const void *)r)->obj;
+	return (struct mc_object *)(void *)((char *)(uintptr_t)r -
+					    offsetof(struct mc_object, rep0));
+}
 
-/* The table's object allocator: 8-byte size classes carved from 2 MiB chunks, freed objects
- * kept on a list per class.  Chunks go back only with the table. */
+/* The bytes each memory replica of o holds in its segment (the allocator keeps no record of a
+ * reservation: its offset is in the replica, its length follows from the size). */
+static inline uint64_t mc_object_span(const struct mc_object *o)
+{
+	return mc_alloc_round(o->size);
+}
+
+/* The table's object allocator: one reserved range of address space (MC_OBJ_ARENA_BYTES, no
+ * memory behind it until used, aligned to its size) made usable 2 MiB at a time, carved in
+ * 8-byte size classes, freed objects kept on a list per class.  An object is named by a 32-bit
+ * reference, its offset in 8-byte units (0: none), which is what the index and the lists store:
+ * half a pointer.  The arena's own header is at its start, so anything in it finds the arena
+ * from its own address (mc_obj_arena_of).  Memory goes back only with the table. */
+#define MC_OBJ_ARENA_UNIT 8
+#define MC_OBJ_ARENA_BYTES ((size_t)MC_OBJ_ARENA_UNIT << 32)
+#define MC_OBJ_KEY_MAX 32767		/* key_len's range */
+#define MC_OBJ_ARENA_CLASSES ((sizeof(struct mc_object) + MC_OBJ_KEY_MAX) / MC_OBJ_ARENA_UNIT + 2)
+
 struct mc_obj_arena {
+	void *reserved;			/* what mmap returned (twice the size: alignment) */
+	size_t mapped;			/* bytes usable from the arena's start */
+	size_t bump;			/* bytes handed out from the start (never given back) */
+	size_t chunk_bytes;		/* = mapped */
 	void *free[MC_OBJ_ARENA_CLASSES];
-	char *bump;			/* unused tail of the newest chunk */
-	size_t left;
-	void *chunks;			/* chained through their first word */
-	size_t chunk_bytes;		/* bytes in chunks */
 };
+
+static inline struct mc_obj_arena *mc_obj_arena_of(const void *p)
+{
+	return (struct mc_obj_arena *)((uintptr_t)p & ~(uintptr_t)(MC_OBJ_ARENA_BYTES - 1));
+}
+
+typedef uint32_t mc_oref;
+
+/* The object a reference names (NULL for 0), and back. */
+static inline struct mc_object *mc_oref_ptr(const char *base, mc_oref r)
+{
+	return r ? (struct mc_object *)(void *)(base + (size_t)r * MC_OBJ_ARENA_UNIT) : NULL;
+}
+
+static inline mc_oref mc_oref_of(const char *base, const struct mc_object *o)
+{
+	return o ? (mc_oref)((size_t)((const char *)o - base) / MC_OBJ_ARENA_UNIT) : 0;
+}
 
 struct mc_object_table {
 	struct mc_oindex index;
-	struct mc_obj_arena arena;
+	struct mc_obj_arena *arena;
 	size_t count;
-	struct mc_object lru;		/* sentinel of the eviction list */
-	struct mc_object mark;		/* prefix policy: probation before it, protected after */
+	struct mc_object *lru;		/* sentinel of the eviction list (in the arena) */
+	struct mc_object *mark;		/* prefix policy: probation before, protected after */
 	struct mc_object *anchor[2];	/* prefix policy: the last object the current batch placed
 					   in probation [0] and protected [1] (NULL: none) */
 	struct mc_object *batch_last;	/* the object the current batch placed last */
@@ -205,6 +264,79 @@ void mc_object_lru_link(struct mc_object_table *t, struct mc_object *o);
 /* Append a zeroed replica (status UNDEFINED).  Moves the replicas of extra[]: the segment lists
  * are re-pointed.  Returns NULL if the object already has MC_RPC_MAX_REPLICAS (64). */
 struct mc_replica *mc_object_add_replica(struct mc_object *o);
+/* Move o's replica from (index) to to, whose place must be free; from is left zeroed.  The
+ * segment list follows. */
+void mc_object_move_replica(struct mc_object *o, uint32_t to, uint32_t from);
+/* The object a reference names (eviction-list links), NULL for 0. */
+static inline struct mc_object *mc_object_at(const struct mc_object_table *t, mc_oref r)
+{
+	return mc_oref_ptr((const char *)t->arena, r);
+}
+
+/* Segment lists of replicas: a head pointer (mc_segment.reps) and arena references between
+ * the replicas.  The replica after r, before r; the reference that names r; adding r at the
+ * head; taking r out. */
+static inline struct mc_replica *mc_replica_next(const struct mc_replica *r)
+{
+	return r->seg_next ? (struct mc_replica *)(void *)mc_oref_ptr(
+				     (const char *)mc_obj_arena_of(r), r->seg_next)
+			   : NULL;
+}
+
+static inline struct mc_replica *mc_replica_prev(const struct mc_replica *r)
+{
+	return r->seg_prev ? (struct mc_replica *)(void *)mc_oref_ptr(
+				     (const char *)mc_obj_arena_of(r), r->seg_prev)
+			   : NULL;
+}
+
+static inline uint32_t mc_replica_ref(const struct mc_replica *r)
+{
+	return r ? mc_oref_of((const char *)mc_obj_arena_of(r),
+			      (const struct mc_object *)(const void *)r)
+		 : 0;
+}
+
+static inline void mc_replica_push(struct mc_replica **head, struct mc_replica *r)
+{
+	r->seg_prev = 0;
+	r->seg_next = mc_replica_ref(*head);
+	if (*head)
+		(*head)->seg_prev = mc_replica_ref(r);
+	*head = r;
+}
+
+static inline void mc_replica_pull(struct mc_replica **head, struct mc_replica *r)
+{
+	struct mc_replica *p = mc_replica_prev(r), *n = mc_replica_next(r);
+
+	if (p)
+		p->seg_next = r->seg_next;
+	else
+		*head = n;
+	if (n)
+		n->seg_prev = r->seg_prev;
+	r->seg_prev = r->seg_next = 0;
+}
+
+/* o's side record, NULL if none. */
+static inline struct mc_object_side *mc_object_side(const struct mc_object *o)
+{
+	return o->side ? (struct mc_object_side *)(void *)mc_oref_ptr(
+				 (const char *)mc_obj_arena_of(o), o->side)
+		       : NULL;
+}
+
+/* The end of o's soft pin (monotonic ms), 0 for none; and setting it (0 clears it). */
+static inline int64_t mc_object_soft_pin_until(const struct mc_object *o)
+{
+	const struct mc_object_side *s = mc_object_side(o);
+
+	return s ? s->soft_pin_until : 0;
+}
+
+void mc_object_set_soft_pin_until(struct mc_object *o, int64_t until);
+
 /* Does a walk of the table in the current namespace include o? */
 static inline int mc_object_in_scope(const struct mc_object_table *t, const struct mc_object *o)
 {

@@ -57,7 +57,7 @@ void mc_put_replica_desc(const struct mc_master *m, struct mc_wbuf *w, const str
 		mc_rpc_put_replica(w, &d);
 		return;
 	}
-	d.addr = r->seg->base + mc_alloc_block_offset(r->blk);
+	d.addr = r->seg->base + r->off;
 	d.segment_name = mc_strv_c(r->seg->name);
 	d.endpoint = mc_strv_c(r->seg->endpoint);
 	d.protocol = mc_strv_c(r->seg->protocol);

@@ -55,7 +55,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	size_t at = q->out->len;
 	int rc = 0;
 
-	if (key.n == 0 || size == 0 || cfg->replica_num == 0)
+	if (key.n == 0 || size == 0 || size > MC_OBJ_SIZE_MAX || cfg->replica_num == 0)
 		goto fail_params;
 	/* Other tenants' keys are persisted as "tenant\0key": the default tenant's must not look
 	 * like one (tenants.c). */
@@ -96,7 +96,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 			o->checksum = 0;
 			o->gen = mc_gen_next(m);
 			o->put_start = q->now;
-			o->writer = c;
+			o->writer = mc_client_ref(c);
 			goto reply;
 		}
 		/* Old PROCESSING bytes may still be written by a dead or slow writer: park them
@@ -121,6 +121,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	m->evict_waiting = 0;
 	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
+	o->size = size;	/* before the replicas: their reservations are mc_object_span(o) */
 	o->gen = mc_gen_next(m);
 	for (i = 0; i < want; i++) {
 		struct mc_replica *r = mc_object_replica(o, got);
@@ -178,7 +179,7 @@ allocated:
 	}
 	o->size = size;
 	o->put_start = q->now;
-	o->writer = c;
+	o->writer = mc_client_ref(c);
 	mc_fs_add_replica(m, o);	/* --root_fs_dir: the writer also stores the file */
 	if (cfg->with_hard_pin) {
 		o->flags |= MC_OBJ_HARD_PIN;
@@ -187,9 +188,10 @@ allocated:
 	if (cfg->soft_pin_action == MC_SOFT_PIN_ENABLE) {
 		o->flags |= MC_OBJ_SOFT_PIN;
 		m->objects.soft_pinned++;
-		o->soft_pin_until = q->now + (cfg->has_soft_pin_ttl && cfg->soft_pin_ttl_ms
-						      ? (int64_t)cfg->soft_pin_ttl_ms
-						      : m->cfg.default_kv_soft_pin_ttl);
+		mc_object_set_soft_pin_until(
+			o, q->now + (cfg->has_soft_pin_ttl && cfg->soft_pin_ttl_ms
+					     ? (int64_t)cfg->soft_pin_ttl_ms
+					     : m->cfg.default_kv_soft_pin_ttl));
 	}
 reply:
 	mc_persist_object_changed(m, o);
@@ -286,7 +288,7 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 
 	if (o == NULL)
 		return MC_ERR_OBJECT_NOT_FOUND;
-	if (o->writer != c)
+	if (mc_object_writer(q->m, o) != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	processing = mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING);
 	if ((o->flags & MC_OBJ_PROMOTING) || (o->xflags & MC_OBJX_TASK))
@@ -319,7 +321,9 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	mc_kv_event_stored(q->m, o, rtype);
 	o->lease_until = q->now;
 	if (o->flags & MC_OBJ_SOFT_PIN)
-		o->soft_pin_until += q->now - o->put_start;	/* lifetime starts when readable */
+		/* lifetime starts when readable */
+		mc_object_set_soft_pin_until(o, mc_object_soft_pin_until(o) + q->now -
+						     o->put_start);
 	mc_object_touch(&q->m->objects, o);
 	mc_value_size_observe(q->m, o->size);
 	if (q->m->cfg.enable_offload && !q->m->cfg.offload_on_evict)
@@ -337,7 +341,7 @@ static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_st
 
 	if (o == NULL)
 		return MC_ERR_OBJECT_NOT_FOUND;
-	if (o->writer != c)
+	if (mc_object_writer(q->m, o) != c)
 		return MC_ERR_ILLEGAL_CLIENT;
 	if (mc_count_targeted(o, rtype, MC_REPLICA_PROCESSING) == 0 ||
 	    (o->flags & MC_OBJ_PROMOTING) || (o->xflags & MC_OBJX_TASK))

@@ -137,7 +137,7 @@ int mc_op_batch_replica_clear(struct mc_req *q)
 		struct mc_object *o = mc_object_find(&m->objects, keys[i].p, keys[i].n);
 		uint32_t j, left = 0, hit = 0;
 
-		if (o == NULL || o->writer != c || o->lease_until > q->now)
+		if (o == NULL || mc_object_writer(m, o) != c || o->lease_until > q->now)
 			continue;
 		if (segname.n == 0) {
 			if (mc_object_count_status(o, MC_REPLICA_COMPLETE) != o->nrep)

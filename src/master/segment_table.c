@@ -11,6 +11,7 @@
  * Placement takes only segments of Active clients that no transfer failure was reported for.
  * Single-threaded: the master's reactor thread.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,7 @@ void mc_master_tables_fini(struct mc_master *m)
 		}
 	}
 	free(m->client_buckets);
+	free(m->client_refs);
 	for (i = 0; i < m->nsegs; i++)
 		mc_segment_free(m->segs[i]);
 	free(m->segs);
@@ -124,6 +126,15 @@ struct mc_client *mc_client_get(struct mc_master *m, const struct mc_uuid *id)
 	c = mc_xcalloc(1, sizeof(*c));
 	c->id = *id;
 	c->last_ping = mc_master_now(m);
+	if (m->nclient_refs == 0)
+		m->nclient_refs = 1;	/* reference 0 names no client */
+	if (m->nclient_refs >= m->client_refs_cap) {
+		m->client_refs_cap = m->client_refs_cap ? m->client_refs_cap * 2 : 64;
+		m->client_refs = mc_xrealloc(m->client_refs,
+					     m->client_refs_cap * sizeof(*m->client_refs));
+	}
+	c->ref = m->nclient_refs;
+	m->client_refs[m->nclient_refs++] = c;
 	b = mc_client_bucket(m, id);
 	c->hnext = m->client_buckets[b];
 	m->client_buckets[b] = c;
@@ -296,7 +307,7 @@ int mc_master_reap(struct mc_master *m, uint32_t budget)
 		struct mc_replica *r;
 
 		while ((r = seg->reps) != NULL && budget) {
-			struct mc_object *o = r->obj;
+			struct mc_object *o = mc_replica_obj(r);
 			uint32_t i, live = 0;
 
 			mc_replica_release(m, r);
@@ -373,28 +384,22 @@ static int mc_host_used(struct mc_segment *seg, struct mc_segment **used, uint32
 void mc_segment_push_replica(struct mc_segment *seg, struct mc_replica *r)
 {
 	r->seg = seg;
-	r->seg_prev = NULL;
-	r->seg_next = seg->reps;
-	if (seg->reps)
-		seg->reps->seg_prev = r;
-	seg->reps = r;
+	mc_replica_push(&seg->reps, r);
 	seg->nreps++;
 }
 
 static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint64_t len)
 {
-	uint64_t off;
-
 	if (!mc_segment_placeable(m, seg, mc_master_now(m)))
 		return -1;
-	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
+	if (mc_alloc_reserve(seg->alloc, len, &r->off) != 0)
 		return -1;
 	mc_segment_push_replica(seg, r);
 	r->id = m->next_replica_id++;
-	m->allocated += mc_alloc_block_size(r->blk);
-	if (r->obj)
-		mc_tenant_charge(m, r->obj->tenant, (int64_t)mc_alloc_block_size(r->blk));
+	m->allocated += mc_alloc_round(len);
+	if (mc_replica_obj(r))
+		mc_tenant_charge(m, mc_replica_obj(r)->tenant, (int64_t)mc_alloc_round(len));
 	return 0;
 }
 
@@ -469,18 +474,30 @@ static void mc_replica_unlink(struct mc_replica *r)
 {
 	struct mc_segment *seg = r->seg;
 
-	if (r->seg_prev)
-		r->seg_prev->seg_next = r->seg_next;
-	else
-		seg->reps = r->seg_next;
-	if (r->seg_next)
-		r->seg_next->seg_prev = r->seg_prev;
+	mc_replica_pull(&seg->reps, r);
 	seg->nreps--;
+}
+
+/* Gives [off, off + len) back to the segment's allocator.  Its only failure that is not a bug is
+ * out-of-memory for a new free-range node, fatal like every allocation in the master; a range
+ * the allocator does not know as reserved (a bug) is logged and left alone. */
+static void mc_alloc_must_release(struct mc_alloc *a, uint64_t off, uint64_t len)
+{
+	int rc = mc_alloc_release(a, off, len);
+
+	if (rc == -ENOMEM) {
+		mc_log_err("out of memory releasing a segment range");
+		abort();
+	}
+	if (rc != 0)
+		mc_log_warn("segment allocator: releasing [%llu, +%llu) failed: %s",
+			    (unsigned long long)off, (unsigned long long)len, strerror(-rc));
 }
 
 void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 {
 	struct mc_segment *seg = r->seg;
+	uint64_t span;
 
 	if (seg == NULL)
 		return;
@@ -488,23 +505,24 @@ void mc_replica_release(struct mc_master *m, struct mc_replica *r)
 		if (!m->quiet_disk_release && seg->tier != NULL)
 			seg->tier->drop(m, r);
 		mc_replica_unlink(r);
-		seg->used -= r->obj->size < seg->used ? r->obj->size : seg->used;
-		m->disk_allocated -= r->obj->size < m->disk_allocated ? r->obj->size
-								       : m->disk_allocated;
+		uint64_t size = mc_replica_obj(r)->size;
+
+		seg->used -= size < seg->used ? size : seg->used;
+		m->disk_allocated -= size < m->disk_allocated ? size : m->disk_allocated;
 		r->seg = NULL;
 		r->disk_addr = 0;
-		r->seg_prev = r->seg_next = NULL;
+		r->seg_prev = r->seg_next = 0;
 		return;
 	}
 	mc_replica_unlink(r);
+	span = mc_object_span(mc_replica_obj(r));
 	if (seg->status != MC_SEG_DORMANT)	/* a dormant segment's bytes are not counted */
-		m->allocated -= mc_alloc_block_size(r->blk);
-	if (r->obj)
-		mc_tenant_charge(m, r->obj->tenant, -(int64_t)mc_alloc_block_size(r->blk));
-	mc_alloc_release(seg->alloc, r->blk);
+		m->allocated -= span;
+	mc_tenant_charge(m, mc_replica_obj(r)->tenant, -(int64_t)span);
+	mc_alloc_must_release(seg->alloc, r->off, span);
 	r->seg = NULL;
-	r->blk = NULL;
-	r->seg_prev = r->seg_next = NULL;
+	r->off = 0;
+	r->seg_prev = r->seg_next = 0;
 }
 
 void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t release_at)
@@ -522,16 +540,16 @@ void mc_replica_discard(struct mc_master *m, struct mc_replica *r, int64_t relea
 	}
 	d = mc_xcalloc(1, sizeof(*d));
 	d->seg = seg;
-	d->blk = r->blk;
-	d->len = mc_alloc_block_size(r->blk);
+	d->off = r->off;
+	d->len = mc_object_span(mc_replica_obj(r));
 	d->release_at = release_at;
-	if (r->obj)	/* parked bytes are no longer the tenant's */
-		mc_tenant_charge(m, r->obj->tenant, -(int64_t)d->len);
+	if (mc_replica_obj(r))	/* parked bytes are no longer the tenant's */
+		mc_tenant_charge(m, mc_replica_obj(r)->tenant, -(int64_t)d->len);
 	d->next = m->discards;
 	m->discards = d;
 	mc_replica_unlink(r);
 	r->seg = NULL;
-	r->blk = NULL;
+	r->off = 0;
 	m->metrics.put_start_discard_cnt++;
 	m->metrics.put_start_discarded_staging_size += d->len;
 }
@@ -549,7 +567,7 @@ void mc_master_release_discards(struct mc_master *m, int64_t now, int all)
 		if (d->seg) {
 			if (d->seg->status != MC_SEG_DORMANT)
 				m->allocated -= d->len;
-			mc_alloc_release(d->seg->alloc, d->blk);
+			mc_alloc_must_release(d->seg->alloc, d->off, d->len);
 			m->metrics.put_start_release_cnt++;
 		}
 		free(d);
@@ -561,23 +579,12 @@ void mc_object_compact(struct mc_object *o)
 	uint32_t i, j = 0;
 
 	for (i = 0; i < o->nrep; i++) {
-		struct mc_replica *r = mc_object_replica(o, i), *d;
+		struct mc_replica *r = mc_object_replica(o, i);
 
 		if (r->seg == NULL)
 			continue;
-		if (i != j) {
-			d = mc_object_replica(o, j);
-			*d = *r;
-			/* Re-point the segment list at the replica's new address. */
-			if (d->seg_prev)
-				d->seg_prev->seg_next = d;
-			else
-				d->seg->reps = d;
-			if (d->seg_next)
-				d->seg_next->seg_prev = d;
-			memset(r, 0, sizeof(*r));
-			r->obj = o;
-		}
+		if (i != j)
+			mc_object_move_replica(o, j, i);	/* the segment list follows */
 		j++;
 	}
 	o->nrep = (uint8_t)j;

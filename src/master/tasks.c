@@ -572,7 +572,7 @@ static int mc_task_begin(struct mc_master *m, struct mc_task *t, struct mc_clien
 	mc_wbuf_u8(out, t->type);
 	mc_wbuf_str(out, t->key, t->key_len);
 	mc_wbuf_u64(out, o->size);
-	mc_wbuf_u64(out, src->seg->base + mc_alloc_block_offset(src->blk));
+	mc_wbuf_u64(out, src->seg->base + src->off);
 	mc_wbuf_u64(out, src->id);
 	mc_wbuf_u8(out, o->has_checksum);
 	mc_wbuf_u64(out, o->has_checksum ? o->checksum : 0);
@@ -582,7 +582,7 @@ static int mc_task_begin(struct mc_master *m, struct mc_task *t, struct mc_clien
 
 		mc_wbuf_cstr(out, r->seg->name);
 		mc_wbuf_cstr(out, r->seg->endpoint);
-		mc_wbuf_u64(out, r->seg->base + mc_alloc_block_offset(r->blk));
+		mc_wbuf_u64(out, r->seg->base + r->off);
 	}
 	return 1;
 }

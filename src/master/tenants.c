@@ -386,8 +386,8 @@ int mc_tenants_recover(struct mc_master *m)
 		for (i = 0; i < o->nrep; i++) {
 			struct mc_replica *r = mc_object_replica(o, i);
 
-			if (r->seg && r->type == MC_REPLICA_MEMORY && r->blk)
-				mc_tenant_charge(m, o->tenant, (int64_t)mc_alloc_block_size(r->blk));
+			if (r->seg && r->type == MC_REPLICA_MEMORY)
+				mc_tenant_charge(m, o->tenant, (int64_t)mc_object_span(o));
 		}
 	}
 	mc_tenants_recompute(m);

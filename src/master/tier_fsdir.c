@@ -175,7 +175,7 @@ int mc_fs_attach(struct mc_master *m, struct mc_replica *r, uint64_t size)
 void mc_fs_queue_drop(struct mc_master *m, struct mc_replica *r)
 {
 	char path[MC_RPC_MAX_PATH + 1];
-	struct mc_object *o = r->obj;
+	struct mc_object *o = mc_replica_obj(r);
 	struct mc_fs_drop *d;
 	int64_t now = mc_master_now(m);
 
@@ -352,7 +352,7 @@ int mc_op_fs_evict(struct mc_req *q)
 
 int mc_fs_reap_abandoned(struct mc_master *m, struct mc_object *o, int64_t now)
 {
-	struct mc_client *w = o->writer;
+	struct mc_client *w = mc_object_writer(m, o);
 	int dead = w == NULL || now - w->last_ping > m->cfg.client_ttl * 1000 ||
 		   now - o->put_start > m->cfg.put_start_release_timeout_sec * 1000;
 	uint32_t i, n = 0;

@@ -542,7 +542,7 @@ void mc_tier_queue_drop(struct mc_master *m, struct mc_replica *r)
 
 	if (disk->status != MC_SEG_OK || disk->ntasks >= (uint64_t)m->cfg.offloading_queue_limit * 2)
 		return;	/* a dying client forgets everything; a flooded one scans at restart */
-	t = mc_task_new(m, MC_TIER_DROP, r->obj, r->disk_addr);
+	t = mc_task_new(m, MC_TIER_DROP, mc_replica_obj(r), r->disk_addr);
 	if (t)
 		mc_task_push(disk, t);
 }

@@ -173,13 +173,13 @@ int mc_op_offload_heartbeat(struct mc_req *q)
 		t->gen = o->gen;
 		if (src) {
 			t->replica_id = src->id;
-			mc_wbuf_u64(out, src->seg->base + mc_alloc_block_offset(src->blk));
+			mc_wbuf_u64(out, src->seg->base + src->off);
 			mc_wbuf_str(out, "", 0);
 			mc_wbuf_u64(out, 0);
 		} else {
 			mc_wbuf_u64(out, dr->disk_addr);
 			mc_wbuf_cstr(out, dst->seg->endpoint);
-			mc_wbuf_u64(out, dst->seg->base + mc_alloc_block_offset(dst->blk));
+			mc_wbuf_u64(out, dst->seg->base + dst->off);
 		}
 		mc_wbuf_u64(out, o->gen);
 		promotes += t->kind == MC_TIER_PROMOTE;
@@ -248,6 +248,8 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 	struct mc_replica *r;
 	uint32_t i;
 
+	if (size > MC_OBJ_SIZE_MAX)
+		return MC_ERR_INVALID_PARAMS;	/* more than an object can describe */
 	/* A tenant's copy is named "tenant\0key" (mc_tier_key): back into its namespace. */
 	if (mc_tenants_enabled(m) && memchr(key.p, '\0', key.n) &&
 	    (mc_tenant_unscope(m, key.p, key.n, MC_PERSIST_SCOPED, &tenant, &local, &local_len) ||
@@ -283,7 +285,7 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 		o->gen = gen;
 		o->put_start = now;
 		o->lease_until = now;
-		o->writer = c;
+		o->writer = mc_client_ref(c);
 		o->has_checksum = cs->present;
 		o->checksum = cs->value;
 		mc_object_lru_unlink(&m->objects, o);

@@ -2,25 +2,29 @@
 /*
  * Per-segment offset allocator: a two-level segregated fit (TLSF) over offsets, never over memory.
  *
- * The range [0, capacity) is tiled by blocks, each a heap node (struct mc_alloc_block) holding its
- * offset, its size and a free flag.  Blocks are chained in address order, so release finds both
- * neighbours in O(1) and coalesces.  Free blocks additionally sit in one of MC_FL_COUNT x
- * MC_SL_COUNT size-class bins; a first-level bitmap says which size octaves have a non-empty bin
- * and one second-level bitmap per octave says which of its 32 sub-classes do.  Finding a free block
- * that is certain to fit is therefore two find-first-set operations, whatever the segment size or
- * the number of free ranges.
+ * Only free ranges have a node (struct mc_alloc_range: offset, size, bin links, two hash links).
+ * A reservation is just its offset and length, which the caller keeps (the master keeps the
+ * offset in the replica and the length follows from the object's size), so the allocator costs
+ * nothing per reserved block: it scales with the number of free ranges, i.e. with fragmentation,
+ * not with the number of objects.
+ *
+ * Free ranges sit in one of MC_FL_COUNT x MC_SL_COUNT size-class bins; a first-level bitmap says
+ * which size octaves have a non-empty bin and one second-level bitmap per octave says which of
+ * its 32 sub-classes do.  Finding a free range that is certain to fit is therefore two
+ * find-first-set operations, whatever the segment size or the number of free ranges.  Two hash
+ * tables find a free range by its first offset and by its end: a release looks up the free range
+ * ending where it starts and the one starting where it ends and coalesces with both, O(1).
  *
  * Invariants (checked by mc_alloc_check):
- *   - blocks tile [0, capacity) without gaps; every size and offset is a multiple of MC_ALLOC_ALIGN;
- *   - no two address neighbours are both free (release coalesces at once);
- *   - a block is in a bin iff it is free, and in the bin its size maps to; a bitmap bit is set iff
- *     its bin is non-empty;
- *   - a node's offset never changes while the node is live: splits create the node for the higher
- *     part, merges keep the lower node.  The reserve_at cursor relies on this, and so does a->first
- *     (the block at offset 0 is never merged away).
+ *   - free ranges are disjoint, non-empty, inside [0, capacity), multiples of MC_ALLOC_ALIGN in
+ *     offset and size, and no two touch (release coalesces at once);
+ *   - a range is in the bin its size maps to, a bitmap bit is set iff its bin is non-empty;
+ *   - a range is in the start table under its offset and in the end table under offset + size;
+ *   - used = capacity - the sizes of the free ranges.
  *
- * Nodes are carved from slabs owned by the allocator and recycled through a spare list, so a block
- * costs 48 bytes and no malloc on the hot path.  Slabs are returned only by mc_alloc_free.
+ * Nodes are carved from slabs owned by the allocator and recycled through a spare list; hash
+ * tables double when the free ranges outnumber their buckets (a rehash of the free ranges only).
+ * Slabs and tables are returned only by mc_alloc_free.
  *
  * Single-threaded: the master's reactor thread owns every allocator.
  */
@@ -42,57 +46,47 @@
 /* largest_free looks at this many entries of the highest non-empty bin. */
 #define MC_LARGEST_SCAN 64
 /* Slab growth: small allocators stay small, busy ones stop calling malloc. */
-#define MC_SLAB_MIN 64
+#define MC_SLAB_MIN 16
 #define MC_SLAB_MAX 8192
-
-#define MC_BLK_FREE ((uint64_t)1)	/* low bit of size_flags; sizes are multiples of 64 */
+/* Initial buckets of each hash table (a power of two). */
+#define MC_HASH_MIN 16
 
 _Static_assert((1u << MC_ALLOC_SHIFT) == MC_ALLOC_ALIGN, "MC_ALLOC_SHIFT matches MC_ALLOC_ALIGN");
 _Static_assert(MC_FL_COUNT <= 64, "first-level bitmap fits a uint64_t");
 
-struct mc_alloc_block {
+struct mc_alloc_range {
 	uint64_t off;
-	uint64_t size_flags;			/* size | MC_BLK_FREE */
-	struct mc_alloc_block *prev, *next;	/* address order */
-	struct mc_alloc_block *fprev, *fnext;	/* bin list while free; fnext chains spare nodes */
+	uint64_t size;
+	struct mc_alloc_range *fprev, *fnext;	/* bin list; fnext chains spare nodes */
+	struct mc_alloc_range *snext, *enext;	/* start and end hash chains */
 };
-
-_Static_assert(sizeof(struct mc_alloc_block) <= 48, "a block node stays within 48 bytes");
 
 struct mc_alloc_slab {
 	struct mc_alloc_slab *next;
-	struct mc_alloc_block blk[];
+	struct mc_alloc_range r[];
 };
 
 struct mc_alloc {
 	uint64_t capacity;
 	uint64_t used;
 	size_t nfree;				/* free ranges = entries in all bins */
-	struct mc_alloc_block *first;		/* the block at offset 0, never recycled */
-	struct mc_alloc_block *cursor;		/* reserve_at's last position, or NULL */
-	struct mc_alloc_block *spare;		/* recycled nodes, chained by fnext */
+	struct mc_alloc_range *cursor;		/* reserve_at's last remainder, or NULL */
+	struct mc_alloc_range *spare;		/* recycled nodes, chained by fnext */
 	struct mc_alloc_slab *slabs;
-	size_t slab_left;			/* unused nodes at the end of slabs->blk */
+	size_t slab_left;			/* unused nodes at the end of slabs->r */
 	size_t slab_used;
 	size_t slab_next;			/* node count of the next slab */
+	struct mc_alloc_range **by_start;	/* hash tables of nbuckets chains */
+	struct mc_alloc_range **by_end;
+	size_t nbuckets;
 	uint64_t fl_map;
 	uint32_t sl_map[MC_FL_COUNT];
-	struct mc_alloc_block *bins[MC_FL_COUNT][MC_SL_COUNT];
+	struct mc_alloc_range *bins[MC_FL_COUNT][MC_SL_COUNT];
 };
-
-static inline uint64_t blk_size(const struct mc_alloc_block *b)
-{
-	return b->size_flags & ~MC_BLK_FREE;
-}
-
-static inline int blk_is_free(const struct mc_alloc_block *b)
-{
-	return (b->size_flags & MC_BLK_FREE) != 0;
-}
 
 static inline uint64_t align_up(uint64_t len)
 {
-	return (len + MC_ALLOC_ALIGN - 1) & ~(uint64_t)(MC_ALLOC_ALIGN - 1);
+	return mc_alloc_round(len);
 }
 
 static inline unsigned msb64(uint64_t v)
@@ -100,7 +94,7 @@ static inline unsigned msb64(uint64_t v)
 	return 63u - (unsigned)__builtin_clzll(v);
 }
 
-/* The bin holding free blocks of u units (u > 0).  Bin (fl >= 1, sl) holds sizes in
+/* The bin holding free ranges of u units (u > 0).  Bin (fl >= 1, sl) holds sizes in
  * [(32 + sl) << (fl - 1), (33 + sl) << (fl - 1)) units; bin (0, sl) holds exactly sl units. */
 static inline void size_class(uint64_t u, unsigned *fl, unsigned *sl)
 {
@@ -116,7 +110,7 @@ static inline void size_class(uint64_t u, unsigned *fl, unsigned *sl)
 	*sl = (unsigned)(u >> (m - MC_SL_LOG2)) - MC_SL_COUNT;
 }
 
-/* Rounds u units up to the next class boundary, so every block of the resulting class fits u. */
+/* Rounds u units up to the next class boundary, so every range of the resulting class fits u. */
 static inline uint64_t size_class_round_up(uint64_t u)
 {
 	if (u < MC_SL_COUNT)
@@ -127,9 +121,9 @@ static inline uint64_t size_class_round_up(uint64_t u)
 /* ------------------------------------------------------------------------ node pool */
 
 /* A node from the spare list or the current slab; NULL when malloc fails.  Contents undefined. */
-static struct mc_alloc_block *node_get(struct mc_alloc *a)
+static struct mc_alloc_range *node_get(struct mc_alloc *a)
 {
-	struct mc_alloc_block *b = a->spare;
+	struct mc_alloc_range *b = a->spare;
 	struct mc_alloc_slab *s;
 
 	if (b != NULL) {
@@ -137,7 +131,7 @@ static struct mc_alloc_block *node_get(struct mc_alloc *a)
 		return b;
 	}
 	if (a->slab_left == 0) {
-		s = malloc(sizeof(*s) + a->slab_next * sizeof(s->blk[0]));
+		s = malloc(sizeof(*s) + a->slab_next * sizeof(s->r[0]));
 		if (s == NULL)
 			return NULL;
 		s->next = a->slabs;
@@ -148,48 +142,122 @@ static struct mc_alloc_block *node_get(struct mc_alloc *a)
 			a->slab_next *= 2;
 	}
 	a->slab_left--;
-	return &a->slabs->blk[a->slab_used++];
+	return &a->slabs->r[a->slab_used++];
 }
 
-/* Recycles a node that is already unlinked from the address list and from its bin.  Marking it
- * free turns a stale second release of the handle into a no-op until the node is reused. */
-static void node_put(struct mc_alloc *a, struct mc_alloc_block *b)
+/* Recycles a node that is already out of its bin and both hash tables. */
+static void node_put(struct mc_alloc *a, struct mc_alloc_range *b)
 {
 	if (a->cursor == b)
 		a->cursor = NULL;
-	b->size_flags = MC_BLK_FREE;
-	b->prev = b->next = b->fprev = NULL;
 	b->fnext = a->spare;
 	a->spare = b;
 }
 
-/* ------------------------------------------------------------------------ address list */
+/* ------------------------------------------------------------------------ hash tables */
 
-static void list_insert_after(struct mc_alloc_block *pos, struct mc_alloc_block *b)
+static inline size_t hash_off(const struct mc_alloc *a, uint64_t off)
 {
-	b->prev = pos;
-	b->next = pos->next;
-	if (pos->next != NULL)
-		pos->next->prev = b;
-	pos->next = b;
+	uint64_t u = off >> MC_ALLOC_SHIFT;
+
+	return (size_t)((u * 0x9e3779b97f4a7c15ull) >> 32) & (a->nbuckets - 1);
 }
 
-static void list_unlink(struct mc_alloc_block *b)
+static struct mc_alloc_range *start_find(const struct mc_alloc *a, uint64_t off)
 {
-	if (b->prev != NULL)
-		b->prev->next = b->next;
-	if (b->next != NULL)
-		b->next->prev = b->prev;
+	struct mc_alloc_range *b;
+
+	for (b = a->by_start[hash_off(a, off)]; b != NULL; b = b->snext)
+		if (b->off == off)
+			return b;
+	return NULL;
+}
+
+static struct mc_alloc_range *end_find(const struct mc_alloc *a, uint64_t end)
+{
+	struct mc_alloc_range *b;
+
+	for (b = a->by_end[hash_off(a, end)]; b != NULL; b = b->enext)
+		if (b->off + b->size == end)
+			return b;
+	return NULL;
+}
+
+static void start_add(struct mc_alloc *a, struct mc_alloc_range *b)
+{
+	struct mc_alloc_range **h = &a->by_start[hash_off(a, b->off)];
+
+	b->snext = *h;
+	*h = b;
+}
+
+static void end_add(struct mc_alloc *a, struct mc_alloc_range *b)
+{
+	struct mc_alloc_range **h = &a->by_end[hash_off(a, b->off + b->size)];
+
+	b->enext = *h;
+	*h = b;
+}
+
+static void start_del(struct mc_alloc *a, struct mc_alloc_range *b)
+{
+	struct mc_alloc_range **pp = &a->by_start[hash_off(a, b->off)];
+
+	while (*pp != b)
+		pp = &(*pp)->snext;
+	*pp = b->snext;
+}
+
+static void end_del(struct mc_alloc *a, struct mc_alloc_range *b)
+{
+	struct mc_alloc_range **pp = &a->by_end[hash_off(a, b->off + b->size)];
+
+	while (*pp != b)
+		pp = &(*pp)->enext;
+	*pp = b->enext;
+}
+
+/* Doubles both tables once the free ranges outnumber the buckets.  A failed malloc keeps the
+ * old tables (longer chains, still correct). */
+static void hash_grow(struct mc_alloc *a)
+{
+	struct mc_alloc_range **os = a->by_start, **oe = a->by_end, *b, *next;
+	size_t on = a->nbuckets, n = on * 2, i;
+
+	if (a->nfree <= on)
+		return;
+	a->by_start = calloc(n, sizeof(*a->by_start));
+	a->by_end = calloc(n, sizeof(*a->by_end));
+	if (a->by_start == NULL || a->by_end == NULL) {
+		free(a->by_start);
+		free(a->by_end);
+		a->by_start = os;
+		a->by_end = oe;
+		return;
+	}
+	a->nbuckets = n;
+	for (i = 0; i < on; i++) {
+		for (b = os[i]; b != NULL; b = next) {
+			next = b->snext;
+			start_add(a, b);
+		}
+		for (b = oe[i]; b != NULL; b = next) {
+			next = b->enext;
+			end_add(a, b);
+		}
+	}
+	free(os);
+	free(oe);
 }
 
 /* ------------------------------------------------------------------------ bins */
 
-static void bin_insert(struct mc_alloc *a, struct mc_alloc_block *b)
+static void bin_insert(struct mc_alloc *a, struct mc_alloc_range *b)
 {
 	unsigned fl, sl;
-	struct mc_alloc_block **head;
+	struct mc_alloc_range **head;
 
-	size_class(blk_size(b) >> MC_ALLOC_SHIFT, &fl, &sl);
+	size_class(b->size >> MC_ALLOC_SHIFT, &fl, &sl);
 	head = &a->bins[fl][sl];
 	b->fprev = NULL;
 	b->fnext = *head;
@@ -198,14 +266,13 @@ static void bin_insert(struct mc_alloc *a, struct mc_alloc_block *b)
 	*head = b;
 	a->sl_map[fl] |= 1u << sl;
 	a->fl_map |= (uint64_t)1 << fl;
-	a->nfree++;
 }
 
-static void bin_remove(struct mc_alloc *a, struct mc_alloc_block *b)
+static void bin_remove(struct mc_alloc *a, struct mc_alloc_range *b)
 {
 	unsigned fl, sl;
 
-	size_class(blk_size(b) >> MC_ALLOC_SHIFT, &fl, &sl);
+	size_class(b->size >> MC_ALLOC_SHIFT, &fl, &sl);
 	if (b->fprev != NULL)
 		b->fprev->fnext = b->fnext;
 	else
@@ -217,11 +284,54 @@ static void bin_remove(struct mc_alloc *a, struct mc_alloc_block *b)
 		if (a->sl_map[fl] == 0)
 			a->fl_map &= ~((uint64_t)1 << fl);
 	}
+}
+
+/* A new free range everywhere it belongs. */
+static void range_add(struct mc_alloc *a, struct mc_alloc_range *b)
+{
+	bin_insert(a, b);
+	start_add(a, b);
+	end_add(a, b);
+	a->nfree++;
+	hash_grow(a);
+}
+
+/* A free range out of everything and recycled. */
+static void range_drop(struct mc_alloc *a, struct mc_alloc_range *b)
+{
+	bin_remove(a, b);
+	start_del(a, b);
+	end_del(a, b);
 	a->nfree--;
+	node_put(a, b);
+}
+
+/* Changes a free range to [off, off + size), keeping it in the right bin and tables. */
+static void range_move(struct mc_alloc *a, struct mc_alloc_range *b, uint64_t off, uint64_t size)
+{
+	bin_remove(a, b);
+	if (b->off != off) {
+		start_del(a, b);
+		if (b->off + b->size != off + size) {
+			end_del(a, b);
+			b->off = off;
+			b->size = size;
+			end_add(a, b);
+		} else {
+			b->off = off;
+			b->size = size;
+		}
+		start_add(a, b);
+	} else {
+		end_del(a, b);
+		b->size = size;
+		end_add(a, b);
+	}
+	bin_insert(a, b);
 }
 
 /* The first non-empty bin at or above (fl, sl), or NULL. */
-static struct mc_alloc_block *bin_find_at_least(const struct mc_alloc *a, unsigned fl, unsigned sl)
+static struct mc_alloc_range *bin_find_at_least(const struct mc_alloc *a, unsigned fl, unsigned sl)
 {
 	uint32_t slm;
 	uint64_t flm;
@@ -240,29 +350,28 @@ static struct mc_alloc_block *bin_find_at_least(const struct mc_alloc *a, unsign
 	return a->bins[fl][sl];
 }
 
-/* A free block of at least len bytes (aligned), or NULL.  Bounded: at most MC_GOOD_FIT_SCAN list
- * entries plus two bitmap searches.  It may miss a fitting block deep in the request's own bin,
+/* A free range of at least len bytes (aligned), or NULL.  Bounded: at most MC_GOOD_FIT_SCAN list
+ * entries plus two bitmap searches.  It may miss a fitting range deep in the request's own bin,
  * but never one in a class above it. */
-static struct mc_alloc_block *find_fit(const struct mc_alloc *a, uint64_t len)
+static struct mc_alloc_range *find_fit(const struct mc_alloc *a, uint64_t len)
 {
-	struct mc_alloc_block *b, *best = NULL;
+	struct mc_alloc_range *b, *best = NULL;
 	unsigned fl, sl, n;
-	uint64_t u = len >> MC_ALLOC_SHIFT, sz;
+	uint64_t u = len >> MC_ALLOC_SHIFT;
 
-	/* Good fit: the request's own bin holds blocks from slightly smaller to slightly larger. */
+	/* Good fit: the request's own bin holds ranges from slightly smaller to slightly larger. */
 	size_class(u, &fl, &sl);
 	for (b = a->bins[fl][sl], n = 0; b != NULL && n < MC_GOOD_FIT_SCAN; b = b->fnext, n++) {
-		sz = blk_size(b);
-		if (sz < len || (best != NULL && sz >= blk_size(best)))
+		if (b->size < len || (best != NULL && b->size >= best->size))
 			continue;
 		best = b;
-		if (sz == len)
+		if (b->size == len)
 			break;
 	}
 	if (best != NULL)
 		return best;
 
-	/* Guaranteed fit: every block of the rounded-up class holds len. */
+	/* Guaranteed fit: every range of the rounded-up class holds len. */
 	size_class(size_class_round_up(u), &fl, &sl);
 	return bin_find_at_least(a, fl, sl);
 }
@@ -272,7 +381,7 @@ static struct mc_alloc_block *find_fit(const struct mc_alloc *a, uint64_t len)
 struct mc_alloc *mc_alloc_new(uint64_t size)
 {
 	struct mc_alloc *a;
-	struct mc_alloc_block *b;
+	struct mc_alloc_range *b;
 	uint64_t cap = size & ~(uint64_t)(MC_ALLOC_ALIGN - 1);
 
 	if (cap == 0)
@@ -282,18 +391,21 @@ struct mc_alloc *mc_alloc_new(uint64_t size)
 		return NULL;
 	a->capacity = cap;
 	a->slab_next = MC_SLAB_MIN;
+	a->nbuckets = MC_HASH_MIN;
+	a->by_start = calloc(a->nbuckets, sizeof(*a->by_start));
+	a->by_end = calloc(a->nbuckets, sizeof(*a->by_end));
+	if (a->by_start == NULL || a->by_end == NULL)
+		goto free_alloc;
 	b = node_get(a);
 	if (b == NULL)
 		goto free_alloc;
 	b->off = 0;
-	b->size_flags = cap | MC_BLK_FREE;
-	b->prev = b->next = NULL;
-	bin_insert(a, b);
-	a->first = b;
+	b->size = cap;
+	range_add(a, b);
 	return a;
 
 free_alloc:
-	free(a);
+	mc_alloc_free(a);
 	return NULL;
 }
 
@@ -307,13 +419,14 @@ void mc_alloc_free(struct mc_alloc *a)
 		next = s->next;
 		free(s);
 	}
+	free(a->by_start);
+	free(a->by_end);
 	free(a);
 }
 
-int mc_alloc_reserve(struct mc_alloc *a, uint64_t len, struct mc_alloc_block **blk, uint64_t *off)
+int mc_alloc_reserve(struct mc_alloc *a, uint64_t len, uint64_t *off)
 {
-	struct mc_alloc_block *b, *rest = NULL;
-	uint64_t sz;
+	struct mc_alloc_range *b;
 
 	if (len == 0 || len > a->capacity)
 		return -EINVAL;
@@ -321,141 +434,110 @@ int mc_alloc_reserve(struct mc_alloc *a, uint64_t len, struct mc_alloc_block **b
 	b = find_fit(a, len);
 	if (b == NULL)
 		return -ENOSPC;
-	sz = blk_size(b);
-	if (sz > len) {
-		rest = node_get(a);
-		if (rest == NULL)
-			return -ENOMEM;
-	}
-	bin_remove(a, b);
-	if (rest != NULL) {
-		rest->off = b->off + len;
-		rest->size_flags = (sz - len) | MC_BLK_FREE;
-		list_insert_after(b, rest);
-		bin_insert(a, rest);
-	}
-	b->size_flags = len;
-	a->used += len;
-	*blk = b;
 	*off = b->off;
+	if (b->size == len)
+		range_drop(a, b);
+	else
+		range_move(a, b, b->off + len, b->size - len);
+	a->used += len;
 	return 0;
 }
 
-/* The block containing off (off < capacity).  Starts from the cursor when off lies at or after it,
- * which makes ascending-order rebuilds O(1) per call; otherwise walks back from the cursor or
- * forward from offset 0, whichever is nearer by offset.  O(blocks walked). */
-static struct mc_alloc_block *find_containing(const struct mc_alloc *a, uint64_t off)
+/* The free range containing off, or NULL.  O(1) at the cursor (ascending rebuilds) or at a free
+ * range's first offset; otherwise walks the bins, O(free ranges). */
+static struct mc_alloc_range *find_containing(const struct mc_alloc *a, uint64_t off)
 {
-	struct mc_alloc_block *b = a->cursor;
+	struct mc_alloc_range *b = a->cursor;
+	unsigned fl, sl;
 
-	if (b != NULL && off < b->off) {
-		if (off >= b->off / 2) {
-			while (b->off > off)
-				b = b->prev;
-			return b;
-		}
-		b = NULL;
+	if (b != NULL && b->off <= off && off - b->off < b->size)
+		return b;
+	b = start_find(a, off);
+	if (b != NULL)
+		return b;
+	for (fl = 0; fl < MC_FL_COUNT; fl++) {
+		if (!(a->fl_map & ((uint64_t)1 << fl)))
+			continue;
+		for (sl = 0; sl < MC_SL_COUNT; sl++)
+			for (b = a->bins[fl][sl]; b != NULL; b = b->fnext)
+				if (b->off <= off && off - b->off < b->size)
+					return b;
 	}
-	if (b == NULL)
-		b = a->first;
-	while (b->off + blk_size(b) <= off)
-		b = b->next;
-	return b;
+	return NULL;
 }
 
 /*
  * Rebuild calls this once per persisted reservation.  Call it in ascending offset order: the
- * search then starts from the previous call's block and costs O(1), so a million objects rebuild
- * in well under a second.  Any order is correct, but a call below the cursor walks the address
- * list.  Needs up to two new nodes; on -ENOMEM nothing has changed.
+ * search then starts from the remainder the previous call left and costs O(1), so a million
+ * objects rebuild in well under a second.  Any order is correct, but a call that does not start
+ * a free range and lies before the cursor walks the free ranges.  Needs at most one new node;
+ * on -ENOMEM nothing has changed.
  */
-int mc_alloc_reserve_at(struct mc_alloc *a, uint64_t off, uint64_t len, struct mc_alloc_block **blk)
+int mc_alloc_reserve_at(struct mc_alloc *a, uint64_t off, uint64_t len)
 {
-	struct mc_alloc_block *b, *mid, *tail = NULL;
-	uint64_t head_len, tail_len;
+	struct mc_alloc_range *b, *tail;
+	uint64_t head_len, tail_len, end;
 
 	if (len == 0 || off % MC_ALLOC_ALIGN != 0 || off >= a->capacity || len > a->capacity - off)
 		return -EINVAL;
 	len = align_up(len);	/* capacity - off is aligned, so still fits */
 	b = find_containing(a, off);
-	a->cursor = b;
-	if (!blk_is_free(b) || b->off + blk_size(b) - off < len)
-		return -EEXIST;	/* a free block's successor is always reserved */
+	if (b == NULL || b->off + b->size - off < len)
+		return -EEXIST;
+	end = b->off + b->size;
 	head_len = off - b->off;
-	tail_len = b->off + blk_size(b) - off - len;
-
-	mid = b;
-	if (head_len != 0) {
-		mid = node_get(a);
-		if (mid == NULL)
-			return -ENOMEM;
-	}
-	if (tail_len != 0) {
+	tail_len = end - off - len;
+	if (head_len != 0 && tail_len != 0) {
 		tail = node_get(a);
 		if (tail == NULL)
-			goto put_mid;
-	}
-
-	bin_remove(a, b);
-	if (head_len != 0) {
-		b->size_flags = head_len | MC_BLK_FREE;
-		bin_insert(a, b);
-		mid->off = off;
-		list_insert_after(b, mid);
-	}
-	mid->size_flags = len;
-	if (tail != NULL) {
+			return -ENOMEM;
+		range_move(a, b, b->off, head_len);
 		tail->off = off + len;
-		tail->size_flags = tail_len | MC_BLK_FREE;
-		list_insert_after(mid, tail);
-		bin_insert(a, tail);
+		tail->size = tail_len;
+		range_add(a, tail);
+		a->cursor = tail;
+	} else if (head_len != 0) {
+		range_move(a, b, b->off, head_len);
+	} else if (tail_len != 0) {
+		range_move(a, b, off + len, tail_len);
+		a->cursor = b;
+	} else {
+		range_drop(a, b);
 	}
 	a->used += len;
-	a->cursor = mid;
-	*blk = mid;
 	return 0;
-
-put_mid:
-	if (mid != b)
-		node_put(a, mid);
-	return -ENOMEM;
 }
 
-void mc_alloc_release(struct mc_alloc *a, struct mc_alloc_block *blk)
+int mc_alloc_release(struct mc_alloc *a, uint64_t off, uint64_t len)
 {
-	struct mc_alloc_block *p, *n;
+	struct mc_alloc_range *p, *n, *b;
 
-	if (blk == NULL || blk_is_free(blk))
-		return;
-	a->used -= blk_size(blk);
-	blk->size_flags |= MC_BLK_FREE;
+	if (len == 0 || off % MC_ALLOC_ALIGN != 0 || off >= a->capacity || len > a->capacity - off)
+		return -EINVAL;
+	len = align_up(len);
+	if (len > a->used)
+		return -EINVAL;
+	p = end_find(a, off);
+	n = start_find(a, off + len);
+	if (p == NULL && n == NULL) {
+		b = node_get(a);
+		if (b == NULL)
+			return -ENOMEM;
+		b->off = off;
+		b->size = len;
+		range_add(a, b);
+	} else if (n == NULL) {
+		range_move(a, p, p->off, p->size + len);
+	} else if (p == NULL) {
+		range_move(a, n, off, n->size + len);
+	} else {
+		uint64_t total = p->size + len + n->size;
 
-	p = blk->prev;
-	if (p != NULL && blk_is_free(p)) {
-		bin_remove(a, p);
-		p->size_flags += blk_size(blk);
-		list_unlink(blk);
-		node_put(a, blk);
-		blk = p;
+		range_drop(a, n);
+		range_move(a, p, p->off, total);
 	}
-	n = blk->next;
-	if (n != NULL && blk_is_free(n)) {
-		bin_remove(a, n);
-		blk->size_flags += blk_size(n);
-		list_unlink(n);
-		node_put(a, n);
-	}
-	bin_insert(a, blk);
-}
-
-uint64_t mc_alloc_block_offset(const struct mc_alloc_block *blk)
-{
-	return blk->off;
-}
-
-uint64_t mc_alloc_block_size(const struct mc_alloc_block *blk)
-{
-	return blk_size(blk);
+	a->used -= len;
+	return 0;
 }
 
 uint64_t mc_alloc_capacity(const struct mc_alloc *a)
@@ -472,7 +554,7 @@ uint64_t mc_alloc_used(const struct mc_alloc *a)
  * more ranges than that, and then short of the truth by less than 1/32. */
 uint64_t mc_alloc_largest_free(const struct mc_alloc *a)
 {
-	const struct mc_alloc_block *b;
+	const struct mc_alloc_range *b;
 	unsigned fl, sl, n;
 	uint64_t best = 0;
 
@@ -481,8 +563,8 @@ uint64_t mc_alloc_largest_free(const struct mc_alloc *a)
 	fl = msb64(a->fl_map);
 	sl = 31u - (unsigned)__builtin_clz(a->sl_map[fl]);
 	for (b = a->bins[fl][sl], n = 0; b != NULL && n < MC_LARGEST_SCAN; b = b->fnext, n++)
-		if (blk_size(b) > best)
-			best = blk_size(b);
+		if (b->size > best)
+			best = b->size;
 	return best;
 }
 
@@ -491,47 +573,64 @@ size_t mc_alloc_free_ranges(const struct mc_alloc *a)
 	return a->nfree;
 }
 
+static int range_cmp(const void *x, const void *y)
+{
+	const struct mc_alloc_range *a = *(const struct mc_alloc_range *const *)x;
+	const struct mc_alloc_range *b = *(const struct mc_alloc_range *const *)y;
+
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
 int mc_alloc_check(const struct mc_alloc *a)
 {
-	const struct mc_alloc_block *b, *prev = NULL;
-	uint64_t end = 0, used = 0;
-	size_t nfree = 0, inbins = 0;
+	const struct mc_alloc_range *b, *prev;
+	struct mc_alloc_range **all;
+	uint64_t free_bytes = 0;
+	size_t n = 0, i, schained = 0, echained = 0;
 	unsigned fl, sl, bfl, bsl;
+	int rc = -EFAULT;
 
-	if (a->first == NULL || a->first->off != 0 || a->first->prev != NULL)
-		return -EFAULT;
-	for (b = a->first; b != NULL; prev = b, b = b->next) {
-		if (b->off != end || b->prev != prev || blk_size(b) == 0 ||
-		    blk_size(b) % MC_ALLOC_ALIGN != 0 || blk_size(b) > a->capacity - b->off)
-			return -EFAULT;
-		if (blk_is_free(b)) {
-			if (prev != NULL && blk_is_free(prev))
-				return -EFAULT;	/* missed coalesce */
-			nfree++;
-		} else {
-			used += blk_size(b);
-		}
-		end = b->off + blk_size(b);
-	}
-	if (end != a->capacity || used != a->used || nfree != a->nfree)
-		return -EFAULT;
-
+	all = malloc((a->nfree + 1) * sizeof(*all));
+	if (all == NULL)
+		return -ENOMEM;
 	for (fl = 0; fl < MC_FL_COUNT; fl++) {
 		if (!!(a->fl_map & ((uint64_t)1 << fl)) != (a->sl_map[fl] != 0))
-			return -EFAULT;
+			goto out;
 		for (sl = 0; sl < MC_SL_COUNT; sl++) {
 			if (!!(a->sl_map[fl] & (1u << sl)) != (a->bins[fl][sl] != NULL))
-				return -EFAULT;
+				goto out;
 			for (b = a->bins[fl][sl], prev = NULL; b != NULL; prev = b, b = b->fnext) {
-				size_class(blk_size(b) >> MC_ALLOC_SHIFT, &bfl, &bsl);
-				if (!blk_is_free(b) || b->fprev != prev || bfl != fl || bsl != sl)
-					return -EFAULT;
-				if (++inbins > nfree)
-					return -EFAULT;	/* also stops a cycle */
+				size_class(b->size >> MC_ALLOC_SHIFT, &bfl, &bsl);
+				if (b->fprev != prev || bfl != fl || bsl != sl || n >= a->nfree)
+					goto out;	/* the count bound also stops a cycle */
+				all[n++] = (struct mc_alloc_range *)b;
 			}
 		}
 	}
-	if (inbins != nfree)
-		return -EFAULT;
-	return 0;
+	if (n != a->nfree)
+		goto out;
+	qsort(all, n, sizeof(*all), range_cmp);
+	for (i = 0; i < n; i++) {
+		b = all[i];
+		if (b->size == 0 || b->size % MC_ALLOC_ALIGN != 0 || b->off % MC_ALLOC_ALIGN != 0 ||
+		    b->off >= a->capacity || b->size > a->capacity - b->off)
+			goto out;
+		if (i > 0 && all[i - 1]->off + all[i - 1]->size >= b->off)
+			goto out;	/* overlap, or touching: a missed coalesce */
+		if (start_find(a, b->off) != b || end_find(a, b->off + b->size) != b)
+			goto out;
+		free_bytes += b->size;
+	}
+	for (i = 0; i < a->nbuckets; i++) {
+		for (b = a->by_start[i]; b != NULL && schained <= n; b = b->snext)
+			schained++;
+		for (b = a->by_end[i]; b != NULL && echained <= n; b = b->enext)
+			echained++;
+	}
+	if (schained != n || echained != n || free_bytes != a->capacity - a->used)
+		goto out;
+	rc = 0;
+out:
+	free(all);
+	return rc;
 }

@@ -53,13 +53,14 @@ static int invariants(struct mc_object_table *t)
 	size_t n = 0, prot = 0, marks = 0;
 	int after = 0;
 
-	for (o = t->lru.lru_next; o != &t->lru; o = o->lru_next) {
-		if (o == &t->mark) {
+	for (o = mc_object_at(t, t->lru->lru_next); o != t->lru; o = mc_object_at(t, o->lru_next)) {
+		if (o == t->mark) {
 			marks++;
 			after = 1;
 			continue;
 		}
-		if (o->lru_next->lru_prev != o || !(o->flags & MC_OBJ_IN_LRU))
+		if (mc_object_at(t, mc_object_at(t, o->lru_next)->lru_prev) != o ||
+		    !(o->flags & MC_OBJ_IN_LRU))
 			return 0;
 		n++;
 		if (!!(o->evstate & MC_EVS_PROTECTED) != after)
@@ -260,7 +261,8 @@ static void test_master_hint(void)
 	   "then the last block of the batch without a hint, taken for partial");
 	is_str(master_order("n/"), "n/2 n/1 n/0", "no hint: the tail first");
 	is_str(master_order("f/"), "f/2 f/1 f/0", "hint 0: the tail first too");
-	ok(mc_object_find(&M.objects, "f/2", 3)->lru_prev == mc_object_find(&M.objects, "b/0", 3),
+	ok(mc_object_at(&M.objects, mc_object_find(&M.objects, "f/2", 3)->lru_prev) ==
+		   mc_object_find(&M.objects, "b/0", 3),
 	   "hint 0: its last block waits its turn after the older puts");
 	{
 		struct mc_wbuf b;
