@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -47,6 +48,10 @@
 #define MC_TCP_INBUF 2048	/* buffered replies: statuses and small READ payloads */
 #define MC_TCP_DIRECT 1024	/* READ payload left from this size: received in place */
 #define MC_TCP_CRC_AHEAD (256u << 10)
+/* A lane waiting for the rest of a READ payload asks the kernel to wake it only once this much
+ * (or the whole rest, if less) has arrived (SO_RCVLOWAT): each wake-up costs both sides a
+ * scheduler round trip, and a 1 MiB payload otherwise lands in dozens of small pieces. */
+#define MC_TCP_RCVLOWAT (256u << 10)
 
 struct mc_xfer {
 	mc_xfer_done_fn cb;
@@ -93,6 +98,7 @@ struct mc_lane {
 	struct mc_auth_hs *hs;
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
+	int lowat;		/* the socket's SO_RCVLOWAT (1: the kernel's default) */
 	struct mc_tcp_inbuf in;	/* over inbuf */
 	uint8_t inbuf[MC_TCP_INBUF];
 };
@@ -226,6 +232,7 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 		l->fd = -1;
 	}
 	l->connecting = 0;
+	l->lowat = 1;
 	free(l->hs);
 	l->hs = NULL;
 	for (s = l->head; s; s = n) {
@@ -386,6 +393,24 @@ ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t
 	return (ssize_t)n;
 }
 
+/* Before the lane waits for more replies: the bytes sure to come that may arrive before it is
+ * woken (the rest of the head READ's payload once its status said yes, at most
+ * MC_TCP_RCVLOWAT), else 1.  Only the payload being received is sure to come: a later reply may
+ * be a refusal without one. */
+static void mc_lane_set_lowat(struct mc_lane *l)
+{
+	struct mc_slice *s = l->head;
+	int want = 1;
+
+	if (s && s != l->send_cur && s->status_got == 8 && s->op == MC_XFER_READ &&
+	    (uint32_t)mc_get_le64(s->status) == 0 && s->recvd < s->len)
+		want = s->len - s->recvd < MC_TCP_RCVLOWAT ? (int)(s->len - s->recvd)
+							   : (int)MC_TCP_RCVLOWAT;
+	if (want != l->lowat &&
+	    setsockopt(l->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+		l->lowat = want;
+}
+
 /* Read replies for the head slices.  Returns -1 on error or close. */
 static int mc_lane_recv(struct mc_lane *l)
 {
@@ -461,6 +486,7 @@ check:
 			return -1;
 		if (progress && l->head)
 			mc_lane_arm_timer(l);
+		mc_lane_set_lowat(l);
 		return 0;
 	}
 }
@@ -523,6 +549,7 @@ static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
 				mc_lane_fail(l, strerror(err));
 				return;
 			}
+			mc_tcp_tune_local(fd);	/* WRITE payloads go out on it */
 		}
 		if (mc_lane_auth(l) <= 0)
 			return;
@@ -542,8 +569,17 @@ static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_lane *l = arg;
 
+	int queued = 0;
+
 	(void)fd;
 	(void)what;
+	if (l->head && !l->connecting && l->lowat > 1 && ioctl(l->fd, FIONREAD, &queued) == 0 &&
+	    queued > 0) {
+		/* Bytes came, fewer than the wake-up mark: progress, slow as it is.  Take them
+		 * (which re-arms the timer). */
+		mc_lane_on_io(l->fd, EV_READ, l);
+		return;
+	}
 	if (l->head || l->connecting)
 		mc_lane_fail(l, l->connecting ? "connect timeout" : "no progress (io timeout)");
 }
@@ -569,6 +605,7 @@ static struct mc_peer *mc_peer_get(struct mc_tcp_client *c, const char *host, ui
 
 		l->peer = p;
 		l->fd = -1;
+		l->lowat = 1;
 		l->in.buf = l->inbuf;
 		l->in.cap = sizeof(l->inbuf);
 		l->ev_read = event_new(c->base, -1, 0, mc_lane_on_io, l);
