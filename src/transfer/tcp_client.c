@@ -13,6 +13,12 @@
  * Completion callbacks are queued and run from a separate event, never from inside submit and
  * never while a lane is being walked.
  *
+ * Slices queued on connected lanes by one loop iteration's submits are written from one deferred
+ * event right after them (the sockets are almost always writable: no readiness event, no epoll
+ * change); only a full socket waits for EV_WRITE.  A lane receiving a READ payload sets
+ * SO_RCVLOWAT to what is sure to come (at most MC_TCP_RCVLOWAT), so that it wakes a few times
+ * per MiB rather than per segment.
+ *
  * Small transfers cost few system calls: the send cursor gathers up to MC_TCP_IOV pieces
  * (headers and payloads) into one writev, and replies are read through a small buffer
  * (MC_TCP_INBUF), so that the statuses of a batch of small writes, which the data server sends
@@ -99,6 +105,8 @@ struct mc_lane {
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
 	int lowat;		/* the socket's SO_RCVLOWAT (1: the kernel's default) */
+	struct mc_lane *flush_next;	/* on its client's flush list (flush_queued) */
+	int flush_queued;
 	struct mc_tcp_inbuf in;	/* over inbuf */
 	uint8_t inbuf[MC_TCP_INBUF];
 };
@@ -119,12 +127,16 @@ struct mc_tcp_client {
 	struct mc_peer *peers;
 	struct mc_xfer *done_head, **done_tail;
 	struct event *ev_done;
+	struct mc_lane *flush_head;	/* lanes given slices by this loop iteration's submits */
+	struct event *ev_flush;
 };
 
 static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg);
 static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg);
 static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x);
 static void mc_peer_admit(struct mc_tcp_client *c, struct mc_peer *p);
+static void mc_tcp_client_on_flush(evutil_socket_t fd, short what, void *arg);
+static void mc_lane_want_flush(struct mc_tcp_client *c, struct mc_lane *l);
 
 static uint64_t mc_env_u64(const char *name, uint64_t def)
 {
@@ -565,6 +577,34 @@ static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
 		mc_lane_fail(l, strerror(errno));
 }
 
+/* Send what this loop iteration's submits gave the lanes, right after them: the sockets are
+ * almost always writable, so the write needs no readiness event (and no epoll change to watch
+ * for one); a lane whose socket is full waits for it as usual (mc_lane_send). */
+static void mc_tcp_client_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_tcp_client *c = arg;
+	struct mc_lane *l;
+
+	(void)fd;
+	(void)what;
+	while ((l = c->flush_head) != NULL) {
+		c->flush_head = l->flush_next;
+		l->flush_queued = 0;
+		if (l->fd >= 0 && !l->connecting && l->send_cur && mc_lane_send(l) < 0)
+			mc_lane_fail(l, strerror(errno));
+	}
+}
+
+static void mc_lane_want_flush(struct mc_tcp_client *c, struct mc_lane *l)
+{
+	if (l->flush_queued)
+		return;
+	l->flush_queued = 1;
+	l->flush_next = c->flush_head;
+	c->flush_head = l;
+	event_active(c->ev_flush, EV_TIMEOUT, 1);
+}
+
 static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_lane *l = arg;
@@ -655,7 +695,12 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 		c->opts.max_queued_bytes = mc_env_u64("MC_TCP_MAX_QUEUED_BYTES_PER_PEER", 0);
 	c->done_tail = &c->done_head;
 	c->ev_done = event_new(base, -1, 0, mc_tcp_client_on_done, c);
-	if (c->ev_done == NULL) {
+	c->ev_flush = event_new(base, -1, 0, mc_tcp_client_on_flush, c);
+	if (c->ev_done == NULL || c->ev_flush == NULL) {
+		if (c->ev_done)
+			event_free(c->ev_done);
+		if (c->ev_flush)
+			event_free(c->ev_flush);
 		free(c);
 		return NULL;
 	}
@@ -695,6 +740,7 @@ void mc_tcp_client_free(struct mc_tcp_client *c)
 		x->peer = NULL;
 	mc_tcp_client_on_done(-1, 0, c);
 	event_free(c->ev_done);
+	event_free(c->ev_flush);
 	free(c);
 }
 
@@ -808,7 +854,7 @@ static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x)
 			if (mc_lane_connect(l) < 0)
 				mc_lane_fail(l, "connect failed");
 		} else if (!l->connecting) {
-			event_add(l->ev_write, NULL);
+			mc_lane_want_flush(c, l);
 			if (l->head == s)
 				mc_lane_arm_timer(l);
 		}
