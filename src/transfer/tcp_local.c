@@ -3,8 +3,8 @@
  * Same-host data connections: a connection whose two ends have the same address (loopback, or
  * a peer on this host reached through one of its own addresses) crosses no network, so the
  * congestion control the system chose for networks (bbr, say, which paces every packet out
- * with timers: on loopback that alone costs the sender about 40% more CPU per byte, measured
- * with 1 MiB sends) buys nothing there.  Such a connection is switched to
+ * with timers: on loopback that alone cost the sender about 1.6 times reno's CPU per byte,
+ * measured with 1 MiB sends) buys nothing there.  Such a connection is switched to
  * MC_TCP_LOCAL_CONGESTION, "reno" by default (built into every kernel and always allowed to
  * unprivileged processes); an empty value or "default" keeps the system's choice.  Connections
  * to other hosts are left alone.  Any thread may call it; the variable is read once.
