@@ -457,6 +457,25 @@ static void mc_te_crc_plan(struct mc_te_batch *b, struct mc_te_submit *s, uint8_
 		want_crc[s->r[i]->task] = (uint8_t)s->r[i]->want_crc;
 }
 
+/* Every request in flight whose CRC is wanted gets it from its transport as the bytes land (a
+ * tcp READ into host memory: each piece is checksummed as it is received), so a caller that
+ * asked to be told of each completion, to checksum it while it is in cache, has nothing to do
+ * before the last.  Only the requests still in s count: those completed at start carry their
+ * CRC already. */
+static int mc_te_crcs_on_the_way(const struct mc_te_submit *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct mc_te_req *r = s->r[i];
+
+		if (r->want_crc && (r->xport != MC_TE_XPORT_TCP || r->opcode != MC_XFER_READ ||
+				    r->gpu))
+			return 0;
+	}
+	return 1;
+}
+
 /* A request between GPU memory and our own segment, completed by mc_te_prepare: its CRC-64
  * from the segment's side, host memory the CPU may read (nothing when the segment is device
  * memory too). */
@@ -566,6 +585,12 @@ struct mc_te_inflight *mc_te_transfer_start(struct mc_engine *e, const struct tr
 	}
 	pthread_mutex_unlock(&e->mu);
 	mc_te_crc_plan(b, s, want_crc, n, inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES);
+	if (b->doneq && mc_te_crcs_on_the_way(s)) {
+		/* Nothing is left for the waiting thread to checksum while the bytes are in
+		 * cache: it wakes once, for the whole batch. */
+		free(b->doneq);
+		b->doneq = NULL;
+	}
 	if (inline_bytes && inline_bytes <= MC_TE_INLINE_BYTES)
 		mc_te_run_inline(e, s);
 	mc_te_run_direct(e, s);

@@ -86,6 +86,11 @@ struct mc_tcp_inbuf {
 ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t want,
 			  uint64_t direct, int flags);
 
+/* fd, a connected TCP socket: if its two ends share one address (the peer is on this host), give
+ * it the congestion control for same-host connections (tcp_local.c: MC_TCP_LOCAL_CONGESTION,
+ * default reno).  Returns 1 when switched, else 0. */
+int mc_tcp_tune_local(int fd);
+
 /* The calling thread's own small transfers (tcp_direct.c): for batches that are latency-bound,
  * a thread that would wait for the loop anyway carries them itself over pooled connections.
  * Any thread may call mc_tcp_direct_run; mc_tcp_direct_free when none does any more. */

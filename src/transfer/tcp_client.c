@@ -13,6 +13,12 @@
  * Completion callbacks are queued and run from a separate event, never from inside submit and
  * never while a lane is being walked.
  *
+ * Slices queued on connected lanes by one loop iteration's submits are written from one deferred
+ * event right after them (the sockets are almost always writable: no readiness event, no epoll
+ * change); only a full socket waits for EV_WRITE.  A lane receiving a READ payload sets
+ * SO_RCVLOWAT to what is sure to come (at most MC_TCP_RCVLOWAT), so that it wakes a few times
+ * per MiB rather than per segment.
+ *
  * Small transfers cost few system calls: the send cursor gathers up to MC_TCP_IOV pieces
  * (headers and payloads) into one writev, and replies are read through a small buffer
  * (MC_TCP_INBUF), so that the statuses of a batch of small writes, which the data server sends
@@ -31,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -47,6 +54,10 @@
 #define MC_TCP_INBUF 2048	/* buffered replies: statuses and small READ payloads */
 #define MC_TCP_DIRECT 1024	/* READ payload left from this size: received in place */
 #define MC_TCP_CRC_AHEAD (256u << 10)
+/* A lane waiting for the rest of a READ payload asks the kernel to wake it only once this much
+ * (or the whole rest, if less) has arrived (SO_RCVLOWAT): each wake-up costs both sides a
+ * scheduler round trip, and a 1 MiB payload otherwise lands in dozens of small pieces. */
+#define MC_TCP_RCVLOWAT (256u << 10)
 
 struct mc_xfer {
 	mc_xfer_done_fn cb;
@@ -93,6 +104,9 @@ struct mc_lane {
 	struct mc_auth_hs *hs;
 	struct mc_slice *head, *tail, *send_cur;
 	uint64_t queued;	/* bytes not yet completed */
+	int lowat;		/* the socket's SO_RCVLOWAT (1: the kernel's default) */
+	struct mc_lane *flush_next;	/* on its client's flush list (flush_queued) */
+	int flush_queued;
 	struct mc_tcp_inbuf in;	/* over inbuf */
 	uint8_t inbuf[MC_TCP_INBUF];
 };
@@ -113,12 +127,16 @@ struct mc_tcp_client {
 	struct mc_peer *peers;
 	struct mc_xfer *done_head, **done_tail;
 	struct event *ev_done;
+	struct mc_lane *flush_head;	/* lanes given slices by this loop iteration's submits */
+	struct event *ev_flush;
 };
 
 static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg);
 static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg);
 static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x);
 static void mc_peer_admit(struct mc_tcp_client *c, struct mc_peer *p);
+static void mc_tcp_client_on_flush(evutil_socket_t fd, short what, void *arg);
+static void mc_lane_want_flush(struct mc_tcp_client *c, struct mc_lane *l);
 
 static uint64_t mc_env_u64(const char *name, uint64_t def)
 {
@@ -226,6 +244,7 @@ static void mc_lane_fail(struct mc_lane *l, const char *why)
 		l->fd = -1;
 	}
 	l->connecting = 0;
+	l->lowat = 1;
 	free(l->hs);
 	l->hs = NULL;
 	for (s = l->head; s; s = n) {
@@ -386,6 +405,24 @@ ssize_t mc_tcp_inbuf_take(struct mc_tcp_inbuf *b, int fd, uint8_t *dst, uint64_t
 	return (ssize_t)n;
 }
 
+/* Before the lane waits for more replies: the bytes sure to come that may arrive before it is
+ * woken (the rest of the head READ's payload once its status said yes, at most
+ * MC_TCP_RCVLOWAT), else 1.  Only the payload being received is sure to come: a later reply may
+ * be a refusal without one. */
+static void mc_lane_set_lowat(struct mc_lane *l)
+{
+	struct mc_slice *s = l->head;
+	int want = 1;
+
+	if (s && s != l->send_cur && s->status_got == 8 && s->op == MC_XFER_READ &&
+	    (uint32_t)mc_get_le64(s->status) == 0 && s->recvd < s->len)
+		want = s->len - s->recvd < MC_TCP_RCVLOWAT ? (int)(s->len - s->recvd)
+							   : (int)MC_TCP_RCVLOWAT;
+	if (want != l->lowat &&
+	    setsockopt(l->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+		l->lowat = want;
+}
+
 /* Read replies for the head slices.  Returns -1 on error or close. */
 static int mc_lane_recv(struct mc_lane *l)
 {
@@ -461,6 +498,7 @@ check:
 			return -1;
 		if (progress && l->head)
 			mc_lane_arm_timer(l);
+		mc_lane_set_lowat(l);
 		return 0;
 	}
 }
@@ -523,6 +561,7 @@ static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
 				mc_lane_fail(l, strerror(err));
 				return;
 			}
+			mc_tcp_tune_local(fd);	/* WRITE payloads go out on it */
 		}
 		if (mc_lane_auth(l) <= 0)
 			return;
@@ -538,12 +577,49 @@ static void mc_lane_on_io(evutil_socket_t fd, short what, void *arg)
 		mc_lane_fail(l, strerror(errno));
 }
 
+/* Send what this loop iteration's submits gave the lanes, right after them: the sockets are
+ * almost always writable, so the write needs no readiness event (and no epoll change to watch
+ * for one); a lane whose socket is full waits for it as usual (mc_lane_send). */
+static void mc_tcp_client_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_tcp_client *c = arg;
+	struct mc_lane *l;
+
+	(void)fd;
+	(void)what;
+	while ((l = c->flush_head) != NULL) {
+		c->flush_head = l->flush_next;
+		l->flush_queued = 0;
+		if (l->fd >= 0 && !l->connecting && l->send_cur && mc_lane_send(l) < 0)
+			mc_lane_fail(l, strerror(errno));
+	}
+}
+
+static void mc_lane_want_flush(struct mc_tcp_client *c, struct mc_lane *l)
+{
+	if (l->flush_queued)
+		return;
+	l->flush_queued = 1;
+	l->flush_next = c->flush_head;
+	c->flush_head = l;
+	event_active(c->ev_flush, EV_TIMEOUT, 1);
+}
+
 static void mc_lane_on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_lane *l = arg;
 
+	int queued = 0;
+
 	(void)fd;
 	(void)what;
+	if (l->head && !l->connecting && l->lowat > 1 && ioctl(l->fd, FIONREAD, &queued) == 0 &&
+	    queued > 0) {
+		/* Bytes came, fewer than the wake-up mark: progress, slow as it is.  Take them
+		 * (which re-arms the timer). */
+		mc_lane_on_io(l->fd, EV_READ, l);
+		return;
+	}
 	if (l->head || l->connecting)
 		mc_lane_fail(l, l->connecting ? "connect timeout" : "no progress (io timeout)");
 }
@@ -569,6 +645,7 @@ static struct mc_peer *mc_peer_get(struct mc_tcp_client *c, const char *host, ui
 
 		l->peer = p;
 		l->fd = -1;
+		l->lowat = 1;
 		l->in.buf = l->inbuf;
 		l->in.cap = sizeof(l->inbuf);
 		l->ev_read = event_new(c->base, -1, 0, mc_lane_on_io, l);
@@ -618,7 +695,12 @@ struct mc_tcp_client *mc_tcp_client_new(struct event_base *base,
 		c->opts.max_queued_bytes = mc_env_u64("MC_TCP_MAX_QUEUED_BYTES_PER_PEER", 0);
 	c->done_tail = &c->done_head;
 	c->ev_done = event_new(base, -1, 0, mc_tcp_client_on_done, c);
-	if (c->ev_done == NULL) {
+	c->ev_flush = event_new(base, -1, 0, mc_tcp_client_on_flush, c);
+	if (c->ev_done == NULL || c->ev_flush == NULL) {
+		if (c->ev_done)
+			event_free(c->ev_done);
+		if (c->ev_flush)
+			event_free(c->ev_flush);
 		free(c);
 		return NULL;
 	}
@@ -658,6 +740,7 @@ void mc_tcp_client_free(struct mc_tcp_client *c)
 		x->peer = NULL;
 	mc_tcp_client_on_done(-1, 0, c);
 	event_free(c->ev_done);
+	event_free(c->ev_flush);
 	free(c);
 }
 
@@ -771,7 +854,7 @@ static void mc_xfer_enqueue(struct mc_tcp_client *c, struct mc_xfer *x)
 			if (mc_lane_connect(l) < 0)
 				mc_lane_fail(l, "connect failed");
 		} else if (!l->connecting) {
-			event_add(l->ev_write, NULL);
+			mc_lane_want_flush(c, l);
 			if (l->head == s)
 				mc_lane_arm_timer(l);
 		}

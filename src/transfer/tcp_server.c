@@ -856,6 +856,7 @@ static int mc_srv_adopt(struct mc_tcp_server *s, evutil_socket_t fd, const struc
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	evutil_make_socket_nonblocking(fd);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	mc_tcp_tune_local(fd);	/* READ payloads go out on it */
 	c->ev_read = event_new(s->base, fd, EV_READ | EV_PERSIST, mc_srv_on_io, c);
 	c->ev_write = event_new(s->base, fd, EV_WRITE, mc_srv_on_io, c);
 	c->ev_limit = evtimer_new(s->base, mc_srv_on_limit, c);
