@@ -54,6 +54,7 @@ struct mc_conn {
 	struct event *reaper;
 	char peer[80];
 	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
+	int parked;		/* its next request waits for the background load */
 	struct mc_wbuf out;
 	size_t *dur;		/* offsets in out of successful replies that need the commit */
 	size_t ndur, capdur;
@@ -411,6 +412,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
+	c->parked = 0;
 	for (;; handled++) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
@@ -449,12 +451,27 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			mc_conn_close(c, "out of memory");
 			return;
 		}
+		/* While the objects load, a request may have to wait: then so do those behind it
+		 * (mc_rpc_server_resume reads on). */
+		if (m->load && mc_master_load_gate(m, h.opcode, frame + MC_RPC_HDR_LEN, h.body_len,
+						   c->tenant)) {
+			c->parked = 1;
+			mc_log_debug("connection %llu from %s: %s waits for the load",
+				     (unsigned long long)c->id, c->peer, mc_rpc_op_name(h.opcode));
+			break;
+		}
 		if (!mc_request_expired(m, &h, &c->out, c->peer))
 			mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
-	mc_conn_slow_watch(c, handled);
+	if (c->parked) {	/* a complete request waits: not a slow peer */
+		if (c->slow_armed)
+			event_del(c->ev_slow);
+		c->slow_armed = 0;
+	} else {
+		mc_conn_slow_watch(c, handled);
+	}
 	if (c->out.len == c->sealed_len)
 		return;
 	if (m->persist) {
@@ -733,6 +750,17 @@ int mc_rpc_server_start(struct mc_master *m)
 	evconnlistener_set_error_cb(m->listener, mc_listener_on_error);
 	mc_log_notice("listening for RPC on %s:%s", m->cfg.rpc_address, port);
 	return 0;
+}
+
+void mc_rpc_server_resume(struct mc_master *m)
+{
+	struct mc_conn *c, *next;
+
+	for (c = m->conns; c; c = next) {
+		next = c->next;
+		if (c->parked && !c->closing && c->bev)
+			mc_conn_on_read(c->bev, c);
+	}
 }
 
 void mc_rpc_server_stop(struct mc_master *m)

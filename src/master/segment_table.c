@@ -386,7 +386,8 @@ static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc
 {
 	uint64_t off;
 
-	if (!mc_segment_placeable(m, seg, mc_master_now(m)))
+	/* While loading, a range not loaded yet may be any row's: nothing is handed out. */
+	if (m->load || !mc_segment_placeable(m, seg, mc_master_now(m)))
 		return -1;
 	if (mc_alloc_reserve(seg->alloc, len, &r->blk, &off) != 0)
 		return -1;
