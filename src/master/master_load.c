@@ -6,7 +6,9 @@
  * Phases:
  *   scanning   the loader thread (src/persist/persist_loader.c) reads every object row into
  *              memory and sorts the complete memory replicas by segment and offset;
- *   reserving  the loop re-reserves those ranges in that order (constant time each), in slices;
+ *   reserving  the loop re-reserves those ranges in that order (constant time each), in slices,
+ *              reading nothing but the sorted ranges; the loader thread then copies each
+ *              block to its row's slot (scattering, writes in another order, off the loop);
  *   inserting  the loop puts the objects into the table with their blocks, a chunk of rows a
  *              slice;
  *   done       quarantined ranges (puts in flight at the crash) are reserved, stale rows go, the
@@ -18,7 +20,7 @@
  *   - GetReplicaList, ExistKey, ProbeKey and their batch forms (default tenant) run once every
  *     key is in the table or known not to be in the file: while scanning, a key not loaded yet
  *     is looked up in the file by the loader thread (a point query in its read transaction,
- *     reply deferred); while reserving they wait (a fraction of a second); while inserting, the
+ *     reply deferred); while reserving and scattering they wait (a fraction of a second); while inserting, the
  *     row is found in memory and put into the table at once;
  *   - everything else (puts, removes, remove_all, mounts, tasks, tenants' requests, ...) waits
  *     until the load is done: its connection is not read further meanwhile (rpc_server.c), so
@@ -63,7 +65,7 @@ struct mc_ask {
 	int state;
 };
 
-enum { MC_LOAD_SCANNING, MC_LOAD_RESERVING, MC_LOAD_INSERTING };
+enum { MC_LOAD_SCANNING, MC_LOAD_RESERVING, MC_LOAD_SCATTERING, MC_LOAD_INSERTING };
 
 struct mc_master_load {
 	struct mc_master *m;
@@ -260,6 +262,7 @@ static int mc_load_key_waits(struct mc_master_load *ld, const char *key, size_t 
 			a->state = MC_ASK_LATER;	/* found when its row is inserted */
 		return 1;
 	case MC_LOAD_RESERVING:
+	case MC_LOAD_SCATTERING:
 		return 1;
 	default:
 		if (mc_load_search(ld, key, len, &c, &row) &&
@@ -391,30 +394,29 @@ static void mc_load_reserve_slice(struct mc_master_load *ld)
 	if (end > ld->nranges)
 		end = ld->nranges;
 	for (; ld->range < end; ld->range++) {
-		const struct mc_persist_range *e = &ld->ranges[ld->range];
-		struct mc_persist_rows *c = &ld->chunks[e->chunk];
-		const struct mc_persist_replica *pr = &c->reps[e->rep];
+		struct mc_persist_range *e = &ld->ranges[ld->range];
 		struct mc_segment *seg = ld->segs[e->order >> 48];
+		uint64_t off = (e->order & ((1ull << 48) - 1)) << 6;
 		struct mc_alloc_block *blk;
 
-		if (seg == NULL || pr->offset + pr->len > seg->size)
+		/* Only the range itself is read here: the rows are in another order. */
+		if (seg == NULL || off + e->len > seg->size)
 			continue;
-		if (mc_alloc_reserve_at(seg->alloc, pr->offset, pr->len, &blk) != 0) {
+		if (mc_alloc_reserve_at(seg->alloc, off, e->len, &blk) != 0) {
 			/* A row put in ahead has its ranges already; anything else overlaps. */
-			if (!(mc_load_row_of(c, e->rep)->flags & MC_LOAD_TAKEN))
+			if (!(mc_load_row_of(&ld->chunks[e->chunk], e->rep)->flags & MC_LOAD_TAKEN))
 				mc_log_warn("persisted replica at offset %llu of %s overlaps "
 					    "another: dropping it",
-					    (unsigned long long)pr->offset, seg->name);
+					    (unsigned long long)off, seg->name);
 			continue;
 		}
 		if (seg->status != MC_SEG_DORMANT)
 			m->allocated += mc_alloc_block_size(blk);
-		c->user[e->rep] = blk;
+		e->blk = blk;
 	}
-	if (ld->range == ld->nranges) {
-		mc_persist_loader_drop_ranges(ld->ldr);
-		ld->ranges = NULL;
-		ld->phase = MC_LOAD_INSERTING;
+	if (ld->range == ld->nranges) {	/* the blocks go to their rows' slots */
+		ld->phase = MC_LOAD_SCATTERING;
+		mc_persist_loader_scatter(ld->ldr);
 	}
 }
 
@@ -478,8 +480,8 @@ static void mc_load_on_step(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (ld->phase == MC_LOAD_RESERVING) {
 		mc_load_reserve_slice(ld);
-		if (ld->phase == MC_LOAD_INSERTING)
-			mc_rpc_server_resume(ld->m);	/* lookups can be answered now */
+		if (ld->phase == MC_LOAD_SCATTERING)
+			return;		/* the loader thread wakes us (mc_load_on_fd) */
 	} else if (mc_load_insert_slice(ld)) {
 		mc_load_finish(ld);
 		return;
@@ -509,6 +511,12 @@ static void mc_load_on_fd(evutil_socket_t fd, short what, void *arg)
 	}
 	if (state == 1 && ld->phase == MC_LOAD_SCANNING) {
 		mc_load_scanned(ld);
+		event_active(ld->ev_step, EV_TIMEOUT, 0);
+	}
+	if (state == 2 && ld->phase == MC_LOAD_SCATTERING) {
+		mc_persist_loader_drop_ranges(ld->ldr);
+		ld->ranges = NULL;
+		ld->phase = MC_LOAD_INSERTING;	/* lookups are answered from here on */
 		event_active(ld->ev_step, EV_TIMEOUT, 0);
 	}
 	mc_rpc_server_resume(ld->m);

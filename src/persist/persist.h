@@ -219,10 +219,13 @@ struct mc_persist_rows {
 	size_t keys_len, keys_cap;
 };
 /* A complete memory replica: order is its segment's index in the loader's list of segment ids
- * (the high 16 bits) and its offset / 64; rep indexes chunks[chunk].reps (and .user). */
+ * (the high 16 bits) and its offset / 64, len its length; rep indexes chunks[chunk].reps (and
+ * .user).  blk: the caller's, NULL to begin with (mc_persist_loader_scatter copies it to the
+ * user slot). */
 struct mc_persist_range {
-	uint64_t order;
+	uint64_t order, len;
 	uint32_t chunk, rep;
+	void *blk;
 };
 /* The answer to a point query: rc 0 (rows holds the one row), 1 (no such row) or
  * MC_ERR_PERSISTENT_FAIL; tag as given. */
@@ -239,11 +242,16 @@ struct mc_persist_answer {
  * MC_TEST_LOAD_DELAY_MS=N in the environment makes the thread sleep N ms (at most 1000) after
  * every 1024 rows. */
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out);
-/* Readable (eventfd) when a point query has been answered or the scan has ended. */
+/* Copy every range's blk to its user slot, on the loader thread (the slots are in key order,
+ * the ranges in offset order: the scattered writes stay off the loop); poll returns 2 when
+ * done.  Call once, after the scan, with the ranges left alone until then. */
+void mc_persist_loader_scatter(struct mc_persist_loader *l);
+/* Readable (eventfd) when a point query has been answered, the scan has ended or the scatter
+ * is done. */
 int mc_persist_loader_fd(const struct mc_persist_loader *l);
 /* Clear the fd; *answers: the point queries answered since (the caller frees them with
  * mc_persist_answer_free).  Returns 0 while scanning, 1 once the scan is done (the result
- * below is then the loop's), or the scan's error (negative). */
+ * below is then the loop's), 2 once a scatter is done, or the scan's error (negative). */
 int mc_persist_loader_poll(struct mc_persist_loader *l, struct mc_persist_answer **answers);
 /* Ask for the row of key (answered from the same read transaction, between the scan's rows).
  * 0 or -ENOMEM. */

@@ -47,7 +47,8 @@ struct mc_persist_loader {
 	pthread_cond_t cv;
 	struct mc_persist_answer *q_head, *q_tail;	/* asked, not yet answered */
 	struct mc_persist_answer *a_head, *a_tail;	/* answered, not yet taken */
-	int state;		/* 0 scanning, 1 done, <0 failed (under mu) */
+	int state;		/* 0 scanning, 1 done, 2 scattered, <0 failed (under mu) */
+	int scatter;		/* the loop asked for the scatter (under mu) */
 	char path[256];
 	long delay_ms;		/* test hook: MC_TEST_LOAD_DELAY_MS per 1000 rows */
 	atomic_ullong rows;
@@ -179,7 +180,7 @@ static void mc_loader_add_ranges(struct mc_persist_loader *l, uint32_t k)
 			l->ranges = mc_xrealloc(l->ranges, l->capranges * sizeof(*l->ranges));
 		}
 		l->ranges[l->nranges++] = (struct mc_persist_range){
-			(uint64_t)seg << 48 | r->offset >> 6, k, (uint32_t)(first + i)
+			(uint64_t)seg << 48 | r->offset >> 6, r->len, k, (uint32_t)(first + i), NULL
 		};
 	}
 }
@@ -368,15 +369,30 @@ static void *mc_loader_main(void *arg)
 	l->state = rc == 0 ? 1 : rc;
 	pthread_mutex_unlock(&l->mu);
 	mc_loader_wake(l);
-	/* Queries asked before the loop saw the end are still answered. */
+	/* Queries asked before the loop saw the end are still answered; then the scatter. */
 	for (;;) {
+		int scatter;
+
 		pthread_mutex_lock(&l->mu);
-		while (l->q_head == NULL && !atomic_load(&l->stop))
+		while (l->q_head == NULL && !atomic_load(&l->stop) && l->scatter != 1)
 			pthread_cond_wait(&l->cv, &l->mu);
+		scatter = l->scatter == 1;
 		pthread_mutex_unlock(&l->mu);
 		if (atomic_load(&l->stop))
 			break;
 		mc_loader_answer(l);
+		if (scatter) {
+			size_t i;
+
+			for (i = 0; i < l->nranges; i++)
+				l->chunks[l->ranges[i].chunk].user[l->ranges[i].rep] =
+					l->ranges[i].blk;
+			pthread_mutex_lock(&l->mu);
+			l->scatter = 2;
+			l->state = 2;
+			pthread_mutex_unlock(&l->mu);
+			mc_loader_wake(l);
+		}
 	}
 	return NULL;
 }
@@ -503,6 +519,15 @@ void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_row
 	*nranges = l->nranges;
 	*segids = (const uint8_t(*)[16])l->segids;
 	*nsegids = l->nsegids;
+}
+
+void mc_persist_loader_scatter(struct mc_persist_loader *l)
+{
+	pthread_mutex_lock(&l->mu);
+	if (l->scatter == 0)
+		l->scatter = 1;
+	pthread_cond_signal(&l->cv);
+	pthread_mutex_unlock(&l->mu);
 }
 
 void mc_persist_loader_drop_ranges(struct mc_persist_loader *l)
