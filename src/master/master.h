@@ -471,8 +471,6 @@ int mc_master_recover(struct mc_master *m);
  * or put their rows into the table. */
 int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *body, uint32_t len,
 			uint16_t tenant);
-/* Rows read from the file so far by a background load (0 when none runs). */
-uint64_t mc_master_load_progress(const struct mc_master *m);
 /* Stop a background load (at shutdown): the thread ends at once; the table keeps what is in. */
 void mc_master_load_stop(struct mc_master *m);
 

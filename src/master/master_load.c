@@ -548,11 +548,6 @@ int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
 	return 0;
 }
 
-uint64_t mc_master_load_progress(const struct mc_master *m)
-{
-	return m->load ? mc_persist_loader_rows(m->load->ldr) : 0;
-}
-
 void mc_master_load_stop(struct mc_master *m)
 {
 	struct mc_master_load *ld = m->load;
