@@ -96,8 +96,8 @@ measure_start() {	# measure_start LABEL: waits for the port, /metrics and the fu
 		sleep 0.02
 	done
 	awk -v a="$t0" -v r="$t_rpc" -v h="$t_http" -v l="$(now)" -v n="$N" -v w="$label" \
-		-v c="$c_rpc" -v x="$t_ans" -v e="$ans" -v pk="$probe_key" \
-		'BEGIN { printf "%s: RPC port accepts after %.2f s (master CPU %.2f s by then), ExistKey(%s) answered %s after %.2f s, /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start)\n", w, r - a, c, pk, e, x - a, h - a, n, l - a, n / (l - a) / 1e6 }'
+		-v c="$c_rpc" -v x="$t_ans" -v e="$ans" -v pk="$probe_key" -v cl="$(cpu_s "$mp")" \
+		'BEGIN { printf "%s: RPC port accepts after %.2f s (master CPU %.2f s by then), ExistKey(%s) answered %s after %.2f s, /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start; master CPU %.2f s, %.0f ns an object)\n", w, r - a, c, pk, e, x - a, h - a, n, l - a, n / (l - a) / 1e6, cl, cl * 1e9 / n }'
 }
 
 stop_master() {	# stop_master LABEL: SIGTERM, seconds until it has exited
@@ -110,10 +110,8 @@ stop_master() {	# stop_master LABEL: SIGTERM, seconds until it has exited
 	awk -v a="$s0" -v b="$(now)" -v w="$1" 'BEGIN { printf "%s: %.2f s\n", w, b - a }'
 }
 
-if [ "${SYNTH:-0}" = 1 ]; then
-	python3 "$(dirname "$0")/gen-persist-db.py" "$dir/master.db" "$N"
-	probe_key=$(printf 'synthetic/restart/bench/%016d' $((N - 1)))	# the last row read
-	ls -l "$dir"/master.db* | awk '{ s += $5 } END { printf "database: %.0f MB (synthetic)\n", s / 1048576 }'
+rounds() {	# OLD's and BUILD's masters in turn on the file, ROUNDS times
+	local r bin
 	for r in $(seq "${ROUNDS:-2}"); do
 		for bin in ${OLD:+"$OLD/mooncake_master"} "$B/mooncake_master"; do
 			MASTER=$bin
@@ -123,12 +121,23 @@ if [ "${SYNTH:-0}" = 1 ]; then
 		done
 	done
 	MASTER=$B/mooncake_master
+}
+
+restarts() {	# BUILD's master: a restart, kill -9, a restart after it, a clean stop
 	start_master
-	measure_start "$MASTER again"
+	measure_start "restart after a clean stop"
 	kill -9 "$mp"; wait "$mp" 2>/dev/null || true
 	start_master
 	measure_start "restart after kill -9"
 	stop_master "clean stop of the restarted master"
+}
+
+if [ "${SYNTH:-0}" = 1 ]; then
+	python3 "$(dirname "$0")/gen-persist-db.py" "$dir/master.db" "$N"
+	probe_key=$(printf 'synthetic/restart/bench/%016d' $((N - 1)))	# the last row read
+	ls -l "$dir"/master.db* | awk '{ s += $5 } END { printf "database: %.0f MB (synthetic)\n", s / 1048576 }'
+	rounds
+	restarts
 	exit 0
 fi
 start_master
@@ -150,30 +159,7 @@ awk -v c="$(echo "$c1 - $c0" | bc -l)" -v w="$(echo "$w1 - $w0" | bc -l)" -v k="
 N=${k%.*}
 # The client stays: a client that unmounts takes its objects with it, and real clients ride
 # out a master restart (they re-mount).
-s0=$(now)
-kill -TERM "$mp"
-while kill -0 "$mp" 2>/dev/null; do sleep 0.01; done
-wait "$mp" 2>/dev/null || true
-awk -v a="$s0" -v b="$(now)" 'BEGIN { printf "clean stop (SIGTERM to exit): %.2f s\n", b - a }'
+stop_master "clean stop (SIGTERM to exit)"
 ls -l "$dir"/master.db* | awk '{ s += $5 } END { printf "database: %.0f MB\n", s / 1048576 }'
-for r in $(seq "${ROUNDS:-2}"); do
-	[ -n "${OLD:-}" ] || break
-	for bin in "$OLD/mooncake_master" "$B/mooncake_master"; do
-		MASTER=$bin
-		start_master
-		measure_start "$bin, round $r"
-		stop_master "$bin, round $r: clean stop (SIGTERM to exit)"
-	done
-done
-MASTER=$B/mooncake_master
-start_master
-measure_start "restart after a clean stop"
-kill -9 "$mp"; wait "$mp" 2>/dev/null || true
-start_master
-measure_start "restart after kill -9"
-s0=$(now)
-kill -TERM "$mp"
-while kill -0 "$mp" 2>/dev/null; do sleep 0.01; done
-wait "$mp" 2>/dev/null || true
-mp=
-awk -v a="$s0" -v b="$(now)" 'BEGIN { printf "clean stop of the restarted master: %.2f s\n", b - a }'
+[ -n "${OLD:-}" ] && rounds
+restarts

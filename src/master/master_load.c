@@ -207,10 +207,10 @@ static struct mc_persist_object *mc_load_search(struct mc_master_load *ld, const
 	/* The first chunk whose last key is not below key. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		struct mc_persist_rows *c = &ld->chunks[mid];
-		const struct mc_persist_object *last = &c->rows[c->n - 1];
+		const struct mc_persist_rows *c = &ld->chunks[mid];
 
-		if (c->n == 0 || mc_load_keycmp(last->key, last->key_len, key, len) < 0)
+		/* Chunks from ld->chunk on are whole (n > 0): only those before are emptied. */
+		if (mc_load_keycmp(c->rows[c->n - 1].key, c->rows[c->n - 1].key_len, key, len) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;

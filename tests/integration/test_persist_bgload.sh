@@ -39,8 +39,8 @@ check() {	# check DESCRIPTION CMD...: one TAP line
 	fi
 }
 
-# 6000 rows at 300 ms a 1024: the scan alone takes about 1.8 s.
-restart master2 300
+# 6000 rows at 500 ms a 1024: the scan alone takes about 3 s.
+restart master2 500
 check "the restarted master answers before its objects are loaded" \
 	grep -q "loading the objects in the background" "$MC_TMP/master2.log"
 check "keys not loaded yet read back byte-identical" "$T" expect bg $((N - 20)) $N 1024 1
@@ -62,12 +62,12 @@ check "the other keys read back" "$T" expect bg 0 $((N - 100)) 1024 1
 # kill -9 in the middle of a load, then a clean stop in the middle of one: nothing is lost.
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
-restart master3 300
+restart master3 500
 check "a read during the load" "$T" expect bg 0 5 1024 1
 loaded master3 && { echo "not ok - the load was over before kill -9"; rc=1; }
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
-restart master4 300
+restart master4 500
 t0=$(date +%s%N)
 kill -TERM "$MPID"
 wait "$MPID"
