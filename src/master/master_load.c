@@ -84,6 +84,13 @@ struct mc_master_load {
 	uint32_t nsegs;
 };
 
+/* Connections whose request waited read on (rpc_server.c, on its event: after this turn). */
+static void mc_load_resume(struct mc_master *m)
+{
+	if (m->ev_load_resume)
+		event_active(m->ev_load_resume, EV_TIMEOUT, 0);
+}
+
 /* ------------------------------------------------------------ keys asked of the file */
 
 static struct mc_ask *mc_ask_find(struct mc_master_load *ld, const char *key, size_t len,
@@ -469,7 +476,7 @@ static void mc_load_finish(struct mc_master_load *ld)
 		return;
 	}
 	mc_master_commit(m);
-	mc_rpc_server_resume(m);
+	mc_load_resume(m);
 }
 
 static void mc_load_on_step(evutil_socket_t fd, short what, void *arg)
@@ -519,10 +526,12 @@ static void mc_load_on_fd(evutil_socket_t fd, short what, void *arg)
 		ld->phase = MC_LOAD_INSERTING;	/* lookups are answered from here on */
 		event_active(ld->ev_step, EV_TIMEOUT, 0);
 	}
-	mc_rpc_server_resume(ld->m);
+	mc_load_resume(ld->m);
 }
 
-int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
+/* Take over *L (segments loaded) and start loading the objects in the background: 0, or an
+ * error (nothing started; they load at once). */
+static int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
 {
 	struct mc_master_load *ld = mc_xcalloc(1, sizeof(*ld));
 	int rc;
@@ -546,6 +555,11 @@ int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
 	mc_log_notice("recovered %u segments from %s; loading the objects in the background",
 		      m->nsegs, m->cfg.persist_path);
 	return 0;
+}
+
+int mc_master_recover_in_background(struct mc_master *m)
+{
+	return mc_master_recover_bg(m, mc_master_load_start);
 }
 
 void mc_master_load_stop(struct mc_master *m)

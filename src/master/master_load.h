@@ -60,8 +60,9 @@ void mc_load_reserve_discards(struct mc_load *L);
 void mc_load_done(struct mc_load *L, const char *how);
 void mc_load_fini(struct mc_load *L);
 
-/* master_load.c: take over *L (segments loaded) and start loading the objects in the
- * background.  0, or an error (nothing started; load them now). */
-int mc_master_load_start(struct mc_master *m, const struct mc_load *L);
+/* master_recover.c: mc_master_recover, with bg called once the segments are in: it takes over
+ * *L and starts loading the objects in the background (0), or declines (they load at once). */
+int mc_master_recover_bg(struct mc_master *m,
+			 int (*bg)(struct mc_master *m, const struct mc_load *L));
 
 #endif

@@ -561,7 +561,8 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 	 * master becomes the leader. */
 	m->recover_more = mc_master_recover_more;
 	if (m->cfg.enable_ha ? mc_ha_init(m)
-			     : mc_master_recover(m) || (m->load == NULL && mc_master_recover_more(m))) {
+			     : mc_master_recover_in_background(m) ||
+				       (m->load == NULL && mc_master_recover_more(m))) {
 		mc_log_err("cannot %s %s", m->cfg.enable_ha ? "set up HA with" : "recover from",
 			   m->cfg.enable_ha ? m->cfg.ha_backend_connstring : m->cfg.persist_path);
 		goto fail;

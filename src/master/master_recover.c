@@ -435,7 +435,9 @@ void mc_load_done(struct mc_load *L, const char *how)
 	mc_load_fini(L);
 }
 
-int mc_master_recover(struct mc_master *m)
+/* bg: starts the background load of the objects (0) or declines; NULL: load them here. */
+static int mc_master_recover_with(struct mc_master *m,
+				  int (*bg)(struct mc_master *m, const struct mc_load *L))
 {
 	struct mc_load L = { .m = m };
 	struct mc_persist *p;
@@ -468,8 +470,8 @@ int mc_master_recover(struct mc_master *m)
 	p = m->persist;
 	m->persist = NULL;
 	rc = mc_persist_load(p, mc_load_on_segment, NULL, &L);
-	background = rc == 0 && !m->ha && !m->cfg.enable_ha && !mc_tenants_enabled(m) &&
-		     mc_master_load_start(m, &L) == 0;
+	background = rc == 0 && bg && !m->ha && !m->cfg.enable_ha && !mc_tenants_enabled(m) &&
+		     bg(m, &L) == 0;
 	if (rc == 0 && !background)
 		rc = mc_persist_load(p, NULL, mc_load_on_object, &L);
 	m->persist = p;
@@ -487,4 +489,15 @@ int mc_master_recover(struct mc_master *m)
 	mc_load_done(&L, "");
 	mc_master_persist_started(m, L.wall);
 	return 0;
+}
+
+int mc_master_recover(struct mc_master *m)
+{
+	return mc_master_recover_with(m, NULL);
+}
+
+int mc_master_recover_bg(struct mc_master *m,
+			 int (*bg)(struct mc_master *m, const struct mc_load *L))
+{
+	return mc_master_recover_with(m, bg);
 }

@@ -723,6 +723,22 @@ static void mc_listener_on_error(struct evconnlistener *l, void *arg)
 	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
 }
 
+/* The background load moved on (m->ev_load_resume): connections whose next request waited for
+ * it read on; those that must wait longer are parked again. */
+static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+	struct mc_conn *c, *next;
+
+	(void)fd;
+	(void)what;
+	for (c = m->conns; c; c = next) {
+		next = c->next;
+		if (c->parked && !c->closing && c->bev)
+			mc_conn_on_read(c->bev, c);
+	}
+}
+
 int mc_rpc_server_start(struct mc_master *m)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -731,6 +747,9 @@ int mc_rpc_server_start(struct mc_master *m)
 	char port[16];
 	int rc;
 
+	m->ev_load_resume = event_new(m->base, -1, 0, mc_rpc_server_on_resume, m);
+	if (m->ev_load_resume == NULL)
+		return -1;
 	snprintf(port, sizeof(port), "%lld",
 		 (long long)(m->cfg.rpc_port ? m->cfg.rpc_port : m->cfg.port));
 	rc = getaddrinfo(m->cfg.rpc_address, port, &hints, &res);
@@ -752,23 +771,15 @@ int mc_rpc_server_start(struct mc_master *m)
 	return 0;
 }
 
-void mc_rpc_server_resume(struct mc_master *m)
-{
-	struct mc_conn *c, *next;
-
-	for (c = m->conns; c; c = next) {
-		next = c->next;
-		if (c->parked && !c->closing && c->bev)
-			mc_conn_on_read(c->bev, c);
-	}
-}
-
 void mc_rpc_server_stop(struct mc_master *m)
 {
 	if (m->listener) {
 		evconnlistener_free(m->listener);
 		m->listener = NULL;
 	}
+	if (m->ev_load_resume)
+		event_free(m->ev_load_resume);
+	m->ev_load_resume = NULL;
 	while (m->conns) {
 		struct mc_conn *c = m->conns;
 
