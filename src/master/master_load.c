@@ -31,8 +31,9 @@
  * count what is loaded so far.  A stop during the load ends the loader thread at once.
  *
  * Where later records would apply: mc_load_finish runs once every row is in the table, before
- * anything that waited runs; changes recorded after the rows (a log of later changes, replayed
- * in order) go there.
+ * anything that waited runs; changes recorded apart from the rows (a log of later changes,
+ * replayed in order) go there.  Such a log must also be seen by the lookups while scanning: a
+ * key absent from the rows may be in it (mc_load_key_waits would then wait for the end).
  * Single-threaded: the master's reactor thread.
  */
 #include <stdio.h>

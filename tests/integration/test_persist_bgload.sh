@@ -50,21 +50,23 @@ if loaded master2; then
 else
 	echo "ok - the reads were answered while loading"
 fi
+# kill -9 in the middle of the load.
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+
+# Changes wait for the end of the load; a client gives up on a call after 2 s (and a call whose
+# deadline has passed is not run), so this load is shorter: about 0.9 s.
+restart master3 150
 check "a remove of keys not loaded yet waits for the load and holds" \
 	"$T" remove bg $((N - 100)) $((N - 90))
 check "puts of new keys during the load succeed" "$T" put-gen new 0 10 1024 2
-mc_wait_log master2 "in the background in" 30 || { mc_dump_logs; exit 1; }
-grep "recovered" "$MC_TMP/master2.log" | sed 's/^/# /'
+mc_wait_log master3 "in the background in" 30 || { mc_dump_logs; exit 1; }
+grep "recovered" "$MC_TMP/master3.log" | sed 's/^/# /'
 check "the removed keys are absent" "$T" expect bg $((N - 100)) $((N - 90)) 1024 absent
 check "the new keys read back" "$T" expect new 0 10 1024 2
 check "the other keys read back" "$T" expect bg 0 $((N - 100)) 1024 1
 
-# kill -9 in the middle of a load, then a clean stop in the middle of one: nothing is lost.
-kill -KILL "$MPID"
-wait "$MPID" 2>/dev/null
-restart master3 500
-check "a read during the load" "$T" expect bg 0 5 1024 1
-loaded master3 && { echo "not ok - the load was over before kill -9"; rc=1; }
+# A clean stop in the middle of a load.
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
 restart master4 500
