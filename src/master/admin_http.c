@@ -101,11 +101,16 @@ int mc_admin_method(struct evhttp_request *req, enum evhttp_cmd_type cmd)
 	return 0;
 }
 
-/* Changes are refused while persistence fails: 1 (and a 503 sent) when refused. */
+/* Changes are refused while persistence fails, and while the objects load in the background
+ * (a key not loaded yet would not be seen): 1 (and a 503 sent) when refused. */
 int mc_admin_refuse_changes(struct mc_master *m, struct evhttp_request *req)
 {
 	if (mc_admin_standby(m, req))
 		return 1;
+	if (m->load) {
+		evhttp_send_error(req, 503, "Loading the objects from --persist_path; retry");
+		return 1;
+	}
 	if (!mc_master_persist_refusing(m))
 		return 0;
 	m->metrics.persist_refused++;

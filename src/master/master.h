@@ -337,6 +337,11 @@ struct mc_master {
 	int persist_continue;		/* --persist_on_error=continue */
 	int exiting;			/* the process ends after mc_master_stop: the object table
 					   is left to the exit rather than freed object by object */
+	struct mc_master_load *load;	/* the objects are loading in the background
+					   (master_load.c); NULL once loaded */
+	struct event *ev_load_resume;	/* rpc_server.c's: connections whose request waited
+					   for the load read on (activated by master_load.c) */
+	int load_failed;		/* the background load failed: the process exits 1 */
 	int64_t persist_failed_since;	/* monotonic ms */
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;
@@ -465,6 +470,17 @@ size_t mc_master_persist_take(struct mc_master *m, struct mc_wbuf *out, size_t m
 /* master_recover.c: open --persist_path (mc_master_persist_open) and rebuild segments, clients
  * and objects from it.  0, or the error that makes the start fail. */
 int mc_master_recover(struct mc_master *m);
+/* The same, with the objects loading in the background where the master allows it
+ * (master_load.c; m->load set until done, m->recover_more called then).  The caller calls
+ * m->recover_more itself when m->load is NULL on return. */
+int mc_master_recover_in_background(struct mc_master *m);
+/* master_load.c: while m->load, whether a request may run now (0) or must wait (1; its
+ * connection is resumed by mc_rpc_server_resume).  May start a lookup of its keys in the file,
+ * or put their rows into the table. */
+int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *body, uint32_t len,
+			uint16_t tenant);
+/* Stop a background load (at shutdown): the thread ends at once; the table keeps what is in. */
+void mc_master_load_stop(struct mc_master *m);
 
 /* admin_http.c */
 int mc_admin_http_start(struct mc_master *m);
@@ -659,6 +675,7 @@ int mc_rpc_server_start(struct mc_master *m);
 void mc_rpc_server_stop(struct mc_master *m);
 /* Commit the iteration's changes, then send the replies that waited for them. */
 void mc_rpc_server_flush(struct mc_master *m);
+
 /* HA (ha_log.c): the replies waiting now are bound to the round of the log being written: they
  * are set apart (their connections read no more requests meanwhile) ... */
 void mc_rpc_server_seal(struct mc_master *m);

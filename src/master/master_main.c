@@ -468,6 +468,10 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (m->load) {		/* housekeeping resumes once every object is loaded */
+		mc_master_commit(m);
+		return;
+	}
 	mc_master_release_discards(m, mc_master_now(m), 0);
 	mc_master_check_clients(m);
 	mc_tier_expire(m, mc_master_now(m));
@@ -492,7 +496,7 @@ static void mc_master_on_evict(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* While changes are refused no put needs the room: keep the objects readable.  With
 	 * tenants each evicts its own objects at its own watermark, no one else's. */
-	if (mc_master_persist_refusing(m))
+	if (mc_master_persist_refusing(m) || m->load)
 		;
 	else if (mc_tenants_enabled(m))
 		mc_tenants_evict_check(m);
@@ -556,7 +560,9 @@ int mc_master_start(struct mc_master *m, struct event_base *base)
 	/* With HA the table (and with it the tasks, drains and tenants) is loaded when this
 	 * master becomes the leader. */
 	m->recover_more = mc_master_recover_more;
-	if (m->cfg.enable_ha ? mc_ha_init(m) : mc_master_recover(m) || mc_master_recover_more(m)) {
+	if (m->cfg.enable_ha ? mc_ha_init(m)
+			     : mc_master_recover_in_background(m) ||
+				       (m->load == NULL && mc_master_recover_more(m))) {
 		mc_log_err("cannot %s %s", m->cfg.enable_ha ? "set up HA with" : "recover from",
 			   m->cfg.enable_ha ? m->cfg.ha_backend_connstring : m->cfg.persist_path);
 		goto fail;
@@ -624,6 +630,7 @@ void mc_master_stop(struct mc_master *m)
 {
 	mc_ha_stop(m);		/* a leader hands its leadership back first */
 	mc_rpc_server_stop(m);
+	mc_master_load_stop(m);
 	mc_meta_server_free(m->meta);
 	m->meta = NULL;
 	if (m->meta_conn)
@@ -708,7 +715,7 @@ int mc_master_main(int argc, char **argv)
 	event_add(m->sig_hup, NULL);
 	mc_sd_notify("READY=1");
 	event_base_dispatch(m->base);
-	rc = 0;
+	rc = m->load_failed ? 1 : 0;
 	m->exiting = 1;
 	event_free(m->sig_hup);
 	event_free(m->sig_int);

@@ -22,39 +22,10 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "master/master.h"
+#include "master/master_load.h"
 #include "master/tenants.h"
 #include "persist/persist.h"
 #include "segment/alloc.h"
-
-/* A persisted memory replica's range, to reserve once every row is read.  32 bytes: qsort moves
- * elements that small in place instead of sorting pointers and copying them back. */
-struct mc_load_range {
-	struct mc_segment *seg;
-	uint64_t off, len;
-	struct mc_replica *r;
-};
-
-/* A range to keep out of use until release_at, then free (a put in flight at the crash). */
-struct mc_load_discard {
-	struct mc_segment *seg;
-	uint64_t off, len;
-	int64_t release_at;
-};
-
-struct mc_load {
-	struct mc_master *m;
-	struct mc_load_range *ranges;
-	size_t n, cap;
-	struct mc_load_discard *discards;
-	size_t ndiscards, capdiscards;
-	struct mc_object **lost;	/* objects that lost a replica to an overlap */
-	size_t nlost, caplost;
-	uint64_t objects, zombies, dropped, ghosts, dormant;
-	int64_t now, wall;
-	char **stale;		/* keys whose rows must go once the load is done */
-	size_t *stale_len;
-	size_t nstale, capstale;
-};
 
 static void mc_load_stale(struct mc_load *L, const char *key, size_t len)
 {
@@ -141,9 +112,30 @@ static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint6
 	L->discards[L->ndiscards++] = (struct mc_load_discard){ seg, off, len, release_at };
 }
 
-static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
+char mc_load_held_mark;
+
+/* Give back the ranges re-reserved for the memory replicas of po that were not used. */
+void mc_load_release_unused(struct mc_load *L, const struct mc_persist_object *po, void **blks)
 {
-	struct mc_load *L = arg;
+	uint32_t i;
+
+	for (i = 0; blks && i < po->n_replicas; i++) {
+		const struct mc_persist_replica *pr = &po->replicas[i];
+		struct mc_segment *seg;
+		struct mc_uuid id;
+
+		memcpy(id.b, pr->segment_id, 16);
+		if (blks[i] == NULL || (seg = mc_segment_lookup(L->m, &id)) == NULL)
+			continue;
+		if (seg->status != MC_SEG_DORMANT)
+			L->m->allocated -= mc_alloc_round(pr->len);
+		(void)mc_alloc_release(seg->alloc, pr->offset, pr->len);
+		blks[i] = NULL;
+	}
+}
+
+int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **blks)
+{
 	struct mc_master *m = L->m;
 	struct mc_segment *segs[MC_RPC_MAX_REPLICAS];
 	struct mc_object *o;
@@ -156,12 +148,13 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 		if (po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
 			L->dropped++;
 			mc_load_stale(L, po->key, po->key_len);
-			return 0;
+			goto out;
 		}
 		mc_ghost_load(m, po->key, po->key_len, po->gen);
 		L->ghosts++;
-		return 0;
+		goto out;
 	}
+	memset(segs, 0, sizeof(segs));
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
 		const struct mc_persist_replica *pr = &po->replicas[i];
 		struct mc_uuid id;
@@ -181,8 +174,20 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 			continue;
 		}
 		segs[i] = mc_segment_lookup(m, &id);	/* mounted or dormant */
+		/* With blks (the background load), a range of a length other than the object's
+		 * size rounded up could not be released again: dropped (its range goes back with
+		 * the others not taken). */
+		if (blks && blks[i] != NULL && segs[i] && pr->status == MC_REPLICA_COMPLETE &&
+		    mc_alloc_round(pr->len) != mc_alloc_round(po->size)) {
+			mc_log_warn("persisted replica at offset %llu of %s does not match its "
+				    "object's size: dropping it",
+				    (unsigned long long)pr->offset, segs[i]->name);
+			segs[i] = NULL;
+		}
+		/* With blks, a range that could not be re-reserved (it overlaps another) is gone
+		 * already. */
 		if (segs[i] && pr->offset + pr->len <= segs[i]->size &&
-		    pr->status == MC_REPLICA_COMPLETE)
+		    pr->status == MC_REPLICA_COMPLETE && (blks == NULL || blks[i] != NULL))
 			n++;
 		if (pr->status == MC_REPLICA_PROCESSING)
 			processing++;
@@ -207,14 +212,14 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 						    po->replicas[i].len, L->now + (release - L->wall));
 		L->zombies++;
 		mc_load_stale(L, po->key, po->key_len);
-		return 0;
+		goto out;
 	}
 	if (n == 0 || po->key_len == 0 || po->size > MC_OBJ_SIZE_MAX ||
 	    mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key, &key_len) ||
 	    key_len == 0 || key_len > MC_RPC_MAX_KEY) {
 		L->dropped++;
 		mc_load_stale(L, po->key, po->key_len);
-		return 0;
+		goto out;
 	}
 	m->objects.tenant = tenant;	/* a scoped key: its tenant's namespace */
 	o = mc_object_insert(&m->objects, key, key_len, n);
@@ -258,19 +263,33 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 			continue;
 		}
 		if (po->replicas[i].offset + po->replicas[i].len > segs[i]->size ||
-		    po->replicas[i].status != MC_REPLICA_COMPLETE)
+		    po->replicas[i].status != MC_REPLICA_COMPLETE || (blks && blks[i] == NULL))
 			continue;
 		r = mc_object_replica(o, n++);
 		r->id = po->replicas[i].id;
 		r->status = MC_REPLICA_COMPLETE;
-		mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len, r);
+		if (blks) {	/* re-reserved already (master_load.c) */
+			r->off = po->replicas[i].offset;
+			blks[i] = NULL;
+			mc_segment_push_replica(segs[i], r);
+		} else {
+			mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len,
+					  r);
+		}
 		memory++;
 	}
 	/* Only memory is evicted: an object on disk alone stays out of the eviction order. */
 	if (memory == 0)
 		mc_object_lru_unlink(&m->objects, o);
 	L->objects++;
+out:
+	mc_load_release_unused(L, po, blks);
 	return 0;
+}
+
+static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
+{
+	return mc_load_row(arg, po, NULL);
 }
 
 /* Per segment, ascending offsets. */
@@ -341,6 +360,14 @@ static void mc_load_reserve(struct mc_load *L)
 		mc_replica_push(&x->seg->reps, x->r);
 		x->seg->nreps++;
 	}
+	mc_load_reserve_discards(L);
+}
+
+void mc_load_reserve_discards(struct mc_load *L)
+{
+	struct mc_master *m = L->m;
+	size_t i;
+
 	if (L->ndiscards)
 		qsort(L->discards, L->ndiscards, sizeof(*L->discards), mc_load_discard_cmp);
 	for (i = 0; i < L->ndiscards; i++) {
@@ -389,7 +416,7 @@ static void mc_load_fix_lost(struct mc_load *L)
 	}
 }
 
-static void mc_load_fini(struct mc_load *L)
+void mc_load_fini(struct mc_load *L)
 {
 	size_t pos;
 
@@ -402,11 +429,29 @@ static void mc_load_fini(struct mc_load *L)
 	free(L->stale_len);
 }
 
-int mc_master_recover(struct mc_master *m)
+/* Rows that go once loaded (recorded now: the load is done) and the log line. */
+void mc_load_done(struct mc_load *L, const char *how)
+{
+	struct mc_master *m = L->m;
+	size_t pos;
+
+	for (pos = 0; pos < L->nstale; pos++)
+		mc_persist_del_object(m->persist, L->stale[pos], L->stale_len[pos]);
+	mc_log_notice("recovered %u segments (and %llu dormant), %llu objects and %llu SSD ghosts "
+		      "from %s%s (%llu unfinished puts quarantined, %llu unusable rows dropped)",
+		      m->nsegs, (unsigned long long)L->dormant, (unsigned long long)L->objects,
+		      (unsigned long long)L->ghosts, m->cfg.persist_path, how,
+		      (unsigned long long)L->zombies, (unsigned long long)L->dropped);
+	mc_load_fini(L);
+}
+
+/* bg: starts the background load of the objects (0) or declines; NULL: load them here. */
+static int mc_master_recover_with(struct mc_master *m,
+				  int (*bg)(struct mc_master *m, const struct mc_load *L))
 {
 	struct mc_load L = { .m = m };
-	size_t pos;
-	int rc;
+	struct mc_persist *p;
+	int rc, background;
 
 	/* A standby promoted by HA (ha.c) has had it open all along. */
 	rc = m->persist ? 0 : mc_master_persist_open(m);
@@ -426,34 +471,43 @@ int mc_master_recover(struct mc_master *m)
 	} else {
 		mc_persist_set_meta(m->persist, "gen_epoch", (int64_t)m->gen_epoch);
 	}
-	/* Loading records nothing: the database already holds it. */
-	{
-		struct mc_persist *p = m->persist;
-
-		m->persist = NULL;
-		rc = mc_persist_load(p, mc_load_on_segment, mc_load_on_object, &L);
-		m->persist = p;
-	}
+	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
+	if (m->next_replica_id == 0)
+		m->next_replica_id = 1;
+	/* Loading records nothing: the database already holds it.  Segments first, here; the
+	 * objects in the background (master_load.c) unless HA or tenants need the whole table at
+	 * once, or the file cannot be read by a second connection (then here too). */
+	p = m->persist;
+	m->persist = NULL;
+	rc = mc_persist_load(p, mc_load_on_segment, NULL, &L);
+	background = rc == 0 && bg && !m->ha && !m->cfg.enable_ha && !mc_tenants_enabled(m) &&
+		     bg(m, &L) == 0;
+	if (rc == 0 && !background)
+		rc = mc_persist_load(p, NULL, mc_load_on_object, &L);
+	m->persist = p;
 	if (rc) {
 		mc_load_fini(&L);
 		return rc;
 	}
+	if (background) {	/* L is the loader's now */
+		mc_master_persist_started(m, L.wall);
+		return 0;
+	}
 	mc_load_reserve(&L);
 	/* Objects whose every replica was dropped as overlapping go (recorded, so the rows go). */
 	mc_load_fix_lost(&L);
-	for (pos = 0; pos < L.nstale; pos++)
-		mc_persist_del_object(m->persist, L.stale[pos], L.stale_len[pos]);
-	mc_load_fini(&L);
-	m->next_replica_id = (uint64_t)mc_persist_get_meta(m->persist, "next_replica_id");
-	if (m->next_replica_id == 0)
-		m->next_replica_id = 1;
+	mc_load_done(&L, "");
 	mc_master_persist_started(m, L.wall);
-	mc_log_notice("recovered %u segments (and %llu dormant), %llu objects and %llu SSD ghosts "
-		      "from %s (%llu unfinished puts quarantined, %llu unusable rows dropped)",
-		      m->nsegs, (unsigned long long)L.dormant, (unsigned long long)L.objects,
-		      (unsigned long long)L.ghosts,
-		      m->cfg.persist_path, (unsigned long long)L.zombies,
-		      (unsigned long long)L.dropped);
 	return 0;
 }
 
+int mc_master_recover(struct mc_master *m)
+{
+	return mc_master_recover_with(m, NULL);
+}
+
+int mc_master_recover_bg(struct mc_master *m,
+			 int (*bg)(struct mc_master *m, const struct mc_load *L))
+{
+	return mc_master_recover_with(m, bg);
+}

@@ -54,6 +54,7 @@ struct mc_conn {
 	struct event *reaper;
 	char peer[80];
 	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
+	int parked;		/* its next request waits for the background load */
 	struct mc_wbuf out;
 	size_t *dur;		/* offsets in out of successful replies that need the commit */
 	size_t ndur, capdur;
@@ -411,6 +412,7 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
+	c->parked = 0;
 	for (;; handled++) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
@@ -449,12 +451,27 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			mc_conn_close(c, "out of memory");
 			return;
 		}
+		/* While the objects load, a request may have to wait: then so do those behind it
+		 * (mc_rpc_server_resume reads on). */
+		if (m->load && mc_master_load_gate(m, h.opcode, frame + MC_RPC_HDR_LEN, h.body_len,
+						   c->tenant)) {
+			c->parked = 1;
+			mc_log_debug("connection %llu from %s: %s waits for the load",
+				     (unsigned long long)c->id, c->peer, mc_rpc_op_name(h.opcode));
+			break;
+		}
 		if (!mc_request_expired(m, &h, &c->out, c->peer))
 			mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
-	mc_conn_slow_watch(c, handled);
+	if (c->parked) {	/* a complete request waits: not a slow peer */
+		if (c->slow_armed)
+			event_del(c->ev_slow);
+		c->slow_armed = 0;
+	} else {
+		mc_conn_slow_watch(c, handled);
+	}
 	if (c->out.len == c->sealed_len)
 		return;
 	if (m->persist) {
@@ -706,6 +723,22 @@ static void mc_listener_on_error(struct evconnlistener *l, void *arg)
 	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
 }
 
+/* The background load moved on (m->ev_load_resume): connections whose next request waited for
+ * it read on; those that must wait longer are parked again. */
+static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+	struct mc_conn *c, *next;
+
+	(void)fd;
+	(void)what;
+	for (c = m->conns; c; c = next) {
+		next = c->next;
+		if (c->parked && !c->closing && c->bev)
+			mc_conn_on_read(c->bev, c);
+	}
+}
+
 int mc_rpc_server_start(struct mc_master *m)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -714,6 +747,9 @@ int mc_rpc_server_start(struct mc_master *m)
 	char port[16];
 	int rc;
 
+	m->ev_load_resume = event_new(m->base, -1, 0, mc_rpc_server_on_resume, m);
+	if (m->ev_load_resume == NULL)
+		return -1;
 	snprintf(port, sizeof(port), "%lld",
 		 (long long)(m->cfg.rpc_port ? m->cfg.rpc_port : m->cfg.port));
 	rc = getaddrinfo(m->cfg.rpc_address, port, &hints, &res);
@@ -741,6 +777,9 @@ void mc_rpc_server_stop(struct mc_master *m)
 		evconnlistener_free(m->listener);
 		m->listener = NULL;
 	}
+	if (m->ev_load_resume)
+		event_free(m->ev_load_resume);
+	m->ev_load_resume = NULL;
 	while (m->conns) {
 		struct mc_conn *c = m->conns;
 

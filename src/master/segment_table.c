@@ -391,7 +391,8 @@ void mc_segment_push_replica(struct mc_segment *seg, struct mc_replica *r)
 static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint64_t len)
 {
-	if (!mc_segment_placeable(m, seg, mc_master_now(m)))
+	/* While loading, a range not loaded yet may be any row's: nothing is handed out. */
+	if (m->load || !mc_segment_placeable(m, seg, mc_master_now(m)))
 		return -1;
 	if (mc_alloc_reserve(seg->alloc, len, &r->off) != 0)
 		return -1;

@@ -181,7 +181,8 @@ int mc_persist_fault_install(void);
  * installed. */
 void mc_persist_fault_attach(struct sqlite3 *db);
 
-/* Reload everything: segments first, then objects.  Pointers passed to the callbacks are valid
+/* Reload everything: segments first, then objects (either callback NULL: those rows are not
+ * read; the background load reads the objects, mc_persist_loader_start).  Pointers passed to the callbacks are valid
  * only during the call.  A callback returning non-zero stops the load with that value.  Returns
  * 0, the callback's value, or MC_ERR_PERSISTENT_FAIL. */
 typedef int (*mc_persist_segment_fn)(void *arg, const struct mc_persist_segment *s);
@@ -197,5 +198,77 @@ int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_reco
 			    void *arg);
 /* 0 if name is unknown. */
 int64_t mc_persist_get_meta(struct mc_persist *p, const char *name);
+
+/* Background load (persist_loader.c): the object rows read by a thread of their own, so the
+ * master can serve while they load.  Segments, meta values and records are read beforehand
+ * with the calls above.  The loader's read transaction starts in mc_persist_loader_start: it
+ * sees the file as it is then, whatever the master writes afterwards.  All calls but the thread
+ * inside are the master's loop's. */
+struct mc_persist_loader;
+/* Decoded object rows, in key order (the order of the file's primary key: memcmp, then the
+ * shorter first).  rows[i].key and rows[i].replicas point into keys and reps.  user has one
+ * slot per entry of reps, NULL to begin with, for the caller (the master keeps the allocator
+ * block it re-reserved there).  The other fields are the loader's. */
+struct mc_persist_rows {
+	size_t n, cap;
+	struct mc_persist_object *rows;
+	struct mc_persist_replica *reps;
+	void **user;
+	size_t nreps, capreps;
+	char *keys;
+	size_t keys_len, keys_cap;
+};
+/* A complete memory replica: order is its segment's index in the loader's list of segment ids
+ * (the high 16 bits) and its offset / 64, len its length; rep indexes chunks[chunk].reps (and
+ * .user).  blk: the caller's, NULL to begin with (mc_persist_loader_scatter copies it to the
+ * user slot). */
+struct mc_persist_range {
+	uint64_t order, len;
+	uint32_t chunk, rep;
+	void *blk;
+};
+/* The answer to a point query: rc 0 (rows holds the one row), 1 (no such row) or
+ * MC_ERR_PERSISTENT_FAIL; tag as given. */
+struct mc_persist_answer {
+	struct mc_persist_answer *next;
+	void *tag;
+	int rc;
+	struct mc_persist_rows rows;
+	size_t key_len;
+	char key[];
+};
+/* Open path read-only, begin the read transaction and start the thread.  0 and *out, -EINVAL
+ * (an in-memory database: load it with mc_persist_load), MC_ERR_PERSISTENT_FAIL.  Test hook:
+ * MC_TEST_LOAD_DELAY_MS=N in the environment makes the thread sleep N ms (at most 1000) after
+ * every 1024 rows. */
+int mc_persist_loader_start(const char *path, struct mc_persist_loader **out);
+/* Copy every range's blk to its user slot, on the loader thread (the slots are in key order,
+ * the ranges in offset order: the scattered writes stay off the loop); poll returns 2 when
+ * done.  Call once, after the scan, with the ranges left alone until then. */
+void mc_persist_loader_scatter(struct mc_persist_loader *l);
+/* Readable (eventfd) when a point query has been answered, the scan has ended or the scatter
+ * is done. */
+int mc_persist_loader_fd(const struct mc_persist_loader *l);
+/* Clear the fd; *answers: the point queries answered since (the caller frees them with
+ * mc_persist_answer_free).  Returns 0 while scanning, 1 once the scan is done (the result
+ * below is then the loop's), 2 once a scatter is done, or the scan's error (negative). */
+int mc_persist_loader_poll(struct mc_persist_loader *l, struct mc_persist_answer **answers);
+/* Ask for the row of key (answered from the same read transaction, between the scan's rows).
+ * 0 or -ENOMEM. */
+int mc_persist_loader_query(struct mc_persist_loader *l, const void *key, size_t len, void *tag);
+void mc_persist_answer_free(struct mc_persist_answer *a);
+/* Rows read so far (progress; after the scan, the number of ranges). */
+uint64_t mc_persist_loader_rows(const struct mc_persist_loader *l);
+/* After the scan: the chunks of rows (in key order, each chunk in key order), the ranges
+ * sorted by order, and the segment ids the ranges index.  Valid until mc_persist_loader_free;
+ * the caller may empty chunks it is done with (mc_persist_rows_fini) and the ranges
+ * (mc_persist_loader_drop_ranges). */
+void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
+			      size_t *nchunks, struct mc_persist_range **ranges, size_t *nranges,
+			      const uint8_t (**segids)[16], uint32_t *nsegids);
+void mc_persist_rows_fini(struct mc_persist_rows *c);
+void mc_persist_loader_drop_ranges(struct mc_persist_loader *l);
+/* Stop the thread (interrupting a long read), close, free everything.  NULL is a no-op. */
+void mc_persist_loader_free(struct mc_persist_loader *l);
 
 #endif

@@ -103,6 +103,13 @@ struct mc_persist {
  * checkpoint, whose caller logs them), statements, reopening for writing. */
 void mc_persist_note(struct mc_persist *p, const char *what, int rc, const char *msg);
 int mc_persist_fail(struct mc_persist *p, const char *what, int rc);
+/* Decode the object row st stands on (the columns of ST_LOAD_OBJECTS) into *o, its replicas
+ * into reps (MC_PERSIST_MAX_REPLICAS of them); o's pointers are valid until st moves.  0, or -1
+ * for a malformed row. */
+struct mc_persist_object;
+struct mc_persist_replica;
+int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
+			     struct mc_persist_replica *reps);
 int mc_persist_exec(struct mc_persist *p, const char *sql);
 /* Run a prepared statement that returns no rows, then reset it.  0 or MC_ERR_PERSISTENT_FAIL. */
 int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which);

@@ -74,6 +74,46 @@ static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn 
 	return ret;
 }
 
+int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
+			     struct mc_persist_replica *reps)
+{
+	struct mc_rbuf r;
+	int nbytes = sqlite3_column_bytes(st, 6);
+	uint32_t i, n;
+
+	o->key = sqlite3_column_blob(st, 0);
+	o->key_len = (size_t)sqlite3_column_bytes(st, 0);
+	o->size = (uint64_t)sqlite3_column_int64(st, 1);
+	o->flags = (uint32_t)sqlite3_column_int64(st, 2);
+	o->put_start_ms = sqlite3_column_int64(st, 3);
+	o->soft_pin_until_ms = sqlite3_column_int64(st, 4);
+	o->gen = (uint64_t)sqlite3_column_int64(st, 7);
+	o->has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
+	o->checksum = o->has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
+	n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
+	if (o->key == NULL || mc_persist_blob16(st, 5, o->writer) ||
+	    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS)
+		return -1;
+	mc_rbuf_init(&r, sqlite3_column_blob(st, 6), (size_t)nbytes);
+	for (i = 0; i < n; i++) {
+		const uint8_t *seg;
+
+		reps[i].id = mc_rbuf_u64(&r);
+		reps[i].type = mc_rbuf_u8(&r);
+		reps[i].status = mc_rbuf_u8(&r);
+		seg = mc_rbuf_bytes(&r, 16);
+		if (seg)
+			memcpy(reps[i].segment_id, seg, 16);
+		reps[i].offset = mc_rbuf_u64(&r);
+		reps[i].len = mc_rbuf_u64(&r);
+	}
+	if (r.err)
+		return -1;
+	o->n_replicas = n;
+	o->replicas = reps;
+	return 0;
+}
+
 static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn, void *arg)
 {
 	sqlite3_stmt *st = p->st[ST_LOAD_OBJECTS];
@@ -82,42 +122,11 @@ static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn
 
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct mc_persist_object o;
-		struct mc_rbuf r;
-		int nbytes = sqlite3_column_bytes(st, 6);
-		uint32_t i, n;
 
-		o.key = sqlite3_column_blob(st, 0);
-		o.key_len = (size_t)sqlite3_column_bytes(st, 0);
-		o.size = (uint64_t)sqlite3_column_int64(st, 1);
-		o.flags = (uint32_t)sqlite3_column_int64(st, 2);
-		o.put_start_ms = sqlite3_column_int64(st, 3);
-		o.soft_pin_until_ms = sqlite3_column_int64(st, 4);
-		o.gen = (uint64_t)sqlite3_column_int64(st, 7);
-		o.has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
-		o.checksum = o.has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
-		n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
-		if (o.key == NULL || mc_persist_blob16(st, 5, o.writer) ||
-		    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS) {
+		if (mc_persist_decode_object(st, &o, reps)) {
 			mc_log_warn("persist %s: skipping a malformed object row", p->path);
 			continue;
 		}
-		mc_rbuf_init(&r, sqlite3_column_blob(st, 6), (size_t)nbytes);
-		for (i = 0; i < n; i++) {
-			const uint8_t *seg;
-
-			reps[i].id = mc_rbuf_u64(&r);
-			reps[i].type = mc_rbuf_u8(&r);
-			reps[i].status = mc_rbuf_u8(&r);
-			seg = mc_rbuf_bytes(&r, 16);
-			if (seg)
-				memcpy(reps[i].segment_id, seg, 16);
-			reps[i].offset = mc_rbuf_u64(&r);
-			reps[i].len = mc_rbuf_u64(&r);
-		}
-		if (r.err)
-			continue;
-		o.n_replicas = n;
-		o.replicas = reps;
 		ret = fn(arg, &o);
 		if (ret)
 			break;
@@ -157,8 +166,8 @@ int mc_persist_load(struct mc_persist *p, mc_persist_segment_fn on_segment,
 
 	if (p->st[ST_LOAD_SEGMENTS] == NULL)	/* no database yet: nothing to load */
 		return 0;
-	ret = mc_persist_load_segments(p, on_segment, arg);
-	if (ret)
+	ret = on_segment ? mc_persist_load_segments(p, on_segment, arg) : 0;
+	if (ret || on_object == NULL)
 		return ret;
 	return mc_persist_load_objects(p, on_object, arg);
 }

@@ -1,0 +1,93 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The background load after a restart from --persist_path: with the loader slowed down
+# (MC_TEST_LOAD_DELAY_MS), the restarted master answers before its objects are loaded: reads of
+# keys not loaded yet come back byte-identical (looked up in the file), unknown keys are absent,
+# a remove of a key not loaded yet and puts of new keys wait for the load and then hold; a
+# kill -9 during the load loses nothing, and neither does a clean stop during it.
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+T=$MC_BIN/tests/integration/fault_tool
+DB=$MC_TMP/master.db
+N=6000
+
+mc_start_master --persist_path="$DB" || { mc_dump_logs; exit 1; }
+mc_start_client client1 64MB || { mc_dump_logs; exit 1; }
+mc_wait_mounted client1 || { mc_dump_logs; exit 1; }
+export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
+"$T" put-gen bg 0 $N 1024 1 >"$MC_TMP/fill.out" 2>&1 ||
+	{ cat "$MC_TMP/fill.out"; mc_dump_logs; exit 1; }
+# wait, not mc_wait_gone: the port is free only once every thread of the process has ended.
+kill -KILL "$MC_MASTER_PID"
+wait "$MC_MASTER_PID" 2>/dev/null
+
+# restart NAME DELAY_MS: the master again on the same port and file.
+restart() {
+	MC_TEST_LOAD_DELAY_MS=$2 mc_start "$1" "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
+		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" --persist_path="$DB"
+	MPID=$MC_LAST_PID
+	MC_MASTER_LOG=$1
+	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+}
+loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
+rc=0
+check() {	# check DESCRIPTION CMD...: one TAP line
+	local what=$1; shift
+	if "$@" >"$MC_TMP/step.out" 2>&1; then
+		echo "ok - $what"
+	else
+		sed 's/^/# /' "$MC_TMP/step.out"; echo "not ok - $what"; rc=1
+	fi
+}
+
+# 6000 rows at 500 ms a 1024: the scan alone takes about 3 s.
+restart master2 500
+check "the restarted master answers before its objects are loaded" \
+	grep -q "loading the objects in the background" "$MC_TMP/master2.log"
+check "keys not loaded yet read back byte-identical" "$T" expect bg $((N - 20)) $N 1024 1
+check "keys that were never stored are absent" "$T" expect none 0 5 1024 absent
+if loaded master2; then
+	echo "not ok - the reads were answered while loading (the load was over already)"; rc=1
+else
+	echo "ok - the reads were answered while loading"
+fi
+# kill -9 in the middle of the load.
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+
+# Changes wait for the end of the load; a client gives up on a call after 2 s (and a call whose
+# deadline has passed is not run), so this load is shorter: about 0.9 s.
+restart master3 150
+check "a remove of keys not loaded yet waits for the load and holds" \
+	"$T" remove bg $((N - 100)) $((N - 90))
+check "puts of new keys during the load succeed" "$T" put-gen new 0 10 1024 2
+mc_wait_log master3 "in the background in" 30 || { mc_dump_logs; exit 1; }
+grep "recovered" "$MC_TMP/master3.log" | sed 's/^/# /'
+check "the removed keys are absent" "$T" expect bg $((N - 100)) $((N - 90)) 1024 absent
+check "the new keys read back" "$T" expect new 0 10 1024 2
+check "the other keys read back" "$T" expect bg 0 $((N - 100)) 1024 1
+
+# A clean stop in the middle of a load.
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+restart master4 500
+t0=$(date +%s%N)
+kill -TERM "$MPID"
+wait "$MPID"
+st=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+if [ $st -eq 0 ] && [ $ms -lt 5000 ] && ! loaded master4; then
+	echo "ok - a clean stop during the load exits 0 in $ms ms"
+else
+	echo "not ok - a clean stop during the load: status $st after $ms ms"; rc=1
+fi
+restart master5 0
+mc_wait_log master5 "in the background in" 30 || { mc_dump_logs; exit 1; }
+check "after kill -9 and a stop during loads: removed keys absent" \
+	"$T" expect bg $((N - 100)) $((N - 90)) 1024 absent
+check "after kill -9 and a stop during loads: new keys read back" "$T" expect new 0 10 1024 2
+check "after kill -9 and a stop during loads: every other key reads back" \
+	"$T" expect bg 0 $((N - 100)) 1024 1
+kill -TERM "$MPID"
+wait "$MPID"
+[ $rc -eq 0 ] || mc_dump_logs
+exit $rc
