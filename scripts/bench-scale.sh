@@ -114,7 +114,7 @@ for line in open(f):
         r = json.loads(line)
         n = max(r["ops"], 1)
         r["label"] = "c-writer-t" + t
-        r["cpu_us_per_put"] = {"writers": r["cpu_us_per_op"],
+        r["cpu_us_per_put"] = {"writers": r.get("cpu_us_per_op"),
                                "master": round((int(m1) - int(m0)) / int(hz) / n * 1e6, 2),
                                "client": round((int(c1) - int(c0)) / int(hz) / n * 1e6, 2)}
         print(json.dumps(r))
