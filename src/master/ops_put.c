@@ -119,8 +119,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	if (rc)
 		goto fail;
 	m->evict_waiting = 0;
-	if (mc_ghost_count(m) > 0)	/* most masters have none: no key copy, hash and probe */
-		mc_ghost_drop(m, key.p, key.n);
+	mc_ghost_drop(m, key.p, key.n);
 	o = mc_object_insert(&m->objects, key.p, key.n, want);
 	o->gen = mc_gen_next(m);
 	for (i = 0; i < want; i++) {
