@@ -21,14 +21,6 @@
  * waits on it); the lane reconnects on the next call once the main connection is up again.  A
  * failed lane stops all of them until then.  MC_RPC_DIRECT=0 turns the lanes off.  Shared
  * fields are under mc->mu; a lane's socket is used only by the thread holding its mu.
- *
- * A lane call looks for its answer without sleeping for a short while (MC_DL_SPIN_NS) before it
- * sleeps in poll, which saves a wake-up where the master answers fast.  Where it does not (a
- * batch of a hundred puts keeps the master busy for a hundred microseconds or more) the spin
- * would only burn the core the master, the data server or another writer needs: the lane
- * remembers how long the last answer to each opcode took and spins only while that came within
- * the spin (a measure taken after a sleep includes the wake-up, so every MC_DL_RESPIN-th call
- * of a slow opcode spins anyway, to notice when its answers come fast again).
  */
 #include <errno.h>
 #include <limits.h>
@@ -51,30 +43,12 @@
 /* ---------------------------------------------------------------- the direct lane */
 
 #define MC_DL_SPIN_NS 40000	/* how long a lane call looks for its answer before sleeping */
-#define MC_DL_RESPIN 32		/* a slow opcode's calls spin once in this many */
 
-static int64_t mc_dl_now_ns(void)
+/* Wait for events on fd until limit_ms (monotonic; 0: no limit).  1: ready (or an error to be
+ * read by the next call), 0: the limit passed, -1: poll failed. */
+static int mc_dl_wait(int fd, short events, int64_t limit_ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Should a call of this opcode on lane l (its mu held) spin for its answer? */
-static int mc_dl_spin_for(struct mc_dlane *l, uint16_t opcode)
-{
-	unsigned k = opcode % MC_DL_OPS;
-
-	return l->answer_ns[k] <= MC_DL_SPIN_NS || ++l->slow_calls[k] % MC_DL_RESPIN == 0;
-}
-
-/* Wait for events on fd until limit_ms (monotonic; 0: no limit), for POLLIN spinning a while
- * first when spin is set.  1: ready (or an error to be read by the next call), 0: the limit
- * passed, -1: poll failed. */
-static int mc_dl_wait(int fd, short events, int64_t limit_ms, int spin)
-{
-	if (events == POLLIN && spin) {
+	if (events == POLLIN) {
 		/* A master on a fast network answers within tens of microseconds; sleeping at once
 		 * adds a wake-up of an idle CPU (tens of microseconds more on a virtual machine).
 		 * Look for the answer without sleeping for a short while first. */
@@ -118,7 +92,7 @@ static int mc_dl_connect(struct mc_master_client *mc, const struct sockaddr_stor
 		return -1;
 	if (connect(fd, (const struct sockaddr *)ss, len) != 0) {
 		if (errno != EINPROGRESS ||
-		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms, 0) != 1 ||
+		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms) != 1 ||
 		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
 			close(fd);
 			return -1;
@@ -179,10 +153,9 @@ static void mc_dl_fail(struct mc_master_client *mc, struct mc_dlane *l, uint64_t
 		(void)mc_loop_thread_call(mc->st->lt, mc_dl_on_failed, mc->st);
 }
 
-/* Read the answer to req_id into call, spinning a while before each sleep when spin is set.
- * 0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or MC_DL_REFUSED: the master closed the
- * lane before a byte of the answer. */
-static int mc_dl_read(int fd, struct mc_rpc_call *call, int spin, const char **why)
+/* Read the answer to req_id into call.  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or
+ * MC_DL_REFUSED: the master closed the lane before a byte of the answer. */
+static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
 {
 	uint8_t buf[4096];
 	size_t got = 0, want = MC_RPC_HDR_LEN;
@@ -237,7 +210,7 @@ static int mc_dl_read(int fd, struct mc_rpc_call *call, int spin, const char **w
 			/* Nothing back for MC_PING_TIMEOUT_MS: the master is gone or stuck. */
 			int64_t limit = last_rx + MC_PING_TIMEOUT_MS;
 			int timeout = call->deadline_ms && call->deadline_ms < limit;
-			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit, spin);
+			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit);
 
 			if (r == 0) {
 				*why = timeout ? "a request timed out" : "no answer for 2 s";
@@ -277,11 +250,11 @@ static int mc_dl_hello(struct mc_master_client *mc, int fd)
 		else if (n < 0 && errno == EINTR)
 			continue;
 		else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms, 0) == 1 ? 0 : -1;
+			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms) == 1 ? 0 : -1;
 		else
 			rc = -1;
 	}
-	if (rc == 0 && (mc_dl_read(fd, &call, 1, &why) != 0 || call.status != 0))
+	if (rc == 0 && (mc_dl_read(fd, &call, &why) != 0 || call.status != 0))
 		rc = -1;
 	free(call.resp);
 	call.resp = NULL;
@@ -298,7 +271,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	uint64_t gen;
 	struct mc_dlane *l;
 	uint32_t dl = 0;
-	int64_t now, t0;
+	int64_t now;
 	const char *why = NULL;
 	size_t off = 0;
 	int fd, rc, k;
@@ -375,7 +348,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		} else if (n < 0 && errno == EINTR) {
 			continue;
 		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms, 0);
+			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms);
 			if (rc == 0) {
 				why = "a request timed out";
 				call->status = MC_ERR_RPC_TIMEOUT;
@@ -394,10 +367,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		call->status = MC_ERR_RPC_FAIL;
 		goto failed;
 	}
-	t0 = mc_dl_now_ns();
-	rc = mc_dl_read(fd, call, mc_dl_spin_for(l, call->opcode), &why);
-	if (rc == 0)
-		l->answer_ns[call->opcode % MC_DL_OPS] = mc_dl_now_ns() - t0;
+	rc = mc_dl_read(fd, call, &why);
 	if (rc == MC_DL_REFUSED)
 		goto refused;
 	if (rc == 0 && call->status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {

@@ -20,7 +20,6 @@
 #define MC_BACKOFF_MAX_MS 500
 #define MC_DL_REFUSED 1			/* the master closed the lane unasked */
 #define MC_DL_REFUSED_BACKOFF_MS 5000
-#define MC_DL_OPS 128			/* opcodes a lane keeps answer times for (modulo) */
 #define MC_DL_LANES 4			/* direct lanes: API threads calling at once */
 #define MC_HA_SWITCH_WAIT_MS 10000	/* calls without a deadline wait this long for a leader */
 
@@ -40,10 +39,6 @@ struct mc_dlane {
 	uint64_t gen;			/* conn_gen when fd was connected */
 	int64_t retry_ms;		/* no connect before then (a connect failed, or refused) */
 	int64_t used_ms;		/* the lane's last answer */
-	/* Per opcode (modulo MC_DL_OPS): how long its last answer took, and calls made without
-	 * spinning since (mc_dl_spin_for). */
-	int64_t answer_ns[MC_DL_OPS];
-	uint32_t slow_calls[MC_DL_OPS];
 };
 
 struct mc_master_client {
