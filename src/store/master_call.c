@@ -21,6 +21,12 @@
  * waits on it); the lane reconnects on the next call once the main connection is up again.  A
  * failed lane stops all of them until then.  MC_RPC_DIRECT=0 turns the lanes off.  Shared
  * fields are under mc->mu; a lane's socket is used only by the thread holding its mu.
+ *
+ * A lane call looks for its answer without sleeping for a short while (MC_DL_SPIN_NS) before it
+ * sleeps, which saves a wake-up where the master answers fast, but only while it is the only
+ * call on a lane: with several threads calling at once the spinning would take the cores the
+ * master, the data server and the other threads need (a batch of a hundred puts keeps the
+ * master busy for a hundred microseconds or more, far past the spin).
  */
 #include <errno.h>
 #include <limits.h>
@@ -44,11 +50,12 @@
 
 #define MC_DL_SPIN_NS 40000	/* how long a lane call looks for its answer before sleeping */
 
-/* Wait for events on fd until limit_ms (monotonic; 0: no limit).  1: ready (or an error to be
- * read by the next call), 0: the limit passed, -1: poll failed. */
-static int mc_dl_wait(int fd, short events, int64_t limit_ms)
+/* Wait for events on fd until limit_ms (monotonic; 0: no limit), for POLLIN spinning a while
+ * first when spin is set.  1: ready (or an error to be read by the next call), 0: the limit
+ * passed, -1: poll failed. */
+static int mc_dl_wait(int fd, short events, int64_t limit_ms, int spin)
 {
-	if (events == POLLIN) {
+	if (events == POLLIN && spin) {
 		/* A master on a fast network answers within tens of microseconds; sleeping at once
 		 * adds a wake-up of an idle CPU (tens of microseconds more on a virtual machine).
 		 * Look for the answer without sleeping for a short while first. */
@@ -92,7 +99,7 @@ static int mc_dl_connect(struct mc_master_client *mc, const struct sockaddr_stor
 		return -1;
 	if (connect(fd, (const struct sockaddr *)ss, len) != 0) {
 		if (errno != EINPROGRESS ||
-		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms) != 1 ||
+		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms, 0) != 1 ||
 		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
 			close(fd);
 			return -1;
@@ -153,9 +160,11 @@ static void mc_dl_fail(struct mc_master_client *mc, struct mc_dlane *l, uint64_t
 		(void)mc_loop_thread_call(mc->st->lt, mc_dl_on_failed, mc->st);
 }
 
-/* Read the answer to req_id into call.  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or
- * MC_DL_REFUSED: the master closed the lane before a byte of the answer. */
-static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
+/* Read the answer to req_id into call (spinning before a sleep while this is the only lane
+ * call).  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or MC_DL_REFUSED: the master
+ * closed the lane before a byte of the answer. */
+static int mc_dl_read(struct mc_master_client *mc, int fd, struct mc_rpc_call *call,
+		      const char **why)
 {
 	uint8_t buf[4096];
 	size_t got = 0, want = MC_RPC_HDR_LEN;
@@ -210,7 +219,8 @@ static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
 			/* Nothing back for MC_PING_TIMEOUT_MS: the master is gone or stuck. */
 			int64_t limit = last_rx + MC_PING_TIMEOUT_MS;
 			int timeout = call->deadline_ms && call->deadline_ms < limit;
-			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit);
+			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit,
+					   __atomic_load_n(&mc->dl_busy, __ATOMIC_RELAXED) <= 1);
 
 			if (r == 0) {
 				*why = timeout ? "a request timed out" : "no answer for 2 s";
@@ -250,11 +260,11 @@ static int mc_dl_hello(struct mc_master_client *mc, int fd)
 		else if (n < 0 && errno == EINTR)
 			continue;
 		else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms) == 1 ? 0 : -1;
+			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms, 0) == 1 ? 0 : -1;
 		else
 			rc = -1;
 	}
-	if (rc == 0 && (mc_dl_read(fd, &call, &why) != 0 || call.status != 0))
+	if (rc == 0 && (mc_dl_read(mc, fd, &call, &why) != 0 || call.status != 0))
 		rc = -1;
 	free(call.resp);
 	call.resp = NULL;
@@ -348,7 +358,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		} else if (n < 0 && errno == EINTR) {
 			continue;
 		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms);
+			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms, 0);
 			if (rc == 0) {
 				why = "a request timed out";
 				call->status = MC_ERR_RPC_TIMEOUT;
@@ -367,7 +377,9 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		call->status = MC_ERR_RPC_FAIL;
 		goto failed;
 	}
-	rc = mc_dl_read(fd, call, &why);
+	__atomic_add_fetch(&mc->dl_busy, 1, __ATOMIC_RELAXED);
+	rc = mc_dl_read(mc, fd, call, &why);
+	__atomic_sub_fetch(&mc->dl_busy, 1, __ATOMIC_RELAXED);
 	if (rc == MC_DL_REFUSED)
 		goto refused;
 	if (rc == 0 && call->status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {

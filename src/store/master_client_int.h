@@ -80,6 +80,7 @@ struct mc_master_client {
 	uint64_t dl_failed_gen;		/* a lane call failed while conn_gen was this (+1: none) */
 	const char *dl_why;		/* why, for the loop's log line */
 	struct mc_dlane dl[MC_DL_LANES];
+	int dl_busy;			/* lane calls waiting for their answers (atomic) */
 	int user_queued;		/* API calls on the loop not completed yet (atomic) */
 	/* HA: the locator (NULL: host and port are the master's), a lookup in flight, and for a
 	 * plain address the leader a standby named (redirect), which replaces host:port until it
