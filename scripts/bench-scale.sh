@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Small puts at scale, as a user measures them, ours and upstream's wheel in one run:
 #   scripts/bench-scale.sh [-b BUILD] [-a REF_BUILD] [-n OBJECTS] [-w WRITERS] [-r ROUNDS]
-#                          [-u UPSTREAM_VENV] [-t C_THREADS] [-m MODE,...]
+#                          [-u UPSTREAM_VENV] [-t C_THREADS,...] [-m MODE,...]
 # For each mode (default: ours, ours-persist, upstream, c-writer; -r ROUNDS times, alternating;
 # "ref" and "ref-persist" run another build of ours, -a, e.g. main's, as a before/after reference)
 # it starts a master and one mooncake_client with a segment large enough for the objects, then
@@ -14,11 +14,12 @@
 # --persist_path on the same disk; "upstream" runs the 0.3.13.post1 wheel's mooncake_master,
 # mooncake_client and Python package from UPSTREAM_VENV (default /work/wt/venv-up-t27c; pip
 # install mooncake-transfer-engine-non-cuda); "c-writer" runs mooncake_bench's put of 64-byte
-# values in batches of 128 from one process (threads: -t, default 2) into our cluster.
+# values in batches of 128 from one process into our cluster, once per thread count of -t
+# (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put.
 # Every run's line is printed as it ends; at the end a table of the medians per mode.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-B=$top/_build/opt A="" N=1000000 W=1 UP=${UPSTREAM_VENV:-/work/wt/venv-up-t27c} R=1 T=2
+B=$top/_build/opt A="" N=1000000 W=1 UP=${UPSTREAM_VENV:-/work/wt/venv-up-t27c} R=1 T=1,4 CT=1
 MODES=ours,ours-persist,upstream,c-writer
 while getopts b:a:n:w:u:r:m:t: o; do
 	case $o in
@@ -30,7 +31,7 @@ while getopts b:a:n:w:u:r:m:t: o; do
 	r) R=$OPTARG ;;
 	m) MODES=$OPTARG ;;
 	t) T=$OPTARG ;;
-	*) sed -n 3,18p "$0"; exit 2 ;;
+	*) sed -n 3,19p "$0"; exit 2 ;;
 	esac
 done
 tmp=$(mktemp -d)
@@ -44,6 +45,10 @@ upseg=$((N * 1024 > 1073741824 ? N * 1024 : 1073741824))
 
 free_port() {	# a port nothing listens on now
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+cpu_ticks() {	# cpu_ticks PID: user + system clock ticks the process has used
+	awk '{print $14 + $15}' /proc/"$1"/stat
 }
 
 wait_port() {	# wait_port PORT: until something listens on 127.0.0.1:PORT (30 s)
@@ -91,11 +96,29 @@ run_mode() {	# run_mode MODE
 	pids="$pids $cp"
 	sleep 2
 	if [ "$mode" = c-writer ]; then
-		# One process, T threads, each putting batches of 128 64-byte values.
+		# One process, CT threads, each putting batches of 128 64-byte values; the master's
+		# and the client's CPU per put go into its line beside the writer's.  --keep: the
+		# cluster goes anyway, and the removal of the keys would count as master time.
+		local m0 c0
+		m0=$(cpu_ticks $mp) c0=$(cpu_ticks $cp)
 		MC_FORCE_TCP=1 "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
 			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
-			--threads=$T --duration=10 --total_bytes=$((N * 64)) --json 2>/dev/null |
-			sed "s/^{/{\"label\":\"c-writer\",/" | tee -a "$tmp/results" || true
+			--threads=$CT --duration=10 --total_bytes=$((N * 64)) --json --keep \
+			2>/dev/null >"$tmp/run/bench.json" || true
+		python3 - "$tmp/run/bench.json" "$CT" "$m0" "$(cpu_ticks $mp)" "$c0" \
+			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" <<'PY' | tee -a "$tmp/results"
+import json, sys
+f, t, m0, m1, c0, c1, hz = sys.argv[1:]
+for line in open(f):
+    if line.startswith("{"):
+        r = json.loads(line)
+        n = max(r["ops"], 1)
+        r["label"] = "c-writer-t" + t
+        r["cpu_us_per_put"] = {"writers": r.get("cpu_us_per_op"),
+                               "master": round((int(m1) - int(m0)) / int(hz) / n * 1e6, 2),
+                               "client": round((int(c1) - int(c0)) / int(hz) / n * 1e6, 2)}
+        print(json.dumps(r))
+PY
 	else
 		MC_FORCE_TCP=1 PYTHONPATH=$ppath $py "$top/scripts/bench_scale.py" \
 			--master=127.0.0.1:$p --objects=$N --writers=$W --label=$mode \
@@ -108,7 +131,13 @@ run_mode() {	# run_mode MODE
 
 for r in $(seq "$R"); do
 	for mode in ${MODES//,/ }; do
-		run_mode "$mode"
+		if [ "$mode" = c-writer ]; then
+			for CT in ${T//,/ }; do
+				run_mode c-writer
+			done
+		else
+			run_mode "$mode"
+		fi
 	done
 done
 [ -s "$tmp/results" ] && python3 "$top/scripts/bench_scale.py" --summarize "$tmp/results"

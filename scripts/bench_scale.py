@@ -185,10 +185,14 @@ def summarize(path):
         "label", "runs", "puts/s", "1st10th", "last10th", "p50_ms", "p99_ms", "x3rtt",
         "us/put:wr", "master", "client", "B/obj", "exist/s", "desc/s", "exist_us", "desc_us"))
     for label, rs in rows.items():
-        if "phase" in rs[0]:  # mooncake_bench's line (C writer)
-            print("%-13s %4d %9.0f %9s %9s %8.3f %8.3f" % (
-                label, len(rs), med(rs, lambda r: r["ops_per_s"]), "", "",
-                med(rs, lambda r: r["p50_us"] / 1e3), med(rs, lambda r: r["p99_us"] / 1e3)))
+        if "phase" in rs[0]:  # mooncake_bench's line (C writer); 1st10th: puts/s per thread
+            cpu = lambda r, n: r.get("cpu_us_per_put", {}).get(n)
+            print("%-13s %4d %9.0f %9.0f %9s %8.3f %8.3f %6s %10.2f %10.2f %10.2f" % (
+                label, len(rs), med(rs, lambda r: r["ops_per_s"]),
+                med(rs, lambda r: r.get("ops_per_s_per_thread")), "",
+                med(rs, lambda r: r["p50_us"] / 1e3), med(rs, lambda r: r["p99_us"] / 1e3), "",
+                med(rs, lambda r: cpu(r, "writers")), med(rs, lambda r: cpu(r, "master")),
+                med(rs, lambda r: cpu(r, "client"))))
             continue
         lk = lambda r, n, f="keys_per_s": r.get("lookups", {}).get(n, {}).get(f)
         print("%-13s %4d %9.0f %9.0f %9.0f %8.3f %8.3f %6.2f %10.2f %10.2f %10.2f %7.1f %9.0f %9.0f"

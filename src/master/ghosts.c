@@ -255,6 +255,10 @@ void mc_ghost_drop(struct mc_master *m, const char *key, size_t len)
 	char name[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
 	struct mc_ghost **pp;
 
+	/* Every new put comes here, and most masters have no ghost at all: no key copy, hash
+	 * and probe then (tombstones are never dropped). */
+	if (m->ghosts.nkeep == 0)
+		return;
 	len = mc_tenant_scoped_key(m, m->objects.tenant, key, len, name);
 	pp = mc_ghost_slot(m, name, len, mc_object_hash(name, len));
 	if (*pp && !(*pp)->tomb) {

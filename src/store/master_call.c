@@ -7,18 +7,26 @@
  * The direct lane.  Going through the loop costs a calling thread two thread hand-offs per call
  * (to the loop to send, back from the loop with the answer), each a wake-up of a sleeping
  * thread.  So while the main connection is up and healthy, an API thread sends its request on a
- * second connection to the master and reads the answer itself (one thread at a time; the others,
- * and every call while API calls queued on the loop are not finished, go through the loop as
- * before, which keeps one thread's calls in order).  The lane follows the main connection's
+ * connection of its own to the master, a direct lane, and reads the answer itself.  There are
+ * MC_DL_LANES lanes, each used by one thread at a time and connected when first needed (a
+ * single thread keeps using the first; threads calling at once take one each, which lets one
+ * process keep several batches in flight); further threads, and every call while API calls
+ * queued on the loop are not finished, go through the loop as before, which keeps one thread's
+ * calls in order.  The lane follows the main connection's
  * rules: the same frames, deadlines and req_ids; a call that waits for more than
  * MC_PING_TIMEOUT_MS with nothing back ends with MC_ERR_RPC_FAIL, one past its deadline with
  * MC_ERR_RPC_TIMEOUT; either, or a broken lane, aborts the lane with a reset and has the loop
  * abort the main connection too, so that the master is suspect exactly as when the call had
  * gone through the loop.  Losing the main connection shuts the lane down (waking a thread that
- * waits on it); the lane reconnects on the next call once the main connection is up again.
- * MC_RPC_DIRECT=0 turns the lane off.  Shared fields are under mc->mu; the lane's socket is used
- * only by the thread holding dl_mu.
+ * waits on it); the lane reconnects on the next call once the main connection is up again.  A
+ * failed lane stops all of them until then.  MC_RPC_DIRECT=0 turns the lanes off.  Shared
+ * fields are under mc->mu; a lane's socket is used only by the thread holding its mu.
  *
+ * A lane call looks for its answer without sleeping for a short while (MC_DL_SPIN_NS) before it
+ * sleeps, which saves a wake-up where the master answers fast, but only while it is the only
+ * call on a lane: with several threads calling at once the spinning would take the cores the
+ * master, the data server and the other threads need (a batch of a hundred puts keeps the
+ * master busy for a hundred microseconds or more, far past the spin).
  */
 #include <errno.h>
 #include <limits.h>
@@ -42,11 +50,12 @@
 
 #define MC_DL_SPIN_NS 40000	/* how long a lane call looks for its answer before sleeping */
 
-/* Wait for events on fd until limit_ms (monotonic; 0: no limit).  1: ready (or an error to be
- * read by the next call), 0: the limit passed, -1: poll failed. */
-static int mc_dl_wait(int fd, short events, int64_t limit_ms)
+/* Wait for events on fd until limit_ms (monotonic; 0: no limit), for POLLIN spinning a while
+ * first when spin is set.  1: ready (or an error to be read by the next call), 0: the limit
+ * passed, -1: poll failed. */
+static int mc_dl_wait(int fd, short events, int64_t limit_ms, int spin)
 {
-	if (events == POLLIN) {
+	if (events == POLLIN && spin) {
 		/* A master on a fast network answers within tens of microseconds; sleeping at once
 		 * adds a wake-up of an idle CPU (tens of microseconds more on a virtual machine).
 		 * Look for the answer without sleeping for a short while first. */
@@ -90,7 +99,7 @@ static int mc_dl_connect(struct mc_master_client *mc, const struct sockaddr_stor
 		return -1;
 	if (connect(fd, (const struct sockaddr *)ss, len) != 0) {
 		if (errno != EINPROGRESS ||
-		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms) != 1 ||
+		    mc_dl_wait(fd, POLLOUT, mc_store_now_ms() + mc->connect_timeout_ms, 0) != 1 ||
 		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
 			close(fd);
 			return -1;
@@ -133,15 +142,16 @@ static void mc_dl_on_failed(void *arg)
 
 /* Give the lane up after a failure: reset its connection (so that nothing of it arrives late),
  * keep calls off it until the loop has dealt with the main connection, and tell the loop. */
-static void mc_dl_fail(struct mc_master_client *mc, uint64_t gen, const char *why)
+static void mc_dl_fail(struct mc_master_client *mc, struct mc_dlane *l, uint64_t gen,
+		       const char *why)
 {
 	struct linger lg = { 1, 0 };
 	int tell;
 
 	pthread_mutex_lock(&mc->mu);
-	setsockopt(mc->dl_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	close(mc->dl_fd);
-	mc->dl_fd = -1;
+	setsockopt(l->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(l->fd);
+	l->fd = -1;
 	tell = !mc->closing && mc->dl_failed_gen != gen;
 	mc->dl_failed_gen = gen;
 	mc->dl_why = why;
@@ -150,9 +160,11 @@ static void mc_dl_fail(struct mc_master_client *mc, uint64_t gen, const char *wh
 		(void)mc_loop_thread_call(mc->st->lt, mc_dl_on_failed, mc->st);
 }
 
-/* Read the answer to req_id into call.  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or
- * MC_DL_REFUSED: the master closed the lane before a byte of the answer. */
-static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
+/* Read the answer to req_id into call (spinning before a sleep while this is the only lane
+ * call).  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or MC_DL_REFUSED: the master
+ * closed the lane before a byte of the answer. */
+static int mc_dl_read(struct mc_master_client *mc, int fd, struct mc_rpc_call *call,
+		      const char **why)
 {
 	uint8_t buf[4096];
 	size_t got = 0, want = MC_RPC_HDR_LEN;
@@ -207,7 +219,8 @@ static int mc_dl_read(int fd, struct mc_rpc_call *call, const char **why)
 			/* Nothing back for MC_PING_TIMEOUT_MS: the master is gone or stuck. */
 			int64_t limit = last_rx + MC_PING_TIMEOUT_MS;
 			int timeout = call->deadline_ms && call->deadline_ms < limit;
-			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit);
+			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit,
+					   __atomic_load_n(&mc->dl_busy, __ATOMIC_RELAXED) <= 1);
 
 			if (r == 0) {
 				*why = timeout ? "a request timed out" : "no answer for 2 s";
@@ -247,11 +260,11 @@ static int mc_dl_hello(struct mc_master_client *mc, int fd)
 		else if (n < 0 && errno == EINTR)
 			continue;
 		else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms) == 1 ? 0 : -1;
+			rc = mc_dl_wait(fd, POLLOUT, call.deadline_ms, 0) == 1 ? 0 : -1;
 		else
 			rc = -1;
 	}
-	if (rc == 0 && (mc_dl_read(fd, &call, &why) != 0 || call.status != 0))
+	if (rc == 0 && (mc_dl_read(mc, fd, &call, &why) != 0 || call.status != 0))
 		rc = -1;
 	free(call.resp);
 	call.resp = NULL;
@@ -266,43 +279,51 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	uint64_t gen;
+	struct mc_dlane *l;
 	uint32_t dl = 0;
 	int64_t now;
 	const char *why = NULL;
 	size_t off = 0;
-	int fd, rc;
+	int fd, rc, k;
 
 	if (!mc->dl_enabled || call->req.err ||
-	    __atomic_load_n(&mc->user_queued, __ATOMIC_ACQUIRE) != 0 ||
-	    pthread_mutex_trylock(&mc->dl_mu) != 0)
+	    __atomic_load_n(&mc->user_queued, __ATOMIC_ACQUIRE) != 0)
 		return 1;
+	/* The first lane no other thread holds: one thread uses one connection, several threads
+	 * calling at once get one each, up to MC_DL_LANES. */
+	for (k = 0; k < MC_DL_LANES; k++)
+		if (pthread_mutex_trylock(&mc->dl[k].mu) == 0)
+			break;
+	if (k == MC_DL_LANES)
+		return 1;
+	l = &mc->dl[k];
 	now = mc_store_now_ms();
 	pthread_mutex_lock(&mc->mu);
 	gen = mc->conn_gen;
 	if (!mc->up || mc->closing || mc->dl_failed_gen == gen || mc->addrlen == 0 ||
-	    (mc->dl_fd < 0 && now < mc->dl_retry_ms)) {
+	    (l->fd < 0 && now < l->retry_ms)) {
 		pthread_mutex_unlock(&mc->mu);
 		goto not_taken;
 	}
-	if (mc->dl_fd >= 0 && mc->dl_gen != gen) {	/* shut down with its main connection */
-		close(mc->dl_fd);
-		mc->dl_fd = -1;
+	if (l->fd >= 0 && l->gen != gen) {	/* shut down with its main connection */
+		close(l->fd);
+		l->fd = -1;
 	}
-	fd = mc->dl_fd;
+	fd = l->fd;
 	ss = mc->addr;
 	len = mc->addrlen;
 	if (mc->clock_known && call->deadline_ms)
 		dl = mc_rpc_deadline_encode(mc_master_wall_ms() + mc->clock_offset_ms +
 					    (call->deadline_ms - now));
 	pthread_mutex_unlock(&mc->mu);
-	if (fd >= 0 && now - mc->dl_used_ms > MC_PING_INTERVAL_MS) {
+	if (fd >= 0 && now - l->used_ms > MC_PING_INTERVAL_MS) {
 		/* Idle for a while: the master may have closed it (rpc_conn_timeout_seconds). */
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
 		if (poll(&p, 1, 0) != 0) {
 			pthread_mutex_lock(&mc->mu);
-			close(mc->dl_fd);
-			mc->dl_fd = fd = -1;
+			close(l->fd);
+			l->fd = fd = -1;
 			pthread_mutex_unlock(&mc->mu);
 		}
 	}
@@ -314,11 +335,11 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		}
 		pthread_mutex_lock(&mc->mu);
 		if (fd < 0)
-			mc->dl_retry_ms = mc_store_now_ms() + MC_PING_INTERVAL_MS;
+			l->retry_ms = mc_store_now_ms() + MC_PING_INTERVAL_MS;
 		else if (mc->conn_gen != gen || mc->closing)
 			close(fd), fd = -1;	/* the main connection went meanwhile */
-		mc->dl_fd = fd;
-		mc->dl_gen = gen;
+		l->fd = fd;
+		l->gen = gen;
 		pthread_mutex_unlock(&mc->mu);
 		if (fd < 0)
 			goto not_taken;
@@ -337,7 +358,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		} else if (n < 0 && errno == EINTR) {
 			continue;
 		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms);
+			rc = mc_dl_wait(fd, POLLOUT, call->deadline_ms, 0);
 			if (rc == 0) {
 				why = "a request timed out";
 				call->status = MC_ERR_RPC_TIMEOUT;
@@ -356,7 +377,9 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		call->status = MC_ERR_RPC_FAIL;
 		goto failed;
 	}
-	rc = mc_dl_read(fd, call, &why);
+	__atomic_add_fetch(&mc->dl_busy, 1, __ATOMIC_RELAXED);
+	rc = mc_dl_read(mc, fd, call, &why);
+	__atomic_sub_fetch(&mc->dl_busy, 1, __ATOMIC_RELAXED);
 	if (rc == MC_DL_REFUSED)
 		goto refused;
 	if (rc == 0 && call->status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {
@@ -365,8 +388,8 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		free(call->resp);
 		call->resp = NULL;
 		call->status = 0;
-		mc_dl_fail(mc, gen, "the master is a standby");
-		pthread_mutex_unlock(&mc->dl_mu);
+		mc_dl_fail(mc, l, gen, "the master is a standby");
+		pthread_mutex_unlock(&l->mu);
 		return 1;
 	}
 	if (rc) {
@@ -375,14 +398,14 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		call->status = rc;
 		goto failed;
 	}
-	mc->dl_used_ms = mc_store_now_ms();
-	pthread_mutex_unlock(&mc->dl_mu);
+	l->used_ms = mc_store_now_ms();
+	pthread_mutex_unlock(&l->mu);
 	return 0;
 
 failed:
 	mc_log_debug("master %s:%u direct call failed: %s", mc->host, mc->port, why);
-	mc_dl_fail(mc, gen, why);
-	pthread_mutex_unlock(&mc->dl_mu);
+	mc_dl_fail(mc, l, gen, why);
+	pthread_mutex_unlock(&l->mu);
 	return 0;
 
 refused:
@@ -393,14 +416,14 @@ refused:
 	mc_log_debug("master %s:%u closed the direct connection; calls go through the loop",
 		     mc->host, mc->port);
 	pthread_mutex_lock(&mc->mu);
-	close(mc->dl_fd);
-	mc->dl_fd = -1;
-	mc->dl_retry_ms = mc_store_now_ms() + MC_DL_REFUSED_BACKOFF_MS;
+	close(l->fd);
+	l->fd = -1;
+	l->retry_ms = mc_store_now_ms() + MC_DL_REFUSED_BACKOFF_MS;
 	pthread_mutex_unlock(&mc->mu);
 	free(call->resp);
 	call->resp = NULL;
 not_taken:
-	pthread_mutex_unlock(&mc->dl_mu);
+	pthread_mutex_unlock(&l->mu);
 	return 1;
 }
 

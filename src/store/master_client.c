@@ -135,6 +135,7 @@ static void mc_master_client_connect(struct mc_master_client *mc);
 void mc_master_client_down(struct mc_master_client *mc, const char *why, int abort)
 {
 	struct timeval tv;
+	int k;
 
 	/* Once per outage: the probes of a master that stays silent are not news. */
 	if (mc->state == MC_MC_UP ||
@@ -162,8 +163,9 @@ void mc_master_client_down(struct mc_master_client *mc, const char *why, int abo
 	pthread_mutex_lock(&mc->mu);
 	mc->up = 0;
 	mc->conn_gen++;
-	if (mc->dl_fd >= 0)
-		shutdown(mc->dl_fd, SHUT_RDWR);	/* wakes a thread waiting on the lane */
+	for (k = 0; k < MC_DL_LANES; k++)
+		if (mc->dl[k].fd >= 0)
+			shutdown(mc->dl[k].fd, SHUT_RDWR);	/* wakes a thread waiting on it */
 	pthread_mutex_unlock(&mc->mu);
 	mc->ping_ok = 0;
 	mc->ping_figures = 0;
@@ -744,6 +746,7 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 	struct timeval tick = { 0, 100000 };
 	struct mc_strv v = mc_strv_c(addr);
 	const char *direct = getenv("MC_RPC_DIRECT");
+	int k;
 
 	if (mc == NULL)
 		return NULL;
@@ -774,10 +777,12 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 		return NULL;
 	}
 	pthread_mutex_init(&mc->mu, NULL);
-	pthread_mutex_init(&mc->dl_mu, NULL);
-	/* The lane is a plain socket: with TLS every call goes through the loop. */
+	for (k = 0; k < MC_DL_LANES; k++) {
+		pthread_mutex_init(&mc->dl[k].mu, NULL);
+		mc->dl[k].fd = -1;
+	}
+	/* A lane is a plain socket: with TLS every call goes through the loop. */
 	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0) && st->tls == NULL;
-	mc->dl_fd = -1;
 	mc->dl_failed_gen = (uint64_t)-1;
 	event_add(mc->ev_tick, &tick);
 	mc_master_client_connect(mc);
@@ -786,20 +791,25 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 
 void mc_master_client_free(struct mc_master_client *mc)
 {
+	int k;
+
 	if (mc == NULL)
 		return;
-	/* A thread on the lane is woken by the shutdown and gives the lane up at once. */
+	/* A thread on a lane is woken by the shutdown and gives the lane up at once. */
 	pthread_mutex_lock(&mc->mu);
 	mc->closing = 1;
 	mc->up = 0;
-	if (mc->dl_fd >= 0)
-		shutdown(mc->dl_fd, SHUT_RDWR);
+	for (k = 0; k < MC_DL_LANES; k++)
+		if (mc->dl[k].fd >= 0)
+			shutdown(mc->dl[k].fd, SHUT_RDWR);
 	pthread_mutex_unlock(&mc->mu);
-	pthread_mutex_lock(&mc->dl_mu);
-	if (mc->dl_fd >= 0)
-		close(mc->dl_fd);
-	mc->dl_fd = -1;
-	pthread_mutex_unlock(&mc->dl_mu);
+	for (k = 0; k < MC_DL_LANES; k++) {
+		pthread_mutex_lock(&mc->dl[k].mu);
+		if (mc->dl[k].fd >= 0)
+			close(mc->dl[k].fd);
+		mc->dl[k].fd = -1;
+		pthread_mutex_unlock(&mc->dl[k].mu);
+	}
 	mc_auth_op_free(mc->auth_op);
 	mc->auth_op = NULL;
 	free(mc->hs);
@@ -817,7 +827,8 @@ void mc_master_client_free(struct mc_master_client *mc)
 		mc_rpc_call_fini(&mc->ping_call);
 	if (mc->remount_inflight)
 		mc_rpc_call_fini(&mc->remount_call);
-	pthread_mutex_destroy(&mc->dl_mu);
+	for (k = 0; k < MC_DL_LANES; k++)
+		pthread_mutex_destroy(&mc->dl[k].mu);
 	pthread_mutex_destroy(&mc->mu);
 	free(mc);
 }

@@ -20,6 +20,7 @@
 #define MC_BACKOFF_MAX_MS 500
 #define MC_DL_REFUSED 1			/* the master closed the lane unasked */
 #define MC_DL_REFUSED_BACKOFF_MS 5000
+#define MC_DL_LANES 4			/* direct lanes: API threads calling at once */
 #define MC_HA_SWITCH_WAIT_MS 10000	/* calls without a deadline wait this long for a leader */
 
 enum mc_mc_state {
@@ -28,6 +29,16 @@ enum mc_mc_state {
 	MC_MC_AUTHENTICATING,	/* connected, proving the cluster secret (nothing sent yet) */
 	MC_MC_PROBING,		/* connected, its first ping not answered yet */
 	MC_MC_UP,
+};
+
+/* A direct lane to the master (master_call.c).  fd and gen change under the client's mu (the
+ * loop shuts fd down from there); the rest belongs to the thread holding mu here. */
+struct mc_dlane {
+	pthread_mutex_t mu;		/* held by the thread using the lane */
+	int fd;				/* the lane's socket (-1: none) */
+	uint64_t gen;			/* conn_gen when fd was connected */
+	int64_t retry_ms;		/* no connect before then (a connect failed, or refused) */
+	int64_t used_ms;		/* the lane's last answer */
 };
 
 struct mc_master_client {
@@ -66,13 +77,10 @@ struct mc_master_client {
 	struct sockaddr_storage addr;	/* the master's resolved address (addrlen 0: none yet) */
 	socklen_t addrlen;
 	int dl_enabled;
-	int dl_fd;			/* the direct lane's socket (-1: none) */
-	uint64_t dl_gen;		/* conn_gen when dl_fd was connected */
 	uint64_t dl_failed_gen;		/* a lane call failed while conn_gen was this (+1: none) */
 	const char *dl_why;		/* why, for the loop's log line */
-	int64_t dl_retry_ms;		/* no lane connect before then (a connect failed) */
-	int64_t dl_used_ms;		/* the lane's last answer */
-	pthread_mutex_t dl_mu;		/* held by the thread using the lane */
+	struct mc_dlane dl[MC_DL_LANES];
+	int dl_busy;			/* lane calls waiting for their answers (atomic) */
 	int user_queued;		/* API calls on the loop not completed yet (atomic) */
 	/* HA: the locator (NULL: host and port are the master's), a lookup in flight, and for a
 	 * plain address the leader a standby named (redirect), which replaces host:port until it

@@ -140,3 +140,57 @@ def test_lane_off_and_threads_mixing_lane_and_loop(own_cluster):
         t.join()
     assert not bad, bad[:2]
     s.close()
+
+
+def master_connections(master):
+    """This process's established TCP connections to the master's port."""
+    port = int(master.rsplit(":", 1)[1])
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    n = 0
+    for name in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if int(f[2].rsplit(":", 1)[1], 16) == port and f[3] == "01" and f[9] in inodes:
+                n += 1
+    return n
+
+
+def test_threads_calling_at_once_get_lanes_of_their_own(own_cluster):
+    # One thread keeps to one lane; threads calling at once open more (up to four), and every
+    # answer still goes to the call that asked.
+    s = open_store(own_cluster)
+    keys = ["lanes/%d" % i for i in range(32)]
+    for k in keys[::2]:
+        assert s.put(k, b"v") == 0
+    for _ in range(50):
+        assert s.batch_is_exist(keys) == [1, 0] * 16
+    assert master_connections(own_cluster.master) == 2, "one thread, more than one lane"
+    bad = []
+
+    def worker(tid):
+        for i in range(400):
+            k = "lanes/t%d/%d" % (tid, i)
+            if s.put(k, b"w%d" % i) != 0 or s.batch_is_exist([k, k + "/none"]) != [1, 0]:
+                bad.append(k)
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad, bad[:3]
+    n = master_connections(own_cluster.master)
+    assert 3 <= n <= 5, "%d connections to the master: threads did not get lanes" % n
+    assert s.get("lanes/t3/399") == b"w399"
+    s.close()
