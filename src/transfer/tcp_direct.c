@@ -169,6 +169,7 @@ static struct mc_dconn *mc_dconn_connect(struct mc_tcp_direct *d, const char *ho
 	}
 	freeaddrinfo(res);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	mc_tcp_tune_local(fd);	/* WRITE payloads go out on it */
 	if (d->auth) {
 		struct mc_auth_hs hs;
 
