@@ -32,15 +32,26 @@ trap 'echo "# killed (SIGTERM): test timed out?"; mc_dump_logs; exit 124' TERM
 mc_free_port() {
 	# Below the kernel's ephemeral range (32768 and up here): a port from there may be taken
 	# by any outgoing connection (a ZeroMQ or client reconnect) before the daemon binds it.
-	python3 - <<'PY'
-import socket, random
+	# Ports handed out before in this test are not handed out again (a daemon started later
+	# may not have bound its port yet).
+	python3 - "$MC_TMP/.ports" <<'PY'
+import socket, random, sys
+try:
+    taken = set(open(sys.argv[1]).read().split())
+except OSError:
+    taken = set()
 for _ in range(200):
     p = random.randint(20000, 32767)
+    if str(p) in taken:
+        continue
     s = socket.socket()
     try:
-        s.bind(("127.0.0.1", p)); s.close(); print(p); break
+        s.bind(("127.0.0.1", p)); s.close()
     except OSError:
-        s.close()
+        s.close(); continue
+    with open(sys.argv[1], "a") as f:
+        f.write("%d\n" % p)
+    print(p); break
 PY
 }
 
