@@ -587,12 +587,7 @@ static void *mc_segmem_peer_main(void *arg)
 {
 	struct mc_segmem_peer *pm = arg;
 	int64_t idle_since = mc_segmem_now_ms();
-	struct sched_param idle = { 0 };
 	uint64_t r = 0;
-
-	/* Mapping ahead only saves writers work they would otherwise do themselves: it runs on
-	 * CPU nobody else wants, so a process that opens peers' segments is not slowed by it. */
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 
 	while (r < pm->nregions && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t f = __atomic_load_n(&pm->frontier, __ATOMIC_ACQUIRE);
