@@ -57,14 +57,13 @@ static void mc_arena_grow(struct mc_obj_arena *a, size_t grow)
 	}
 	MC_POISON(start + a->mapped, grow);
 	a->mapped += grow;
-	a->chunk_bytes = a->mapped;
 }
 
 /* A new arena: address space only (PROT_NONE takes no memory and no commit charge), aligned
  * to its size so that mc_obj_arena_of finds it from any address inside. */
 static struct mc_obj_arena *mc_arena_new(void)
 {
-	size_t hdr = (sizeof(struct mc_obj_arena) + 63) & ~(size_t)63, lead, grow;
+	size_t hdr = (sizeof(struct mc_obj_arena) + 63) & ~(size_t)63, grow;
 	char *raw, *start;
 	struct mc_obj_arena *a;
 
@@ -77,7 +76,6 @@ static struct mc_obj_arena *mc_arena_new(void)
 	}
 	start = (char *)(((uintptr_t)raw + MC_OBJ_ARENA_BYTES - 1) &
 			 ~(uintptr_t)(MC_OBJ_ARENA_BYTES - 1));
-	lead = (size_t)(start - raw);
 	grow = (hdr + MC_ARENA_CHUNK - 1) / MC_ARENA_CHUNK * MC_ARENA_CHUNK;
 	if (mprotect(start, grow, PROT_READ | PROT_WRITE) != 0) {
 		mc_log_err("object table: arena header: %s", strerror(errno));
@@ -86,9 +84,7 @@ static struct mc_obj_arena *mc_arena_new(void)
 	a = (struct mc_obj_arena *)(void *)start;
 	memset(a, 0, sizeof(*a));
 	a->reserved = raw;
-	(void)lead;
 	a->mapped = grow;
-	a->chunk_bytes = grow;
 	a->bump = hdr;
 	MC_POISON(start + hdr, grow - hdr);
 	return a;

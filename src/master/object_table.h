@@ -171,7 +171,6 @@ struct mc_obj_arena {
 	void *reserved;			/* what mmap returned (twice the size: alignment) */
 	size_t mapped;			/* bytes usable from the arena's start */
 	size_t bump;			/* bytes handed out from the start (never given back) */
-	size_t chunk_bytes;		/* = mapped */
 	void *free[MC_OBJ_ARENA_CLASSES];
 };
 
