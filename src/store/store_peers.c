@@ -51,25 +51,19 @@ static int mc_peers_seen(struct mc_store_peers *p, struct mc_strv name)
 	return 0;
 }
 
-/* Keep in seen only the names the master still lists (body r: u32 n, n x str).  Returns 1 when
- * a name was dropped (a segment went away: its name may come back with another owner). */
-static int mc_peers_prune(struct mc_store_peers *p, const uint8_t *body, size_t len)
+/* Keep in seen only the names the master still lists.  Returns 1 when a name was dropped (a
+ * segment went away: its name may come back with another owner). */
+static int mc_peers_prune(struct mc_store_peers *p, const struct mc_strv *names, uint32_t n)
 {
-	uint32_t i, k = 0;
+	uint32_t i, j, k = 0;
 	int dropped = 0;
 
 	for (i = 0; i < p->nseen; i++) {
-		struct mc_rbuf r;
-		uint32_t n, j;
+		size_t len = strlen(p->seen[i]);
 		int listed = 0;
 
-		mc_rbuf_init(&r, body, len);
-		n = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 4);
-		for (j = 0; j < n && !listed && !r.err; j++) {
-			struct mc_strv s = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
-
-			listed = s.n == strlen(p->seen[i]) && !memcmp(s.p, p->seen[i], s.n);
-		}
+		for (j = 0; j < n && !listed; j++)
+			listed = names[j].n == len && !memcmp(names[j].p, p->seen[i], len);
 		if (listed) {
 			p->seen[k++] = p->seen[i];
 		} else {
@@ -81,13 +75,39 @@ static int mc_peers_prune(struct mc_store_peers *p, const uint8_t *body, size_t 
 	return dropped;
 }
 
+/* The names in a GetAllSegments answer (u32 n, n x str), decoded once into *out (NULL when the
+ * answer is malformed or memory is short: the round is skipped). */
+static uint32_t mc_peers_names(const uint8_t *body, size_t len, struct mc_strv **out)
+{
+	struct mc_strv *names;
+	struct mc_rbuf r;
+	uint32_t n, i;
+
+	*out = NULL;
+	mc_rbuf_init(&r, body, len);
+	n = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 4);
+	if (r.err)
+		return 0;
+	names = calloc(n ? n : 1, sizeof(*names));
+	if (names == NULL)
+		return 0;
+	for (i = 0; i < n && !r.err; i++)
+		names[i] = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
+	if (r.err) {
+		free(names);
+		return 0;
+	}
+	*out = names;
+	return n;
+}
+
 /* One round: list the segments and open the same-host ones not seen yet.  Returns 1 when
  * something changed (a new name, or one gone), 0 when not, -1 when the master cannot list
  * them (an older master: no more rounds). */
 static int mc_peers_round(struct mc_store *st, struct mc_store_peers *p)
 {
 	struct mc_rpc_call call;
-	struct mc_rbuf r;
+	struct mc_strv *names;
 	uint32_t n, i;
 	int changed = 0, rc;
 
@@ -104,15 +124,18 @@ static int mc_peers_round(struct mc_store *st, struct mc_store_peers *p)
 		mc_rpc_call_fini(&call);
 		return 0;	/* the master is away: try again later */
 	}
-	changed = mc_peers_prune(p, call.resp, call.resp_len);
-	mc_rbuf_init(&r, call.resp, call.resp_len);
-	n = mc_rbuf_count(&r, MC_RPC_MAX_BATCH, 4);
-	for (i = 0; i < n && !r.err; i++) {
-		struct mc_strv s = mc_rpc_get_strv(&r, MC_RPC_MAX_NAME);
+	n = mc_peers_names(call.resp, call.resp_len, &names);
+	if (names == NULL) {
+		mc_rpc_call_fini(&call);
+		return 0;
+	}
+	changed = mc_peers_prune(p, names, n);
+	for (i = 0; i < n; i++) {
+		struct mc_strv s = names[i];
 		char name[256], **grown;
 		int got;
 
-		if (r.err || s.n == 0 || s.n >= sizeof(name) || mc_peers_seen(p, s) ||
+		if (s.n == 0 || s.n >= sizeof(name) || mc_peers_seen(p, s) ||
 		    p->nseen >= MC_TE_MAX_SEGMENTS)
 			continue;
 		memcpy(name, s.p, s.n);
@@ -142,6 +165,7 @@ static int mc_peers_round(struct mc_store *st, struct mc_store_peers *p)
 				    "first transfer", st->hostname, name);
 		}
 	}
+	free(names);
 	mc_rpc_call_fini(&call);
 	return changed;
 }
