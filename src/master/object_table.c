@@ -18,6 +18,7 @@
 #include "common/xalloc.h"
 #include "master/master.h"
 #include "master/object_table.h"
+#include "proto/rpc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MC_ASAN 1
@@ -418,6 +419,26 @@ struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, siz
 	struct mc_object_probe p = { key, len, mc_object_hash_in(t->tenant, key, len), t->tenant };
 
 	return mc_oindex_find(&t->index, p.h, mc_object_probe_eq, &p);
+}
+
+void mc_object_prefetch(const struct mc_object_table *t, const struct mc_strv *keys, size_t n)
+{
+	/* A ring of the hashes of the last MC_PREFETCH_AHEAD keys: a key's objects are fetched
+	 * that many keys after its groups, by when the groups have arrived. */
+	enum { MC_PREFETCH_AHEAD = 16, MC_PREFETCH_MAX = 256 };
+	uint32_t h[MC_PREFETCH_AHEAD];
+	size_t i;
+
+	if (n > MC_PREFETCH_MAX)
+		n = MC_PREFETCH_MAX;	/* more would leave the caches before its lookup */
+	for (i = 0; i < n + MC_PREFETCH_AHEAD; i++) {
+		if (i >= MC_PREFETCH_AHEAD)
+			mc_oindex_prefetch_objects(&t->index, h[i % MC_PREFETCH_AHEAD]);
+		if (i < n) {
+			h[i % MC_PREFETCH_AHEAD] = mc_object_hash_in(t->tenant, keys[i].p, keys[i].n);
+			mc_oindex_prefetch(&t->index, h[i % MC_PREFETCH_AHEAD]);
+		}
+	}
 }
 
 struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, size_t len,

@@ -216,6 +216,59 @@ static void test_incremental_resize(void)
 
 /* Objects of every size class, across chunk boundaries, freed and reused.  (Sanitizer builds
  * poison free arena space.) */
+/* A resize's move hashes the next group of the old array ahead of time (object_index.c): an
+ * object erased from that group before its move must not be moved, the others must all be.
+ * Lookups prefetched as a batch (mc_object_prefetch) find the same. */
+static void test_resize_ahead(void)
+{
+	struct mc_object_table t;
+	struct mc_strv keys[128];
+	char kbuf[128][64];
+	unsigned char *erased;
+	size_t n, i, pos, hit = 0, max = 200000, found = 0;
+	struct mc_object *o;
+
+	erased = calloc(max, 1);
+	mc_object_table_init(&t);
+	n = 0;
+	while (n < 50000) {	/* five resizes */
+		/* The first object of the group the next move takes, whose hashes are known. */
+		if (mc_oindex_resizing(&t.index) && t.index.ahead_seq == t.index.old.seq &&
+		    t.index.ahead_gi == t.index.mig && n % 2 == 0) {
+			pos = ((size_t)t.index.old.seq << 40) | (t.index.mig * 12);
+			o = mc_object_next(&t, &pos);
+			if (o != NULL && (pos >> 40) == t.index.old.seq &&
+			    ((pos & ((1ull << 40) - 1)) - 1) / 12 == t.index.mig) {
+				erased[o->size] = 1;
+				mc_object_erase(&t, o);
+				hit++;
+			}
+		}
+		fill(&t, n, n + 1);
+		n++;
+	}
+	ok(hit > 1000 && t.index.resizes >= 5,
+	   "%zu objects erased from the group hashed ahead of its move (%llu resizes)", hit,
+	   (unsigned long long)t.index.resizes);
+	is(count_bad(&t, n, erased), 0, "the erased ones are gone, every other key is found");
+	/* A batch of present, erased and absent keys, prefetched, then looked up. */
+	n = fill_until_resize(&t, n);
+	for (i = 0; i < 128; i++) {
+		key_of(kbuf[i], sizeof(kbuf[i]), i % 3 == 2 ? max + i : i * 7);
+		keys[i].p = kbuf[i];
+		keys[i].n = (uint32_t)strlen(kbuf[i]);
+	}
+	mc_object_prefetch(&t, keys, 128);
+	for (i = 0; i < 128; i++) {
+		o = mc_object_find(&t, keys[i].p, keys[i].n);
+		found += i % 3 == 2 ? o == NULL : erased[i * 7] ? o == NULL : o != NULL &&
+										 o->size == i * 7;
+	}
+	is(found, 128, "prefetched lookups mid-resize: present keys found, absent ones not");
+	mc_object_table_fini(&t);
+	free(erased);
+}
+
 static void test_arena(void)
 {
 	struct mc_object_table t;
@@ -340,6 +393,7 @@ int main(void)
 	mc_object_table_fini(&t);
 	test_add_replica();
 	test_incremental_resize();
+	test_resize_ahead();
 	test_arena();
 	return tap_done();
 }
