@@ -18,6 +18,7 @@
 #include "common/xalloc.h"
 #include "master/master.h"
 #include "master/object_table.h"
+#include "master/prefault.h"
 #include "proto/rpc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -44,10 +45,17 @@ static inline size_t mc_arena_class(size_t bytes)
 	return (bytes + MC_OBJ_ARENA_UNIT - 1) / MC_OBJ_ARENA_UNIT;
 }
 
-/* Makes [a->mapped, a->mapped + grow) usable.  Aborts on failure. */
+/* Makes [a->mapped, a->mapped + grow) usable and has the prefaulter populate it (started
+ * here, the first time the arena grows: small tables never start a thread).  Aborts on
+ * failure. */
 static void mc_arena_grow(struct mc_obj_arena *a, size_t grow)
 {
 	char *start = (char *)a;
+
+	if (!a->pf_tried) {
+		a->pf_tried = 1;
+		a->pf = mc_prefault_new();
+	}
 
 	if (a->mapped + grow > MC_OBJ_ARENA_BYTES ||
 	    mprotect(start + a->mapped, grow, PROT_READ | PROT_WRITE) != 0) {
@@ -56,6 +64,7 @@ static void mc_arena_grow(struct mc_obj_arena *a, size_t grow)
 			   a->mapped + grow > MC_OBJ_ARENA_BYTES ? "arena full" : strerror(errno));
 		abort();
 	}
+	mc_prefault_ask(a->pf, start + a->mapped, grow);
 	MC_POISON(start + a->mapped, grow);
 	a->mapped += grow;
 }
@@ -101,10 +110,16 @@ static void *mc_arena_get(struct mc_obj_arena *a, size_t bytes)
 		MC_UNPOISON(p, sz);
 		a->free[cls] = *(void **)p;
 	} else {
-		if (a->bump + sz > a->mapped) {
+		/* With a prefaulter the arena stays a chunk ahead of the bump pointer: the chunk
+		 * is populated by the time objects reach it. */
+		size_t need = a->bump + sz + (a->pf ? MC_ARENA_CHUNK : 0);
+
+		if (need > MC_OBJ_ARENA_BYTES)
+			need = a->bump + sz;
+		if (need > a->mapped) {
 			size_t grow = MC_ARENA_CHUNK;
 
-			while (a->mapped + grow < a->bump + sz)
+			while (a->mapped + grow < need)
 				grow += MC_ARENA_CHUNK;
 			mc_arena_grow(a, grow);
 		}
@@ -128,6 +143,7 @@ static void mc_arena_put(struct mc_obj_arena *a, void *p, size_t bytes)
 static void mc_arena_free(struct mc_obj_arena *a)
 {
 	if (a != NULL) {
+		mc_prefault_free(a->pf);	/* before its ranges go */
 		MC_UNPOISON(a, a->mapped);
 		munmap(a->reserved, 2 * MC_OBJ_ARENA_BYTES);
 	}
@@ -304,7 +320,10 @@ struct mc_object *mc_object_evict_first(struct mc_object_table *t)
 
 void mc_object_table_fini(struct mc_object_table *t)
 {
-	/* Objects, side records and side arrays all live in the arena. */
+	/* Objects, side records and side arrays all live in the arena.  The prefaulter stops
+	 * first: it may be populating an index array. */
+	mc_prefault_free(t->arena->pf);
+	t->arena->pf = NULL;
 	mc_oindex_fini(&t->index);
 	mc_arena_free(t->arena);
 	memset(t, 0, sizeof(*t));

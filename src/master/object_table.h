@@ -11,6 +11,7 @@
 struct mc_segment;
 struct mc_client;
 struct mc_strv;
+struct mc_prefault;
 
 /*
  * The master's object table: key -> object -> replicas.
@@ -172,6 +173,10 @@ struct mc_obj_arena {
 	void *reserved;			/* what mmap returned (twice the size: alignment) */
 	size_t mapped;			/* bytes usable from the arena's start */
 	size_t bump;			/* bytes handed out from the start (never given back) */
+	/* Populates the chunk after the one in use, and new index arrays, off the reactor
+	 * (prefault.h); started when the arena first grows, NULL before or if it failed. */
+	struct mc_prefault *pf;
+	int pf_tried;
 	void *free[MC_OBJ_ARENA_CLASSES];
 };
 
