@@ -21,15 +21,16 @@ fi
 make -C "$opt" -s tests/bench_objtable src/segment/libmcsegment.la src/common/libmccommon.la
 mkdir -p "$base/src/master" "$base/src/segment" "$base/tests"
 for f in src/master/object_table.c src/master/object_table.h src/master/object_index.c \
-	src/master/object_index.h src/segment/alloc.c src/segment/alloc.h tests/bench_objtable.c; do
+	src/master/object_index.h src/master/prefault.c src/master/prefault.h src/segment/alloc.c \
+	src/segment/alloc.h tests/bench_objtable.c; do
 	git -C "$top" show "$ref:$f" > "$base/$f" 2>/dev/null || cp "$top/$f" "$base/$f"
 done
 # REF's headers come first on the include path, so master.h sees REF's structs.
 ${CC:-cc} -O2 -g -include "$opt/config.h" -I"$base/src" -I"$top/src" -I"$top/include" -I"$opt" \
 	$(pkg-config --cflags libevent 2>/dev/null) -o "$base/bench_objtable" \
 	"$base/tests/bench_objtable.c" "$base/src/master/object_table.c" \
-	"$base/src/master/object_index.c" "$base/src/segment/alloc.c" \
-	"$opt/src/common/.libs/libmccommon.a"
+	"$base/src/master/object_index.c" "$base/src/master/prefault.c" "$base/src/segment/alloc.c" \
+	"$opt/src/common/.libs/libmccommon.a" -lpthread
 for r in $(seq "${ROUNDS:-1}"); do
 	echo "=== round $r: object table of $ref"
 	"$base/bench_objtable" "$@"

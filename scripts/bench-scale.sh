@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # Small puts at scale, as a user measures them, ours and upstream's wheel in one run:
 #   scripts/bench-scale.sh [-b BUILD] [-a REF_BUILD] [-n OBJECTS] [-w WRITERS] [-r ROUNDS]
-#                          [-u UPSTREAM_VENV] [-t C_THREADS,...] [-m MODE,...]
+#                          [-u UPSTREAM_VENV] [-t C_THREADS,...] [-m MODE,...] [-p tcp|shm]
 # For each mode (default: ours, ours-persist, upstream, c-writer; -r ROUNDS times, alternating;
 # "ref" and "ref-persist" run another build of ours, -a, e.g. main's, as a before/after reference)
 # it starts a master and one mooncake_client with a segment large enough for the objects, then
 # scripts/bench_scale.py: W Python writers (default 1) putting OBJECTS (default 1M; -n 10M for
 # the long run) 64-byte values under 48-byte keys in put_batch calls of 128 over tcp
-# (MC_FORCE_TCP=1 keeps our same-host shared memory out), and prints its JSON line: puts/s per
+# (MC_FORCE_TCP=1 keeps our same-host shared memory out; -p shm lets ours use it, the labels
+# then end in "-shm"), and prints its JSON line: puts/s per
 # tenth, batch p50/p99 against a loopback round trip measured in the same run, CPU per process,
 # master RSS per object, batch_is_exist / batch_get_replica_desc keys/s.  "ours-persist" adds
 # --persist_path on the same disk; "upstream" runs the 0.3.13.post1 wheel's mooncake_master,
@@ -20,8 +21,9 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/_build/opt A="" N=1000000 W=1 UP=${UPSTREAM_VENV:-/work/wt/venv-up-t27c} R=1 T=1,4 CT=1
+FT=1 SFX=""
 MODES=ours,ours-persist,upstream,c-writer
-while getopts b:a:n:w:u:r:m:t: o; do
+while getopts b:a:n:w:u:r:m:t:p: o; do
 	case $o in
 	b) B=$(cd "$OPTARG" && pwd) ;;
 	a) A=$(cd "$OPTARG" && pwd) ;;
@@ -31,7 +33,9 @@ while getopts b:a:n:w:u:r:m:t: o; do
 	r) R=$OPTARG ;;
 	m) MODES=$OPTARG ;;
 	t) T=$OPTARG ;;
-	*) sed -n 3,19p "$0"; exit 2 ;;
+	p) case $OPTARG in tcp) FT=1 SFX="" ;; shm) FT=0 SFX=-shm ;;
+	   *) echo "-p: tcp or shm" >&2; exit 2 ;; esac ;;
+	*) sed -n 3,20p "$0"; exit 2 ;;
 	esac
 done
 tmp=$(mktemp -d)
@@ -88,7 +92,7 @@ run_mode() {	# run_mode MODE
 		kill $mp 2>/dev/null || true
 		return 0
 	fi
-	MC_FORCE_TCP=1 "$bin/mooncake_client" --host=127.0.0.1 --port=$c \
+	MC_FORCE_TCP=$FT "$bin/mooncake_client" --host=127.0.0.1 --port=$c \
 		--master_server_address=127.0.0.1:$p --metadata_server=P2PHANDSHAKE \
 		--protocol=tcp --global_segment_size=$([ "$mode" = upstream ] && echo $upseg || echo $seg) \
 		>"$tmp/run/c.log" 2>&1 &
@@ -101,27 +105,27 @@ run_mode() {	# run_mode MODE
 		# cluster goes anyway, and the removal of the keys would count as master time.
 		local m0 c0
 		m0=$(cpu_ticks $mp) c0=$(cpu_ticks $cp)
-		MC_FORCE_TCP=1 "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
+		MC_FORCE_TCP=$FT "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
 			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
 			--threads=$CT --duration=10 --total_bytes=$((N * 64)) --json --keep \
 			2>/dev/null >"$tmp/run/bench.json" || true
 		python3 - "$tmp/run/bench.json" "$CT" "$m0" "$(cpu_ticks $mp)" "$c0" \
-			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" <<'PY' | tee -a "$tmp/results"
+			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" "$SFX" <<'PY' | tee -a "$tmp/results"
 import json, sys
-f, t, m0, m1, c0, c1, hz = sys.argv[1:]
+f, t, m0, m1, c0, c1, hz, sfx = sys.argv[1:]
 for line in open(f):
     if line.startswith("{"):
         r = json.loads(line)
         n = max(r["ops"], 1)
-        r["label"] = "c-writer-t" + t
+        r["label"] = "c-writer-t" + t + sfx
         r["cpu_us_per_put"] = {"writers": r.get("cpu_us_per_op"),
                                "master": round((int(m1) - int(m0)) / int(hz) / n * 1e6, 2),
                                "client": round((int(c1) - int(c0)) / int(hz) / n * 1e6, 2)}
         print(json.dumps(r))
 PY
 	else
-		MC_FORCE_TCP=1 PYTHONPATH=$ppath $py "$top/scripts/bench_scale.py" \
-			--master=127.0.0.1:$p --objects=$N --writers=$W --label=$mode \
+		MC_FORCE_TCP=$FT PYTHONPATH=$ppath $py "$top/scripts/bench_scale.py" \
+			--master=127.0.0.1:$p --objects=$N --writers=$W --label=$mode$SFX \
 			--pid=master=$mp --pid=client=$cp | tee -a "$tmp/results" ||
 			echo "$mode: driver failed" >&2
 	fi

@@ -22,6 +22,7 @@
 #include "common/xalloc.h"
 #include "master/object_index.h"
 #include "master/object_table.h"
+#include "master/prefault.h"
 
 #define MC_OINDEX_SLOTS 12
 #define MC_OINDEX_MIN_GROUPS 64
@@ -40,8 +41,15 @@ struct mc_oindex_group {
 	uint8_t pad[64 - 5 * MC_OINDEX_SLOTS];
 };
 
+/* __builtin_prefetch, kept: GCC 12 deletes a loop whose only statements are prefetches (they
+ * count as having no effect); the empty volatile asm has one. */
+#define MC_PREFETCH(p) do { __builtin_prefetch(p); __asm__ volatile("" : : "r"(p)); } while (0)
+#define MC_PREFETCHW(p) do { __builtin_prefetch(p, 1); __asm__ volatile("" : : "r"(p)); } while (0)
+
 _Static_assert(sizeof(struct mc_oindex_group) == 64, "a group is one cache line");
 _Static_assert(sizeof(size_t) >= 8, "iteration positions need 64 bits");
+_Static_assert(sizeof(((struct mc_oindex *)0)->ahead_h) == MC_OINDEX_SLOTS * sizeof(uint32_t),
+	       "a group's hashes");
 
 /* ------------------------------------------------------------------------ key hashes */
 
@@ -112,6 +120,11 @@ static void mc_oindex_arr_alloc(struct mc_oindex *ix, struct mc_oindex_arr *a, s
 	 * allocating the new array of a resize costs nothing up front. */
 	a->raw = mc_xcalloc(groups + 1, sizeof(struct mc_oindex_group));
 	a->g = (struct mc_oindex_group *)(((uintptr_t)a->raw + 63) & ~(uintptr_t)63);
+	/* Its pages would fault one by one as inserts and moves reach them: the arena's
+	 * prefaulter populates a large one at once, off this thread. */
+	if (ix->base != NULL && groups * sizeof(struct mc_oindex_group) >= MC_OINDEX_RETURN_MIN)
+		mc_prefault_ask(((const struct mc_obj_arena *)(const void *)ix->base)->pf, a->raw,
+				(groups + 1) * sizeof(struct mc_oindex_group));
 	a->gmask = groups - 1;
 	a->used = a->live = 0;
 	a->seq = ix->next_seq;
@@ -140,11 +153,6 @@ void mc_oindex_fini(struct mc_oindex *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
-/* Probe a for hash h from its home group: 1 with the place of the first full slot with h's tag
- * for which match(obj, arg), else 0.  lo: the first group still in use (the old array of a
- * running resize has moved groups [0, lo) away).  An object still in such an array sits at or
- * after lo, and the groups of its probe path from lo on are still there (a group never gets an
- * empty slot back), so a probe skips [0, lo): it starts at lo at the earliest and wraps to lo. */
 /* Bit 7 of each byte of the result is set for the zero bytes of x at and below its lowest zero
  * byte (bytes above it may show false ones: the callers check each candidate, and "any zero
  * byte" is exact). */
@@ -165,42 +173,62 @@ static inline void mc_oindex_ctrl_words(const struct mc_oindex_group *g, uint64_
 	*w1 = (uint64_t)hi | 0x4040404000000000ull;
 }
 
+/* Bit k set for each slot k of g whose control byte is tag; w0, w1: g's control words. */
+static inline unsigned mc_oindex_match(const struct mc_oindex_group *g, uint8_t tag, uint64_t w0,
+				       uint64_t w1)
+{
+	uint64_t tags = 0x0101010101010101ull * tag, w[2] = { w0, w1 }, m;
+	unsigned out = 0;
+	int half, k;
+
+	_Static_assert(MC_OINDEX_SLOTS == 12, "two control words per group");
+	for (half = 0; half < 2; half++) {
+		/* Byte order: the lowest byte of a word is the lowest control byte on
+		 * little-endian machines; elsewhere every byte is tried. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		m = mc_zero_bytes(w[half] ^ tags);
+#else
+		m = 0x8080808080808080ull;
+#endif
+		for (; m != 0; m &= m - 1) {
+			k = half * 8 + (__builtin_ctzll(m) >> 3);
+			if (k < MC_OINDEX_SLOTS && g->ctrl[k] == tag)
+				out |= 1u << k;
+		}
+	}
+	return out;
+}
+
+/* Probe a for hash h from its home group: 1 with the place of the first full slot with h's tag
+ * for which match(obj, arg), else 0.  lo: the first group still in use (the old array of a
+ * running resize has moved groups [0, lo) away).  An object still in such an array sits at or
+ * after lo, and the groups of its probe path from lo on are still there (a group never gets an
+ * empty slot back), so a probe skips [0, lo): it starts at lo at the earliest and wraps to lo. */
 static int mc_oindex_probe(const char *base, const struct mc_oindex_arr *a, size_t lo, uint32_t h,
 			   int (*match)(const struct mc_object *, const void *), const void *arg,
 			   size_t *gi_out, int *k_out)
 {
 	uint8_t tag = mc_oindex_tag(h);
-	uint64_t tags = 0x0101010101010101ull * tag;
 	size_t gi = h & a->gmask, n;
 
-	_Static_assert(MC_OINDEX_SLOTS == 12, "two control words per group");
 	if (gi < lo)
 		gi = lo;
 	for (n = 0; n <= a->gmask; n++) {
 		const struct mc_oindex_group *g = &a->g[gi];
-		uint64_t w[2], m;
-		int half, k;
+		uint64_t w0, w1;
+		unsigned m;
+		int k;
 
-		mc_oindex_ctrl_words(g, &w[0], &w[1]);
-		for (half = 0; half < 2; half++) {
-			/* Byte order: the lowest byte of a word is the lowest control byte on
-			 * little-endian machines; elsewhere every byte is tried. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-			m = mc_zero_bytes(w[half] ^ tags);
-#else
-			m = 0x8080808080808080ull;
-#endif
-			for (; m != 0; m &= m - 1) {
-				k = half * 8 + (__builtin_ctzll(m) >> 3);
-				if (k < MC_OINDEX_SLOTS && g->ctrl[k] == tag &&
-				    match(mc_oref_ptr(base, g->obj[k]), arg)) {
-					*gi_out = gi;
-					*k_out = k;
-					return 1;
-				}
+		mc_oindex_ctrl_words(g, &w0, &w1);
+		for (m = mc_oindex_match(g, tag, w0, w1); m != 0; m &= m - 1) {
+			k = __builtin_ctz(m);
+			if (match(mc_oref_ptr(base, g->obj[k]), arg)) {
+				*gi_out = gi;
+				*k_out = k;
+				return 1;
 			}
 		}
-		if (mc_zero_bytes(w[0]) | mc_zero_bytes(w[1]))
+		if (mc_zero_bytes(w0) | mc_zero_bytes(w1))
 			break;	/* the group has an empty slot (MC_CTRL_EMPTY is 0) */
 		gi = (gi + 1) & a->gmask;
 		if (gi == 0)
@@ -221,6 +249,48 @@ struct mc_object *mc_oindex_find(const struct mc_oindex *ix, uint32_t h,
 	if (ix->old.g != NULL && mc_oindex_probe(ix->base, &ix->old, ix->mig, h, eq, arg, &gi, &k))
 		return mc_oref_ptr(ix->base, ix->old.g[gi].obj[k]);
 	return NULL;
+}
+
+/* The group a probe of a for hash h reads first (lo as in mc_oindex_probe). */
+static inline const struct mc_oindex_group *mc_oindex_home(const struct mc_oindex_arr *a,
+							   size_t lo, uint32_t h)
+{
+	size_t gi = h & a->gmask;
+
+	return &a->g[gi < lo ? lo : gi];
+}
+
+void mc_oindex_prefetch(const struct mc_oindex *ix, uint32_t h)
+{
+	MC_PREFETCHW(mc_oindex_home(&ix->cur, 0, h));
+	if (ix->old.g != NULL)
+		MC_PREFETCH(mc_oindex_home(&ix->old, ix->mig, h));
+}
+
+/* The objects of group g whose tag is tag: their header and key lines. */
+static void mc_oindex_prefetch_tagged(const char *base, const struct mc_oindex_group *g,
+				      uint8_t tag)
+{
+	uint64_t w0, w1;
+	unsigned m;
+
+	mc_oindex_ctrl_words(g, &w0, &w1);
+	for (m = mc_oindex_match(g, tag, w0, w1); m != 0; m &= m - 1) {
+		const char *o = (const char *)mc_oref_ptr(base, g->obj[__builtin_ctz(m)]);
+
+		MC_PREFETCH(o);
+		MC_PREFETCH(o + sizeof(struct mc_object));
+		MC_PREFETCH(o + sizeof(struct mc_object) + 40);
+	}
+}
+
+void mc_oindex_prefetch_objects(const struct mc_oindex *ix, uint32_t h)
+{
+	uint8_t tag = mc_oindex_tag(h);
+
+	mc_oindex_prefetch_tagged(ix->base, mc_oindex_home(&ix->cur, 0, h), tag);
+	if (ix->old.g != NULL)
+		mc_oindex_prefetch_tagged(ix->base, mc_oindex_home(&ix->old, ix->mig, h), tag);
 }
 
 /* Place o in the first slot that is not full on its probe path.  The array has room. */
@@ -297,31 +367,65 @@ static void mc_oindex_return(struct mc_oindex_arr *a, size_t from, size_t to)
 		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* Start loading what hashing the objects of old group gi reads: header and key lines. */
+static void mc_oindex_prefetch_keys(const struct mc_oindex *ix, size_t gi)
+{
+	const struct mc_oindex_group *g = &ix->old.g[gi];
+	int k;
+
+	for (k = 0; k < MC_OINDEX_SLOTS; k++)
+		if (g->ctrl[k] & 0x80) {
+			const char *o = (const char *)mc_oref_ptr(ix->base, g->obj[k]);
+
+			MC_PREFETCH(o);	/* key length, tenant */
+			MC_PREFETCH(o + sizeof(struct mc_object));
+			MC_PREFETCH(o + sizeof(struct mc_object) + 40);
+		}
+}
+
+/* The hashes of the objects of old group gi into h (full slots only), and the new groups they
+ * go to start loading. */
+static void mc_oindex_hash_group(const struct mc_oindex *ix, size_t gi, uint32_t *h)
+{
+	const struct mc_oindex_group *g = &ix->old.g[gi];
+	int k;
+
+	for (k = 0; k < MC_OINDEX_SLOTS; k++)
+		if (g->ctrl[k] & 0x80) {
+			h[k] = mc_object_rehash(mc_oref_ptr(ix->base, g->obj[k]));
+			MC_PREFETCHW(&ix->cur.g[h[k] & ix->cur.gmask]);
+		}
+}
+
 /* Move the objects of up to n groups of the old array into the new one; free the old array
- * once it is empty.  The objects' hashes and their new groups are fetched ahead, so the cache
- * misses of a group overlap instead of adding up. */
+ * once it is empty.  The moves are pipelined so that their cache misses are taken while other
+ * work runs: moving group g also hashes the objects of g + 1 (their keys were fetched by the
+ * move before) and fetches their new groups, and fetches the keys of g + 2.  The hashes of
+ * g + 1 stay valid until its move: nothing is inserted into the old array, and an erase only
+ * empties a slot (the move skips it). */
 static void mc_oindex_migrate(struct mc_oindex *ix, size_t n)
 {
 	struct mc_oindex_arr *old = &ix->old;
 
 	while (old->g != NULL && n-- > 0) {
-		struct mc_oindex_group *g = &old->g[ix->mig];
+		size_t gi = ix->mig;
+		struct mc_oindex_group *g = &old->g[gi];
 		uint32_t h[MC_OINDEX_SLOTS];
 		int k;
 
-		/* The keys (the hash is computed again from each), then the new groups. */
-		for (k = 0; k < MC_OINDEX_SLOTS; k++)
-			if (g->ctrl[k] & 0x80) {
-				const char *o = (const char *)mc_oref_ptr(ix->base, g->obj[k]);
-
-				__builtin_prefetch(o + sizeof(struct mc_object));
-				__builtin_prefetch(o + sizeof(struct mc_object) + 32);
-			}
-		for (k = 0; k < MC_OINDEX_SLOTS; k++)
-			if (g->ctrl[k] & 0x80) {
-				h[k] = mc_object_rehash(mc_oref_ptr(ix->base, g->obj[k]));
-				__builtin_prefetch(&ix->cur.g[h[k] & ix->cur.gmask], 1);
-			}
+		if (ix->ahead_seq == old->seq && ix->ahead_gi == gi) {
+			memcpy(h, ix->ahead_h, sizeof(h));
+		} else {
+			mc_oindex_prefetch_keys(ix, gi);
+			mc_oindex_hash_group(ix, gi, h);
+		}
+		if (gi + 1 <= old->gmask) {
+			mc_oindex_hash_group(ix, gi + 1, ix->ahead_h);
+			ix->ahead_gi = gi + 1;
+			ix->ahead_seq = old->seq;
+		}
+		if (gi + 2 <= old->gmask)
+			mc_oindex_prefetch_keys(ix, gi + 2);
 		for (k = 0; k < MC_OINDEX_SLOTS; k++) {
 			if (g->ctrl[k] & 0x80)
 				mc_oindex_arr_put(ix->base, &ix->cur,
@@ -369,6 +473,7 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o, uint32_t h)
 			groups *= 2;
 		ix->old = ix->cur;
 		ix->mig = 0;
+		ix->ahead_seq = 0;
 		mc_oindex_arr_alloc(ix, &ix->cur, groups);
 		ix->resizes++;
 		ix->tick = 0;

@@ -42,6 +42,11 @@ struct mc_oindex {
 	unsigned tick;			/* inserts since the last move */
 	uint32_t next_seq;
 	uint64_t resizes;		/* resizes started (tests, bench) */
+	/* The hashes of the objects of old group ahead_gi, computed a move ahead (valid while
+	 * ahead_seq is old.seq; 0: none). */
+	uint32_t ahead_h[12];
+	size_t ahead_gi;
+	uint32_t ahead_seq;
 	const char *base;		/* the object arena that references count from */
 };
 
@@ -72,6 +77,13 @@ uint32_t mc_object_rehash(const struct mc_object *o);
  * walk are fine; an insert during a walk may move objects, so the walk may then see some of
  * them twice, but it never misses an object present from its start to its end. */
 struct mc_object *mc_oindex_next(const struct mc_oindex *ix, size_t *pos);
+/* Start loading the index groups a lookup of hash h reads first (a hint: changes nothing).  A
+ * batch of lookups calls it for each key, then mc_oindex_prefetch_objects for each, then looks
+ * them up: the cache misses of the keys overlap instead of adding up. */
+void mc_oindex_prefetch(const struct mc_oindex *ix, uint32_t h);
+/* Start loading the objects whose tags match h's in those groups (read them: they should be
+ * in the cache by now). */
+void mc_oindex_prefetch_objects(const struct mc_oindex *ix, uint32_t h);
 /* Finish a running resize at once (tests; a table about to be walked and filled at once). */
 void mc_oindex_settle(struct mc_oindex *ix);
 /* Bytes held by the index arrays. */

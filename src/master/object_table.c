@@ -18,6 +18,8 @@
 #include "common/xalloc.h"
 #include "master/master.h"
 #include "master/object_table.h"
+#include "master/prefault.h"
+#include "proto/rpc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MC_ASAN 1
@@ -43,10 +45,17 @@ static inline size_t mc_arena_class(size_t bytes)
 	return (bytes + MC_OBJ_ARENA_UNIT - 1) / MC_OBJ_ARENA_UNIT;
 }
 
-/* Makes [a->mapped, a->mapped + grow) usable.  Aborts on failure. */
+/* Makes [a->mapped, a->mapped + grow) usable and has the prefaulter populate it (started
+ * here, the first time the arena grows: small tables never start a thread).  Aborts on
+ * failure. */
 static void mc_arena_grow(struct mc_obj_arena *a, size_t grow)
 {
 	char *start = (char *)a;
+
+	if (!a->pf_tried) {
+		a->pf_tried = 1;
+		a->pf = mc_prefault_new();
+	}
 
 	if (a->mapped + grow > MC_OBJ_ARENA_BYTES ||
 	    mprotect(start + a->mapped, grow, PROT_READ | PROT_WRITE) != 0) {
@@ -55,6 +64,7 @@ static void mc_arena_grow(struct mc_obj_arena *a, size_t grow)
 			   a->mapped + grow > MC_OBJ_ARENA_BYTES ? "arena full" : strerror(errno));
 		abort();
 	}
+	mc_prefault_ask(a->pf, start + a->mapped, grow);
 	MC_POISON(start + a->mapped, grow);
 	a->mapped += grow;
 }
@@ -100,10 +110,16 @@ static void *mc_arena_get(struct mc_obj_arena *a, size_t bytes)
 		MC_UNPOISON(p, sz);
 		a->free[cls] = *(void **)p;
 	} else {
-		if (a->bump + sz > a->mapped) {
+		/* With a prefaulter the arena stays a chunk ahead of the bump pointer: the chunk
+		 * is populated by the time objects reach it. */
+		size_t need = a->bump + sz + (a->pf ? MC_ARENA_CHUNK : 0);
+
+		if (need > MC_OBJ_ARENA_BYTES)
+			need = a->bump + sz;
+		if (need > a->mapped) {
 			size_t grow = MC_ARENA_CHUNK;
 
-			while (a->mapped + grow < a->bump + sz)
+			while (a->mapped + grow < need)
 				grow += MC_ARENA_CHUNK;
 			mc_arena_grow(a, grow);
 		}
@@ -127,6 +143,7 @@ static void mc_arena_put(struct mc_obj_arena *a, void *p, size_t bytes)
 static void mc_arena_free(struct mc_obj_arena *a)
 {
 	if (a != NULL) {
+		mc_prefault_free(a->pf);	/* before its ranges go */
 		MC_UNPOISON(a, a->mapped);
 		munmap(a->reserved, 2 * MC_OBJ_ARENA_BYTES);
 	}
@@ -303,7 +320,10 @@ struct mc_object *mc_object_evict_first(struct mc_object_table *t)
 
 void mc_object_table_fini(struct mc_object_table *t)
 {
-	/* Objects, side records and side arrays all live in the arena. */
+	/* Objects, side records and side arrays all live in the arena.  The prefaulter stops
+	 * first: it may be populating an index array. */
+	mc_prefault_free(t->arena->pf);
+	t->arena->pf = NULL;
 	mc_oindex_fini(&t->index);
 	mc_arena_free(t->arena);
 	memset(t, 0, sizeof(*t));
@@ -418,6 +438,26 @@ struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, siz
 	struct mc_object_probe p = { key, len, mc_object_hash_in(t->tenant, key, len), t->tenant };
 
 	return mc_oindex_find(&t->index, p.h, mc_object_probe_eq, &p);
+}
+
+void mc_object_prefetch(const struct mc_object_table *t, const struct mc_strv *keys, size_t n)
+{
+	/* A ring of the hashes of the last MC_PREFETCH_AHEAD keys: a key's objects are fetched
+	 * that many keys after its groups, by when the groups have arrived. */
+	enum { MC_PREFETCH_AHEAD = 16, MC_PREFETCH_MAX = 256 };
+	uint32_t h[MC_PREFETCH_AHEAD];
+	size_t i;
+
+	if (n > MC_PREFETCH_MAX)
+		n = MC_PREFETCH_MAX;	/* more would leave the caches before its lookup */
+	for (i = 0; i < n + MC_PREFETCH_AHEAD; i++) {
+		if (i >= MC_PREFETCH_AHEAD)
+			mc_oindex_prefetch_objects(&t->index, h[i % MC_PREFETCH_AHEAD]);
+		if (i < n) {
+			h[i % MC_PREFETCH_AHEAD] = mc_object_hash_in(t->tenant, keys[i].p, keys[i].n);
+			mc_oindex_prefetch(&t->index, h[i % MC_PREFETCH_AHEAD]);
+		}
+	}
 }
 
 struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, size_t len,

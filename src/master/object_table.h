@@ -10,6 +10,8 @@
 
 struct mc_segment;
 struct mc_client;
+struct mc_strv;
+struct mc_prefault;
 
 /*
  * The master's object table: key -> object -> replicas.
@@ -171,6 +173,10 @@ struct mc_obj_arena {
 	void *reserved;			/* what mmap returned (twice the size: alignment) */
 	size_t mapped;			/* bytes usable from the arena's start */
 	size_t bump;			/* bytes handed out from the start (never given back) */
+	/* Populates the chunk after the one in use, and new index arrays, off the reactor
+	 * (prefault.h); started when the arena first grows, NULL before or if it failed. */
+	struct mc_prefault *pf;
+	int pf_tried;
 	void *free[MC_OBJ_ARENA_CLASSES];
 };
 
@@ -226,6 +232,12 @@ int mc_object_table_init(struct mc_object_table *t);
 void mc_object_table_fini(struct mc_object_table *t);
 uint32_t mc_object_hash(const char *key, size_t len);
 struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, size_t len);
+/* Start loading what lookups (or inserts) of keys[0..n) in the current tenant will read: their
+ * index groups, then the objects whose tags match.  A batch's keys are independent, so their
+ * cache misses overlap here instead of adding up one key after the other in the lookups that
+ * follow.  A hint: changes nothing.  Only the first 256 keys: more would leave the caches before
+ * their lookups. */
+void mc_object_prefetch(const struct mc_object_table *t, const struct mc_strv *keys, size_t n);
 /* Create and insert an object with nrep replicas (zeroed, status PROCESSING).  The key must not
  * be present.  Aborts on out-of-memory (daemon code). */
 struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, size_t len,

@@ -28,6 +28,8 @@ struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n)
 	keys = mc_xcalloc(*n, sizeof(*keys));
 	for (i = 0; i < *n; i++)
 		keys[i] = mc_rpc_get_strv(&q->r, MC_RPC_MAX_KEY);
+	if (q->r.err == 0)
+		mc_object_prefetch(&q->m->objects, keys, *n);
 	return keys;
 }
 

@@ -244,6 +244,7 @@ static int mc_put_start_batch(struct mc_req *q, int upsert)
 		free(sizes);
 		return MC_ERR_INVALID_PARAMS;
 	}
+	mc_object_prefetch(&q->m->objects, keys, n);
 	c = mc_client_get(q->m, &cid);
 	mc_object_batch_hint(&q->m->objects, cfg.has_evict_hint ? cfg.evict_hint : -1);
 	mc_wbuf_u32(q->out, n);

@@ -391,8 +391,10 @@ void mc_segment_push_replica(struct mc_segment *seg, struct mc_replica *r)
 static int mc_try_segment(struct mc_master *m, struct mc_segment *seg, struct mc_replica *r,
 			  uint64_t len)
 {
-	/* While loading, a range not loaded yet may be any row's: nothing is handed out. */
-	if (m->load || !mc_segment_placeable(m, seg, mc_master_now(m)))
+	/* While loading, a range not loaded yet may be any row's: nothing is handed out.  The
+	 * clock matters only to a segment marked unhealthy (a clock read per replica else). */
+	if (m->load ||
+	    !mc_segment_placeable(m, seg, seg->unhealthy_until ? mc_master_now(m) : 0))
 		return -1;
 	if (mc_alloc_reserve(seg->alloc, len, &r->off) != 0)
 		return -1;

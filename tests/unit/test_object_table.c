@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "master/master.h"
 #include "master/object_table.h"
+#include "master/prefault.h"
 #include "tap.h"
 
 static size_t rss_kb(void)
@@ -216,6 +219,149 @@ static void test_incremental_resize(void)
 
 /* Objects of every size class, across chunk boundaries, freed and reused.  (Sanitizer builds
  * poison free arena space.) */
+/* A resize's move hashes the next group of the old array ahead of time (object_index.c): an
+ * object erased from that group before its move must not be moved, the others must all be.
+ * Lookups prefetched as a batch (mc_object_prefetch) find the same. */
+static void test_resize_ahead(void)
+{
+	struct mc_object_table t;
+	struct mc_strv keys[128];
+	char kbuf[128][64];
+	unsigned char *erased;
+	size_t n, i, pos, hit = 0, max = 200000, found = 0;
+	struct mc_object *o;
+
+	erased = calloc(max, 1);
+	mc_object_table_init(&t);
+	n = 0;
+	while (n < 50000) {	/* five resizes */
+		/* The first object of the group the next move takes, whose hashes are known. */
+		if (mc_oindex_resizing(&t.index) && t.index.ahead_seq == t.index.old.seq &&
+		    t.index.ahead_gi == t.index.mig && n % 2 == 0) {
+			pos = ((size_t)t.index.old.seq << 40) | (t.index.mig * 12);
+			o = mc_object_next(&t, &pos);
+			if (o != NULL && (pos >> 40) == t.index.old.seq &&
+			    ((pos & ((1ull << 40) - 1)) - 1) / 12 == t.index.mig) {
+				erased[o->size] = 1;
+				mc_object_erase(&t, o);
+				hit++;
+			}
+		}
+		fill(&t, n, n + 1);
+		n++;
+	}
+	ok(hit > 1000 && t.index.resizes >= 5,
+	   "%zu objects erased from the group hashed ahead of its move (%llu resizes)", hit,
+	   (unsigned long long)t.index.resizes);
+	is(count_bad(&t, n, erased), 0, "the erased ones are gone, every other key is found");
+	/* A batch of present, erased and absent keys, prefetched, then looked up. */
+	n = fill_until_resize(&t, n);
+	for (i = 0; i < 128; i++) {
+		key_of(kbuf[i], sizeof(kbuf[i]), i % 3 == 2 ? max + i : i * 7);
+		keys[i].p = kbuf[i];
+		keys[i].n = (uint32_t)strlen(kbuf[i]);
+	}
+	mc_object_prefetch(&t, keys, 128);
+	for (i = 0; i < 128; i++) {
+		o = mc_object_find(&t, keys[i].p, keys[i].n);
+		found += i % 3 == 2 ? o == NULL : erased[i * 7] ? o == NULL : o != NULL &&
+										 o->size == i * 7;
+	}
+	is(found, 128, "prefetched lookups mid-resize: present keys found, absent ones not");
+	mc_object_table_fini(&t);
+	free(erased);
+}
+
+/* Pages of [p, p + len) resident, by mincore. */
+static size_t resident_pages(void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (len + page - 1) / page, i, r = 0;
+	unsigned char *v = calloc(n, 1);
+
+	if (v != NULL && mincore(p, len, v) == 0)
+		for (i = 0; i < n; i++)
+			r += v[i] & 1;
+	free(v);
+	return r;
+}
+
+/* Waits up to 10 s for pf to have populated at least want bytes. */
+static size_t prefault_wait(struct mc_prefault *pf, size_t want)
+{
+	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	int i;
+
+	for (i = 0; i < 2000 && mc_prefault_done(pf) < want; i++)
+		nanosleep(&ts, NULL);
+	return mc_prefault_done(pf);
+}
+
+/* The prefaulter populates the whole pages of what it is asked, without changing what they
+ * hold; the arena stays a populated chunk ahead of its objects. */
+static void test_prefault(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (size_t)8 << 20, i, bad = 0;
+	struct mc_prefault *pf = mc_prefault_new();
+	struct mc_object_table t;
+	char *m, key[64];
+
+	mc_prefault_ask(NULL, &len, sizeof(len));	/* no prefaulter: nothing */
+	mc_prefault_free(NULL);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pf == NULL || m == MAP_FAILED) {
+		ok(0, "a prefaulter and 8 MiB of memory");
+		return;
+	}
+	for (i = 0; i < len; i += 7 * page)
+		m[i + 3] = (char)(i / page + 1);	/* written before */
+	/* From the middle of a page: the partial first page is left out. */
+	mc_prefault_ask(pf, m + 100, len - 100);
+	for (i = 3 * page; i < len; i += 11 * page)
+		m[i + 5] = (char)(i / page + 2);	/* while it runs */
+	if (prefault_wait(pf, len - page) < len - page || mc_prefault_done(pf) > len - page)
+		bad++;
+	ok(bad == 0 && resident_pages(m + page, len - page) == len / page - 1,
+	   "%zu of %zu bytes populated, every whole page asked for resident",
+	   mc_prefault_done(pf), len - page);
+	for (i = 0; i < len; i++) {
+		char want = 0;
+
+		if (i % (11 * page) == 3 * page % (11 * page) + 5 && i >= 3 * page + 5)
+			want = (char)((i - 5) / page + 2);
+		else if (i % (7 * page) == 3)
+			want = (char)((i - 3) / page + 1);
+		bad += m[i] != want;
+	}
+	is(bad, 0, "what was written before and during the populating is intact");
+	munmap(m, len);
+	/* A range unmapped meanwhile fails quietly; the prefaulter goes on. */
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	munmap(m, len);
+	mc_prefault_ask(pf, m, len);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	i = mc_prefault_done(pf);
+	mc_prefault_ask(pf, m, len);
+	ok(prefault_wait(pf, i + len) >= i + len, "a range after an unmapped one is populated");
+	munmap(m, len);
+	mc_prefault_free(pf);
+
+	/* The arena: a prefaulter once it grows, a populated chunk ahead of the objects. */
+	mc_object_table_init(&t);
+	for (i = 0; i < 100000; i++) {
+		key_of(key, sizeof(key), i);
+		mc_object_insert(&t, key, strlen(key), 1);
+	}
+	ok(t.arena->pf != NULL && t.arena->mapped >= t.arena->bump + ((size_t)2 << 20),
+	   "the arena is %zu KiB ahead of its objects", (t.arena->mapped - t.arena->bump) >> 10);
+	i = prefault_wait(t.arena->pf, t.arena->mapped - ((size_t)2 << 20));
+	len = (t.arena->bump + page - 1) & ~(page - 1);	/* the first page past the objects */
+	ok(i >= t.arena->mapped - ((size_t)2 << 20) &&
+	   resident_pages((char *)t.arena + len, t.arena->mapped - len) ==
+		   (t.arena->mapped - len) / page,
+	   "the arena past its objects is resident (%zu MiB populated)", i >> 20);
+	mc_object_table_fini(&t);
+}
+
 static void test_arena(void)
 {
 	struct mc_object_table t;
@@ -340,6 +486,8 @@ int main(void)
 	mc_object_table_fini(&t);
 	test_add_replica();
 	test_incremental_resize();
+	test_resize_ahead();
+	test_prefault();
 	test_arena();
 	return tap_done();
 }
