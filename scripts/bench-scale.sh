@@ -15,7 +15,8 @@
 # mooncake_client and Python package from UPSTREAM_VENV (default /work/wt/venv-up-t27c; pip
 # install mooncake-transfer-engine-non-cuda); "c-writer" runs mooncake_bench's put of 64-byte
 # values in batches of 128 from one process into our cluster, once per thread count of -t
-# (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put.
+# (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put;
+# "c-writer-persist" (and "ref-c-writer-persist" with -a) the same with --persist_path.
 # Every run's line is printed as it ends; at the end a table of the medians per mode.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,7 @@ while getopts b:a:n:w:u:r:m:t: o; do
 	r) R=$OPTARG ;;
 	m) MODES=$OPTARG ;;
 	t) T=$OPTARG ;;
-	*) sed -n 3,19p "$0"; exit 2 ;;
+	*) sed -n 3,20p "$0"; exit 2 ;;
 	esac
 done
 tmp=$(mktemp -d)
@@ -95,7 +96,7 @@ run_mode() {	# run_mode MODE
 	cp=$!
 	pids="$pids $cp"
 	sleep 2
-	if [ "$mode" = c-writer ]; then
+	if [ "${mode#*c-writer}" != "$mode" ]; then
 		# One process, CT threads, each putting batches of 128 64-byte values; the master's
 		# and the client's CPU per put go into its line beside the writer's.  --keep: the
 		# cluster goes anyway, and the removal of the keys would count as master time.
@@ -106,14 +107,14 @@ run_mode() {	# run_mode MODE
 			--threads=$CT --duration=10 --total_bytes=$((N * 64)) --json --keep \
 			2>/dev/null >"$tmp/run/bench.json" || true
 		python3 - "$tmp/run/bench.json" "$CT" "$m0" "$(cpu_ticks $mp)" "$c0" \
-			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" <<'PY' | tee -a "$tmp/results"
+			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" "$mode" <<'PY' | tee -a "$tmp/results"
 import json, sys
-f, t, m0, m1, c0, c1, hz = sys.argv[1:]
+f, t, m0, m1, c0, c1, hz, mode = sys.argv[1:]
 for line in open(f):
     if line.startswith("{"):
         r = json.loads(line)
         n = max(r["ops"], 1)
-        r["label"] = "c-writer-t" + t
+        r["label"] = mode + "-t" + t
         r["cpu_us_per_put"] = {"writers": r.get("cpu_us_per_op"),
                                "master": round((int(m1) - int(m0)) / int(hz) / n * 1e6, 2),
                                "client": round((int(c1) - int(c0)) / int(hz) / n * 1e6, 2)}
@@ -131,13 +132,13 @@ PY
 
 for r in $(seq "$R"); do
 	for mode in ${MODES//,/ }; do
-		if [ "$mode" = c-writer ]; then
+		case $mode in
+		*c-writer*)
 			for CT in ${T//,/ }; do
-				run_mode c-writer
-			done
-		else
-			run_mode "$mode"
-		fi
+				run_mode "$mode"
+			done ;;
+		*)	run_mode "$mode" ;;
+		esac
 	done
 done
 [ -s "$tmp/results" ] && python3 "$top/scripts/bench_scale.py" --summarize "$tmp/results"

@@ -46,6 +46,7 @@ static void mc_persist_encode_object(struct mc_master *m, struct mc_object *o,
 				     struct mc_persist_replica *reps, char *scoped)
 {
 	uint32_t i, n = 0;
+	int64_t wall, now;
 
 	for (i = 0; i < o->nrep && n < MC_RPC_MAX_REPLICAS; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
@@ -81,11 +82,11 @@ static void mc_persist_encode_object(struct mc_master *m, struct mc_object *o,
 	po->has_checksum = o->has_checksum;
 	po->checksum = o->checksum;
 	/* Monotonic times do not survive a restart: store wall-clock ones. */
-	po->put_start_ms = mc_persist_wall_ms() - (mc_master_now(m) - o->put_start);
-	po->soft_pin_until_ms = mc_object_soft_pin_until(o)
-					? mc_persist_wall_ms() + (mc_object_soft_pin_until(o) -
-								  mc_master_now(m))
-					: 0;
+	wall = mc_persist_wall_ms();
+	now = mc_master_now(m);
+	po->put_start_ms = wall - (now - o->put_start);
+	po->soft_pin_until_ms =
+		mc_object_soft_pin_until(o) ? wall + (mc_object_soft_pin_until(o) - now) : 0;
 	if (mc_object_writer(m, o))
 		memcpy(po->writer, mc_object_writer(m, o)->id.b, 16);
 	po->n_replicas = n;
