@@ -16,7 +16,8 @@
 # install mooncake-transfer-engine-non-cuda); "c-writer" runs mooncake_bench's put of 64-byte
 # values in batches of 128 from one process into our cluster, once per thread count of -t
 # (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put;
-# "c-writer-persist" (and "ref-c-writer-persist" with -a) the same with --persist_path.
+# "c-writer-persist" (and "ref-c-writer-persist" with -a) the same with --persist_path; each
+# runs until OBJECTS are put or DURATION seconds (environment, default 10) passed.
 # Every run's line is printed as it ends; at the end a table of the medians per mode.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +33,7 @@ while getopts b:a:n:w:u:r:m:t: o; do
 	r) R=$OPTARG ;;
 	m) MODES=$OPTARG ;;
 	t) T=$OPTARG ;;
-	*) sed -n 3,20p "$0"; exit 2 ;;
+	*) sed -n 3,21p "$0"; exit 2 ;;
 	esac
 done
 tmp=$(mktemp -d)
@@ -104,7 +105,7 @@ run_mode() {	# run_mode MODE
 		m0=$(cpu_ticks $mp) c0=$(cpu_ticks $cp)
 		MC_FORCE_TCP=1 "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
 			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
-			--threads=$CT --duration=10 --total_bytes=$((N * 64)) --json --keep \
+			--threads=$CT --duration="${DURATION:-10}" --total_bytes=$((N * 64)) --json --keep \
 			2>/dev/null >"$tmp/run/bench.json" || true
 		python3 - "$tmp/run/bench.json" "$CT" "$m0" "$(cpu_ticks $mp)" "$c0" \
 			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" "$mode" <<'PY' | tee -a "$tmp/results"
