@@ -377,6 +377,7 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 	int rc;
 
 	*out = NULL;
+	mc_persist_pcache_install();
 	mc_persist_fault_install();
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)

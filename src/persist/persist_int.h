@@ -164,6 +164,10 @@ void mc_persist_log_committed(struct mc_persist *p);
 int mc_persist_log_start(struct mc_persist *p);
 void mc_persist_log_reset(struct mc_persist *p);
 void mc_persist_log_fini(struct mc_persist *p);
+/* persist_pcache.c: SQLite's default page cache with a truncation that removes the pages past
+ * the limit without walking its whole hash table.  Once per process, before SQLite initializes
+ * (later calls, or a call after SQLite initialized, change nothing). */
+void mc_persist_pcache_install(void);
 /* persist_batch.c: append a NUL-terminated string as a str of the encoding. */
 void mc_persist_batch_str(struct mc_wbuf *w, const char *s);
 
