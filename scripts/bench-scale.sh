@@ -16,7 +16,9 @@
 # mooncake_client and Python package from UPSTREAM_VENV (default /work/wt/venv-up-t27c; pip
 # install mooncake-transfer-engine-non-cuda); "c-writer" runs mooncake_bench's put of 64-byte
 # values in batches of 128 from one process into our cluster, once per thread count of -t
-# (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put.
+# (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put;
+# "c-writer-persist" (and "ref-c-writer-persist" with -a) the same with --persist_path; each
+# runs until OBJECTS are put or DURATION seconds (environment, default 10) passed.
 # Every run's line is printed as it ends; at the end a table of the medians per mode.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +37,7 @@ while getopts b:a:n:w:u:r:m:t:p: o; do
 	t) T=$OPTARG ;;
 	p) case $OPTARG in tcp) FT=1 SFX="" ;; shm) FT=0 SFX=-shm ;;
 	   *) echo "-p: tcp or shm" >&2; exit 2 ;; esac ;;
-	*) sed -n 3,20p "$0"; exit 2 ;;
+	*) sed -n 3,21p "$0"; exit 2 ;;
 	esac
 done
 tmp=$(mktemp -d)
@@ -99,7 +101,7 @@ run_mode() {	# run_mode MODE
 	cp=$!
 	pids="$pids $cp"
 	sleep 2
-	if [ "$mode" = c-writer ]; then
+	if [ "${mode#*c-writer}" != "$mode" ]; then
 		# One process, CT threads, each putting batches of 128 64-byte values; the master's
 		# and the client's CPU per put go into its line beside the writer's.  --keep: the
 		# cluster goes anyway, and the removal of the keys would count as master time.
@@ -107,17 +109,17 @@ run_mode() {	# run_mode MODE
 		m0=$(cpu_ticks $mp) c0=$(cpu_ticks $cp)
 		MC_FORCE_TCP=$FT "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
 			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
-			--threads=$CT --duration=10 --total_bytes=$((N * 64)) --json --keep \
+			--threads=$CT --duration="${DURATION:-10}" --total_bytes=$((N * 64)) --json --keep \
 			2>/dev/null >"$tmp/run/bench.json" || true
 		python3 - "$tmp/run/bench.json" "$CT" "$m0" "$(cpu_ticks $mp)" "$c0" \
-			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" "$SFX" <<'PY' | tee -a "$tmp/results"
+			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" "$mode" "$SFX" <<'PY' | tee -a "$tmp/results"
 import json, sys
-f, t, m0, m1, c0, c1, hz, sfx = sys.argv[1:]
+f, t, m0, m1, c0, c1, hz, mode, sfx = sys.argv[1:]
 for line in open(f):
     if line.startswith("{"):
         r = json.loads(line)
         n = max(r["ops"], 1)
-        r["label"] = "c-writer-t" + t + sfx
+        r["label"] = mode + "-t" + t + sfx
         r["cpu_us_per_put"] = {"writers": r.get("cpu_us_per_op"),
                                "master": round((int(m1) - int(m0)) / int(hz) / n * 1e6, 2),
                                "client": round((int(c1) - int(c0)) / int(hz) / n * 1e6, 2)}
@@ -135,13 +137,13 @@ PY
 
 for r in $(seq "$R"); do
 	for mode in ${MODES//,/ }; do
-		if [ "$mode" = c-writer ]; then
+		case $mode in
+		*c-writer*)
 			for CT in ${T//,/ }; do
-				run_mode c-writer
-			done
-		else
-			run_mode "$mode"
-		fi
+				run_mode "$mode"
+			done ;;
+		*)	run_mode "$mode" ;;
+		esac
 	done
 done
 [ -s "$tmp/results" ] && python3 "$top/scripts/bench_scale.py" --summarize "$tmp/results"

@@ -23,6 +23,7 @@
 #include "master/admin_http.h"
 #include "master/ha.h"
 #include "master/ops.h"
+#include "persist/persist.h"
 #include "master/tenants.h"
 #include "reactor/conn_limit.h"
 #include "reactor/procmem.h"
@@ -334,6 +335,12 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 	mc_prom(b, "master_persist_commit_failures_total", "counter",
 		"Failed commits and checkpoints of --persist_path, retries included",
 		x->persist_commit_failures);
+	mc_prom(b, "master_persist_putlog_retired_total", "counter",
+		"Puts in flight for over a second moved from the put log to the objects table",
+		x->persist_log_retired);
+	mc_prom(b, "master_persist_putlog_rows", "gauge",
+		"Rows of the put log (puts in flight) held in memory and in the file",
+		(uint64_t)mc_persist_log_rows(m->persist));
 	mc_prom(b, "master_persist_refused_requests_total", "counter",
 		"Requests refused with PERSISTENT_FAIL while persistence failed", x->persist_refused);
 	{

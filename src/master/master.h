@@ -452,6 +452,13 @@ int64_t mc_persist_wall_ms(void);
 void mc_master_persist_close(struct mc_master *m);
 void mc_persist_object_changed(struct mc_master *m, struct mc_object *o);
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o);
+/* PutStart recorded o; fresh: no object of that key was there before (its start then goes to
+ * the put log, see persist_putlog.c, and o carries MC_OBJX_LOGGED until its end is recorded). */
+void mc_persist_object_started(struct mc_master *m, struct mc_object *o, int fresh);
+/* The put log's rows older than this whose puts are still in flight go to the objects table. */
+#define MC_PERSIST_LOG_RETIRE_MS 1000
+/* From the tick: retire those rows. */
+void mc_master_persist_tick(struct mc_master *m);
 void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg);
 void mc_persist_segment_gone(struct mc_master *m, struct mc_segment *seg);
 /* Commit what this loop iteration changed; replies wait for it.  Returns 0, or

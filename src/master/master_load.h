@@ -24,12 +24,16 @@ struct mc_load_range {
 	struct mc_replica *r;
 };
 
-/* A range to keep out of use until release_at, then free (a put in flight at the crash). */
+/* A range to keep out of use until release_at, then free (a put in flight at the crash); seq
+ * orders overlapping ones: the put log's records by age, objects rows (MC_LOAD_SEQ_ROW) after
+ * them all. */
 struct mc_load_discard {
 	struct mc_segment *seg;
 	uint64_t off, len;
 	int64_t release_at;
+	int64_t seq;
 };
+#define MC_LOAD_SEQ_ROW INT64_MAX
 
 struct mc_load {
 	struct mc_master *m;
@@ -40,6 +44,7 @@ struct mc_load {
 	struct mc_object **lost;	/* objects that lost a replica to an overlap */
 	size_t nlost, caplost;
 	uint64_t objects, zombies, dropped, ghosts, dormant;
+	uint64_t logged;	/* records of the put log read */
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;

@@ -479,6 +479,7 @@ static void mc_master_on_tick(evutil_socket_t fd, short what, void *arg)
 	mc_drain_tick(m);
 	mc_dynrep_tick(m);
 	mc_tenants_recompute(m);
+	mc_master_persist_tick(m);
 	mc_master_commit(m);
 	if (m->cfg.enable_metric_reporting && ++m->ticks % 10 == 0) {
 		char line[2048];

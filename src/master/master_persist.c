@@ -40,15 +40,14 @@ int64_t mc_persist_wall_ms(void)
 	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
+/* The record of o as the objects table (or the put log) has it, into po, reps and scoped. */
+static void mc_persist_encode_object(struct mc_master *m, struct mc_object *o,
+				     struct mc_persist_object *po,
+				     struct mc_persist_replica *reps, char *scoped)
 {
-	char scoped[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
-	struct mc_persist_replica reps[MC_RPC_MAX_REPLICAS];
-	struct mc_persist_object po;
 	uint32_t i, n = 0;
+	int64_t wall, now;
 
-	if (m->persist == NULL)
-		return;
 	for (i = 0; i < o->nrep && n < MC_RPC_MAX_REPLICAS; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
@@ -70,30 +69,94 @@ void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
 		}
 		n++;
 	}
-	memset(&po, 0, sizeof(po));
-	po.key = o->key;
-	po.key_len = o->key_len;
-	po.size = o->size;
-	po.flags = o->flags & MC_OBJ_HARD_PIN;
+	memset(po, 0, sizeof(*po));
+	po->key = o->key;
+	po->key_len = o->key_len;
+	po->size = o->size;
+	po->flags = o->flags & MC_OBJ_HARD_PIN;
 	if (o->tenant) {	/* another tenant's namespace: upstream's scoped key */
-		po.key_len = mc_tenant_persist_key(m, o, scoped, &po.flags);
-		po.key = scoped;
+		po->key_len = mc_tenant_persist_key(m, o, scoped, &po->flags);
+		po->key = scoped;
 	}
-	po.gen = o->gen;
-	po.has_checksum = o->has_checksum;
-	po.checksum = o->checksum;
+	po->gen = o->gen;
+	po->has_checksum = o->has_checksum;
+	po->checksum = o->checksum;
 	/* Monotonic times do not survive a restart: store wall-clock ones. */
-	po.put_start_ms = mc_persist_wall_ms() - (mc_master_now(m) - o->put_start);
-	po.soft_pin_until_ms = mc_object_soft_pin_until(o)
-				       ? mc_persist_wall_ms() + (mc_object_soft_pin_until(o) -
-								 mc_master_now(m))
-				       : 0;
+	wall = mc_persist_wall_ms();
+	now = mc_master_now(m);
+	po->put_start_ms = wall - (now - o->put_start);
+	po->soft_pin_until_ms =
+		mc_object_soft_pin_until(o) ? wall + (mc_object_soft_pin_until(o) - now) : 0;
 	if (mc_object_writer(m, o))
-		memcpy(po.writer, mc_object_writer(m, o)->id.b, 16);
-	po.n_replicas = n;
-	po.replicas = reps;
+		memcpy(po->writer, mc_object_writer(m, o)->id.b, 16);
+	po->n_replicas = n;
+	po->replicas = reps;
+}
+
+/* o's start is in the put log: its end is recorded now, elsewhere. */
+static void mc_persist_unlog(struct mc_master *m, struct mc_object *o)
+{
+	if (o->xflags & MC_OBJX_LOGGED) {
+		o->xflags &= ~MC_OBJX_LOGGED;
+		mc_persist_log_done(m->persist, o->gen);
+	}
+}
+
+void mc_persist_object_changed(struct mc_master *m, struct mc_object *o)
+{
+	char scoped[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+	struct mc_persist_replica reps[MC_RPC_MAX_REPLICAS];
+	struct mc_persist_object po;
+
+	if (m->persist == NULL)
+		return;
+	mc_persist_unlog(m, o);
+	mc_persist_encode_object(m, o, &po, reps, scoped);
 	/* A batch that cannot grow (out of memory) fails its commit: nothing to do here. */
 	(void)mc_persist_put_object(m->persist, &po);
+}
+
+/* The put log serves the master that keeps its own file alone: HA replicates the objects
+ * table's changes, and other tenants' keys are scoped there. */
+static int mc_persist_log_usable(const struct mc_master *m, const struct mc_object *o)
+{
+	return m->repl == NULL && m->ha == NULL && !m->cfg.enable_ha && o->tenant == 0 &&
+	       !mc_tenants_enabled(m);
+}
+
+void mc_persist_object_started(struct mc_master *m, struct mc_object *o, int fresh)
+{
+	char scoped[MC_TENANT_NAME_MAX + 1 + MC_RPC_MAX_KEY];
+	struct mc_persist_replica reps[MC_RPC_MAX_REPLICAS];
+	struct mc_persist_object po;
+
+	if (m->persist == NULL)
+		return;
+	if (!fresh || !mc_persist_log_usable(m, o)) {
+		mc_persist_object_changed(m, o);
+		return;
+	}
+	mc_persist_encode_object(m, o, &po, reps, scoped);
+	if (mc_persist_log_object(m->persist, &po) == 0)
+		o->xflags |= MC_OBJX_LOGGED;
+}
+
+/* A row of the put log too old: its puts still in flight go to the objects table. */
+static void mc_persist_on_retire(void *arg, const struct mc_persist_object *po)
+{
+	struct mc_master *m = arg;
+	struct mc_object *o = mc_object_find(&m->objects, po->key, po->key_len);
+
+	if (o && (o->xflags & MC_OBJX_LOGGED) && o->gen == po->gen)
+		mc_persist_object_changed(m, o);
+}
+
+void mc_master_persist_tick(struct mc_master *m)
+{
+	if (m->persist && !m->persist_failed)
+		m->metrics.persist_log_retired +=
+			mc_persist_log_retire(m->persist, MC_PERSIST_LOG_RETIRE_MS,
+					      mc_persist_on_retire, m);
 }
 
 void mc_persist_object_gone(struct mc_master *m, struct mc_object *o)
@@ -103,6 +166,10 @@ void mc_persist_object_gone(struct mc_master *m, struct mc_object *o)
 
 	if (m->persist == NULL)
 		return;
+	if (o->xflags & MC_OBJX_LOGGED) {	/* only the put log has it */
+		mc_persist_unlog(m, o);
+		return;
+	}
 	if (o->tenant)
 		(void)mc_persist_del_object(m->persist, scoped,
 					    mc_tenant_persist_key(m, o, scoped, &flags));

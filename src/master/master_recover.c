@@ -103,13 +103,13 @@ static void mc_load_range_add(struct mc_load *L, struct mc_segment *seg, uint64_
 }
 
 static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
-				uint64_t len, int64_t release_at)
+				uint64_t len, int64_t release_at, int64_t seq)
 {
 	if (L->ndiscards == L->capdiscards) {
 		L->capdiscards = L->capdiscards ? L->capdiscards * 2 : 64;
 		L->discards = mc_xrealloc(L->discards, L->capdiscards * sizeof(*L->discards));
 	}
-	L->discards[L->ndiscards++] = (struct mc_load_discard){ seg, off, len, release_at };
+	L->discards[L->ndiscards++] = (struct mc_load_discard){ seg, off, len, release_at, seq };
 }
 
 char mc_load_held_mark;
@@ -198,7 +198,8 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 			if (segs[i] && po->replicas[i].status == MC_REPLICA_PROCESSING) {
 				mc_load_discard_add(L, segs[i], po->replicas[i].offset,
 						    po->replicas[i].len,
-						    L->now + m->cfg.put_start_release_timeout_sec * 1000);
+						    L->now + m->cfg.put_start_release_timeout_sec * 1000,
+						    MC_LOAD_SEQ_ROW);
 				segs[i] = NULL;
 			}
 	} else if (processing) {
@@ -209,7 +210,8 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 		for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++)
 			if (segs[i])
 				mc_load_discard_add(L, segs[i], po->replicas[i].offset,
-						    po->replicas[i].len, L->now + (release - L->wall));
+						    po->replicas[i].len, L->now + (release - L->wall),
+						    MC_LOAD_SEQ_ROW);
 		L->zombies++;
 		mc_load_stale(L, po->key, po->key_len);
 		goto out;
@@ -292,6 +294,34 @@ static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 	return mc_load_row(arg, po, NULL);
 }
 
+/* A record of the put log: a fresh put that was in flight, or whose end (its objects row, or
+ * its row's removal) came after the record.  Its memory ranges are kept out of use as an
+ * unfinished put's; those that a finished object's row holds, or a later record overlaps, are
+ * not its any more (mc_load_reserve_discards). */
+static int mc_load_on_logged(void *arg, const struct mc_persist_object *po, int64_t seq)
+{
+	struct mc_load *L = arg;
+	struct mc_master *m = L->m;
+	int64_t release = po->put_start_ms + m->cfg.put_start_release_timeout_sec * 1000;
+	uint32_t i;
+
+	L->logged++;
+	for (i = 0; i < po->n_replicas; i++) {
+		const struct mc_persist_replica *pr = &po->replicas[i];
+		struct mc_segment *seg;
+		struct mc_uuid id;
+
+		memcpy(id.b, pr->segment_id, 16);
+		seg = mc_segment_lookup(m, &id);
+		if (seg == NULL || seg->is_disk || pr->len == 0 || pr->offset > seg->size ||
+		    pr->len > seg->size - pr->offset)
+			continue;
+		mc_load_discard_add(L, seg, pr->offset, pr->len, L->now + (release - L->wall),
+				    seq);
+	}
+	return 0;
+}
+
 /* Per segment, ascending offsets. */
 static int mc_load_order(const struct mc_segment *sa, uint64_t a, const struct mc_segment *sb,
 			 uint64_t b)
@@ -363,19 +393,49 @@ static void mc_load_reserve(struct mc_load *L)
 	mc_load_reserve_discards(L);
 }
 
+static int mc_load_seq_cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 void mc_load_reserve_discards(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
 	size_t i;
 
+	int64_t *held = NULL;
+	size_t nheld = 0, k = SIZE_MAX;
+
 	if (L->ndiscards)
 		qsort(L->discards, L->ndiscards, sizeof(*L->discards), mc_load_discard_cmp);
+	/* Of overlapping ranges the later record's wins: the earlier put's range was freed and
+	 * handed out again before the crash, so the earlier put had ended. */
+	for (i = 0; i < L->ndiscards; i++) {
+		struct mc_load_discard *x = &L->discards[i], *y;
+
+		if (k == SIZE_MAX || (y = &L->discards[k])->seg != x->seg ||
+		    x->off >= y->off + y->len) {
+			k = i;
+		} else if (x->seq > y->seq) {
+			y->len = 0;
+			k = i;
+		} else {
+			x->len = 0;
+		}
+	}
 	for (i = 0; i < L->ndiscards; i++) {
 		struct mc_load_discard *x = &L->discards[i];
 		struct mc_discard *d;
 
-		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0)
+		if (x->len == 0 || mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0)
 			continue;
+		if (x->seq != MC_LOAD_SEQ_ROW) {
+			if (held == NULL)
+				held = mc_xcalloc(L->ndiscards, sizeof(*held));
+			held[nheld++] = x->seq;
+		}
 		if (x->seg->status != MC_SEG_DORMANT)
 			m->allocated += mc_alloc_round(x->len);
 		d = mc_xcalloc(1, sizeof(*d));
@@ -386,6 +446,12 @@ void mc_load_reserve_discards(struct mc_load *L)
 		d->next = m->discards;
 		m->discards = d;
 	}
+	/* The put log's records that still held a range count as unfinished puts. */
+	if (nheld)
+		qsort(held, nheld, sizeof(*held), mc_load_seq_cmp);
+	for (k = 0; k < nheld; k++)
+		L->zombies += k == 0 || held[k] != held[k - 1];
+	free(held);
 }
 
 /* The objects that lost replicas to overlapping rows (each once): without any left they go,
@@ -437,6 +503,8 @@ void mc_load_done(struct mc_load *L, const char *how)
 
 	for (pos = 0; pos < L->nstale; pos++)
 		mc_persist_del_object(m->persist, L->stale[pos], L->stale_len[pos]);
+	/* The put log's ranges are held as discards now. */
+	mc_persist_log_clear(m->persist);
 	mc_log_notice("recovered %u segments (and %llu dormant), %llu objects and %llu SSD ghosts "
 		      "from %s%s (%llu unfinished puts quarantined, %llu unusable rows dropped)",
 		      m->nsegs, (unsigned long long)L->dormant, (unsigned long long)L->objects,
@@ -480,6 +548,8 @@ static int mc_master_recover_with(struct mc_master *m,
 	p = m->persist;
 	m->persist = NULL;
 	rc = mc_persist_load(p, mc_load_on_segment, NULL, &L);
+	if (rc == 0)		/* the put log is short: puts in flight at the crash */
+		rc = mc_persist_load_log(p, mc_load_on_logged, &L);
 	background = rc == 0 && bg && !m->ha && !m->cfg.enable_ha && !mc_tenants_enabled(m) &&
 		     bg(m, &L) == 0;
 	if (rc == 0 && !background)

@@ -73,6 +73,7 @@ struct mc_metrics {
 	uint64_t promotion_completed_bytes;
 	uint64_t promotion_failed;
 	uint64_t persist_commit_failures;	/* failed commits and checkpoints, retries too */
+	uint64_t persist_log_retired;	/* puts moved from the put log to the objects table */
 	uint64_t persist_refused;		/* requests refused while persistence failed */
 	int64_t persist_refusing_ms;		/* finished failing periods */
 	uint64_t put_start_already_exists;	/* PutStart answered OBJECT_ALREADY_EXISTS */

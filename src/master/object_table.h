@@ -87,6 +87,8 @@ enum mc_object_xflags {
 					   evicted or overwritten until the task ends */
 	MC_OBJX_PUBLISHED = 1u << 1,	/* a "stored" KV event was published (kv_events.c) */
 	MC_OBJX_PUBLISHED_DISK = 1u << 2,	/* ... with medium "disk" */
+	MC_OBJX_LOGGED = 1u << 3,	/* its PutStart is in the put log, not the objects table
+					   (master_persist.c) */
 };
 
 /* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */

@@ -53,7 +53,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	struct mc_segment *used[MC_RPC_MAX_REPLICAS];
 	uint32_t want, got = 0, i;
 	size_t at = q->out->len;
-	int rc = 0;
+	int rc = 0, fresh = 0;
 
 	if (key.n == 0 || size == 0 || size > MC_OBJ_SIZE_MAX || cfg->replica_num == 0)
 		goto fail_params;
@@ -65,6 +65,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	    (int64_t)cfg->soft_pin_ttl_ms > m->cfg.max_kv_soft_pin_ttl)
 		goto fail_params;
 	o = mc_object_find(&m->objects, key.p, key.n);
+	fresh = o == NULL;
 	if (o != NULL) {
 		/* Copies on dormant segments only do not make the key exist for a writer: a new
 		 * put replaces them (and they are never restored). */
@@ -194,7 +195,7 @@ allocated:
 					     : m->cfg.default_kv_soft_pin_ttl));
 	}
 reply:
-	mc_persist_object_changed(m, o);
+	mc_persist_object_started(m, o, fresh);
 	mc_wbuf_i32(q->out, 0);
 	mc_wbuf_u32(q->out, o->nrep);
 	for (i = 0; i < o->nrep; i++)

@@ -12,9 +12,10 @@
  * open across a failure); every SQLite error is logged with the database path and mapped by
  * mc_persist_map_error().  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 6; older files are upgraded in place: version 1 gets kind,
+ * Schema (PRAGMA user_version = 7; older files are upgraded in place: version 1 gets kind,
  * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms, versions 1 to 4
- * get checksum, NULL in the rows they keep, versions 1 to 5 get an empty records table):
+ * get checksum, NULL in the rows they keep, versions 1 to 5 get an empty records table,
+ * versions 1 to 6 an empty putlog table):
  *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind, token BLOB,
  *            dormant_until_ms)
  *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
@@ -28,6 +29,9 @@
  *   records(kind INTEGER, id BLOB, value BLOB, PK(kind, id))  -- WITHOUT ROWID
  *            -- the master's other durable state, one kind per module (tasks, drain jobs,
  *            -- tenants), values in that module's own encoding
+ *   putlog(id INTEGER PK, recs BLOB)
+ *            -- fresh puts in flight, one row per commit that started some, in commit order
+ *            -- (persist_putlog.c); an objects row of the same key is newer
  * A replica is packed as u64 id, u8 type, u8 status, 16-byte segment id, u64 offset, u64 len;
  * a LOCAL_DISK replica names its SSD area and stores its disk address as offset, size as len.
  */
@@ -70,6 +74,10 @@ const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_PUT_RECORD] = "INSERT OR REPLACE INTO records(kind, id, value) VALUES (?1, ?2, ?3)",
 	[ST_DEL_RECORD] = "DELETE FROM records WHERE kind = ?1 AND id = ?2",
 	[ST_LOAD_RECORDS] = "SELECT id, value FROM records WHERE kind = ?1",
+	[ST_PUT_LOG] = "INSERT INTO putlog(id, recs) VALUES (?1, ?2)",
+	[ST_DEL_LOG] = "DELETE FROM putlog WHERE id = ?1",
+	[ST_CLEAR_LOG] = "DELETE FROM putlog WHERE id <= ?1",
+	[ST_LOAD_LOG] = "SELECT id, recs FROM putlog ORDER BY id",
 };
 
 static const char mc_persist_schema_sql[] =
@@ -83,7 +91,8 @@ static const char mc_persist_schema_sql[] =
 	"checksum INTEGER) WITHOUT ROWID;"
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS records(kind INTEGER NOT NULL, id BLOB NOT NULL, "
-	"value BLOB NOT NULL, PRIMARY KEY(kind, id)) WITHOUT ROWID;";
+	"value BLOB NOT NULL, PRIMARY KEY(kind, id)) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS putlog(id INTEGER PRIMARY KEY, recs BLOB NOT NULL);";
 
 int mc_persist_map_error(int sqlite_rc)
 {
@@ -268,7 +277,7 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 			return MC_ERR_PERSISTENT_FAIL;
 		}
 	}
-	return mc_persist_exec(p, "PRAGMA user_version=6");
+	return mc_persist_exec(p, "PRAGMA user_version=7");
 }
 
 const char *mc_persist_sync_sql(int sync_mode)
@@ -330,6 +339,8 @@ static int mc_persist_open_db(struct mc_persist *p, int flags, int readonly)
 			goto fail;
 		}
 	}
+	if ((rc = mc_persist_log_start(p)) != 0)
+		goto fail;
 	/* Checkpoints are run by mc_persist_checkpoint(), where a failure is seen. */
 	sqlite3_wal_hook(p->db, mc_persist_on_wal, p);
 	p->readonly = readonly;
@@ -366,6 +377,7 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 	int rc;
 
 	*out = NULL;
+	mc_persist_pcache_install();
 	mc_persist_fault_install();
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
@@ -378,6 +390,7 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 	p->sync_mode = sync_mode;
 	mc_wbuf_init(&p->scratch);
 	mc_wbuf_init(&p->batch);
+	mc_wbuf_init(&p->logbuf);
 	rc = mc_persist_open_db(p, SQLITE_OPEN_CREATE, 0);
 	if (rc == MC_ERR_PERSISTENT_FAIL && access(path, F_OK) == 0) {
 		/* The file is there but cannot be written: serve what it holds. */
@@ -404,6 +417,7 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 		rc = 0;
 	}
 	if (rc) {
+		mc_wbuf_fini(&p->logbuf);
 		mc_wbuf_fini(&p->batch);
 		mc_wbuf_fini(&p->scratch);
 		free(p->path);
@@ -421,6 +435,7 @@ void mc_persist_close(struct mc_persist *p)
 	if (p->pending && mc_persist_commit(p) != 0)
 		mc_log_err("persist %s: %zu changes not written at close", p->path, p->pending);
 	mc_persist_close_db(p);
+	mc_persist_log_fini(p);
 	mc_wbuf_fini(&p->batch);
 	mc_wbuf_fini(&p->scratch);
 	free(p->ends);

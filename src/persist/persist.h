@@ -94,6 +94,30 @@ int mc_persist_put_record(struct mc_persist *p, uint32_t kind, const void *id, s
 			  const void *value, size_t len);
 int mc_persist_del_record(struct mc_persist *p, uint32_t kind, const void *id, size_t id_len);
 
+/* The put log (persist_putlog.c): a fresh put's record while it is in flight (its key, gen,
+ * put_start_ms and memory replicas' ranges), written with the next commit into an
+ * append-ordered table rather than the objects table.  o->gen identifies the put: the master
+ * gives each put its own, increasing.  0 or -ENOMEM (the commit then fails). */
+int mc_persist_log_object(struct mc_persist *p, const struct mc_persist_object *o);
+/* The put of generation gen is no longer the log's: its end was recorded (its row, or its
+ * removal, in the objects table).  Unknown generations are ignored. */
+void mc_persist_log_done(struct mc_persist *p, uint64_t gen);
+/* Rows committed age_ms ago or more whose puts are not all done: fn gets each of their records
+ * (o->key, o->gen), and must record the puts still in flight in the objects table; the rows
+ * are deleted with the next commit.  Returns the number of records passed to fn. */
+typedef void (*mc_persist_retire_fn)(void *arg, const struct mc_persist_object *o);
+size_t mc_persist_log_retire(struct mc_persist *p, int64_t age_ms, mc_persist_retire_fn fn,
+			     void *arg);
+/* Read the put log back (start-up, committed rows only): fn gets each record, with replicas of
+ * type MEMORY and status PROCESSING, and seq, larger for a later record.  0, fn's non-zero
+ * value, or MC_ERR_PERSISTENT_FAIL. */
+typedef int (*mc_persist_logged_fn)(void *arg, const struct mc_persist_object *o, int64_t seq);
+int mc_persist_load_log(struct mc_persist *p, mc_persist_logged_fn fn, void *arg);
+/* The rows mc_persist_load_log read go with the next commit. */
+void mc_persist_log_clear(struct mc_persist *p);
+/* Rows of the put log still held (committed, not deleted). */
+size_t mc_persist_log_rows(const struct mc_persist *p);
+
 /* Write the pending batch (and the meta values set since the last commit) in one transaction.
  * Returns 0 (the batch is durable and emptied) or MC_ERR_PERSISTENT_FAIL: nothing of the batch
  * is in the file and the batch stays queued for the next call; mc_persist_last_error() gives

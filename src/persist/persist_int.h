@@ -39,7 +39,7 @@ enum mc_persist_op {
 
 #include "common/wire.h"
 
-#define MC_PERSIST_SCHEMA 6
+#define MC_PERSIST_SCHEMA 7
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -59,6 +59,10 @@ enum mc_persist_stmt {
 	ST_PUT_RECORD,
 	ST_DEL_RECORD,
 	ST_LOAD_RECORDS,
+	ST_PUT_LOG,
+	ST_DEL_LOG,
+	ST_CLEAR_LOG,
+	ST_LOAD_LOG,
 	ST_COUNT,
 };
 
@@ -75,6 +79,17 @@ struct mc_persist_meta {
 	char name[32];
 	int64_t value;
 	int dirty;
+};
+
+/* A row of the put log held in memory (persist_putlog.c): its puts' generations span tmin..tmax,
+ * live of them still in flight; recs NULL once it is deleted (or retired). */
+struct mc_persist_logrow {
+	int64_t id;
+	uint64_t tmin, tmax;
+	uint32_t live;
+	int64_t born_ms;		/* monotonic ms of its commit */
+	uint8_t *recs;
+	size_t len;
 };
 
 struct mc_persist {
@@ -97,6 +112,18 @@ struct mc_persist {
 	char last_msg[160];		/* SQLite's message for last_rc */
 	int quiet;			/* in a commit or checkpoint: the caller logs */
 	struct mc_wbuf scratch;
+	/* The put log (persist_putlog.c): the records of the next row, its generations, its
+	 * puts and those of them already done; the rows written (a ring, log_cap a power of two);
+	 * rows to delete with the next commit; the rows read back at start-up. */
+	struct mc_wbuf logbuf;
+	uint32_t log_n, log_gone;
+	uint64_t log_tmin, log_tmax;
+	struct mc_persist_logrow *logrows;
+	size_t log_head, log_count, log_cap;
+	int64_t log_next_id;
+	int64_t *log_del;
+	size_t nlog_del, caplog_del;
+	int64_t log_clear_upto, log_loaded_upto;
 };
 
 /* persist.c: errors (logged when they start, then at debug level; quiet inside a commit or
@@ -128,6 +155,19 @@ int mc_persist_ckpt_kick(struct mc_persist_ckpt *c);
 int mc_persist_ckpt_busy(struct mc_persist_ckpt *c);
 int mc_persist_ckpt_collect(struct mc_persist_ckpt *c, int *rc, int *logged, int *done, char *msg,
 			    size_t msglen);
+/* persist_putlog.c, for the commit (persist_write.c): write the put log's deletions and its
+ * new row inside the open transaction (0 or MC_ERR_PERSISTENT_FAIL), and take them as done once
+ * it committed.  Start: the next row's id from the file (at open).  Reset: forget the rows held
+ * in memory (the file was wiped).  Fini: free everything. */
+int mc_persist_log_write(struct mc_persist *p);
+void mc_persist_log_committed(struct mc_persist *p);
+int mc_persist_log_start(struct mc_persist *p);
+void mc_persist_log_reset(struct mc_persist *p);
+void mc_persist_log_fini(struct mc_persist *p);
+/* persist_pcache.c: SQLite's default page cache with a truncation that removes the pages past
+ * the limit without walking its whole hash table.  Once per process, before SQLite initializes
+ * (later calls, or a call after SQLite initialized, change nothing). */
+void mc_persist_pcache_install(void);
 /* persist_batch.c: append a NUL-terminated string as a str of the encoding. */
 void mc_persist_batch_str(struct mc_wbuf *w, const char *s);
 

@@ -37,6 +37,7 @@ int mc_persist_reader_open(const char *path, struct mc_persist_reader **out)
 	*out = NULL;
 	if (path == NULL || path[0] == '\0' || !strcmp(path, ":memory:"))
 		return MC_ERR_PERSISTENT_FAIL;
+	mc_persist_pcache_install();
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;

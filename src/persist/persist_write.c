@@ -162,6 +162,8 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	while (r.left > 0)
 		if ((rc = mc_persist_apply(p, &r)) != 0)
 			goto rollback;
+	if ((rc = mc_persist_log_write(p)) != 0)
+		goto rollback;
 	for (i = 0; i < p->nmeta; i++) {
 		if (!p->meta[i].dirty)
 			continue;
@@ -175,6 +177,7 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 		goto rollback;
 	for (i = 0; i < p->nmeta; i++)
 		p->meta[i].dirty = 0;
+	mc_persist_log_committed(p);
 	mc_wbuf_reset(&p->batch);
 	p->nends = 0;
 	p->pending = 0;
@@ -201,11 +204,13 @@ int mc_persist_wipe(struct mc_persist *p)
 	if ((p->readonly || p->db == NULL) && mc_persist_reopen(p))
 		return MC_ERR_PERSISTENT_FAIL;
 	mc_persist_drop_pending(p);
+	mc_persist_log_reset(p);
 	p->nmeta = 0;
 	rc = mc_persist_exec(p, "BEGIN IMMEDIATE");
 	if (rc == 0)
 		rc = mc_persist_exec(p, "DELETE FROM segments; DELETE FROM objects; "
-					"DELETE FROM meta; DELETE FROM records; COMMIT");
+					"DELETE FROM meta; DELETE FROM records; DELETE FROM putlog; "
+					"COMMIT");
 	if (rc && p->db && !sqlite3_get_autocommit(p->db))
 		mc_persist_exec(p, "ROLLBACK");
 	return rc;

@@ -626,8 +626,8 @@ int main(void)
 
 			rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &vst, NULL);
 			ok(rc == SQLITE_OK && sqlite3_step(vst) == SQLITE_ROW &&
-				   sqlite3_column_int(vst, 0) == 6,
-			   "the file is at schema version 6");
+				   sqlite3_column_int(vst, 0) == 7,
+			   "the file is at schema version 7");
 			sqlite3_finalize(vst);
 			vst = NULL;
 			rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM records", -1, &vst, NULL);
