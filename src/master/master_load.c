@@ -24,8 +24,13 @@
  *     reply deferred); while reserving and scattering they wait (a fraction of a second); while inserting, the
  *     row is found in memory and put into the table at once;
  *   - everything else (puts, removes, remove_all, mounts, tasks, tenants' requests, ...) waits
- *     until the load is done: its connection is not read further meanwhile (rpc_server.c), so
- *     replies stay in order.
+ *     until the load is done.
+ * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
+ * behind it run (a ping, a read), and it is answered by its req_id once it may run; parked
+ * requests of one connection run in their order, and a parked SetTenant holds back everything
+ * behind it.  GetAllSegments and the ReMountSegment above would not hold anything else back
+ * if they waited, but their answers do not depend on the objects, and a client that re-mounts
+ * after the restart would otherwise wait the whole load for it (and give up past its deadline).
  * Housekeeping waits too: the tick's work (liveness, expiries, tasks, drains, dynamic
  * replication) and eviction resume when the load is done, and no range is allocated before
  * (mc_try_segment), so nothing is handed out that a row not yet loaded holds.  The metrics
