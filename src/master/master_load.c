@@ -606,6 +606,19 @@ void mc_master_load_stop(struct mc_master *m)
 	m->load = NULL;
 	mc_log_notice("stopping while loading %s: %llu objects loaded",
 		      m->cfg.persist_path, (unsigned long long)ld->L.objects);
+	if (m->exiting) {
+		/* The rows read so far (gigabytes at tens of millions of objects) go with the
+		 * process, as the table does: freeing them chunk by chunk only delays the exit.
+		 * They stay reachable from m. */
+		if (ld->ev_fd)
+			event_free(ld->ev_fd);
+		if (ld->ev_step)
+			event_free(ld->ev_step);
+		ld->ev_fd = ld->ev_step = NULL;
+		mc_persist_loader_halt(ld->ldr);
+		m->load_left = ld;
+		return;
+	}
 	mc_load_fini(&ld->L);
 	mc_master_load_free(ld);
 }
