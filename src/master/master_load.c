@@ -59,6 +59,7 @@
 #include "segment/alloc.h"
 
 #define MC_LOAD_RESERVE_SLICE 262144	/* ranges re-reserved per turn of the loop */
+#define MC_LOAD_AHEAD 8			/* rows whose index line is fetched ahead */
 /* A row put into the table ahead of its turn (its flags in the loader's copy only). */
 #define MC_LOAD_TAKEN (1u << 31)
 
@@ -382,6 +383,13 @@ static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer 
 	mc_persist_answer_free(answers);
 }
 
+/* Rows read by the scan (every chunk but the last is full). */
+static size_t mc_load_nrows(const struct mc_master_load *ld)
+{
+	return ld->nchunks ? (ld->nchunks - 1) * ld->chunks[0].n + ld->chunks[ld->nchunks - 1].n
+			   : 0;
+}
+
 /* The scan is done: rows answered while scanning are taken; resolve the segments. */
 static void mc_load_scanned(struct mc_master_load *ld)
 {
@@ -399,6 +407,8 @@ static void mc_load_scanned(struct mc_master_load *ld)
 			c->rows[row].flags |= MC_LOAD_TAKEN;
 	}
 	mc_asks_free(ld);
+	/* The index gets its final size now: no resize while the rows go in. */
+	mc_object_table_reserve(&ld->m->objects, ld->m->objects.count + mc_load_nrows(ld));
 	ld->segs = mc_xcalloc(ld->nsegs ? ld->nsegs : 1, sizeof(*ld->segs));
 	for (i = 0; i < ld->nsegs; i++) {
 		struct mc_uuid id;
@@ -408,8 +418,7 @@ static void mc_load_scanned(struct mc_master_load *ld)
 	}
 	ld->phase = MC_LOAD_RESERVING;
 	mc_log_info("loading %s: %zu rows read in %.2f s; re-reserving %zu ranges",
-		    ld->m->cfg.persist_path, ld->nchunks ? (ld->nchunks - 1) * ld->chunks[0].n +
-		    ld->chunks[ld->nchunks - 1].n : 0,
+		    ld->m->cfg.persist_path, mc_load_nrows(ld),
 		    (double)(mc_master_now(ld->m) - ld->t0) / 1000.0, ld->nranges);
 }
 
@@ -470,8 +479,13 @@ static int mc_load_insert_slice(struct mc_master_load *ld)
 	if (ld->chunk == ld->nchunks)
 		return 1;
 	c = &ld->chunks[ld->chunk];
-	for (; ld->row < c->n; ld->row++)
+	for (; ld->row < c->n; ld->row++) {
+		/* The index's line for a row a few ahead: its miss overlaps these inserts. */
+		if (ld->row + MC_LOAD_AHEAD < c->n)
+			mc_object_prefetch(&ld->m->objects, c->rows[ld->row + MC_LOAD_AHEAD].key,
+					   c->rows[ld->row + MC_LOAD_AHEAD].key_len);
 		mc_load_put_row(ld, c, ld->row);
+	}
 	mc_persist_rows_fini(c);
 	ld->chunk++;
 	ld->row = 0;

@@ -72,6 +72,17 @@ uint32_t mc_object_rehash(const struct mc_object *o);
  * walk are fine; an insert during a walk may move objects, so the walk may then see some of
  * them twice, but it never misses an object present from its start to its end. */
 struct mc_object *mc_oindex_next(const struct mc_oindex *ix, size_t *pos);
+/* Make room for n more objects (live ones included: the total) without a resize: the array
+ * grows at once to the size the inserts would have grown it to, and what it holds moves now
+ * (a load that knows its row count: no object is moved twice and none waits in an old array).
+ * A no-op when it is large enough.  Aborts on out-of-memory. */
+void mc_oindex_reserve(struct mc_oindex *ix, size_t n);
+/* Bring the home group of hash h into the cache ahead of an insert or a lookup (a loop over
+ * many keys asks a few keys ahead, so the misses overlap). */
+static inline void mc_oindex_prefetch(const struct mc_oindex *ix, uint32_t h)
+{
+	__builtin_prefetch((const char *)ix->cur.g + (h & ix->cur.gmask) * 64, 1);
+}
 /* Finish a running resize at once (tests; a table about to be walked and filled at once). */
 void mc_oindex_settle(struct mc_oindex *ix);
 /* Bytes held by the index arrays. */
