@@ -460,6 +460,9 @@ static void mc_conn_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const ui
 		mc_rpc_frame_end(&c->out, start);
 		return;
 	}
+	/* A connection that waits for an answer is not idle (rpc_conn_timeout_seconds). */
+	if (c->nparked == 0 && m->cfg.rpc_conn_timeout_seconds > 0)
+		bufferevent_set_timeouts(c->bev, NULL, NULL);
 	p = mc_xmalloc(sizeof(*p) + len);
 	p->next = NULL;
 	p->len = len;
@@ -610,8 +613,10 @@ static void mc_conn_run_parked(struct mc_conn *c)
 			mc_conn_handle(c, &h, p->frame + MC_RPC_HDR_LEN);
 		free(p);
 	}
-	if (c->nparked == 0)
+	if (c->nparked == 0) {
 		c->park_warned = 0;
+		mc_conn_set_timeouts(c);
+	}
 	mc_conn_replies_ready(c);
 }
 

@@ -22,12 +22,15 @@ export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 kill -KILL "$MC_MASTER_PID"
 wait "$MC_MASTER_PID" 2>/dev/null
 
-# restart NAME DELAY_MS: the master again on the same port and file.
+# restart NAME DELAY_MS [OPTION...]: the master again on the same port and file.
 restart() {
-	MC_TEST_LOAD_DELAY_MS=$2 mc_start "$1" "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
-		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" --persist_path="$DB"
+	local name=$1 delay=$2
+	shift 2
+	MC_TEST_LOAD_DELAY_MS=$delay mc_start "$name" "$MC_BIN/mooncake_master" \
+		--rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
+		--metrics_port="$MC_METRICS_PORT" --persist_path="$DB" "$@"
 	MPID=$MC_LAST_PID
-	MC_MASTER_LOG=$1
+	MC_MASTER_LOG=$name
 	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
 }
 loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
@@ -94,10 +97,11 @@ wait "$MPID"
 
 # A request that waits for the load is parked alone: what follows it on its connection is
 # answered at once; the bound on parked requests; a put through the client library waits for a
-# load longer than the client's 2 s silence rule (its master answers pings meanwhile).
+# load longer than the client's 2 s silence rule (its master answers pings meanwhile).  An idle
+# timeout of 2 s (shorter than the load) does not close a connection whose request waits.
 P="$MC_TOP_SRCDIR/tests/integration/bgload_park.py"
 export PYTHONPATH="$MC_TOP_SRCDIR/tests/integration${PYTHONPATH:+:$PYTHONPATH}"
-restart master6 450
+restart master6 450 --rpc_conn_timeout_seconds=2
 t0=$(date +%s%N)
 "$T" put-gen wait 0 4 1024 3 >"$MC_TMP/wait.out" 2>&1 &
 wpid=$!
