@@ -45,6 +45,7 @@ def loading(port):
 
 def park(addr, mport, loaded_key):
     a = Client(addr)
+    a.sock.settimeout(120)	# the answer comes at the end of the load
     t0 = time.time()
     put = a.send("PUT_START", put_start_body(a, "parked/0"))
     ping = a.send("PING", a.client_id)
@@ -64,6 +65,7 @@ def park(addr, mport, loaded_key):
 
     # The bound: 4096 requests wait on one connection, more are refused at once.
     b = Client(addr)
+    b.sock.settimeout(120)
     n = 4100
     frames = []
     for i in range(n):
