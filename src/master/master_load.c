@@ -26,9 +26,9 @@
  *   - everything else (puts, removes, remove_all, mounts, tasks, tenants' requests, ...) waits
  *     until the load is done.
  * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
- * behind it run (a ping, a read), and it is answered by its req_id once it may run; parked
- * requests of one connection run in their order, and a parked SetTenant holds back everything
- * behind it.  GetAllSegments and the ReMountSegment above would not hold anything else back
+ * behind it run (a ping, a read), and it is answered by its req_id once it may run (a lookup
+ * waiting for the file as soon as its answer is in, the rest at the end of the load, each
+ * connection's in their order); a parked SetTenant holds back everything behind it.  GetAllSegments and the ReMountSegment above would not hold anything else back
  * if they waited, but their answers do not depend on the objects, and a client that re-mounts
  * after the restart would otherwise wait the whole load for it (and give up past its deadline).
  * Housekeeping waits too: the tick's work (liveness, expiries, tasks, drains, dynamic
