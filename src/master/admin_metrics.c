@@ -321,6 +321,11 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		mc_auth_failures(m->auth));
 	mc_prom(b, "master_rpc_expired_requests_total", "counter",
 		"Requests read after their deadline and not executed", x->rpc_expired_requests);
+	mc_prom(b, "master_load_waiting_requests", "gauge",
+		"Requests waiting for the background load of the objects", m->nparked);
+	mc_prom(b, "master_load_refused_requests_total", "counter",
+		"Requests refused because too many waited for the background load",
+		x->load_park_refused);
 	mc_prom(b, "master_expired_clients_total", "counter", "Clients declared dead",
 		x->clients_expired);
 	mc_admin_liveness_metrics(m, b);

@@ -342,6 +342,10 @@ struct mc_master {
 	struct event *ev_load_resume;	/* rpc_server.c's: connections whose request waited
 					   for the load read on (activated by master_load.c) */
 	int load_failed;		/* the background load failed: the process exits 1 */
+	struct mc_master_load *load_left;	/* a stop during the load, at exit: its memory
+						   is left to the exit (master_load.c) */
+	uint64_t nparked;		/* requests waiting for the load, on all connections */
+	size_t parked_bytes;		/* and their frames' bytes (rpc_server.c) */
 	int64_t persist_failed_since;	/* monotonic ms */
 	int64_t persist_backoff_ms;
 	struct event *ev_persist_retry;

@@ -24,8 +24,13 @@
  *     reply deferred); while reserving and scattering they wait (a fraction of a second); while inserting, the
  *     row is found in memory and put into the table at once;
  *   - everything else (puts, removes, remove_all, mounts, tasks, tenants' requests, ...) waits
- *     until the load is done: its connection is not read further meanwhile (rpc_server.c), so
- *     replies stay in order.
+ *     until the load is done.
+ * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
+ * behind it run (a ping, a read), and it is answered by its req_id once it may run (a lookup
+ * waiting for the file as soon as its answer is in, the rest at the end of the load, each
+ * connection's in their order); a parked SetTenant holds back everything behind it.  GetAllSegments and the ReMountSegment above would not hold anything else back
+ * if they waited, but their answers do not depend on the objects, and a client that re-mounts
+ * after the restart would otherwise wait the whole load for it (and give up past its deadline).
  * Housekeeping waits too: the tick's work (liveness, expiries, tasks, drains, dynamic
  * replication) and eviction resume when the load is done, and no range is allocated before
  * (mc_try_segment), so nothing is handed out that a row not yet loaded holds.  The metrics
@@ -54,6 +59,7 @@
 #include "segment/alloc.h"
 
 #define MC_LOAD_RESERVE_SLICE 262144	/* ranges re-reserved per turn of the loop */
+#define MC_LOAD_AHEAD 8			/* rows whose index line is fetched ahead */
 /* A row put into the table ahead of its turn (its flags in the loader's copy only). */
 #define MC_LOAD_TAKEN (1u << 31)
 
@@ -377,6 +383,13 @@ static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer 
 	mc_persist_answer_free(answers);
 }
 
+/* Rows read by the scan (every chunk but the last is full). */
+static size_t mc_load_nrows(const struct mc_master_load *ld)
+{
+	return ld->nchunks ? (ld->nchunks - 1) * ld->chunks[0].n + ld->chunks[ld->nchunks - 1].n
+			   : 0;
+}
+
 /* The scan is done: rows answered while scanning are taken; resolve the segments. */
 static void mc_load_scanned(struct mc_master_load *ld)
 {
@@ -394,6 +407,8 @@ static void mc_load_scanned(struct mc_master_load *ld)
 			c->rows[row].flags |= MC_LOAD_TAKEN;
 	}
 	mc_asks_free(ld);
+	/* The index gets its final size now: no resize while the rows go in. */
+	mc_object_table_reserve(&ld->m->objects, ld->m->objects.count + mc_load_nrows(ld));
 	ld->segs = mc_xcalloc(ld->nsegs ? ld->nsegs : 1, sizeof(*ld->segs));
 	for (i = 0; i < ld->nsegs; i++) {
 		struct mc_uuid id;
@@ -403,8 +418,7 @@ static void mc_load_scanned(struct mc_master_load *ld)
 	}
 	ld->phase = MC_LOAD_RESERVING;
 	mc_log_info("loading %s: %zu rows read in %.2f s; re-reserving %zu ranges",
-		    ld->m->cfg.persist_path, ld->nchunks ? (ld->nchunks - 1) * ld->chunks[0].n +
-		    ld->chunks[ld->nchunks - 1].n : 0,
+		    ld->m->cfg.persist_path, mc_load_nrows(ld),
 		    (double)(mc_master_now(ld->m) - ld->t0) / 1000.0, ld->nranges);
 }
 
@@ -465,8 +479,13 @@ static int mc_load_insert_slice(struct mc_master_load *ld)
 	if (ld->chunk == ld->nchunks)
 		return 1;
 	c = &ld->chunks[ld->chunk];
-	for (; ld->row < c->n; ld->row++)
+	for (; ld->row < c->n; ld->row++) {
+		/* The index's line for a row a few ahead: its miss overlaps these inserts. */
+		if (ld->row + MC_LOAD_AHEAD < c->n)
+			mc_object_prefetch_key(&ld->m->objects, c->rows[ld->row + MC_LOAD_AHEAD].key,
+					       c->rows[ld->row + MC_LOAD_AHEAD].key_len);
 		mc_load_put_row(ld, c, ld->row);
+	}
 	mc_persist_rows_fini(c);
 	ld->chunk++;
 	ld->row = 0;
@@ -601,6 +620,19 @@ void mc_master_load_stop(struct mc_master *m)
 	m->load = NULL;
 	mc_log_notice("stopping while loading %s: %llu objects loaded",
 		      m->cfg.persist_path, (unsigned long long)ld->L.objects);
+	if (m->exiting) {
+		/* The rows read so far (gigabytes at tens of millions of objects) go with the
+		 * process, as the table does: freeing them chunk by chunk only delays the exit.
+		 * They stay reachable from m. */
+		if (ld->ev_fd)
+			event_free(ld->ev_fd);
+		if (ld->ev_step)
+			event_free(ld->ev_step);
+		ld->ev_fd = ld->ev_step = NULL;
+		mc_persist_loader_halt(ld->ldr);
+		m->load_left = ld;
+		return;
+	}
 	mc_load_fini(&ld->L);
 	mc_master_load_free(ld);
 }

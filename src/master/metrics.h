@@ -39,6 +39,7 @@ struct mc_metrics {
 	uint64_t conns_closed_idle;		/* rpc_conn_timeout_seconds */
 	uint64_t conns_closed_output;		/* rpc_max_conn_output_bytes */
 	uint64_t rpc_expired_requests;		/* dropped: past their deadline when read */
+	uint64_t load_park_refused;		/* refused: too many waited for the load */
 	uint64_t attempted_evictions;
 	uint64_t successful_evictions;
 	uint64_t evicted_key_count;

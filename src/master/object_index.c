@@ -453,6 +453,27 @@ static int mc_oindex_full(const struct mc_oindex_arr *a)
 	return (a->used + 1) * 16 > mc_oindex_cap(a) * 13;
 }
 
+void mc_oindex_reserve(struct mc_oindex *ix, size_t n)
+{
+	size_t groups = ix->cur.gmask + 1;
+
+	/* Room below the load limit (13/16, mc_oindex_full), and more: a resize doubles when
+	 * the live objects fill 2/5, so an array grown by inserts to hold n is at least as
+	 * large as the one this makes. */
+	while ((n + 1) * 16 > groups * MC_OINDEX_SLOTS * 13)
+		groups *= 2;
+	if (groups == ix->cur.gmask + 1)
+		return;
+	mc_oindex_settle(ix);
+	ix->old = ix->cur;
+	ix->mig = 0;
+	ix->ahead_seq = 0;
+	mc_oindex_arr_alloc(ix, &ix->cur, groups);
+	ix->resizes++;
+	ix->tick = 0;
+	mc_oindex_settle(ix);
+}
+
 void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o, uint32_t h)
 {
 	size_t groups;

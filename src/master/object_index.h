@@ -84,6 +84,11 @@ void mc_oindex_prefetch(const struct mc_oindex *ix, uint32_t h);
 /* Start loading the objects whose tags match h's in those groups (read them: they should be
  * in the cache by now). */
 void mc_oindex_prefetch_objects(const struct mc_oindex *ix, uint32_t h);
+/* Make room for n more objects (live ones included: the total) without a resize: the array
+ * grows at once to the size the inserts would have grown it to, and what it holds moves now
+ * (a load that knows its row count: no object is moved twice and none waits in an old array).
+ * A no-op when it is large enough.  Aborts on out-of-memory. */
+void mc_oindex_reserve(struct mc_oindex *ix, size_t n);
 /* Finish a running resize at once (tests; a table about to be walked and filled at once). */
 void mc_oindex_settle(struct mc_oindex *ix);
 /* Bytes held by the index arrays. */

@@ -175,6 +175,16 @@ int mc_object_table_init(struct mc_object_table *t)
 	return 0;
 }
 
+void mc_object_table_reserve(struct mc_object_table *t, size_t n)
+{
+	mc_oindex_reserve(&t->index, n);
+}
+
+void mc_object_prefetch_key(const struct mc_object_table *t, const char *key, size_t len)
+{
+	mc_oindex_prefetch(&t->index, mc_object_hash_in(t->tenant, key, len));
+}
+
 void mc_object_table_set_policy(struct mc_object_table *t, int policy, unsigned protected_pct)
 {
 	t->policy = (uint8_t)policy;

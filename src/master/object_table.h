@@ -230,6 +230,11 @@ struct mc_object_table {
 };
 
 int mc_object_table_init(struct mc_object_table *t);
+/* Make room in the index for n objects in all (a load that knows its row count): inserts up
+ * to that many resize nothing. */
+void mc_object_table_reserve(struct mc_object_table *t, size_t n);
+/* Fetch the index's cache line for key ahead of inserting it (a loop over many keys). */
+void mc_object_prefetch_key(const struct mc_object_table *t, const char *key, size_t len);
 /* Frees every object (replicas must have been released by the caller). */
 void mc_object_table_fini(struct mc_object_table *t);
 uint32_t mc_object_hash(const char *key, size_t len);

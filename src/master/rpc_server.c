@@ -40,6 +40,21 @@
 #include "reactor/auth_event.h"
 #include "reactor/tls.h"
 
+/* A request frame (header and body) waiting for the background load. */
+struct mc_parked {
+	struct mc_parked *next;
+	size_t len;
+	uint8_t frame[];
+};
+
+/* At most this many requests (and bytes) wait for the load, per connection and in all; past
+ * that a request that must wait is answered UNAVAILABLE_IN_CURRENT_STATUS, not executed.  A
+ * connection's bound fits one frame of the largest size (rpc_max_frame_bytes, 64 MiB). */
+#define MC_PARK_MAX_CONN 4096
+#define MC_PARK_MAX_TOTAL 65536
+#define MC_PARK_MAX_CONN_BYTES ((size_t)72 << 20)
+#define MC_PARK_MAX_TOTAL_BYTES ((size_t)256 << 20)
+
 struct mc_conn {
 	struct mc_master *m;
 	struct bufferevent *bev;
@@ -54,7 +69,14 @@ struct mc_conn {
 	struct event *reaper;
 	char peer[80];
 	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
-	int parked;		/* its next request waits for the background load */
+	/* Requests that wait for the background load (master_load.c), in arrival order: the
+	 * connection reads on meanwhile, and they are answered by req_id when they may run. */
+	struct mc_parked *park_head, **park_tail;
+	uint32_t nparked;
+	size_t park_bytes;
+	int park_barrier;	/* a parked request changes the connection (SetTenant): every later
+				   one waits behind it */
+	int park_warned;	/* logged that its requests past the bound are refused */
 	struct mc_wbuf out;
 	size_t *dur;		/* offsets in out of successful replies that need the commit */
 	size_t ndur, capdur;
@@ -70,6 +92,23 @@ struct mc_conn {
 	char ip[INET6_ADDRSTRLEN];	/* the peer's address, for max_connections_per_peer */
 	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
 };
+
+/* Drop the requests of c that wait for the load (c closes: they are not executed). */
+static void mc_conn_unpark_all(struct mc_conn *c)
+{
+	struct mc_parked *p;
+
+	while ((p = c->park_head) != NULL) {
+		c->park_head = p->next;
+		free(p);
+	}
+	c->park_tail = &c->park_head;
+	c->m->nparked -= c->nparked;
+	c->m->parked_bytes -= c->park_bytes;
+	c->nparked = 0;
+	c->park_bytes = 0;
+	c->park_barrier = 0;
+}
 
 static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -91,6 +130,7 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	if (c->closing)
 		return;
 	c->closing = 1;
+	mc_conn_unpark_all(c);
 	if (c->flush_pending) {
 		struct mc_conn **pp;
 
@@ -394,6 +434,80 @@ static int mc_conn_tls_auth(struct mc_conn *c)
 	return 1;
 }
 
+/* A complete request of c waits for the background load: a copy joins c's parked requests, or,
+ * past the bounds, it is answered UNAVAILABLE_IN_CURRENT_STATUS without running. */
+static void mc_conn_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame)
+{
+	struct mc_master *m = c->m;
+	size_t len = MC_RPC_HDR_LEN + (size_t)h->body_len;
+	struct mc_parked *p;
+
+	if (c->nparked >= MC_PARK_MAX_CONN || m->nparked >= MC_PARK_MAX_TOTAL ||
+	    c->park_bytes + len > MC_PARK_MAX_CONN_BYTES ||
+	    m->parked_bytes + len > MC_PARK_MAX_TOTAL_BYTES) {
+		size_t start = c->out.len;
+
+		m->metrics.load_park_refused++;
+		if (!c->park_warned)
+			mc_log_warn("connection %llu from %s: %u requests (%zu bytes) on it and %llu in "
+				    "all wait for the load: %s and those past the bound are refused "
+				    "(UNAVAILABLE_IN_CURRENT_STATUS)", (unsigned long long)c->id,
+				    c->peer, c->nparked, c->park_bytes,
+				    (unsigned long long)m->nparked, mc_rpc_op_name(h->opcode));
+		c->park_warned = 1;
+		mc_rpc_frame_begin(&c->out, MC_RPC_RESPONSE, h->opcode,
+				   MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, h->req_id);
+		mc_rpc_frame_end(&c->out, start);
+		return;
+	}
+	/* A connection that waits for an answer is not idle (rpc_conn_timeout_seconds). */
+	if (c->nparked == 0 && m->cfg.rpc_conn_timeout_seconds > 0)
+		bufferevent_set_timeouts(c->bev, NULL, NULL);
+	p = mc_xmalloc(sizeof(*p) + len);
+	p->next = NULL;
+	p->len = len;
+	memcpy(p->frame, frame, len);
+	*c->park_tail = p;
+	c->park_tail = &p->next;
+	c->nparked++;
+	c->park_bytes += len;
+	m->nparked++;
+	m->parked_bytes += len;
+	if (h->opcode == MC_OP_SET_TENANT)
+		c->park_barrier = 1;
+	mc_log_debug("connection %llu from %s: %s (req_id %llu) waits for the load",
+		     (unsigned long long)c->id, c->peer, mc_rpc_op_name(h->opcode),
+		     (unsigned long long)h->req_id);
+}
+
+/* 1 if a request of c (frame: header h and body) waits for the load now. */
+static int mc_conn_must_wait(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame)
+{
+	return c->m->load && (c->park_barrier ||
+			      mc_master_load_gate(c->m, h->opcode, frame + MC_RPC_HDR_LEN,
+						  h->body_len, c->tenant));
+}
+
+/* Replies were added to c->out: with persistence they wait for the iteration's commit (group
+ * commit), else they go now. */
+static void mc_conn_replies_ready(struct mc_conn *c)
+{
+	struct mc_master *m = c->m;
+
+	if (c->closing || c->out.len == c->sealed_len)
+		return;
+	if (m->persist) {
+		if (!c->flush_pending) {
+			c->flush_pending = 1;
+			c->flush_next = m->flush_head;
+			m->flush_head = c;
+			event_active(m->ev_flush, EV_TIMEOUT, 0);
+		}
+		return;
+	}
+	mc_conn_send(c);
+}
+
 static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_conn *c = arg;
@@ -412,7 +526,6 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
-	c->parked = 0;
 	for (;; handled++) {
 		uint8_t hb[MC_RPC_HDR_LEN];
 		struct mc_rpc_hdr h;
@@ -451,40 +564,60 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			mc_conn_close(c, "out of memory");
 			return;
 		}
-		/* While the objects load, a request may have to wait: then so do those behind it
-		 * (mc_rpc_server_resume reads on). */
-		if (m->load && mc_master_load_gate(m, h.opcode, frame + MC_RPC_HDR_LEN, h.body_len,
-						   c->tenant)) {
-			c->parked = 1;
-			mc_log_debug("connection %llu from %s: %s waits for the load",
-				     (unsigned long long)c->id, c->peer, mc_rpc_op_name(h.opcode));
-			break;
+		/* While the objects load, a request may have to wait: it alone does, and the
+		 * connection reads on (mc_rpc_server_on_resume runs it later). */
+		if (!mc_request_expired(m, &h, &c->out, c->peer)) {
+			if (mc_conn_must_wait(c, &h, frame))
+				mc_conn_park(c, &h, frame);
+			else
+				mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		}
-		if (!mc_request_expired(m, &h, &c->out, c->peer))
-			mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
-	if (c->parked) {	/* a complete request waits: not a slow peer */
-		if (c->slow_armed)
-			event_del(c->ev_slow);
-		c->slow_armed = 0;
-	} else {
-		mc_conn_slow_watch(c, handled);
+	mc_conn_slow_watch(c, handled);
+	mc_conn_replies_ready(c);
+}
+
+/* Run the parked requests of c that may run now, in their order; the others stay. */
+static void mc_conn_run_parked(struct mc_conn *c)
+{
+	struct mc_master *m = c->m;
+	struct mc_parked **pp = &c->park_head, *p;
+
+	if (!c->flush_pending && !c->sealed) {
+		mc_wbuf_reset(&c->out);
+		c->ndur = 0;
 	}
-	if (c->out.len == c->sealed_len)
-		return;
-	if (m->persist) {
-		/* Group commit: replies wait until this iteration's changes are durable. */
-		if (!c->flush_pending) {
-			c->flush_pending = 1;
-			c->flush_next = m->flush_head;
-			m->flush_head = c;
-			event_active(m->ev_flush, EV_TIMEOUT, 0);
+	c->park_barrier = 0;
+	while ((p = *pp) != NULL) {
+		struct mc_rpc_hdr h;
+
+		/* Checked when it arrived. */
+		(void)mc_rpc_hdr_decode(p->frame, &h, UINT32_MAX);
+		if (mc_conn_must_wait(c, &h, p->frame)) {
+			if (h.opcode == MC_OP_SET_TENANT)
+				c->park_barrier = 1;
+			pp = &p->next;
+			continue;
 		}
-		return;
+		*pp = p->next;
+		if (c->park_tail == &p->next)
+			c->park_tail = pp;
+		c->nparked--;
+		c->park_bytes -= p->len;
+		m->nparked--;
+		m->parked_bytes -= p->len;
+		/* Its client may have given up meanwhile: then it does not run. */
+		if (!mc_request_expired(m, &h, &c->out, c->peer))
+			mc_conn_handle(c, &h, p->frame + MC_RPC_HDR_LEN);
+		free(p);
 	}
-	mc_conn_send(c);
+	if (c->nparked == 0) {
+		c->park_warned = 0;
+		mc_conn_set_timeouts(c);
+	}
+	mc_conn_replies_ready(c);
 }
 
 static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
@@ -698,6 +831,7 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		}
 	}
 	mc_wbuf_init(&c->out);
+	c->park_tail = &c->park_head;
 	c->next = m->conns;
 	if (m->conns)
 		m->conns->prev = c;
@@ -723,8 +857,8 @@ static void mc_listener_on_error(struct evconnlistener *l, void *arg)
 	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
 }
 
-/* The background load moved on (m->ev_load_resume): connections whose next request waited for
- * it read on; those that must wait longer are parked again. */
+/* The background load moved on (m->ev_load_resume): the parked requests that may run now run,
+ * each connection's in arrival order. */
 static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_master *m = arg;
@@ -734,8 +868,8 @@ static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	for (c = m->conns; c; c = next) {
 		next = c->next;
-		if (c->parked && !c->closing && c->bev)
-			mc_conn_on_read(c->bev, c);
+		if (c->nparked && !c->closing && c->bev)
+			mc_conn_run_parked(c);
 	}
 }
 

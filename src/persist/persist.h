@@ -294,5 +294,9 @@ void mc_persist_rows_fini(struct mc_persist_rows *c);
 void mc_persist_loader_drop_ranges(struct mc_persist_loader *l);
 /* Stop the thread (interrupting a long read), close, free everything.  NULL is a no-op. */
 void mc_persist_loader_free(struct mc_persist_loader *l);
+/* For a process about to exit: stop the thread and close its connection as
+ * mc_persist_loader_free does, but leave the rows and ranges read so far (gigabytes at tens of
+ * millions of objects) to the exit; l stays valid and owns them.  Idempotent. */
+void mc_persist_loader_halt(struct mc_persist_loader *l);
 
 #endif

@@ -197,7 +197,10 @@ static void mc_loader_sort(struct mc_persist_loader *l)
 		return;
 	b = mc_xmalloc(n * sizeof(*b));
 	count = mc_xmalloc(65536 * sizeof(*count));
-	for (shift = 0; shift < 64; shift += 16) {
+	/* A stop ends it between passes (a pass over ten million ranges takes tens of ms): the
+	 * order is then of no use. */
+	for (shift = 0; shift < 64 && !atomic_load_explicit(&l->stop, memory_order_relaxed);
+	     shift += 16) {
 		size_t sum = 0;
 		struct mc_persist_range *t;
 
@@ -218,9 +221,10 @@ static void mc_loader_sort(struct mc_persist_loader *l)
 		a = b;
 		b = t;
 	}
-	if (a != l->ranges) {
-		memcpy(l->ranges, a, n * sizeof(*a));
-		b = a;
+	if (a != l->ranges) {	/* the sorted copy is the other array: it becomes the list */
+		b = l->ranges;
+		l->ranges = a;
+		l->capranges = n;
 	}
 	free(b);
 	free(count);
@@ -384,9 +388,13 @@ static void *mc_loader_main(void *arg)
 		if (scatter) {
 			size_t i;
 
-			for (i = 0; i < l->nranges; i++)
+			for (i = 0; i < l->nranges; i++) {
+				if (i % 1048576 == 0 &&
+				    atomic_load_explicit(&l->stop, memory_order_relaxed))
+					return NULL;
 				l->chunks[l->ranges[i].chunk].user[l->ranges[i].rep] =
 					l->ranges[i].blk;
+			}
 			pthread_mutex_lock(&l->mu);
 			l->scatter = 2;
 			l->state = 2;
@@ -537,12 +545,8 @@ void mc_persist_loader_drop_ranges(struct mc_persist_loader *l)
 	l->nranges = l->capranges = 0;
 }
 
-void mc_persist_loader_free(struct mc_persist_loader *l)
+void mc_persist_loader_halt(struct mc_persist_loader *l)
 {
-	size_t i;
-
-	if (l == NULL)
-		return;
 	if (l->started) {
 		atomic_store(&l->stop, 1);
 		if (l->db)
@@ -551,14 +555,27 @@ void mc_persist_loader_free(struct mc_persist_loader *l)
 		pthread_cond_signal(&l->cv);
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->tid, NULL);
+		l->started = 0;
 	}
 	sqlite3_finalize(l->scan);
 	sqlite3_finalize(l->point);
+	l->scan = l->point = NULL;
 	if (l->db && !sqlite3_get_autocommit(l->db))
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 	sqlite3_close(l->db);
+	l->db = NULL;
 	if (l->efd >= 0)
 		close(l->efd);
+	l->efd = -1;
+}
+
+void mc_persist_loader_free(struct mc_persist_loader *l)
+{
+	size_t i;
+
+	if (l == NULL)
+		return;
+	mc_persist_loader_halt(l);
 	mc_persist_answer_free(l->q_head);
 	mc_persist_answer_free(l->a_head);
 	for (i = 0; i < l->nchunks; i++)

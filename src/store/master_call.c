@@ -14,7 +14,8 @@
  * queued on the loop are not finished, go through the loop as before, which keeps one thread's
  * calls in order.  The lane follows the main connection's
  * rules: the same frames, deadlines and req_ids; a call that waits for more than
- * MC_PING_TIMEOUT_MS with nothing back ends with MC_ERR_RPC_FAIL, one past its deadline with
+ * MC_PING_TIMEOUT_MS with nothing back, neither on the lane nor on the main connection (whose
+ * pings a live master answers), ends with MC_ERR_RPC_FAIL, one past its deadline with
  * MC_ERR_RPC_TIMEOUT; either, or a broken lane, aborts the lane with a reset and has the loop
  * abort the main connection too, so that the master is suspect exactly as when the call had
  * gone through the loop.  Losing the main connection shuts the lane down (waking a thread that
@@ -160,6 +161,14 @@ static void mc_dl_fail(struct mc_master_client *mc, struct mc_dlane *l, uint64_t
 		(void)mc_loop_thread_call(mc->st->lt, mc_dl_on_failed, mc->st);
 }
 
+/* When the master was last heard from: on this lane (last_rx) or on the main connection. */
+static int64_t mc_dl_heard(struct mc_master_client *mc, int64_t last_rx)
+{
+	int64_t main_rx = __atomic_load_n(&mc->last_rx_ms, __ATOMIC_RELAXED);
+
+	return main_rx > last_rx ? main_rx : last_rx;
+}
+
 /* Read the answer to req_id into call (spinning before a sleep while this is the only lane
  * call).  0; MC_ERR_RPC_FAIL / MC_ERR_RPC_TIMEOUT with *why; or MC_DL_REFUSED: the master
  * closed the lane before a byte of the answer. */
@@ -216,12 +225,17 @@ static int mc_dl_read(struct mc_master_client *mc, int fd, struct mc_rpc_call *c
 		if (n < 0 && errno == EINTR)
 			continue;
 		{
-			/* Nothing back for MC_PING_TIMEOUT_MS: the master is gone or stuck. */
-			int64_t limit = last_rx + MC_PING_TIMEOUT_MS;
+			/* Nothing back for MC_PING_TIMEOUT_MS, here or on the main connection (whose
+			 * pings a master answers while this call waits, e.g. for its load after a
+			 * restart): the master is gone or stuck. */
+			int64_t heard = mc_dl_heard(mc, last_rx);
+			int64_t limit = heard + MC_PING_TIMEOUT_MS;
 			int timeout = call->deadline_ms && call->deadline_ms < limit;
 			int r = mc_dl_wait(fd, POLLIN, timeout ? call->deadline_ms : limit,
 					   __atomic_load_n(&mc->dl_busy, __ATOMIC_RELAXED) <= 1);
 
+			if (r == 0 && !timeout && mc_dl_heard(mc, last_rx) > heard)
+				continue;	/* the master answered pings meanwhile */
 			if (r == 0) {
 				*why = timeout ? "a request timed out" : "no answer for 2 s";
 				return timeout ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;

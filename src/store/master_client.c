@@ -312,7 +312,8 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (avail < MC_RPC_HDR_LEN + (size_t)h.body_len)
 			break;
 		evbuffer_drain(in, MC_RPC_HDR_LEN);
-		mc->last_rx_ms = mc_store_now_ms();
+		/* Read by the direct lanes too (master_call.c). */
+		__atomic_store_n(&mc->last_rx_ms, mc_store_now_ms(), __ATOMIC_RELAXED);
 		mc_master_alive(mc);
 		for (c = mc->pending; c && c->req_id != h.req_id; c = c->next)
 			;

@@ -217,6 +217,39 @@ static void test_incremental_resize(void)
 	free(seen);
 }
 
+/* A load that knows its row count reserves the index: the objects present move at once, and
+ * inserts up to the count resize nothing; the array is no larger than inserts would grow it. */
+static void test_reserve(void)
+{
+	struct mc_object_table t, u;
+	uint64_t r0;
+	size_t n;
+
+	mc_object_table_init(&t);
+	mc_object_table_init(&u);
+	n = fill_until_resize(&t, 0);		/* a resize running, objects in two arrays */
+	mc_object_table_reserve(&t, 100000);
+	ok(!mc_oindex_resizing(&t.index), "a reserve finishes the running resize");
+	is(count_bad(&t, n, NULL), 0, "the objects present are found after a reserve");
+	r0 = t.index.resizes;
+	fill(&t, n, 100000);
+	ok(t.index.resizes == r0, "inserts up to the reserved count resize nothing (%llu)",
+	   (unsigned long long)(t.index.resizes - r0));
+	is(count_bad(&t, 100000, NULL), 0, "all 100000 found");
+	fill(&u, 0, 100000);
+	mc_oindex_settle(&u.index);
+	ok(mc_oindex_bytes(&t.index) <= mc_oindex_bytes(&u.index),
+	   "the reserved index (%zu bytes) is no larger than one grown by inserts (%zu)",
+	   mc_oindex_bytes(&t.index), mc_oindex_bytes(&u.index));
+	r0 = t.index.resizes;
+	mc_object_table_reserve(&t, 1000);
+	ok(t.index.resizes == r0, "a reserve below the size is a no-op");
+	fill(&t, 100000, 100100);
+	is(count_bad(&t, 100100, NULL), 0, "inserts past the reserve grow it as before");
+	mc_object_table_fini(&t);
+	mc_object_table_fini(&u);
+}
+
 /* Objects of every size class, across chunk boundaries, freed and reused.  (Sanitizer builds
  * poison free arena space.) */
 /* A resize's move hashes the next group of the old array ahead of time (object_index.c): an
@@ -488,6 +521,7 @@ int main(void)
 	test_incremental_resize();
 	test_resize_ahead();
 	test_prefault();
+	test_reserve();
 	test_arena();
 	return tap_done();
 }
