@@ -37,6 +37,8 @@ struct mc_segmem {
 	uint64_t page_size;		/* 4 KiB, or the hugetlb page size */
 	int fd;				/* the memfd (owned) */
 	int hugetlb;
+	int collapse;			/* population gathers 2 MiB into transparent huge pages
+					 * (the populating thread's; 0 once the kernel refused) */
 	uint64_t populated;		/* bytes populated from base upward (atomic) */
 	int stop;			/* ask the populating thread to stop (atomic) */
 	int thread_running;
@@ -75,6 +77,13 @@ void mc_segmem_wait(struct mc_segmem *m);
 
 /* Stop the populating thread, unmap, close the fd.  NULL base is a no-op. */
 void mc_segmem_free(struct mc_segmem *m);
+
+/* mmap(2) of len bytes of fd from off, read-write and shared (MAP_NORESERVE if noreserve), at
+ * an address that lies as far into a 2 MiB boundary as off does, so that transparent huge
+ * pages of the file are mapped 2 MiB per entry (the kernel aligns shared memory itself only
+ * where shmem_enabled offers huge pages).  hugetlbfs files and mappings under 2 MiB get a
+ * plain mmap.  Returns the address or MAP_FAILED (errno set); munmap(p, len) releases it. */
+void *mc_segmem_map_shared(int fd, uint64_t off, size_t len, int noreserve);
 
 /* Populate [p, p+len) of any mapping now, in the calling thread (page-aligned internally).
  * Returns 0 or a negative errno. */
