@@ -534,7 +534,8 @@ again:
 	}
 	if (!huge && mc_segmem_thp_advise())
 		(void)madvise(m->base, m->map_len, MADV_HUGEPAGE);
-	else if (!huge && o->loc_mode == MC_SEGMEM_LOC_ANY && ((uintptr_t)m->base & (MC_SEGMEM_THP - 1)) == 0)
+	else if (!huge && o->gather_thp && o->loc_mode == MC_SEGMEM_LOC_ANY &&
+		 ((uintptr_t)m->base & (MC_SEGMEM_THP - 1)) == 0)
 		m->collapse = mc_segmem_thp_collapse_ok();
 	rc = mc_segmem_mbind(m, o, err, errlen);
 	if (rc)

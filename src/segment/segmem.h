@@ -25,6 +25,9 @@ struct mc_segmem_opts {
 	int hugepage_fallback;		/* a hugetlb pool too small: normal pages, with a warning */
 	int populate;			/* populate in the background (1) or leave pages to the
 					 * first write (0) */
+	int gather_thp;			/* populate as 2 MiB transparent huge pages where the kernel
+					 * grants them on request (segments, which same-host
+					 * processes map; population on, no placement) */
 	int loc_mode;			/* MC_SEGMEM_LOC_* */
 	unsigned long nodes[MC_SEGMEM_MAX_NODES / (8 * sizeof(unsigned long))];
 	char location[128];		/* as the operator wrote it, for log lines */

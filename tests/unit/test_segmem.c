@@ -256,7 +256,7 @@ static long smaps_kb(const void *p, const char *field)
 
 static void test_thp(void)
 {
-	struct mc_segmem_opts o = { .populate = 1 };
+	struct mc_segmem_opts o = { .populate = 1, .gather_thp = 1 };
 	struct mc_segmem m;
 	uint64_t len = 64u << 20, i, bad = 0;
 	uint8_t *peer;
