@@ -219,6 +219,10 @@ static void test_peer(void)
 	ok(mapped_pages(peer + (2u << 20), 2u << 20) == 512,
 	   "a copy into a region the owner has whole maps the region");
 	ok(peer[(3u << 20)] == 7, "through the same pages");
+	memset(peer + (2u << 20) + 4096, 0x33, 3 * 4096);
+	ok(m.base[(2u << 20) + 4096] == 0x33 && m.base[(2u << 20) + 4 * 4096 - 1] == 0x33 &&
+	   m.base[(2u << 20) + 4 * 4096] == 7, "a copy into the mapped region lands in the owner's "
+	   "pages, and only where it wrote");
 	mc_segmem_peer_touch(pm, peer + len - 10, 100);	/* runs past the end: clipped */
 	mc_segmem_peer_touch(NULL, peer, 10);
 	ok(fstat(m.fd, &sb) == 0 && (uint64_t)sb.st_blocks * 512 <= (2u << 20) + 2 * 4096,
