@@ -260,21 +260,32 @@ static long long mc_segmem_read_num(const char *path)
 	return v;
 }
 
+/* The selected word of a THP setting under /sys/kernel/mm/transparent_hugepage ("[never]"
+ * style) into out; "" where the kernel has no such file. */
+static void mc_segmem_thp_setting(const char *name, char *out, size_t n)
+{
+	char path[128];
+	FILE *f;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "/sys/kernel/mm/transparent_hugepage/%s", name);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	if (fgets(out, (int)n, f) == NULL || strchr(out, '[') == NULL)
+		out[0] = '\0';
+	fclose(f);
+}
+
 /* The kernel may give shared memory transparent huge pages: on request ("[advise]"), or also
  * without one ("[within_size]", "[always]", "[force]", where asking does no harm).  Not with
  * "[never]" or "[deny]". */
 static int mc_segmem_thp_advise(void)
 {
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-	char line[256] = "";
+	char shm[256];
 
-	if (f == NULL)
-		return 0;
-	if (fgets(line, sizeof(line), f) == NULL)
-		line[0] = '\0';
-	fclose(f);
-	return strchr(line, '[') != NULL && strstr(line, "[never]") == NULL &&
-	       strstr(line, "[deny]") == NULL;
+	mc_segmem_thp_setting("shmem_enabled", shm, sizeof(shm));
+	return shm[0] && !strstr(shm, "[never]") && !strstr(shm, "[deny]");
 }
 
 /* 1 when population may ask the kernel to gather each 2 MiB of shared memory into a
@@ -283,22 +294,11 @@ static int mc_segmem_thp_advise(void)
  * or denied to shared memory ("deny"). */
 static int mc_segmem_thp_collapse_ok(void)
 {
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-	char line[256] = "", shm[256] = "";
+	char all[256], shm[256];
 
-	if (f == NULL)
-		return 0;
-	if (fgets(line, sizeof(line), f) == NULL)
-		line[0] = '\0';
-	fclose(f);
-	f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-	if (f == NULL)
-		return 0;
-	if (fgets(shm, sizeof(shm), f) == NULL)
-		shm[0] = '\0';
-	fclose(f);
-	return strchr(line, '[') != NULL && strstr(line, "[never]") == NULL &&
-	       strchr(shm, '[') != NULL && strstr(shm, "[deny]") == NULL;
+	mc_segmem_thp_setting("enabled", all, sizeof(all));
+	mc_segmem_thp_setting("shmem_enabled", shm, sizeof(shm));
+	return all[0] && !strstr(all, "[never]") && shm[0] && !strstr(shm, "[deny]");
 }
 
 void *mc_segmem_map_shared(int fd, uint64_t off, size_t len, int noreserve)
