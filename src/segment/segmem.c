@@ -406,9 +406,10 @@ int mc_segmem_populate_range(void *p, uint64_t len)
  * kernel allocates the huge page, zeroes the rest and maps it with one entry.  That costs
  * about what allocating the 512 small pages does, and a same-host process mapping the segment
  * then maps 2 MiB per fault too: its first write into a fresh mapping runs at memory speed.
- * Returns 0, or -1 where the kernel refuses (no MADV_COLLAPSE, THP off for this process):
- * the caller stops asking.  Pieces the kernel could not gather (no free huge page) stay small
- * pages; the caller's population fills them. */
+ * Returns 0, or -1 where the kernel refuses (no MADV_COLLAPSE, THP off for this process) or
+ * found no free huge page (then compacting memory for the next ones would cost more than it
+ * saves): the caller stops asking.  Pieces not gathered stay small pages, which the caller's
+ * population fills. */
 static int mc_segmem_collapse(uint8_t *p, uint64_t n)
 {
 	unsigned char vec[MC_SEGMEM_CHUNK / 4096];
@@ -431,7 +432,7 @@ static int mc_segmem_collapse(uint8_t *p, uint64_t n)
 		}
 		/* One call per run of pieces: each call costs the kernel a drain of every CPU. */
 		if (run && madvise(p + o - run, run, MADV_COLLAPSE) != 0 &&
-		    (errno == EINVAL || errno == EPERM))
+		    (errno == EINVAL || errno == EPERM || errno == ENOMEM))
 			return -1;
 		run = 0;
 	}
