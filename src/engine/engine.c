@@ -196,11 +196,13 @@ static struct mc_engine *mc_engine_alloc(const char *meta_conn)
 		return NULL;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->batch_cv, NULL);
+	pthread_cond_init(&e->open_cv, NULL);
 	e->notifies_tail = &e->notifies;
 	e->hs_timeout_ms = 5000;
 	snprintf(e->meta_conn, sizeof(e->meta_conn), "%s", meta_conn);
 	e->reg = mc_memreg_new();
 	if (e->reg == NULL) {
+		pthread_cond_destroy(&e->open_cv);
 		pthread_cond_destroy(&e->batch_cv);
 		pthread_mutex_destroy(&e->mu);
 		free(e);
@@ -568,6 +570,7 @@ void destroyTransferEngine(transfer_engine_t engine)
 	free(e->bufs);
 	mc_memreg_free(e->reg);
 	mc_auth_unref(e->auth);
+	pthread_cond_destroy(&e->open_cv);
 	pthread_cond_destroy(&e->batch_cv);
 	pthread_mutex_destroy(&e->mu);
 	free(e);

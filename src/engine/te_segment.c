@@ -147,7 +147,7 @@ static int mc_te_shm_would_serve(struct mc_engine *e, const struct mc_te_segment
 	return state && ops->may_match(state, seg);
 }
 
-static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mode)
+static segment_handle_t mc_te_open_one(struct mc_engine *e, const char *name, int mode)
 {
 	struct mc_te_segment seg, *ns;
 	uint32_t i;
@@ -233,6 +233,48 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mo
 	i = e->nsegs;
 	pthread_mutex_unlock(&e->mu);
 	return (segment_handle_t)i;
+}
+
+/* mc_te_open_one, one at a time per name for the modes that may use the cache: a put that
+ * arrives while the store's set-up is opening the same segment (fetching its descriptor and
+ * attaching to its memory) waits for that open and uses it, instead of fetching and attaching
+ * a second time and replacing the first (whose mapping, already built, would be thrown away). */
+static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mode)
+{
+	segment_handle_t h;
+	int slot = -1, i;
+	uint32_t k;
+
+	if (e == NULL || name == NULL || *name == '\0' || strlen(name) >= sizeof(e->opening[0]) ||
+	    (mode != MC_TE_OPEN_CACHED && mode != MC_TE_OPEN_SAME_HOST))
+		return mc_te_open_one(e, name, mode);
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		for (i = 0; i < 8 && strcmp(e->opening[i], name); i++)
+			;
+		if (i == 8)
+			break;
+		pthread_cond_wait(&e->open_cv, &e->mu);
+		for (k = 0; k < e->nsegs; k++)
+			if (!strcmp(e->segs[k].name, name) && mc_te_cache_ok(e, k)) {
+				pthread_mutex_unlock(&e->mu);
+				return (segment_handle_t)(k + 1);
+			}
+	}
+	for (i = 0; i < 8 && slot < 0; i++)
+		if (e->opening[i][0] == '\0') {
+			slot = i;
+			snprintf(e->opening[i], sizeof(e->opening[i]), "%s", name);
+		}
+	pthread_mutex_unlock(&e->mu);
+	h = mc_te_open_one(e, name, mode);
+	if (slot >= 0) {
+		pthread_mutex_lock(&e->mu);
+		e->opening[slot][0] = '\0';
+		pthread_cond_broadcast(&e->open_cv);
+		pthread_mutex_unlock(&e->mu);
+	}
+	return h;
 }
 
 segment_handle_t openSegment(transfer_engine_t engine, const char *segment_name)

@@ -389,8 +389,8 @@ static int mc_shm_attach(struct mc_te_shm *s, struct mc_shm_map *m)
 			continue;
 		aligned = off & ~(uint64_t)(pg - 1);
 		b->map_len = (size_t)(b->len + (off - aligned));
-		b->map_base = mmap(NULL, b->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-				   (off_t)aligned);
+		/* On the owner's 2 MiB boundaries: its huge pages map whole (segment/segmem.h). */
+		b->map_base = mc_segmem_map_shared(fd, aligned, b->map_len, 0);
 		if (b->map_base == MAP_FAILED) {
 			close(fd);
 			b->map_base = NULL;	/* process_vm or tcp for this one */

@@ -15,7 +15,11 @@
  * too small is refused at creation with the shortfall and the sysctl that reserves it, unless the
  * caller allowed falling back to normal pages.  Normal pages ask for transparent huge pages
  * (MADV_HUGEPAGE) wherever the kernel gives them to shared memory (shmem_enabled advise,
- * within_size, always or force), so a same-host writer maps 2 MiB with one entry.
+ * within_size, always or force), so a same-host writer maps 2 MiB with one entry; where it
+ * does not (shmem_enabled "never", the kernel's default), population gathers each 2 MiB into
+ * one with MADV_COLLAPSE, which the kernel grants on request.  Mappings lie on 2 MiB
+ * boundaries (mc_segmem_map_shared) so those pages are mapped whole, here and in same-host
+ * writers.
  *
  * NUMA placement uses the raw mbind system call on the mapping before any page exists, so the
  * policy is the shared memory object's and every page, whoever faults it, lands where it says.
@@ -48,6 +52,9 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
 #ifndef MFD_HUGETLB
 #define MFD_HUGETLB 0x0004U
 #endif
@@ -59,6 +66,8 @@
 #define MC_HUGETLBFS_MAGIC 0x958458f6
 #define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: wait no more */
 #define MC_SEGMEM_PEER_REGION (2ull << 20)	/* what a writer maps at once (touch) */
+#define MC_SEGMEM_FAULT_AROUND (64ull << 10)	/* the kernel's fault_around_bytes default */
+#define MC_SEGMEM_THP (2ull << 20)		/* a transparent huge page (x86-64, arm64 4K) */
 
 static int64_t mc_segmem_now_ms(void)
 {
@@ -251,21 +260,77 @@ static long long mc_segmem_read_num(const char *path)
 	return v;
 }
 
+/* The selected word of a THP setting under /sys/kernel/mm/transparent_hugepage ("[never]"
+ * style) into out; "" where the kernel has no such file. */
+static void mc_segmem_thp_setting(const char *name, char *out, size_t n)
+{
+	char path[128];
+	FILE *f;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "/sys/kernel/mm/transparent_hugepage/%s", name);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	if (fgets(out, (int)n, f) == NULL || strchr(out, '[') == NULL)
+		out[0] = '\0';
+	fclose(f);
+}
+
 /* The kernel may give shared memory transparent huge pages: on request ("[advise]"), or also
  * without one ("[within_size]", "[always]", "[force]", where asking does no harm).  Not with
  * "[never]" or "[deny]". */
 static int mc_segmem_thp_advise(void)
 {
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-	char line[256] = "";
+	char shm[256];
 
-	if (f == NULL)
-		return 0;
-	if (fgets(line, sizeof(line), f) == NULL)
-		line[0] = '\0';
-	fclose(f);
-	return strchr(line, '[') != NULL && strstr(line, "[never]") == NULL &&
-	       strstr(line, "[deny]") == NULL;
+	mc_segmem_thp_setting("shmem_enabled", shm, sizeof(shm));
+	return shm[0] && !strstr(shm, "[never]") && !strstr(shm, "[deny]");
+}
+
+/* 1 when population may ask the kernel to gather each 2 MiB of shared memory into a
+ * transparent huge page (MADV_COLLAPSE, Linux 6.1+), which the kernel offers even where
+ * shmem_enabled is "never" (its default): not where THP are off altogether (enabled "never")
+ * or denied to shared memory ("deny"). */
+static int mc_segmem_thp_collapse_ok(void)
+{
+	char all[256], shm[256];
+
+	mc_segmem_thp_setting("enabled", all, sizeof(all));
+	mc_segmem_thp_setting("shmem_enabled", shm, sizeof(shm));
+	return all[0] && !strstr(all, "[never]") && shm[0] && !strstr(shm, "[deny]");
+}
+
+void *mc_segmem_map_shared(int fd, uint64_t off, size_t len, int noreserve)
+{
+	int flags = MAP_SHARED | (noreserve ? MAP_NORESERVE : 0);
+	size_t slack = (size_t)MC_SEGMEM_THP;
+	struct statfs fs;
+	uint8_t *r, *p;
+	uintptr_t a;
+
+	if ((fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == MC_HUGETLBFS_MAGIC) ||
+	    len < MC_SEGMEM_THP)
+		return mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, (off_t)off);
+	/* An address as far into a 2 MiB boundary as off is: each huge page of the file then
+	 * lies on one page-table entry of ours (otherwise its pages are mapped 4 KiB each). */
+	r = mmap(NULL, len + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, (off_t)off);
+	a = ((uintptr_t)r + slack - 1) & ~(uintptr_t)(slack - 1);
+	a += (uintptr_t)(off % slack);
+	if (a >= (uintptr_t)r + slack)
+		a -= slack;
+	p = mmap((void *)a, len, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, (off_t)off);
+	if (p == MAP_FAILED) {
+		munmap(r, len + slack);
+		return MAP_FAILED;
+	}
+	if (p > r)
+		munmap(r, (size_t)(p - r));
+	if (p + len < r + len + slack)
+		munmap(p + len, (size_t)((r + len + slack) - (p + len)));
+	return p;
 }
 
 /* The one line for a hugetlb pool that cannot hold len bytes of page-size pages. */
@@ -336,6 +401,44 @@ int mc_segmem_populate_range(void *p, uint64_t len)
 	return 0;
 }
 
+/* Gather the whole 2 MiB pieces of [p, p+n) (p 2 MiB-aligned) into transparent huge pages:
+ * one page of each is allocated (an atomic OR of zero keeps a byte a client wrote), and the
+ * kernel allocates the huge page, zeroes the rest and maps it with one entry.  That costs
+ * about what allocating the 512 small pages does, and a same-host process mapping the segment
+ * then maps 2 MiB per fault too: its first write into a fresh mapping runs at memory speed.
+ * Returns 0, or -1 where the kernel refuses (no MADV_COLLAPSE, THP off for this process) or
+ * found no free huge page (then compacting memory for the next ones would cost more than it
+ * saves): the caller stops asking.  Pieces not gathered stay small pages, which the caller's
+ * population fills. */
+static int mc_segmem_collapse(uint8_t *p, uint64_t n)
+{
+	unsigned char vec[MC_SEGMEM_CHUNK / 4096];
+	uint64_t whole = n & ~(MC_SEGMEM_THP - 1), o, i, run = 0;
+
+	if (whole == 0 || whole > MC_SEGMEM_CHUNK || mincore(p, whole, vec) != 0)
+		return 0;
+	/* Only pieces nothing wrote yet: gathering pages a client already wrote copies them one
+	 * by one, several times what allocating them costs (those stay small pages). */
+	for (o = 0; o <= whole; o += MC_SEGMEM_THP) {
+		int empty = o < whole;
+
+		for (i = o / 4096; empty && i < (o + MC_SEGMEM_THP) / 4096; i++)
+			if (vec[i] & 1)
+				empty = 0;
+		if (empty) {
+			__atomic_fetch_or(p + o, 0, __ATOMIC_RELAXED);
+			run += MC_SEGMEM_THP;
+			continue;
+		}
+		/* One call per run of pieces: each call costs the kernel a drain of every CPU. */
+		if (run && madvise(p + o - run, run, MADV_COLLAPSE) != 0 &&
+		    (errno == EINVAL || errno == EPERM || errno == ENOMEM))
+			return -1;
+		run = 0;
+	}
+	return 0;
+}
+
 static void *mc_segmem_populate_main(void *arg)
 {
 	struct mc_segmem *m = arg;
@@ -348,6 +451,8 @@ static void *mc_segmem_populate_main(void *arg)
 	while (off < m->map_len && !__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t n = m->map_len - off < chunk ? m->map_len - off : chunk;
 
+		if (m->collapse && mc_segmem_collapse(m->base + off, n) != 0)
+			m->collapse = 0;
 		rc = mc_segmem_populate_range(m->base + off, n);
 		if (rc)
 			break;
@@ -361,8 +466,9 @@ static void *mc_segmem_populate_main(void *arg)
 			    strerror(-rc));
 	else if (off >= m->map_len) {
 		m->done_ms = mc_segmem_now_ms();
-		mc_log_info("segment memory: %s populated in %.2f s", hs,
-			    (double)(m->done_ms - m->started_ms) / 1000.0);
+		mc_log_info("segment memory: %s populated in %.2f s%s", hs,
+			    (double)(m->done_ms - m->started_ms) / 1000.0, m->collapse ?
+			    " (as 2 MiB transparent huge pages where the kernel had them)" : "");
 	}
 	return NULL;
 }
@@ -414,8 +520,7 @@ again:
 	}
 	/* hugetlb reserves its pages from the pool here (so a short pool fails now, not with a
 	 * SIGBUS on some later write); normal pages are allocated by population or first write. */
-	m->base = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | (huge ? 0 : MAP_NORESERVE), m->fd, 0);
+	m->base = mc_segmem_map_shared(m->fd, 0, m->map_len, !huge);
 	if (m->base == MAP_FAILED) {
 		rc = -errno;
 		m->base = NULL;
@@ -430,6 +535,9 @@ again:
 	}
 	if (!huge && mc_segmem_thp_advise())
 		(void)madvise(m->base, m->map_len, MADV_HUGEPAGE);
+	else if (!huge && o->gather_thp && o->loc_mode == MC_SEGMEM_LOC_ANY &&
+		 ((uintptr_t)m->base & (MC_SEGMEM_THP - 1)) == 0)
+		m->collapse = mc_segmem_thp_collapse_ok();
 	rc = mc_segmem_mbind(m, o, err, errlen);
 	if (rc)
 		goto fail_map;
@@ -546,6 +654,8 @@ struct mc_segmem_peer {
 	uint64_t *done;			/* a bit per MC_SEGMEM_PEER_REGION known mapped (atomic) */
 	size_t nregions;
 	uint64_t frontier;		/* writers copied below this region (atomic) */
+	int by_touch;			/* 1: read faults map their 64 KiB, -1: they don't,
+					 * 0: not known yet (atomic; mc_segmem_peer_probe) */
 	unsigned char vec[MC_SEGMEM_PEER_REGION / 4096];	/* mincore's answer (thread) */
 	int stop;			/* atomic */
 	pthread_t thread;
@@ -554,6 +664,55 @@ struct mc_segmem_peer {
 static int mc_segmem_peer_is_done(struct mc_segmem_peer *pm, uint64_t r)
 {
 	return !!(__atomic_load_n(&pm->done[r / 64], __ATOMIC_ACQUIRE) & (1ull << (r % 64)));
+}
+
+/* 1 when every page of [p, p+n) has an entry in this process's page tables (read from
+ * /proc/self/pagemap, whose present bit needs no privilege), else 0. */
+static int mc_segmem_all_mapped(const uint8_t *p, uint64_t n)
+{
+	uint64_t e[MC_SEGMEM_PEER_REGION / 4096], np = n / 4096, i;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	ssize_t got;
+
+	if (fd < 0)
+		return 0;
+	if (np > sizeof(e) / sizeof(e[0]))
+		np = sizeof(e) / sizeof(e[0]);
+	got = pread(fd, e, np * 8, (off_t)((uintptr_t)p / 4096 * 8));
+	close(fd);
+	if (got != (ssize_t)(np * 8))
+		return 0;
+	for (i = 0; i < np; i++)
+		if (!(e[i] >> 63))
+			return 0;
+	return 1;
+}
+
+/* Map [a, a+n) of pm's mapping, whose pages the owner all has.  A read fault on shared memory
+ * maps the pages of the aligned 64 KiB around it that are in the file (fault-around), writable
+ * (shared memory has no dirty tracking): reading one byte per 64 KiB maps the range at about
+ * the cost of copying it, half of what MADV_POPULATE_READ costs (which maps one page per step)
+ * and a seventh of the write faults it saves.  Where an administrator turned fault-around down
+ * (fault_around_bytes), the first such range's page tables say so and the read population
+ * maps the ranges from then on. */
+static void mc_segmem_peer_fill(struct mc_segmem_peer *pm, uint64_t a, uint64_t n)
+{
+	uintptr_t s = (uintptr_t)(pm->base + a), e = s + n, v;
+	int how = __atomic_load_n(&pm->by_touch, __ATOMIC_RELAXED);
+
+	if (how < 0) {
+		(void)madvise(pm->base + a, n, MADV_POPULATE_READ);
+		return;
+	}
+	/* One read in each aligned 64 KiB window the range meets (the kernel aligns the window). */
+	for (v = s & ~(uintptr_t)(MC_SEGMEM_FAULT_AROUND - 1); v < e; v += MC_SEGMEM_FAULT_AROUND)
+		(void)*(volatile const uint8_t *)(v > s ? v : s);
+	if (how == 0) {
+		how = mc_segmem_all_mapped(pm->base + a, n) ? 1 : -1;
+		__atomic_store_n(&pm->by_touch, how, __ATOMIC_RELAXED);
+		if (how < 0)
+			(void)madvise(pm->base + a, n, MADV_POPULATE_READ);
+	}
 }
 
 /* Map region r whole if the owner has every page of it (vec: room for its mincore answer).
@@ -571,11 +730,7 @@ static int mc_segmem_peer_region(struct mc_segmem_peer *pm, uint64_t r, unsigned
 		;
 	if (i < np)
 		return 0;
-	/* The pages exist: a read population maps them writable (shared memory has no dirty
-	 * tracking), 16 pages per fault, where a write fault maps one: a writer's first write
-	 * into a page it faults itself costs four to five times what mapping it here does. */
-	if (madvise(pm->base + a, n, MADV_POPULATE_READ) != 0)
-		return 0;
+	mc_segmem_peer_fill(pm, a, n);
 	__atomic_fetch_or(&pm->done[r / 64], 1ull << (r % 64), __ATOMIC_RELEASE);
 	return 1;
 }

@@ -25,6 +25,9 @@ struct mc_segmem_opts {
 	int hugepage_fallback;		/* a hugetlb pool too small: normal pages, with a warning */
 	int populate;			/* populate in the background (1) or leave pages to the
 					 * first write (0) */
+	int gather_thp;			/* populate as 2 MiB transparent huge pages where the kernel
+					 * grants them on request (segments, which same-host
+					 * processes map; population on, no placement) */
 	int loc_mode;			/* MC_SEGMEM_LOC_* */
 	unsigned long nodes[MC_SEGMEM_MAX_NODES / (8 * sizeof(unsigned long))];
 	char location[128];		/* as the operator wrote it, for log lines */
@@ -37,6 +40,8 @@ struct mc_segmem {
 	uint64_t page_size;		/* 4 KiB, or the hugetlb page size */
 	int fd;				/* the memfd (owned) */
 	int hugetlb;
+	int collapse;			/* population gathers 2 MiB into transparent huge pages
+					 * (the populating thread's; 0 once the kernel refused) */
 	uint64_t populated;		/* bytes populated from base upward (atomic) */
 	int stop;			/* ask the populating thread to stop (atomic) */
 	int thread_running;
@@ -76,6 +81,13 @@ void mc_segmem_wait(struct mc_segmem *m);
 /* Stop the populating thread, unmap, close the fd.  NULL base is a no-op. */
 void mc_segmem_free(struct mc_segmem *m);
 
+/* mmap(2) of len bytes of fd from off, read-write and shared (MAP_NORESERVE if noreserve), at
+ * an address that lies as far into a 2 MiB boundary as off does, so that transparent huge
+ * pages of the file are mapped 2 MiB per entry (the kernel aligns shared memory itself only
+ * where shmem_enabled offers huge pages).  hugetlbfs files and mappings under 2 MiB get a
+ * plain mmap.  Returns the address or MAP_FAILED (errno set); munmap(p, len) releases it. */
+void *mc_segmem_map_shared(int fd, uint64_t off, size_t len, int noreserve);
+
 /* Populate [p, p+len) of any mapping now, in the calling thread (page-aligned internally).
  * Returns 0 or a negative errno. */
 int mc_segmem_populate_range(void *p, uint64_t len);
@@ -88,13 +100,16 @@ int mc_segmem_populate_range(void *p, uint64_t len);
  * out a fresh segment's low offsets first), following the owner's population: only pages the
  * owner has are mapped, so an owner that does not populate keeps its memory unallocated.  Not
  * needed for hugetlb memory (its faults map 2 MB at once): returns NULL then, and when out of
- * memory.  fd is only looked at (the caller keeps it). */
+ * memory.  fd is only looked at (the caller keeps it).  Where the owner's pages are transparent
+ * huge pages and p lies on the owner's 2 MiB boundaries (mc_segmem_map_shared), each fault maps
+ * 2 MiB and the thread is done within milliseconds. */
 struct mc_segmem_peer;
 struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd);
 /* Before a copy into or out of [p, p+len) of pm's mapping, on the copying thread: map what the
  * thread has not mapped yet, a 2 MiB region at a time where the owner has all of its pages
- * (then that region costs nothing more to later copies), else just the pages of the copy.  A
- * read population, so it costs a fifth of the write faults it saves.  NULL pm: no-op. */
+ * (then that region costs nothing more to later copies), else just the pages of the copy.  Read
+ * faults, one per 64 KiB (or per 2 MiB where the owner's pages are huge), so it costs about what
+ * the copy does and a seventh of the write faults it saves.  NULL pm: no-op. */
 void mc_segmem_peer_touch(struct mc_segmem_peer *pm, const void *p, uint64_t len);
 /* Stop and free (before the caller unmaps p).  NULL is a no-op. */
 void mc_segmem_peer_stop(struct mc_segmem_peer *pm);

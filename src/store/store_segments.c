@@ -152,9 +152,12 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 	char err[512];
 	int rc;
 
+	struct mc_segmem_opts o = st->memopts;
+
 	if (mem == NULL)
 		return MC_ERR_INTERNAL;
-	if (mc_segmem_create(mem, size, "mooncake-segment", &st->memopts, err, sizeof(err)) != 0) {
+	o.gather_thp = 1;	/* other processes write into it */
+	if (mc_segmem_create(mem, size, "mooncake-segment", &o, err, sizeof(err)) != 0) {
 		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
 		free(mem);
 		return MC_ERR_INVALID_PARAMS;
@@ -202,6 +205,7 @@ int mc_store_mount_alloc(struct mc_store *st, uint64_t size, const char *locatio
 	mem = calloc(1, sizeof(*mem));
 	if (mem == NULL)
 		return -1;
+	o.gather_thp = 1;
 	if (mc_segmem_create(mem, size, "mooncake-segment", &o, err, sizeof(err)) != 0) {
 		mc_log_err("cannot create a %llu-byte segment: %s", (unsigned long long)size, err);
 		free(mem);

@@ -58,6 +58,7 @@ client_seg() {
 # 1. Population (default): the figure reaches the total.
 mc_start_master || { mc_dump_logs; exit 1; }
 mc_start_client pop 96MB || { mc_dump_logs; exit 1; }
+pop_pid=$MC_LAST_PID
 seg=$(client_seg pop)
 p=$(wait_populated "$seg" 20)
 ok $([ "$p" = $((96 << 20)) ] && echo 0 || echo 1) \
@@ -89,6 +90,24 @@ for i in $(seq 60); do
 done
 ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
 	"a same-host reader maps all 96 MiB of the owner's pages ahead (its Rss there: ${rss:-none} kB)"
+# 1b'. Where the kernel grants transparent huge pages on request (THP not "never", shmem_enabled
+# not "deny"), population gathered the segment into 2 MiB pages (the owner's mapping shows them
+# mapped whole) and the reader's mapping, on 2 MiB boundaries too, maps them whole as well.
+if grep -q '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null ||
+	grep -q '\[deny\]' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null ||
+	! [ -r /sys/kernel/mm/transparent_hugepage/shmem_enabled ]; then
+	echo "# skip: no transparent huge pages for shared memory here"
+else
+	pmd() {	# pmd PID: ShmemPmdMapped (kB) of that process's 96 MiB segment mapping
+		awk '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
+			m && $1 == "Size:" { sz = $2 } m && $1 == "ShmemPmdMapped:" && sz == 98304 {
+			print $2; exit }' "/proc/$1/smaps" 2>/dev/null
+	}
+	own=$(pmd $pop_pid)
+	rd=$(pmd $rpid)
+	ok $([ "${own:-0}" -ge 65536 ] && [ "${rd:-0}" -ge 65536 ] && echo 0 || echo 1) \
+		"the segment is on 2 MiB pages, mapped whole by the owner (${own:-none} kB) and the reader (${rd:-none} kB)"
+fi
 wait $rpid
 ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget.log")"
 

@@ -3,10 +3,13 @@
  * Unit tests for segment memory (src/segment/segmem.c): location and huge page size parsing,
  * the environment's settings, and a small segment populated in the background (or not, when
  * population is off) whose figure reaches its size, shared through its memfd, and another
- * mapping of it whose page tables the peer mapping fills (read from /proc/self/pagemap).
+ * mapping of it whose page tables the peer mapping fills (read from /proc/self/pagemap);
+ * population gathering 2 MiB into transparent huge pages where the kernel grants it, keeping
+ * what was written before, and mappings on 2 MiB boundaries that map those pages whole.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -216,6 +219,10 @@ static void test_peer(void)
 	ok(mapped_pages(peer + (2u << 20), 2u << 20) == 512,
 	   "a copy into a region the owner has whole maps the region");
 	ok(peer[(3u << 20)] == 7, "through the same pages");
+	memset(peer + (2u << 20) + 4096, 0x33, 3 * 4096);
+	ok(m.base[(2u << 20) + 4096] == 0x33 && m.base[(2u << 20) + 4 * 4096 - 1] == 0x33 &&
+	   m.base[(2u << 20) + 4 * 4096] == 7, "a copy into the mapped region lands in the owner's "
+	   "pages, and only where it wrote");
 	mc_segmem_peer_touch(pm, peer + len - 10, 100);	/* runs past the end: clipped */
 	mc_segmem_peer_touch(NULL, peer, 10);
 	ok(fstat(m.fd, &sb) == 0 && (uint64_t)sb.st_blocks * 512 <= (2u << 20) + 2 * 4096,
@@ -226,6 +233,81 @@ static void test_peer(void)
 	mc_segmem_free(&m);
 }
 
+/* kB of the mapping at p that /proc/self/smaps shows under field (e.g. "ShmemPmdMapped:"). */
+static long smaps_kb(const void *p, const char *field)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	unsigned long a, b;
+	long v = -1;
+	int in = 0;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = a == (unsigned long)(uintptr_t)p;
+			continue;
+		}
+		if (in && strncmp(line, field, strlen(field)) == 0) {
+			v = strtol(line + strlen(field), NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+static void test_thp(void)
+{
+	struct mc_segmem_opts o = { .populate = 1, .gather_thp = 1 };
+	struct mc_segmem m;
+	uint64_t len = 64u << 20, i, bad = 0;
+	uint8_t *peer;
+	char err[512];
+	long kb;
+
+	ok(mc_segmem_create(&m, len, "test-segmem-thp", &o, err, sizeof(err)) == 0,
+	   "a populated segment of 64 MiB");
+	ok(((uintptr_t)m.base & ((2u << 20) - 1)) == 0, "its mapping lies on a 2 MiB boundary");
+	/* Written before population reaches them (most likely): kept, whatever population does. */
+	for (i = 40u << 20; i < len; i += 4096 + 7)
+		m.base[i] = (uint8_t)(i * 31 + 1);
+	mc_segmem_wait(&m);
+	for (i = 40u << 20; i < len; i += 4096 + 7)
+		bad += m.base[i] != (uint8_t)(i * 31 + 1);
+	ok(bad == 0, "bytes written while population ran are kept (%llu differ)",
+	   (unsigned long long)bad);
+	ok(mc_segmem_populated(&m) == len, "population reaches the size");
+	peer = mc_segmem_map_shared(m.fd, 3 * 4096, len - 3 * 4096, 0);
+	ok(peer != MAP_FAILED && ((uintptr_t)peer & ((2u << 20) - 1)) == 3 * 4096,
+	   "another mapping from offset 12 KiB lies 12 KiB past a 2 MiB boundary");
+	if (peer != MAP_FAILED)
+		munmap(peer, len - 3 * 4096);
+	if (!m.collapse) {
+		printf("# skip: this kernel does not gather shared memory into transparent huge "
+		       "pages here (no MADV_COLLAPSE, THP off, or shmem_enabled deny/advise)\n");
+		mc_segmem_free(&m);
+		return;
+	}
+	kb = smaps_kb(m.base, "ShmemPmdMapped:");
+	ok(kb >= 16 * 1024, "population gathered 2 MiB huge pages (%ld kB mapped whole)", kb);
+	peer = mc_segmem_map_shared(m.fd, 0, len, 0);
+	ok(peer != MAP_FAILED, "a second mapping from offset 0");
+	if (peer != MAP_FAILED) {
+		volatile uint8_t sum = 0;
+
+		for (i = 0; i < len; i += 2u << 20)
+			sum += peer[i];
+		(void)sum;
+		kb = smaps_kb(peer, "ShmemPmdMapped:");
+		ok(kb >= 16 * 1024, "one read per 2 MiB maps them whole there too (%ld kB)", kb);
+		ok(peer[(40u << 20)] == (uint8_t)((40u << 20) * 31 + 1), "through the same bytes");
+		munmap(peer, len);
+	}
+	mc_segmem_free(&m);
+}
+
 int main(void)
 {
 	test_location();
@@ -233,5 +315,6 @@ int main(void)
 	test_env();
 	test_create();
 	test_peer();
+	test_thp();
 	return tap_done();
 }
