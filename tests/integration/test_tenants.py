@@ -134,8 +134,10 @@ try:
     c.kill("master")
     ok(c.start_master(), "master restarted from --persist_path")
     ok(wait_for("tenant-b's bytes", lambda: b.get("k") == vb), "tenant-b reads its key again")
-    ok(a.is_exist("k") == 0 and a.put("k", va) == 0 and a.get("k") == va and b.get("k") == vb,
-       "the namespaces are still apart")
+    apart = (a.is_exist("k"), a.put("k", va), a.get("k") == va, b.get("k") == vb)
+    ok(apart == (0, 0, True, True),
+       "the namespaces are still apart (tenant-a's is_exist, put, get, tenant-b's get: %r)"
+       % (apart,))
     ok(charged("tenant-b") == before, "tenant-b's charge came back: %d" % charged("tenant-b"))
     ok(b.put("big", big) == -1700, "and its quota still holds")
 finally:
