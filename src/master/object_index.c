@@ -453,6 +453,18 @@ static int mc_oindex_full(const struct mc_oindex_arr *a)
 	return (a->used + 1) * 16 > mc_oindex_cap(a) * 13;
 }
 
+/* The current array becomes the old one (no resize may be running) and a new one of groups
+ * groups takes inserts; the old one's objects move over as inserts come (mc_oindex_migrate). */
+static void mc_oindex_start_resize(struct mc_oindex *ix, size_t groups)
+{
+	ix->old = ix->cur;
+	ix->mig = 0;
+	ix->ahead_seq = 0;
+	mc_oindex_arr_alloc(ix, &ix->cur, groups);
+	ix->resizes++;
+	ix->tick = 0;
+}
+
 void mc_oindex_reserve(struct mc_oindex *ix, size_t n)
 {
 	size_t groups = ix->cur.gmask + 1;
@@ -465,12 +477,7 @@ void mc_oindex_reserve(struct mc_oindex *ix, size_t n)
 	if (groups == ix->cur.gmask + 1)
 		return;
 	mc_oindex_settle(ix);
-	ix->old = ix->cur;
-	ix->mig = 0;
-	ix->ahead_seq = 0;
-	mc_oindex_arr_alloc(ix, &ix->cur, groups);
-	ix->resizes++;
-	ix->tick = 0;
+	mc_oindex_start_resize(ix, groups);
 	mc_oindex_settle(ix);
 }
 
@@ -492,12 +499,7 @@ void mc_oindex_insert(struct mc_oindex *ix, struct mc_object *o, uint32_t h)
 		/* Double when live objects fill more than 2/5; else only tombstones go. */
 		if ((ix->cur.live + 1) * 5 > mc_oindex_cap(&ix->cur) * 2)
 			groups *= 2;
-		ix->old = ix->cur;
-		ix->mig = 0;
-		ix->ahead_seq = 0;
-		mc_oindex_arr_alloc(ix, &ix->cur, groups);
-		ix->resizes++;
-		ix->tick = 0;
+		mc_oindex_start_resize(ix, groups);
 	}
 	mc_oindex_arr_put(ix->base, &ix->cur, o, h);
 }
