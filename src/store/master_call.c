@@ -450,7 +450,7 @@ static void mc_store_call_on_loop(void *arg)
 	mc_master_client_submit(call->on_done_arg, call);
 }
 
-int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
+static int mc_store_call_via(struct mc_store *st, struct mc_rpc_call *call, int lanes)
 {
 	struct mc_master_client *mc = st->mc;
 	int rc;
@@ -459,7 +459,7 @@ int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
 	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
 	if (mc == NULL)
 		return MC_ERR_RPC_FAIL;
-	if (mc_dl_call(mc, call) == 0)
+	if (lanes && mc_dl_call(mc, call) == 0)
 		goto done;
 	/* on_done_arg carries the master client to the loop; on_done stays NULL (waiter). */
 	call->on_done_arg = mc;
@@ -477,6 +477,16 @@ done:
 	if (call->status == MC_ERR_RPC_FAIL || call->status == MC_ERR_RPC_TIMEOUT)
 		return call->status;
 	return 0;
+}
+
+int mc_store_call(struct mc_store *st, struct mc_rpc_call *call)
+{
+	return mc_store_call_via(st, call, 1);
+}
+
+int mc_store_call_loop(struct mc_store *st, struct mc_rpc_call *call)
+{
+	return mc_store_call_via(st, call, 0);
 }
 
 /* Fire-and-forget calls: the answer is dropped and the call freed on the loop. */

@@ -184,6 +184,10 @@ void mc_rpc_call_fini(struct mc_rpc_call *call);
  * call->status is its frame status and resp/resp_len the body), MC_ERR_RPC_FAIL when the master
  * is unreachable, MC_ERR_RPC_TIMEOUT when no answer came in time. */
 int mc_store_call(struct mc_store *st, struct mc_rpc_call *call);
+/* The same through the handle's loop and main connection only, never a direct lane: for a
+ * handle's own background calls, which must not hold a lane (a connection to the master) that
+ * API threads would otherwise use. */
+int mc_store_call_loop(struct mc_store *st, struct mc_rpc_call *call);
 /* A heap call for mc_store_call_async (NULL when out of memory). */
 struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode);
 /* Send without waiting (any thread but the loop's): the answer is dropped and the call, which

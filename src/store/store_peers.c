@@ -112,7 +112,7 @@ static int mc_peers_round(struct mc_store *st, struct mc_store_peers *p)
 	int changed = 0, rc;
 
 	mc_rpc_call_init(&call, MC_OP_GET_ALL_SEGMENTS);
-	rc = mc_store_call(st, &call);
+	rc = mc_store_call_loop(st, &call);	/* a background call: no lane of its own */
 	if (rc == 0 && call.status != 0) {
 		mc_log_debug("store client %s: the master lists no segments (%s); same-host "
 			     "segments are opened by their first transfer", st->hostname,
