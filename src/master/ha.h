@@ -137,7 +137,8 @@ struct mc_ha {
 	size_t round_left;		/* bytes of the round still to write */
 	int64_t write_started;		/* monotonic us */
 	int64_t write_first_ms;		/* monotonic ms of the part's first try */
-	json_t *wtxn;			/* the part's transaction, sent again after a failure */
+	json_t *wtxn;			/* the part being written (in flight or waiting to be sent
+				 * again after a failure); NULL between rounds */
 	struct event *ev_wretry;
 	struct mc_ha_waiter *waiters;		/* mc_ha_when_durable, not bound to a round yet */
 	struct mc_ha_waiter *sealed_waiters;	/* ... bound to the round being written */

@@ -8,13 +8,14 @@
  * --oplog_batch_max_entries changes) and writes batch N+1
  * with one etcd transaction that also advances the durable prefix to N+1, under two conditions:
  * master_view still has our create revision (we lead) and the durable prefix is still N (no gap,
- * no fork).  One transaction is in flight at a time; whatever is recorded meanwhile goes into
- * the next one, so batches grow with the load, as the SQLite group commit's do.  Once etcd has a
- * round's last part, the batch is written to our own SQLite file and the replies that waited are
- * sent (replies of requests that came after the round began wait for the next one).  A write
- * that etcd refuses is checked: if the durable prefix is N+1 under our view, an earlier attempt
- * of ours went through (its answer was lost); otherwise we are no longer the leader.  A leader
- * that cannot write steps down (ha.c), and its clients' unanswered calls fail.
+ * no fork).  One transaction is in flight (or waits to be sent again) at a time; whatever is
+ * recorded meanwhile goes into the next one, so batches grow with the load, as the SQLite group
+ * commit's do.  Once etcd has a round's last part, the batch is written to our own SQLite file
+ * and the replies that waited are sent (replies of requests that came after the round began
+ * wait for the next one).  A write that etcd refuses is checked: if the durable prefix is N+1
+ * under our view, an earlier attempt of ours went through (its answer was lost); otherwise we
+ * are no longer the leader.  A leader that cannot write steps down (ha.c), and its clients'
+ * unanswered calls fail.
  *
  * Standby.  Batches are read in order from etcd (a range from applied+1, 16 at a time), each
  * applied to our SQLite file in one transaction, including the meta value ha_batch that says
@@ -683,8 +684,11 @@ int mc_ha_commit(struct mc_master *m)
 		mc_ha_release(ha);
 		return 0;
 	}
-	if (ha->write_call) {
-		/* Replies that depend on nothing newer than the round in flight go with it. */
+	if (ha->wtxn) {
+		/* A part is being written: in flight, or waiting to be sent again after etcd did
+		 * not answer (write_call is NULL meanwhile).  It keeps its batch number and its
+		 * changes, and its replies wait for it; replies that depend on nothing newer than
+		 * the round go with it. */
 		if (mc_persist_pending(p) == 0)
 			mc_ha_seal(ha);
 		return 0;
