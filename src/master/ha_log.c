@@ -679,9 +679,12 @@ int mc_ha_commit(struct mc_master *m)
 
 	if (!ha->oplog || ha->state != MC_HA_SERVING) {
 		/* Nothing is made durable here: without the log a leader acknowledges at once,
-		 * and what a standby sends are refusals. */
+		 * and what a standby sends are refusals.  A leader that stops (mc_ha_stop) while
+		 * a part is being written keeps the replies that wait for it until etcd answers:
+		 * they go if it landed, and never if the process ends first. */
 		mc_ha_seal(ha);
-		mc_ha_release(ha);
+		if (ha->wtxn == NULL)
+			mc_ha_release(ha);
 		return 0;
 	}
 	if (ha->wtxn) {
