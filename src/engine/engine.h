@@ -22,6 +22,7 @@
 
 #define MC_TE_MAX_BUFFERS 65536
 #define MC_TE_MAX_SEGMENTS 4096
+#define MC_TE_OPENING 8		/* opens of distinct names fetched at once, one each */
 
 struct mc_te_buffer {
 	uint64_t addr;
@@ -113,8 +114,9 @@ struct mc_engine {
 	uint32_t nbufs;
 	struct mc_te_segment *segs;	/* handle i -> segs[i - 1] */
 	uint32_t nsegs;
-	char opening[8][256];	/* names an open is fetching now (mu; "" free): another open of
-				 * the same name waits for it (open_cv) instead of attaching twice */
+	char opening[MC_TE_OPENING][256];	/* names an open is fetching now (mu; "" free):
+						 * another open of the same name waits for it
+						 * (open_cv) instead of attaching twice */
 	pthread_cond_t open_cv;
 	struct mc_te_batch *batches;
 	const struct mc_gpu_ops *gpu;	/* NULL: no GPU at run time */

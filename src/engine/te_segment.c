@@ -250,9 +250,9 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mo
 		return mc_te_open_one(e, name, mode);
 	pthread_mutex_lock(&e->mu);
 	for (;;) {
-		for (i = 0; i < 8 && strcmp(e->opening[i], name); i++)
+		for (i = 0; i < MC_TE_OPENING && strcmp(e->opening[i], name); i++)
 			;
-		if (i == 8)
+		if (i == MC_TE_OPENING)
 			break;
 		pthread_cond_wait(&e->open_cv, &e->mu);
 		for (k = 0; k < e->nsegs; k++)
@@ -261,7 +261,7 @@ static segment_handle_t mc_te_open(struct mc_engine *e, const char *name, int mo
 				return (segment_handle_t)(k + 1);
 			}
 	}
-	for (i = 0; i < 8 && slot < 0; i++)
+	for (i = 0; i < MC_TE_OPENING && slot < 0; i++)
 		if (e->opening[i][0] == '\0') {
 			slot = i;
 			snprintf(e->opening[i], sizeof(e->opening[i]), "%s", name);

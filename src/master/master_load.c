@@ -28,9 +28,10 @@
  * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
  * behind it run (a ping, a read), and it is answered by its req_id once it may run (a lookup
  * waiting for the file as soon as its answer is in, the rest at the end of the load, each
- * connection's in their order); a parked SetTenant holds back everything behind it.  GetAllSegments and the ReMountSegment above would not hold anything else back
- * if they waited, but their answers do not depend on the objects, and a client that re-mounts
- * after the restart would otherwise wait the whole load for it (and give up past its deadline).
+ * connection's in their order); a parked SetTenant holds back everything behind it.
+ * GetAllSegments and the ReMountSegment above would not hold anything else back if they
+ * waited, but their answers do not depend on the objects, and a client that re-mounts after
+ * the restart would otherwise wait the whole load for it (and give up past its deadline).
  * Housekeeping waits too: the tick's work (liveness, expiries, tasks, drains, dynamic
  * replication) and eviction resume when the load is done, and no range is allocated before
  * (mc_try_segment), so nothing is handed out that a row not yet loaded holds.  The metrics

@@ -403,10 +403,8 @@ static int mc_load_seq_cmp(const void *a, const void *b)
 void mc_load_reserve_discards(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
-	size_t i;
-
 	int64_t *held = NULL;
-	size_t nheld = 0, k = SIZE_MAX;
+	size_t i, nheld = 0, k = SIZE_MAX;
 
 	if (L->ndiscards)
 		qsort(L->discards, L->ndiscards, sizeof(*L->discards), mc_load_discard_cmp);

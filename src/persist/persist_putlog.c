@@ -263,7 +263,6 @@ size_t mc_persist_log_retire(struct mc_persist *p, int64_t age_ms, mc_persist_re
 		struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
 		struct mc_persist_object o;
 		struct mc_rbuf r;
-		uint8_t *recs;
 
 		if (row->recs == NULL) {	/* killed, not at the head then */
 			p->log_head = (p->log_head + 1) & (p->log_cap - 1);
@@ -272,15 +271,14 @@ size_t mc_persist_log_retire(struct mc_persist *p, int64_t age_ms, mc_persist_re
 		}
 		if (now - row->born_ms < age_ms)
 			break;
-		/* The callback records the puts' ends, which must not find the row. */
-		recs = row->recs;
+		/* The callback records the puts' ends, which must not count down the row: it
+		 * goes whole once they are recorded. */
 		row->live = 0;
-		mc_rbuf_init(&r, recs, row->len);
+		mc_rbuf_init(&r, row->recs, row->len);
 		while (r.left > 0 && mc_putlog_decode(&r, &o, reps) == 0) {
 			fn(arg, &o);
 			moved++;
 		}
-		row->recs = recs;
 		mc_putlog_kill(p, row);
 	}
 	return moved;

@@ -151,7 +151,6 @@ int mc_store_mount_segment(struct mc_store *st, uint64_t size)
 	struct mc_segmem *mem = calloc(1, sizeof(*mem));
 	char err[512];
 	int rc;
-
 	struct mc_segmem_opts o = st->memopts;
 
 	if (mem == NULL)
