@@ -38,6 +38,7 @@ struct mc_etcd {
 	int cur;			/* the endpoint calls go to first */
 	struct mc_etcd_call *calls;	/* every live call */
 	struct curl_slist *headers;
+	int fault;			/* the test hook is on (etcd_fault.c) */
 };
 
 struct mc_etcd_call {
@@ -47,6 +48,7 @@ struct mc_etcd_call {
 	int in_multi;
 	int cancelled;
 	int watch;
+	int faulty;			/* the test hook fails it (etcd_fault.c) */
 	char path[64];
 	char *body;
 	int64_t deadline;		/* monotonic ms; 0 for a watch */
@@ -186,11 +188,18 @@ static size_t mc_etcd_on_body(char *p, size_t sz, size_t nm, void *arg)
 
 static void mc_etcd_attempt(struct mc_etcd_call *c);
 
+static void mc_etcd_finish(struct mc_etcd_call *c, int rc, json_t *reply);
+
 static void mc_etcd_on_retry(evutil_socket_t fd, short what, void *arg)
 {
+	struct mc_etcd_call *c = arg;
+
 	(void)fd;
 	(void)what;
-	mc_etcd_attempt(arg);
+	if (c->faulty)
+		mc_etcd_finish(c, -ETIMEDOUT, NULL);
+	else
+		mc_etcd_attempt(c);
 }
 
 /* End the call: the callback runs with rc and the parsed reply, then the call is gone. */
@@ -405,6 +414,14 @@ static struct mc_etcd_call *mc_etcd_start(struct mc_etcd *e, const char *path, j
 	c->deadline = watch ? 0 : mc_etcd_now() + c->total_ms;
 	c->fn = fn;
 	c->arg = arg;
+	if (!watch && e->fault && mc_etcd_fault_fires(c->path)) {
+		/* Ends from the loop's next turn: never inside the caller's own call. */
+		struct timeval now = { 0, 0 };
+
+		c->faulty = 1;
+		evtimer_add(c->retry, &now);
+		return c;
+	}
 	mc_etcd_attempt(c);
 	return c;
 }
@@ -478,6 +495,7 @@ struct mc_etcd *mc_etcd_new(struct event_base *base, const char *endpoints, char
 		return NULL;
 	}
 	e->base = base;
+	e->fault = mc_etcd_fault_install();
 	if (mc_etcd_parse(e, endpoints, err, n))
 		goto fail;
 	e->multi = curl_multi_init();

@@ -599,6 +599,9 @@ static void mc_ha_write_part(struct mc_ha *ha)
 			"failure", "request_range", "key", vk, "request_range", "key", pk);
 	json_decref(vk);
 	json_decref(pk);
+	/* One line per batch built; a number never comes twice (test_ha_write_retry.sh). */
+	mc_log_debug("oplog: batch %" PRIu64 " built: %zu changes, %zu bytes", id, ha->wentries,
+		     ha->wbuf.len);
 	json_decref(ha->wtxn);
 	ha->wtxn = txn;
 	ha->write_first_ms = mc_ha_now(ha);
