@@ -345,6 +345,8 @@ struct mc_master {
 	struct mc_master_load *load_left;	/* a stop during the load, at exit: its memory
 						   is left to the exit (master_load.c) */
 	uint64_t nparked;		/* requests waiting for the load, on all connections */
+	struct mc_conn *look_conns;	/* connections with a request waiting for a lookup in
+					   the file (rpc_server.c): the load's steps resume them */
 	size_t parked_bytes;		/* and their frames' bytes (rpc_server.c) */
 	int64_t persist_failed_since;	/* monotonic ms */
 	int64_t persist_backoff_ms;
@@ -485,9 +487,12 @@ int mc_master_recover(struct mc_master *m);
  * (master_load.c; m->load set until done, m->recover_more called then).  The caller calls
  * m->recover_more itself when m->load is NULL on return. */
 int mc_master_recover_in_background(struct mc_master *m);
-/* master_load.c: while m->load, whether a request may run now (0) or must wait (1; its
- * connection is resumed by mc_rpc_server_resume).  May start a lookup of its keys in the file,
- * or put their rows into the table. */
+/* master_load.c: while m->load, whether a request may run now (0) or must wait: for the
+ * lookup of its keys (MC_LOAD_WAIT_KEYS: it may run before the end, once a step of the load
+ * answers them; its connection is resumed through m->ev_load_resume) or for the end of the load
+ * (MC_LOAD_WAIT_END: nothing before the end changes that).  May start a lookup of its keys in the
+ * file, or put their rows into the table. */
+enum { MC_LOAD_WAIT_KEYS = 1, MC_LOAD_WAIT_END = 2 };
 int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *body, uint32_t len,
 			uint16_t tenant);
 /* Stop a background load (at shutdown): the thread ends at once; the table keeps what is in. */

@@ -28,7 +28,9 @@
  * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
  * behind it run (a ping, a read), and it is answered by its req_id once it may run (a lookup
  * waiting for the file as soon as its answer is in, the rest at the end of the load, each
- * connection's in their order); a parked SetTenant holds back everything behind it.
+ * connection's in their order); a parked SetTenant holds back everything behind it.  The gate
+ * says which of the two a request waits for (MC_LOAD_WAIT_KEYS, MC_LOAD_WAIT_END): the steps of
+ * the load (mc_load_resume) look again only at the lookups, whatever waits for the end.
  * GetAllSegments and the ReMountSegment above would not hold anything else back if they
  * waited, but their answers do not depend on the objects, and a client that re-mounts after
  * the restart would otherwise wait the whole load for it (and give up past its deadline).
@@ -329,8 +331,8 @@ int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *bod
 	case MC_OP_GET_STORAGE_CONFIG:
 	case MC_OP_GET_ALL_SEGMENTS:	/* segments are in before the port opens */
 		return 0;
-	case MC_OP_REMOUNT_SEGMENT:
-		return mc_load_remount_waits(m, body, len);
+	case MC_OP_REMOUNT_SEGMENT:	/* segments change only after the load */
+		return mc_load_remount_waits(m, body, len) ? MC_LOAD_WAIT_END : 0;
 	case MC_OP_GET_REPLICA_LIST:
 	case MC_OP_BATCH_GET_REPLICA_LIST:
 	case MC_OP_EXIST_KEY:
@@ -338,10 +340,10 @@ int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *bod
 	case MC_OP_PROBE_KEY:
 	case MC_OP_BATCH_PROBE_KEY:
 		if (tenant != 0)	/* tenants are recovered with the table */
-			return 1;
+			return MC_LOAD_WAIT_END;
 		break;
 	default:
-		return 1;
+		return MC_LOAD_WAIT_END;
 	}
 	mc_rbuf_init(&r, body, len);
 	if (opcode == MC_OP_BATCH_PROBE_KEY) {
@@ -355,7 +357,7 @@ int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *bod
 		if (!r.err)
 			wait |= mc_load_key_waits(ld, k.p, k.n);
 	}
-	return wait;	/* a malformed body runs: its handler says so */
+	return wait ? MC_LOAD_WAIT_KEYS : 0;	/* a malformed body runs: its handler says so */
 }
 
 /* ------------------------------------------------------------ the phases */

@@ -43,8 +43,15 @@
 /* A request frame (header and body) waiting for the background load. */
 struct mc_parked {
 	struct mc_parked *next;
+	uint64_t seq;		/* its place in its connection's arrival order */
+	struct mc_rpc_hdr h;	/* decoded and checked when it arrived */
 	size_t len;
 	uint8_t frame[];
+};
+
+/* A connection's parked requests of one kind, in arrival order. */
+struct mc_park_list {
+	struct mc_parked *head, **tail;
 };
 
 /* At most this many requests (and bytes) wait for the load, per connection and in all; past
@@ -69,10 +76,14 @@ struct mc_conn {
 	struct event *reaper;
 	char peer[80];
 	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
-	/* Requests that wait for the background load (master_load.c), in arrival order: the
-	 * connection reads on meanwhile, and they are answered by req_id when they may run. */
-	struct mc_parked *park_head, **park_tail;
-	uint32_t nparked;
+	/* Requests that wait for the background load (master_load.c): the connection reads on
+	 * meanwhile, and they are answered by req_id when they may run.  Those waiting for the
+	 * lookup of their keys may run at any step of the load (while the connection is on
+	 * m->look_conns); the others only at its end, when both lists run merged by seq. */
+	struct mc_park_list park_keys, park_end;
+	struct mc_conn *look_prev, *look_next;
+	uint32_t nparked, nkeys;	/* in both lists; in park_keys */
+	uint64_t park_seq;
 	size_t park_bytes;
 	int park_barrier;	/* a parked request changes the connection (SetTenant): every later
 				   one waits behind it */
@@ -93,16 +104,55 @@ struct mc_conn {
 	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
 };
 
-/* Drop the requests of c that wait for the load (c closes: they are not executed). */
-static void mc_conn_unpark_all(struct mc_conn *c)
+static void mc_park_list_init(struct mc_park_list *l)
+{
+	l->head = NULL;
+	l->tail = &l->head;
+}
+
+static void mc_park_list_free(struct mc_park_list *l)
 {
 	struct mc_parked *p;
 
-	while ((p = c->park_head) != NULL) {
-		c->park_head = p->next;
+	while ((p = l->head) != NULL) {
+		l->head = p->next;
 		free(p);
 	}
-	c->park_tail = &c->park_head;
+	l->tail = &l->head;
+}
+
+/* c has requests waiting for a lookup (nkeys went from 0 to 1): the load's steps resume it. */
+static void mc_conn_look_link(struct mc_conn *c)
+{
+	struct mc_master *m = c->m;
+
+	c->look_prev = NULL;
+	c->look_next = m->look_conns;
+	if (m->look_conns)
+		m->look_conns->look_prev = c;
+	m->look_conns = c;
+}
+
+/* ... no longer (nkeys is 0). */
+static void mc_conn_look_unlink(struct mc_conn *c)
+{
+	if (c->look_prev)
+		c->look_prev->look_next = c->look_next;
+	else
+		c->m->look_conns = c->look_next;
+	if (c->look_next)
+		c->look_next->look_prev = c->look_prev;
+	c->look_prev = c->look_next = NULL;
+}
+
+/* Drop the requests of c that wait for the load (c closes: they are not executed). */
+static void mc_conn_unpark_all(struct mc_conn *c)
+{
+	if (c->nkeys)
+		mc_conn_look_unlink(c);
+	c->nkeys = 0;
+	mc_park_list_free(&c->park_keys);
+	mc_park_list_free(&c->park_end);
 	c->m->nparked -= c->nparked;
 	c->m->parked_bytes -= c->park_bytes;
 	c->nparked = 0;
@@ -434,10 +484,13 @@ static int mc_conn_tls_auth(struct mc_conn *c)
 	return 1;
 }
 
-/* A complete request of c waits for the background load: a copy joins c's parked requests, or,
- * past the bounds, it is answered UNAVAILABLE_IN_CURRENT_STATUS without running. */
-static void mc_conn_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame)
+/* A complete request of c waits for the background load (why: MC_LOAD_WAIT_KEYS or
+ * MC_LOAD_WAIT_END): a copy joins c's parked requests of that kind, or, past the bounds, it is
+ * answered UNAVAILABLE_IN_CURRENT_STATUS without running. */
+static void mc_conn_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame,
+			 int why)
 {
+	struct mc_park_list *l = why == MC_LOAD_WAIT_KEYS ? &c->park_keys : &c->park_end;
 	struct mc_master *m = c->m;
 	size_t len = MC_RPC_HDR_LEN + (size_t)h->body_len;
 	struct mc_parked *p;
@@ -465,27 +518,35 @@ static void mc_conn_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const ui
 		bufferevent_set_timeouts(c->bev, NULL, NULL);
 	p = mc_xmalloc(sizeof(*p) + len);
 	p->next = NULL;
+	p->seq = c->park_seq++;
+	p->h = *h;
 	p->len = len;
 	memcpy(p->frame, frame, len);
-	*c->park_tail = p;
-	c->park_tail = &p->next;
+	*l->tail = p;
+	l->tail = &p->next;
+	if (why == MC_LOAD_WAIT_KEYS && c->nkeys++ == 0)
+		mc_conn_look_link(c);
 	c->nparked++;
 	c->park_bytes += len;
 	m->nparked++;
 	m->parked_bytes += len;
 	if (h->opcode == MC_OP_SET_TENANT)
 		c->park_barrier = 1;
-	mc_log_debug("connection %llu from %s: %s (req_id %llu) waits for the load",
+	mc_log_debug("connection %llu from %s: %s (req_id %llu) waits for the %s",
 		     (unsigned long long)c->id, c->peer, mc_rpc_op_name(h->opcode),
-		     (unsigned long long)h->req_id);
+		     (unsigned long long)h->req_id, l == &c->park_keys ? "lookup" : "load");
 }
 
-/* 1 if a request of c (frame: header h and body) waits for the load now. */
+/* Whether a request of c (frame: header h and body) waits for the load now: 0 (it runs),
+ * MC_LOAD_WAIT_KEYS or MC_LOAD_WAIT_END (behind a waiting SetTenant: the end). */
 static int mc_conn_must_wait(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame)
 {
-	return c->m->load && (c->park_barrier ||
-			      mc_master_load_gate(c->m, h->opcode, frame + MC_RPC_HDR_LEN,
-						  h->body_len, c->tenant));
+	if (c->m->load == NULL)
+		return 0;
+	if (c->park_barrier)
+		return MC_LOAD_WAIT_END;
+	return mc_master_load_gate(c->m, h->opcode, frame + MC_RPC_HDR_LEN, h->body_len,
+				   c->tenant);
 }
 
 /* Replies were added to c->out: with persistence they wait for the iteration's commit (group
@@ -567,8 +628,10 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 		/* While the objects load, a request may have to wait: it alone does, and the
 		 * connection reads on (mc_rpc_server_on_resume runs it later). */
 		if (!mc_request_expired(m, &h, &c->out, c->peer)) {
-			if (mc_conn_must_wait(c, &h, frame))
-				mc_conn_park(c, &h, frame);
+			int why = mc_conn_must_wait(c, &h, frame);
+
+			if (why)
+				mc_conn_park(c, &h, frame, why);
 			else
 				mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		}
@@ -579,40 +642,74 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 	mc_conn_replies_ready(c);
 }
 
-/* Run the parked requests of c that may run now, in their order; the others stay. */
+/* Run the parked request p of c, taken off its list: unless its client gave up meanwhile. */
+static void mc_conn_run_one(struct mc_conn *c, struct mc_parked *p)
+{
+	struct mc_master *m = c->m;
+
+	c->nparked--;
+	c->park_bytes -= p->len;
+	m->nparked--;
+	m->parked_bytes -= p->len;
+	if (!mc_request_expired(m, &p->h, &c->out, c->peer))
+		mc_conn_handle(c, &p->h, p->frame + MC_RPC_HDR_LEN);
+	free(p);
+}
+
+/* The first of l taken off it. */
+static struct mc_parked *mc_park_list_pop(struct mc_park_list *l)
+{
+	struct mc_parked *p = l->head;
+
+	l->head = p->next;
+	if (l->head == NULL)
+		l->tail = &l->head;
+	return p;
+}
+
+/* Run the parked requests of c that may run now: during the load, those whose keys the load
+ * has answered (the others stay, and so do those waiting for the end, untouched); after it,
+ * every one, in arrival order. */
 static void mc_conn_run_parked(struct mc_conn *c)
 {
 	struct mc_master *m = c->m;
-	struct mc_parked **pp = &c->park_head, *p;
+	struct mc_parked **pp, *p;
 
 	if (!c->flush_pending && !c->sealed) {
 		mc_wbuf_reset(&c->out);
 		c->ndur = 0;
 	}
-	c->park_barrier = 0;
-	while ((p = *pp) != NULL) {
-		struct mc_rpc_hdr h;
-
-		/* Checked when it arrived. */
-		(void)mc_rpc_hdr_decode(p->frame, &h, UINT32_MAX);
-		if (mc_conn_must_wait(c, &h, p->frame)) {
-			if (h.opcode == MC_OP_SET_TENANT)
-				c->park_barrier = 1;
-			pp = &p->next;
-			continue;
+	if (m->load) {
+		pp = &c->park_keys.head;
+		while ((p = *pp) != NULL) {
+			/* Requests behind a waiting SetTenant are on park_end: not these. */
+			if (mc_master_load_gate(m, p->h.opcode, p->frame + MC_RPC_HDR_LEN,
+						p->h.body_len, c->tenant)) {
+				pp = &p->next;
+				continue;
+			}
+			*pp = p->next;
+			if (c->park_keys.tail == &p->next)
+				c->park_keys.tail = pp;
+			c->nkeys--;
+			mc_conn_run_one(c, p);
 		}
-		*pp = p->next;
-		if (c->park_tail == &p->next)
-			c->park_tail = pp;
-		c->nparked--;
-		c->park_bytes -= p->len;
-		m->nparked--;
-		m->parked_bytes -= p->len;
-		/* Its client may have given up meanwhile: then it does not run. */
-		if (!mc_request_expired(m, &h, &c->out, c->peer))
-			mc_conn_handle(c, &h, p->frame + MC_RPC_HDR_LEN);
-		free(p);
+	} else {
+		c->park_barrier = 0;
+		while (c->park_keys.head || c->park_end.head) {
+			struct mc_park_list *l = c->park_end.head == NULL ? &c->park_keys
+						 : c->park_keys.head == NULL ? &c->park_end
+						 : c->park_keys.head->seq < c->park_end.head->seq
+							 ? &c->park_keys
+							 : &c->park_end;
+
+			if (l == &c->park_keys)
+				c->nkeys--;
+			mc_conn_run_one(c, mc_park_list_pop(l));
+		}
 	}
+	if (c->nkeys == 0 && (c->look_prev || c->m->look_conns == c))
+		mc_conn_look_unlink(c);
 	if (c->nparked == 0) {
 		c->park_warned = 0;
 		mc_conn_set_timeouts(c);
@@ -831,7 +928,8 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		}
 	}
 	mc_wbuf_init(&c->out);
-	c->park_tail = &c->park_head;
+	mc_park_list_init(&c->park_keys);
+	mc_park_list_init(&c->park_end);
 	c->next = m->conns;
 	if (m->conns)
 		m->conns->prev = c;
@@ -857,8 +955,9 @@ static void mc_listener_on_error(struct evconnlistener *l, void *arg)
 	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
 }
 
-/* The background load moved on (m->ev_load_resume): the parked requests that may run now run,
- * each connection's in arrival order. */
+/* The background load moved on (m->ev_load_resume): the parked requests that may run now run.
+ * During the load only connections with requests waiting for a lookup are visited, and only
+ * those requests; at its end every connection's run, each in arrival order. */
 static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_master *m = arg;
@@ -866,8 +965,8 @@ static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	for (c = m->conns; c; c = next) {
-		next = c->next;
+	for (c = m->load ? m->look_conns : m->conns; c; c = next) {
+		next = m->load ? c->look_next : c->next;
 		if (c->nparked && !c->closing && c->bev)
 			mc_conn_run_parked(c);
 	}

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 
-from mcrpc import Client, config, keys, s
+from mcrpc import HDR, MAGIC, OP, Client, Reader, config, keys, s
 
 ok_all = True
 
@@ -70,7 +70,6 @@ def park(addr, mport, loaded_key):
     frames = []
     for i in range(n):
         frames.append((i + 1, keys(["park/none/%d" % i])))
-    from mcrpc import HDR, MAGIC, OP
     b.sock.sendall(b"".join(HDR.pack(MAGIC, 1, 0, OP["REMOVE"], len(k) + 1, 0, rid) +
                             b"\x00" + k for rid, k in frames))
     first = [b.recv() for _ in range(n - 4096)]
@@ -81,11 +80,40 @@ def park(addr, mport, loaded_key):
     ok(w is not None and w >= 4097 and r == n - 4096,
        "master_load_waiting_requests %s, master_load_refused_requests_total %s" % (w, r))
 
+    # A SetTenant that waits holds back everything behind it on its connection, a ping and a
+    # read of a key not loaded yet included.
+    d = Client(addr)
+    d.sock.settimeout(120)
+    d_ids = [d.send("SET_TENANT", s("default")), d.send("PING", d.client_id),
+             d.send("EXIST_KEY", keys([loaded_key[:-1] + "2"]))]
+    # Requests that wait for the end do not hold back a lookup behind them: 1000 removes wait,
+    # the read after them is answered from the file during the load.
+    e = Client(addr)
+    e.sock.settimeout(120)
+    e.sock.sendall(b"".join(HDR.pack(MAGIC, 1, 0, OP["REMOVE"], len(k) + 1, 0, rid) +
+                            b"\x00" + k for rid, k in
+                            ((i + 1, keys(["park/e/%d" % i])) for i in range(1000))))
+    e.next_id = 1001
+    e_ex = e.send("EXIST_KEY", keys([loaded_key[:-1] + "3"]))
+    rid, _, st, body = e.recv()
+    w = metric(mport, "master_load_waiting_requests")
+    ok(rid == e_ex and st == 0 and struct.unpack_from("<Ii", body) == (1, 1) and
+       w is not None and w >= 1000 + 4096,
+       "a read behind 1000 waiting removes is answered during the load, present (req_id %d, "
+       "%s waiting)" % (rid, w))
+    d.sock.settimeout(0.3)
+    try:
+        early = d.recv()
+    except OSError:
+        early = None
+    ok(early is None, "nothing behind a waiting SetTenant is answered during the load (%s)"
+       % (early[:3] if early else None,))
+    d.sock.settimeout(120)
+
     # The end of the load: the put is answered by its req_id, the removes in their order.
     rid, _, st, body = a.recv()
     ok(rid == put and st == 0, "the PutStart is answered when the load is over (after %.2f s)"
        % (time.time() - t0))
-    from mcrpc import Reader
     lists = Reader(body).replica_lists()
     ok(lists[0][0] == 0 and len(lists[0][1]) == 1, "with one replica")
     st, r = a.call("PUT_END", a.client_id + b"\x00" + keys(["parked/0"]))
@@ -96,6 +124,14 @@ def park(addr, mport, loaded_key):
        "the 4096 waiting removes are answered after the load, in order (-704)")
     if got != [(rid, 0, [-704]) for rid in range(1, 4097)]:
         print("# first answers: %s" % got[:3])
+    got = [d.recv() for _ in range(3)]
+    ok([(x[0], x[2]) for x in got] == [(i, 0) for i in d_ids] and
+       struct.unpack_from("<Ii", got[2][3]) == (1, 1),
+       "after the load the SetTenant, the ping and the read behind it are answered, in order")
+    got = [e.recv() for _ in range(1000)]
+    ok([(x[0], x[2], Reader(x[3]).codes()) for x in got] ==
+       [(rid, 0, [-704]) for rid in range(1, 1001)],
+       "and the 1000 removes on the other connection, in order (-704)")
     w = metric(mport, "master_load_waiting_requests")
     ok(w == 0, "nothing waits any more (%s)" % w)
     return 0 if ok_all else 1
