@@ -130,7 +130,8 @@ def pause(addr, mport, fault, ackfile):
     if acked(rep, pe):
         record(ackfile, "retry/1")
     rep2 = early2 if early2 is not None else answer(c, 10)
-    ok(rep2 is not None and rep2[1] == 0, "so is the PutStart from the pause (%s)" % (rep2 and rep2[:2],))
+    ok(rep2 is not None and rep2[1] == 0,
+       "so is the PutStart from the pause (%s)" % (rep2 and rep2[:2],))
     try:
         st, r = c.call("PUT_END", put_end_body(c, "retry/2"))
         codes = r.codes() if st == 0 else None
