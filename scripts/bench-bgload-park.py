@@ -10,27 +10,15 @@ yet (looked up in the file: every answer is a step of the load).  Prints the loo
 time (user + system, /proc/PID/task/PID/stat) and the wall time over the lookups, per lookup.
 """
 import os
-import socket
-import struct
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
-from mcrpc import HDR, MAGIC, OP, Client, keys  # noqa: E402
+from mcrpc import HDR, MAGIC, OP, Client, keys, metric  # noqa: E402
 
 PREFIX = "synthetic/restart/bench/"
 HZ = os.sysconf("SC_CLK_TCK")
-
-
-def metric(port, name):
-    with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            f = line.split()
-            if len(f) == 2 and f[0] == name:
-                return float(f[1])
-    return None
 
 
 def loop_cpu(pid):

@@ -12,9 +12,8 @@ The master must be loading slowly (MC_TEST_LOAD_DELAY_MS) when it starts.  Print
 import struct
 import sys
 import time
-import urllib.request
 
-from mcrpc import HDR, MAGIC, OP, Client, Reader, config, keys, s
+from mcrpc import HDR, MAGIC, OP, Client, Reader, config, keys, metric, s
 
 ok_all = True
 
@@ -23,15 +22,6 @@ def ok(cond, what):
     global ok_all
     ok_all = ok_all and bool(cond)
     print(("ok" if cond else "not ok") + " - " + what, flush=True)
-
-
-def metric(port, name):
-    with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            f = line.split()
-            if len(f) == 2 and f[0] == name:
-                return float(f[1])
-    return None
 
 
 def put_start_body(c, key, size=1024):

@@ -19,7 +19,7 @@ import sys
 import time
 import urllib.request
 
-from mcrpc import Client, Reader, config, keys, s, segment, wait_until
+from mcrpc import Client, Reader, config, keys, metric, s, segment, wait_until
 
 ok_all = True
 
@@ -36,14 +36,6 @@ def http(port, path):
             return r.read().decode()
     except OSError:
         return ""
-
-
-def metric(port, name):
-    for line in http(port, "/metrics").splitlines():
-        f = line.split()
-        if len(f) == 2 and f[0] == name:
-            return float(f[1])
-    return None
 
 
 FAILURES = "ha_oplog_etcd_write_failures_total"

@@ -40,6 +40,22 @@ def wait_until(pred, timeout, step=0.1):
         time.sleep(step)
 
 
+def metric(port, name):
+    """The value of the metric name on the admin port (/metrics), or None (absent, or no
+    answer)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == name:
+            return float(f[1])
+    return None
+
+
 def s(b):
     if isinstance(b, str):
         b = b.encode()
