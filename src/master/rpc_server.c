@@ -693,6 +693,8 @@ static void mc_conn_run_parked(struct mc_conn *c)
 				c->park_keys.tail = pp;
 			c->nkeys--;
 			mc_conn_run_one(c, p);
+			if (c->closing)
+				return;		/* its lists are gone */
 		}
 	} else {
 		c->park_barrier = 0;
@@ -706,6 +708,8 @@ static void mc_conn_run_parked(struct mc_conn *c)
 			if (l == &c->park_keys)
 				c->nkeys--;
 			mc_conn_run_one(c, mc_park_list_pop(l));
+			if (c->closing)
+				return;
 		}
 	}
 	if (c->nkeys == 0 && (c->look_prev || c->m->look_conns == c))
