@@ -249,12 +249,17 @@ mc_wait_http() {
 	return 1
 }
 
-# mc_wait_gone PID [SECONDS]: wait until process PID has exited.
+# mc_wait_gone PID [SECONDS]: wait until process PID has exited.  A zombie counts as gone only
+# once it is its last thread: a killed process's leader turns zombie while its other threads
+# still exit, and its files (a listening port, a database lock) close with the last of them.
 mc_wait_gone() {
-	local pid=$1 secs=${2:-20} i=0
+	local pid=$1 secs=${2:-20} i=0 tasks
 	while [ $i -lt $((secs * 10)) ]; do
 		kill -0 "$pid" 2>/dev/null || return 0
-		[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+		if [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ]; then
+			tasks=$(ls "/proc/$pid/task" 2>/dev/null | wc -l)
+			[ "$tasks" -le 1 ] && return 0
+		fi
 		sleep 0.1; i=$((i + 1))
 	done
 	echo "# process $pid still running after ${secs}s" >&2
