@@ -76,6 +76,11 @@ MC_TEST_FAULT=ssd_write:EIO:5 mc_start_client d1 16MB --enable_offload \
 	--ssd_offload_path="$MC_TMP/ssd_d" --ssd_offload_size_limit=256MB || { mc_dump_logs; exit 1; }
 out=$(MOONCAKE_PUT_SPACE_WAIT_MS=8000 "$T" burst "$MC_TMP/acked_d" d 40 $SZ)
 echo "# demotion under EIO: $out"
+# The client reports a failed SSD write after the burst may have returned, and the two eviction
+# counters are read in two scrapes: wait (bounded) for the report and for the scrapes to agree.
+wait_metric master_offload_failed_total 1 10
+mc_wait_until 10 "evicted and demoted counts to agree" \
+	eval '[ "$(metric master_evicted_key_count)" = "$(metric master_demoted_key_count)" ]'
 failed=$(metric master_offload_failed_total)
 check "demotion with failing SSD writes: failures counted ($failed), memory kept those objects" \
 	'[ "${failed:-0}" -ge 1 ] && [ "$(metric master_evicted_key_count)" = "$(metric master_demoted_key_count)" ]'
