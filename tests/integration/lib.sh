@@ -12,12 +12,14 @@
 MC_BIN=$MC_TOP_BUILDDIR
 MC_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mc-test.XXXXXX")
 MC_PIDS=""
+MC_PORT_DIR=${TMPDIR:-/tmp}/mc-test-ports
 
 mc_cleanup() {
 	local p
 	for p in $MC_PIDS; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in $MC_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	mc_release_ports
 	if [ "${MC_TEST_KEEP:-${MC_KEEP_TMP:-0}}" = 1 ]; then
 		echo "# MC_TEST_KEEP=1: temporary files kept in $MC_TMP"
 	else
@@ -32,27 +34,55 @@ trap 'echo "# killed (SIGTERM): test timed out?"; mc_dump_logs; exit 124' TERM
 mc_free_port() {
 	# Below the kernel's ephemeral range (32768 and up here): a port from there may be taken
 	# by any outgoing connection (a ZeroMQ or client reconnect) before the daemon binds it.
-	# Ports handed out before in this test are not handed out again (a daemon started later
-	# may not have bound its port yet).
-	python3 - "$MC_TMP/.ports" <<'PY'
-import socket, random, sys
-try:
-    taken = set(open(sys.argv[1]).read().split())
-except OSError:
-    taken = set()
-for _ in range(200):
-    p = random.randint(20000, 32767)
-    if str(p) in taken:
-        continue
-    s = socket.socket()
+	# A port handed out is reserved machine-wide until this test ends (a file naming the test's
+	# shell in $MC_PORT_DIR, made under a lock): a daemon started later may not have bound it
+	# yet, and test suites running side by side must not pick it meanwhile.
+	python3 - "$MC_TMP/.ports" "$MC_PORT_DIR" "$$" <<'PY'
+import fcntl, os, random, socket, sys
+mine, pdir, owner = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(pdir, exist_ok=True)
+def holder_alive(path):
     try:
-        s.bind(("127.0.0.1", p)); s.close()
-    except OSError:
-        s.close(); continue
-    with open(sys.argv[1], "a") as f:
-        f.write("%d\n" % p)
-    print(p); break
+        pid = int(open(path).read().strip() or "0")
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+with open(os.path.join(pdir, ".lock"), "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    for _ in range(400):
+        p = random.randint(20000, 32767)
+        path = os.path.join(pdir, str(p))
+        if os.path.exists(path) and holder_alive(path):
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p)); s.close()
+        except OSError:
+            s.close(); continue
+        with open(path, "w") as f:
+            f.write(owner + "\n")
+        with open(mine, "a") as f:
+            f.write("%d\n" % p)
+        print(p); break
 PY
+}
+
+# mc_release_ports: give back this test's port reservations (mc_cleanup does it at exit).
+mc_release_ports() {
+	local p
+	[ -f "$MC_TMP/.ports" ] || return 0
+	for p in $(cat "$MC_TMP/.ports"); do
+		[ "$(cat "$MC_PORT_DIR/$p" 2>/dev/null)" = "$$" ] && rm -f "$MC_PORT_DIR/$p"
+	done
+	return 0
 }
 
 # mc_python ARGS...: python3 with the built package first on its path (and, in a sanitizer
