@@ -18,7 +18,8 @@
 # values in batches of 128 from one process into our cluster, once per thread count of -t
 # (default 1,4; a fresh cluster each), with the master's, client's and writer's CPU per put;
 # "c-writer-persist" (and "ref-c-writer-persist" with -a) the same with --persist_path; each
-# runs until OBJECTS are put or DURATION seconds (environment, default 10) passed.
+# runs until OBJECTS are put or DURATION seconds (environment, default 10) passed;
+# KEY_ORDER=random (environment) makes its keys scattered (mooncake_bench --key_order).
 # Every run's line is printed as it ends; at the end a table of the medians per mode.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -109,7 +110,8 @@ run_mode() {	# run_mode MODE
 		m0=$(cpu_ticks $mp) c0=$(cpu_ticks $cp)
 		MC_FORCE_TCP=$FT "$B/mooncake_bench" --master_server_address=127.0.0.1:$p \
 			--operation=put --value_size=64 --key_size=48 --batch_size=128 \
-			--threads=$CT --duration="${DURATION:-10}" --total_bytes=$((N * 64)) --json --keep \
+			--key_order="${KEY_ORDER:-sequential}" --threads=$CT --duration="${DURATION:-10}" \
+			--total_bytes=$((N * 64)) --json --keep \
 			2>/dev/null >"$tmp/run/bench.json" || true
 		python3 - "$tmp/run/bench.json" "$CT" "$m0" "$(cpu_ticks $mp)" "$c0" \
 			"$(cpu_ticks $cp)" "$(getconf CLK_TCK)" "$mode" "$SFX" <<'PY' | tee -a "$tmp/results"

@@ -42,6 +42,7 @@ struct bench_cfg {
 	uint64_t total_bytes;
 	int64_t batch_size;
 	int64_t key_size;
+	char *key_order;
 	int64_t threads;
 	int64_t replica_num;
 	double duration;
@@ -79,6 +80,8 @@ static const struct mc_opt bench_opts[] = {
 	{ "threads", NULL, NULL, MC_OPT_INT, O(threads), "1", 1, 256, "client threads" },
 	{ "key_size", NULL, NULL, MC_OPT_INT, O(key_size), "0", 0, 90,
 	  "pad keys to this many bytes (0: as they come, about 20)" },
+	{ "key_order", NULL, NULL, MC_OPT_CHOICE, O(key_order), "sequential|random", 0, -1,
+	  "keys numbered in order, or scattered as hashes of block contents are" },
 	{ "duration", NULL, NULL, MC_OPT_DOUBLE, O(duration), "5", 0.1, 3600,
 	  "seconds per phase" },
 	{ "total_bytes", NULL, NULL, MC_OPT_SIZE, O(total_bytes), "1GB", 1, 1e15,
@@ -143,20 +146,43 @@ static void bench_fill(uint8_t *p, uint64_t n, uint64_t seed)
 		p[i] = (uint8_t)(seed + i);
 }
 
-/* The key of a thread's i-th object: its prefix ("bench/PID/TID/", made once by the thread) and
- * i, padded with 'k' to key_size bytes (out holds n > 90).  No printf and no getpid per key: at a
- * million puts a second they were a tenth of the writer's time. */
-static void bench_key(char *out, size_t n, const char *prefix, uint64_t i, int64_t key_size)
+/* A bijective mix of 64 bits: distinct indexes give distinct, scattered numbers (0 too). */
+static uint64_t bench_scatter(uint64_t x)
 {
+	x += 0x9e3779b97f4a7c15ull;
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ull;
+	x ^= x >> 27;
+	x *= 0x81dadef4bc2dd44dull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The key of a thread's i-th object: its prefix ("bench/PID/TID/", made once by the thread) and
+ * i in decimal (random: 16 hex digits of i scattered, so consecutive puts land anywhere in the
+ * key order, as hashes of KV-cache blocks do), padded with 'k' to key_size bytes (out holds
+ * n > 90).  No printf and no getpid per key: at a million puts a second they were a tenth of
+ * the writer's time. */
+static void bench_key(char *out, size_t n, const char *prefix, uint64_t i, int64_t key_size,
+		      int random)
+{
+	static const char hex[] = "0123456789abcdef";
 	char digits[20];
 	size_t len = strlen(prefix), nd = 0;
 
 	if (len + 1 > n)
 		len = n - 1;
 	memcpy(out, prefix, len);
-	do
-		digits[nd++] = (char)('0' + i % 10);
-	while ((i /= 10) != 0);
+	if (random) {
+		uint64_t x = bench_scatter(i);
+
+		for (nd = 0; nd < 16; nd++, x >>= 4)
+			digits[nd] = hex[x & 15];
+	} else {
+		do
+			digits[nd++] = (char)('0' + i % 10);
+		while ((i /= 10) != 0);
+	}
 	while (nd > 0 && len + 1 < n)
 		out[len++] = digits[--nd];
 	for (; (int64_t)len < key_size && len + 1 < n; len++)
@@ -189,6 +215,8 @@ static void *bench_thread_main(void *arg)
 	size_t *sizes = calloc(b, sizeof(*sizes));
 	int *res = calloc(b, sizeof(*res));
 	int64_t *res64 = calloc(b, sizeof(*res64));
+	uint64_t *idx = calloc(b, sizeof(*idx));	/* the get phase's key indexes */
+	int random = !strcmp(c->key_order, "random");
 	mooncake_replicate_config_t rc = { .replica_num = (size_t)c->replica_num };
 	double end = bench_now() + c->duration;
 	unsigned seed = (unsigned)t->id * 7919u + 1;
@@ -209,7 +237,7 @@ static void *bench_thread_main(void *arg)
 				break;
 			for (j = 0; j < b; j++) {
 				bench_key(keys[j], sizeof(keys[j]), prefix, t->nkeys + j,
-					  c->key_size);
+					  c->key_size, random);
 				if (c->verify)
 					bench_fill(bufs[j], vs, t->nkeys + j + ((uint64_t)t->id << 40));
 			}
@@ -234,9 +262,11 @@ static void *bench_thread_main(void *arg)
 		} else {
 			if (t->nkeys == 0)
 				break;
-			for (j = 0; j < b; j++)
-				bench_key(keys[j], sizeof(keys[j]), prefix,
-					  (uint64_t)rand_r(&seed) % t->nkeys, c->key_size);
+			for (j = 0; j < b; j++) {
+				idx[j] = (uint64_t)rand_r(&seed) % t->nkeys;
+				bench_key(keys[j], sizeof(keys[j]), prefix, idx[j], c->key_size,
+					  random);
+			}
 			t0 = bench_now();
 			if (b == 1) {
 				res64[0] = mooncake_store_get_into(t->store, kp[0], bufs[0], vs);
@@ -252,9 +282,8 @@ static void *bench_thread_main(void *arg)
 				}
 				if (c->verify) {
 					uint8_t *want = malloc(vs);
-					uint64_t idx = strtoull(strrchr(keys[j], '/') + 1, NULL, 10);
 
-					bench_fill(want, vs, idx + ((uint64_t)t->id << 40));
+					bench_fill(want, vs, idx[j] + ((uint64_t)t->id << 40));
 					if (memcmp(want, bufs[j], vs))
 						t->errors++;
 					free(want);
@@ -270,6 +299,7 @@ static void *bench_thread_main(void *arg)
 	free(sizes);
 	free(res);
 	free(res64);
+	free(idx);
 	return NULL;
 }
 
