@@ -369,7 +369,9 @@ struct mc_xfer_list {
 	uint32_t n, cap;
 };
 
-/* Add a transfer for item (0 or -ENOMEM); free the list's arrays. */
+/* Room for cap transfers (0 or -ENOMEM); add a transfer for item (0 or -ENOMEM); free the
+ * list's arrays. */
+int mc_xfer_list_reserve(struct mc_xfer_list *l, uint32_t cap);
 int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port,
 		     struct mc_strv segment, int opcode, void *local, uint64_t remote, uint64_t len,
 		     uint32_t item);

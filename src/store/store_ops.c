@@ -34,6 +34,25 @@ void mc_store_config_from_c(struct mc_rpc_config *cfg, size_t replica_num, int s
 			cfg->preferred[cfg->n_preferred++] = mc_strv_c(preferred[i]);
 }
 
+int mc_xfer_list_reserve(struct mc_xfer_list *l, uint32_t cap)
+{
+	struct mc_xfer_req *nxr;
+	uint32_t *nxi;
+
+	if (cap <= l->cap)
+		return 0;
+	nxr = realloc(l->xr, cap * sizeof(*l->xr));
+	if (nxr == NULL)
+		return -ENOMEM;
+	l->xr = nxr;
+	nxi = realloc(l->item, cap * sizeof(*l->item));
+	if (nxi == NULL)
+		return -ENOMEM;
+	l->item = nxi;
+	l->cap = cap;
+	return 0;
+}
+
 int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port,
 		     struct mc_strv segment, int opcode, void *local, uint64_t remote, uint64_t len,
 		     uint32_t item)
@@ -41,20 +60,8 @@ int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port,
 	struct mc_xfer_req *x;
 	size_t hl, sl;
 
-	if (l->n == l->cap) {
-		uint32_t nc = l->cap ? l->cap * 2 : 16;
-		struct mc_xfer_req *nxr = realloc(l->xr, nc * sizeof(*l->xr));
-		uint32_t *nxi;
-
-		if (nxr == NULL)
-			return -ENOMEM;
-		l->xr = nxr;
-		nxi = realloc(l->item, nc * sizeof(*l->item));
-		if (nxi == NULL)
-			return -ENOMEM;
-		l->item = nxi;
-		l->cap = nc;
-	}
+	if (l->n == l->cap && mc_xfer_list_reserve(l, l->cap ? l->cap * 2 : 16))
+		return -ENOMEM;
 	/* Field by field: a request is 600 bytes of mostly string room, and a batch of small
 	 * values adds one per key (clearing it all, and a printf for the host, were a tenth of
 	 * the client's time per small put). */
@@ -234,6 +241,10 @@ static int mc_put_pass(struct mc_store *st, struct mc_put_item *items, uint32_t 
 	char (*disk_path)[MC_RPC_MAX_PATH + 1] = NULL;
 	int64_t *first_req = NULL;	/* checksums on: item's first write of its first replica */
 	struct mc_put_crcs crcs = { NULL, NULL, NULL };
+	struct mc_strv last_ep = { NULL, 0 };	/* the endpoint host and port were parsed from, */
+	int have_ep = 0;			/* once there is one */
+	char host[256];
+	uint16_t port = 0;
 	int hinted = cfg->has_evict_hint &&
 		     !__atomic_load_n(&st->evict_hint_refused, __ATOMIC_RELAXED);
 	int rc;
@@ -289,6 +300,11 @@ again:
 		rc = MC_ERR_RPC_FAIL;
 		goto out;
 	}
+	/* One write per item is the common case: room for them at once, not by doubling. */
+	if (mc_xfer_list_reserve(&xl, n)) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < n; i++) {
 		int code = mc_rbuf_i32(&r);
 		uint32_t nrep = mc_rbuf_count(&r, MC_RPC_MAX_REPLICAS, 18);
@@ -317,12 +333,17 @@ again:
 				const struct mc_iov *parts = items[i].iov ? items[i].iov : &one;
 				uint32_t np = items[i].iov ? items[i].iovcnt : 1, k;
 				uint64_t off = 0;
-				char host[256];
-				uint16_t port;
 
-				if (mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
-					item_fail[i] = 2;
-					continue;
+				/* A batch's replicas are on few segments: parsed once per run of the
+				 * same endpoint. */
+				if (!have_ep || !mc_strv_eq(rep.endpoint, last_ep)) {
+					have_ep = 0;
+					if (mc_endpoint_parse(rep.endpoint, host, sizeof(host), &port)) {
+						item_fail[i] = 2;
+						continue;
+					}
+					last_ep = rep.endpoint;
+					have_ep = 1;
 				}
 				if (first_req && first_req[i] < 0)
 					first_req[i] = xl.n;
