@@ -327,9 +327,42 @@ static int mc_dl_hello(struct mc_master_client *mc, int fd)
 	return rc;
 }
 
-/* Run call on the lane.  1: the lane is not available (use the loop); 0: the call ran and
- * call->status says how it ended. */
-static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
+/* The ends of a lane call that did not get its answer, both letting the lane go: failed (the
+ * call ended, call->status says how; the lane and the main connection are dropped) returns 0;
+ * refused returns 1: the master closed the lane before it read the request (it refuses
+ * connections beyond max_connections, or closed the lane as idle just now), or the master is
+ * going away and its main connection ends too: either way nothing ran, and the loop's
+ * connection is the one to judge the master by.  The call goes there; the lane rests a while. */
+static int mc_dl_failed(struct mc_master_client *mc, struct mc_dlane *l, uint64_t gen,
+			const char *why)
+{
+	mc_log_debug("master %s:%u direct call failed: %s", mc->host, mc->port, why);
+	mc_dl_fail(mc, l, gen, why);
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+static int mc_dl_refused(struct mc_master_client *mc, struct mc_dlane *l,
+			 struct mc_rpc_call *call)
+{
+	mc_log_debug("master %s:%u closed the direct connection; calls go through the loop",
+		     mc->host, mc->port);
+	pthread_mutex_lock(&mc->mu);
+	close(l->fd);
+	l->fd = -1;
+	l->retry_ms = mc_store_now_ms() + MC_DL_REFUSED_BACKOFF_MS;
+	pthread_mutex_unlock(&mc->mu);
+	free(call->resp);
+	call->resp = NULL;
+	pthread_mutex_unlock(&l->mu);
+	return 1;
+}
+
+/* Send call on the first lane no other call holds.  1: no lane takes it (use the loop); 0 with
+ * f->lane set: sent, that lane held until mc_dl_recv; 0 with f->lane NULL: the call ended
+ * (call->status says how). */
+static int mc_dl_send(struct mc_master_client *mc, struct mc_rpc_call *call,
+		      struct mc_store_pending *f)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -339,9 +372,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	int64_t now;
 	const char *why = NULL;
 	size_t off = 0;
-	uint64_t t0, waited;
-	unsigned cls;
-	int fd, rc, k, spin;
+	int fd, rc, k;
 
 	if (!mc->dl_enabled || call->req.err ||
 	    __atomic_load_n(&mc->user_queued, __ATOMIC_ACQUIRE) != 0)
@@ -419,7 +450,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 			if (rc == 0) {
 				why = "a request timed out";
 				call->status = MC_ERR_RPC_TIMEOUT;
-				goto failed;
+				return mc_dl_failed(mc, l, gen, why);
 			}
 			if (rc < 0)
 				break;
@@ -429,11 +460,33 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	}
 	if (off < call->req.len) {
 		if (errno == EPIPE || errno == ECONNRESET)
-			goto refused;
+			return mc_dl_refused(mc, l, call);
 		why = "connection broken";
 		call->status = MC_ERR_RPC_FAIL;
-		goto failed;
+		return mc_dl_failed(mc, l, gen, why);
 	}
+	f->lane = l;
+	f->gen = gen;
+	f->fd = fd;
+	return 0;
+
+not_taken:
+	pthread_mutex_unlock(&l->mu);
+	return 1;
+}
+
+/* Read the answer to the call mc_dl_send sent on f's lane, and let the lane go.  0: the call
+ * ended and call->status says how; 1: nothing ran, the call goes through the loop. */
+static int mc_dl_recv(struct mc_master_client *mc, struct mc_rpc_call *call,
+		      struct mc_store_pending *f)
+{
+	struct mc_dlane *l = f->lane;
+	uint64_t gen = f->gen, t0, waited;
+	const char *why = NULL;
+	unsigned cls;
+	int fd = f->fd, rc, spin;
+
+	f->lane = NULL;
 	__atomic_add_fetch(&mc->dl_busy, 1, __ATOMIC_RELAXED);
 	cls = mc_dl_size_class(call->req.len);
 	spin = mc->dl_spin &&
@@ -444,7 +497,7 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 	l->wait_us[cls] = waited > UINT32_MAX ? UINT32_MAX : (uint32_t)waited;
 	__atomic_sub_fetch(&mc->dl_busy, 1, __ATOMIC_RELAXED);
 	if (rc == MC_DL_REFUSED)
-		goto refused;
+		return mc_dl_refused(mc, l, call);
 	if (rc == 0 && call->status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {
 		/* A standby: nothing ran.  The loop drops the master and finds the leader; the
 		 * call goes through the loop, where it waits for it. */
@@ -459,35 +512,24 @@ static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
 		free(call->resp);
 		call->resp = NULL;
 		call->status = rc;
-		goto failed;
+		return mc_dl_failed(mc, l, gen, why);
 	}
 	l->used_ms = mc_store_now_ms();
 	pthread_mutex_unlock(&l->mu);
 	return 0;
 
-failed:
-	mc_log_debug("master %s:%u direct call failed: %s", mc->host, mc->port, why);
-	mc_dl_fail(mc, l, gen, why);
-	pthread_mutex_unlock(&l->mu);
-	return 0;
+}
 
-refused:
-	/* Closed by the master before it read the request (it refuses connections beyond
-	 * max_connections, or closed the lane as idle just now), or the master is going away
-	 * and its main connection ends too: either way nothing ran, and the loop's connection
-	 * is the one to judge the master by.  The call goes there; the lane rests a while. */
-	mc_log_debug("master %s:%u closed the direct connection; calls go through the loop",
-		     mc->host, mc->port);
-	pthread_mutex_lock(&mc->mu);
-	close(l->fd);
-	l->fd = -1;
-	l->retry_ms = mc_store_now_ms() + MC_DL_REFUSED_BACKOFF_MS;
-	pthread_mutex_unlock(&mc->mu);
-	free(call->resp);
-	call->resp = NULL;
-not_taken:
-	pthread_mutex_unlock(&l->mu);
-	return 1;
+/* Run call on a lane.  1: no lane is available (use the loop); 0: the call ran and
+ * call->status says how it ended. */
+static int mc_dl_call(struct mc_master_client *mc, struct mc_rpc_call *call)
+{
+	struct mc_store_pending f = { 0 };
+	int rc = mc_dl_send(mc, call, &f);
+
+	if (rc || f.lane == NULL)
+		return rc;
+	return mc_dl_recv(mc, call, &f);
 }
 
 /* ---------------------------------------------------------------- calls from API threads */
@@ -499,13 +541,19 @@ static void mc_store_call_on_loop(void *arg)
 	mc_master_client_submit(call->on_done_arg, call);
 }
 
-static int mc_store_call_via(struct mc_store *st, struct mc_rpc_call *call, int lanes)
+static void mc_store_call_prep(struct mc_store *st, struct mc_rpc_call *call)
+{
+	call->on_done = NULL;
+	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
+}
+
+/* Run a prepared call (on a lane when lanes is set and one takes it, else through the loop)
+ * and wait for it; then as mc_store_call. */
+static int mc_store_call_run(struct mc_store *st, struct mc_rpc_call *call, int lanes)
 {
 	struct mc_master_client *mc = st->mc;
 	int rc;
 
-	call->on_done = NULL;
-	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
 	if (mc == NULL)
 		return MC_ERR_RPC_FAIL;
 	if (lanes && mc_dl_call(mc, call) == 0)
@@ -523,6 +571,47 @@ static int mc_store_call_via(struct mc_store *st, struct mc_rpc_call *call, int 
 	mc_waiter_wait(&call->w);
 	mc_waiter_fini(&call->w);
 done:
+	if (call->status == MC_ERR_RPC_FAIL || call->status == MC_ERR_RPC_TIMEOUT)
+		return call->status;
+	return 0;
+}
+
+static int mc_store_call_via(struct mc_store *st, struct mc_rpc_call *call, int lanes)
+{
+	mc_store_call_prep(st, call);
+	return mc_store_call_run(st, call, lanes);
+}
+
+int mc_store_lanes_on(struct mc_store *st)
+{
+	return st->mc != NULL && st->mc->dl_enabled;
+}
+
+void mc_store_call_begin(struct mc_store *st, struct mc_rpc_call *call,
+			 struct mc_store_pending *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->state = MC_PENDING_UNSENT;
+	mc_store_call_prep(st, call);
+	if (st->mc && mc_dl_send(st->mc, call, p) == 0)
+		p->state = p->lane ? MC_PENDING_SENT : MC_PENDING_DONE;
+}
+
+int mc_store_call_end(struct mc_store *st, struct mc_rpc_call *call, struct mc_store_pending *p)
+{
+	int state = p->state;
+
+	p->state = MC_PENDING_DONE;
+	switch (state) {
+	case MC_PENDING_SENT:
+		if (mc_dl_recv(st->mc, call, p) == 0)
+			break;
+		return mc_store_call_run(st, call, 0);	/* refused: nothing ran */
+	case MC_PENDING_UNSENT:
+		return mc_store_call_run(st, call, 1);
+	default:
+		break;
+	}
 	if (call->status == MC_ERR_RPC_FAIL || call->status == MC_ERR_RPC_TIMEOUT)
 		return call->status;
 	return 0;
