@@ -328,6 +328,7 @@ static PyMethodDef mc_py_store_methods[] = {
 	{ "unmount_and_free_segment", KW mc_py_unmount_and_free_segment,
 	  METH_VARARGS | METH_KEYWORDS, NULL },
 	{ "_query", (PyCFunction)mc_py_query, METH_VARARGS, NULL },
+	{ "_replica_descs", (PyCFunction)mc_py_replica_descs, METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -120,6 +120,7 @@ PyObject *mc_py_batch_remove(struct mc_py_store *self, PyObject *args, PyObject 
 PyObject *mc_py_remove_by_regex(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_remove_all(struct mc_py_store *self, PyObject *args, PyObject *kw);
 PyObject *mc_py_query(struct mc_py_store *self, PyObject *args);
+PyObject *mc_py_replica_descs(struct mc_py_store *self, PyObject *args);
 PyObject *mc_py_batch_replica_clear(struct mc_py_store *self, PyObject *args, PyObject *kw);
 
 /* store_py_buffer.c: the BufferHandle type and the module's host memory functions. */

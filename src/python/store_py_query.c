@@ -10,6 +10,7 @@
 
 #include "common/errcode.h"
 #include "python/store_py.h"
+#include <structmember.h>
 
 
 /* is_exist(key, options=None): with options.prefetch_to_memory (and the client's
@@ -169,7 +170,42 @@ PyObject *mc_py_remove_all(struct mc_py_store *self, PyObject *args, PyObject *k
 	return PyLong_FromLongLong(res);
 }
 
-/* _query(keys) -> {key: (code, [dict per replica])}: raw material for get_replica_desc. */
+/* Run GetReplicaList for the keys of keys_o: 0 with k and *items filled (release both with
+ * mc_py_query_done), -1 with a Python exception set. */
+static int mc_py_query_run(struct mc_py_store *self, PyObject *keys_o, struct mc_py_keys *k,
+			   struct mc_query_item **items)
+{
+	Py_ssize_t i;
+
+	if (mc_py_keys_get(keys_o, k))
+		return -1;
+	*items = calloc((size_t)(k->n ? k->n : 1), sizeof(**items));
+	if (*items == NULL) {
+		mc_py_keys_free(k);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (i = 0; i < k->n; i++)
+		(*items)[i].key = k->keys[i];
+	if (mc_py_ready(self) && k->n) {
+		Py_BEGIN_ALLOW_THREADS
+		mc_store_query_many(self->st, *items, (uint32_t)k->n);
+		Py_END_ALLOW_THREADS
+	} else {
+		for (i = 0; i < k->n; i++)
+			(*items)[i].code = -1;
+	}
+	return 0;
+}
+
+static void mc_py_query_done(struct mc_py_keys *k, struct mc_query_item *items)
+{
+	mc_store_query_release(items, (uint32_t)k->n);
+	free(items);
+	mc_py_keys_free(k);
+}
+
+/* _query(keys) -> {key: (code, [dict per replica])}: the replicas as the master lists them. */
 PyObject *mc_py_query(struct mc_py_store *self, PyObject *args)
 {
 	PyObject *keys_o, *res;
@@ -180,23 +216,8 @@ PyObject *mc_py_query(struct mc_py_store *self, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "O:_query", &keys_o))
 		return NULL;
-	if (mc_py_keys_get(keys_o, &k))
+	if (mc_py_query_run(self, keys_o, &k, &items))
 		return NULL;
-	items = calloc((size_t)(k.n ? k.n : 1), sizeof(*items));
-	if (items == NULL) {
-		mc_py_keys_free(&k);
-		return PyErr_NoMemory();
-	}
-	for (i = 0; i < k.n; i++)
-		items[i].key = k.keys[i];
-	if (mc_py_ready(self) && k.n) {
-		Py_BEGIN_ALLOW_THREADS
-		mc_store_query_many(self->st, items, (uint32_t)k.n);
-		Py_END_ALLOW_THREADS
-	} else {
-		for (i = 0; i < k.n; i++)
-			items[i].code = -1;
-	}
 	res = PyDict_New();
 	for (i = 0; res && i < k.n; i++) {
 		PyObject *reps = PyList_New(items[i].nrep), *t;
@@ -219,9 +240,133 @@ PyObject *mc_py_query(struct mc_py_store *self, PyObject *args)
 		PyDict_SetItem(res, k.objs[i], t);
 		Py_XDECREF(t);
 	}
-	mc_store_query_release(items, (uint32_t)k.n);
-	free(items);
-	mc_py_keys_free(&k);
+	mc_py_query_done(&k, items);
+	return res;
+}
+
+/* The names of a batch's replicas repeat (a few segments hold every object): each field keeps
+ * the str it made last and hands it out again while the bytes are the same. */
+struct mc_py_strcache {
+	PyObject *s;
+	const char *p;
+	size_t n;
+};
+
+/* A new reference to the str of v (UTF-8, bad bytes replaced), or NULL with an exception. */
+static PyObject *mc_py_strcache_get(struct mc_py_strcache *c, struct mc_strv v)
+{
+	if (c->s == NULL || c->n != v.n || memcmp(c->p, v.p, v.n) != 0) {
+		PyObject *s = PyUnicode_DecodeUTF8(v.p, (Py_ssize_t)v.n, "replace");
+
+		if (s == NULL)
+			return NULL;
+		Py_XSETREF(c->s, s);
+		c->p = v.p;
+		c->n = v.n;
+	}
+	Py_INCREF(c->s);
+	return c->s;
+}
+
+/* Where instances of cls keep the object slot called name, or -1 when it has no such slot
+ * (plain member of a class with __slots__). */
+static Py_ssize_t mc_py_slot_offset(PyObject *cls, const char *name)
+{
+	PyObject *d = PyObject_GetAttrString(cls, name);
+	Py_ssize_t off = -1;
+
+	if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+		PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+
+		if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
+			off = m->offset;
+	}
+	Py_XDECREF(d);
+	PyErr_Clear();
+	return off;
+}
+
+/* One cls(raw): with slots _raw and _memd, made directly (raw and None in them, which is all
+ * its __init__ does), else by calling cls.  Steals raw. */
+static PyObject *mc_py_desc_new(PyObject *cls, Py_ssize_t raw_off, Py_ssize_t memd_off,
+				PyObject *raw)
+{
+	PyObject *o;
+
+	if (raw == NULL)
+		return NULL;
+	if (raw_off < 0 || memd_off < 0) {
+		o = PyObject_CallOneArg(cls, raw);
+		Py_DECREF(raw);
+		return o;
+	}
+	o = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
+	if (o == NULL) {
+		Py_DECREF(raw);
+		return NULL;
+	}
+	*(PyObject **)((char *)o + raw_off) = raw;
+	Py_INCREF(Py_None);
+	*(PyObject **)((char *)o + memd_off) = Py_None;
+	return o;
+}
+
+/* _replica_descs(keys, cls) -> {key: [cls(raw) per replica], or [] when the lookup failed},
+ * raw being the tuple (id, type, status, size, addr, segment, endpoint, protocol): what
+ * batch_get_replica_desc answers, built here in one pass.  cls is ReplicaDescriptor, whose
+ * __init__ only keeps raw (in _raw) and None (in _memd): where both are slots, instances are
+ * made with them filled instead of through a call per replica. */
+PyObject *mc_py_replica_descs(struct mc_py_store *self, PyObject *args)
+{
+	PyObject *keys_o, *cls, *res = NULL;
+	struct mc_py_strcache seg = { 0 }, ep = { 0 }, proto = { 0 };
+	struct mc_py_keys k;
+	struct mc_query_item *items;
+	Py_ssize_t i, raw_off, memd_off;
+	uint32_t j;
+
+	if (!PyArg_ParseTuple(args, "OO!:_replica_descs", &keys_o, &PyType_Type, &cls))
+		return NULL;
+	raw_off = mc_py_slot_offset(cls, "_raw");
+	memd_off = mc_py_slot_offset(cls, "_memd");
+	if (mc_py_query_run(self, keys_o, &k, &items))
+		return NULL;
+	res = PyDict_New();
+	for (i = 0; res && i < k.n; i++) {
+		uint32_t n = items[i].code == 0 ? items[i].nrep : 0;
+		PyObject *reps = PyList_New(n);
+
+		for (j = 0; reps && j < n; j++) {
+			struct mc_rpc_replica *r = &items[i].reps[j];
+			PyObject *raw = PyTuple_New(8), *o = NULL;
+
+			if (raw) {
+				PyTuple_SET_ITEM(raw, 0, PyLong_FromUnsignedLongLong(r->id));
+				PyTuple_SET_ITEM(raw, 1, PyLong_FromLong(r->type));
+				PyTuple_SET_ITEM(raw, 2, PyLong_FromLong(r->status));
+				PyTuple_SET_ITEM(raw, 3, PyLong_FromUnsignedLongLong(r->size));
+				PyTuple_SET_ITEM(raw, 4, PyLong_FromUnsignedLongLong(r->addr));
+				PyTuple_SET_ITEM(raw, 5, mc_py_strcache_get(&seg, r->segment_name));
+				PyTuple_SET_ITEM(raw, 6, mc_py_strcache_get(&ep, r->endpoint));
+				PyTuple_SET_ITEM(raw, 7, mc_py_strcache_get(&proto, r->protocol));
+				if (PyErr_Occurred())
+					Py_CLEAR(raw);
+			}
+			o = mc_py_desc_new(cls, raw_off, memd_off, raw);
+			if (o == NULL) {
+				Py_CLEAR(reps);
+				break;
+			}
+			PyList_SET_ITEM(reps, j, o);
+		}
+		if (reps == NULL || PyDict_SetItem(res, k.objs[i], reps))
+			Py_CLEAR(res);
+		Py_XDECREF(reps);
+	}
+	Py_XDECREF(seg.s);
+	Py_XDECREF(ep.s);
+	Py_XDECREF(proto.s);
+	mc_py_query_done(&k, items);
 	return res;
 }
 

@@ -23,7 +23,7 @@ static struct mc_fault_rule mc_fault_rules[MC_FAULT_NPOINTS];
 
 static const char *const mc_fault_names[MC_FAULT_NPOINTS] = {
 	"ssd_write", "ssd_fsync", "ssd_rename", "fs_write", "fs_fsync", "fs_rename", "read_flip",
-	"offload_flip", "promote_flip",
+	"offload_flip", "promote_flip", "put_write",
 };
 
 static int mc_fault_errno(const char *s)

@@ -14,7 +14,9 @@
  * before its checksum is verified: bytes corrupted in flight), offload_flip (an SSD offload's
  * check of the object's bytes against its checksum sees them changed, as if they had rotted in
  * memory), promote_flip (a promotion's check of the bytes read from the SSD against the object's
- * checksum sees them changed).  ERROR: ENOSPC, EIO, EROFS,
+ * checksum sees them changed), put_write (the writes of one PutStart's answer, the part of a
+ * put batch it placed, all fail once the bytes are out, as when the segment's owner died).
+ * ERROR: ENOSPC, EIO, EROFS,
  * EDQUOT, "short" (a pwrite writes half of what it was given, then fails with ENOSPC), or
  * "flip" (read_flip: the read's first byte is inverted; offload_flip, promote_flip: the
  * computed checksum is).  The first SKIP calls at the point
@@ -33,6 +35,7 @@ enum mc_fault_point {
 	MC_FAULT_READ_FLIP,
 	MC_FAULT_OFFLOAD_FLIP,
 	MC_FAULT_PROMOTE_FLIP,
+	MC_FAULT_PUT_WRITE,
 	MC_FAULT_NPOINTS
 };
 

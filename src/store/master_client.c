@@ -782,6 +782,7 @@ struct mc_master_client *mc_master_client_new(struct mc_store *st, const char *a
 		pthread_mutex_init(&mc->dl[k].mu, NULL);
 		mc->dl[k].fd = -1;
 	}
+	mc->dl_spin = mc_dl_spin_allowed();
 	/* A lane is a plain socket: with TLS every call goes through the loop. */
 	mc->dl_enabled = !(direct && strcmp(direct, "0") == 0) && st->tls == NULL;
 	mc->dl_failed_gen = (uint64_t)-1;

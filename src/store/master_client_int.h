@@ -33,12 +33,19 @@ enum mc_mc_state {
 
 /* A direct lane to the master (master_call.c).  fd and gen change under the client's mu (the
  * loop shuts fd down from there); the rest belongs to the thread holding mu here. */
+#define MC_DL_SIZE_CLASSES 32
+
 struct mc_dlane {
 	pthread_mutex_t mu;		/* held by the thread using the lane */
 	int fd;				/* the lane's socket (-1: none) */
 	uint64_t gen;			/* conn_gen when fd was connected */
 	int64_t retry_ms;		/* no connect before then (a connect failed, or refused) */
 	int64_t used_ms;		/* the lane's last answer */
+	/* How long the last answer to a request of each size class (by the bit length of the
+	 * request's size) took to arrive, in microseconds: a call spins for its answer only
+	 * where the last one of its class came within the spin (master_call.c). */
+	uint32_t wait_us[MC_DL_SIZE_CLASSES];
+	uint32_t calls;			/* calls on the lane (every MC_DL_RESPIN-th one spins) */
 };
 
 struct mc_master_client {
@@ -81,6 +88,7 @@ struct mc_master_client {
 	const char *dl_why;		/* why, for the loop's log line */
 	struct mc_dlane dl[MC_DL_LANES];
 	int dl_busy;			/* lane calls waiting for their answers (atomic) */
+	int dl_spin;			/* lane calls may spin: cores enough (mc_dl_spin_allowed) */
 	int user_queued;		/* API calls on the loop not completed yet (atomic) */
 	/* HA: the locator (NULL: host and port are the master's), a lookup in flight, and for a
 	 * plain address the leader a standby named (redirect), which replaces host:port until it
@@ -92,6 +100,8 @@ struct mc_master_client {
 	int redirected;
 };
 
+/* Whether this process has cores enough for a lane call to spin for its answer (master_call.c). */
+int mc_dl_spin_allowed(void);
 /* The master's wall clock as we read ours (ms since the epoch); add clock_offset_ms. */
 int64_t mc_master_wall_ms(void);
 /* Drop the main connection (loop thread): abort resets it so that queued requests are

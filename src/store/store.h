@@ -188,6 +188,26 @@ int mc_store_call(struct mc_store *st, struct mc_rpc_call *call);
  * handle's own background calls, which must not hold a lane (a connection to the master) that
  * API threads would otherwise use. */
 int mc_store_call_loop(struct mc_store *st, struct mc_rpc_call *call);
+/* A call in flight whose answer the calling thread reads later: mc_store_call_begin sends call
+ * on a direct lane of its own where one takes it (the lane stays held, and other calls of the
+ * same thread take other lanes or the loop meanwhile), else leaves it to mc_store_call_end,
+ * which reads the answer (or runs the call then, waiting) and returns as mc_store_call.  Every
+ * begin needs its end, on the same thread; a thread keeps at most a few in flight (a call that
+ * finds no free lane waits for its answer through the loop).  The master sees calls on
+ * different lanes in no set order: only calls that may run in either order go in flight
+ * together. */
+enum { MC_PENDING_UNSENT, MC_PENDING_SENT, MC_PENDING_DONE };
+struct mc_store_pending {
+	void *lane;		/* the lane held while the answer is due */
+	uint64_t gen;		/* the main connection's generation when sent */
+	int fd;
+	int state;		/* MC_PENDING_* */
+};
+void mc_store_call_begin(struct mc_store *st, struct mc_rpc_call *call,
+			 struct mc_store_pending *p);
+/* Whether calls of this handle may go on direct lanes (else begin sends nothing). */
+int mc_store_lanes_on(struct mc_store *st);
+int mc_store_call_end(struct mc_store *st, struct mc_rpc_call *call, struct mc_store_pending *p);
 /* A heap call for mc_store_call_async (NULL when out of memory). */
 struct mc_rpc_call *mc_rpc_call_new(uint16_t opcode);
 /* Send without waiting (any thread but the loop's): the answer is dropped and the call, which
@@ -272,6 +292,8 @@ int mc_store_ssd_start(struct mc_store *st);
 void mc_store_ssd_stop(struct mc_store *st);
 void mc_store_ssd_free(struct mc_store *st);
 
+/* Append a key list (u32 count, then each key) to a request body. */
+void mc_store_put_keys(struct mc_wbuf *w, const char *const *keys, uint32_t n);
 /* Send PutEnd or PutRevoke of replica_type rtype for the keys; per-key codes into res (may be
  * NULL).  sums (PutEnd only, may be NULL): the objects' checksums, one per key.  0 or the
  * call's error. */
@@ -369,7 +391,9 @@ struct mc_xfer_list {
 	uint32_t n, cap;
 };
 
-/* Add a transfer for item (0 or -ENOMEM); free the list's arrays. */
+/* Room for cap transfers (0 or -ENOMEM); add a transfer for item (0 or -ENOMEM); free the
+ * list's arrays. */
+int mc_xfer_list_reserve(struct mc_xfer_list *l, uint32_t cap);
 int mc_xfer_list_add(struct mc_xfer_list *l, const char *host, uint16_t port,
 		     struct mc_strv segment, int opcode, void *local, uint64_t remote, uint64_t len,
 		     uint32_t item);

@@ -116,6 +116,25 @@ def test_stopped_master_ends_a_call_at_its_deadline(own_cluster):
     stopped_master_case(own_cluster, {"MC_RPC_TIMEOUT_MS": "500"}, RPC_TIMEOUT, 0.4, 1.2)
 
 
+def test_stopped_master_ends_a_spinning_call_after_2s_of_silence(own_cluster):
+    # MC_RPC_SPIN=1: the call looks for its answer before it sleeps, whatever the cores.
+    stopped_master_case(own_cluster, {"MC_RPC_SPIN": "1"}, RPC_FAIL, 1.8, 3.0)
+
+
+@pytest.mark.parametrize("spin", ["0", "1"])
+def test_spin_or_not_calls_of_every_size_answer_right(own_cluster, spin):
+    """Whether a lane call spins depends on how long the last answer of its size took: small
+    and large calls mixed on one lane, spinning forced on or off, every answer is right."""
+    s = open_store(own_cluster, {"MC_RPC_SPIN": spin})
+    for r in range(20):
+        keys = ["sp%s/%d/%d" % (spin, r, i) for i in range(128)]
+        assert s.put_batch(keys, [b"%d" % i for i in range(128)]) == 0
+        assert s.is_exist(keys[r]) == 1 and s.is_exist("sp-none") == 0
+        assert s.batch_is_exist(keys + ["sp-none"]) == [1] * 128 + [0]
+        assert s.get(keys[r]) == b"%d" % r
+    s.close()
+
+
 def test_lane_off_and_threads_mixing_lane_and_loop(own_cluster):
     off = open_store(own_cluster, {"MC_RPC_DIRECT": "0"})
     assert off.put("off", b"x" * 100) == 0 and off.get("off") == b"x" * 100

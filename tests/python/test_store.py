@@ -10,7 +10,7 @@ import pytest
 
 from mooncake.store import (MooncakeDistributedStore, ReplicateConfig, SoftPinAction,
                             ObjectDataType, ReplicaStatus, MooncakeHostMemAllocator,
-                            bind_to_numa_node, BufferHandle)
+                            bind_to_numa_node, BufferHandle, ReplicaDescriptor)
 from mooncake.mooncake_config import MooncakeConfig
 
 
@@ -415,3 +415,41 @@ def test_setup_with_ssd_offload(cluster, tmp_path):
     finally:
         master.terminate()
         master.wait(5)
+
+
+def test_replica_descriptors_of_a_batch(store):
+    """batch_get_replica_desc builds its descriptors in one pass: every field of every one is
+    the master's, as the replica list (_query) gives them; keys repeated, missing or given
+    as any iterable answer as before; a class without slots is still made by calling it."""
+    keys = ["rdb/%d" % i for i in range(40)]
+    for i, k in enumerate(keys):
+        assert store.put(k, b"x" * (i + 1)) == 0
+    raw = store._query(keys)
+    asked = keys + ["rdb/none", keys[3]]
+    m = store.batch_get_replica_desc(iter(asked))
+    assert isinstance(m, dict) and sorted(m) == sorted(set(asked))
+    assert m["rdb/none"] == []
+    for i, k in enumerate(keys):
+        code, reps = raw[k]
+        assert code == 0 and len(m[k]) == len(reps) == 1
+        d, r = m[k][0], reps[0]
+        assert type(d) is ReplicaDescriptor
+        assert d.id == r["id"] and d.status == ReplicaStatus(r["status"])
+        assert d.segment_name == r["segment"] and d.is_memory_replica()
+        assert not d.is_disk_replica() and not d.is_local_disk_replica()
+        b = d.get_memory_descriptor().buffer_descriptor
+        assert (b.size, b.buffer_address, b.transport_endpoint, b.protocol) == \
+            (i + 1, r["addr"], r["endpoint"], r["protocol"])
+        assert repr(d).startswith("ReplicaDescriptor(status=COMPLETE")
+    one = store.get_replica_desc(keys[5])
+    assert isinstance(one, list) and one[0].id == raw[keys[5]][1][0]["id"]
+    assert store.get_replica_desc("rdb/none") == []
+    assert store.batch_get_replica_desc([]) == {}
+    with pytest.raises(TypeError):
+        store.batch_get_replica_desc([1])
+
+    class Plain:
+        def __init__(self, raw):
+            self.raw = raw
+    p = store._replica_descs(keys[:2], Plain)
+    assert [type(x) for x in p[keys[0]]] == [Plain] and p[keys[1]][0].raw[3] == 2

@@ -268,7 +268,9 @@ class DiskDescriptor:
 class ReplicaDescriptor:
     """One replica of an object, as the master describes it.  Its fields are read from the
     master's answer when asked for: batch lookups of many keys build one of these per
-    replica and most callers look at few fields."""
+    replica and most callers look at few fields.  _raw is the tuple (id, type, status, size,
+    addr, segment, endpoint, protocol); the extension makes instances directly with _raw set
+    and _memd None, which is all __init__ does."""
 
     __slots__ = ("_raw", "_memd")
 
@@ -278,37 +280,36 @@ class ReplicaDescriptor:
 
     @property
     def id(self):
-        return self._raw["id"]
+        return self._raw[0]
 
     @property
     def status(self):
-        return ReplicaStatus(self._raw["status"])
+        return ReplicaStatus(self._raw[2])
 
     @property
     def _type(self):
-        return self._raw["type"]
+        return self._raw[1]
 
     @property
     def segment_name(self):
-        return self._raw.get("segment", "")
+        return self._raw[5]
 
     @property
     def _mem(self):
         if self._memd is None:
             raw = self._raw
-            self._memd = MemoryDescriptor(BufferDescriptor(raw["size"], raw["addr"],
-                                                           raw["endpoint"],
-                                                           raw.get("protocol", "tcp")))
+            self._memd = MemoryDescriptor(BufferDescriptor(raw[3], raw[4], raw[6],
+                                                           raw[7]))
         return self._memd
 
     def is_memory_replica(self):
-        return self._raw["type"] == 0
+        return self._raw[1] == 0
 
     def is_disk_replica(self):
-        return self._raw["type"] == 1
+        return self._raw[1] == 1
 
     def is_local_disk_replica(self):
-        return self._raw["type"] == 2
+        return self._raw[1] == 2
 
     def get_memory_descriptor(self):
         if not self.is_memory_replica():
@@ -994,13 +995,10 @@ class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
         return (QueryTaskResponse(raw) if raw is not None else None), code
 
     def get_replica_desc(self, key):
-        code, reps = self._query([key])[key]
-        return [ReplicaDescriptor(r) for r in reps] if code == 0 else []
+        return self._replica_descs([key], ReplicaDescriptor)[key]
 
     def batch_get_replica_desc(self, keys):
-        raw = self._query(list(keys))
-        return {k: [ReplicaDescriptor(r) for r in raw[k][1]] if raw[k][0] == 0 else []
-                for k in keys}
+        return self._replica_descs(list(keys), ReplicaDescriptor)
 
 
 class MooncakeHostMemAllocator:
