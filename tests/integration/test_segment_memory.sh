@@ -110,6 +110,26 @@ else
 fi
 wait $rpid
 ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget.log")"
+# 1b''. The map-ahead's fallback: where its check that a read maps the 64 KiB around it cannot
+# be made (/proc/self/pagemap unreadable; forced here with MC_SEGMEM_NO_PAGEMAP=1), it maps the
+# owner's pages with MADV_POPULATE_READ: all 96 MiB still, says so once, and gets are right.
+MC_SEGMEM_NO_PAGEMAP=1 MC_LOG_LEVEL=info MC_MASTER=127.0.0.1:$MC_MASTER_PORT \
+	"$TOOL" get-loop pop 20 1048576 4 >"$MC_TMP/pget-nopm.log" 2>&1 &
+rpid=$!
+rss=
+for i in $(seq 60); do
+	rss=$(awk '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
+		m && $1 == "Size:" { sz = $2 } m && $1 == "Rss:" && sz == 98304 { print $2; exit }' \
+		"/proc/$rpid/smaps" 2>/dev/null)
+	[ "$rss" = 98304 ] && break
+	sleep 0.1
+done
+ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
+	"MC_SEGMEM_NO_PAGEMAP=1: the fallback maps all 96 MiB of the owner's pages ahead (${rss:-none} kB)"
+wait $rpid
+ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget-nopm.log")"
+c=$(grep -c "mapped with MADV_POPULATE_READ" "$MC_TMP/pget-nopm.log")
+ok $([ "$c" = 1 ] && echo 0 || echo 1) "the reader says once that it maps with MADV_POPULATE_READ ($c)"
 
 # 1c. A store client that has not put anything yet opens the same-host segments at set-up
 # (GetAllSegments) and maps the owner's pages ahead, so its first puts find its page tables
