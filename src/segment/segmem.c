@@ -767,10 +767,10 @@ static void mc_segmem_peer_fill(struct mc_segmem_peer *pm, uint64_t a, uint64_t 
 /* 1 when the owner has a page for every byte of its file (its allocated blocks cover the
  * size: population finished, or writes filled the rest), then for good: an owner's segment
  * never gives pages back while mapped.  Asking the kernel which pages of a range the owner
- * has (mincore) looks each 4 KiB up in the file's page cache, 50 microseconds per 2 MiB on
- * the machines measured, a third of what copying the 2 MiB costs: the map-ahead spent 50 ms
- * of CPU per GiB on it beside the first copies, and every copy into a region not mapped yet
- * paid it.  One fstat answers for the whole file once population is done. */
+ * has (mincore) looks each 4 KiB up in the file's page cache, 40-50 microseconds per 2 MiB on
+ * the VM measured, a third of what copying the 2 MiB costs: the map-ahead spent 40-50 ms of
+ * CPU on it for a 2 GiB segment beside the first copies, and every copy into a region not
+ * mapped yet paid it.  One fstat answers for the whole file once population is done. */
 static int mc_segmem_peer_owner_full(struct mc_segmem_peer *pm)
 {
 	struct stat sb;
