@@ -338,7 +338,8 @@ static int race_main(const char *meta)
 		op[i].name = cname;
 		pthread_create(&th[i], NULL, race_open, &op[i]);
 	}
-	for (k = 0; k < 5000 && !both; k++) {
+	/* Well inside the 5 s the stopped target's descriptor fetch may take. */
+	for (k = 0; k < 2000 && !both; k++) {
 		both = 1;
 		for (i = 0; i < 2; i++)
 			both &= __atomic_load_n(&op[i].entered, __ATOMIC_ACQUIRE) &&
