@@ -414,6 +414,8 @@ static int mc_shm_attach(struct mc_te_shm *s, struct mc_shm_map *m)
 			break;
 		}
 	m->dead = 0;
+	mc_log_debug("transfer engine %s: shm: attached to %s (%u buffers)", s->e->server_name,
+		     m->name, m->n);
 	return 0;
 fail:
 	mc_shm_detach(m);

@@ -6,10 +6,14 @@
  * that runs at a fraction of memory speed, and it lands on the request path of whoever writes
  * first.  Population moves that cost off the request path: one thread per segment asks the
  * kernel to allocate the pages (MADV_POPULATE_WRITE, Linux 5.14+; older kernels get one write per
- * page, an atomic OR of zero, which leaves any byte a client already wrote as it was) in chunks
- * from the lowest address upward, publishing after each chunk how far it got.  The master's
- * offset allocator hands out the lowest free offsets of a fresh segment first, so the memory it
- * gives out first is the memory that was populated first.
+ * page, an atomic OR of zero, which leaves any byte a client already wrote as it was) 2 MiB at a
+ * time from the lowest address upward, publishing after each step how far it got; each call
+ * holds the process's mmap lock, so a longer one would hold up every mmap of the process (a
+ * thread's first malloc) and the page faults queued behind it.  The master's offset allocator
+ * hands out the lowest free offsets of a fresh segment first, so the memory it gives out first
+ * is the memory that was populated first.  Memory only the process's own requests use (a
+ * client's local buffer) is populated at idle priority by writing its pages one by one, which
+ * holds no such lock: it never competes with the process's first copies.
  *
  * Huge pages: hugetlb memfds (MFD_HUGETLB) reserve their pages from the pool when mapped; a pool
  * too small is refused at creation with the shortfall and the sysctl that reserves it, unless the
@@ -61,7 +65,8 @@
 #define MC_MFD_HUGE_SHIFT 26
 #define MC_MPOL_BIND 2
 #define MC_MPOL_INTERLEAVE 3
-#define MC_SEGMEM_CHUNK (32ull << 20)	/* populated per call: progress and stop granularity */
+#define MC_SEGMEM_CHUNK (32ull << 20)	/* progress and stop granularity */
+#define MC_SEGMEM_STEP (2ull << 20)	/* populated per call (see mc_segmem_populate_main) */
 #define MC_SEGMEM_NODE_DIR "/sys/devices/system/node"
 #define MC_HUGETLBFS_MAGIC 0x958458f6
 #define MC_SEGMEM_PEER_IDLE_MS 3000	/* the owner's pages stopped growing: wait no more */
@@ -383,11 +388,22 @@ static int mc_segmem_mbind(struct mc_segmem *m, const struct mc_segmem_opts *o, 
 	return 0;
 }
 
+/* One write per page of [p, p+len) (page-aligned), an atomic OR of zero, which keeps whatever
+ * a client already wrote: each page is a fault of its own, which takes no lock of the
+ * process's beyond that page's mapping. */
+static void mc_segmem_touch_range(uint8_t *p, uint64_t len, uint64_t pg)
+{
+	uint64_t off;
+
+	for (off = 0; off < len; off += pg)
+		__atomic_fetch_or(p + off, 0, __ATOMIC_RELAXED);
+}
+
 int mc_segmem_populate_range(void *p, uint64_t len)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
 	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
-	uint64_t l = ((uintptr_t)p + len - a + pg - 1) & ~(pg - 1), off;
+	uint64_t l = ((uintptr_t)p + len - a + pg - 1) & ~(pg - 1);
 
 	if (len == 0)
 		return 0;
@@ -395,9 +411,7 @@ int mc_segmem_populate_range(void *p, uint64_t len)
 		return 0;
 	if (errno != EINVAL)
 		return -errno;
-	/* A kernel before 5.14: one write per page, which keeps whatever a client already wrote. */
-	for (off = 0; off < l; off += pg)
-		__atomic_fetch_or((uint8_t *)a + off, 0, __ATOMIC_RELAXED);
+	mc_segmem_touch_range((uint8_t *)a, l, pg);	/* a kernel before 5.14 */
 	return 0;
 }
 
@@ -442,22 +456,43 @@ static int mc_segmem_collapse(uint8_t *p, uint64_t n)
 static void *mc_segmem_populate_main(void *arg)
 {
 	struct mc_segmem *m = arg;
-	uint64_t chunk = MC_SEGMEM_CHUNK, off = 0;
+	uint64_t chunk = MC_SEGMEM_CHUNK, step = MC_SEGMEM_STEP, off = 0;
 	char hs[32];
 	int rc = 0;
 
+	(void)pthread_setname_np(pthread_self(), "mc-populate");
+	if (m->idle) {
+		struct sched_param sp = { 0 };
+
+		(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	}
 	if (chunk < m->page_size)
 		chunk = m->page_size;
+	if (step < m->page_size)
+		step = m->page_size;
 	while (off < m->map_len && !__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
-		uint64_t n = m->map_len - off < chunk ? m->map_len - off : chunk;
+		uint64_t n = m->map_len - off < chunk ? m->map_len - off : chunk, o, k = 0;
 
 		if (m->collapse && mc_segmem_collapse(m->base + off, n) != 0)
 			m->collapse = 0;
-		rc = mc_segmem_populate_range(m->base + off, n);
+		/* A step at a time: population holds the process's mmap lock (for reading)
+		 * through each call, and every mmap or munmap of the process waits for the call
+		 * to end, meanwhile stopping every page fault behind it.  A thread's first
+		 * malloc maps its arena: a transfer worker's first copy waited 10-40 ms behind a
+		 * 32 MiB call of a client's local buffer; 2 MiB calls hold it under a
+		 * millisecond. */
+		for (o = 0; o < n && !__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE); o += k) {
+			k = n - o < step ? n - o : step;
+			if (m->idle)
+				mc_segmem_touch_range(m->base + off + o, k, m->page_size);
+			else if ((rc = mc_segmem_populate_range(m->base + off + o, k)) != 0)
+				break;
+			__atomic_store_n(&m->populated, off + o + k < m->size ? off + o + k : m->size,
+					 __ATOMIC_RELEASE);
+		}
+		off += o;
 		if (rc)
 			break;
-		off += n;
-		__atomic_store_n(&m->populated, off < m->size ? off : m->size, __ATOMIC_RELEASE);
 	}
 	mc_segmem_human(m->size, hs, sizeof(hs));
 	if (rc)
@@ -542,6 +577,7 @@ again:
 	if (rc)
 		goto fail_map;
 	m->started_ms = mc_segmem_now_ms();
+	m->idle = o->idle;
 	if (o->populate) {
 		if (pthread_create(&m->thread, NULL, mc_segmem_populate_main, m) == 0) {
 			m->thread_running = 1;
@@ -597,6 +633,13 @@ void mc_segmem_free(struct mc_segmem *m)
 	if (m == NULL || m->base == NULL)
 		return;
 	__atomic_store_n(&m->stop, 1, __ATOMIC_RELEASE);
+	if (m->thread_running && m->idle) {
+		/* An idle-priority thread may wait for a core for as long as the host is busy:
+		 * back at normal priority, it sees the stop within a step. */
+		struct sched_param sp = { 0 };
+
+		(void)pthread_setschedparam(m->thread, SCHED_OTHER, &sp);
+	}
 	mc_segmem_wait(m);
 	munmap(m->base, m->map_len);
 	m->base = NULL;
@@ -651,11 +694,14 @@ int mc_segmem_bind_cpus(const struct mc_segmem_opts *o)
 struct mc_segmem_peer {
 	uint8_t *base;
 	uint64_t len;
+	int fd;				/* the owner's memfd (a duplicate, owned) */
+	int owner_full;			/* the owner had every page of the file (atomic) */
 	uint64_t *done;			/* a bit per MC_SEGMEM_PEER_REGION known mapped (atomic) */
 	size_t nregions;
 	uint64_t frontier;		/* writers copied below this region (atomic) */
 	int by_touch;			/* 1: read faults map their 64 KiB, -1: they don't,
-					 * 0: not known yet (atomic; mc_segmem_peer_probe) */
+					 * 0: not known yet (atomic; mc_segmem_peer_fill) */
+	int no_pagemap;			/* MC_SEGMEM_NO_PAGEMAP: the page-table check fails */
 	unsigned char vec[MC_SEGMEM_PEER_REGION / 4096];	/* mincore's answer (thread) */
 	int stop;			/* atomic */
 	pthread_t thread;
@@ -708,11 +754,34 @@ static void mc_segmem_peer_fill(struct mc_segmem_peer *pm, uint64_t a, uint64_t 
 	for (v = s & ~(uintptr_t)(MC_SEGMEM_FAULT_AROUND - 1); v < e; v += MC_SEGMEM_FAULT_AROUND)
 		(void)*(volatile const uint8_t *)(v > s ? v : s);
 	if (how == 0) {
-		how = mc_segmem_all_mapped(pm->base + a, n) ? 1 : -1;
-		__atomic_store_n(&pm->by_touch, how, __ATOMIC_RELAXED);
+		how = !pm->no_pagemap && mc_segmem_all_mapped(pm->base + a, n) ? 1 : -1;
+		if (__atomic_exchange_n(&pm->by_touch, how, __ATOMIC_RELAXED) == 0 && how < 0)
+			mc_log_info("segment memory: a same-host segment's pages are mapped with "
+				    "MADV_POPULATE_READ (read faults did not map the 64 KiB around "
+				    "them, or /proc/self/pagemap cannot be read)");
 		if (how < 0)
 			(void)madvise(pm->base + a, n, MADV_POPULATE_READ);
 	}
+}
+
+/* 1 when the owner has a page for every byte of its file (its allocated blocks cover the
+ * size: population finished, or writes filled the rest), then for good: an owner's segment
+ * never gives pages back while mapped.  Asking the kernel which pages of a range the owner
+ * has (mincore) looks each 4 KiB up in the file's page cache, 40-50 microseconds per 2 MiB on
+ * the VM measured, a third of what copying the 2 MiB costs: the map-ahead spent 40-50 ms of
+ * CPU on it for a 2 GiB segment beside the first copies, and every copy into a region not
+ * mapped yet paid it.  One fstat answers for the whole file once population is done. */
+static int mc_segmem_peer_owner_full(struct mc_segmem_peer *pm)
+{
+	struct stat sb;
+
+	if (__atomic_load_n(&pm->owner_full, __ATOMIC_RELAXED))
+		return 1;
+	if (pm->fd < 0 || fstat(pm->fd, &sb) != 0 || sb.st_size <= 0 ||
+	    (uint64_t)sb.st_size < pm->len || (uint64_t)sb.st_blocks * 512 < (uint64_t)sb.st_size)
+		return 0;
+	__atomic_store_n(&pm->owner_full, 1, __ATOMIC_RELAXED);
+	return 1;
 }
 
 /* Map region r whole if the owner has every page of it (vec: room for its mincore answer).
@@ -724,12 +793,14 @@ static int mc_segmem_peer_region(struct mc_segmem_peer *pm, uint64_t r, unsigned
 	if (a + n > pm->len)
 		n = pm->len - a;
 	np = (n + 4095) / 4096;
-	if (mincore(pm->base + a, n, vec) != 0)
-		return 0;
-	for (i = 0; i < np && (vec[i] & 1); i++)
-		;
-	if (i < np)
-		return 0;
+	if (!mc_segmem_peer_owner_full(pm)) {
+		if (mincore(pm->base + a, n, vec) != 0)
+			return 0;
+		for (i = 0; i < np && (vec[i] & 1); i++)
+			;
+		if (i < np)
+			return 0;
+	}
 	mc_segmem_peer_fill(pm, a, n);
 	__atomic_fetch_or(&pm->done[r / 64], 1ull << (r % 64), __ATOMIC_RELEASE);
 	return 1;
@@ -744,6 +815,7 @@ static void *mc_segmem_peer_main(void *arg)
 	int64_t idle_since = mc_segmem_now_ms();
 	uint64_t r = 0;
 
+	(void)pthread_setname_np(pthread_self(), "mc-mapahead");
 	while (r < pm->nregions && !__atomic_load_n(&pm->stop, __ATOMIC_ACQUIRE)) {
 		uint64_t f = __atomic_load_n(&pm->frontier, __ATOMIC_ACQUIRE);
 
@@ -784,12 +856,23 @@ struct mc_segmem_peer *mc_segmem_peer_map(void *p, uint64_t len, int fd)
 		return NULL;
 	pm->base = p;
 	pm->len = len;
+	/* Mapped from offset 0 (the caller's contract), so the file's size bounds the mapping. */
+	pm->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	/* Tests (and a check of the fallback where pagemap is readable): as if it were not. */
+	{
+		const char *v = getenv("MC_SEGMEM_NO_PAGEMAP");
+		int on = 0;
+
+		pm->no_pagemap = v && *v && mc_parse_bool(v, &on) == 0 && on;
+	}
 	pm->nregions = (size_t)((len + MC_SEGMEM_PEER_REGION - 1) / MC_SEGMEM_PEER_REGION);
 	pm->done = calloc((pm->nregions + 63) / 64, sizeof(*pm->done));
 	if (pm->done == NULL || pthread_create(&pm->thread, NULL, mc_segmem_peer_main, pm))
 		goto fail;
 	return pm;
 fail:
+	if (pm->fd >= 0)
+		close(pm->fd);
 	free(pm->done);
 	free(pm);
 	return NULL;
@@ -834,6 +917,8 @@ void mc_segmem_peer_stop(struct mc_segmem_peer *pm)
 		return;
 	__atomic_store_n(&pm->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(pm->thread, NULL);
+	if (pm->fd >= 0)
+		close(pm->fd);
 	free(pm->done);
 	free(pm);
 }

@@ -28,6 +28,9 @@ struct mc_segmem_opts {
 	int gather_thp;			/* populate as 2 MiB transparent huge pages where the kernel
 					 * grants them on request (segments, which same-host
 					 * processes map; population on, no placement) */
+	int idle;			/* populate at idle priority, by writing each page (memory
+					 * only this process's own requests use: a client's local
+					 * buffer; see mc_segmem_create) */
 	int loc_mode;			/* MC_SEGMEM_LOC_* */
 	unsigned long nodes[MC_SEGMEM_MAX_NODES / (8 * sizeof(unsigned long))];
 	char location[128];		/* as the operator wrote it, for log lines */
@@ -40,6 +43,7 @@ struct mc_segmem {
 	uint64_t page_size;		/* 4 KiB, or the hugetlb page size */
 	int fd;				/* the memfd (owned) */
 	int hugetlb;
+	int idle;			/* populating at idle priority (mc_segmem_opts.idle) */
 	int collapse;			/* population gathers 2 MiB into transparent huge pages
 					 * (the populating thread's; 0 once the kernel refused) */
 	uint64_t populated;		/* bytes populated from base upward (atomic) */
@@ -65,8 +69,13 @@ int mc_segmem_parse_hugepage_size(const char *s, uint64_t *out);
 int mc_segmem_parse_location(const char *s, struct mc_segmem_opts *o, char *err, size_t errlen);
 
 /* Create len bytes of memory as o says (name labels the memfd).  The memory is mapped and
- * placed; population, when asked, runs in a thread started here.  Returns 0, or a negative errno
- * with one line in err (a hugetlb pool too small names the shortfall and the sysctl that
+ * placed; population, when asked, runs in a thread started here, 2 MiB per call, so the
+ * process's mmap lock, which each call holds, is never held for long.  With o->idle that
+ * thread runs only where a core has nothing else to do (SCHED_IDLE) and allocates pages by
+ * writing them, which holds no lock of the process across pages: the population of a buffer
+ * the process itself reads and writes never delays its own first requests, and a page it
+ * writes before population reached it costs its fault as it would without.  Returns 0, or a
+ * negative errno with one line in err (a hugetlb pool too small names the shortfall and the sysctl that
  * reserves it).  On success the caller owns m and releases it with mc_segmem_free. */
 int mc_segmem_create(struct mc_segmem *m, uint64_t len, const char *name,
 		     const struct mc_segmem_opts *o, char *err, size_t errlen);
@@ -100,7 +109,11 @@ int mc_segmem_populate_range(void *p, uint64_t len);
  * out a fresh segment's low offsets first), following the owner's population: only pages the
  * owner has are mapped, so an owner that does not populate keeps its memory unallocated.  Not
  * needed for hugetlb memory (its faults map 2 MB at once): returns NULL then, and when out of
- * memory.  fd is only looked at (the caller keeps it).  Where the owner's pages are transparent
+ * memory.  p maps fd from offset 0; fd is duplicated (the caller keeps its own), so that
+ * one fstat tells once the owner has every page (then no page needs looking up before it is
+ * mapped).  MC_SEGMEM_NO_PAGEMAP=1 makes the check that read faults map 64 KiB (through
+ * /proc/self/pagemap) fail, as where that file cannot be read: the pages are then mapped with
+ * MADV_POPULATE_READ (tests of that fallback).  Where the owner's pages are transparent
  * huge pages and p lies on the owner's 2 MiB boundaries (mc_segmem_map_shared), each fault maps
  * 2 MiB and the thread is done within milliseconds. */
 struct mc_segmem_peer;

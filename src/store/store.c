@@ -483,11 +483,15 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		goto fail;
 	if (local_buffer_size) {
 		char err[512];
+		struct mc_segmem_opts lo = st->memopts;
 
+		/* Only our own requests use it: populated where a core is idle, never ahead of
+		 * the first copies (segment/segmem.h). */
+		lo.idle = 1;
 		st->local_mem = calloc(1, sizeof(*st->local_mem));
 		if (st->local_mem == NULL || mc_segmem_create(st->local_mem, local_buffer_size,
-							      "mooncake-local-buffer", &st->memopts,
-							      err, sizeof(err))) {
+							      "mooncake-local-buffer", &lo, err,
+							      sizeof(err))) {
 			mc_log_err("cannot create a %llu-byte local buffer: %s",
 				   (unsigned long long)local_buffer_size,
 				   st->local_mem ? err : "out of memory");

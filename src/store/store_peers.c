@@ -176,6 +176,7 @@ static void *mc_peers_main(void *arg)
 	struct mc_store_peers *p = st->peers;
 	int64_t wait_ms = MC_PEERS_FIRST_MS;
 
+	(void)pthread_setname_np(pthread_self(), "mc-peers");
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
 		struct timespec ts;

@@ -13,12 +13,19 @@
  *                                a file segment SEG (descriptor already in the metadata store,
  *                                two files of LEN bytes laid end to end): reads and writes of many
  *                                sizes, across the file boundary, checked against the files.
+ *   engine_test META shm-race    two threads open a same-host target's segment at once (the
+ *                                target stopped meanwhile, so the two opens overlap): both get
+ *                                the same handle and copy through it byte for byte; prints the
+ *                                segment's name ("# race segment NAME") so the caller can count
+ *                                the descriptor fetches and shm attaches in the debug log (one
+ *                                each).
  *   engine_test --child META NAME PORT   (internal) a target process: prints "ADDR PORT".
  *
  * META is P2PHANDSHAKE or a metadata URL.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +271,109 @@ static int file_main(const char *meta, const char *segname, const char *p1, cons
 	return tap_done();
 }
 
+struct race_opener {
+	transfer_engine_t e;
+	const char *name;
+	int entered;		/* atomic: about to call openSegment */
+	pid_t tid;		/* atomic */
+	segment_handle_t h;
+};
+
+static void *race_open(void *arg)
+{
+	struct race_opener *o = arg;
+
+	__atomic_store_n(&o->tid, gettid(), __ATOMIC_RELEASE);
+	__atomic_store_n(&o->entered, 1, __ATOMIC_RELEASE);
+	o->h = openSegment(o->e, o->name);
+	return NULL;
+}
+
+/* 1 when this process's thread tid sleeps (state S or D in /proc/self/task/TID/stat). */
+static int thread_sleeps(pid_t tid)
+{
+	char path[64], line[512], *p;
+	FILE *f;
+	int s = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) != NULL)
+		s = p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
+	fclose(f);
+	return s;
+}
+
+/* Two opens of one same-host segment at once (engine_test META shm-race). */
+static int race_main(const char *meta)
+{
+	int p2p = !strcmp(meta, "P2PHANDSHAKE"), cport, i, k, both = 0;
+	struct race_opener op[2];
+	pthread_t th[2];
+	transfer_engine_t ini;
+	uint8_t *ibuf = malloc(2u << 20);
+	char cname[64];
+	uint64_t caddr;
+	pid_t child;
+
+	ini = createTransferEngine(meta, "race-initiator", "127.0.0.1", 0, 0);
+	ok(ini && ibuf && registerLocalMemory(ini, ibuf, 2u << 20, "cpu:0", 1) == 0,
+	   "an initiator engine with %s metadata", meta);
+	snprintf(cname, sizeof(cname), "race-seg-%d", (int)getpid());
+	child = spawn_child(meta, p2p ? "127.0.0.1" : cname, 0, &caddr, &cport);
+	ok(child > 0, "a target process starts");
+	if (!ini || child <= 0)
+		return tap_done();
+	if (p2p)
+		snprintf(cname, sizeof(cname), "127.0.0.1:%d", cport);
+	printf("# race segment %s\n", cname);
+	fflush(stdout);
+	/* Stopped, the target answers neither its descriptor nor its shm socket: the first open
+	 * waits there, the second meets it in progress. */
+	kill(child, SIGSTOP);
+	memset(op, 0, sizeof(op));
+	for (i = 0; i < 2; i++) {
+		op[i].e = ini;
+		op[i].name = cname;
+		pthread_create(&th[i], NULL, race_open, &op[i]);
+	}
+	/* Well inside the 5 s the stopped target's descriptor fetch may take. */
+	for (k = 0; k < 2000 && !both; k++) {
+		both = 1;
+		for (i = 0; i < 2; i++)
+			both &= __atomic_load_n(&op[i].entered, __ATOMIC_ACQUIRE) &&
+				thread_sleeps(__atomic_load_n(&op[i].tid, __ATOMIC_ACQUIRE));
+		if (!both)
+			usleep(1000);
+	}
+	ok(both, "both openers wait inside openSegment while the target is stopped");
+	kill(child, SIGCONT);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	ok(op[0].h > 0 && op[0].h == op[1].h, "both opens return the same handle (%d, %d)",
+	   op[0].h, op[1].h);
+	for (i = 0; i < 2; i++) {
+		struct transfer_request req;
+		uint64_t off = (uint64_t)i * (2u << 20);
+		char tag[16];
+
+		snprintf(tag, sizeof(tag), "race%d", i);
+		cc_fill(ibuf, 2u << 20, tag, 1);
+		req = mkreq(OPCODE_WRITE, ibuf, op[i].h, caddr + off, 2u << 20);
+		k = run(ini, &req, 1);
+		memset(ibuf, 0, 2u << 20);
+		req = mkreq(OPCODE_READ, ibuf, op[i].h, caddr + off, 2u << 20);
+		ok(k == 1 && run(ini, &req, 1) == 1 && cc_check(ibuf, 2u << 20, tag, 1),
+		   "opener %d writes 2 MiB into the target and reads it back byte for byte", i + 1);
+	}
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	destroyTransferEngine(ini);
+	free(ibuf);
+	return tap_done();
+}
+
 int main(int argc, char **argv)
 {
 	const char *meta, *mode;
@@ -285,6 +395,8 @@ int main(int argc, char **argv)
 	mode = argc > 2 ? argv[2] : "tcp";
 	if (!strcmp(mode, "file") && argc == 7)
 		return file_main(meta, argv[3], argv[4], argv[5], strtoull(argv[6], NULL, 0));
+	if (!strcmp(mode, "shm-race"))
+		return race_main(meta);
 	p2p = !strcmp(meta, "P2PHANDSHAKE");
 	if (!strcmp(mode, "tcp"))
 		setenv("MC_FORCE_TCP", "1", 1);

@@ -34,6 +34,21 @@ engines() {
 	"$ET" "$meta" file "$seg" "$f1" "$f2" $FLEN || rc=1
 }
 engines P2PHANDSHAKE
+# Two threads open one same-host segment at once: one descriptor fetch and one shm attach serve
+# both (engine_test checks both handles copy byte for byte; the debug log is counted here).
+race_log="$MC_TMP/engine-race.log"
+MC_LOG_LEVEL=debug "$ET" P2PHANDSHAKE shm-race >"$MC_TMP/engine-race.out" 2>"$race_log" || rc=1
+cat "$MC_TMP/engine-race.out"
+race_seg=$(sed -n 's/^# race segment //p' "$MC_TMP/engine-race.out")
+fetches=$(grep -c "segment $race_seg through shm" "$race_log")
+attaches=$(grep -c "shm: attached to $race_seg " "$race_log")
+if [ -n "$race_seg" ] && [ "$fetches" = 1 ] && [ "$attaches" = 1 ]; then
+	echo "ok - two concurrent opens of $race_seg: one descriptor fetch, one shm attach"
+else
+	echo "not ok - two concurrent opens of ${race_seg:-?}: $fetches fetches, $attaches attaches"
+	rc=1
+	tail -20 "$race_log" | sed 's/^/# /'
+fi
 P=$(mc_free_port)
 mc_start meta "$MC_BIN/mooncake_http_metadata_server" --port="$P" --host=127.0.0.1
 mc_wait_port "$P" || { mc_dump_logs; exit 1; }

@@ -50,6 +50,23 @@ wait_populated() {
 	echo "$p"
 }
 
+# seg_rss PID SIZE_KB: that process's Rss (kB) in its mapping of a segment of SIZE_KB.
+seg_rss() {
+	awk -v want="$2" '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
+		m && $1 == "Size:" { sz = $2 } m && $1 == "Rss:" && sz == want { print $2; exit }' \
+		"/proc/$1/smaps" 2>/dev/null
+}
+# wait_rss PID SIZE_KB SECONDS: until the Rss there is SIZE_KB; prints the last figure.
+wait_rss() {
+	local i rss=
+	for i in $(seq $(($3 * 10))); do
+		rss=$(seg_rss "$1" "$2")
+		[ "$rss" = "$2" ] && break
+		sleep 0.1
+	done
+	echo "${rss:-none}"
+}
+
 # client_seg NAME: the segment name ("host:port") in the client's log.
 client_seg() {
 	sed -n 's/.*serving segment \([^ ]*\) .*/\1/p' "$MC_TMP/$1.log" | head -1
@@ -80,16 +97,9 @@ ok $? "20 objects of 1 MiB put into the populated segment read back"
 # the segment's size.
 MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" get-loop pop 20 1048576 4 >"$MC_TMP/pget.log" 2>&1 &
 rpid=$!
-rss=
-for i in $(seq 60); do
-	rss=$(awk '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
-		m && $1 == "Size:" { sz = $2 } m && $1 == "Rss:" && sz == 98304 { print $2; exit }' \
-		"/proc/$rpid/smaps" 2>/dev/null)
-	[ "$rss" = 98304 ] && break
-	sleep 0.1
-done
+rss=$(wait_rss $rpid 98304 6)
 ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
-	"a same-host reader maps all 96 MiB of the owner's pages ahead (its Rss there: ${rss:-none} kB)"
+	"a same-host reader maps all 96 MiB of the owner's pages ahead (its Rss there: $rss kB)"
 # 1b'. Where the kernel grants transparent huge pages on request (THP not "never", shmem_enabled
 # not "deny"), population gathered the segment into 2 MiB pages (the owner's mapping shows them
 # mapped whole) and the reader's mapping, on 2 MiB boundaries too, maps them whole as well.
@@ -110,26 +120,23 @@ else
 fi
 wait $rpid
 ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget.log")"
+# 1b''. The map-ahead's fallback: where its check that a read maps the 64 KiB around it cannot
+# be made (/proc/self/pagemap unreadable; forced here with MC_SEGMEM_NO_PAGEMAP=1), it maps the
+# owner's pages with MADV_POPULATE_READ: all 96 MiB still, says so once, and gets are right.
+MC_SEGMEM_NO_PAGEMAP=1 MC_LOG_LEVEL=info MC_MASTER=127.0.0.1:$MC_MASTER_PORT \
+	"$TOOL" get-loop pop 20 1048576 4 >"$MC_TMP/pget-nopm.log" 2>&1 &
+rpid=$!
+rss=$(wait_rss $rpid 98304 6)
+ok $([ "$rss" = 98304 ] && echo 0 || echo 1) \
+	"MC_SEGMEM_NO_PAGEMAP=1: the fallback maps all 96 MiB of the owner's pages ahead ($rss kB)"
+wait $rpid
+ok $? "and its gets return the right bytes: $(tail -1 "$MC_TMP/pget-nopm.log")"
+c=$(grep -c "mapped with MADV_POPULATE_READ" "$MC_TMP/pget-nopm.log")
+ok $([ "$c" = 1 ] && echo 0 || echo 1) "the reader says once that it maps with MADV_POPULATE_READ ($c)"
 
 # 1c. A store client that has not put anything yet opens the same-host segments at set-up
 # (GetAllSegments) and maps the owner's pages ahead, so its first puts find its page tables
 # built; a segment mounted after its set-up is picked up as well.
-# seg_rss PID SIZE_KB: that process's Rss (kB) in its mapping of a segment of SIZE_KB.
-seg_rss() {
-	awk -v want="$2" '/memfd:mooncake-segment/ { m = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { m = 0 }
-		m && $1 == "Size:" { sz = $2 } m && $1 == "Rss:" && sz == want { print $2; exit }' \
-		"/proc/$1/smaps" 2>/dev/null
-}
-# wait_rss PID SIZE_KB SECONDS: until the Rss there is SIZE_KB; prints the last figure.
-wait_rss() {
-	local i rss=
-	for i in $(seq $(($3 * 10))); do
-		rss=$(seg_rss "$1" "$2")
-		[ "$rss" = "$2" ] && break
-		sleep 0.1
-	done
-	echo "${rss:-none}"
-}
 MC_LOG_LEVEL=info MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$TOOL" idle 60 >"$MC_TMP/idle.log" 2>&1 &
 ipid=$!
 rss=$(wait_rss $ipid 98304 20)

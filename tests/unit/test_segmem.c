@@ -7,8 +7,10 @@
  * population gathering 2 MiB into transparent huge pages where the kernel grants it, keeping
  * what was written before, and mappings on 2 MiB boundaries that map those pages whole.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdint.h>
@@ -18,8 +20,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "segment/segmem.h"
 #include "tap.h"
+
+static int fallback_logged;	/* the map-ahead said it maps with MADV_POPULATE_READ */
+
+static void capture_sink(void *arg, int level, const char *line)
+{
+	(void)arg;
+	(void)level;
+	if (strstr(line, "mapped with MADV_POPULATE_READ"))
+		__atomic_store_n(&fallback_logged, 1, __ATOMIC_RELAXED);
+}
 
 static int node_set(const struct mc_segmem_opts *o, unsigned n)
 {
@@ -159,6 +172,79 @@ static void test_create(void)
 	ok(mc_segmem_populate_range(NULL, 0) == 0, "an empty range populates nothing");
 }
 
+/* The scheduling policy (field 41 of /proc/self/task/TID/stat) of this process's thread named
+ * comm, or -1 when there is none. */
+static int thread_policy(const char *comm)
+{
+	char path[300], line[1024], name[32];
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int policy = -1;
+	FILE *f;
+
+	while (d && policy < 0 && (de = readdir(d)) != NULL) {
+		const char *p;
+		int i;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		name[0] = '\0';
+		if (fgets(name, sizeof(name), f) == NULL)
+			name[0] = '\0';
+		fclose(f);
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(name, comm))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) != NULL) {
+			/* Fields after the command: 3 (state) is the first; policy is 41. */
+			for (i = 2; i < 41 && p; i++)
+				p = strchr(p + 1, ' ');
+			if (p)
+				policy = atoi(p + 1);
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return policy;
+}
+
+/* Memory this process's own requests use: population at idle priority, page by page. */
+static void test_idle(void)
+{
+	struct mc_segmem_opts o = { .populate = 1, .idle = 1 };
+	struct mc_segmem m;
+	uint64_t len = 256u << 20, i, bad = 0;
+	char err[512];
+	int policy;
+
+	ok(mc_segmem_create(&m, len, "test-segmem-idle", &o, err, sizeof(err)) == 0,
+	   "a 256 MiB buffer populated at idle priority");
+	for (i = 0; i < 200 && (policy = thread_policy("mc-populate")) != SCHED_IDLE &&
+		    mc_segmem_populated(&m) < len; i++)
+		usleep(1000);
+	ok(policy == SCHED_IDLE, "its populating thread runs under SCHED_IDLE (policy %d)", policy);
+	for (i = 0; i < len; i += 1u << 20)
+		m.base[i + 17] = (uint8_t)(i >> 20);
+	mc_segmem_wait(&m);
+	for (i = 0; i < len; i += 1u << 20)
+		bad += m.base[i + 17] != (uint8_t)(i >> 20);
+	ok(mc_segmem_populated(&m) == len && bad == 0,
+	   "population reaches the size and keeps what was written meanwhile (%llu differ)",
+	   (unsigned long long)bad);
+	mc_segmem_free(&m);
+	/* Freed while it populates: the stop is seen although the thread runs at idle priority. */
+	ok(mc_segmem_create(&m, len, "test-segmem-idle-stop", &o, err, sizeof(err)) == 0,
+	   "another, freed at once");
+	mc_segmem_free(&m);
+}
+
 /* Pages of [p, p+len) with a page-table entry in this process. */
 static uint64_t mapped_pages(const void *p, uint64_t len)
 {
@@ -201,6 +287,65 @@ static void test_peer(void)
 	mc_segmem_peer_stop(pm);
 	munmap(peer, len);
 	mc_segmem_free(&m);
+
+	/* The page-table check failing (MC_SEGMEM_NO_PAGEMAP: as where /proc/self/pagemap cannot
+	 * be read): the map-ahead falls back to MADV_POPULATE_READ, says so once, still maps all
+	 * of it, and copies through it land in the owner's pages. */
+	ok(mc_segmem_create(&m, len, "test-segmem-peer-nopagemap", &o, err, sizeof(err)) == 0,
+	   "an owner's populated segment (pagemap check forced to fail)");
+	mc_segmem_wait(&m);
+	for (i = 0; i < (int)(len / 4096); i++)
+		m.base[(uint64_t)i * 4096 + 11] = (uint8_t)(i * 13 + 5);
+	mc_log_set_sink(capture_sink, NULL);
+	mc_log_set_level(MC_LOG_INFO);
+	setenv("MC_SEGMEM_NO_PAGEMAP", "1", 1);
+	peer = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+	pm = mc_segmem_peer_map(peer, len, m.fd);
+	unsetenv("MC_SEGMEM_NO_PAGEMAP");
+	ok(pm != NULL, "peer mapping started");
+	for (i = 0; i < 1000 && mapped_pages(peer, len) < len / 4096; i++)
+		usleep(10000);
+	ok(mapped_pages(peer, len) == len / 4096, "the fallback mapped every page of the owner's "
+	   "(%llu of %llu)", (unsigned long long)mapped_pages(peer, len),
+	   (unsigned long long)(len / 4096));
+	ok(__atomic_load_n(&fallback_logged, __ATOMIC_RELAXED),
+	   "the map-ahead logged that it maps with MADV_POPULATE_READ");
+	{
+		uint64_t bad = 0, k;
+
+		for (k = 0; k < len / 4096; k++)
+			bad += peer[k * 4096 + 11] != (uint8_t)(k * 13 + 5);
+		mc_segmem_peer_touch(pm, peer + (7u << 20) + 5, 3u << 20);
+		memset(peer + (7u << 20) + 5, 0x6c, 3u << 20);
+		for (k = (7u << 20) + 5; k < (10u << 20) + 5; k += 4093)
+			bad += m.base[k] != 0x6c;
+		ok(bad == 0 && m.base[(7u << 20) + 4] == 0 && m.base[(10u << 20) + 5] == 0, "reads through it see the owner's "
+		   "bytes, and writes land in the owner's pages and only where written (%llu differ)",
+		   (unsigned long long)bad);
+	}
+	mc_segmem_peer_stop(pm);
+	munmap(peer, len);
+	mc_segmem_free(&m);
+	mc_log_set_sink(mc_log_stderr_sink, NULL);
+	mc_log_set_level(MC_LOG_WARN);
+
+	/* An owner whose pages were all written (no population): the whole file is allocated,
+	 * and the map-ahead maps all of it without asking page by page. */
+	o.populate = 0;
+	ok(mc_segmem_create(&m, len, "test-segmem-peer-written", &o, err, sizeof(err)) == 0,
+	   "an owner's segment written whole, population off");
+	memset(m.base, 0x21, len);
+	peer = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, m.fd, 0);
+	pm = mc_segmem_peer_map(peer, len, m.fd);
+	for (i = 0; i < 1000 && mapped_pages(peer, len) < len / 4096; i++)
+		usleep(10000);
+	ok(pm != NULL && mapped_pages(peer, len) == len / 4096 && peer[len - 1] == 0x21,
+	   "the thread mapped every page (%llu of %llu)",
+	   (unsigned long long)mapped_pages(peer, len), (unsigned long long)(len / 4096));
+	mc_segmem_peer_stop(pm);
+	munmap(peer, len);
+	mc_segmem_free(&m);
+	o.populate = 1;
 
 	/* An owner that does not populate: only what it wrote gets mapped, nothing allocated. */
 	o.populate = 0;
@@ -314,6 +459,7 @@ int main(void)
 	test_hugepage_size();
 	test_env();
 	test_create();
+	test_idle();
 	test_peer();
 	test_thp();
 	return tap_done();
