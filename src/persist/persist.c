@@ -483,6 +483,19 @@ int mc_persist_checkpoint_due(const struct mc_persist *p)
 	       p->wal_pages >= MC_PERSIST_CKPT_SYNC_PAGES;
 }
 
+/* Whether a checkpoint's error rc only means the file was busy and the log is still small
+ * enough to wait for the next try (MC_PERSIST_CKPT_BUSY_PAGES). */
+static int mc_persist_ckpt_may_wait(const struct mc_persist *p, int rc, const char *msg)
+{
+	if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+		return 0;
+	if (p->wal_pages >= MC_PERSIST_CKPT_BUSY_PAGES)
+		return 0;
+	mc_log_debug("persist %s: checkpoint found the file busy (%s), %d pages in the log: "
+		     "tried again later", p->path, msg, p->wal_pages);
+	return 1;
+}
+
 /* The result of the checkpointer's last run, if one is there: 0, or MC_ERR_PERSISTENT_FAIL
  * (the failure noted). */
 static int mc_persist_checkpoint_collect(struct mc_persist *p)
@@ -491,6 +504,8 @@ static int mc_persist_checkpoint_collect(struct mc_persist *p)
 	char msg[160];
 
 	if (!mc_persist_ckpt_collect(p->ckpt, &rc, &logged, &done, msg, sizeof(msg)))
+		return 0;
+	if (rc != SQLITE_OK && mc_persist_ckpt_may_wait(p, rc, msg))
 		return 0;
 	if (rc != SQLITE_OK) {
 		p->ckpt_failed = 1;
@@ -531,6 +546,9 @@ int mc_persist_checkpoint(struct mc_persist *p)
 		logged = done = 0;
 	}
 	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &logged, &done);
+	if (rc != SQLITE_OK &&
+	    mc_persist_ckpt_may_wait(p, sqlite3_extended_errcode(p->db), sqlite3_errmsg(p->db)))
+		return 0;
 	if (rc != SQLITE_OK) {
 		p->ckpt_failed = 1;
 		p->quiet = 1;

@@ -12,7 +12,9 @@
  *               nothing of it is stored in the file);
  *   commit      writes to the write-ahead log fail with SQLITE_FULL (a full disk at COMMIT);
  *   checkpoint  writes to the database file itself, which in WAL mode only checkpoints do, fail
- *               with SQLITE_IOERR_WRITE.
+ *               with SQLITE_IOERR_WRITE;
+ *   ckpt_busy   a checkpoint finds the checkpoint lock taken (SQLITE_BUSY), as when another
+ *               connection recovers the log's index or checkpoints at that moment.
  * "point:N" fails the point N times then clears; MC_TEST_SQLITE_FAULT_FILE=path makes the
  * point fail only while that file exists, so a test switches the fault on and off.
  * The loop's thread and the checkpointer's (persist_ckpt.c) go through it, never both at one
@@ -33,6 +35,7 @@ enum mc_fault_point {
 	FP_INSERT,
 	FP_COMMIT,
 	FP_CHECKPOINT,
+	FP_CKPT_BUSY,
 };
 
 enum mc_fault_file_kind {
@@ -152,6 +155,10 @@ static int mc_fault_shm_lock(sqlite3_file *f, int offset, int n, int flags)
 	if (offset == 0 && flags == (SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE) &&
 	    mc_fault_fires(FP_BEGIN))
 		return SQLITE_IOERR_LOCK;
+	/* Slot 1 is the checkpoint lock, taken exclusive by every checkpoint. */
+	if (offset == 1 && flags == (SQLITE_SHM_LOCK | SQLITE_SHM_EXCLUSIVE) &&
+	    mc_fault_fires(FP_CKPT_BUSY))
+		return SQLITE_BUSY;
 	return REAL(f)->pMethods->xShmLock(REAL(f), offset, n, flags);
 }
 
@@ -283,9 +290,11 @@ int mc_persist_fault_install(void)
 		mc_fault.point = FP_COMMIT;
 	else if (n == 10 && !strncmp(spec, "checkpoint", n))
 		mc_fault.point = FP_CHECKPOINT;
+	else if (n == 9 && !strncmp(spec, "ckpt_busy", n))
+		mc_fault.point = FP_CKPT_BUSY;
 	else {
 		mc_log_err("MC_TEST_SQLITE_FAULT=%s: unknown fault point (begin, insert, commit, "
-			   "checkpoint)", spec);
+			   "checkpoint, ckpt_busy)", spec);
 		return 0;
 	}
 	mc_fault.count = colon ? strtol(colon + 1, NULL, 10) : -1;

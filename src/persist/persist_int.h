@@ -74,6 +74,11 @@ extern const char *const mc_persist_sql[ST_COUNT];
  * checkpointer thread may never leave the log wholly copied while commits go on, and only a
  * wholly copied log starts over). */
 #define MC_PERSIST_CKPT_SYNC_PAGES 8000
+/* A checkpoint that found the file busy (another connection recovering the log's index, or
+ * checkpointing) copied nothing and is tried again later; below this many pages in the log that
+ * is not a failure, since what the commits wrote is durable in the log.  Past it, as for any
+ * other checkpoint error, changes are refused until one succeeds, so the log stays bounded. */
+#define MC_PERSIST_CKPT_BUSY_PAGES (4 * MC_PERSIST_CKPT_SYNC_PAGES)
 
 struct mc_persist_meta {
 	char name[32];
