@@ -55,9 +55,9 @@ void mc_etcd_cancel(struct mc_etcd_call *c);
 const char *mc_etcd_endpoint(const struct mc_etcd *e);
 
 /* Test hook (etcd_fault.c), not used in production: when the environment variable
- * MC_TEST_ETCD_FAULT names a fault point ("txn") as the first client is created, transactions
- * fail without being sent (-ETIMEDOUT).  "txn:N" fails the next N; with
- * MC_TEST_ETCD_FAULT_FILE=path they fail while that file exists.  mc_etcd_fault_install reads
+ * MC_TEST_ETCD_FAULT names a fault point ("txn": transactions, "range": reads) as the first
+ * client is created, those calls fail without being sent (-ETIMEDOUT).  "txn:N" fails the next
+ * N; with MC_TEST_ETCD_FAULT_FILE=path they fail while that file exists.  mc_etcd_fault_install reads
  * the environment once and returns 1 when the hook is on; mc_etcd_fault_fires(path) says
  * whether a call to path that starts now fails (and counts it). */
 int mc_etcd_fault_install(void);

@@ -26,7 +26,8 @@
  *
  * The log's identity: /oplog/<cluster_id>/log_id holds a random number created with the log; our
  * file remembers it (meta ha_log_id), and a file from another log (etcd was reset, or the file
- * came from elsewhere) is emptied before it follows this one.
+ * came from elsewhere) is emptied before it follows this one.  Nothing is fetched before the
+ * identity is known; a failed read of it is tried again by the fetch's retry and the poll.
  *
  * A batch in etcd is: u8 version (1), i64 wall-clock ms when written, u64 batch number, then the
  * changes as src/persist encodes them.
@@ -260,15 +261,24 @@ static void mc_ha_on_fetch(void *arg, int rc, json_t *reply)
 	}
 }
 
+static void mc_ha_log_read_id(struct mc_ha *ha);
+
 void mc_ha_log_fetch(struct mc_ha *ha)
 {
 	char key[MC_HA_KEY_MAX + 24];
 	json_t *b;
 
-	if (ha->log_id == 0 || mc_ha_snap_busy(ha))
+	if (mc_ha_snap_busy(ha))
 		return;
 	if (ha->log_call) {
 		ha->fetch_again = 1;
+		return;
+	}
+	if (ha->log_id == 0) {
+		/* The log's identity comes first, and its read failed (etcd out of reach as we
+		 * started): read it again, from this poll or this retry.  The watches may never
+		 * break again to do it, and without it a standby neither follows nor campaigns. */
+		mc_ha_log_read_id(ha);
 		return;
 	}
 	if (ha->state == MC_HA_SERVING || ha->state == MC_HA_RECOVERING)
@@ -281,8 +291,6 @@ void mc_ha_log_fetch(struct mc_ha *ha)
 }
 
 /* ---------------------------------------------------------------- the log's identity */
-
-static void mc_ha_log_read_id(struct mc_ha *ha);
 
 static void mc_ha_adopt_log(struct mc_ha *ha, int64_t id)
 {
@@ -319,6 +327,8 @@ static void mc_ha_on_log_id(void *arg, int rc, json_t *reply)
 
 	ha->log_call = NULL;
 	if (rc) {
+		mc_log_warn("HA: cannot read the log's identity %s from etcd: %s; trying again",
+			    ha->log_id_key, mc_strerror(rc));
 		mc_ha_fetch_later(ha);
 		return;
 	}
