@@ -36,6 +36,30 @@ PY
 
 acked() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 
+# restart_verify LABEL DIR MASTER_PID CLIENT_NAME CLIENT_PID ACKED: kill -9 the master, start
+# it again on DIR/master.db, and check that every object listed in ACKED reads back; then stop
+# both daemons (logs kept in DIR as master1.log and master2.log).
+restart_verify() {
+	local label=$1 dir=$2 master=$3 cname=$4 client=$5 acked_file=$6 out
+	mc_log_mark "$cname"
+	kill -KILL "$master"
+	wait "$master" 2>/dev/null
+	mv "$MC_TMP/master.log" "$dir/master1.log"
+	mc_start master "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
+		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" \
+		--persist_path="$dir/master.db" --client_ttl=5
+	master=$MC_LAST_PID
+	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+	mc_wait_remounted "$cname"	# after its next ping
+	out=$("$T" verify-acked "$acked_file" $SIZE 2>&1)
+	echo "$out" | sed 's/^/#   /'
+	check "$label: after kill -9 and a restart, all $(acked "$acked_file") acknowledged objects read back" \
+		grep -q "^ok" <<<"$out"
+	kill -TERM "$master" "$client" 2>/dev/null
+	wait "$master" "$client" 2>/dev/null
+	mv "$MC_TMP/master.log" "$dir/master2.log"
+}
+
 run_point() {
 	local point=$1 dir=$MC_TMP/$1 out
 	mkdir -p "$dir"
@@ -85,24 +109,8 @@ run_point() {
 		grep -q "acknowledged, 0 failed" "$dir/w3.out"
 	check "$point: /health says persistence_ok true again" [ "$(health)" = True ]
 
-	mc_log_mark "client-$point"
-	kill -KILL "$master"
-	wait "$master" 2>/dev/null
-	mv "$MC_TMP/master.log" "$dir/master1.log"
-	mc_start master "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
-		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" \
-		--persist_path="$dir/master.db" --client_ttl=5
-	master=$MC_LAST_PID
-	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
-	mc_wait_remounted "client-$point"	# after its next ping
 	cat "$dir/before" "$dir/during" "$dir/after" >"$dir/all"
-	out=$("$T" verify-acked "$dir/all" $SIZE 2>&1)
-	echo "$out" | sed 's/^/#   /'
-	check "$point: after kill -9 and a restart, all $(acked "$dir/all") acknowledged objects read back" \
-		grep -q "^ok" <<<"$out"
-	kill -TERM "$master" "$client" 2>/dev/null
-	wait "$master" "$client" 2>/dev/null
-	mv "$MC_TMP/master.log" "$dir/master2.log"
+	restart_verify "$point" "$dir" "$master" "client-$point" "$client" "$dir/all"
 }
 
 # --persist_on_error=continue: puts are acknowledged through the fault (today's behaviour, for
@@ -162,23 +170,7 @@ run_busy() {
 	check "ckpt_busy: persistence was never reported failing" \
 		[ "$(grep -c 'persistence failing' "$MC_TMP/master.log")" = 0 ]
 	check "ckpt_busy: /health says persistence_ok true" [ "$(health)" = True ]
-	mc_log_mark client-busy
-	kill -KILL "$master"
-	wait "$master" 2>/dev/null
-	mv "$MC_TMP/master.log" "$dir/master1.log"
-	mc_start master "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
-		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" \
-		--persist_path="$dir/master.db" --client_ttl=5
-	master=$MC_LAST_PID
-	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
-	mc_wait_remounted client-busy
-	out=$("$T" verify-acked "$dir/during" $SIZE 2>&1)
-	echo "$out" | sed 's/^/#   /'
-	check "ckpt_busy: after kill -9 and a restart, all $(acked "$dir/during") acknowledged objects read back" \
-		grep -q "^ok" <<<"$out"
-	kill -TERM "$master" "$client" 2>/dev/null
-	wait "$master" "$client" 2>/dev/null
-	mv "$MC_TMP/master.log" "$dir/master2.log"
+	restart_verify ckpt_busy "$dir" "$master" client-busy "$client" "$dir/during"
 }
 
 for p in ${*:-begin insert commit checkpoint continue busy}; do
