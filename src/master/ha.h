@@ -121,6 +121,7 @@ struct mc_ha {
 
 	/* The log. */
 	int64_t log_id;			/* 0: not known yet */
+	unsigned log_id_failures;	/* failed reads of it in a row (logged at the first) */
 	uint64_t applied;		/* last batch in our SQLite */
 	uint64_t durable;		/* last batch known written (the leader's own) */
 	uint64_t target;		/* catching up to this batch before serving */

@@ -327,10 +327,21 @@ static void mc_ha_on_log_id(void *arg, int rc, json_t *reply)
 
 	ha->log_call = NULL;
 	if (rc) {
-		mc_log_warn("HA: cannot read the log's identity %s from etcd: %s; trying again",
-			    ha->log_id_key, mc_strerror(rc));
+		/* The first failure is a warning; the retries (every few seconds while etcd stays
+		 * out of reach) only at debug level, until a read succeeds. */
+		if (ha->log_id_failures++ == 0)
+			mc_log_warn("HA: cannot read the log's identity %s from etcd: %s; trying "
+				    "again", ha->log_id_key, mc_strerror(rc));
+		else
+			mc_log_debug("HA: reading %s failed again (%u times): %s", ha->log_id_key,
+				     ha->log_id_failures, mc_strerror(rc));
 		mc_ha_fetch_later(ha);
 		return;
+	}
+	if (ha->log_id_failures) {
+		mc_log_notice("HA: read the log's identity %s after %u failed tries",
+			      ha->log_id_key, ha->log_id_failures);
+		ha->log_id_failures = 0;
 	}
 	mc_ha_on_contact(ha);
 	/* Either the range answer, or the create transaction's (its failure branch ranges). */
