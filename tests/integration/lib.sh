@@ -296,6 +296,13 @@ mc_wait_gone() {
 	return 1
 }
 
+# mc_db_rows DB TABLE: the number of rows of TABLE in the SQLite file DB, read through Python's
+# sqlite3 module (the sqlite3 tool is not among the dependencies); "?" when it cannot be read.
+mc_db_rows() {
+	python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+		"SELECT count(*) FROM " + sys.argv[2]).fetchone()[0])' "$1" "$2" 2>/dev/null || echo "?"
+}
+
 # mc_is GOT EXPECTED WHAT: print "ok - WHAT", or "not ok - WHAT: got 'GOT', expected 'EXPECTED'"
 # and return 1.  Use: mc_is "$n" 2 "two segments remain" || rc=1
 mc_is() {

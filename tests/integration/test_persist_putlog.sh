@@ -35,8 +35,7 @@ else
 fi
 kill -TERM "$M2"
 wait "$M2" 2>/dev/null
-n=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
-	"SELECT count(*) FROM putlog").fetchone()[0])' "$DB" 2>/dev/null || echo "?")
+n=$(mc_db_rows "$DB" putlog)
 if [ "$n" = 38 ]; then
 	echo "ok - the put log holds the 38 new puts still in flight, no row of the crashed master"
 else

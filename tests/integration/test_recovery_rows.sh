@@ -61,8 +61,7 @@ t0=$(date +%s%N)
 kill -TERM "$MASTER2"
 mc_wait_gone "$MASTER2"
 echo "# clean stop in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-n=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
-	"SELECT count(*) FROM objects").fetchone()[0])' "$DB")
+n=$(mc_db_rows "$DB" objects)
 if [ "$n" = 2 ]; then
 	echo "ok 4 - the dropped rows are gone from the file ($n rows left)"
 else
