@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <sys/queue.h>
@@ -25,6 +26,7 @@
 #include "http/http_auth.h"
 #include "master/admin_http.h"
 #include "master/ha.h"
+#include "reactor/http_guard.h"
 #include "reactor/tls.h"
 
 /* Label values: escape backslash, quote and newline. */
@@ -216,6 +218,18 @@ static int mc_admin_routes(struct mc_master *m)
 	return mc_admin_route(m, NULL, mc_admin_not_found, m);
 }
 
+/* evhttp's bufferevent factory: TLS when configured, and replies sent without Nagle's delay. */
+static struct bufferevent *mc_admin_on_bev(struct event_base *base, void *arg)
+{
+	struct mc_master *m = arg;
+	struct bufferevent *bev = m->tls ? mc_tls_http_bevcb(base, m->tls)
+					 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+
+	if (bev)
+		mc_http_bev_nodelay(bev);
+	return bev;
+}
+
 int mc_admin_http_start(struct mc_master *m)
 {
 	if (m->cfg.metrics_port == 0)
@@ -228,8 +242,7 @@ int mc_admin_http_start(struct mc_master *m)
 	/* A request (or an idle keep-alive connection) gets this long: slow clients cannot hold
 	 * the admin port. */
 	evhttp_set_timeout(m->admin, 10);
-	if (m->tls)
-		mc_tls_http_serve(m->admin, m->tls);
+	evhttp_set_bevcb(m->admin, mc_admin_on_bev, m);
 	if (mc_admin_routes(m) != 0 ||
 	    evhttp_bind_socket(m->admin, m->cfg.metrics_host, (uint16_t)m->cfg.metrics_port)) {
 		mc_log_err("cannot listen for admin HTTP on %s:%lld", m->cfg.metrics_host,

@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
 #include "reactor/conn_limit.h"
@@ -149,6 +152,27 @@ static void mc_hg_on_timer(evutil_socket_t fd, short what, void *arg)
 	mc_hg_conn_free(c);
 }
 
+/* The output callback of mc_http_bev_nodelay: once the socket is known, set the option and go. */
+static void mc_hg_on_first_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+				  void *arg)
+{
+	struct bufferevent *bev = arg;
+	evutil_socket_t fd = bufferevent_getfd(bev);
+	int one = 1;
+
+	if (info->n_added == 0 || fd < 0)
+		return;
+	/* A socket that is not TCP (a unix one) refuses the option: nothing to mend there. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evbuffer_remove_cb(buf, mc_hg_on_first_output, bev);
+}
+
+void mc_http_bev_nodelay(struct bufferevent *bev)
+{
+	/* Without the callback the replies are only slower, never wrong: no error to report. */
+	(void)evbuffer_add_cb(bufferevent_get_output(bev), mc_hg_on_first_output, bev);
+}
+
 static struct bufferevent *mc_hg_on_bev(struct event_base *base, void *arg)
 {
 	struct mc_http_guard *g = arg;
@@ -161,6 +185,7 @@ static struct bufferevent *mc_hg_on_bev(struct event_base *base, void *arg)
 		       : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL)
 		goto fail;
+	mc_http_bev_nodelay(bev);
 	c->ev = event_new(base, -1, 0, mc_hg_on_timer, c);
 	if (c->ev == NULL) {
 		bufferevent_free(bev);

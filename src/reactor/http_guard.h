@@ -34,6 +34,13 @@ struct mc_http_guard *mc_http_guard_new(struct evhttp *http, struct event_base *
  * request is answered.  0 or -1 (as evhttp_set_cb; -ENOMEM as -1). */
 int mc_http_guard_route(struct mc_http_guard *g, const char *path,
 			void (*cb)(struct evhttp_request *, void *), void *arg);
+/* Send bev's answers without Nagle's delay: a reply written as more than one segment would
+ * otherwise hold its last one until the peer acknowledges the others, and a keep-alive client
+ * delays that acknowledgement (40 ms on Linux), so every request after a connection's first
+ * would wait that long.  Sets TCP_NODELAY on the socket the first time output is queued (a
+ * bevcb runs before evhttp gives the bufferevent its socket).  The guard does this for every
+ * connection it makes; an unguarded server calls it from its own bevcb. */
+void mc_http_bev_nodelay(struct bufferevent *bev);
 /* Free the guard: after evhttp_free of its server (it holds a reference on each
  * connection's bufferevent, which it drops here).  NULL: no-op. */
 void mc_http_guard_free(struct mc_http_guard *g);

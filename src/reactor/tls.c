@@ -267,11 +267,3 @@ struct bufferevent *mc_tls_http_bevcb(struct event_base *base, void *arg)
 #endif
 }
 
-void mc_tls_http_serve(struct evhttp *http, struct mc_tls *t)
-{
-#ifdef HAVE_OPENSSL
-	evhttp_set_bevcb(http, mc_tls_http_bev, t);
-#else
-	(void)http, (void)t;
-#endif
-}

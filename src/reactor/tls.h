@@ -14,7 +14,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-struct evhttp;
 struct mc_tls;
 
 /* Client-side settings from the environment: MOONCAKE_TLS_CA_FILE (turns TLS on),
@@ -46,10 +45,9 @@ struct bufferevent *mc_tls_bev_connect(struct event_base *base, struct mc_tls *t
 /* Why the TLS of bev failed (the OpenSSL error queue, or the verification result), for a log
  * line; "" when nothing is known. */
 const char *mc_tls_bev_error(struct bufferevent *bev, char *buf, size_t n);
-/* Serve every connection of http through TLS. */
-void mc_tls_http_serve(struct evhttp *http, struct mc_tls *t);
-/* The bufferevent factory mc_tls_http_serve installs, for a server whose bevcb is someone
- * else's (http_guard.h): arg is the struct mc_tls.  NULL without OpenSSL or memory. */
+/* A bufferevent factory for an evhttp server whose connections are served through TLS (an
+ * evhttp_set_bevcb callback, or the guard's inner one, http_guard.h): arg is the struct
+ * mc_tls.  NULL without OpenSSL or memory. */
 struct event_base;
 struct bufferevent *mc_tls_http_bevcb(struct event_base *base, void *arg);
 
