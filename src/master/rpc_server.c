@@ -14,7 +14,8 @@
  * With --persist_path, replies wait for the iteration's commit (mc_rpc_server_flush).  The
  * replies of requests that change durable state are noted; if the commit fails they are
  * replaced by PERSISTENT_FAIL frames, and while persistence is failing such requests are refused
- * before they run.
+ * before they run.  Requests that must wait for the background load are kept by rpc_park.c;
+ * the connection's fields are in rpc_conn.h.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,128 +38,9 @@
 #include "common/wire.h"
 #include "common/xalloc.h"
 #include "master/ops.h"
+#include "master/rpc_conn.h"
 #include "reactor/auth_event.h"
 #include "reactor/tls.h"
-
-/* A request frame (header and body) waiting for the background load. */
-struct mc_parked {
-	struct mc_parked *next;
-	uint64_t seq;		/* its place in its connection's arrival order */
-	struct mc_rpc_hdr h;	/* decoded and checked when it arrived */
-	size_t len;
-	uint8_t frame[];
-};
-
-/* A connection's parked requests of one kind, in arrival order. */
-struct mc_park_list {
-	struct mc_parked *head, **tail;
-};
-
-/* At most this many requests (and bytes) wait for the load, per connection and in all; past
- * that a request that must wait is answered UNAVAILABLE_IN_CURRENT_STATUS, not executed.  A
- * connection's bound fits one frame of the largest size (rpc_max_frame_bytes, 64 MiB). */
-#define MC_PARK_MAX_CONN 4096
-#define MC_PARK_MAX_TOTAL 65536
-#define MC_PARK_MAX_CONN_BYTES ((size_t)72 << 20)
-#define MC_PARK_MAX_TOTAL_BYTES ((size_t)256 << 20)
-
-struct mc_conn {
-	struct mc_master *m;
-	struct bufferevent *bev;
-	struct mc_conn *prev, *next;
-	uint64_t id;
-	int closing;
-	int flush_pending;	/* on m->flush_head: replies wait for the next commit */
-	int sealed;		/* HA: on m->flush_sealed: out[0, sealed_len) waits for the round of
-				   the log being written, what follows for a later one */
-	size_t sealed_len;
-	struct mc_conn *flush_next, *sealed_next;
-	struct event *reaper;
-	char peer[80];
-	uint16_t tenant;	/* SetTenant: the tenant its requests work for (tenants.c) */
-	/* Requests that wait for the background load (master_load.c): the connection reads on
-	 * meanwhile, and they are answered by req_id when they may run.  Those waiting for the
-	 * lookup of their keys may run at any step of the load (while the connection is on
-	 * m->look_conns); the others only at its end, when both lists run merged by seq. */
-	struct mc_park_list park_keys, park_end;
-	struct mc_conn *look_prev, *look_next;
-	uint32_t nparked, nkeys;	/* in both lists; in park_keys */
-	uint64_t park_seq;
-	size_t park_bytes;
-	int park_barrier;	/* a parked request changes the connection (SetTenant): every later
-				   one waits behind it */
-	int park_warned;	/* logged that its requests past the bound are refused */
-	struct mc_wbuf out;
-	size_t *dur;		/* offsets in out of successful replies that need the commit */
-	size_t ndur, capdur;
-	/* With a cluster secret: the handshake in progress (no bev yet) on fd, or refusing: a
-	 * peer without the handshake gets ILLEGAL_CLIENT for its first request, then the close. */
-	struct mc_auth_op *auth_op;
-	evutil_socket_t fd;
-	int refusing;
-	int tls;			/* bev is a TLS bufferevent: never write to fd directly */
-	struct event *ev_slow;		/* rpc_request_timeout_ms: a request begun (or the first
-					   one) must be complete by then */
-	int slow_armed;
-	char ip[INET6_ADDRSTRLEN];	/* the peer's address, for max_connections_per_peer */
-	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
-};
-
-static void mc_park_list_init(struct mc_park_list *l)
-{
-	l->head = NULL;
-	l->tail = &l->head;
-}
-
-static void mc_park_list_free(struct mc_park_list *l)
-{
-	struct mc_parked *p;
-
-	while ((p = l->head) != NULL) {
-		l->head = p->next;
-		free(p);
-	}
-	l->tail = &l->head;
-}
-
-/* c has requests waiting for a lookup (nkeys went from 0 to 1): the load's steps resume it. */
-static void mc_conn_look_link(struct mc_conn *c)
-{
-	struct mc_master *m = c->m;
-
-	c->look_prev = NULL;
-	c->look_next = m->look_conns;
-	if (m->look_conns)
-		m->look_conns->look_prev = c;
-	m->look_conns = c;
-}
-
-/* ... no longer (nkeys is 0). */
-static void mc_conn_look_unlink(struct mc_conn *c)
-{
-	if (c->look_prev)
-		c->look_prev->look_next = c->look_next;
-	else
-		c->m->look_conns = c->look_next;
-	if (c->look_next)
-		c->look_next->look_prev = c->look_prev;
-	c->look_prev = c->look_next = NULL;
-}
-
-/* Drop the requests of c that wait for the load (c closes: they are not executed). */
-static void mc_conn_unpark_all(struct mc_conn *c)
-{
-	if (c->nkeys)
-		mc_conn_look_unlink(c);
-	c->nkeys = 0;
-	mc_park_list_free(&c->park_keys);
-	mc_park_list_free(&c->park_end);
-	c->m->nparked -= c->nparked;
-	c->m->parked_bytes -= c->park_bytes;
-	c->nparked = 0;
-	c->park_bytes = 0;
-	c->park_barrier = 0;
-}
 
 static void mc_conn_on_reap(evutil_socket_t fd, short what, void *arg)
 {
@@ -180,7 +62,7 @@ static void mc_conn_close(struct mc_conn *c, const char *why)
 	if (c->closing)
 		return;
 	c->closing = 1;
-	mc_conn_unpark_all(c);
+	mc_rpc_unpark_all(c);
 	if (c->flush_pending) {
 		struct mc_conn **pp;
 
@@ -281,7 +163,7 @@ static int mc_op_changes_state(uint16_t opcode)
 }
 
 /* Handle one request frame into c->out, noting or refusing it per the persistence state. */
-static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *body)
+void mc_rpc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *body)
 {
 	struct mc_master *m = c->m;
 	size_t start = c->out.len;
@@ -401,7 +283,7 @@ void mc_rpc_server_flush(struct mc_master *m)
 
 /* A request that waited past its deadline (in a stopped master's socket, or behind a network
  * that held it) is not executed: its client has been told it failed. */
-static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out,
+int mc_rpc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out,
 			      const char *peer)
 {
 	struct timespec ts;
@@ -423,7 +305,6 @@ static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, s
 }
 
 static void mc_rpc_server_refuse(struct mc_conn *c);
-static void mc_conn_set_timeouts(struct mc_conn *c);
 
 static void mc_conn_on_slow(evutil_socket_t fd, short what, void *arg)
 {
@@ -469,7 +350,7 @@ static int mc_conn_tls_auth(struct mc_conn *c)
 	if (rc == MC_AUTH_DONE) {
 		free(c->hs);
 		c->hs = NULL;
-		mc_conn_set_timeouts(c);
+		mc_rpc_conn_set_timeouts(c);
 		return 0;
 	}
 	mc_auth_hs_refused(c->m->auth, "master RPC", c->peer, rc, c->hs);
@@ -484,74 +365,10 @@ static int mc_conn_tls_auth(struct mc_conn *c)
 	return 1;
 }
 
-/* A complete request of c waits for the background load (why: MC_LOAD_WAIT_KEYS or
- * MC_LOAD_WAIT_END): a copy joins c's parked requests of that kind, or, past the bounds, it is
- * answered UNAVAILABLE_IN_CURRENT_STATUS without running. */
-static void mc_conn_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame,
-			 int why)
-{
-	struct mc_park_list *l = why == MC_LOAD_WAIT_KEYS ? &c->park_keys : &c->park_end;
-	struct mc_master *m = c->m;
-	size_t len = MC_RPC_HDR_LEN + (size_t)h->body_len;
-	struct mc_parked *p;
-
-	if (c->nparked >= MC_PARK_MAX_CONN || m->nparked >= MC_PARK_MAX_TOTAL ||
-	    c->park_bytes + len > MC_PARK_MAX_CONN_BYTES ||
-	    m->parked_bytes + len > MC_PARK_MAX_TOTAL_BYTES) {
-		size_t start = c->out.len;
-
-		m->metrics.load_park_refused++;
-		if (!c->park_warned)
-			mc_log_warn("connection %llu from %s: %u requests (%zu bytes) on it and %llu in "
-				    "all wait for the load: %s and those past the bound are refused "
-				    "(UNAVAILABLE_IN_CURRENT_STATUS)", (unsigned long long)c->id,
-				    c->peer, c->nparked, c->park_bytes,
-				    (unsigned long long)m->nparked, mc_rpc_op_name(h->opcode));
-		c->park_warned = 1;
-		mc_rpc_frame_begin(&c->out, MC_RPC_RESPONSE, h->opcode,
-				   MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, h->req_id);
-		mc_rpc_frame_end(&c->out, start);
-		return;
-	}
-	/* A connection that waits for an answer is not idle (rpc_conn_timeout_seconds). */
-	if (c->nparked == 0 && m->cfg.rpc_conn_timeout_seconds > 0)
-		bufferevent_set_timeouts(c->bev, NULL, NULL);
-	p = mc_xmalloc(sizeof(*p) + len);
-	p->next = NULL;
-	p->seq = c->park_seq++;
-	p->h = *h;
-	p->len = len;
-	memcpy(p->frame, frame, len);
-	*l->tail = p;
-	l->tail = &p->next;
-	if (why == MC_LOAD_WAIT_KEYS && c->nkeys++ == 0)
-		mc_conn_look_link(c);
-	c->nparked++;
-	c->park_bytes += len;
-	m->nparked++;
-	m->parked_bytes += len;
-	if (h->opcode == MC_OP_SET_TENANT)
-		c->park_barrier = 1;
-	mc_log_debug("connection %llu from %s: %s (req_id %llu) waits for the %s",
-		     (unsigned long long)c->id, c->peer, mc_rpc_op_name(h->opcode),
-		     (unsigned long long)h->req_id, l == &c->park_keys ? "lookup" : "load");
-}
-
-/* Whether a request of c (frame: header h and body) waits for the load now: 0 (it runs),
- * MC_LOAD_WAIT_KEYS or MC_LOAD_WAIT_END (behind a waiting SetTenant: the end). */
-static int mc_conn_must_wait(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame)
-{
-	if (c->m->load == NULL)
-		return 0;
-	if (c->park_barrier)
-		return MC_LOAD_WAIT_END;
-	return mc_master_load_gate(c->m, h->opcode, frame + MC_RPC_HDR_LEN, h->body_len,
-				   c->tenant);
-}
 
 /* Replies were added to c->out: with persistence they wait for the iteration's commit (group
  * commit), else they go now. */
-static void mc_conn_replies_ready(struct mc_conn *c)
+void mc_rpc_conn_replies_ready(struct mc_conn *c)
 {
 	struct mc_master *m = c->m;
 
@@ -626,100 +443,22 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 		/* While the objects load, a request may have to wait: it alone does, and the
-		 * connection reads on (mc_rpc_server_on_resume runs it later). */
-		if (!mc_request_expired(m, &h, &c->out, c->peer)) {
-			int why = mc_conn_must_wait(c, &h, frame);
+		 * connection reads on (mc_rpc_park_on_resume runs it later). */
+		if (!mc_rpc_request_expired(m, &h, &c->out, c->peer)) {
+			int why = mc_rpc_must_wait(c, &h, frame);
 
 			if (why)
-				mc_conn_park(c, &h, frame, why);
+				mc_rpc_park(c, &h, frame, why);
 			else
-				mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
+				mc_rpc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		}
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
 	mc_conn_slow_watch(c, handled);
-	mc_conn_replies_ready(c);
+	mc_rpc_conn_replies_ready(c);
 }
 
-/* Run the parked request p of c, taken off its list: unless its client gave up meanwhile. */
-static void mc_conn_run_one(struct mc_conn *c, struct mc_parked *p)
-{
-	struct mc_master *m = c->m;
-
-	c->nparked--;
-	c->park_bytes -= p->len;
-	m->nparked--;
-	m->parked_bytes -= p->len;
-	if (!mc_request_expired(m, &p->h, &c->out, c->peer))
-		mc_conn_handle(c, &p->h, p->frame + MC_RPC_HDR_LEN);
-	free(p);
-}
-
-/* The first of l taken off it. */
-static struct mc_parked *mc_park_list_pop(struct mc_park_list *l)
-{
-	struct mc_parked *p = l->head;
-
-	l->head = p->next;
-	if (l->head == NULL)
-		l->tail = &l->head;
-	return p;
-}
-
-/* Run the parked requests of c that may run now: during the load, those whose keys the load
- * has answered (the others stay, and so do those waiting for the end, untouched); after it,
- * every one, in arrival order. */
-static void mc_conn_run_parked(struct mc_conn *c)
-{
-	struct mc_master *m = c->m;
-	struct mc_parked **pp, *p;
-
-	if (!c->flush_pending && !c->sealed) {
-		mc_wbuf_reset(&c->out);
-		c->ndur = 0;
-	}
-	if (m->load) {
-		pp = &c->park_keys.head;
-		while ((p = *pp) != NULL) {
-			/* Requests behind a waiting SetTenant are on park_end: not these. */
-			if (mc_master_load_gate(m, p->h.opcode, p->frame + MC_RPC_HDR_LEN,
-						p->h.body_len, c->tenant)) {
-				pp = &p->next;
-				continue;
-			}
-			*pp = p->next;
-			if (c->park_keys.tail == &p->next)
-				c->park_keys.tail = pp;
-			c->nkeys--;
-			mc_conn_run_one(c, p);
-			if (c->closing)
-				return;		/* its lists are gone */
-		}
-	} else {
-		c->park_barrier = 0;
-		while (c->park_keys.head || c->park_end.head) {
-			struct mc_park_list *l = c->park_end.head == NULL ? &c->park_keys
-						 : c->park_keys.head == NULL ? &c->park_end
-						 : c->park_keys.head->seq < c->park_end.head->seq
-							 ? &c->park_keys
-							 : &c->park_end;
-
-			if (l == &c->park_keys)
-				c->nkeys--;
-			mc_conn_run_one(c, mc_park_list_pop(l));
-			if (c->closing)
-				return;
-		}
-	}
-	if (c->nkeys == 0 && (c->look_prev || c->m->look_conns == c))
-		mc_conn_look_unlink(c);
-	if (c->nparked == 0) {
-		c->park_warned = 0;
-		mc_conn_set_timeouts(c);
-	}
-	mc_conn_replies_ready(c);
-}
 
 static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -763,7 +502,7 @@ static void mc_format_peer(const struct sockaddr *sa, char *out, size_t n)
 	}
 }
 
-static void mc_conn_set_timeouts(struct mc_conn *c)
+void mc_rpc_conn_set_timeouts(struct mc_conn *c)
 {
 	struct timeval tv = { (time_t)c->m->cfg.rpc_conn_timeout_seconds, 0 };
 
@@ -802,7 +541,7 @@ static int mc_conn_open(struct mc_conn *c)
 		mc_auth_hs_use_bev(c->hs, c->bev);
 	}
 	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
-	mc_conn_set_timeouts(c);
+	mc_rpc_conn_set_timeouts(c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
@@ -932,8 +671,7 @@ static void mc_listener_on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		}
 	}
 	mc_wbuf_init(&c->out);
-	mc_park_list_init(&c->park_keys);
-	mc_park_list_init(&c->park_end);
+	mc_rpc_park_init(c);
 	c->next = m->conns;
 	if (m->conns)
 		m->conns->prev = c;
@@ -959,22 +697,6 @@ static void mc_listener_on_error(struct evconnlistener *l, void *arg)
 	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
 }
 
-/* The background load moved on (m->ev_load_resume): the parked requests that may run now run.
- * During the load only connections with requests waiting for a lookup are visited, and only
- * those requests; at its end every connection's run, each in arrival order. */
-static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
-{
-	struct mc_master *m = arg;
-	struct mc_conn *c, *next;
-
-	(void)fd;
-	(void)what;
-	for (c = m->load ? m->look_conns : m->conns; c; c = next) {
-		next = m->load ? c->look_next : c->next;
-		if (c->nparked && !c->closing && c->bev)
-			mc_conn_run_parked(c);
-	}
-}
 
 int mc_rpc_server_start(struct mc_master *m)
 {
@@ -984,7 +706,7 @@ int mc_rpc_server_start(struct mc_master *m)
 	char port[16];
 	int rc;
 
-	m->ev_load_resume = event_new(m->base, -1, 0, mc_rpc_server_on_resume, m);
+	m->ev_load_resume = event_new(m->base, -1, 0, mc_rpc_park_on_resume, m);
 	if (m->ev_load_resume == NULL)
 		return -1;
 	snprintf(port, sizeof(port), "%lld",
