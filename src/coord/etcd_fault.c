@@ -17,70 +17,46 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "common/fault_hook.h"
 #include "common/log.h"
 #include "coord/etcd.h"
 
+/* The points, in the order of their names below. */
+static const char *const mc_etcd_fault_names[] = { "txn", "range", NULL };
+static const char *const mc_etcd_fault_paths[] = { "/v3/kv/txn", "/v3/kv/range" };
+static const char *const mc_etcd_fault_what[] = { "transactions", "reads" };
+
 static struct {
 	int read;		/* the environment was looked at */
-	int on;
-	long count;		/* < 0: no count */
-	const char *flag_file;
-	const char *path;	/* the calls that fail */
-	const char *what;	/* their name in the log */
+	struct mc_fault_hook hook;
 } mc_etcd_fault;
 
 static void mc_etcd_fault_read(void)
 {
-	const char *spec = getenv("MC_TEST_ETCD_FAULT");
-	const char *colon;
-	size_t n;
+	struct mc_fault_hook *h = &mc_etcd_fault.hook;
 
 	mc_etcd_fault.read = 1;
-	if (spec == NULL || spec[0] == '\0')
+	if (mc_fault_hook_read(h, "MC_TEST_ETCD_FAULT", mc_etcd_fault_names) != 1)
 		return;
-	colon = strchr(spec, ':');
-	n = colon ? (size_t)(colon - spec) : strlen(spec);
-	if (n == 3 && strncmp(spec, "txn", n) == 0) {
-		mc_etcd_fault.path = "/v3/kv/txn";
-		mc_etcd_fault.what = "transactions";
-	} else if (n == 5 && strncmp(spec, "range", n) == 0) {
-		mc_etcd_fault.path = "/v3/kv/range";
-		mc_etcd_fault.what = "reads";
-	} else {
-		mc_log_err("MC_TEST_ETCD_FAULT=%s: unknown fault point (txn, range)", spec);
-		return;
-	}
-	mc_etcd_fault.count = colon ? strtol(colon + 1, NULL, 10) : -1;
-	mc_etcd_fault.flag_file = getenv("MC_TEST_ETCD_FAULT_FILE");
-	if (mc_etcd_fault.flag_file && mc_etcd_fault.flag_file[0] == '\0')
-		mc_etcd_fault.flag_file = NULL;
-	mc_etcd_fault.on = 1;
-	mc_log_warn("test hook: etcd %s fail%s%s", mc_etcd_fault.what, mc_etcd_fault.flag_file ?
-		    " while this file exists: " : "", mc_etcd_fault.flag_file ?
-		    mc_etcd_fault.flag_file : "");
+	mc_log_warn("test hook: etcd %s fail%s%s", mc_etcd_fault_what[h->point],
+		    h->flag_file ? " while this file exists: " : "", h->flag_file ? h->flag_file : "");
 }
 
 int mc_etcd_fault_install(void)
 {
 	if (!mc_etcd_fault.read)
 		mc_etcd_fault_read();
-	return mc_etcd_fault.on;
+	return mc_etcd_fault.hook.point >= 0;
 }
 
 int mc_etcd_fault_fires(const char *path)
 {
-	struct stat sb;
+	int point = !strcmp(path, mc_etcd_fault_paths[0]) ? 0
+		    : !strcmp(path, mc_etcd_fault_paths[1]) ? 1 : -1;
 
-	if (!mc_etcd_fault.on || strcmp(path, mc_etcd_fault.path) != 0)
+	if (point < 0 || !mc_fault_hook_fires(&mc_etcd_fault.hook, point))
 		return 0;
-	if (mc_etcd_fault.flag_file && stat(mc_etcd_fault.flag_file, &sb) != 0)
-		return 0;
-	if (mc_etcd_fault.count == 0)
-		return 0;
-	if (mc_etcd_fault.count > 0)
-		mc_etcd_fault.count--;
 	mc_log_warn("test hook: etcd %s fails (not sent)", path);
 	return 1;
 }

@@ -16,27 +16,31 @@
  *   ckpt_busy   a checkpoint finds the checkpoint lock taken (SQLITE_BUSY), as when another
  *               connection recovers the log's index or checkpoints at that moment.
  * "point:N" fails the point N times then clears; MC_TEST_SQLITE_FAULT_FILE=path makes the
- * point fail only while that file exists, so a test switches the fault on and off.
+ * point fail only while that file exists, so a test switches the fault on and off (with ":N"
+ * as well: N times while it exists; common/fault_hook.h).
  * The loop's thread and the checkpointer's (persist_ckpt.c) go through it, never both at one
  * point: only checkpoints write the database file, and one runs at a time.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <sqlite3.h>
 
+#include "common/fault_hook.h"
 #include "common/log.h"
 #include "persist/persist.h"
 
+/* The points, in the order of their names below. */
 enum mc_fault_point {
-	FP_NONE,
 	FP_BEGIN,
 	FP_INSERT,
 	FP_COMMIT,
 	FP_CHECKPOINT,
 	FP_CKPT_BUSY,
 };
+
+static const char *const mc_fault_names[] = { "begin", "insert", "commit", "checkpoint",
+					      "ckpt_busy", NULL };
 
 enum mc_fault_file_kind {
 	FK_MAIN,
@@ -53,9 +57,7 @@ struct mc_fault_file {
 
 static struct {
 	int installed;
-	enum mc_fault_point point;
-	long count;		/* < 0: no count */
-	const char *flag_file;
+	struct mc_fault_hook hook;
 	sqlite3_vfs vfs;
 	sqlite3_vfs *real;
 	sqlite3_io_methods io;
@@ -63,17 +65,7 @@ static struct {
 
 static int mc_fault_fires(enum mc_fault_point point)
 {
-	struct stat sb;
-
-	if (mc_fault.point != point)
-		return 0;
-	if (mc_fault.flag_file)
-		return stat(mc_fault.flag_file, &sb) == 0;
-	if (mc_fault.count == 0)
-		return 0;
-	if (mc_fault.count > 0)
-		mc_fault.count--;
-	return 1;
+	return mc_fault_hook_fires(&mc_fault.hook, (int)point);
 }
 
 #define REAL(f) (((struct mc_fault_file *)(f))->real)
@@ -272,35 +264,10 @@ static int mc_fault_time64(sqlite3_vfs *vfs, sqlite3_int64 *out)
 
 int mc_persist_fault_install(void)
 {
-	const char *spec = getenv("MC_TEST_SQLITE_FAULT");
-	const char *colon;
-	size_t n;
-
 	if (mc_fault.installed)
 		return 1;
-	if (spec == NULL || spec[0] == '\0')
+	if (mc_fault_hook_read(&mc_fault.hook, "MC_TEST_SQLITE_FAULT", mc_fault_names) != 1)
 		return 0;
-	colon = strchr(spec, ':');
-	n = colon ? (size_t)(colon - spec) : strlen(spec);
-	if (n == 5 && !strncmp(spec, "begin", n))
-		mc_fault.point = FP_BEGIN;
-	else if (n == 6 && !strncmp(spec, "insert", n))
-		mc_fault.point = FP_INSERT;
-	else if (n == 6 && !strncmp(spec, "commit", n))
-		mc_fault.point = FP_COMMIT;
-	else if (n == 10 && !strncmp(spec, "checkpoint", n))
-		mc_fault.point = FP_CHECKPOINT;
-	else if (n == 9 && !strncmp(spec, "ckpt_busy", n))
-		mc_fault.point = FP_CKPT_BUSY;
-	else {
-		mc_log_err("MC_TEST_SQLITE_FAULT=%s: unknown fault point (begin, insert, commit, "
-			   "checkpoint, ckpt_busy)", spec);
-		return 0;
-	}
-	mc_fault.count = colon ? strtol(colon + 1, NULL, 10) : -1;
-	mc_fault.flag_file = getenv("MC_TEST_SQLITE_FAULT_FILE");
-	if (mc_fault.flag_file && mc_fault.flag_file[0] == '\0')
-		mc_fault.flag_file = NULL;
 	mc_fault.real = sqlite3_vfs_find(NULL);
 	if (mc_fault.real == NULL)
 		return 0;
@@ -347,9 +314,9 @@ int mc_persist_fault_install(void)
 	if (sqlite3_vfs_register(&mc_fault.vfs, 1) != SQLITE_OK)
 		return 0;
 	mc_fault.installed = 1;
-	mc_log_warn("test hook: SQLite fault injection at %.*s%s%s", (int)n, spec,
-		    mc_fault.flag_file ? " while this file exists: " : "",
-		    mc_fault.flag_file ? mc_fault.flag_file : "");
+	mc_log_warn("test hook: SQLite fault injection at %s%s%s", mc_fault_names[mc_fault.hook.point],
+		    mc_fault.hook.flag_file ? " while this file exists: " : "",
+		    mc_fault.hook.flag_file ? mc_fault.hook.flag_file : "");
 	return 1;
 }
 
@@ -366,7 +333,7 @@ static void mc_fault_sql_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv
 
 void mc_persist_fault_attach(struct sqlite3 *db)
 {
-	if (!mc_fault.installed || mc_fault.point != FP_INSERT)
+	if (!mc_fault.installed || mc_fault.hook.point != FP_INSERT)
 		return;
 	if (sqlite3_create_function(db, "mc_test_fault", 0, SQLITE_UTF8, NULL, mc_fault_sql_fn,
 				    NULL, NULL) != SQLITE_OK ||
