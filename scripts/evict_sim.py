@@ -20,6 +20,7 @@ semicolons: subset:f=0.2;mode=3.  Prints one line per trace and policy:
 """
 import bisect
 import json
+import random
 import sys
 
 USES, TAIL, PROT = 0x03, 0x04, 0x80
@@ -261,7 +262,6 @@ class Subset(Table):
         self.cls = 0
         self.ghost = {}
         self.gcap = max(1, int(cap) // 16)
-        import random
         self.rng = random.Random(1)
 
     def in_subset(self, o):
@@ -310,7 +310,7 @@ POLICIES["subset"] = lambda n, cap, **kw: Subset(n, cap, **kw)
 
 class Hint(Subset):
     """What a writer's hint would have to carry: an oracle says whether a request's first new
-    block is used again later, right with probability q (a flipped coin otherwise), and the
+    block is used again later, right with probability q (the opposite otherwise), and the
     put follows it as Subset's mode (1: a "not again" put goes to the head; 0: an "again" put
     enters protected).  Needs the trace's future: a bound, not a policy."""
 
