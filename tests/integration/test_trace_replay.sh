@@ -3,7 +3,8 @@
 # mooncake_bench --trace: the simulator gives the hand-computed LRU and Belady answers on a tiny
 # trace; under pressure the master's prefix policy keeps the head of a chain where lru keeps
 # none of it; the store's replay agrees with the simulator within 1 point for both policies
-# on a synthetic conversation trace; and prefix is never below lru on traces of other shapes.
+# on a synthetic conversation trace; prefix is never below lru on traces of other shapes; and
+# scripts/evict_sim.py agrees with the simulator.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 
 n=0
@@ -126,6 +127,19 @@ for single in 0.2 0.9; do
 	sed 's/^/# /' "$MC_TMP/g$single.out"
 	not_below "$MC_TMP/g$single.out"
 	ok $? "simulator, generated trace with $single one-turn conversations: prefix >= lru at each size"
+	# scripts/evict_sim.py, the Python copy of the eviction list for trying policies, must give
+	# the master's own figures for lru and prefix.
+	python3 "$MC_TOP_SRCDIR/scripts/evict_sim.py" "$MC_TMP/g$single.jsonl" lru,prefix \
+		>"$MC_TMP/g$single.py.out"
+	sed 's/^/# evict_sim.py: /' "$MC_TMP/g$single.py.out"
+	same=0
+	for pol in lru prefix; do
+		[ "$(rates "$MC_TMP/g$single.out" $pol | paste -sd' ')" = \
+		  "$(awk -v p=$pol '$2 == p { print $4, $6, $8 }' "$MC_TMP/g$single.py.out")" ] &&
+			same=$((same + 1))
+	done
+	[ $same = 2 ]
+	ok $? "scripts/evict_sim.py gives the simulator's lru and prefix figures on the $single trace"
 done
 l=$(rates "$MC_TMP/g0.9.out" lru | sed -n 2p)
 p=$(rates "$MC_TMP/g0.9.out" prefix | sed -n 2p)
