@@ -3,9 +3,9 @@
 #define MC_MASTER_RPC_CONN_H
 
 /*
- * The master's RPC connections, shared by the listener (rpc_server.c) and the requests that wait
- * for the background load (rpc_park.c).  Private to those two files: everything runs on the
- * master's loop thread.
+ * The master's RPC connections, shared by the listener (rpc_server.c) and the queues of
+ * requests that wait for the background load (rpc_park.c).  Private to those two files:
+ * everything runs on the master's loop thread.
  */
 #include <arpa/inet.h>
 #include <stddef.h>
@@ -84,24 +84,16 @@ struct mc_conn {
 	struct mc_auth_hs *hs;		/* TLS: the secret's handshake inside it, over bev */
 };
 
-/* rpc_server.c: handle one request frame into c->out, noting or refusing it per the persistence
- * state; whether a request that waited past its deadline is answered RPC_TIMEOUT instead (1,
- * with the answer in out); the connection's idle timeouts; replies were added to c->out (they
- * wait for the commit with persistence, else go now). */
-void mc_rpc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *body);
-int mc_rpc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out,
-			   const char *peer);
-void mc_rpc_conn_set_timeouts(struct mc_conn *c);
-void mc_rpc_conn_replies_ready(struct mc_conn *c);
-
 /* rpc_park.c: a new connection's empty waiting lists; drop c's waiting requests unexecuted (c
  * closes); whether a request (frame: header h and body) waits for the load now (0: it runs,
  * MC_LOAD_WAIT_KEYS or MC_LOAD_WAIT_END); queue it to wait, or refuse it past the bounds; the
- * callback of m->ev_load_resume (arg: the master), which runs what may run now. */
+ * first request of a list, taken off it (the caller keeps the counts); c has no request left
+ * waiting for a lookup: the load's steps no longer visit it. */
 void mc_rpc_park_init(struct mc_conn *c);
 void mc_rpc_unpark_all(struct mc_conn *c);
 int mc_rpc_must_wait(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame);
 void mc_rpc_park(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *frame, int why);
-void mc_rpc_park_on_resume(evutil_socket_t fd, short what, void *arg);
+struct mc_parked *mc_rpc_park_pop(struct mc_park_list *l);
+void mc_rpc_park_look_unlink(struct mc_conn *c);
 
 #endif

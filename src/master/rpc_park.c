@@ -8,7 +8,8 @@
  * of the load, and only connections that have such requests are visited then (m->look_conns);
  * the others run at the end, when both lists run merged by arrival.  A waiting SetTenant holds
  * every later request of its connection until the end.  Bounds per connection and in all, in
- * requests and bytes, refuse what is past them with UNAVAILABLE_IN_CURRENT_STATUS.
+ * requests and bytes, refuse what is past them with UNAVAILABLE_IN_CURRENT_STATUS.  The
+ * listener (rpc_server.c) runs them when the load moves on.
  *
  * Runs on the master's loop thread.
  */
@@ -53,7 +54,7 @@ static void mc_conn_look_link(struct mc_conn *c)
 }
 
 /* ... no longer (nkeys is 0). */
-static void mc_conn_look_unlink(struct mc_conn *c)
+void mc_rpc_park_look_unlink(struct mc_conn *c)
 {
 	if (c->look_prev)
 		c->look_prev->look_next = c->look_next;
@@ -68,7 +69,7 @@ static void mc_conn_look_unlink(struct mc_conn *c)
 void mc_rpc_unpark_all(struct mc_conn *c)
 {
 	if (c->nkeys)
-		mc_conn_look_unlink(c);
+		mc_rpc_park_look_unlink(c);
 	c->nkeys = 0;
 	mc_park_list_free(&c->park_keys);
 	mc_park_list_free(&c->park_end);
@@ -150,22 +151,8 @@ int mc_rpc_must_wait(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_
 				   c->tenant);
 }
 
-/* Run the parked request p of c, taken off its list: unless its client gave up meanwhile. */
-static void mc_conn_run_one(struct mc_conn *c, struct mc_parked *p)
-{
-	struct mc_master *m = c->m;
-
-	c->nparked--;
-	c->park_bytes -= p->len;
-	m->nparked--;
-	m->parked_bytes -= p->len;
-	if (!mc_rpc_request_expired(m, &p->h, &c->out, c->peer))
-		mc_rpc_conn_handle(c, &p->h, p->frame + MC_RPC_HDR_LEN);
-	free(p);
-}
-
 /* The first of l taken off it. */
-static struct mc_parked *mc_park_list_pop(struct mc_park_list *l)
+struct mc_parked *mc_rpc_park_pop(struct mc_park_list *l)
 {
 	struct mc_parked *p = l->head;
 
@@ -173,75 +160,4 @@ static struct mc_parked *mc_park_list_pop(struct mc_park_list *l)
 	if (l->head == NULL)
 		l->tail = &l->head;
 	return p;
-}
-
-/* Run the parked requests of c that may run now: during the load, those whose keys the load
- * has answered (the others stay, and so do those waiting for the end, untouched); after it,
- * every one, in arrival order. */
-static void mc_conn_run_parked(struct mc_conn *c)
-{
-	struct mc_master *m = c->m;
-	struct mc_parked **pp, *p;
-
-	if (!c->flush_pending && !c->sealed) {
-		mc_wbuf_reset(&c->out);
-		c->ndur = 0;
-	}
-	if (m->load) {
-		pp = &c->park_keys.head;
-		while ((p = *pp) != NULL) {
-			/* Requests behind a waiting SetTenant are on park_end: not these. */
-			if (mc_master_load_gate(m, p->h.opcode, p->frame + MC_RPC_HDR_LEN,
-						p->h.body_len, c->tenant)) {
-				pp = &p->next;
-				continue;
-			}
-			*pp = p->next;
-			if (c->park_keys.tail == &p->next)
-				c->park_keys.tail = pp;
-			c->nkeys--;
-			mc_conn_run_one(c, p);
-			if (c->closing)
-				return;		/* its lists are gone */
-		}
-	} else {
-		c->park_barrier = 0;
-		while (c->park_keys.head || c->park_end.head) {
-			struct mc_park_list *l = c->park_end.head == NULL ? &c->park_keys
-						 : c->park_keys.head == NULL ? &c->park_end
-						 : c->park_keys.head->seq < c->park_end.head->seq
-							 ? &c->park_keys
-							 : &c->park_end;
-
-			if (l == &c->park_keys)
-				c->nkeys--;
-			mc_conn_run_one(c, mc_park_list_pop(l));
-			if (c->closing)
-				return;
-		}
-	}
-	if (c->nkeys == 0 && (c->look_prev || c->m->look_conns == c))
-		mc_conn_look_unlink(c);
-	if (c->nparked == 0) {
-		c->park_warned = 0;
-		mc_rpc_conn_set_timeouts(c);
-	}
-	mc_rpc_conn_replies_ready(c);
-}
-
-/* The background load moved on (m->ev_load_resume): the parked requests that may run now run.
- * During the load only connections with requests waiting for a lookup are visited, and only
- * those requests; at its end every connection's run, each in arrival order. */
-void mc_rpc_park_on_resume(evutil_socket_t fd, short what, void *arg)
-{
-	struct mc_master *m = arg;
-	struct mc_conn *c, *next;
-
-	(void)fd;
-	(void)what;
-	for (c = m->load ? m->look_conns : m->conns; c; c = next) {
-		next = m->load ? c->look_next : c->next;
-		if (c->nparked && !c->closing && c->bev)
-			mc_conn_run_parked(c);
-	}
 }

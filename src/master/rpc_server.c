@@ -163,7 +163,7 @@ static int mc_op_changes_state(uint16_t opcode)
 }
 
 /* Handle one request frame into c->out, noting or refusing it per the persistence state. */
-void mc_rpc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *body)
+static void mc_conn_handle(struct mc_conn *c, const struct mc_rpc_hdr *h, const uint8_t *body)
 {
 	struct mc_master *m = c->m;
 	size_t start = c->out.len;
@@ -283,7 +283,7 @@ void mc_rpc_server_flush(struct mc_master *m)
 
 /* A request that waited past its deadline (in a stopped master's socket, or behind a network
  * that held it) is not executed: its client has been told it failed. */
-int mc_rpc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out,
+static int mc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, struct mc_wbuf *out,
 			      const char *peer)
 {
 	struct timespec ts;
@@ -305,6 +305,7 @@ int mc_rpc_request_expired(struct mc_master *m, const struct mc_rpc_hdr *h, stru
 }
 
 static void mc_rpc_server_refuse(struct mc_conn *c);
+static void mc_conn_set_timeouts(struct mc_conn *c);
 
 static void mc_conn_on_slow(evutil_socket_t fd, short what, void *arg)
 {
@@ -350,7 +351,7 @@ static int mc_conn_tls_auth(struct mc_conn *c)
 	if (rc == MC_AUTH_DONE) {
 		free(c->hs);
 		c->hs = NULL;
-		mc_rpc_conn_set_timeouts(c);
+		mc_conn_set_timeouts(c);
 		return 0;
 	}
 	mc_auth_hs_refused(c->m->auth, "master RPC", c->peer, rc, c->hs);
@@ -365,10 +366,9 @@ static int mc_conn_tls_auth(struct mc_conn *c)
 	return 1;
 }
 
-
 /* Replies were added to c->out: with persistence they wait for the iteration's commit (group
  * commit), else they go now. */
-void mc_rpc_conn_replies_ready(struct mc_conn *c)
+static void mc_conn_replies_ready(struct mc_conn *c)
 {
 	struct mc_master *m = c->m;
 
@@ -443,22 +443,21 @@ static void mc_conn_on_read(struct bufferevent *bev, void *arg)
 			return;
 		}
 		/* While the objects load, a request may have to wait: it alone does, and the
-		 * connection reads on (mc_rpc_park_on_resume runs it later). */
-		if (!mc_rpc_request_expired(m, &h, &c->out, c->peer)) {
+		 * connection reads on (mc_rpc_server_on_resume runs it later). */
+		if (!mc_request_expired(m, &h, &c->out, c->peer)) {
 			int why = mc_rpc_must_wait(c, &h, frame);
 
 			if (why)
 				mc_rpc_park(c, &h, frame, why);
 			else
-				mc_rpc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
+				mc_conn_handle(c, &h, frame + MC_RPC_HDR_LEN);
 		}
 		evbuffer_drain(in, MC_RPC_HDR_LEN + (size_t)h.body_len);
 		bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	}
 	mc_conn_slow_watch(c, handled);
-	mc_rpc_conn_replies_ready(c);
+	mc_conn_replies_ready(c);
 }
-
 
 static void mc_conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
@@ -502,7 +501,7 @@ static void mc_format_peer(const struct sockaddr *sa, char *out, size_t n)
 	}
 }
 
-void mc_rpc_conn_set_timeouts(struct mc_conn *c)
+static void mc_conn_set_timeouts(struct mc_conn *c)
 {
 	struct timeval tv = { (time_t)c->m->cfg.rpc_conn_timeout_seconds, 0 };
 
@@ -541,7 +540,7 @@ static int mc_conn_open(struct mc_conn *c)
 		mc_auth_hs_use_bev(c->hs, c->bev);
 	}
 	bufferevent_setcb(c->bev, mc_conn_on_read, NULL, mc_conn_on_event, c);
-	mc_rpc_conn_set_timeouts(c);
+	mc_conn_set_timeouts(c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	return 0;
 }
@@ -697,6 +696,90 @@ static void mc_listener_on_error(struct evconnlistener *l, void *arg)
 	mc_log_err("accept failed: %s", evutil_socket_error_to_string(err));
 }
 
+/* Run the parked request p of c, taken off its list: unless its client gave up meanwhile. */
+static void mc_conn_run_one(struct mc_conn *c, struct mc_parked *p)
+{
+	struct mc_master *m = c->m;
+
+	c->nparked--;
+	c->park_bytes -= p->len;
+	m->nparked--;
+	m->parked_bytes -= p->len;
+	if (!mc_request_expired(m, &p->h, &c->out, c->peer))
+		mc_conn_handle(c, &p->h, p->frame + MC_RPC_HDR_LEN);
+	free(p);
+}
+
+/* Run the parked requests of c that may run now: during the load, those whose keys the load
+ * has answered (the others stay, and so do those waiting for the end, untouched); after it,
+ * every one, in arrival order. */
+static void mc_conn_run_parked(struct mc_conn *c)
+{
+	struct mc_master *m = c->m;
+	struct mc_parked **pp, *p;
+
+	if (!c->flush_pending && !c->sealed) {
+		mc_wbuf_reset(&c->out);
+		c->ndur = 0;
+	}
+	if (m->load) {
+		pp = &c->park_keys.head;
+		while ((p = *pp) != NULL) {
+			/* Requests behind a waiting SetTenant are on park_end: not these. */
+			if (mc_master_load_gate(m, p->h.opcode, p->frame + MC_RPC_HDR_LEN,
+						p->h.body_len, c->tenant)) {
+				pp = &p->next;
+				continue;
+			}
+			*pp = p->next;
+			if (c->park_keys.tail == &p->next)
+				c->park_keys.tail = pp;
+			c->nkeys--;
+			mc_conn_run_one(c, p);
+			if (c->closing)
+				return;		/* its lists are gone */
+		}
+	} else {
+		c->park_barrier = 0;
+		while (c->park_keys.head || c->park_end.head) {
+			struct mc_park_list *l = c->park_end.head == NULL ? &c->park_keys
+						 : c->park_keys.head == NULL ? &c->park_end
+						 : c->park_keys.head->seq < c->park_end.head->seq
+							 ? &c->park_keys
+							 : &c->park_end;
+
+			if (l == &c->park_keys)
+				c->nkeys--;
+			mc_conn_run_one(c, mc_rpc_park_pop(l));
+			if (c->closing)
+				return;
+		}
+	}
+	if (c->nkeys == 0 && (c->look_prev || c->m->look_conns == c))
+		mc_rpc_park_look_unlink(c);
+	if (c->nparked == 0) {
+		c->park_warned = 0;
+		mc_conn_set_timeouts(c);
+	}
+	mc_conn_replies_ready(c);
+}
+
+/* The background load moved on (m->ev_load_resume): the parked requests that may run now run.
+ * During the load only connections with requests waiting for a lookup are visited, and only
+ * those requests; at its end every connection's run, each in arrival order. */
+static void mc_rpc_server_on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master *m = arg;
+	struct mc_conn *c, *next;
+
+	(void)fd;
+	(void)what;
+	for (c = m->load ? m->look_conns : m->conns; c; c = next) {
+		next = m->load ? c->look_next : c->next;
+		if (c->nparked && !c->closing && c->bev)
+			mc_conn_run_parked(c);
+	}
+}
 
 int mc_rpc_server_start(struct mc_master *m)
 {
@@ -706,7 +789,7 @@ int mc_rpc_server_start(struct mc_master *m)
 	char port[16];
 	int rc;
 
-	m->ev_load_resume = event_new(m->base, -1, 0, mc_rpc_park_on_resume, m);
+	m->ev_load_resume = event_new(m->base, -1, 0, mc_rpc_server_on_resume, m);
 	if (m->ev_load_resume == NULL)
 		return -1;
 	snprintf(port, sizeof(port), "%lld",
