@@ -122,11 +122,9 @@ static void mc_oindex_arr_alloc(struct mc_oindex *ix, struct mc_oindex_arr *a, s
 	a->g = (struct mc_oindex_group *)(((uintptr_t)a->raw + 63) & ~(uintptr_t)63);
 	/* Its pages would fault one by one as inserts and moves reach them: the arena's
 	 * prefaulter populates a large one at once, off this thread. */
-	if (ix->base != NULL && groups * sizeof(struct mc_oindex_group) >= MC_OINDEX_RETURN_MIN) {
-		mc_prefault_huge(a->raw, (groups + 1) * sizeof(struct mc_oindex_group));
+	if (ix->base != NULL && groups * sizeof(struct mc_oindex_group) >= MC_OINDEX_RETURN_MIN)
 		mc_prefault_ask(((const struct mc_obj_arena *)(const void *)ix->base)->pf, a->raw,
 				(groups + 1) * sizeof(struct mc_oindex_group));
-	}
 	a->gmask = groups - 1;
 	a->used = a->live = 0;
 	a->seq = ix->next_seq;

@@ -87,8 +87,6 @@ static struct mc_obj_arena *mc_arena_new(void)
 	start = (char *)(((uintptr_t)raw + MC_OBJ_ARENA_BYTES - 1) &
 			 ~(uintptr_t)(MC_OBJ_ARENA_BYTES - 1));
 	grow = (hdr + MC_ARENA_CHUNK - 1) / MC_ARENA_CHUNK * MC_ARENA_CHUNK;
-	/* The flag goes with the range as its chunks are made usable (mc_arena_grow). */
-	mc_prefault_huge(start, MC_OBJ_ARENA_BYTES);
 	if (mprotect(start, grow, PROT_READ | PROT_WRITE) != 0) {
 		mc_log_err("object table: arena header: %s", strerror(errno));
 		abort();

@@ -136,21 +136,6 @@ void mc_prefault_ask(struct mc_prefault *pf, void *p, size_t len)
 	pthread_mutex_unlock(&pf->mu);
 }
 
-void mc_prefault_huge(void *p, size_t len)
-{
-	static int off = -1;
-	const uintptr_t huge = (uintptr_t)2 << 20;
-	uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + len) & ~(huge - 1);
-
-	if (off < 0) {
-		const char *e = getenv("MC_MASTER_HUGEPAGES");
-
-		off = e != NULL && strcmp(e, "0") == 0;
-	}
-	if (!off && hi > lo)
-		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-}
-
 size_t mc_prefault_done(struct mc_prefault *pf)
 {
 	return pf ? __atomic_load_n(&pf->done, __ATOMIC_RELAXED) : 0;

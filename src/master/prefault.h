@@ -28,15 +28,6 @@ void mc_prefault_free(struct mc_prefault *pf);
 /* Queue the whole pages of [p, p + len) to be populated.  Never blocks beyond a short lock; when the queue is full
  * the range is dropped (the pages then fault on first touch, as without a prefaulter). */
 void mc_prefault_ask(struct mc_prefault *pf, void *p, size_t len);
-/* Ask for transparent huge pages over the 2 MiB-aligned part of [p, p + len) (MADV_HUGEPAGE;
- * a hint: nothing happens where the kernel has them off).  The table's arena and its large
- * index arrays are read at random, an object and an index group per key: on 4 KiB pages every
- * one of those reads also misses the TLB once the table is past a few megabytes, and a page
- * walk under a hypervisor costs about as much as the cache miss itself.  With 2 MiB pages the
- * TLB covers gigabytes.  The pages are populated by the prefaulter as before, so the reactor
- * does not wait for a huge page to be zeroed.  MC_MASTER_HUGEPAGES=0 in the environment turns
- * the hint off. */
-void mc_prefault_huge(void *p, size_t len);
 /* Bytes populated so far (tests, metrics). */
 size_t mc_prefault_done(struct mc_prefault *pf);
 
