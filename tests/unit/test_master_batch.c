@@ -24,29 +24,12 @@
 
 #define MAXN 300
 
-/* BatchPutStart or BatchUpsertStart (op) of keys with sizes: per-key codes and the first
- * replica's address (0 for none).  The frame status. */
-static int batch_start(uint16_t op, const char *const *keys, const uint64_t *sizes, uint32_t n,
-		       int *codes, uint64_t *addrs)
+/* The items of a PutStart or GetReplicaList answer in resp: per-key codes and the first
+ * replica's address (0 for none).  0, or -99998 for a count other than n. */
+static int read_items(uint32_t n, int *codes, uint64_t *addrs)
 {
-	struct mc_rpc_config cfg;
-	struct mc_wbuf b;
 	uint32_t i, j;
-	int st;
 
-	mc_rpc_config_default(&cfg);
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
-	mc_wbuf_u32(&b, n);
-	for (i = 0; i < n; i++) {
-		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
-		mc_wbuf_u64(&b, sizes[i]);
-	}
-	st = call(op, &b);
-	mc_wbuf_fini(&b);
-	if (st)
-		return st;
 	if (mc_rbuf_u32(&resp) != n)
 		return -99998;
 	for (i = 0; i < n; i++) {
@@ -63,33 +46,43 @@ static int batch_start(uint16_t op, const char *const *keys, const uint64_t *siz
 				addrs[i] = r.addr;
 		}
 	}
+	return 0;
+}
+
+/* BatchPutStart or BatchUpsertStart (op) of keys with sizes: as read_items.  The frame
+ * status. */
+static int batch_start(uint16_t op, const char *const *keys, const uint64_t *sizes, uint32_t n,
+		       int *codes, uint64_t *addrs)
+{
+	struct mc_rpc_config cfg;
+	struct mc_wbuf b;
+	int st;
+
+	mc_rpc_config_default(&cfg);
+	mc_wbuf_init(&b);
+	put_start_body(&b, &cfg, keys, sizes, 0, n);
+	st = call(op, &b);
+	mc_wbuf_fini(&b);
+	if (st || (st = read_items(n, codes, addrs)) != 0)
+		return st;
 	mc_rbuf_u8(&resp);	/* space coming */
 	return resp.err || resp.left ? -99997 : 0;
 }
 
-/* A batch of keys alone (BatchPutEnd/BatchUpsertEnd with replica type ALL first, or
- * BatchExistKey): per-key i32 results.  The frame status. */
+/* BatchPutEnd, BatchUpsertEnd, BatchPutRevoke (replica type ALL, no checksums) or
+ * BatchExistKey of keys: per-key i32 results.  The frame status. */
 static int batch_codes(uint16_t op, const char *const *keys, uint32_t n, int *codes)
 {
 	struct mc_wbuf b;
-	uint32_t i;
 	int st;
 
+	if (op != MC_OP_BATCH_EXIST_KEY)
+		return put_end_cs(op, keys, n, NULL, NULL, codes);
 	mc_wbuf_init(&b);
-	if (op != MC_OP_BATCH_EXIST_KEY) {
-		mc_rpc_put_uuid(&b, &client_id);
-		mc_wbuf_u8(&b, MC_REPLICA_ALL);
-	}
 	put_keys(&b, keys, n);
 	st = call(op, &b);
 	mc_wbuf_fini(&b);
-	if (st)
-		return st;
-	if (mc_rbuf_u32(&resp) != n)
-		return -99998;
-	for (i = 0; i < n; i++)
-		codes[i] = mc_rbuf_i32(&resp);
-	return resp.err || resp.left ? -99997 : 0;
+	return st ? st : read_codes(n, codes);
 }
 
 /* BatchGetReplicaList: per-key codes and first addresses.  The frame status. */
@@ -97,7 +90,6 @@ static int batch_get(const char *const *keys, uint32_t n, int *codes, uint64_t *
 {
 	struct mc_rpc_checksum cs[MAXN];
 	struct mc_wbuf b;
-	uint32_t i, j;
 	int st;
 
 	mc_wbuf_init(&b);
@@ -107,22 +99,8 @@ static int batch_get(const char *const *keys, uint32_t n, int *codes, uint64_t *
 	if (st)
 		return st;
 	mc_rbuf_u64(&resp);	/* lease ttl */
-	if (mc_rbuf_u32(&resp) != n)
-		return -99998;
-	for (i = 0; i < n; i++) {
-		uint32_t nrep;
-
-		codes[i] = mc_rbuf_i32(&resp);
-		nrep = mc_rbuf_u32(&resp);
-		addrs[i] = 0;
-		for (j = 0; j < nrep; j++) {
-			struct mc_rpc_replica r;
-
-			mc_rpc_get_replica(&resp, &r);
-			if (j == 0)
-				addrs[i] = r.addr;
-		}
-	}
+	if ((st = read_items(n, codes, addrs)) != 0)
+		return st;
 	if (mc_rpc_get_checksums(&resp, cs, n) < 0)
 		return -99996;
 	return resp.err || resp.left ? -99997 : 0;
