@@ -210,6 +210,16 @@ def summarize(path):
             med(rs, lambda r: lk(r, "batch_get_replica_desc")),
             med(rs, lambda r: lk(r, "batch_is_exist", "cpu_us_per_key")),
             med(rs, lambda r: lk(r, "batch_get_replica_desc", "cpu_us_per_key"))))
+    # CPU per put by tenth of the run (medians over the runs), where the driver sampled it.
+    for label, rs in rows.items():
+        by = [r.get("cpu_us_per_put_by_tenth") for r in rs if r.get("cpu_us_per_put_by_tenth")]
+        for name in sorted(by[0]) if by else []:
+            cols = []
+            for i in range(10):
+                xs = [b[name][i] for b in by if name in b and len(b[name]) > i
+                      and b[name][i] is not None]
+                cols.append("%6.2f" % statistics.median(xs) if xs else "     -")
+            print("%-13s cpu us/put by tenth %-8s %s" % (label, name, " ".join(cols)))
     return 0
 
 
@@ -232,6 +242,8 @@ def main():
     ap.add_argument("--lookup_batch", type=int, default=128)
     ap.add_argument("--lookup_seconds", type=float, default=3.0)
     ap.add_argument("--label", default="")
+    ap.add_argument("--sample_seconds", type=float, default=0.1,
+                    help="how often each process's CPU is read (CPU per put by tenth)")
     a = ap.parse_args()
     pids = {k: int(v) for k, v in (p.split("=", 1) for p in a.pid)}
 
@@ -252,8 +264,26 @@ def main():
     rss0 = rss_bytes(pids["master"]) if "master" in pids else 0
     cpu0 = {k: cpu_s(v) for k, v in pids.items()}
     wcpu0 = {w: cpu_s(p) for w, p in wpids.items()}
+    # CPU of every process sampled through the run, for the CPU per put of each tenth.
+    import threading
+    samples, sampling = [], threading.Event()
+    watched = dict(pids, **{"writer%d" % w: p for w, p in wpids.items()})
+
+    def sampler():
+        while not sampling.is_set():
+            row = {}
+            for k, v in watched.items():
+                try:
+                    row[k] = cpu_s(v)
+                except OSError:
+                    pass
+            samples.append((time.perf_counter(), row))
+            sampling.wait(a.sample_seconds)
+
+    th = threading.Thread(target=sampler, daemon=True)
     t0 = time.perf_counter()
     go.set()
+    th.start()
     results = []
     wcpu1 = {}
     while len(results) < a.writers:
@@ -261,6 +291,8 @@ def main():
         results.append(m)
         # A writer's CPU is read as soon as it reports, before it tears down.
         wcpu1[m[1]] = cpu_s(wpids[m[1]])
+    sampling.set()
+    th.join()
     t1 = max(e for r in results for e, _ in r[3]) if results else time.perf_counter()
     cpu1 = {k: cpu_s(v) for k, v in pids.items()}
     rss1 = rss_bytes(pids["master"]) if "master" in pids else 0
@@ -273,12 +305,35 @@ def main():
     total = sum(n for _, n in ends)
     wall = t1 - t0
     tenths, done, prev_t, prev_n, k = [], 0, t0, 0, 1
+    bounds = []
     for e, n in ends:
         done += n
         while k <= 10 and done >= total * k / 10:
             tenths.append(round((done - prev_n) / max(e - prev_t, 1e-9)))
+            bounds.append((prev_t, e, done - prev_n))
             prev_t, prev_n = e, done
             k += 1
+
+    def cpu_at(name, t):
+        """A process's CPU seconds at time t, interpolated between samples."""
+        pts = [(st, row[name]) for st, row in samples if name in row]
+        if not pts:
+            return None
+        if t <= pts[0][0]:
+            return pts[0][1]
+        for (ta, ca), (tb, cb) in zip(pts, pts[1:]):
+            if t <= tb:
+                return ca + (cb - ca) * (t - ta) / max(tb - ta, 1e-9)
+        return pts[-1][1]
+
+    cpu_tenths = {}
+    for name in sorted(watched):
+        row = []
+        for ta, tb, n in bounds:
+            ca, cb = cpu_at(name, ta), cpu_at(name, tb)
+            row.append(None if ca is None or cb is None else round((cb - ca) / max(n, 1) * 1e6, 2))
+        key = "writers" if name.startswith("writer") and a.writers == 1 else name
+        cpu_tenths[key] = row
     cpu = {k: cpu1[k] - cpu0[k] for k in pids}
     cpu["writers"] = sum(wcpu1[w] - wcpu0[w] for w in wpids)
     p50 = pct(lats, 50)
@@ -294,6 +349,8 @@ def main():
         "batch_p50_over_3_store_rtt": round(p50 / (3 * rpc_rtt), 2),
         "cpu_cores": {k: round(v / wall, 2) for k, v in cpu.items()},
         "cpu_us_per_put": {k: round(v / max(total, 1) * 1e6, 2) for k, v in cpu.items()},
+        # Sampled every --sample_seconds (clock ticks: 10 ms), so short tenths are coarse.
+        "cpu_us_per_put_by_tenth": cpu_tenths,
     }
     if "master" in pids:
         out["master_rss_bytes_per_object"] = round((rss1 - rss0) / max(total, 1), 1)

@@ -56,58 +56,6 @@ uint8_t *mc_wbuf_reserve(struct mc_wbuf *w, size_t n)
 	return p;
 }
 
-void mc_wbuf_put(struct mc_wbuf *w, const void *src, size_t n)
-{
-	uint8_t *p = mc_wbuf_reserve(w, n);
-
-	if (p != NULL && n > 0)
-		memcpy(p, src, n);
-}
-
-void mc_wbuf_u8(struct mc_wbuf *w, uint8_t v)
-{
-	uint8_t *p = mc_wbuf_reserve(w, 1);
-
-	if (p != NULL)
-		*p = v;
-}
-
-void mc_wbuf_u16(struct mc_wbuf *w, uint16_t v)
-{
-	uint8_t *p = mc_wbuf_reserve(w, 2);
-
-	if (p != NULL) {
-		p[0] = (uint8_t)v;
-		p[1] = (uint8_t)(v >> 8);
-	}
-}
-
-void mc_wbuf_u32(struct mc_wbuf *w, uint32_t v)
-{
-	uint8_t *p = mc_wbuf_reserve(w, 4);
-
-	if (p != NULL)
-		mc_put_le32(p, v);
-}
-
-void mc_wbuf_u64(struct mc_wbuf *w, uint64_t v)
-{
-	uint8_t *p = mc_wbuf_reserve(w, 8);
-
-	if (p != NULL)
-		mc_put_le64(p, v);
-}
-
-void mc_wbuf_i32(struct mc_wbuf *w, int32_t v)
-{
-	mc_wbuf_u32(w, (uint32_t)v);
-}
-
-void mc_wbuf_i64(struct mc_wbuf *w, int64_t v)
-{
-	mc_wbuf_u64(w, (uint64_t)v);
-}
-
 void mc_wbuf_str(struct mc_wbuf *w, const char *s, size_t n)
 {
 	if (n > UINT32_MAX) {
@@ -148,44 +96,6 @@ const uint8_t *mc_rbuf_bytes(struct mc_rbuf *r, size_t n)
 	r->p += n;
 	r->left -= n;
 	return p;
-}
-
-uint8_t mc_rbuf_u8(struct mc_rbuf *r)
-{
-	const uint8_t *p = mc_rbuf_bytes(r, 1);
-
-	return p ? p[0] : 0;
-}
-
-uint16_t mc_rbuf_u16(struct mc_rbuf *r)
-{
-	const uint8_t *p = mc_rbuf_bytes(r, 2);
-
-	return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
-}
-
-uint32_t mc_rbuf_u32(struct mc_rbuf *r)
-{
-	const uint8_t *p = mc_rbuf_bytes(r, 4);
-
-	return p ? mc_get_le32(p) : 0;
-}
-
-uint64_t mc_rbuf_u64(struct mc_rbuf *r)
-{
-	const uint8_t *p = mc_rbuf_bytes(r, 8);
-
-	return p ? mc_get_le64(p) : 0;
-}
-
-int32_t mc_rbuf_i32(struct mc_rbuf *r)
-{
-	return (int32_t)mc_rbuf_u32(r);
-}
-
-int64_t mc_rbuf_i64(struct mc_rbuf *r)
-{
-	return (int64_t)mc_rbuf_u64(r);
 }
 
 const char *mc_rbuf_str(struct mc_rbuf *r, size_t max, size_t *len)

@@ -443,35 +443,64 @@ static int mc_object_probe_eq(const struct mc_object *o, const void *arg)
 	       memcmp(o->key, p->key, p->len) == 0;
 }
 
+uint32_t mc_object_key_hash(const struct mc_object_table *t, const char *key, size_t len)
+{
+	return mc_object_hash_in(t->tenant, key, len);
+}
+
+struct mc_object *mc_object_find_h(struct mc_object_table *t, const char *key, size_t len,
+				   uint32_t h)
+{
+	struct mc_object_probe p = { key, len, h, t->tenant };
+
+	return mc_oindex_find(&t->index, h, mc_object_probe_eq, &p);
+}
+
 struct mc_object *mc_object_find(struct mc_object_table *t, const char *key, size_t len)
 {
-	struct mc_object_probe p = { key, len, mc_object_hash_in(t->tenant, key, len), t->tenant };
+	return mc_object_find_h(t, key, len, mc_object_key_hash(t, key, len));
+}
 
-	return mc_oindex_find(&t->index, p.h, mc_object_probe_eq, &p);
+/* More would leave the caches before their lookups. */
+#define MC_PREFETCH_MAX 256
+
+void mc_object_prefetch_h(const struct mc_object_table *t, const uint32_t *h, size_t n)
+{
+	/* A key's objects are fetched MC_PREFETCH_AHEAD keys after its groups, by when the groups
+	 * have arrived. */
+	enum { MC_PREFETCH_AHEAD = 16 };
+	size_t i;
+
+	if (n > MC_PREFETCH_MAX)
+		n = MC_PREFETCH_MAX;
+	for (i = 0; i < n + MC_PREFETCH_AHEAD; i++) {
+		if (i >= MC_PREFETCH_AHEAD)
+			mc_oindex_prefetch_objects(&t->index, h[i - MC_PREFETCH_AHEAD]);
+		if (i < n)
+			mc_oindex_prefetch(&t->index, h[i]);
+	}
 }
 
 void mc_object_prefetch(const struct mc_object_table *t, const struct mc_strv *keys, size_t n)
 {
-	/* A ring of the hashes of the last MC_PREFETCH_AHEAD keys: a key's objects are fetched
-	 * that many keys after its groups, by when the groups have arrived. */
-	enum { MC_PREFETCH_AHEAD = 16, MC_PREFETCH_MAX = 256 };
-	uint32_t h[MC_PREFETCH_AHEAD];
+	uint32_t h[MC_PREFETCH_MAX];
 	size_t i;
 
 	if (n > MC_PREFETCH_MAX)
-		n = MC_PREFETCH_MAX;	/* more would leave the caches before its lookup */
-	for (i = 0; i < n + MC_PREFETCH_AHEAD; i++) {
-		if (i >= MC_PREFETCH_AHEAD)
-			mc_oindex_prefetch_objects(&t->index, h[i % MC_PREFETCH_AHEAD]);
-		if (i < n) {
-			h[i % MC_PREFETCH_AHEAD] = mc_object_hash_in(t->tenant, keys[i].p, keys[i].n);
-			mc_oindex_prefetch(&t->index, h[i % MC_PREFETCH_AHEAD]);
-		}
-	}
+		n = MC_PREFETCH_MAX;
+	for (i = 0; i < n; i++)
+		h[i] = mc_object_key_hash(t, keys[i].p, keys[i].n);
+	mc_object_prefetch_h(t, h, n);
 }
 
 struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, size_t len,
 				   uint32_t nrep)
+{
+	return mc_object_insert_h(t, key, len, mc_object_key_hash(t, key, len), nrep);
+}
+
+struct mc_object *mc_object_insert_h(struct mc_object_table *t, const char *key, size_t len,
+				     uint32_t h, uint32_t nrep)
 {
 	struct mc_object *o;
 	size_t i;
@@ -489,7 +518,7 @@ struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, s
 		side->extra[i - 1].r.is_extra = 1;
 		side->extra[i - 1].obj = o;
 	}
-	mc_oindex_insert(&t->index, o, mc_object_hash_in(t->tenant, key, len));
+	mc_oindex_insert(&t->index, o, h);
 	t->count++;
 	t->key_bytes += len;
 	/* New objects start at the most-recently-used end (prefix: of probation). */

@@ -249,6 +249,16 @@ void mc_object_prefetch(const struct mc_object_table *t, const struct mc_strv *k
  * be present.  Aborts on out-of-memory (daemon code). */
 struct mc_object *mc_object_insert(struct mc_object_table *t, const char *key, size_t len,
 				   uint32_t nrep);
+/* A batch hashes each key once: mc_object_key_hash is the hash mc_object_find and
+ * mc_object_insert compute for a key in the current tenant, and the _h forms take it instead
+ * (h must be mc_object_key_hash(t, key, len) under the same tenant, i.e. within one request). */
+uint32_t mc_object_key_hash(const struct mc_object_table *t, const char *key, size_t len);
+struct mc_object *mc_object_find_h(struct mc_object_table *t, const char *key, size_t len,
+				   uint32_t h);
+struct mc_object *mc_object_insert_h(struct mc_object_table *t, const char *key, size_t len,
+				     uint32_t h, uint32_t nrep);
+/* mc_object_prefetch of keys whose hashes h[0..n) the caller has. */
+void mc_object_prefetch_h(const struct mc_object_table *t, const uint32_t *h, size_t n);
 /* Unlink from the index and the LRU and free.  Replicas must already be detached. */
 void mc_object_erase(struct mc_object_table *t, struct mc_object *o);
 struct mc_replica *mc_object_replica(struct mc_object *o, uint32_t i);

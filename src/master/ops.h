@@ -58,8 +58,12 @@ const struct mc_master_op *mc_master_op_get(uint16_t op);
 /* The entries in opcode order: *n of them. */
 const struct mc_master_op *mc_master_ops(size_t *n);
 
-/* Decode "u32 n, n x str" into a malloc'ed array of views (NULL when n == 0). */
+/* Decode "u32 n, n x str" into a malloc'ed array of views (NULL when n == 0), and start
+ * loading what looking them up will read (mc_object_prefetch). */
 struct mc_strv *mc_req_keys(struct mc_req *q, uint32_t *n);
+/* The same, and *hashes the keys' mc_object_key_hash for the _h lookups (in the views' block:
+ * valid until it is freed; NULL when the body is malformed or has no key). */
+struct mc_strv *mc_req_keys_h(struct mc_req *q, uint32_t *n, uint32_t **hashes);
 /* A body that is "keys" alone: append u32 n and, per key, the i32 fn(q, its object or NULL)
  * returns (a negative one counts as a failed item).  0, or INVALID_PARAMS for a malformed body
  * (nothing appended). */

@@ -45,8 +45,9 @@ static void mc_value_size_observe(struct mc_master *m, uint64_t size)
 
 /* ---------------------------------------------------------------- put / upsert start */
 
+/* h: the key's mc_object_key_hash (the batch hashes each key once). */
 static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct mc_rpc_config *cfg,
-			    struct mc_strv key, uint64_t size, int upsert)
+			    struct mc_strv key, uint32_t h, uint64_t size, int upsert)
 {
 	struct mc_master *m = q->m;
 	struct mc_object *o;
@@ -64,7 +65,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 	if (cfg->has_soft_pin_ttl && cfg->soft_pin_action == MC_SOFT_PIN_ENABLE &&
 	    (int64_t)cfg->soft_pin_ttl_ms > m->cfg.max_kv_soft_pin_ttl)
 		goto fail_params;
-	o = mc_object_find(&m->objects, key.p, key.n);
+	o = mc_object_find_h(&m->objects, key.p, key.n, h);
 	fresh = o == NULL;
 	if (o != NULL) {
 		/* Copies on dormant segments only do not make the key exist for a writer: a new
@@ -121,7 +122,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 		goto fail;
 	m->evict_waiting = 0;
 	mc_ghost_drop(m, key.p, key.n);
-	o = mc_object_insert(&m->objects, key.p, key.n, want);
+	o = mc_object_insert_h(&m->objects, key.p, key.n, h, want);
 	o->size = size;	/* before the replicas: their reservations are mc_object_span(o) */
 	o->gen = mc_gen_next(m);
 	for (i = 0; i < want; i++) {
@@ -225,6 +226,7 @@ static int mc_put_start_batch(struct mc_req *q, int upsert)
 	struct mc_rpc_config cfg;
 	struct mc_strv *keys;
 	uint64_t *sizes;
+	uint32_t *hashes;
 	struct mc_client *c;
 	uint32_t n, i;
 
@@ -233,8 +235,10 @@ static int mc_put_start_batch(struct mc_req *q, int upsert)
 	n = mc_rbuf_count(&q->r, MC_RPC_MAX_BATCH, 12);
 	if (q->r.err)
 		return MC_ERR_INVALID_PARAMS;
-	keys = mc_xcalloc(n ? n : 1, sizeof(*keys));
-	sizes = mc_xcalloc(n ? n : 1, sizeof(*sizes));
+	/* Keys, sizes and the keys' hashes: one block. */
+	keys = mc_xcalloc(n ? n : 1, sizeof(*keys) + sizeof(*sizes) + sizeof(*hashes));
+	sizes = (uint64_t *)(void *)(keys + (n ? n : 1));
+	hashes = (uint32_t *)(void *)(sizes + (n ? n : 1));
 	for (i = 0; i < n; i++) {
 		keys[i] = mc_rpc_get_strv(&q->r, MC_RPC_MAX_KEY);
 		sizes[i] = mc_rbuf_u64(&q->r);
@@ -242,18 +246,18 @@ static int mc_put_start_batch(struct mc_req *q, int upsert)
 	mc_rpc_get_evict_hint(&q->r, &cfg);
 	if (!mc_req_done(q)) {
 		free(keys);
-		free(sizes);
 		return MC_ERR_INVALID_PARAMS;
 	}
-	mc_object_prefetch(&q->m->objects, keys, n);
+	for (i = 0; i < n; i++)
+		hashes[i] = mc_object_key_hash(&q->m->objects, keys[i].p, keys[i].n);
+	mc_object_prefetch_h(&q->m->objects, hashes, n);
 	c = mc_client_get(q->m, &cid);
 	mc_object_batch_hint(&q->m->objects, cfg.has_evict_hint ? cfg.evict_hint : -1);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++)
-		mc_put_start_one(q, c, &cfg, keys[i], sizes[i], upsert);
+		mc_put_start_one(q, c, &cfg, keys[i], hashes[i], sizes[i], upsert);
 	mc_wbuf_u8(q->out, (uint8_t)q->space_coming);
 	free(keys);
-	free(sizes);
 	return 0;
 }
 
@@ -282,10 +286,10 @@ static uint32_t mc_count_targeted(struct mc_object *o, uint8_t rtype, uint8_t st
  * the DISK replica stays PROCESSING, and is never handed to a reader, until then.  A checksum
  * the writer sends (cs->present) is stored with the object when this PutEnd completes replicas;
  * PutStart and an in-place UpsertStart left it unknown, so a PutEnd without one leaves it so. */
-static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv key, uint8_t rtype,
-			  const struct mc_rpc_checksum *cs)
+static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv key, uint32_t h,
+			  uint8_t rtype, const struct mc_rpc_checksum *cs)
 {
-	struct mc_object *o = mc_object_find(&q->m->objects, key.p, key.n);
+	struct mc_object *o = mc_object_find_h(&q->m->objects, key.p, key.n, h);
 	uint32_t i, processing, was_readable;
 
 	if (o == NULL)
@@ -335,10 +339,10 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 
 /* PutRevoke of the PROCESSING replicas of type rtype; the object goes when none is left. */
 static int mc_put_revoke_one(struct mc_req *q, struct mc_client *c, struct mc_strv key,
-			     uint8_t rtype)
+			     uint32_t h, uint8_t rtype)
 {
 	struct mc_master *m = q->m;
-	struct mc_object *o = mc_object_find(&m->objects, key.p, key.n);
+	struct mc_object *o = mc_object_find_h(&m->objects, key.p, key.n, h);
 	uint32_t i, left = 0;
 
 	if (o == NULL)
@@ -384,12 +388,12 @@ static int mc_put_end_revoke_batch(struct mc_req *q, int revoke)
 	struct mc_strv *keys;
 	struct mc_rpc_checksum *cs = NULL;
 	struct mc_client *c;
-	uint32_t n, i;
+	uint32_t n, i, *h;
 	uint8_t rtype;
 
 	mc_rpc_get_uuid(&q->r, &cid);
 	rtype = mc_rbuf_u8(&q->r);
-	keys = mc_req_keys(q, &n);
+	keys = mc_req_keys_h(q, &n, &h);
 	if (!revoke && q->r.err == 0) {
 		cs = mc_xcalloc(n ? n : 1, sizeof(*cs));
 		(void)mc_rpc_get_checksums(&q->r, cs, n);
@@ -403,8 +407,8 @@ static int mc_put_end_revoke_batch(struct mc_req *q, int revoke)
 	c = mc_client_get(q->m, &cid);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++) {
-		int rc = revoke ? mc_put_revoke_one(q, c, keys[i], rtype)
-				: mc_put_end_one(q, c, keys[i], rtype, &cs[i]);
+		int rc = revoke ? mc_put_revoke_one(q, c, keys[i], h[i], rtype)
+				: mc_put_end_one(q, c, keys[i], h[i], rtype, &cs[i]);
 
 		mc_wbuf_i32(q->out, rc);
 		mc_req_item(q, rc);

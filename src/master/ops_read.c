@@ -88,9 +88,9 @@ int mc_op_get_replica_list(struct mc_req *q)
 	struct mc_master *m = q->m;
 	struct mc_strv *keys;
 	struct mc_rpc_checksum *cs;
-	uint32_t n, i;
+	uint32_t n, i, *h;
 
-	keys = mc_req_keys(q, &n);
+	keys = mc_req_keys_h(q, &n, &h);
 	if (!mc_req_done(q)) {
 		free(keys);
 		return MC_ERR_INVALID_PARAMS;
@@ -99,7 +99,7 @@ int mc_op_get_replica_list(struct mc_req *q)
 	mc_wbuf_u64(q->out, (uint64_t)m->cfg.default_kv_lease_ttl);
 	mc_wbuf_u32(q->out, n);
 	for (i = 0; i < n; i++) {
-		struct mc_object *o = mc_object_find(&m->objects, keys[i].p, keys[i].n);
+		struct mc_object *o = mc_object_find_h(&m->objects, keys[i].p, keys[i].n, h[i]);
 		int rc = 0;
 
 		m->metrics.total_get_nums++;

@@ -226,6 +226,59 @@ static int put(const char *key, uint64_t size, int hard_pin)
 	return rc ? rc : put_finish(MC_OP_PUT_END, key);
 }
 
+/* The body of a BatchPutStart (or BatchUpsertStart) of n keys with config cfg: key i of
+ * sizes[i] bytes, or of size bytes when sizes is NULL; the eviction hint when cfg has one. */
+static inline void put_start_body(struct mc_wbuf *b, const struct mc_rpc_config *cfg,
+				  const char *const *keys, const uint64_t *sizes, uint64_t size,
+				  uint32_t n)
+{
+	uint32_t i;
+
+	mc_rpc_put_uuid(b, &client_id);
+	mc_rpc_put_config(b, cfg);
+	mc_wbuf_u32(b, n);
+	for (i = 0; i < n; i++) {
+		mc_rpc_put_strv(b, mc_strv_c(keys[i]));
+		mc_wbuf_u64(b, sizes ? sizes[i] : size);
+	}
+	mc_rpc_put_evict_hint(b, cfg);
+}
+
+/* An answer of n per-key i32 codes in resp: into codes[]; 0, or -99998 / -99997 for a
+ * malformed one. */
+static inline int read_codes(uint32_t n, int *codes)
+{
+	uint32_t i;
+
+	if (mc_rbuf_u32(&resp) != n)
+		return -99998;
+	for (i = 0; i < n; i++)
+		codes[i] = mc_rbuf_i32(&resp);
+	return resp.err || resp.left ? -99997 : 0;
+}
+
+/* PutEnd-like op of n keys, the checksum section cs (NULL: none; raw, when given, is appended
+ * as is instead): the frame status, or 0 with the item codes in codes[]. */
+static inline int put_end_cs(uint16_t op, const char *const *keys, uint32_t n,
+			     const struct mc_rpc_checksum *cs, const struct mc_wbuf *raw,
+			     int *codes)
+{
+	struct mc_wbuf b;
+	int st;
+
+	mc_wbuf_init(&b);
+	mc_rpc_put_uuid(&b, &client_id);
+	mc_wbuf_u8(&b, MC_REPLICA_ALL);
+	put_keys(&b, keys, n);
+	if (cs)
+		mc_rpc_put_checksums(&b, cs, n);
+	if (raw)
+		mc_wbuf_put(&b, raw->data, raw->len);
+	st = call(op, &b);
+	mc_wbuf_fini(&b);
+	return st ? st : read_codes(n, codes);
+}
+
 /* BatchPutStart and BatchPutEnd of n keys of size bytes in one request each (a connector's
  * batch); hint: the eviction hint byte the PutStart ends with (MC_EVICT_HINT_*), or -1 for
  * none.  0 or the first failing frame status. */
@@ -234,20 +287,12 @@ static inline int put_batch_hint(const char *const *keys, uint32_t n, uint64_t s
 	struct mc_wbuf b;
 	struct mc_rpc_config cfg;
 	int st;
-	uint32_t i;
 
 	mc_rpc_config_default(&cfg);
 	cfg.has_evict_hint = hint >= 0;
 	cfg.evict_hint = (uint8_t)hint;
 	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_rpc_put_config(&b, &cfg);
-	mc_wbuf_u32(&b, n);
-	for (i = 0; i < n; i++) {
-		mc_rpc_put_strv(&b, mc_strv_c(keys[i]));
-		mc_wbuf_u64(&b, size);
-	}
-	mc_rpc_put_evict_hint(&b, &cfg);
+	put_start_body(&b, &cfg, keys, NULL, size, n);
 	st = call(MC_OP_BATCH_PUT_START, &b);
 	mc_wbuf_fini(&b);
 	if (st)

@@ -275,34 +275,6 @@ static int put_start_n(uint16_t op, const char *key, uint64_t size, uint32_t rep
 	return put_start_cfg(op, key, size, &cfg, NULL, NULL);
 }
 
-/* PutEnd-like op of n keys, the checksum section cs (NULL: none; raw, when given, is appended
- * as is instead): the frame status, or 0 with the item codes in codes[]. */
-static int put_end_cs(uint16_t op, const char *const *keys, uint32_t n,
-		      const struct mc_rpc_checksum *cs, const struct mc_wbuf *raw, int *codes)
-{
-	struct mc_wbuf b;
-	uint32_t i;
-	int st;
-
-	mc_wbuf_init(&b);
-	mc_rpc_put_uuid(&b, &client_id);
-	mc_wbuf_u8(&b, MC_REPLICA_ALL);
-	put_keys(&b, keys, n);
-	if (cs)
-		mc_rpc_put_checksums(&b, cs, n);
-	if (raw)
-		mc_wbuf_put(&b, raw->data, raw->len);
-	st = call(op, &b);
-	mc_wbuf_fini(&b);
-	if (st)
-		return st;
-	if (mc_rbuf_u32(&resp) != n)
-		return -99998;
-	for (i = 0; i < n; i++)
-		codes[i] = mc_rbuf_i32(&resp);
-	return resp.err || resp.left ? -99997 : 0;
-}
-
 /* (Batch)GetReplicaList of n keys: frame status, or 0 with codes[], nreps[], the first
  * replica id of each in ids[] and the checksum section in cs[] (*with_cs: it was there). */
 static int get_lists_cs(const char *const *keys, uint32_t n, int *codes, uint32_t *nreps,
