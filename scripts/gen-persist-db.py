@@ -31,7 +31,7 @@ if schema == 8:
     objects = """CREATE TABLE IF NOT EXISTS objects(gen INTEGER PRIMARY KEY, key BLOB NOT NULL,
   size INTEGER NOT NULL, flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL,
   soft_pin_until_ms INTEGER NOT NULL, writer BLOB NOT NULL, replicas BLOB NOT NULL,
-  checksum INTEGER);"""
+  checksum INTEGER, sgen INTEGER);"""
 else:
     objects = """CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL,
   flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL,
@@ -75,6 +75,8 @@ if schema == 8:
 else:
     db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?,?,?,?)", rows())
 db.execute("INSERT OR REPLACE INTO meta VALUES ('next_gen', ?)", (n + 1,))
+# The generations 1..N were this database's (none adopted from before it).
+db.execute("INSERT OR REPLACE INTO meta VALUES ('gen_epoch', 1)")
 db.execute("INSERT OR REPLACE INTO meta VALUES ('next_replica_id', ?)", (n + 1,))
 db.commit()
 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -142,6 +142,7 @@ struct mc_persist {
 	struct mc_persist_keys *keys;
 	struct mc_persist_keypair *feed;
 	size_t nfeed, capfeed;
+	size_t nfeed_del;		/* rows the commit under way deletes */
 	int feeding;
 	int keys_cleared;
 };

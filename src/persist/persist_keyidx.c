@@ -26,9 +26,11 @@
  * corrupt index (every run carries a CRC-64) is never used, and lookups wait for the scan.
  *
  * Growth.  Runs merge as they come (a run at least a quarter of the one before merges into it:
- * few runs, each pair copied a few times); once the runs hold more than twice the pairs of the
- * last base and a million more, the base is built again from a scan of the table (deleted
- * rows' pairs go), so the index stays proportional to the table however much churns.  A new
+ * few runs, each pair copied a few times); once the runs hold more than twice the rows the
+ * table has (as the base counted them, plus the rows written, less the rows deleted since) and
+ * a million more, the base is built again from a scan of the table (deleted rows' pairs go),
+ * so the index stays proportional to the table however much churns, and a table that only
+ * grows is never scanned again.  A new
  * base takes a new id, which the loop records with its next commit: an older copy of the
  * database (restored from a backup, holding rows whose pairs the new base dropped) never
  * matches an index built after it.  An older copy of the index matches, and is right: its runs
@@ -70,12 +72,13 @@ struct mc_persist_keys {
 	struct mc_persist_keypair *q;
 	size_t nq, capq;
 	uint64_t low;
+	uint64_t dels;		/* rows deleted (DEL_ROW, DEL_OBJECT) since the base */
 	uint64_t new_id;	/* a new base's id, for the loop to record (0: none) */
 	/* The thread's. */
 	char *dbpath, *path;
 	int mode, broken;
 	uint64_t id, tail_low;
-	uint64_t base_n, total_n;
+	uint64_t base_n, total_n, added;	/* added: pairs handed over since the base */
 	sqlite3 *idx, *db;
 };
 
@@ -142,6 +145,8 @@ void mc_persist_keys_committed(struct mc_persist *p)
 	if (p->nfeed)
 		memcpy(k->q + k->nq, p->feed, p->nfeed * sizeof(*p->feed));
 	k->nq += p->nfeed;
+	k->added += p->nfeed;
+	k->dels += p->nfeed_del;
 	k->low = low;
 	if (k->new_id) {	/* goes with the next commit */
 		mc_persist_set_meta(p, "keys_id", (int64_t)k->new_id);
@@ -151,6 +156,7 @@ void mc_persist_keys_committed(struct mc_persist *p)
 		pthread_cond_signal(&k->cv);
 	pthread_mutex_unlock(&k->mu);
 	p->nfeed = 0;
+	p->nfeed_del = 0;
 }
 
 /* ------------------------------------------------------------ runs */
@@ -386,6 +392,8 @@ static int mc_keys_scan(struct mc_persist_keys *k, int full)
 	pthread_mutex_lock(&k->mu);
 	low = k->low;
 	k->nq = 0;
+	if (full)
+		k->added = k->dels = 0;
 	pthread_mutex_unlock(&k->mu);
 	if (sqlite3_exec(k->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
 		goto out;
@@ -489,12 +497,25 @@ static int mc_keys_open(struct mc_persist_keys *k)
 	}
 	sqlite3_busy_timeout(k->idx, 2000);
 	sqlite3_busy_timeout(k->db, 2000);
+	/* Merges read whole runs back: mapped, not copied by read(2) page by page. */
 	return mc_keys_exec(k, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+			       "PRAGMA mmap_size=1073741824; PRAGMA cache_size=-16384; "
 			       "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, "
 			       "value INTEGER NOT NULL);"
 			       "CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, "
 			       "low INTEGER NOT NULL, n INTEGER NOT NULL, crc INTEGER NOT NULL, "
 			       "data BLOB NOT NULL)");
+}
+
+/* The runs hold more than twice the rows the table has, and a million more. */
+static int mc_keys_rebuild_due(struct mc_persist_keys *k)
+{
+	uint64_t rows;
+
+	pthread_mutex_lock(&k->mu);
+	rows = k->base_n + k->added > k->dels ? k->base_n + k->added - k->dels : 0;
+	pthread_mutex_unlock(&k->mu);
+	return k->total_n > 2 * rows + MC_KEYS_REBUILD_SLACK;
 }
 
 static void *mc_keys_main(void *arg)
@@ -557,7 +578,7 @@ static void *mc_keys_main(void *arg)
 				mc_log_warn("persist %s: key index: writing a run failed (%s): it is "
 					    "no longer kept; its tail grows until the next start",
 					    k->path, sqlite3_errmsg(k->idx));
-			} else if (k->total_n > 2 * k->base_n + MC_KEYS_REBUILD_SLACK) {
+			} else if (mc_keys_rebuild_due(k)) {
 				k->id = mc_keys_new_id();
 				if (mc_keys_scan(k, 1) != 0) {
 					k->broken = 1;
@@ -587,6 +608,7 @@ static int mc_keys_peek(const char *path, uint64_t *id, uint64_t *low)
 	if (access(path, F_OK) != 0 ||
 	    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
 		    SQLITE_OK ||
+	    sqlite3_busy_timeout(db, 2000) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "SELECT name, value FROM meta", -1, &st, NULL) != SQLITE_OK)
 		goto out;
 	while (sqlite3_step(st) == SQLITE_ROW) {

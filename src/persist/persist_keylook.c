@@ -60,6 +60,7 @@ static const char *mc_keylook_runs(struct mc_persist_keylook *x, const char *pat
 
 	if (sqlite3_open_v2(path, &idx, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
 		    SQLITE_OK ||
+	    sqlite3_busy_timeout(idx, 2000) != SQLITE_OK ||	/* the helper may recover its log */
 	    sqlite3_exec(idx, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(idx, "SELECT name, value FROM meta", -1, &st, NULL) != SQLITE_OK) {
 		why = "cannot be read";

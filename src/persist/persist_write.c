@@ -109,6 +109,7 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		break;
 	}
 	case OP_DEL_ROW:
+		p->nfeed_del += p->feeding;
 		st = p->st[which = ST_DEL_OBJECT];
 		sqlite3_bind_int64(st, 1, (sqlite3_int64)mc_rbuf_u64(r));
 		mc_batch_bind(st, 2, r, 0);
@@ -190,7 +191,7 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	if (rc)
 		goto rollback;
 	p->feeding = p->keys != NULL;	/* the written rows' keys go to the key index */
-	p->nfeed = 0;
+	p->nfeed = p->nfeed_del = 0;
 	mc_rbuf_init(&r, p->batch.data, p->batch.len);
 	while (r.left > 0)
 		if ((rc = mc_persist_apply(p, &r)) != 0)
