@@ -198,6 +198,12 @@ struct mc_persist_keypair {
 void mc_persist_keys_note(struct mc_persist *p, const void *key, size_t len, uint64_t gen);
 void mc_persist_keys_committed(struct mc_persist *p);
 void mc_persist_keys_fini(struct mc_persist *p);
+/* persist_keys.c: append to *a the (key hash, row) pairs of the objects table read through db
+ * (in the caller's read transaction): all rows, or the tail of a key index (rows at or above
+ * low, or below epoch).  stop (if not NULL) is asked every 65536 rows.  0, 1 stopped, -1. */
+int mc_persist_pairs_scan(sqlite3 *db, int all, uint64_t low, int64_t epoch,
+			  struct mc_persist_keypair **a, size_t *n, size_t *cap,
+			  int (*stop)(void *), void *arg);
 /* Sort pairs by (hash, gen), repeated ones dropped: the new count, or -1 out of memory. */
 long mc_persist_pairs_sort(struct mc_persist_keypair *a, size_t n);
 /* persist_keylook.c, for the loader thread: the key index of the database db reads (in its

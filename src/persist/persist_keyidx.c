@@ -342,37 +342,15 @@ static int mc_keys_write(struct mc_persist_keys *k, struct mc_persist_keypair *a
 
 /* ------------------------------------------------------------ scans of the table */
 
-/* Append the pairs of the rows st yields to *a.  0, 1 stopped, -1 error. */
-static int mc_keys_collect(struct mc_persist_keys *k, sqlite3_stmt *st,
-			   struct mc_persist_keypair **a, size_t *n, size_t *cap)
+static int mc_keys_stopped(void *arg)
 {
-	int rc;
-	size_t rows = 0;
+	struct mc_persist_keys *k = arg;
+	int stop;
 
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 65536;
-			struct mc_persist_keypair *x = realloc(*a, c * sizeof(*x));
-
-			if (x == NULL)
-				return -1;
-			*a = x;
-			*cap = c;
-		}
-		(*a)[*n].gen = (uint64_t)sqlite3_column_int64(st, 0);
-		(*a)[(*n)++].hash = mc_persist_key_hash(sqlite3_column_blob(st, 1),
-							(size_t)sqlite3_column_bytes(st, 1));
-		if (++rows % 65536 == 0) {
-			int stop;
-
-			pthread_mutex_lock(&k->mu);
-			stop = k->stop;
-			pthread_mutex_unlock(&k->mu);
-			if (stop)
-				return 1;
-		}
-	}
-	return rc == SQLITE_DONE ? 0 : -1;
+	pthread_mutex_lock(&k->mu);
+	stop = k->stop;
+	pthread_mutex_unlock(&k->mu);
+	return stop;
 }
 
 /* A run from a scan of the table in one read transaction: every row (full: the new base, which
@@ -404,30 +382,10 @@ static int mc_keys_scan(struct mc_persist_keys *k, int full)
 		epoch = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	st = NULL;
-	if (full) {
-		if (sqlite3_prepare_v2(k->db, "SELECT gen, key FROM objects", -1, &st, NULL) !=
-			    SQLITE_OK ||
-		    (rc = mc_keys_collect(k, st, &a, &n, &cap)) != 0)
-			goto out;
-	} else {
-		if (sqlite3_prepare_v2(k->db, "SELECT gen, key FROM objects WHERE gen >= ?1", -1,
-				       &st, NULL) != SQLITE_OK)
-			goto out;
-		sqlite3_bind_int64(st, 1, (int64_t)k->tail_low);
-		if ((rc = mc_keys_collect(k, st, &a, &n, &cap)) != 0)
-			goto out;
-		sqlite3_finalize(st);
-		rc = -1;
-		if (sqlite3_prepare_v2(k->db, "SELECT gen, key FROM objects WHERE gen < ?1 AND "
-					      "gen < ?2", -1, &st, NULL) != SQLITE_OK)
-			goto out;
-		sqlite3_bind_int64(st, 1, epoch);
-		sqlite3_bind_int64(st, 2, (int64_t)k->tail_low);
-		if ((rc = mc_keys_collect(k, st, &a, &n, &cap)) != 0)
-			goto out;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
+	rc = mc_persist_pairs_scan(k->db, full, k->tail_low, epoch, &a, &n, &cap, mc_keys_stopped,
+				   k);
+	if (rc != 0)
+		goto out;
 	sqlite3_exec(k->db, "COMMIT", NULL, NULL, NULL);
 	rc = -1;
 	w = mc_persist_pairs_sort(a, n);

@@ -129,55 +129,15 @@ out:
 	return why;
 }
 
-/* Append the pairs of the rows st yields (gen, key) to *a. */
-static int mc_keylook_collect(sqlite3_stmt *st, struct mc_persist_keypair **a, size_t *n,
-			      size_t *cap)
-{
-	int rc;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 4096;
-			struct mc_persist_keypair *p = realloc(*a, c * sizeof(*p));
-
-			if (p == NULL)
-				return -1;
-			*a = p;
-			*cap = c;
-		}
-		(*a)[*n].gen = (uint64_t)sqlite3_column_int64(st, 0);
-		(*a)[(*n)++].hash = mc_persist_key_hash(sqlite3_column_blob(st, 1),
-							(size_t)sqlite3_column_bytes(st, 1));
-	}
-	return rc == SQLITE_DONE ? 0 : -1;
-}
-
 /* The tail: rows at or above low, or below epoch (and below low: not twice). */
 static const char *mc_keylook_tail(struct mc_persist_keylook *x, sqlite3 *db, uint64_t low,
 				   int64_t epoch)
 {
 	struct mc_persist_keypair *a = NULL;
 	size_t n = 0, cap = 0;
-	sqlite3_stmt *st = NULL;
 	long w;
-	int rc = -1;
+	int rc = mc_persist_pairs_scan(db, 0, low, epoch, &a, &n, &cap, NULL, NULL);
 
-	if (sqlite3_prepare_v2(db, "SELECT gen, key FROM objects WHERE gen >= ?1", -1, &st,
-			       NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, (int64_t)low);
-		rc = mc_keylook_collect(st, &a, &n, &cap);
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc == 0 && sqlite3_prepare_v2(db, "SELECT gen, key FROM objects WHERE gen < ?1 AND "
-					      "gen < ?2", -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, epoch);
-		sqlite3_bind_int64(st, 2, (int64_t)low);
-		rc = mc_keylook_collect(st, &a, &n, &cap);
-	} else {
-		rc = -1;
-	}
-	sqlite3_finalize(st);
 	w = rc == 0 ? mc_persist_pairs_sort(a, n) : -1;
 	if (w < 0 || mc_keylook_add(x, a, (size_t)w)) {
 		free(a);

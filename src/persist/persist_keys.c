@@ -92,6 +92,68 @@ int mc_persist_keyrefs_sort(struct mc_persist_keyref *a, size_t n)
 	return 0;
 }
 
+/* Append the (hash, row) pairs of the rows st yields (columns gen, key) to *a.  0, 1 stopped
+ * (stop, if given, said so: asked every 65536 rows), -1 error or out of memory. */
+static int mc_pairs_collect(sqlite3_stmt *st, struct mc_persist_keypair **a, size_t *n,
+			    size_t *cap, int (*stop)(void *), void *arg)
+{
+	size_t rows = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 65536;
+			struct mc_persist_keypair *x = realloc(*a, c * sizeof(*x));
+
+			if (x == NULL)
+				return -1;
+			*a = x;
+			*cap = c;
+		}
+		(*a)[*n].gen = (uint64_t)sqlite3_column_int64(st, 0);
+		(*a)[(*n)++].hash = mc_persist_key_hash(sqlite3_column_blob(st, 1),
+							(size_t)sqlite3_column_bytes(st, 1));
+		if (stop && ++rows % 65536 == 0 && stop(arg))
+			return 1;
+	}
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int mc_persist_pairs_scan(sqlite3 *db, int all, uint64_t low, int64_t epoch,
+			  struct mc_persist_keypair **a, size_t *n, size_t *cap,
+			  int (*stop)(void *), void *arg)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	if (all) {
+		if (sqlite3_prepare_v2(db, "SELECT gen, key FROM objects", -1, &st, NULL) ==
+		    SQLITE_OK)
+			rc = mc_pairs_collect(st, a, n, cap, stop, arg);
+		sqlite3_finalize(st);
+		return rc;
+	}
+	/* Two ranges of the primary key: at or above low, and below gen_epoch (not twice). */
+	if (sqlite3_prepare_v2(db, "SELECT gen, key FROM objects WHERE gen >= ?1", -1, &st,
+			       NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, (int64_t)low);
+		rc = mc_pairs_collect(st, a, n, cap, stop, arg);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc != 0)
+		return rc;
+	rc = -1;
+	if (sqlite3_prepare_v2(db, "SELECT gen, key FROM objects WHERE gen < ?1 AND gen < ?2", -1,
+			       &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, epoch);
+		sqlite3_bind_int64(st, 2, (int64_t)low);
+		rc = mc_pairs_collect(st, a, n, cap, stop, arg);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 static int mc_u64_cmp(const void *x, const void *y)
 {
 	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
