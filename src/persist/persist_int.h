@@ -198,6 +198,9 @@ struct mc_persist_keypair {
 void mc_persist_keys_note(struct mc_persist *p, const void *key, size_t len, uint64_t gen);
 void mc_persist_keys_committed(struct mc_persist *p);
 void mc_persist_keys_fini(struct mc_persist *p);
+/* persist_keyidx.c: the meta values of an index file: its id in *id; 0 complete, 1 not (or of
+ * another format), -1 unreadable. */
+int mc_persist_keys_meta(sqlite3 *idx, uint64_t *id);
 /* persist_keys.c: append to *a the (key hash, row) pairs of the objects table read through db
  * (in the caller's read transaction): all rows, or the tail of a key index (rows at or above
  * low, or below epoch).  stop (if not NULL) is asked every 65536 rows.  0, 1 stopped, -1. */

@@ -554,22 +554,16 @@ static void *mc_keys_main(void *arg)
 	return NULL;
 }
 
-/* What an index file says: its id, whether complete, the low bound of its last run. */
-static int mc_keys_peek(const char *path, uint64_t *id, uint64_t *low)
+int mc_persist_keys_meta(sqlite3 *idx, uint64_t *id)
 {
-	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st;
 	int64_t complete = 0, format = 0;
-	int rc = -1;
+	int rc;
 
-	*id = *low = 0;
-	if (access(path, F_OK) != 0 ||
-	    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
-		    SQLITE_OK ||
-	    sqlite3_busy_timeout(db, 2000) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db, "SELECT name, value FROM meta", -1, &st, NULL) != SQLITE_OK)
-		goto out;
-	while (sqlite3_step(st) == SQLITE_ROW) {
+	*id = 0;
+	if (sqlite3_prepare_v2(idx, "SELECT name, value FROM meta", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 
 		if (name && !strcmp(name, "id"))
@@ -580,9 +574,26 @@ static int mc_keys_peek(const char *path, uint64_t *id, uint64_t *low)
 			format = sqlite3_column_int64(st, 1);
 	}
 	sqlite3_finalize(st);
-	st = NULL;
-	if (complete != 1 || format != 1 ||
-	    sqlite3_prepare_v2(db, "SELECT low FROM runs ORDER BY id DESC LIMIT 1", -1, &st,
+	if (rc != SQLITE_DONE)
+		return -1;
+	return complete == 1 && format == 1 ? 0 : 1;
+}
+
+/* What a complete index file says: its id, the low bound of its last run.  0 or -1. */
+static int mc_keys_peek(const char *path, uint64_t *id, uint64_t *low)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+
+	*id = *low = 0;
+	if (access(path, F_OK) != 0 ||
+	    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+		    SQLITE_OK ||
+	    sqlite3_busy_timeout(db, 2000) != SQLITE_OK ||
+	    mc_persist_keys_meta(db, id) != 0)
+		goto out;
+	if (sqlite3_prepare_v2(db, "SELECT low FROM runs ORDER BY id DESC LIMIT 1", -1, &st,
 			       NULL) != SQLITE_OK ||
 	    sqlite3_step(st) != SQLITE_ROW)
 		goto out;

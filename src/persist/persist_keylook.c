@@ -55,38 +55,22 @@ static const char *mc_keylook_runs(struct mc_persist_keylook *x, const char *pat
 	sqlite3 *idx = NULL;
 	sqlite3_stmt *st = NULL;
 	const char *why = NULL;
-	int64_t id = 0, complete = 0, format = 0;
+	uint64_t id = 0;
 	int rc;
 
 	if (sqlite3_open_v2(path, &idx, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
 		    SQLITE_OK ||
 	    sqlite3_busy_timeout(idx, 2000) != SQLITE_OK ||	/* the helper may recover its log */
 	    sqlite3_exec(idx, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(idx, "SELECT name, value FROM meta", -1, &st, NULL) != SQLITE_OK) {
+	    (rc = mc_persist_keys_meta(idx, &id)) < 0) {
 		why = "cannot be read";
 		goto out;
 	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(st, 0);
-
-		if (name && !strcmp(name, "id"))
-			id = sqlite3_column_int64(st, 1);
-		else if (name && !strcmp(name, "complete"))
-			complete = sqlite3_column_int64(st, 1);
-		else if (name && !strcmp(name, "format"))
-			format = sqlite3_column_int64(st, 1);
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc != SQLITE_DONE) {
-		why = "cannot be read";
-		goto out;
-	}
-	if ((uint64_t)id != want) {
+	if (id != want) {
 		why = "belongs to another state of the database";
 		goto out;
 	}
-	if (complete != 1 || format != 1) {
+	if (rc != 0) {
 		why = "is not complete";
 		goto out;
 	}
