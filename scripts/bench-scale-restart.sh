@@ -15,7 +15,10 @@
 # With OLD=DIR (another build's directory, e.g. of main), step 3 also starts OLD's master on the
 # same file, alternating with BUILD's, ROUNDS times (default 2), each stopped cleanly: before
 # and after in one run.  With SYNTH=1 there is no fill: scripts/gen-persist-db.py writes a file
-# of OBJECTS objects (10M in about 2 minutes), and steps 3 and 2 run on it.
+# of OBJECTS objects (10M in about 2 minutes), and steps 3 and 2 run on it; SYNTH_SCHEMA=7
+# writes it keyed by key, as a master before schema 8 did (a newer master converts it at its
+# first start).  The synthetic file has no key index: the first start builds it, and a lookup
+# during that first load waits for the scan.
 # Prints one line per figure; the master's log stays in the directory named at the end when
 # KEEP=1.
 set -eu
@@ -133,7 +136,7 @@ restarts() {	# BUILD's master: a restart, kill -9, a restart after it, a clean s
 }
 
 if [ "${SYNTH:-0}" = 1 ]; then
-	python3 "$(dirname "$0")/gen-persist-db.py" "$dir/master.db" "$N"
+	python3 "$(dirname "$0")/gen-persist-db.py" "$dir/master.db" "$N" "${SYNTH_SCHEMA:-8}"
 	probe_key=$(printf 'synthetic/restart/bench/%016d' $((N - 1)))	# the last row read
 	ls -l "$dir"/master.db* | awk '{ s += $5 } END { printf "database: %.0f MB (synthetic)\n", s / 1048576 }'
 	rounds

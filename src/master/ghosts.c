@@ -14,7 +14,9 @@
  * ghost (key, generation), so the owner can bring it back when it restarts.  A Remove of the
  * key, a new put of it, or RemoveAll forgets the ghost; a key the master knows neither as
  * object nor as ghost is refused.  Ghosts are persisted as rows of the objects table with the
- * MC_OBJ_GHOST flag and no replica (a key is never object and ghost at once); at most
+ * MC_OBJ_GHOST flag and no replica, keyed like every row by its generation, the one of the
+ * object it replaces (whose row is deleted in the same batch); a key is never object and ghost
+ * at once in memory, and a ghost's row goes with the new put of its key; at most
  * MC_GHOST_MAX are kept, the oldest forgotten first (its SSD copy is then refused and deleted:
  * lost, never stale).
  *
@@ -49,6 +51,7 @@ struct mc_ghost {
 	uint32_t hash;
 	uint16_t key_len;
 	uint8_t tomb;
+	uint8_t rowkey;		/* its row is keyed by the key's hash (MC_PERSIST_ROWKEY) */
 	char key[];
 };
 
@@ -130,7 +133,8 @@ static void mc_ghost_persist_gone(struct mc_master *m, const struct mc_ghost *g)
 {
 	/* A batch that cannot grow fails its commit: nothing to do here. */
 	if (!g->tomb && m->persist)
-		(void)mc_persist_del_object(m->persist, g->key, g->key_len);
+		(void)mc_persist_del_object(m->persist, g->key, g->key_len,
+					    mc_persist_row(g->key, g->key_len, g->gen, g->rowkey));
 }
 
 static void mc_ghost_persist(struct mc_master *m, const struct mc_ghost *g)
@@ -143,7 +147,7 @@ static void mc_ghost_persist(struct mc_master *m, const struct mc_ghost *g)
 	po.key = g->key;
 	po.key_len = g->key_len;
 	po.size = 0;
-	po.flags = MC_OBJ_GHOST;
+	po.flags = MC_OBJ_GHOST | (g->rowkey ? MC_PERSIST_ROWKEY : 0);
 	po.gen = g->gen;
 	(void)mc_persist_put_object(m->persist, &po);
 }
@@ -165,7 +169,8 @@ void mc_adopt_close(struct mc_master *m, const char *why)
 }
 
 /* Add or replace the entry of key. */
-static void mc_ghost_set(struct mc_master *m, const char *key, size_t len, uint64_t gen, int tomb)
+static void mc_ghost_set(struct mc_master *m, const char *key, size_t len, uint64_t gen, int tomb,
+			 int rowkey)
 {
 	uint32_t h = mc_object_hash(key, len);
 	struct mc_ghost **pp = mc_ghost_slot(m, key, len, h), *g;
@@ -195,6 +200,7 @@ static void mc_ghost_set(struct mc_master *m, const char *key, size_t len, uint6
 	g->hash = h;
 	g->gen = gen;
 	g->tomb = (uint8_t)tomb;
+	g->rowkey = (uint8_t)(rowkey != 0);
 	g->hnext = m->ghosts.b[h & (m->ghosts.nb - 1)];
 	m->ghosts.b[h & (m->ghosts.nb - 1)] = g;
 	g->prev = m->ghosts.fifo->prev;
@@ -207,9 +213,9 @@ static void mc_ghost_set(struct mc_master *m, const char *key, size_t len, uint6
 		m->ghosts.nkeep++;
 }
 
-void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen)
+void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen, int rowkey)
 {
-	mc_ghost_set(m, key, len, gen, 0);
+	mc_ghost_set(m, key, len, gen, 0, rowkey);
 }
 
 /* Forget the ghost of tier name key (and leave a tombstone while adoption is open). */
@@ -222,7 +228,7 @@ static void mc_ghost_forget_name(struct mc_master *m, const char *key, size_t le
 		mc_ghost_free(m, *pp);
 	}
 	if (m->adopt_open)
-		mc_ghost_set(m, key, len, 0, 1);
+		mc_ghost_set(m, key, len, 0, 1, 0);
 }
 
 void mc_ghost_on_erase(void *arg, struct mc_object *o)
@@ -236,7 +242,7 @@ void mc_ghost_on_erase(void *arg, struct mc_object *o)
 
 		if (len > MC_RPC_MAX_KEY)
 			return;		/* never on an SSD area (mc_tier_key): nothing comes back */
-		mc_ghost_set(m, name, len, o->gen, 0);
+		mc_ghost_set(m, name, len, o->gen, 0, (o->xflags & MC_OBJX_ROWKEY) != 0);
 		mc_ghost_persist(m, *mc_ghost_slot(m, name, len, h));
 		return;
 	}

@@ -683,7 +683,7 @@ int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t ge
 /* Stop taking objects older than gen_epoch (and drop the removals kept for them). */
 void mc_adopt_close(struct mc_master *m, const char *why);
 /* A persisted ghost at reload. */
-void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen);
+void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen, int rowkey);
 size_t mc_ghost_count(const struct mc_master *m);
 
 /* rpc_server.c */

@@ -5,7 +5,9 @@
  *
  * Phases:
  *   scanning   the loader thread (src/persist/persist_loader.c) reads every object row into
- *              memory and sorts the complete memory replicas by segment and offset;
+ *              memory (in generation order), sorts references to them by their keys' hashes
+ *              (of two rows of one key the newer wins: the older is deleted once loaded) and
+ *              the complete memory replicas by segment and offset;
  *   reserving  the loop re-reserves those ranges in that order (constant time each), in slices,
  *              reading nothing but the sorted ranges; the loader thread then copies each
  *              block to its row's slot (scattering, writes in another order, off the loop);
@@ -20,9 +22,10 @@
  *     ReMountSegment that only names segments its client has mounted (or none);
  *   - GetReplicaList, ExistKey, ProbeKey and their batch forms (default tenant) run once every
  *     key is in the table or known not to be in the file: while scanning, a key not loaded yet
- *     is looked up in the file by the loader thread (a point query in its read transaction,
- *     reply deferred); while reserving and scattering they wait (a fraction of a second); while inserting, the
- *     row is found in memory and put into the table at once;
+ *     is asked of the loader thread (the file has no index on the key: it answers once its
+ *     scan has read every row; reply deferred); while reserving and scattering they wait (a
+ *     fraction of a second); while inserting, the row is found in memory (by its key's hash)
+ *     and put into the table at once;
  *   - everything else (puts, removes, remove_all, mounts, tasks, tenants' requests, ...) waits
  *     until the load is done.
  * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
@@ -89,6 +92,8 @@ struct mc_master_load {
 	size_t nasks, capasks;
 	struct mc_persist_rows *chunks;
 	size_t nchunks, chunk, row;	/* inserting: the next row */
+	struct mc_persist_keyref *keyrefs;	/* the rows by their keys' hashes */
+	size_t nkeyrefs;
 	struct mc_persist_range *ranges;
 	size_t nranges, range;		/* reserving: the next range */
 	struct mc_segment **segs;	/* by the loader's segment index */
@@ -204,55 +209,19 @@ static void mc_load_put_row(struct mc_master_load *ld, struct mc_persist_rows *c
 	po->flags |= MC_LOAD_TAKEN;
 }
 
-/* -1, 0, 1 as the file orders keys: memcmp, then the shorter first. */
-static int mc_load_keycmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-	int c = memcmp(a, b, alen < blen ? alen : blen);
-
-	if (c)
-		return c;
-	return alen < blen ? -1 : alen > blen;
-}
-
-/* The row of key among the rows not inserted yet (chunks from ld->chunk on), or NULL. */
+/* The newest row of key among the rows not inserted yet (chunks from ld->chunk on), or NULL. */
 static struct mc_persist_object *mc_load_search(struct mc_master_load *ld, const char *key,
 						size_t len, struct mc_persist_rows **chunk,
 						size_t *row)
 {
-	size_t lo = ld->chunk, hi = ld->nchunks;
+	struct mc_persist_object *o;
+	size_t c;
 
-	/* The first chunk whose last key is not below key. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct mc_persist_rows *c = &ld->chunks[mid];
-
-		/* Chunks from ld->chunk on are whole (n > 0): only those before are emptied. */
-		if (mc_load_keycmp(c->rows[c->n - 1].key, c->rows[c->n - 1].key_len, key, len) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == ld->nchunks)
-		return NULL;
-	*chunk = &ld->chunks[lo];
-	{
-		size_t a = 0, b = (*chunk)->n;
-
-		while (a < b) {
-			size_t mid = a + (b - a) / 2;
-			const struct mc_persist_object *o = &(*chunk)->rows[mid];
-
-			if (mc_load_keycmp(o->key, o->key_len, key, len) < 0)
-				a = mid + 1;
-			else
-				b = mid;
-		}
-		if (a == (*chunk)->n ||
-		    mc_load_keycmp((*chunk)->rows[a].key, (*chunk)->rows[a].key_len, key, len))
-			return NULL;
-		*row = a;
-		return &(*chunk)->rows[a];
-	}
+	o = mc_persist_rows_find(ld->chunks, ld->chunk, ld->keyrefs, ld->nkeyrefs, key, len, &c,
+				 row);
+	if (o)
+		*chunk = &ld->chunks[c];
+	return o;
 }
 
 /* ------------------------------------------------------------ the gate */
@@ -399,8 +368,8 @@ static void mc_load_scanned(struct mc_master_load *ld)
 	const uint8_t(*segids)[16];
 	size_t i;
 
-	mc_persist_loader_result(ld->ldr, &ld->chunks, &ld->nchunks, &ld->ranges, &ld->nranges,
-				 &segids, &ld->nsegs);
+	mc_persist_loader_result(ld->ldr, &ld->chunks, &ld->nchunks, &ld->keyrefs, &ld->nkeyrefs,
+				 &ld->ranges, &ld->nranges, &segids, &ld->nsegs);
 	for (i = 0; i < ld->capasks; i++) {
 		struct mc_persist_rows *c;
 		size_t row;
@@ -479,20 +448,29 @@ static int mc_load_insert_slice(struct mc_master_load *ld)
 {
 	struct mc_persist_rows *c;
 
-	if (ld->chunk == ld->nchunks)
+	if (ld->chunk == ld->nchunks) {
+		mc_persist_loader_drop_keyrefs(ld->ldr);
+		ld->keyrefs = NULL;
+		ld->nkeyrefs = 0;
 		return 1;
+	}
 	c = &ld->chunks[ld->chunk];
 	for (; ld->row < c->n; ld->row++) {
+		const struct mc_persist_object *po = &c->rows[ld->row];
+
 		/* The index's line for a row a few ahead: its miss overlaps these inserts. */
 		if (ld->row + MC_LOAD_AHEAD < c->n)
 			mc_object_prefetch_key(&ld->m->objects, c->rows[ld->row + MC_LOAD_AHEAD].key,
 					       c->rows[ld->row + MC_LOAD_AHEAD].key_len);
-		mc_load_put_row(ld, c, ld->row);
+		if (po->flags & MC_PERSIST_ROW_OLDER)	/* a newer row of its key is loaded */
+			mc_load_stale(&ld->L, po->key, po->key_len, po->row);
+		else
+			mc_load_put_row(ld, c, ld->row);
 	}
 	mc_persist_rows_fini(c);
 	ld->chunk++;
 	ld->row = 0;
-	return ld->chunk == ld->nchunks;
+	return 0;
 }
 
 static void mc_master_load_free(struct mc_master_load *ld)

@@ -48,9 +48,12 @@ struct mc_load {
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;
+	uint64_t *stale_gen;	/* and the rows' generations */
 	size_t nstale, capstale;
 };
 
+/* The row of key (its id in the file: mc_persist_object.row) goes once the load is done. */
+void mc_load_stale(struct mc_load *L, const char *key, size_t len, uint64_t row);
 /* Rebuild one object row: its object in the table (or a ghost, or the row recorded as stale).
  * blks NULL: its memory ranges are collected in L, to re-reserve at the end (mc_load_reserve);
  * else one slot per replica, MC_LOAD_HELD when the replica's range (offset and length as the

@@ -18,6 +18,7 @@
  * becomes durable with the retry, or is gone if the master dies first.  With
  * --persist_on_error=continue the master acknowledges anyway and keeps retrying.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -73,7 +74,8 @@ static void mc_persist_encode_object(struct mc_master *m, struct mc_object *o,
 	po->key = o->key;
 	po->key_len = o->key_len;
 	po->size = o->size;
-	po->flags = o->flags & MC_OBJ_HARD_PIN;
+	po->flags = (o->flags & MC_OBJ_HARD_PIN) |
+		    ((o->xflags & MC_OBJX_ROWKEY) ? MC_PERSIST_ROWKEY : 0);
 	if (o->tenant) {	/* another tenant's namespace: upstream's scoped key */
 		po->key_len = mc_tenant_persist_key(m, o, scoped, &po->flags);
 		po->key = scoped;
@@ -170,11 +172,17 @@ void mc_persist_object_gone(struct mc_master *m, struct mc_object *o)
 		mc_persist_unlog(m, o);
 		return;
 	}
-	if (o->tenant)
-		(void)mc_persist_del_object(m->persist, scoped,
-					    mc_tenant_persist_key(m, o, scoped, &flags));
-	else
-		(void)mc_persist_del_object(m->persist, o->key, o->key_len);
+	if (o->tenant) {
+		size_t len = mc_tenant_persist_key(m, o, scoped, &flags);
+
+		(void)mc_persist_del_object(m->persist, scoped, len,
+					    mc_persist_row(scoped, len, o->gen,
+							   (o->xflags & MC_OBJX_ROWKEY) != 0));
+	} else {
+		(void)mc_persist_del_object(m->persist, o->key, o->key_len,
+					    mc_persist_row(o->key, o->key_len, o->gen,
+							   (o->xflags & MC_OBJX_ROWKEY) != 0));
+	}
 }
 
 void mc_persist_segment_changed(struct mc_master *m, struct mc_segment *seg)
@@ -322,6 +330,13 @@ int mc_master_persist_open(struct mc_master *m)
 	rc = mc_persist_open(m->cfg.persist_path, MC_PERSIST_SYNC_NORMAL, &m->persist);
 	if (rc)
 		return rc;
+	/* The key index serves the background load after a restart, which HA and tenants do
+	 * without (master_recover.c). */
+	if (!m->cfg.enable_ha && m->ha == NULL && !mc_tenants_enabled(m) &&
+	    mc_persist_writable(m->persist) && (rc = mc_persist_keys_start(m->persist)) != 0)
+		mc_log_warn("persist %s: no key index (%s): after a restart, lookups of keys not "
+			    "loaded yet wait for the load's scan", m->cfg.persist_path,
+			    rc == -ENOMEM ? "out of memory" : "cannot be kept");
 	m->ev_persist_retry = evtimer_new(m->base, mc_persist_on_retry, m);
 	return 0;
 }

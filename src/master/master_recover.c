@@ -27,14 +27,16 @@
 #include "persist/persist.h"
 #include "segment/alloc.h"
 
-static void mc_load_stale(struct mc_load *L, const char *key, size_t len)
+void mc_load_stale(struct mc_load *L, const char *key, size_t len, uint64_t row)
 {
 	if (L->nstale == L->capstale) {
 		L->capstale = L->capstale ? L->capstale * 2 : 64;
 		L->stale = mc_xrealloc(L->stale, L->capstale * sizeof(*L->stale));
 		L->stale_len = mc_xrealloc(L->stale_len, L->capstale * sizeof(*L->stale_len));
+		L->stale_gen = mc_xrealloc(L->stale_gen, L->capstale * sizeof(*L->stale_gen));
 	}
 	L->stale[L->nstale] = mc_xstrndup(key, len);
+	L->stale_gen[L->nstale] = row;
 	L->stale_len[L->nstale++] = len;
 }
 
@@ -147,10 +149,11 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 	if (po->flags & MC_OBJ_GHOST) {
 		if (po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
 			L->dropped++;
-			mc_load_stale(L, po->key, po->key_len);
+			mc_load_stale(L, po->key, po->key_len, po->row);
 			goto out;
 		}
-		mc_ghost_load(m, po->key, po->key_len, po->gen);
+		mc_ghost_load(m, po->key, po->key_len, po->gen,
+			      (po->flags & MC_PERSIST_ROWKEY) != 0);
 		L->ghosts++;
 		goto out;
 	}
@@ -213,14 +216,14 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 						    po->replicas[i].len, L->now + (release - L->wall),
 						    MC_LOAD_SEQ_ROW);
 		L->zombies++;
-		mc_load_stale(L, po->key, po->key_len);
+		mc_load_stale(L, po->key, po->key_len, po->row);
 		goto out;
 	}
 	if (n == 0 || po->key_len == 0 || po->size > MC_OBJ_SIZE_MAX ||
 	    mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key, &key_len) ||
 	    key_len == 0 || key_len > MC_RPC_MAX_KEY) {
 		L->dropped++;
-		mc_load_stale(L, po->key, po->key_len);
+		mc_load_stale(L, po->key, po->key_len, po->row);
 		goto out;
 	}
 	m->objects.tenant = tenant;	/* a scoped key: its tenant's namespace */
@@ -228,6 +231,8 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 	m->objects.tenant = 0;
 	o->size = po->size;
 	o->gen = po->gen;
+	if (po->flags & MC_PERSIST_ROWKEY)
+		o->xflags |= MC_OBJX_ROWKEY;
 	o->has_checksum = po->has_checksum ? 1 : 0;
 	o->checksum = po->checksum;
 	o->put_start = L->now - (L->wall - po->put_start_ms);
@@ -491,6 +496,7 @@ void mc_load_fini(struct mc_load *L)
 		free(L->stale[pos]);
 	free(L->stale);
 	free(L->stale_len);
+	free(L->stale_gen);
 }
 
 /* Rows that go once loaded (recorded now: the load is done) and the log line. */
@@ -500,7 +506,8 @@ void mc_load_done(struct mc_load *L, const char *how)
 	size_t pos;
 
 	for (pos = 0; pos < L->nstale; pos++)
-		mc_persist_del_object(m->persist, L->stale[pos], L->stale_len[pos]);
+		mc_persist_del_object(m->persist, L->stale[pos], L->stale_len[pos],
+				      L->stale_gen[pos]);
 	/* The put log's ranges are held as discards now. */
 	mc_persist_log_clear(m->persist);
 	mc_log_notice("recovered %u segments (and %llu dormant), %llu objects and %llu SSD ghosts "

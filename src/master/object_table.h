@@ -89,6 +89,8 @@ enum mc_object_xflags {
 	MC_OBJX_PUBLISHED_DISK = 1u << 2,	/* ... with medium "disk" */
 	MC_OBJX_LOGGED = 1u << 3,	/* its PutStart is in the put log, not the objects table
 					   (master_persist.c) */
+	MC_OBJX_ROWKEY = 1u << 4,	/* its row is keyed by its key's hash, not its generation
+					   (an SSD copy adopted from before the database) */
 };
 
 /* mc_object.evstate (prefix policy): uses counted (saturating) and the protected bit. */

@@ -96,6 +96,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 				mc_object_replica(o, i)->status = MC_REPLICA_PROCESSING;
 			o->has_checksum = 0;
 			o->checksum = 0;
+			mc_persist_object_gone(m, o);	/* rows are keyed by generation */
 			o->gen = mc_gen_next(m);
 			o->put_start = q->now;
 			o->writer = mc_client_ref(c);
@@ -113,6 +114,7 @@ static int mc_put_start_one(struct mc_req *q, struct mc_client *c, const struct 
 
 			mc_replica_discard(m, r, at_ms);
 		}
+		mc_persist_object_gone(m, o);	/* the new object's row has a new generation */
 		mc_object_erase(&m->objects, o);
 	}
 	want = cfg->replica_num > MC_RPC_MAX_REPLICAS ? MC_RPC_MAX_REPLICAS : cfg->replica_num;

@@ -232,6 +232,16 @@ static void mc_register_drop_older(struct mc_master *m, struct mc_object *o)
 	mc_object_compact(o);
 }
 
+/* An adopted object's row: keyed by generation if this database issued it, else by its key's
+ * hash (generations from before the database, 0 among them, may be other keys' too). */
+static void mc_adopt_rowkey(struct mc_master *m, struct mc_object *o)
+{
+	if (o->gen < m->gen_epoch)
+		o->xflags |= MC_OBJX_ROWKEY;
+	else
+		o->xflags &= ~MC_OBJX_ROWKEY;
+}
+
 /* An object found on the SSD when its client started, holding the bytes of generation gen.
  * Taken only if those are the bytes the master knows for the key (ghosts.c).  The checksum the
  * owner kept with its copy (cs->present) becomes the object's when the copy brings the object
@@ -267,7 +277,9 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 			if (mc_object_replica(o, i)->status != MC_REPLICA_COMPLETE)
 				return MC_ERR_OBJECT_ALREADY_EXISTS;
 		mc_register_drop_older(m, o);
+		mc_persist_object_gone(m, o);	/* its row goes: the new one has gen */
 		o->gen = gen;
+		mc_adopt_rowkey(m, o);
 		o->size = size;
 		o->has_checksum = cs->present;
 		o->checksum = cs->value;
@@ -283,6 +295,7 @@ static int mc_register_one(struct mc_master *m, struct mc_client *c, struct mc_s
 		m->objects.tenant = saved;
 		o->size = size;
 		o->gen = gen;
+		mc_adopt_rowkey(m, o);
 		o->put_start = now;
 		o->lease_until = now;
 		o->writer = mc_client_ref(c);

@@ -12,19 +12,27 @@
  * open across a failure); every SQLite error is logged with the database path and mapped by
  * mc_persist_map_error().  Runs on the master's reactor thread only.
  *
- * Schema (PRAGMA user_version = 7; older files are upgraded in place: version 1 gets kind,
+ * Schema (PRAGMA user_version = 8; older files are upgraded in place: version 1 gets kind,
  * versions 1 and 2 get gen, versions 1 to 3 get token and dormant_until_ms, versions 1 to 4
  * get checksum, NULL in the rows they keep, versions 1 to 5 get an empty records table,
- * versions 1 to 6 an empty putlog table):
+ * versions 1 to 6 an empty putlog table, versions 1 to 7 their objects keyed by generation
+ * (mc_persist_upgrade_objects)):
  *   segments(id BLOB PK, client_id BLOB, name, base, size, endpoint, protocol, kind, token BLOB,
  *            dormant_until_ms)
  *            -- kind 0: memory segment; 1: a client's SSD area (base 0, size = capacity)
  *            -- token: 16 bytes the mounting process proves itself with (NULL: none)
  *            -- dormant_until_ms: wall-clock end of a dormant segment's time (0: mounted)
- *   objects(key BLOB PK, size, flags, put_start_ms, soft_pin_until_ms, writer BLOB,
- *           replicas BLOB, gen, checksum)                    -- WITHOUT ROWID
- *            -- gen: the generation of the object's bytes (0 in upgraded rows)
+ *   objects(gen INTEGER PK, key BLOB, size, flags, put_start_ms, soft_pin_until_ms, writer BLOB,
+ *           replicas BLOB, checksum, sgen)
+ *            -- gen: the generation of the object's bytes, unique (the master gives every put
+ *            -- its own, increasing): a new row goes to the right end of the table, so a
+ *            -- commit of many puts writes a few pages whatever their keys.  No index on key:
+ *            -- a row is changed and deleted by its generation (DEL_ROW); a key may have two
+ *            -- rows (a ghost and its successor), the newer generation wins at load
  *            -- checksum: the object's CRC-64 as a signed 64-bit integer (NULL: none known)
+ *            -- sgen: the generation when the row is keyed by its key's hash instead
+ *            -- (MC_PERSIST_ROWKEY, gen < 0: an SSD copy adopted from before the database,
+ *            -- whose generation other keys' copies may have too); NULL: gen
  *   meta(name TEXT PK, value INTEGER)
  *   records(kind INTEGER, id BLOB, value BLOB, PK(kind, id))  -- WITHOUT ROWID
  *            -- the master's other durable state, one kind per module (tasks, drain jobs,
@@ -61,16 +69,17 @@ const char *const mc_persist_sql[ST_COUNT] = {
 			   "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_DEL_SEGMENT] = "DELETE FROM segments WHERE id = ?1",
 	[ST_PUT_OBJECT] = "INSERT OR REPLACE INTO objects(key, size, flags, put_start_ms, "
-			  "soft_pin_until_ms, writer, replicas, gen, checksum) VALUES (?1, ?2, ?3, ?4, "
-			  "?5, ?6, ?7, ?8, ?9)",
-	[ST_DEL_OBJECT] = "DELETE FROM objects WHERE key = ?1",
+			  "soft_pin_until_ms, writer, replicas, gen, checksum, sgen) VALUES (?1, ?2, ?3, "
+			  "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_DEL_OBJECT] = "DELETE FROM objects WHERE gen = ?1 AND key = ?2",
+	[ST_DEL_OBJECT_KEY] = "DELETE FROM objects WHERE key = ?1",
 	[ST_DEL_ALL_OBJECTS] = "DELETE FROM objects",
 	[ST_SET_META] = "INSERT OR REPLACE INTO meta(name, value) VALUES (?1, ?2)",
 	[ST_GET_META] = "SELECT value FROM meta WHERE name = ?1",
 	[ST_LOAD_SEGMENTS] = "SELECT id, client_id, name, base, size, endpoint, protocol, kind, "
 			     "token, dormant_until_ms FROM segments",
 	[ST_LOAD_OBJECTS] = "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
-			    "replicas, gen, checksum FROM objects",
+			    "replicas, gen, checksum, sgen FROM objects ORDER BY gen",
 	[ST_PUT_RECORD] = "INSERT OR REPLACE INTO records(kind, id, value) VALUES (?1, ?2, ?3)",
 	[ST_DEL_RECORD] = "DELETE FROM records WHERE kind = ?1 AND id = ?2",
 	[ST_LOAD_RECORDS] = "SELECT id, value FROM records WHERE kind = ?1",
@@ -80,15 +89,17 @@ const char *const mc_persist_sql[ST_COUNT] = {
 	[ST_LOAD_LOG] = "SELECT id, recs FROM putlog ORDER BY id",
 };
 
+#define MC_PERSIST_OBJECTS_COLUMNS \
+	"gen INTEGER PRIMARY KEY, key BLOB NOT NULL, size INTEGER NOT NULL, " \
+	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, " \
+	"writer BLOB NOT NULL, replicas BLOB NOT NULL, checksum INTEGER, sgen INTEGER"
+
 static const char mc_persist_schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY, client_id BLOB NOT NULL, "
 	"name TEXT NOT NULL, base INTEGER NOT NULL, size INTEGER NOT NULL, "
 	"endpoint TEXT NOT NULL, protocol TEXT NOT NULL, kind INTEGER NOT NULL DEFAULT 0, "
 	"token BLOB, dormant_until_ms INTEGER NOT NULL DEFAULT 0);"
-	"CREATE TABLE IF NOT EXISTS objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "
-	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
-	"writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0, "
-	"checksum INTEGER) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS objects(" MC_PERSIST_OBJECTS_COLUMNS ");"
 	"CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS records(kind INTEGER NOT NULL, id BLOB NOT NULL, "
 	"value BLOB NOT NULL, PRIMARY KEY(kind, id)) WITHOUT ROWID;"
@@ -234,6 +245,75 @@ static int mc_persist_user_version(struct mc_persist *p, int *version)
 	return 0;
 }
 
+/* One int64 result of sql (0 when NULL or no row).  0 or MC_ERR_PERSISTENT_FAIL. */
+static int mc_persist_query_i64(struct mc_persist *p, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*out = 0;
+	rc = sqlite3_prepare_v2(p->db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return mc_persist_fail(p, sql, rc);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*out = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return mc_persist_fail(p, sql, rc);
+	return 0;
+}
+
+#define MC_PERSIST_V7_COLUMNS \
+	"key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, checksum"
+
+/* Schema 8: the objects rows of a version 1-7 file (keyed by key) move to a table keyed by
+ * generation, in one transaction.  A nonzero generation that one row alone has is kept; the
+ * other rows (0 in files from before generations, or a generation two rows share) get fresh
+ * ones above every generation the file has seen (its rows' and its next_gen), so none of them
+ * can be taken for bytes an SSD copy of an earlier generation holds; next_gen goes past them.
+ * A placeholder row at that bound, deleted again, makes SQLite number them from there. */
+static int mc_persist_upgrade_objects(struct mc_persist *p)
+{
+	char sql[2048];
+	int64_t maxgen, next, base;
+
+	if (mc_persist_exec(p, "BEGIN IMMEDIATE"))
+		return MC_ERR_PERSISTENT_FAIL;
+	if (mc_persist_query_i64(p, "SELECT max(gen) FROM objects", &maxgen) ||
+	    mc_persist_query_i64(p, "SELECT value FROM meta WHERE name = 'next_gen'", &next))
+		goto fail;
+	base = maxgen > next - 1 ? maxgen : next - 1;
+	if (base < 0)
+		base = 0;
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE objects_v8(" MC_PERSIST_OBJECTS_COLUMNS ");"
+		 "CREATE TEMP TABLE gen_once AS SELECT gen FROM objects WHERE gen > 0 "
+		 "GROUP BY gen HAVING count(*) = 1;"
+		 "INSERT INTO objects_v8(gen, " MC_PERSIST_V7_COLUMNS ") SELECT gen, "
+		 MC_PERSIST_V7_COLUMNS " FROM objects WHERE gen IN (SELECT gen FROM gen_once);"
+		 "INSERT OR IGNORE INTO objects_v8(gen, key, size, flags, put_start_ms, "
+		 "soft_pin_until_ms, writer, replicas) VALUES (%lld, x'', 0, 0, 0, 0, x'', x'');"
+		 "INSERT INTO objects_v8(gen, " MC_PERSIST_V7_COLUMNS ") SELECT NULL, "
+		 MC_PERSIST_V7_COLUMNS " FROM objects WHERE gen NOT IN (SELECT gen FROM gen_once);"
+		 "DELETE FROM objects_v8 WHERE gen = %lld AND length(key) = 0;"
+		 "DROP TABLE gen_once;"
+		 "DROP TABLE objects;"
+		 "ALTER TABLE objects_v8 RENAME TO objects;"
+		 "INSERT OR REPLACE INTO meta(name, value) SELECT 'next_gen', "
+		 "max(coalesce(max(gen), 0) + 1, %lld) FROM objects;"
+		 "PRAGMA user_version=8;",
+		 (long long)base, (long long)base, (long long)(base + 1));
+	if (mc_persist_exec(p, sql) || mc_persist_exec(p, "COMMIT"))
+		goto fail;
+	mc_log_notice("persist %s: objects table keyed by generation now (schema 8)", p->path);
+	return 0;
+fail:
+	if (!sqlite3_get_autocommit(p->db))
+		mc_persist_exec(p, "ROLLBACK");
+	return MC_ERR_PERSISTENT_FAIL;
+}
+
 /* Bring the schema to MC_PERSIST_SCHEMA; writes nothing when it is there already, so a database
  * on a full disk still opens for writing. */
 static int mc_persist_schema(struct mc_persist *p, int version)
@@ -277,7 +357,9 @@ static int mc_persist_schema(struct mc_persist *p, int version)
 			return MC_ERR_PERSISTENT_FAIL;
 		}
 	}
-	return mc_persist_exec(p, "PRAGMA user_version=7");
+	if (version >= 1 && version < 8)
+		return mc_persist_upgrade_objects(p);
+	return mc_persist_exec(p, "PRAGMA user_version=8");
 }
 
 const char *mc_persist_sync_sql(int sync_mode)
@@ -434,6 +516,7 @@ void mc_persist_close(struct mc_persist *p)
 		return;
 	if (p->pending && mc_persist_commit(p) != 0)
 		mc_log_err("persist %s: %zu changes not written at close", p->path, p->pending);
+	mc_persist_keys_fini(p);	/* its last run written */
 	mc_persist_close_db(p);
 	mc_persist_log_fini(p);
 	mc_wbuf_fini(&p->batch);

@@ -57,7 +57,9 @@ struct mc_persist_object {
 	int64_t put_start_ms;	/* wall-clock ms of PutStart */
 	int64_t soft_pin_until_ms;	/* wall-clock ms, 0 = none */
 	uint8_t writer[16];	/* writer client id */
-	uint64_t gen;		/* generation of the bytes (master-defined) */
+	uint64_t gen;		/* generation of the bytes (master-defined), the row's identity:
+				   one row per generation (but see MC_PERSIST_ROWKEY) */
+	uint64_t row;		/* loaded rows: the row's id in the file (mc_persist_row) */
 	uint8_t has_checksum;	/* checksum is known (NULL in the file when not) */
 	uint64_t checksum;	/* the object's CRC-64 as its writer gave it */
 	uint32_t n_replicas;
@@ -80,12 +82,29 @@ void mc_persist_close(struct mc_persist *p);
 /* 1 if the database was opened for writing (commits may still fail). */
 int mc_persist_writable(const struct mc_persist *p);
 
+/* Keep the key index (persist_keyidx.c): the file PATH.keys, kept by a thread of its own from
+ * the rows each commit writes, with which a restarted master's background load answers a key
+ * it has not loaded yet without waiting for its scan (the objects table has no index on the
+ * key).  Call after open, before the first commit; a master that does not call it (HA, which
+ * writes the file from replicated batches) makes the file's index unusable with its first
+ * commit, as does every replicated batch applied.  0, -EINVAL (read-only or in-memory
+ * database, or already kept), -ENOMEM. */
+int mc_persist_keys_start(struct mc_persist *p);
+
 /* Changes, appended to the pending batch (nothing touches the file until the commit).  0, or
  * -ENOMEM when the batch cannot grow. */
 int mc_persist_put_segment(struct mc_persist *p, const struct mc_persist_segment *s);
 int mc_persist_del_segment(struct mc_persist *p, const uint8_t id[16]);
 int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *o);
-int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len);
+/* In mc_persist_object.flags: the row is keyed by the key's hash (mc_persist_row), not by the
+ * generation, which other keys may share (an SSD copy adopted from before the database). */
+#define MC_PERSIST_ROWKEY (1u << 29)
+/* The id of the row of key at generation gen (rowkey: MC_PERSIST_ROWKEY): gen, or a negative
+ * number from the key's hash (as an unsigned 64-bit value). */
+uint64_t mc_persist_row(const void *key, size_t len, uint64_t gen, int rowkey);
+/* The row row (mc_persist_row), if it holds key (rows are keyed by generation: every change of
+ * an object's generation deletes the row of the old one). */
+int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len, uint64_t row);
 int mc_persist_del_all_objects(struct mc_persist *p);
 int mc_persist_set_meta(struct mc_persist *p, const char *name, int64_t value);
 /* Records: the master's further durable state, kept by kind (one per module that owns it) and
@@ -205,8 +224,10 @@ int mc_persist_fault_install(void);
  * installed. */
 void mc_persist_fault_attach(struct sqlite3 *db);
 
-/* Reload everything: segments first, then objects (either callback NULL: those rows are not
- * read; the background load reads the objects, mc_persist_loader_start).  Pointers passed to the callbacks are valid
+/* Reload everything: segments first, then objects in generation order (either callback NULL:
+ * those rows are not read; the background load reads the objects, mc_persist_loader_start).
+ * Of two rows of one key the newer alone is passed; the older's deletion goes into the pending
+ * batch.  Pointers passed to the callbacks are valid
  * only during the call.  A callback returning non-zero stops the load with that value.  Returns
  * 0, the callback's value, or MC_ERR_PERSISTENT_FAIL. */
 typedef int (*mc_persist_segment_fn)(void *arg, const struct mc_persist_segment *s);
@@ -229,8 +250,9 @@ int64_t mc_persist_get_meta(struct mc_persist *p, const char *name);
  * sees the file as it is then, whatever the master writes afterwards.  All calls but the thread
  * inside are the master's loop's. */
 struct mc_persist_loader;
-/* Decoded object rows, in key order (the order of the file's primary key: memcmp, then the
- * shorter first).  rows[i].key and rows[i].replicas point into keys and reps.  user has one
+/* Decoded object rows, in generation order (the order of the file's primary key).  A row that a
+ * newer row of the same key overrides has MC_PERSIST_ROW_OLDER in its flags (its replicas are
+ * in no range): the caller deletes it and loads the newer.  rows[i].key and rows[i].replicas point into keys and reps.  user has one
  * slot per entry of reps, NULL to begin with, for the caller (the master keeps the allocator
  * block it re-reserved there).  The other fields are the loader's. */
 struct mc_persist_rows {
@@ -251,6 +273,17 @@ struct mc_persist_range {
 	uint32_t chunk, rep;
 	void *blk;
 };
+#define MC_PERSIST_ROW_OLDER (1u << 30)
+/* A row found by its key: the 64-bit hash of the key (mc_persist_key_hash), its chunk and its
+ * index there.  The loader's list is sorted by hash; the rows of one hash in generation
+ * order. */
+struct mc_persist_keyref {
+	uint64_t hash;
+	uint32_t chunk, row;
+};
+uint64_t mc_persist_key_hash(const void *key, size_t len);
+/* Sort by hash, stably (radix sort).  0, or -1 out of memory (a unchanged). */
+int mc_persist_keyrefs_sort(struct mc_persist_keyref *a, size_t n);
 /* The answer to a point query: rc 0 (rows holds the one row), 1 (no such row) or
  * MC_ERR_PERSISTENT_FAIL; tag as given. */
 struct mc_persist_answer {
@@ -266,7 +299,7 @@ struct mc_persist_answer {
  * MC_TEST_LOAD_DELAY_MS=N in the environment makes the thread sleep N ms (at most 1000) after
  * every 1024 rows. */
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out);
-/* Copy every range's blk to its user slot, on the loader thread (the slots are in key order,
+/* Copy every range's blk to its user slot, on the loader thread (the slots are in row order,
  * the ranges in offset order: the scattered writes stay off the loop); poll returns 2 when
  * done.  Call once, after the scan, with the ranges left alone until then. */
 void mc_persist_loader_scatter(struct mc_persist_loader *l);
@@ -277,19 +310,28 @@ int mc_persist_loader_fd(const struct mc_persist_loader *l);
  * mc_persist_answer_free).  Returns 0 while scanning, 1 once the scan is done (the result
  * below is then the loop's), 2 once a scatter is done, or the scan's error (negative). */
 int mc_persist_loader_poll(struct mc_persist_loader *l, struct mc_persist_answer **answers);
-/* Ask for the row of key (answered from the same read transaction, between the scan's rows).
- * 0 or -ENOMEM. */
+/* Ask for the row of key, the newest if it has several (answered from the rows read, once the
+ * scan is done: the file has no index on the key).  0 or -ENOMEM. */
 int mc_persist_loader_query(struct mc_persist_loader *l, const void *key, size_t len, void *tag);
 void mc_persist_answer_free(struct mc_persist_answer *a);
 /* Rows read so far (progress; after the scan, the number of ranges). */
 uint64_t mc_persist_loader_rows(const struct mc_persist_loader *l);
-/* After the scan: the chunks of rows (in key order, each chunk in key order), the ranges
- * sorted by order, and the segment ids the ranges index.  Valid until mc_persist_loader_free;
- * the caller may empty chunks it is done with (mc_persist_rows_fini) and the ranges
+/* After the scan: the chunks of rows (in generation order), the rows' references sorted by
+ * their keys' hashes, the ranges sorted by order, and the segment ids the ranges index.  Valid
+ * until mc_persist_loader_free; the caller may empty chunks it is done with
+ * (mc_persist_rows_fini), the references (mc_persist_loader_drop_keyrefs) and the ranges
  * (mc_persist_loader_drop_ranges). */
 void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
-			      size_t *nchunks, struct mc_persist_range **ranges, size_t *nranges,
+			      size_t *nchunks, struct mc_persist_keyref **keyrefs,
+			      size_t *nkeyrefs, struct mc_persist_range **ranges, size_t *nranges,
 			      const uint8_t (**segids)[16], uint32_t *nsegids);
+void mc_persist_loader_drop_keyrefs(struct mc_persist_loader *l);
+/* The newest row of key among refs (sorted, n of them) whose chunk is first_chunk or later, or
+ * NULL; *chunk and *row say where.  Rows marked MC_PERSIST_ROW_OLDER are passed over. */
+struct mc_persist_object *mc_persist_rows_find(struct mc_persist_rows *chunks, size_t first_chunk,
+					       const struct mc_persist_keyref *refs, size_t n,
+					       const void *key, size_t len, size_t *chunk,
+					       size_t *row);
 void mc_persist_rows_fini(struct mc_persist_rows *c);
 void mc_persist_loader_drop_ranges(struct mc_persist_loader *l);
 /* Stop the thread (interrupting a long read), close, free everything.  NULL is a no-op. */

@@ -96,9 +96,10 @@ int mc_persist_put_object(struct mc_persist *p, const struct mc_persist_object *
 	return mc_persist_queued(p);
 }
 
-int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len)
+int mc_persist_del_object(struct mc_persist *p, const char *key, size_t key_len, uint64_t gen)
 {
-	mc_wbuf_u8(&p->batch, OP_DEL_OBJECT);
+	mc_wbuf_u8(&p->batch, OP_DEL_ROW);
+	mc_wbuf_u64(&p->batch, gen);
 	mc_wbuf_str(&p->batch, key, key_len);
 	return mc_persist_queued(p);
 }
@@ -179,17 +180,33 @@ void mc_persist_encode_meta(struct mc_wbuf *w, const char *name, int64_t value)
 	mc_wbuf_i64(w, value);
 }
 
-/* The row a change writes: its key (an object's key, a segment's id) and a class (objects and
- * segments are different tables).  0 for changes that name no row (DEL_ALL_OBJECTS). */
-static int mc_persist_row_of(const uint8_t *rec, size_t len, const uint8_t **key, size_t *klen)
+/* The row a change writes and a class (objects, segments: different tables): an object's row
+ * is its generation and key (the row of gen holds one key; a change of another key to the same
+ * generation is a different change), a segment's its id.  The row's bytes: k (klen) and, for
+ * objects, the 8 bytes of the generation at *g.  0 for changes that name no row
+ * (DEL_ALL_OBJECTS, and DEL_OBJECT, which finds its row by key and is never in a pending
+ * batch). */
+static int mc_persist_row_of(const uint8_t *rec, size_t len, const uint8_t **key, size_t *klen,
+			     const uint8_t **g)
 {
+	size_t kl;
+
 	switch (rec[0]) {
 	case OP_PUT_OBJECT:
-	case OP_DEL_OBJECT:
-		if (len < 5 || mc_get_le32(rec + 1) > len - 5)
+		/* u8 op, str key, u64 size, u32 flags, i64, i64, writer[16], u64 gen */
+		if (len < 5 || (kl = mc_get_le32(rec + 1)) > len - 5 || len - 5 - kl < 52)
 			return 0;
 		*key = rec + 5;
-		*klen = mc_get_le32(rec + 1);
+		*klen = kl;
+		*g = rec + 5 + kl + 44;
+		return 1;
+	case OP_DEL_ROW:
+		/* u8 op, u64 gen, str key */
+		if (len < 13 || (kl = mc_get_le32(rec + 9)) > len - 13)
+			return 0;
+		*key = rec + 13;
+		*klen = kl;
+		*g = rec + 1;
 		return 1;
 	case OP_PUT_SEGMENT:
 	case OP_DEL_SEGMENT:
@@ -197,17 +214,20 @@ static int mc_persist_row_of(const uint8_t *rec, size_t len, const uint8_t **key
 			return 0;
 		*key = rec + 1;
 		*klen = 16;
+		*g = NULL;
 		return 2;
 	default:
 		return 0;
 	}
 }
 
-static uint64_t mc_persist_hash(int cls, const uint8_t *k, size_t n)
+static uint64_t mc_persist_hash(int cls, const uint8_t *k, size_t n, const uint8_t *g)
 {
 	uint64_t h = 1469598103934665603ull ^ (uint64_t)cls;
 	size_t i;
 
+	for (i = 0; g && i < 8; i++)
+		h = (h ^ g[i]) * 1099511628211ull;
 	for (i = 0; i < n; i++)
 		h = (h ^ k[i]) * 1099511628211ull;
 	return h;
@@ -229,19 +249,20 @@ static void mc_persist_coalesce(struct mc_persist *p)
 	if (slot == NULL || keep == NULL)
 		goto out;
 	for (i = 0; i < p->nends; i++) {
-		const uint8_t *rec = p->batch.data + start, *k, *k2;
+		const uint8_t *rec = p->batch.data + start, *k, *k2, *g, *g2;
 		size_t len = p->ends[i] - start, kl, kl2;
-		int cls = mc_persist_row_of(rec, len, &k, &kl);
+		int cls = mc_persist_row_of(rec, len, &k, &kl, &g);
 
 		keep[i] = 1;
 		start = p->ends[i];
 		if (cls == 0)
 			continue;
-		for (j = mc_persist_hash(cls, k, kl) & (nb - 1); slot[j]; j = (j + 1) & (nb - 1)) {
+		for (j = mc_persist_hash(cls, k, kl, g) & (nb - 1); slot[j]; j = (j + 1) & (nb - 1)) {
 			size_t o = slot[j] - 1, os = o ? p->ends[o - 1] : 0;
 
-			if (mc_persist_row_of(p->batch.data + os, p->ends[o] - os, &k2, &kl2) == cls &&
-			    kl2 == kl && !memcmp(k, k2, kl)) {
+			if (mc_persist_row_of(p->batch.data + os, p->ends[o] - os, &k2, &kl2, &g2) ==
+				    cls &&
+			    kl2 == kl && !memcmp(k, k2, kl) && (g == NULL || !memcmp(g, g2, 8))) {
 				keep[o] = 0;
 				break;
 			}

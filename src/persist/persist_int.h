@@ -10,13 +10,17 @@
  *                u8 kind, token[16] (all zero: none), u64 dormant_until_ms
  *   DEL_SEGMENT  id[16]
  *   PUT_OBJECT   str key, u64 size, u32 flags, i64 put_start_ms, i64 soft_pin_until_ms,
- *                writer[16], u64 gen, u8 has_checksum, u64 checksum, str replicas (packed as in
+ *                writer[16], u64 gen (the row's id, or with MC_PERSIST_ROWKEY in flags the
+ *                one mc_persist_row gives), u8 has_checksum, u64 checksum, str replicas (packed as in
  *                the objects table)
- *   DEL_OBJECT   str key
+ *   DEL_OBJECT   str key (batches of masters before schema 8 only: the row found by its key,
+ *                which needs a scan of the table; never made now)
  *   DEL_ALL_OBJECTS
  *   SET_META     str name, i64 value
  *   PUT_RECORD   u32 kind, str id, str value (the records table: tasks, drain jobs, tenants)
  *   DEL_RECORD   u32 kind, str id
+ *   DEL_ROW      u64 row, str key (the objects row of that id, mc_persist_row, if it holds
+ *                that key)
  * (str: u32 length and the bytes, src/common/wire.h.)
  */
 enum mc_persist_op {
@@ -28,6 +32,7 @@ enum mc_persist_op {
 	OP_SET_META,		/* only in batches taken for replication and in snapshots */
 	OP_PUT_RECORD,
 	OP_DEL_RECORD,
+	OP_DEL_ROW,
 };
 
 /* The state of the module, shared by persist.c (the connection), persist_batch.c (the pending
@@ -39,7 +44,7 @@ enum mc_persist_op {
 
 #include "common/wire.h"
 
-#define MC_PERSIST_SCHEMA 7
+#define MC_PERSIST_SCHEMA 8
 #define MC_PERSIST_REPLICA_BYTES 42
 #define MC_PERSIST_MAX_REPLICAS 64
 
@@ -51,6 +56,7 @@ enum mc_persist_stmt {
 	ST_DEL_SEGMENT,
 	ST_PUT_OBJECT,
 	ST_DEL_OBJECT,
+	ST_DEL_OBJECT_KEY,
 	ST_DEL_ALL_OBJECTS,
 	ST_SET_META,
 	ST_GET_META,
@@ -129,6 +135,16 @@ struct mc_persist {
 	int64_t *log_del;
 	size_t nlog_del, caplog_del;
 	int64_t log_clear_upto, log_loaded_upto;
+	uint64_t log_lost_min;		/* lowest generation of a row not tracked (out of memory) */
+	/* The key index (persist_keyidx.c): its helper thread (NULL: not kept); the keys' hashes
+	 * and generations of the rows written by the commit under way; whether keys_id has been
+	 * cleared in the file (a master that keeps no index clears it with its first commit). */
+	struct mc_persist_keys *keys;
+	struct mc_persist_keypair *feed;
+	size_t nfeed, capfeed;
+	size_t nfeed_del;		/* rows the commit under way deletes */
+	int feeding;
+	int keys_cleared;
 };
 
 /* persist.c: errors (logged when they start, then at debug level; quiet inside a commit or
@@ -169,10 +185,50 @@ void mc_persist_log_committed(struct mc_persist *p);
 int mc_persist_log_start(struct mc_persist *p);
 void mc_persist_log_reset(struct mc_persist *p);
 void mc_persist_log_fini(struct mc_persist *p);
+/* persist_putlog.c: the lowest generation a put in flight (whose objects row may still be
+ * written) has, or low if none is lower. */
+uint64_t mc_persist_log_low(const struct mc_persist *p, uint64_t low);
+/* persist_keyidx.c, for the commit: the row of a PUT_OBJECT written (key, gen) into p->feed;
+ * after the commit, the feed handed to the helper with the cut's low bound (every row first
+ * written later has a generation at or above it, or below the file's gen_epoch); dropped after
+ * a rollback.  Fini: stop the helper (writing what it holds), free the feed. */
+struct mc_persist_keypair {
+	uint64_t hash, gen;
+};
+void mc_persist_keys_note(struct mc_persist *p, const void *key, size_t len, uint64_t gen);
+void mc_persist_keys_committed(struct mc_persist *p);
+void mc_persist_keys_fini(struct mc_persist *p);
+/* persist_keyidx.c: the meta values of an index file: its id in *id; 0 complete, 1 not (or of
+ * another format), -1 unreadable. */
+int mc_persist_keys_meta(sqlite3 *idx, uint64_t *id);
+/* persist_keys.c: append to *a the (key hash, row) pairs of the objects table read through db
+ * (in the caller's read transaction): all rows, or the tail of a key index (rows at or above
+ * low, or below epoch).  stop (if not NULL) is asked every 65536 rows.  0, 1 stopped, -1. */
+int mc_persist_pairs_scan(sqlite3 *db, int all, uint64_t low, int64_t epoch,
+			  struct mc_persist_keypair **a, size_t *n, size_t *cap,
+			  int (*stop)(void *), void *arg);
+/* Sort pairs by (hash, gen), repeated ones dropped: the new count, or -1 out of memory. */
+long mc_persist_pairs_sort(struct mc_persist_keypair *a, size_t n);
+/* persist_keylook.c, for the loader thread: the key index of the database db reads (in its
+ * read transaction; dbpath names it).  Open: 0 and *out, or -1 (not usable: a log line says
+ * why).  Find the newest row of key: 0, *point standing on it (the columns of point_sql, a
+ * query by gen = ?1; the caller decodes it, then resets *point), 1 none,
+ * MC_ERR_PERSISTENT_FAIL. */
+struct mc_persist_keylook;
+int mc_persist_keylook_open(sqlite3 *db, const char *dbpath, const char *point_sql,
+			    struct mc_persist_keylook **out);
+int mc_persist_keylook_find(struct mc_persist_keylook *x, const void *key, size_t len,
+			    sqlite3_stmt **point);
+void mc_persist_keylook_free(struct mc_persist_keylook *x);
+/* persist_write.c: in the open transaction, set keys_id 0 (0 or MC_ERR_PERSISTENT_FAIL). */
+int mc_persist_keys_clear(struct mc_persist *p);
 /* persist_pcache.c: SQLite's default page cache with a truncation that removes the pages past
  * the limit without walking its whole hash table.  Once per process, before SQLite initializes
  * (later calls, or a call after SQLite initialized, change nothing). */
 void mc_persist_pcache_install(void);
+/* persist_keys.c: the generations of the rows a newer row of the same key overrides, sorted,
+ * in *out (malloc'd; NULL when none).  0, -ENOMEM or MC_ERR_PERSISTENT_FAIL. */
+int mc_persist_older_rows(struct mc_persist *p, uint64_t **out, size_t *nout);
 /* persist_batch.c: append a NUL-terminated string as a str of the encoding. */
 void mc_persist_batch_str(struct mc_wbuf *w, const char *s);
 

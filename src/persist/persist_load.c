@@ -5,6 +5,7 @@
  * with a log line; the load goes on.  The master's reactor thread, before it serves.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sqlite3.h>
@@ -87,7 +88,9 @@ int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
 	o->flags = (uint32_t)sqlite3_column_int64(st, 2);
 	o->put_start_ms = sqlite3_column_int64(st, 3);
 	o->soft_pin_until_ms = sqlite3_column_int64(st, 4);
-	o->gen = (uint64_t)sqlite3_column_int64(st, 7);
+	o->row = (uint64_t)sqlite3_column_int64(st, 7);
+	o->gen = sqlite3_column_type(st, 9) == SQLITE_NULL ? o->row
+							  : (uint64_t)sqlite3_column_int64(st, 9);
 	o->has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
 	o->checksum = o->has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
 	n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
@@ -114,17 +117,32 @@ int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
 	return 0;
 }
 
+/* Every row in generation order, but those a newer row of the same key overrides: their
+ * deletion goes into the pending batch instead. */
 static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn, void *arg)
 {
 	sqlite3_stmt *st = p->st[ST_LOAD_OBJECTS];
 	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
-	int rc, ret = 0;
+	uint64_t *older;
+	size_t nolder, k = 0;
+	int rc, ret;
 
+	ret = mc_persist_older_rows(p, &older, &nolder);
+	if (ret)
+		return ret;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct mc_persist_object o;
 
 		if (mc_persist_decode_object(st, &o, reps)) {
 			mc_log_warn("persist %s: skipping a malformed object row", p->path);
+			continue;
+		}
+		while (k < nolder && (int64_t)older[k] < (int64_t)o.row)
+			k++;
+		if (k < nolder && older[k] == o.row) {
+			mc_log_info("persist %s: the row of generation %llu has a newer one of its "
+				    "key: deleting it", p->path, (unsigned long long)o.gen);
+			(void)mc_persist_del_object(p, o.key, o.key_len, o.row);
 			continue;
 		}
 		ret = fn(arg, &o);
@@ -134,6 +152,7 @@ static int mc_persist_load_objects(struct mc_persist *p, mc_persist_object_fn fn
 	if (ret == 0 && rc != SQLITE_DONE)
 		ret = mc_persist_fail(p, "load objects", rc);
 	sqlite3_reset(st);
+	free(older);
 	return ret;
 }
 

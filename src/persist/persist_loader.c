@@ -3,12 +3,16 @@
  * The background load of the object rows at start-up (see persist.h): a thread with a read-only
  * connection of its own and one read transaction (taken before mc_persist_loader_start
  * returns, so it sees the file as the master found it while the master's own connection goes
- * on writing) reads every row in key order and decodes it into chunks held in memory, keys and
- * replicas packed in arrays (no allocation per row).  Alongside it lists every complete memory
- * replica as a range and sorts that list by segment and offset (radix sort), the order in which
- * the master's allocators rebuild in constant time per range.  Meanwhile it answers point
- * queries (one key, from the same read transaction) that the master's loop asks for keys it has
- * not loaded yet.  The loop learns of finished work through an eventfd.
+ * on writing) reads every row in generation order and decodes it into chunks held in memory,
+ * keys and replicas packed in arrays (no allocation per row).  Alongside it keeps a reference
+ * per row with its key's hash, and lists every complete memory replica as a range.  After the
+ * scan it sorts the references by hash (rows of one key side by side: the newest wins, the
+ * others are marked MC_PERSIST_ROW_OLDER and their ranges dropped) and the ranges by segment and
+ * offset (radix sorts), the order in which the master's allocators rebuild in constant time per
+ * range.  The master's loop asks for keys it has not loaded yet (mc_persist_loader_query): the
+ * table has no index on the key; with the key index (persist_keylook.c) the thread answers
+ * between the scan's rows, from the same read transaction, else once its scan is done.  The
+ * loop learns of finished work through an eventfd.
  *
  * Threads: the loader thread owns the connection; the loop owns everything else, and reads the
  * chunks and ranges only once the scan is done.  The queues between them take a mutex.
@@ -33,18 +37,19 @@
 
 #define MC_LOADER_CHUNK_ROWS 16384
 #define MC_LOADER_COLUMNS \
-	"key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, gen, checksum"
+	"key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, gen, checksum, sgen"
 
 struct mc_persist_loader {
 	sqlite3 *db;
-	sqlite3_stmt *scan, *point;
+	sqlite3_stmt *scan;
 	pthread_t tid;
 	int started;
 	int efd;
 	atomic_int stop;
-	atomic_int nqueries;	/* queries queued, read without the lock */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	struct mc_persist_keylook *look;	/* the key index (NULL: none usable) */
+	atomic_int nqueries;	/* queries queued, read without the lock */
 	struct mc_persist_answer *q_head, *q_tail;	/* asked, not yet answered */
 	struct mc_persist_answer *a_head, *a_tail;	/* answered, not yet taken */
 	int state;		/* 0 scanning, 1 done, 2 scattered, <0 failed (under mu) */
@@ -55,6 +60,8 @@ struct mc_persist_loader {
 	/* The result, the loader thread's until state leaves 0. */
 	struct mc_persist_rows *chunks;
 	size_t nchunks, capchunks;
+	struct mc_persist_keyref *keyrefs;
+	size_t nkeyrefs, capkeyrefs;
 	struct mc_persist_range *ranges;
 	size_t nranges, capranges;
 	uint8_t (*segids)[16];
@@ -91,6 +98,7 @@ static void mc_rows_add(struct mc_persist_rows *c, const struct mc_persist_objec
 	}
 	d = &c->rows[c->n++];
 	*d = *o;
+	d->flags &= ~MC_PERSIST_ROW_OLDER;	/* the loader's mark, never the file's */
 	memcpy(c->keys + c->keys_len, o->key, o->key_len);
 	d->key = (const char *)(uintptr_t)c->keys_len;
 	c->keys_len += o->key_len;
@@ -239,14 +247,93 @@ static void mc_loader_wake(struct mc_persist_loader *l)
 	}
 }
 
-/* Answer the queued queries (the loader thread). */
-static void mc_loader_answer(struct mc_persist_loader *l)
-{
-	struct mc_persist_answer *q;
+static void mc_loader_answer(struct mc_persist_loader *l, int scanned);
 
+/* The test hook's slow disk: delay_ms without reading rows (a stop ends it); queries are
+ * answered meanwhile when the key index can. */
+static void mc_loader_delay(struct mc_persist_loader *l)
+{
+	struct timespec end;
+
+	clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_nsec += l->delay_ms * 1000000L;
+	end.tv_sec += end.tv_nsec / 1000000000L;
+	end.tv_nsec %= 1000000000L;
+	for (;;) {
+		int rc = 0;
+
+		pthread_mutex_lock(&l->mu);
+		while ((l->look == NULL || l->q_head == NULL) && !atomic_load(&l->stop) && rc == 0)
+			rc = pthread_cond_timedwait(&l->cv, &l->mu, &end);
+		pthread_mutex_unlock(&l->mu);
+		if (rc != 0 || atomic_load(&l->stop))
+			return;
+		mc_loader_answer(l, 0);
+	}
+}
+
+/* The row just added as the last of chunk k, referenced by its key's hash. */
+static void mc_loader_add_keyref(struct mc_persist_loader *l, uint32_t k, const void *key,
+				 size_t len)
+{
+	if (l->nkeyrefs == l->capkeyrefs) {
+		l->capkeyrefs = l->capkeyrefs ? l->capkeyrefs * 2 : 65536;
+		l->keyrefs = mc_xrealloc(l->keyrefs, l->capkeyrefs * sizeof(*l->keyrefs));
+	}
+	l->keyrefs[l->nkeyrefs++] = (struct mc_persist_keyref){
+		mc_persist_key_hash(key, len), k, (uint32_t)(l->chunks[k].n - 1)
+	};
+}
+
+static struct mc_persist_object *mc_keyref_row(struct mc_persist_rows *chunks,
+					       const struct mc_persist_keyref *r)
+{
+	return &chunks[r->chunk].rows[r->row];
+}
+
+/* Of the rows of one key, all but the newest (the last: the sort is stable) are marked older;
+ * their replicas are marked so their ranges go.  Returns the number marked. */
+static size_t mc_loader_mark_older(struct mc_persist_loader *l)
+{
+	struct mc_persist_keyref *a = l->keyrefs;
+	size_t n = l->nkeyrefs, i, j, x, y, marked = 0;
+
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && a[j].hash == a[i].hash; j++)
+			;
+		for (x = i; j - i > 1 && x < j - 1; x++) {
+			struct mc_persist_object *ox = mc_keyref_row(l->chunks, &a[x]);
+
+			for (y = x + 1; y < j; y++) {
+				const struct mc_persist_object *oy = mc_keyref_row(l->chunks, &a[y]);
+				struct mc_persist_replica *r;
+				uint32_t k;
+
+				if (oy->key_len != ox->key_len || memcmp(oy->key, ox->key, ox->key_len))
+					continue;
+				ox->flags |= MC_PERSIST_ROW_OLDER;
+				r = l->chunks[a[x].chunk].reps + (ox->replicas -
+								  l->chunks[a[x].chunk].reps);
+				for (k = 0; k < ox->n_replicas; k++)
+					r[k].status = 0xff;
+				marked++;
+				break;
+			}
+		}
+	}
+	return marked;
+}
+
+/* Answer the queued queries (the loader thread): through the key index while scanning, from
+ * the rows read once the scan is done (the thread owns them until it announces the end). */
+static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
+{
 	for (;;) {
 		struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
-		struct mc_persist_object o;
+		struct mc_persist_answer *q;
+		struct mc_persist_object *o, po;
+		sqlite3_stmt *point;
+		size_t c, r;
 		int rc;
 
 		pthread_mutex_lock(&l->mu);
@@ -261,20 +348,28 @@ static void mc_loader_answer(struct mc_persist_loader *l)
 		if (q == NULL)
 			return;
 		q->next = NULL;
-		sqlite3_bind_blob(l->point, 1, q->key, (int)q->key_len, SQLITE_STATIC);
-		rc = sqlite3_step(l->point);
-		if (rc == SQLITE_ROW && mc_persist_decode_object(l->point, &o, reps) == 0) {
-			mc_rows_add(&q->rows, &o);
-			mc_rows_seal(&q->rows);
-			q->rc = 0;
-		} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
-			q->rc = 1;	/* not in the file (or a row that does not parse) */
+		if (scanned) {
+			o = mc_persist_rows_find(l->chunks, 0, l->keyrefs, l->nkeyrefs, q->key,
+						 q->key_len, &c, &r);
+			q->rc = o ? 0 : 1;
 		} else {
-			mc_log_err("loading %s: looking up a key: %s", l->path, sqlite3_errmsg(l->db));
-			q->rc = MC_ERR_PERSISTENT_FAIL;
+			rc = mc_persist_keylook_find(l->look, q->key, q->key_len, &point);
+			o = NULL;
+			if (rc == 0 && mc_persist_decode_object(point, &po, reps) == 0)
+				o = &po;
+			else if (rc == 0)
+				rc = 1;	/* a row that does not parse: as the scan skips it */
+			q->rc = rc;
+			if (rc < 0)
+				mc_log_err("loading %s: looking up a key: %s", l->path,
+					   sqlite3_errmsg(l->db));
 		}
-		sqlite3_reset(l->point);
-		sqlite3_clear_bindings(l->point);
+		if (o) {
+			mc_rows_add(&q->rows, o);
+			mc_rows_seal(&q->rows);
+		}
+		if (!scanned)
+			sqlite3_reset(point);
 		pthread_mutex_lock(&l->mu);
 		if (l->a_tail)
 			l->a_tail->next = q;
@@ -282,30 +377,53 @@ static void mc_loader_answer(struct mc_persist_loader *l)
 			l->a_head = q;
 		l->a_tail = q;
 		pthread_mutex_unlock(&l->mu);
-		mc_loader_wake(l);
+		if (!scanned)
+			mc_loader_wake(l);
 	}
 }
 
-/* The test hook's slow disk: delay_ms without reading rows, point queries answered meanwhile. */
-static void mc_loader_delay(struct mc_persist_loader *l)
+/* The ranges of replicas marked by mc_loader_mark_older go. */
+static void mc_loader_drop_older_ranges(struct mc_persist_loader *l)
 {
-	struct timespec end;
+	size_t i, w = 0;
 
-	clock_gettime(CLOCK_REALTIME, &end);
-	end.tv_nsec += l->delay_ms * 1000000L;
-	end.tv_sec += end.tv_nsec / 1000000000L;
-	end.tv_nsec %= 1000000000L;
-	for (;;) {
-		int rc = 0;
+	for (i = 0; i < l->nranges; i++)
+		if (l->chunks[l->ranges[i].chunk].reps[l->ranges[i].rep].status != 0xff)
+			l->ranges[w++] = l->ranges[i];
+	l->nranges = w;
+}
 
-		pthread_mutex_lock(&l->mu);
-		while (l->q_head == NULL && !atomic_load(&l->stop) && rc == 0)
-			rc = pthread_cond_timedwait(&l->cv, &l->mu, &end);
-		pthread_mutex_unlock(&l->mu);
-		if (rc != 0 || atomic_load(&l->stop))
-			return;
-		mc_loader_answer(l);
+struct mc_persist_object *mc_persist_rows_find(struct mc_persist_rows *chunks, size_t first_chunk,
+					       const struct mc_persist_keyref *refs, size_t n,
+					       const void *key, size_t len, size_t *chunk,
+					       size_t *row)
+{
+	uint64_t h = mc_persist_key_hash(key, len);
+	struct mc_persist_object *found = NULL;
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (refs[mid].hash < h)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	for (; lo < n && refs[lo].hash == h; lo++) {
+		struct mc_persist_object *o;
+
+		if (refs[lo].chunk < first_chunk)	/* emptied by the caller */
+			continue;
+		o = mc_keyref_row(chunks, &refs[lo]);
+		if ((o->flags & MC_PERSIST_ROW_OLDER) || o->key_len != len ||
+		    memcmp(o->key, key, len))
+			continue;
+		found = o;
+		*chunk = refs[lo].chunk;
+		*row = refs[lo].row;
+	}
+	return found;
 }
 
 static int mc_loader_scan(struct mc_persist_loader *l)
@@ -317,8 +435,8 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 	while (!atomic_load_explicit(&l->stop, memory_order_relaxed)) {
 		struct mc_persist_object o;
 
-		if (atomic_load_explicit(&l->nqueries, memory_order_relaxed))
-			mc_loader_answer(l);
+		if (l->look && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
+			mc_loader_answer(l, 0);
 		rc = sqlite3_step(l->scan);
 		if (rc == SQLITE_DONE)
 			return 0;
@@ -345,6 +463,7 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 			l->nchunks++;
 		}
 		mc_rows_add(&l->chunks[l->nchunks - 1], &o);
+		mc_loader_add_keyref(l, (uint32_t)(l->nchunks - 1), o.key, o.key_len);
 		mc_loader_add_ranges(l, (uint32_t)(l->nchunks - 1));
 		if (++rows % 1024 == 0) {
 			atomic_store_explicit(&l->rows, rows, memory_order_relaxed);
@@ -361,30 +480,50 @@ static void *mc_loader_main(void *arg)
 	int rc;
 
 	pthread_setname_np(pthread_self(), "mc-load");
+	if (mc_persist_keylook_open(l->db, l->path, "SELECT " MC_LOADER_COLUMNS " FROM objects "
+				    "WHERE gen = ?1", &l->look) == 0)
+		mc_loader_answer(l, 0);
 	rc = mc_loader_scan(l);
+	mc_persist_keylook_free(l->look);	/* the rows answer from here on */
+	l->look = NULL;
 
 	if (rc == 0) {
+		size_t older;
+
 		if (l->nchunks)
 			mc_rows_seal(&l->chunks[l->nchunks - 1]);
+		if (mc_persist_keyrefs_sort(l->keyrefs, l->nkeyrefs) != 0) {
+			mc_log_err("loading %s: out of memory sorting %zu keys", l->path,
+				   l->nkeyrefs);
+			rc = -ENOMEM;
+			goto end;
+		}
+		older = mc_loader_mark_older(l);
+		if (older) {
+			mc_log_notice("loading %s: %zu rows have a newer row of their key: they go",
+				      l->path, older);
+			mc_loader_drop_older_ranges(l);
+		}
 		mc_loader_sort(l);
+		mc_loader_answer(l, 1);
 	}
+end:
 	atomic_store(&l->rows, (unsigned long long)l->nranges);
 	pthread_mutex_lock(&l->mu);
 	l->state = rc == 0 ? 1 : rc;
 	pthread_mutex_unlock(&l->mu);
 	mc_loader_wake(l);
-	/* Queries asked before the loop saw the end are still answered; then the scatter. */
+	/* The loop finds the keys asked for in the rows from here on; then the scatter. */
 	for (;;) {
 		int scatter;
 
 		pthread_mutex_lock(&l->mu);
-		while (l->q_head == NULL && !atomic_load(&l->stop) && l->scatter != 1)
+		while (!atomic_load(&l->stop) && l->scatter != 1)
 			pthread_cond_wait(&l->cv, &l->mu);
 		scatter = l->scatter == 1;
 		pthread_mutex_unlock(&l->mu);
 		if (atomic_load(&l->stop))
 			break;
-		mc_loader_answer(l);
 		if (scatter) {
 			size_t i;
 
@@ -409,6 +548,7 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 {
 	struct mc_persist_loader *l;
 	const char *delay = getenv("MC_TEST_LOAD_DELAY_MS");
+	sqlite3_stmt *first = NULL;
 	int rc;
 
 	*out = NULL;
@@ -430,14 +570,15 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 		goto fail;
 	sqlite3_busy_timeout(l->db, 2000);
 	if (sqlite3_exec(l->db, "PRAGMA cache_size=-65536; PRAGMA mmap_size=1099511627776; BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(l->db, "SELECT " MC_LOADER_COLUMNS " FROM objects", -1, &l->scan,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(l->db, "SELECT " MC_LOADER_COLUMNS " FROM objects WHERE key = ?1",
-			       -1, &l->point, NULL) != SQLITE_OK)
+	    sqlite3_prepare_v2(l->db, "SELECT " MC_LOADER_COLUMNS " FROM objects ORDER BY gen", -1,
+			       &l->scan, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(l->db, "SELECT value FROM meta WHERE name = 'next_gen'", -1, &first,
+			       NULL) != SQLITE_OK)
 		goto fail;
 	/* The read transaction begins with its first read: now, before the master writes. */
-	rc = sqlite3_step(l->point);
-	sqlite3_reset(l->point);
+	rc = sqlite3_step(first);
+	sqlite3_finalize(first);
+	first = NULL;
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		goto fail;
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -454,6 +595,7 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 	return 0;
 fail:
 	mc_log_err("loading %s: %s", path, l->db ? sqlite3_errmsg(l->db) : "out of memory");
+	sqlite3_finalize(first);
 out:
 	mc_persist_loader_free(l);
 	return MC_ERR_PERSISTENT_FAIL;
@@ -518,11 +660,14 @@ uint64_t mc_persist_loader_rows(const struct mc_persist_loader *l)
 }
 
 void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
-			      size_t *nchunks, struct mc_persist_range **ranges, size_t *nranges,
+			      size_t *nchunks, struct mc_persist_keyref **keyrefs,
+			      size_t *nkeyrefs, struct mc_persist_range **ranges, size_t *nranges,
 			      const uint8_t (**segids)[16], uint32_t *nsegids)
 {
 	*chunks = l->chunks;
 	*nchunks = l->nchunks;
+	*keyrefs = l->keyrefs;
+	*nkeyrefs = l->nkeyrefs;
 	*ranges = l->ranges;
 	*nranges = l->nranges;
 	*segids = (const uint8_t(*)[16])l->segids;
@@ -536,6 +681,13 @@ void mc_persist_loader_scatter(struct mc_persist_loader *l)
 		l->scatter = 1;
 	pthread_cond_signal(&l->cv);
 	pthread_mutex_unlock(&l->mu);
+}
+
+void mc_persist_loader_drop_keyrefs(struct mc_persist_loader *l)
+{
+	free(l->keyrefs);
+	l->keyrefs = NULL;
+	l->nkeyrefs = l->capkeyrefs = 0;
 }
 
 void mc_persist_loader_drop_ranges(struct mc_persist_loader *l)
@@ -558,8 +710,7 @@ void mc_persist_loader_halt(struct mc_persist_loader *l)
 		l->started = 0;
 	}
 	sqlite3_finalize(l->scan);
-	sqlite3_finalize(l->point);
-	l->scan = l->point = NULL;
+	l->scan = NULL;
 	if (l->db && !sqlite3_get_autocommit(l->db))
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 	sqlite3_close(l->db);
@@ -581,6 +732,7 @@ void mc_persist_loader_free(struct mc_persist_loader *l)
 	for (i = 0; i < l->nchunks; i++)
 		mc_persist_rows_fini(&l->chunks[i]);
 	free(l->chunks);
+	free(l->keyrefs);
 	free(l->ranges);
 	free(l->segids);
 	free(l->seghash);

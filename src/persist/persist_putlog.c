@@ -243,7 +243,10 @@ void mc_persist_log_committed(struct mc_persist *p)
 	p->log_next_id++;
 	goto reset;
 lost:
-	/* Out of memory: the row stays in the file until the next restart clears it. */
+	/* Out of memory: the row stays in the file until the next restart clears it; its puts
+	 * may still write their rows (mc_persist_log_low stays at or below them). */
+	if (p->log_lost_min == 0 || p->log_tmin < p->log_lost_min)
+		p->log_lost_min = p->log_tmin ? p->log_tmin : 1;
 	mc_log_warn("persist %s: put log row %lld not tracked (out of memory)", p->path,
 		    (long long)p->log_next_id);
 	p->log_next_id++;
@@ -328,6 +331,29 @@ void mc_persist_log_clear(struct mc_persist *p)
 	p->log_clear_upto = p->log_loaded_upto;
 	p->log_loaded_upto = 0;
 	p->pending++;
+}
+
+uint64_t mc_persist_log_low(const struct mc_persist *p, uint64_t low)
+{
+	size_t i;
+
+	/* Rows are in commit order and so are their puts' generations: the first row that still
+	 * has puts in flight holds the lowest. */
+	for (i = 0; i < p->log_count; i++) {
+		const struct mc_persist_logrow *row =
+			&p->logrows[(p->log_head + i) & (p->log_cap - 1)];
+
+		if (row->recs != NULL) {
+			if (row->tmin < low)
+				low = row->tmin;
+			break;
+		}
+	}
+	if (p->log_n && p->log_tmin < low)
+		low = p->log_tmin;
+	if (p->log_lost_min && p->log_lost_min < low)
+		low = p->log_lost_min;
+	return low;
 }
 
 size_t mc_persist_log_rows(const struct mc_persist *p)

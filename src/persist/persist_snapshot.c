@@ -20,7 +20,7 @@
 
 struct mc_persist_reader {
 	sqlite3 *db;
-	sqlite3_stmt *objects;		/* the object rows, in key order, stepped across calls */
+	sqlite3_stmt *objects;		/* the object rows, in generation order, stepped across calls */
 	int done;
 };
 
@@ -53,7 +53,7 @@ int mc_persist_reader_open(const char *path, struct mc_persist_reader **out)
 		goto fail;
 	}
 	if (sqlite3_prepare_v2(r->db, "SELECT key, size, flags, put_start_ms, soft_pin_until_ms, "
-				      "writer, replicas, gen, checksum FROM objects ORDER BY key",
+				      "writer, replicas, gen, checksum, sgen FROM objects ORDER BY gen",
 			       -1, &r->objects, NULL) != SQLITE_OK) {
 		mc_reader_fail(r, "objects");
 		goto fail;
@@ -157,7 +157,8 @@ int mc_persist_reader_objects(struct mc_persist_reader *r, struct mc_wbuf *w, ui
 		mc_wbuf_i64(w, sqlite3_column_int64(st, 3));
 		mc_wbuf_i64(w, sqlite3_column_int64(st, 4));
 		mc_reader_blob16(w, st, 5);
-		mc_wbuf_u64(w, (uint64_t)sqlite3_column_int64(st, 7));
+		mc_wbuf_u64(w, (uint64_t)sqlite3_column_int64(st, sqlite3_column_type(st, 9) ==
+								   SQLITE_NULL ? 7 : 9));
 		mc_wbuf_u8(w, sqlite3_column_type(st, 8) != SQLITE_NULL);
 		mc_wbuf_u64(w, (uint64_t)sqlite3_column_int64(st, 8));
 		mc_wbuf_str(w, reps ? reps : "", (size_t)sqlite3_column_bytes(st, 6));

@@ -73,16 +73,32 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
 			sqlite3_bind_blob(st, 1, b, 16, SQLITE_STATIC);
 		break;
-	case OP_PUT_OBJECT:
+	case OP_PUT_OBJECT: {
+		size_t kl;
+		const char *key = mc_rbuf_str(r, (size_t)INT32_MAX, &kl);
+		uint64_t gen, row;
+		uint32_t flags;
+
 		st = p->st[which = ST_PUT_OBJECT];
-		mc_batch_bind(st, 1, r, 0);
+		if (key != NULL)
+			sqlite3_bind_blob(st, 1, kl ? key : "", (int)kl, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, (sqlite3_int64)mc_rbuf_u64(r));
-		sqlite3_bind_int64(st, 3, mc_rbuf_u32(r));
+		flags = mc_rbuf_u32(r);
+		sqlite3_bind_int64(st, 3, flags);
 		sqlite3_bind_int64(st, 4, mc_rbuf_i64(r));
 		sqlite3_bind_int64(st, 5, mc_rbuf_i64(r));
 		if ((b = mc_rbuf_bytes(r, 16)) != NULL)
 			sqlite3_bind_blob(st, 6, b, 16, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 8, (sqlite3_int64)mc_rbuf_u64(r));
+		gen = mc_rbuf_u64(r);
+		row = mc_persist_row(key ? key : "", key ? kl : 0, gen,
+				     (flags & MC_PERSIST_ROWKEY) != 0);
+		sqlite3_bind_int64(st, 8, (sqlite3_int64)row);
+		if (row != gen)
+			sqlite3_bind_int64(st, 10, (sqlite3_int64)gen);
+		else
+			sqlite3_bind_null(st, 10);
+		if (key != NULL && p->feeding)
+			mc_persist_keys_note(p, key, kl, row);
 		if (mc_rbuf_u8(r)) {
 			sqlite3_bind_int64(st, 9, (sqlite3_int64)mc_rbuf_u64(r));
 		} else {
@@ -91,8 +107,16 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 		}
 		mc_batch_bind(st, 7, r, 0);
 		break;
-	case OP_DEL_OBJECT:
+	}
+	case OP_DEL_ROW:
+		p->nfeed_del += p->feeding;
 		st = p->st[which = ST_DEL_OBJECT];
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)mc_rbuf_u64(r));
+		mc_batch_bind(st, 2, r, 0);
+		break;
+	case OP_DEL_OBJECT:
+		/* From a master before schema 8 (its HA log or snapshot): by key, a scan. */
+		st = p->st[which = ST_DEL_OBJECT_KEY];
 		mc_batch_bind(st, 1, r, 0);
 		break;
 	case OP_DEL_ALL_OBJECTS:
@@ -130,6 +154,14 @@ static int mc_persist_apply(struct mc_persist *p, struct mc_rbuf *r)
 	return mc_persist_step_done(p, which);
 }
 
+/* In the open transaction: the file's key index is no longer its (keys_id 0). */
+int mc_persist_keys_clear(struct mc_persist *p)
+{
+	sqlite3_bind_text(p->st[ST_SET_META], 1, "keys_id", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(p->st[ST_SET_META], 2, 0);
+	return mc_persist_step_done(p, ST_SET_META);
+}
+
 static int mc_persist_commit_batch(struct mc_persist *p);
 
 int mc_persist_commit(struct mc_persist *p)
@@ -158,11 +190,15 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	rc = mc_persist_step_done(p, ST_BEGIN);
 	if (rc)
 		goto rollback;
+	p->feeding = p->keys != NULL;	/* the written rows' keys go to the key index */
+	p->nfeed = p->nfeed_del = 0;
 	mc_rbuf_init(&r, p->batch.data, p->batch.len);
 	while (r.left > 0)
 		if ((rc = mc_persist_apply(p, &r)) != 0)
 			goto rollback;
 	if ((rc = mc_persist_log_write(p)) != 0)
+		goto rollback;
+	if (p->keys == NULL && !p->keys_cleared && (rc = mc_persist_keys_clear(p)) != 0)
 		goto rollback;
 	for (i = 0; i < p->nmeta; i++) {
 		if (!p->meta[i].dirty)
@@ -178,6 +214,8 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	for (i = 0; i < p->nmeta; i++)
 		p->meta[i].dirty = 0;
 	mc_persist_log_committed(p);
+	p->keys_cleared = 1;
+	mc_persist_keys_committed(p);
 	mc_wbuf_reset(&p->batch);
 	p->nends = 0;
 	p->pending = 0;
@@ -186,6 +224,8 @@ static int mc_persist_commit_batch(struct mc_persist *p)
 	return 0;
 
 rollback:
+	p->feeding = 0;
+	p->nfeed = 0;
 	/* A failed statement or COMMIT may or may not have ended the transaction (SQLite rolls
 	 * back on its own after some I/O errors); make sure it is gone, keep the batch. */
 	if (p->db && !sqlite3_get_autocommit(p->db)) {
@@ -225,6 +265,9 @@ static int mc_persist_apply_txn(struct mc_persist *p, struct mc_rbuf *r, int n, 
 		return MC_ERR_PERSISTENT_FAIL;
 	p->quiet = 1;
 	rc = mc_persist_step_done(p, ST_BEGIN);
+	/* Rows written here are not the key index's: the file's index goes. */
+	if (rc == 0)
+		rc = mc_persist_keys_clear(p);
 	for (i = 0; rc == 0 && i < n; i++)
 		while (rc == 0 && r[i].left > 0 && k++ < max)
 			rc = mc_persist_apply(p, &r[i]);
@@ -240,6 +283,8 @@ static int mc_persist_apply_txn(struct mc_persist *p, struct mc_rbuf *r, int n, 
 	if (rc == 0) {
 		p->last_rc = SQLITE_OK;
 		p->last_msg[0] = '\0';
+		p->keys_cleared = 1;
+		mc_persist_keys_fini(p);
 	}
 	return rc ? MC_ERR_PERSISTENT_FAIL : 0;
 }

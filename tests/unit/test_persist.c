@@ -190,7 +190,7 @@ static int fault_child(const char *dir, const char *point)
 	fclose(f);
 	for (i = 10; i < 15; i++)
 		put_obj(p, i);
-	mc_persist_del_object(p, "key-0", 5);
+	mc_persist_del_object(p, "key-0", 5, 1);
 	if (mc_persist_commit(p) != MC_ERR_PERSISTENT_FAIL || mc_persist_pending(p) != 6)
 		return 7;
 	if (mc_persist_last_error(p) == 0 ||
@@ -242,7 +242,7 @@ static void replication_tests(const char *dir)
 		put_obj(pa, i);		/* a PutStart's row ... */
 	for (i = 0; i < 50; i++)
 		put_obj(pa, i);		/* ... written again by its PutEnd */
-	mc_persist_del_object(pa, "key-3", 5);
+	mc_persist_del_object(pa, "key-3", 5, 10);
 	mc_persist_set_meta(pa, "next_replica_id", 777);
 	while (mc_persist_pending(pa) > 0 && np < 64) {
 		mc_wbuf_init(&parts[np]);
@@ -360,7 +360,7 @@ int main(void)
 		put_obj(p, i);
 	is(mc_persist_pending(p), 101, "changes are pending before commit");
 	ok(mc_persist_commit(p) == 0 && mc_persist_pending(p) == 0, "commit");
-	ok(mc_persist_del_object(p, "key-5", 5) == 0 && mc_persist_commit(p) == 0, "delete one");
+	ok(mc_persist_del_object(p, "key-5", 5, 16) == 0 && mc_persist_commit(p) == 0, "delete one");
 	mc_persist_set_meta(p, "next_replica_id", 12345);
 	mc_persist_commit(p);
 	mc_persist_close(p);
@@ -598,15 +598,18 @@ int main(void)
 		   "a schema 4 database opens; its object is kept, without a checksum");
 		o.key = "c/0";
 		o.key_len = 3;
+		o.gen = 100;
 		o.has_checksum = 1;
 		o.checksum = 0;
 		rc = mc_persist_put_object(p, &o);
 		o.key = "c/max";
 		o.key_len = 5;
+		o.gen = 101;
 		o.checksum = UINT64_MAX;
 		rc |= mc_persist_put_object(p, &o);
 		o.key = "c/none";
 		o.key_len = 6;
+		o.gen = 102;
 		o.has_checksum = 0;
 		o.checksum = 0;
 		rc |= mc_persist_put_object(p, &o);
@@ -626,8 +629,8 @@ int main(void)
 
 			rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &vst, NULL);
 			ok(rc == SQLITE_OK && sqlite3_step(vst) == SQLITE_ROW &&
-				   sqlite3_column_int(vst, 0) == 7,
-			   "the file is at schema version 7");
+				   sqlite3_column_int(vst, 0) == 8,
+			   "the file is at schema version 8");
 			sqlite3_finalize(vst);
 			vst = NULL;
 			rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM records", -1, &vst, NULL);

@@ -280,8 +280,8 @@ int main(void)
 					      "user_version FROM pragma_user_version", -1, &st,
 					      NULL) == SQLITE_OK &&
 			   sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1 &&
-			   sqlite3_column_int(st, 1) == 7,
-		   "the file is at version 7 and kept its object row");
+			   sqlite3_column_int(st, 1) == 8,
+		   "the file is at version 8 and kept its object row");
 		sqlite3_finalize(st);
 		sqlite3_close(db);
 	}

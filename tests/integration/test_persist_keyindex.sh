@@ -1,0 +1,152 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The objects table keyed by generation and its key index (PATH.keys) across restarts: with the
+# index, a restarted master answers reads of keys it has not loaded yet while its (slowed) scan
+# goes on; with the index deleted, or corrupt, it answers them right once the scan is done, and
+# builds the index again; two rows of one key in the file (the older one left by a crash or an
+# upgrade) load as the newer, and the older row is deleted; a file of schema 7 (objects keyed by
+# key) is upgraded in place and every object reads back.
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+T=$MC_BIN/tests/integration/fault_tool
+DB=$MC_TMP/master.db
+N=3000
+
+mc_start_master --persist_path="$DB" || { mc_dump_logs; exit 1; }
+mc_start_client client1 64MB || { mc_dump_logs; exit 1; }
+mc_wait_mounted client1 || { mc_dump_logs; exit 1; }
+export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
+"$T" put-gen ki 0 $N 1024 1 >"$MC_TMP/fill.out" 2>&1 ||
+	{ cat "$MC_TMP/fill.out"; mc_dump_logs; exit 1; }
+kill -KILL "$MC_MASTER_PID"
+wait "$MC_MASTER_PID" 2>/dev/null
+
+restart() {	# restart NAME DELAY_MS: the master again on the same port and file
+	MC_TEST_LOAD_DELAY_MS=$2 mc_start "$1" "$MC_BIN/mooncake_master" \
+		--rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
+		--metrics_port="$MC_METRICS_PORT" --persist_path="$DB"
+	MPID=$MC_LAST_PID
+	MC_MASTER_LOG=$1
+	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+}
+stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
+loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
+rc=0
+check() {	# check DESCRIPTION CMD...: one TAP line
+	local what=$1; shift
+	if "$@" >"$MC_TMP/step.out" 2>&1; then
+		echo "ok - $what"
+	else
+		sed 's/^/# /' "$MC_TMP/step.out"; echo "not ok - $what"; rc=1
+	fi
+}
+
+# 3000 rows at 400 ms a 1024: a scan of about 1.2 s.
+restart m2 400
+check "with the index: keys not loaded yet read back during the load" \
+	"$T" expect ki $((N - 10)) $N 1024 1
+check "with the index: keys never stored are absent during the load" \
+	"$T" expect none 0 3 1024 absent
+if loaded m2; then
+	echo "not ok - with the index the reads were answered while loading (the load was over)"
+	rc=1
+else
+	echo "ok - with the index the reads were answered while loading"
+fi
+mc_wait_log m2 "in the background in" 30 || { mc_dump_logs; exit 1; }
+stop
+
+# No index: the reads wait for the scan (within the client's 2 s), and are right.
+rm -f "$DB.keys" "$DB.keys-wal" "$DB.keys-shm"
+restart m3 200
+check "without the index: keys not loaded yet read back" "$T" expect ki 100 110 1024 1
+check "without the index: keys never stored are absent" "$T" expect none 0 3 1024 absent
+check "without the index: the log says why lookups wait" \
+	grep -q "key index .* not used: .*lookups of keys not loaded yet wait for the scan" \
+	"$MC_TMP/m3.log"
+mc_wait_log m3 "in the background in" 30 || { mc_dump_logs; exit 1; }
+check "a new index is built" test -s "$DB.keys"
+stop
+
+# A corrupt index: never used, and built again.
+python3 - "$DB.keys" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(0)
+    f.write(b"\xa5" * 4096)
+PY
+rm -f "$DB.keys-wal" "$DB.keys-shm"
+restart m4 200
+check "with a corrupt index: keys not loaded yet read back" "$T" expect ki 200 210 1024 1
+check "with a corrupt index: keys never stored are absent" "$T" expect none 0 3 1024 absent
+check "with a corrupt index: the log says it is not used" \
+	grep -q "key index .* not used" "$MC_TMP/m4.log"
+mc_wait_log m4 "in the background in" 30 || { mc_dump_logs; exit 1; }
+stop
+restart m5 400
+check "the index built again answers during the load" "$T" expect ki 300 310 1024 1
+if loaded m5; then
+	echo "not ok - the rebuilt index answered while loading (the load was over)"; rc=1
+else
+	echo "ok - the rebuilt index answered while loading"
+fi
+mc_wait_log m5 "in the background in" 30 || { mc_dump_logs; exit 1; }
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+
+# Two rows of one key: an older copy of ki/7's row (the oldest generation, other bytes' size)
+# is put in the file.  The newer row wins; the older goes.
+python3 - "$DB" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+row = db.execute("SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, "
+                 "checksum FROM objects WHERE key = ?", (b"ki/7",)).fetchone()
+db.execute("INSERT INTO objects(gen, key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
+           "replicas, checksum) VALUES (1, ?, 512, ?, ?, ?, ?, ?, NULL)",
+           (row[0], row[2], row[3], row[4], row[5], row[6]))
+db.commit()
+PY
+mc_is "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+	"SELECT count(*) FROM objects WHERE key = ?", (b"ki/7",)).fetchone()[0])' "$DB")" 2 \
+	"the file holds two rows of ki/7" || rc=1
+restart m6 0
+mc_wait_log m6 "in the background in" 30 || { mc_dump_logs; exit 1; }
+check "the key reads back as the newer row" "$T" expect ki 7 8 1024 1
+check "every other key reads back" "$T" expect ki 0 $N 1024 1
+check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/m6.log"
+stop
+mc_is "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+	"SELECT count(*) FROM objects WHERE key = ?", (b"ki/7",)).fetchone()[0])' "$DB")" 1 \
+	"the older row is deleted" || rc=1
+
+# Schema 7: the same objects keyed by key, as a master before schema 8 wrote them.
+python3 - "$DB" "$MC_TMP/v7.db" <<'PY'
+import sqlite3, sys
+src = sqlite3.connect(sys.argv[1])
+dst = sqlite3.connect(sys.argv[2])
+for (sql,) in src.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND "
+                          "name != 'objects'"):
+    dst.execute(sql)
+for t in ("segments", "meta", "records"):
+    for r in src.execute("SELECT * FROM " + t):
+        dst.execute("INSERT INTO %s VALUES (%s)" % (t, ",".join("?" * len(r))), r)
+dst.execute("DELETE FROM meta WHERE name = 'keys_id'")
+dst.execute("CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, flags INTEGER "
+            "NOT NULL, put_start_ms INTEGER NOT NULL, soft_pin_until_ms INTEGER NOT NULL, "
+            "writer BLOB NOT NULL, replicas BLOB NOT NULL, gen INTEGER NOT NULL DEFAULT 0, "
+            "checksum INTEGER) WITHOUT ROWID")
+for r in src.execute("SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
+                     "replicas, gen, checksum FROM objects"):
+    dst.execute("INSERT INTO objects VALUES (?,?,?,?,?,?,?,?,?)", r)
+dst.execute("PRAGMA user_version=7")
+dst.commit()
+PY
+DB=$MC_TMP/v7.db
+restart m7 0
+mc_wait_log m7 "in the background in" 30 || { mc_dump_logs; exit 1; }
+check "a schema 7 file is upgraded" grep -q "keyed by generation now (schema 8)" "$MC_TMP/m7.log"
+check "after the upgrade every key reads back" "$T" expect ki 0 $N 1024 1
+stop
+mc_is "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+	"PRAGMA user_version").fetchone()[0])' "$DB")" 8 "the file is at schema 8" || rc=1
+[ $rc -eq 0 ] || mc_dump_logs
+exit $rc
