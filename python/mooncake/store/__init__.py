@@ -527,8 +527,8 @@ class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
 
         def put_parts(key, *parts, config=None):
             _check_key(key)
-            for part in parts:
-                memoryview(part)
+            if sum(memoryview(part).nbytes for part in parts) == 0:
+                return 0                # nothing to stage: a no-op, as upstream's
             _log.error("put_parts %s: no local buffer (local_buffer_size=0)", key)
             return -600
 
@@ -998,7 +998,9 @@ class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
         return self._replica_descs([key], ReplicaDescriptor)[key]
 
     def batch_get_replica_desc(self, keys):
-        return self._replica_descs(list(keys), ReplicaDescriptor)
+        """{key: [ReplicaDescriptor, ...]} for the keys found; a key that is missing (or whose
+        lookup failed) is left out of the dict, as upstream's answer leaves it out."""
+        return self._replica_descs(list(keys), ReplicaDescriptor, True)
 
 
 class MooncakeHostMemAllocator:
