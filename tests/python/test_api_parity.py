@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import UPSTREAM
+from conftest import UPSTREAM, own_master
 from mooncake.store import MooncakeDistributedStore
 
 ours_only = pytest.mark.skipif(UPSTREAM, reason="our daemons' behaviour")
@@ -430,3 +430,16 @@ def test_batch_get_replica_desc_leaves_missing_keys_out(master):
     assert s.get_replica_desc("rd/none") == []
     s.remove_all(force=True)
     s.close()
+
+
+def test_read_lease_survives_an_in_place_upsert(tmp_path):
+    """A read lease granted before an upsert of the same size still refuses a plain remove
+    (-706) once the upsert ended, as upstream's master keeps it; force removes it."""
+    with own_master(tmp_path, ["--default_kv_lease_ttl=5000"]) as (addr, _):
+        s = MooncakeDistributedStore()
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", addr) == 0
+        assert s.put("ls/a", b"x") == 0 and s.get("ls/a") == b"x"
+        assert s.upsert("ls/a", b"y") == 0
+        assert s.remove("ls/a") == -706
+        assert s.get("ls/a") == b"y" and s.remove("ls/a", force=True) == 0
+        s.close()
