@@ -305,7 +305,7 @@ KNOWN_GAPS = {
     # Engram embedding store, NoF registration, the pool's lease view types and the C
     # allocator addresses of upstream's pybind module: not implemented.
     "mooncake.store:BufferLeaseView", "mooncake.store:RegisteredBufferLeaseView",
-    "mooncake.store:Descriptor", "mooncake.store:EngramStore",
+    "mooncake.store:EngramStore",
     "mooncake.store:EngramStoreConfig", "mooncake.store:MooncakeDistributedNoFRegister",
     "mooncake.store:get_alloc_func_addr", "mooncake.store:get_free_func_addr",
 }
@@ -443,3 +443,20 @@ def test_read_lease_survives_an_in_place_upsert(tmp_path):
         assert s.remove("ls/a") == -706
         assert s.get("ls/a") == b"y" and s.remove("ls/a", force=True) == 0
         s.close()
+
+
+def test_buffer_descriptor_is_upstreams_descriptor(master):
+    """A memory replica's buffer_descriptor is a store.Descriptor, which a program may also
+    make empty and fill in."""
+    import mooncake.store as ms
+    d = ms.Descriptor()
+    assert (d.size, d.buffer_address, d.transport_endpoint) == (0, 0, "")
+    d.size, d.buffer_address, d.transport_endpoint = 5, 4096, "h:1"
+    assert (d.size, d.buffer_address, d.transport_endpoint) == (5, 4096, "h:1")
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", master) == 0
+    assert s.put("desc/a", b"abc") == 0
+    b = s.get_replica_desc("desc/a")[0].get_memory_descriptor().buffer_descriptor
+    assert isinstance(b, ms.Descriptor) and b.size == 3 and b.transport_endpoint
+    s.remove_all(force=True)
+    s.close()
