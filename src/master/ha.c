@@ -111,9 +111,14 @@ int mc_ha_validate(struct mc_master_config *cfg, char *err, size_t n)
 {
 	const char *conn = cfg->ha_backend_connstring;
 	int payload = cfg->snapshot_payload_backend_type[0] != '\0';
-	const char *store = payload ? cfg->snapshot_payload_backend_type
-				    : cfg->snapshot_object_store_type;
+	const char *store;
 
+	/* Empty is upstream's default for the flag, meaning the local store. */
+	if (cfg->snapshot_object_store_type[0] == '\0') {
+		free(cfg->snapshot_object_store_type);
+		cfg->snapshot_object_store_type = mc_xstrdup("local");
+	}
+	store = payload ? cfg->snapshot_payload_backend_type : cfg->snapshot_object_store_type;
 	if (strcmp(store, "local")) {
 		snprintf(err, n, "invalid value '%s' for --%s: only local snapshots are supported (a "
 				 "directory in MOONCAKE_SNAPSHOT_LOCAL_PATH, shared by the masters)",

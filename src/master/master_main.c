@@ -182,9 +182,10 @@ static const struct mc_opt mc_master_opts[] = {
 	  1, 604800, "seconds between snapshots" },
 	{ "snapshot_chunk_object_count", NULL, NULL, MC_OPT_INT, O(snapshot_chunk_object_count),
 	  "1000000", 1, 1000000000, "objects per snapshot chunk file" },
-	{ "snapshot_object_store_type", "snapshot_payload_store_type", NULL, MC_OPT_CHOICE,
-	  O(snapshot_object_store_type), "local|s3", 0, -1,
-	  "where snapshots go: local (the directory in MOONCAKE_SNAPSHOT_LOCAL_PATH)" },
+	{ "snapshot_object_store_type", "snapshot_payload_store_type", NULL, MC_OPT_TOKEN,
+	  O(snapshot_object_store_type), "local", 0, -1,
+	  "where snapshots go: local (the directory in MOONCAKE_SNAPSHOT_LOCAL_PATH); empty, "
+	  "upstream's default, means local" },
 	{ "snapshot_payload_backend_type", NULL, NULL, MC_OPT_TOKEN,
 	  O(snapshot_payload_backend_type), "", 0, -1,
 	  "deprecated alias of --snapshot_object_store_type" },

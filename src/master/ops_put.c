@@ -327,7 +327,9 @@ static int mc_put_end_one(struct mc_req *q, struct mc_client *c, struct mc_strv 
 	if (was_readable)
 		return 0;	/* e.g. PutEnd(DISK) after PutEnd(MEMORY): already readable */
 	mc_kv_event_stored(q->m, o, rtype);
-	o->lease_until = q->now;
+	/* A read lease taken before an in-place upsert still holds (Remove waits for it). */
+	if (o->lease_until < q->now)
+		o->lease_until = q->now;
 	if (o->flags & MC_OBJ_SOFT_PIN)
 		/* lifetime starts when readable */
 		mc_object_set_soft_pin_until(o, mc_object_soft_pin_until(o) + q->now -

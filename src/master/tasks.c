@@ -402,28 +402,30 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 						    : "a key and 1 to 16 targets are needed (a "
 						      "move has one source and one target)");
 	snprintf(sname, sizeof(sname), "%.*s", (int)source.n, source.p);
+	/* Upstream's order and codes: the object first (OBJECT_NOT_FOUND), then the segments,
+	 * where an unknown target or source is a bad argument (INVALID_PARAMS). */
+	o = mc_object_find_in(m, tenant, key.p, key.n);
+	if (o == NULL)
+		return mc_master_refuse(why, n, MC_ERR_OBJECT_NOT_FOUND, "%s", "no such object");
 	for (i = 0; i < ntargets; i++) {
 		if (targets[i].n == 0 || targets[i].n > MC_RPC_MAX_NAME)
 			return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS, "%s",
 					      "an empty or overlong target segment name");
 		snprintf(name, sizeof(name), "%.*s", (int)targets[i].n, targets[i].p);
-		if (mc_segment_by_name(m, targets[i]) == NULL)
-			return mc_master_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
-					      "target %s is not a mounted memory segment", name);
 		if (mc_strv_eq(targets[i], source))
 			return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
 					      "target %s is the source", name);
+		if (mc_segment_by_name(m, targets[i]) == NULL)
+			return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
+					      "target %s is not a mounted memory segment", name);
 		for (j = 0; j < i; j++)
 			if (mc_strv_eq(targets[i], targets[j]))
 				return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
 						      "target %s is named twice", name);
 	}
 	if (type == MC_TASK_REPLICA_MOVE && mc_segment_by_name(m, source) == NULL)
-		return mc_master_refuse(why, n, MC_ERR_SEGMENT_NOT_FOUND,
+		return mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
 				      "source %s is not a mounted memory segment", sname);
-	o = mc_object_find_in(m, tenant, key.p, key.n);
-	if (o == NULL)
-		return mc_master_refuse(why, n, MC_ERR_OBJECT_NOT_FOUND, "%s", "no such object");
 	if (o->xflags & MC_OBJX_TASK)
 		return mc_master_refuse(why, n, MC_ERR_OBJECT_HAS_REPLICATION_TASK, "%s",
 				      "another task works on the object");
@@ -434,7 +436,7 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 	src = mc_task_source(m, o, type == MC_TASK_REPLICA_MOVE ? sname : NULL, NULL);
 	if (src == NULL)
 		return type == MC_TASK_REPLICA_MOVE
-			       ? mc_master_refuse(why, n, MC_ERR_REPLICA_NOT_FOUND,
+			       ? mc_master_refuse(why, n, MC_ERR_INVALID_PARAMS,
 						"the object has no complete replica on %s", sname)
 			       : mc_master_refuse(why, n, MC_ERR_REPLICA_IS_NOT_READY, "%s",
 						"the object has no readable memory replica");

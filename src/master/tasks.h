@@ -61,10 +61,10 @@ void mc_tasks_fini(struct mc_master *m);
 int mc_tasks_recover(struct mc_master *m);
 
 /* Create a task on the object key of tenant (a COPY to targets, or a MOVE from source to
- * targets[0]) for job (NULL: none).  Returns 0 and the id, or OBJECT_NOT_FOUND,
- * REPLICA_IS_NOT_READY (not complete), OBJECT_HAS_REPLICATION_TASK, SEGMENT_NOT_FOUND (a
- * target or the source is not a mounted memory segment), REPLICA_NOT_FOUND (no replica on the
- * move's source), REPLICA_ALREADY_EXISTS (on every target already), INVALID_PARAMS,
+ * targets[0]) for job (NULL: none).  Returns 0 and the id, or OBJECT_NOT_FOUND (checked
+ * first), INVALID_PARAMS (no or bad targets, a target or the source that is not a mounted
+ * memory segment, no complete replica on the move's source), REPLICA_IS_NOT_READY (not
+ * complete), OBJECT_HAS_REPLICATION_TASK, REPLICA_ALREADY_EXISTS (on every target already),
  * TASK_PENDING_LIMIT_EXCEEDED; why gets a sentence for a refusal. */
 int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc_strv key,
 		   struct mc_strv source, const struct mc_strv *targets, uint32_t ntargets,

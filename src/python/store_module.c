@@ -244,8 +244,11 @@ static PyObject *mc_py_register_buffer(struct mc_py_store *self, PyObject *args,
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "KK:register_buffer", names, &ptr, &size))
 		return NULL;
-	if (!mc_py_ready(self) || ptr == 0 || size == 0)
+	if (!mc_py_ready(self))
 		return PyLong_FromLong(-1);
+	/* A null or empty range is a caller error, INVALID_PARAMS as upstream answers it. */
+	if (ptr == 0 || size == 0)
+		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
 	/* With the handle's engine: peers may reach it, and on rdma it is on the NICs. */
 	return PyLong_FromLong(mc_store_register(self->st, (void *)(uintptr_t)ptr, size));
 }

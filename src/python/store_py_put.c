@@ -120,8 +120,9 @@ static PyObject *mc_py_parts_common(struct mc_py_store *self, PyObject *args, Py
 	}
 	it.iov = iov;
 	it.iovcnt = (uint32_t)got;
+	/* Nothing to store: upstream answers 0 and stores nothing, local buffer or not. */
 	if (it.size == 0)
-		it.result = MC_ERR_INVALID_PARAMS;
+		it.result = mc_py_ready(self) ? 0 : -1;
 	else if (mc_py_put_items(self, &it, 1, config, upsert))
 		goto out;
 	res = PyLong_FromLong(it.result);
@@ -220,7 +221,10 @@ static PyObject *mc_py_put_from_common(struct mc_py_store *self, PyObject *args,
 	it.key = key;
 	it.buf = (const void *)(uintptr_t)ptr;
 	it.size = size;
-	if (ptr == 0 || size == 0)
+	/* An empty range stores nothing and succeeds, as upstream's put_from/upsert_from. */
+	if (size == 0)
+		return PyLong_FromLong(mc_py_ready(self) ? 0 : -1);
+	if (ptr == 0)
 		return PyLong_FromLong(MC_ERR_INVALID_PARAMS);
 	if (mc_py_put_items(self, &it, 1, config, upsert))
 		return NULL;

@@ -311,7 +311,9 @@ static PyObject *mc_py_desc_new(PyObject *cls, Py_ssize_t raw_off, Py_ssize_t me
 	return o;
 }
 
-/* _replica_descs(keys, cls) -> {key: [cls(raw) per replica], or [] when the lookup failed},
+/* _replica_descs(keys, cls, omit_failed=0) -> {key: [cls(raw) per replica], or [] when the
+ * lookup failed; with omit_failed, a key whose lookup failed is left out, as upstream's
+ * batch_get_replica_desc leaves it out},
  * raw being the tuple (id, type, status, size, addr, segment, endpoint, protocol): what
  * batch_get_replica_desc answers, built here in one pass.  cls is ReplicaDescriptor, whose
  * __init__ only keeps raw (in _raw) and None (in _memd): where both are slots, instances are
@@ -324,8 +326,10 @@ PyObject *mc_py_replica_descs(struct mc_py_store *self, PyObject *args)
 	struct mc_query_item *items;
 	Py_ssize_t i, raw_off, memd_off;
 	uint32_t j;
+	int omit_failed = 0;
 
-	if (!PyArg_ParseTuple(args, "OO!:_replica_descs", &keys_o, &PyType_Type, &cls))
+	if (!PyArg_ParseTuple(args, "OO!|p:_replica_descs", &keys_o, &PyType_Type, &cls,
+			      &omit_failed))
 		return NULL;
 	raw_off = mc_py_slot_offset(cls, "_raw");
 	memd_off = mc_py_slot_offset(cls, "_memd");
@@ -334,7 +338,11 @@ PyObject *mc_py_replica_descs(struct mc_py_store *self, PyObject *args)
 	res = PyDict_New();
 	for (i = 0; res && i < k.n; i++) {
 		uint32_t n = items[i].code == 0 ? items[i].nrep : 0;
-		PyObject *reps = PyList_New(n);
+		PyObject *reps;
+
+		if (omit_failed && items[i].code != 0)
+			continue;
+		reps = PyList_New(n);
 
 		for (j = 0; reps && j < n; j++) {
 			struct mc_rpc_replica *r = &items[i].reps[j];

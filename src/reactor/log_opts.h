@@ -28,6 +28,16 @@ struct mc_log_opts {
 	int colorlogtostderr;		/* color the level on a terminal */
 	char *vmodule;			/* module=N,...: any N > 0 turns debug lines on */
 	int symbolize_stacktrace;
+	/* glog's remaining flags, taken so upstream command lines start; they change nothing. */
+	char *alsologtoemail;
+	char *logmailer;
+	int64_t logemaillevel;
+	int64_t logbuflevel;
+	int64_t logbufsecs;
+	int drop_log_memory;
+	char *log_backtrace_at;
+	char *log_link;
+	int stop_logging_if_full_disk;
 };
 
 #define MC_LOG_OPT_O(base, f) ((base) + offsetof(struct mc_log_opts, f))
@@ -56,7 +66,27 @@ struct mc_log_opts {
 	  "turns on debug lines" },                                                            \
 	{ "symbolize_stacktrace", NULL, NULL, MC_OPT_BOOL,                                    \
 	  MC_LOG_OPT_O(base, symbolize_stacktrace), "true", 0, -1,                             \
-	  "accepted for compatibility: this program prints no stack traces to symbolize" }
+	  "accepted for compatibility: this program prints no stack traces to symbolize" },     \
+	{ "alsologtoemail", NULL, NULL, MC_OPT_TOKEN, MC_LOG_OPT_O(base, alsologtoemail), "",   \
+	  0, -1, "accepted for compatibility: this program sends no log email" },              \
+	{ "logemaillevel", NULL, NULL, MC_OPT_INT, MC_LOG_OPT_O(base, logemaillevel), "999", 1, \
+	  0, "accepted for compatibility: this program sends no log email" },                  \
+	{ "logmailer", NULL, NULL, MC_OPT_PATH, MC_LOG_OPT_O(base, logmailer), "/bin/mail", 0, \
+	  -1, "accepted for compatibility: this program sends no log email" },                 \
+	{ "logbuflevel", NULL, NULL, MC_OPT_INT, MC_LOG_OPT_O(base, logbuflevel), "0", 1, 0,    \
+	  "accepted for compatibility: each line is written when it is logged, unbuffered" },  \
+	{ "logbufsecs", NULL, NULL, MC_OPT_INT, MC_LOG_OPT_O(base, logbufsecs), "30", 1, 0,     \
+	  "accepted for compatibility: each line is written when it is logged, unbuffered" },  \
+	{ "drop_log_memory", NULL, NULL, MC_OPT_BOOL, MC_LOG_OPT_O(base, drop_log_memory),     \
+	  "true", 0, -1, "accepted for compatibility: the log file's page cache is left to the " \
+	  "kernel" },                                                                          \
+	{ "log_backtrace_at", NULL, NULL, MC_OPT_TOKEN, MC_LOG_OPT_O(base, log_backtrace_at),  \
+	  "", 0, -1, "accepted for compatibility: this program prints no stack traces" },       \
+	{ "log_link", NULL, NULL, MC_OPT_PATH, MC_LOG_OPT_O(base, log_link), "", 0, -1,       \
+	  "accepted for compatibility: no links to the log file are made" },                   \
+	{ "stop_logging_if_full_disk", NULL, NULL, MC_OPT_BOOL,                               \
+	  MC_LOG_OPT_O(base, stop_logging_if_full_disk), "false", 0, -1,                       \
+	  "accepted for compatibility: it has no effect here" }
 
 /* Check the values (a --log_dir that cannot be written, a malformed --vmodule).  0, or -1 with
  * one line in err naming the flag. */

@@ -72,12 +72,16 @@ try:
 
     # Refusals, with upstream's codes.
     ok(a.create_copy_task("nokey", [B])[1] == -704, "a copy of a missing key: OBJECT_NOT_FOUND")
-    ok(a.create_copy_task("k1", ["127.0.0.1:1"])[1] == -101,
-       "a copy to an unknown segment: SEGMENT_NOT_FOUND")
-    ok(a.create_move_task("k1", "127.0.0.1:1", A)[1] == -101,
-       "a move from an unknown segment: SEGMENT_NOT_FOUND")
-    ok(a.create_move_task("k1", A, B)[1] == -710,
-       "a move from a segment without a replica: REPLICA_NOT_FOUND")
+    ok(a.create_copy_task("k1", ["127.0.0.1:1"])[1] == -600,
+       "a copy to an unknown segment: INVALID_PARAMS")
+    ok(a.create_copy_task("nokey", ["127.0.0.1:1"])[1] == -704,
+       "a missing key to an unknown segment: OBJECT_NOT_FOUND (the key is checked first)")
+    ok(a.create_move_task("k1", "127.0.0.1:1", A)[1] == -600,
+       "a move from an unknown segment: INVALID_PARAMS")
+    ok(a.create_move_task("k1", B, B)[1] == -600,
+       "a move to its own source: INVALID_PARAMS")
+    ok(a.create_move_task("k1", A, B)[1] == -600,
+       "a move from a segment without a replica: INVALID_PARAMS")
     ok(a.create_copy_task("k1", [B, C])[1] == -711,
        "a copy to segments that hold it already: REPLICA_ALREADY_EXISTS")
     ok(a.create_copy_task("k1", [])[1] == -600, "a copy without targets: INVALID_PARAMS")

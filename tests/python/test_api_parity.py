@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from conftest import UPSTREAM
+from conftest import UPSTREAM, own_master
 from mooncake.store import MooncakeDistributedStore
 
 ours_only = pytest.mark.skipif(UPSTREAM, reason="our daemons' behaviour")
@@ -305,7 +305,7 @@ KNOWN_GAPS = {
     # Engram embedding store, NoF registration, the pool's lease view types and the C
     # allocator addresses of upstream's pybind module: not implemented.
     "mooncake.store:BufferLeaseView", "mooncake.store:RegisteredBufferLeaseView",
-    "mooncake.store:Descriptor", "mooncake.store:EngramStore",
+    "mooncake.store:EngramStore",
     "mooncake.store:EngramStoreConfig", "mooncake.store:MooncakeDistributedNoFRegister",
     "mooncake.store:get_alloc_func_addr", "mooncake.store:get_free_func_addr",
 }
@@ -380,4 +380,83 @@ def test_cuda_tensor_reads_refused_without_dummy_client(master):
     assert s.batch_get_tensor_into_cuda(["k", "nokey"], [t, t]) == [-600, -600]
     with pytest.raises(TypeError):
         s.get_tensor_into_cuda(5, t)
+    s.close()
+
+
+def test_empty_puts_succeed_and_store_nothing(master):
+    """put_from/upsert_from of 0 bytes and put_parts/upsert_parts of no bytes answer 0 and
+    store nothing (upstream returns before it asks the master); put/put_batch of b"" stay
+    INVALID_PARAMS.  Without a local buffer, where a non-empty put_parts is refused, an empty
+    one still answers 0."""
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", master) == 0
+    buf, a = registered(s, b"abc")
+    assert s.put_from("e/from", a, 0) == 0 and s.upsert_from("e/ufrom", a, 0) == 0
+    assert s.put_parts("e/parts") == 0 and s.put_parts("e/parts2", b"", bytearray()) == 0
+    assert s.upsert_parts("e/uparts") == 0
+    assert s.batch_is_exist(["e/from", "e/ufrom", "e/parts", "e/parts2", "e/uparts"]) == \
+        [0, 0, 0, 0, 0]
+    assert s.put("e/put", b"") == -600 and s.put_batch(["e/pb"], [b""]) == -600
+    assert s.batch_put_from(["e/b0", "e/b1"], [a, a], [0, 3]) == [-600, 0]
+    assert s.put_from("e/real", a, 3) == 0 and s.get("e/real") == b"abc"
+    s.remove_all(force=True)
+    s.close()
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 0, "tcp", "", master) == 0
+    assert s.put_parts("e/nolocal", b"x") == -600
+    assert s.put_parts("e/nolocal") == 0 and s.upsert_parts("e/nolocal", b"") == 0
+    assert s.is_exist("e/nolocal") == 0
+    s.close()
+
+
+def test_register_buffer_null_or_empty_is_invalid_params(master):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", master) == 0
+    buf = ctypes.create_string_buffer(4096)
+    assert s.register_buffer(0, 4096) == -600
+    assert s.register_buffer(ctypes.addressof(buf), 0) == -600
+    assert s.register_buffer(ctypes.addressof(buf), 4096) == 0
+    assert s.unregister_buffer(ctypes.addressof(buf)) == 0
+    s.close()
+
+
+def test_batch_get_replica_desc_leaves_missing_keys_out(master):
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", master) == 0
+    assert s.put("rd/a", b"x") == 0
+    m = s.batch_get_replica_desc(["rd/a", "rd/none", "rd/a"])
+    assert sorted(m) == ["rd/a"] and len(m["rd/a"]) == 1 and m["rd/a"][0].is_memory_replica()
+    assert s.batch_get_replica_desc(["rd/none"]) == {}
+    assert s.get_replica_desc("rd/none") == []
+    s.remove_all(force=True)
+    s.close()
+
+
+def test_read_lease_survives_an_in_place_upsert(tmp_path):
+    """A read lease granted before an upsert of the same size still refuses a plain remove
+    (-706) once the upsert ended, as upstream's master keeps it; force removes it."""
+    with own_master(tmp_path, ["--default_kv_lease_ttl=5000"]) as (addr, _):
+        s = MooncakeDistributedStore()
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", addr) == 0
+        assert s.put("ls/a", b"x") == 0 and s.get("ls/a") == b"x"
+        assert s.upsert("ls/a", b"y") == 0
+        assert s.remove("ls/a") == -706
+        assert s.get("ls/a") == b"y" and s.remove("ls/a", force=True) == 0
+        s.close()
+
+
+def test_buffer_descriptor_is_upstreams_descriptor(master):
+    """A memory replica's buffer_descriptor is a store.Descriptor, which a program may also
+    make empty and fill in."""
+    import mooncake.store as ms
+    d = ms.Descriptor()
+    assert (d.size, d.buffer_address, d.transport_endpoint) == (0, 0, "")
+    d.size, d.buffer_address, d.transport_endpoint = 5, 4096, "h:1"
+    assert (d.size, d.buffer_address, d.transport_endpoint) == (5, 4096, "h:1")
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 1 << 20, "tcp", "", master) == 0
+    assert s.put("desc/a", b"abc") == 0
+    b = s.get_replica_desc("desc/a")[0].get_memory_descriptor().buffer_descriptor
+    assert isinstance(b, ms.Descriptor) and b.size == 3 and b.transport_endpoint
+    s.remove_all(force=True)
     s.close()

@@ -276,8 +276,10 @@ int main(void)
 	is(status_of(&id), MC_TASK_FAILED, "not taken within pending_task_timeout_sec: FAILED");
 	is(create_copy("nope", "127.0.0.1:17002", &id), MC_ERR_OBJECT_NOT_FOUND,
 	   "a missing key: OBJECT_NOT_FOUND");
-	is(create_copy("obj3", "127.0.0.1:9", &id), MC_ERR_SEGMENT_NOT_FOUND,
-	   "an unknown target: SEGMENT_NOT_FOUND");
+	is(create_copy("obj3", "127.0.0.1:9", &id), MC_ERR_INVALID_PARAMS,
+	   "an unknown target: INVALID_PARAMS, as upstream answers it");
+	is(create_copy("nope", "127.0.0.1:9", &id), MC_ERR_OBJECT_NOT_FOUND,
+	   "a missing key to an unknown target: the key is checked first");
 	{
 		struct mc_uuid nil;
 

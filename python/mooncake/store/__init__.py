@@ -37,6 +37,7 @@ _log = logging.getLogger(__name__)
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "ExistOptions", "RangedReadSnapshot",
            "SoftPinAction", "ObjectDataType",
            "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor", "BufferDescriptor",
+           "Descriptor",
            "DiskDescriptor", "BufferHandle", "MooncakeHostMemAllocator", "bind_to_numa_node",
            "BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease",
            "TaskType", "TaskStatus", "QueryTaskResponse",
@@ -237,7 +238,10 @@ class ExistOptions:
 
 
 class BufferDescriptor:
-    def __init__(self, size, buffer_address, transport_endpoint, protocol="tcp"):
+    """Where a memory replica's bytes are: upstream's store.Descriptor (the alias below), which
+    a program may also make empty, Descriptor(), and fill in."""
+
+    def __init__(self, size=0, buffer_address=0, transport_endpoint="", protocol="tcp"):
         self.size = size
         self.size_ = size
         self.buffer_address = buffer_address
@@ -249,6 +253,9 @@ class BufferDescriptor:
     def __repr__(self):
         return "BufferDescriptor(size=%d, buffer_address=0x%x, transport_endpoint=%r)" % (
             self.size, self.buffer_address, self.transport_endpoint)
+
+
+Descriptor = BufferDescriptor
 
 
 class MemoryDescriptor:
@@ -527,8 +534,8 @@ class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
 
         def put_parts(key, *parts, config=None):
             _check_key(key)
-            for part in parts:
-                memoryview(part)
+            if sum(memoryview(part).nbytes for part in parts) == 0:
+                return 0                # nothing to stage: a no-op, as upstream's
             _log.error("put_parts %s: no local buffer (local_buffer_size=0)", key)
             return -600
 
@@ -998,7 +1005,9 @@ class MooncakeDistributedStore(TensorMethods, _store.MooncakeDistributedStore):
         return self._replica_descs([key], ReplicaDescriptor)[key]
 
     def batch_get_replica_desc(self, keys):
-        return self._replica_descs(list(keys), ReplicaDescriptor)
+        """{key: [ReplicaDescriptor, ...]} for the keys found; a key that is missing (or whose
+        lookup failed) is left out of the dict, as upstream's answer leaves it out."""
+        return self._replica_descs(list(keys), ReplicaDescriptor, True)
 
 
 class MooncakeHostMemAllocator:
