@@ -20,6 +20,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "common/radix_sort.h"
 #include "persist/persist.h"
 #include "persist/persist_int.h"
 
@@ -50,46 +51,11 @@ uint64_t mc_persist_row(const void *key, size_t len, uint64_t gen, int rowkey)
 	return rowkey ? (uint64_t)-(int64_t)((mc_persist_key_hash(key, len) >> 2) + 1) : gen;
 }
 
+MC_RADIX_SORT_DEFINE(mc_keyrefs_radix, struct mc_persist_keyref, hash, malloc)
+
 int mc_persist_keyrefs_sort(struct mc_persist_keyref *a, size_t n)
 {
-	struct mc_persist_keyref *b, *t, *orig = a;
-	size_t *count, i;
-	int shift;
-
-	if (n < 2)
-		return 0;
-	b = malloc(n * sizeof(*b));
-	count = malloc(65536 * sizeof(*count));
-	if (b == NULL || count == NULL) {
-		free(b);
-		free(count);
-		return -1;
-	}
-	for (shift = 0; shift < 64; shift += 16) {
-		size_t sum = 0;
-
-		memset(count, 0, 65536 * sizeof(*count));
-		for (i = 0; i < n; i++)
-			count[(a[i].hash >> shift) & 0xffff]++;
-		if (count[(a[0].hash >> shift) & 0xffff] == n)
-			continue;
-		for (i = 0; i < 65536; i++) {
-			size_t c = count[i];
-
-			count[i] = sum;
-			sum += c;
-		}
-		for (i = 0; i < n; i++)
-			b[count[(a[i].hash >> shift) & 0xffff]++] = a[i];
-		t = a;
-		a = b;
-		b = t;
-	}
-	if (a != orig)
-		memcpy(orig, a, n * sizeof(*a));
-	free(a == orig ? b : a);
-	free(count);
-	return 0;
+	return mc_keyrefs_radix(a, n, NULL);
 }
 
 /* Append the (hash, row) pairs of the rows st yields (columns gen, key) to *a.  0, 1 stopped

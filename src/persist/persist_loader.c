@@ -30,6 +30,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "common/radix_sort.h"
 #include "common/xalloc.h"
 #include "persist/persist.h"
 #include "persist/persist_int.h"
@@ -193,49 +194,13 @@ static void mc_loader_add_ranges(struct mc_persist_loader *l, uint32_t k)
 	}
 }
 
-/* LSD radix sort on order, 16 bits a pass; passes whose digit is the same everywhere skip. */
+MC_RADIX_SORT_DEFINE(mc_ranges_radix, struct mc_persist_range, order, mc_xmalloc)
+
+/* The ranges in order (segment and offset).  A stop ends it between passes (a pass over ten
+ * million ranges takes tens of ms): the order is then of no use. */
 static void mc_loader_sort(struct mc_persist_loader *l)
 {
-	struct mc_persist_range *a = l->ranges, *b;
-	size_t n = l->nranges, i;
-	size_t *count;
-	int shift;
-
-	if (n < 2)
-		return;
-	b = mc_xmalloc(n * sizeof(*b));
-	count = mc_xmalloc(65536 * sizeof(*count));
-	/* A stop ends it between passes (a pass over ten million ranges takes tens of ms): the
-	 * order is then of no use. */
-	for (shift = 0; shift < 64 && !atomic_load_explicit(&l->stop, memory_order_relaxed);
-	     shift += 16) {
-		size_t sum = 0;
-		struct mc_persist_range *t;
-
-		memset(count, 0, 65536 * sizeof(*count));
-		for (i = 0; i < n; i++)
-			count[(a[i].order >> shift) & 0xffff]++;
-		if (count[(a[0].order >> shift) & 0xffff] == n)
-			continue;
-		for (i = 0; i < 65536; i++) {
-			size_t c = count[i];
-
-			count[i] = sum;
-			sum += c;
-		}
-		for (i = 0; i < n; i++)
-			b[count[(a[i].order >> shift) & 0xffff]++] = a[i];
-		t = a;
-		a = b;
-		b = t;
-	}
-	if (a != l->ranges) {	/* the sorted copy is the other array: it becomes the list */
-		b = l->ranges;
-		l->ranges = a;
-		l->capranges = n;
-	}
-	free(b);
-	free(count);
+	(void)mc_ranges_radix(l->ranges, l->nranges, &l->stop);
 }
 
 static void mc_loader_wake(struct mc_persist_loader *l)

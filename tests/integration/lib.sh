@@ -314,6 +314,20 @@ mc_is() {
 	fi
 }
 
+# mc_check WHAT CMD...: run CMD; print "ok - WHAT", or its output as comments and
+# "not ok - WHAT" and return 1.  Use: mc_check "the key reads back" "$T" get k || rc=1
+mc_check() {
+	local what=$1
+	shift
+	if "$@" >"$MC_TMP/step.out" 2>&1; then
+		echo "ok - $what"
+	else
+		sed 's/^/# /' "$MC_TMP/step.out"
+		echo "not ok - $what"
+		return 1
+	fi
+}
+
 # mc_ge GOT MIN WHAT: the same for an integer at least MIN.
 mc_ge() {
 	if [ -n "$1" ] && [ "$1" -ge "$2" ] 2>/dev/null; then

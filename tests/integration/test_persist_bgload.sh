@@ -35,14 +35,7 @@ restart() {
 }
 loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0
-check() {	# check DESCRIPTION CMD...: one TAP line
-	local what=$1; shift
-	if "$@" >"$MC_TMP/step.out" 2>&1; then
-		echo "ok - $what"
-	else
-		sed 's/^/# /' "$MC_TMP/step.out"; echo "not ok - $what"; rc=1
-	fi
-}
+check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
 # 6000 rows at 500 ms a 1024: the scan alone takes about 3 s.
 restart master2 500

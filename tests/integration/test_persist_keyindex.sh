@@ -31,14 +31,7 @@ restart() {	# restart NAME DELAY_MS: the master again on the same port and file
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
 loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0
-check() {	# check DESCRIPTION CMD...: one TAP line
-	local what=$1; shift
-	if "$@" >"$MC_TMP/step.out" 2>&1; then
-		echo "ok - $what"
-	else
-		sed 's/^/# /' "$MC_TMP/step.out"; echo "not ok - $what"; rc=1
-	fi
-}
+check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
 # 3000 rows at 400 ms a 1024: a scan of about 1.2 s.
 restart m2 400
