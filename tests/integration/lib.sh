@@ -138,6 +138,33 @@ mc_start_master() {
 	mc_wait_port "$MC_MASTER_PORT"
 }
 
+# mc_restart_master NAME [FLAGS...]: a master again, on the ports of the one mc_start_master
+# started, logging to NAME.log; sets MC_MASTER_PID and MC_MASTER_LOG, waits for its port.
+mc_restart_master() {
+	local name=$1
+	shift
+	mc_start "$name" "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
+		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" "$@"
+	MC_MASTER_PID=$MC_LAST_PID
+	MC_MASTER_LOG=$name
+	mc_wait_port "$MC_MASTER_PORT"
+}
+
+# mc_persist_fill DB PREFIX N: a master persisting to DB and a client with a 64 MB segment, N
+# objects of 1 KiB under PREFIX (fault_tool put-gen), then the master killed with SIGKILL and
+# waited for (wait, not mc_wait_gone: the port is free only once its every thread has ended).
+# The client stays.  Returns 1 (with the logs dumped) when a step failed.
+mc_persist_fill() {
+	mc_start_master --persist_path="$1" || { mc_dump_logs; return 1; }
+	mc_start_client client1 64MB || { mc_dump_logs; return 1; }
+	mc_wait_mounted client1 || { mc_dump_logs; return 1; }
+	MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$MC_BIN/tests/integration/fault_tool" put-gen "$2" 0 \
+		"$3" 1024 1 >"$MC_TMP/fill.out" 2>&1 || { cat "$MC_TMP/fill.out"; mc_dump_logs; return 1; }
+	kill -KILL "$MC_MASTER_PID"
+	wait "$MC_MASTER_PID" 2>/dev/null
+	return 0
+}
+
 # mc_start_client NAME SEGMENT_SIZE [EXTRA FLAGS...]: a mooncake_client contributing memory.
 mc_start_client() {
 	local name=$1 seg=$2; shift 2

@@ -12,26 +12,16 @@ T=$MC_BIN/tests/integration/fault_tool
 DB=$MC_TMP/master.db
 N=6000
 
-mc_start_master --persist_path="$DB" || { mc_dump_logs; exit 1; }
-mc_start_client client1 64MB || { mc_dump_logs; exit 1; }
-mc_wait_mounted client1 || { mc_dump_logs; exit 1; }
+mc_persist_fill "$DB" bg $N || exit 1
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
-"$T" put-gen bg 0 $N 1024 1 >"$MC_TMP/fill.out" 2>&1 ||
-	{ cat "$MC_TMP/fill.out"; mc_dump_logs; exit 1; }
-# wait, not mc_wait_gone: the port is free only once every thread of the process has ended.
-kill -KILL "$MC_MASTER_PID"
-wait "$MC_MASTER_PID" 2>/dev/null
 
 # restart NAME DELAY_MS [OPTION...]: the master again on the same port and file.
 restart() {
 	local name=$1 delay=$2
 	shift 2
-	MC_TEST_LOAD_DELAY_MS=$delay mc_start "$name" "$MC_BIN/mooncake_master" \
-		--rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-		--metrics_port="$MC_METRICS_PORT" --persist_path="$DB" "$@"
-	MPID=$MC_LAST_PID
-	MC_MASTER_LOG=$name
-	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+	MC_TEST_LOAD_DELAY_MS=$delay mc_restart_master "$name" --persist_path="$DB" "$@" ||
+		{ mc_dump_logs; exit 1; }
+	MPID=$MC_MASTER_PID
 }
 loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0

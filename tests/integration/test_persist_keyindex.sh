@@ -11,22 +11,13 @@ T=$MC_BIN/tests/integration/fault_tool
 DB=$MC_TMP/master.db
 N=3000
 
-mc_start_master --persist_path="$DB" || { mc_dump_logs; exit 1; }
-mc_start_client client1 64MB || { mc_dump_logs; exit 1; }
-mc_wait_mounted client1 || { mc_dump_logs; exit 1; }
+mc_persist_fill "$DB" ki $N || exit 1
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
-"$T" put-gen ki 0 $N 1024 1 >"$MC_TMP/fill.out" 2>&1 ||
-	{ cat "$MC_TMP/fill.out"; mc_dump_logs; exit 1; }
-kill -KILL "$MC_MASTER_PID"
-wait "$MC_MASTER_PID" 2>/dev/null
 
 restart() {	# restart NAME DELAY_MS: the master again on the same port and file
-	MC_TEST_LOAD_DELAY_MS=$2 mc_start "$1" "$MC_BIN/mooncake_master" \
-		--rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-		--metrics_port="$MC_METRICS_PORT" --persist_path="$DB"
-	MPID=$MC_LAST_PID
-	MC_MASTER_LOG=$1
-	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+	MC_TEST_LOAD_DELAY_MS=$2 mc_restart_master "$1" --persist_path="$DB" ||
+		{ mc_dump_logs; exit 1; }
+	MPID=$MC_MASTER_PID
 }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
 loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
