@@ -11,6 +11,11 @@
  * of memory) and is freed before it returns.  stop (NULL: none) is read between passes: once
  * set, a is left in an order of no use and NAME returns 1.  0 when sorted, -1 out of memory (a
  * unchanged).  A macro, so each element type gets code that copies it by assignment.
+ *
+ * MC_LOWER_BOUND_DEFINE(NAME, TYPE, FIELD) defines
+ *     static size_t NAME(const TYPE *a, size_t n, uint64_t v);
+ * the index of the first element of a[0, n) (sorted by FIELD) whose FIELD is not below v: n when
+ * there is none.  A binary search.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -62,6 +67,22 @@
 		free(a == orig ? b : a);                                                      \
 		free(count);                                                                  \
 		return stopped;                                                               \
+	}
+
+#define MC_LOWER_BOUND_DEFINE(NAME, TYPE, FIELD)                                              \
+	static size_t NAME(const TYPE *a, size_t n, uint64_t v)                               \
+	{                                                                                     \
+		size_t lo = 0, hi = n;                                                        \
+                                                                                              \
+		while (lo < hi) {                                                             \
+			size_t mid = lo + (hi - lo) / 2;                                      \
+                                                                                              \
+			if (a[mid].FIELD < v)                                                 \
+				lo = mid + 1;                                                 \
+			else                                                                  \
+				hi = mid;                                                     \
+		}                                                                             \
+		return lo;                                                                    \
 	}
 
 #endif

@@ -84,6 +84,16 @@ struct mc_persist_keys {
 
 /* ------------------------------------------------------------ the loop's side */
 
+/* Out of memory for the pairs: they are lost and the index would answer wrong from now on.
+ * Stop feeding it and let it go; the file's keys_id goes with the next commit. */
+static void mc_keys_drop(struct mc_persist *p)
+{
+	mc_log_err("persist %s: key index: out of memory; dropping it", p->path);
+	p->feeding = 0;
+	p->keys_cleared = 0;
+	mc_persist_keys_fini(p);
+}
+
 void mc_persist_keys_note(struct mc_persist *p, const void *key, size_t len, uint64_t gen)
 {
 	if (!p->feeding)
@@ -93,12 +103,7 @@ void mc_persist_keys_note(struct mc_persist *p, const void *key, size_t len, uin
 		struct mc_persist_keypair *f = realloc(p->feed, cap * sizeof(*f));
 
 		if (f == NULL) {
-			/* The pair is lost: the index answers wrong from now on.  Stop feeding
-			 * it; the file's keys_id goes with the next commit. */
-			mc_log_err("persist %s: key index: out of memory; dropping it", p->path);
-			p->feeding = 0;
-			p->keys_cleared = 0;
-			mc_persist_keys_fini(p);
+			mc_keys_drop(p);
 			return;
 		}
 		p->feed = f;
@@ -133,10 +138,7 @@ void mc_persist_keys_committed(struct mc_persist *p)
 		q = realloc(k->q, cap * sizeof(*q));
 		if (q == NULL) {
 			pthread_mutex_unlock(&k->mu);
-			mc_log_err("persist %s: key index: out of memory; dropping it", p->path);
-			p->nfeed = 0;
-			p->keys_cleared = 0;
-			mc_persist_keys_fini(p);
+			mc_keys_drop(p);
 			return;
 		}
 		k->q = q;

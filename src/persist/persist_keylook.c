@@ -20,6 +20,7 @@
 #include "common/crc64.h"
 #include "common/errcode.h"
 #include "common/log.h"
+#include "common/radix_sort.h"
 #include "persist/persist.h"
 #include "persist/persist_int.h"
 
@@ -202,6 +203,8 @@ static int mc_u64_desc(const void *a, const void *b)
 	return x > y ? -1 : x < y;
 }
 
+MC_LOWER_BOUND_DEFINE(mc_keypairs_lower_bound, struct mc_persist_keypair, hash)
+
 int mc_persist_keylook_find(struct mc_persist_keylook *x, const void *key, size_t len,
 			    sqlite3_stmt **point)
 {
@@ -212,16 +215,8 @@ int mc_persist_keylook_find(struct mc_persist_keylook *x, const void *key, size_
 	x->ncand = 0;
 	for (i = 0; i < x->nruns; i++) {
 		const struct mc_persist_keypair *a = x->runs[i].a;
-		size_t lo = 0, hi = x->runs[i].n;
+		size_t lo = mc_keypairs_lower_bound(a, x->runs[i].n, h);
 
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (a[mid].hash < h)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
 		for (; lo < x->runs[i].n && a[lo].hash == h; lo++) {
 			if (x->ncand == x->capcand) {
 				size_t cap = x->capcand ? x->capcand * 2 : 16;

@@ -358,6 +358,8 @@ static void mc_loader_drop_older_ranges(struct mc_persist_loader *l)
 	l->nranges = w;
 }
 
+MC_LOWER_BOUND_DEFINE(mc_keyrefs_lower_bound, struct mc_persist_keyref, hash)
+
 struct mc_persist_object *mc_persist_rows_find(struct mc_persist_rows *chunks, size_t first_chunk,
 					       const struct mc_persist_keyref *refs, size_t n,
 					       const void *key, size_t len, size_t *chunk,
@@ -365,16 +367,8 @@ struct mc_persist_object *mc_persist_rows_find(struct mc_persist_rows *chunks, s
 {
 	uint64_t h = mc_persist_key_hash(key, len);
 	struct mc_persist_object *found = NULL;
-	size_t lo = 0, hi = n;
+	size_t lo = mc_keyrefs_lower_bound(refs, n, h);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (refs[mid].hash < h)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	for (; lo < n && refs[lo].hash == h; lo++) {
 		struct mc_persist_object *o;
 
