@@ -90,6 +90,19 @@ static void put(struct mc_persist *p, const char *key, uint64_t gen, uint64_t si
 	mc_persist_put_object(p, &o);
 }
 
+/* Open DIR/NAME.db for a test into path (n bytes); NULL with a failed check when it cannot. */
+static struct mc_persist *open_db(const char *dir, const char *name, char *path, size_t n)
+{
+	struct mc_persist *p;
+
+	snprintf(path, n, "%s/%s.db", dir, name);
+	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p)) {
+		ok(0, "open %s", path);
+		return NULL;
+	}
+	return p;
+}
+
 #define V7_OBJECTS                                                                          \
 	"CREATE TABLE objects(key BLOB PRIMARY KEY, size INTEGER NOT NULL, "               \
 	"flags INTEGER NOT NULL, put_start_ms INTEGER NOT NULL, "                          \
@@ -187,11 +200,8 @@ static void two_rows_tests(const char *dir)
 	struct seen x;
 	int k;
 
-	snprintf(path, sizeof(path), "%s/two.db", dir);
-	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p)) {
-		ok(0, "open");
+	if ((p = open_db(dir, "two", path, sizeof(path))) == NULL)
 		return;
-	}
 	put(p, "k", 5, 1, 64);
 	put(p, "j", 7, 3, 128);
 	put(p, "k", 9, 2, 192);
@@ -219,11 +229,8 @@ static void coalesce_tests(const char *dir)
 	struct iovec iov;
 	size_t taken;
 
-	snprintf(path, sizeof(path), "%s/coalesce.db", dir);
-	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p)) {
-		ok(0, "open");
+	if ((p = open_db(dir, "coalesce", path, sizeof(path))) == NULL)
 		return;
-	}
 	put(p, "k", 1, 1, 64);
 	mc_persist_commit(p);
 	mc_persist_del_object(p, "k", 1, 1);	/* an upsert: the old generation's row goes ... */
@@ -253,11 +260,8 @@ static void rowkey_tests(const char *dir)
 	struct seen x;
 	int a, b;
 
-	snprintf(path, sizeof(path), "%s/rowkey.db", dir);
-	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p)) {
-		ok(0, "open");
+	if ((p = open_db(dir, "rowkey", path, sizeof(path))) == NULL)
 		return;
-	}
 	o.key = "ssd/a";
 	o.key_len = 5;
 	mc_persist_put_object(p, &o);
@@ -295,11 +299,8 @@ static void loader_tests(const char *dir)
 	uint32_t nsegids;
 	int state = 0, i, older = 0;
 
-	snprintf(path, sizeof(path), "%s/loader.db", dir);
-	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p)) {
-		ok(0, "open");
+	if ((p = open_db(dir, "loader", path, sizeof(path))) == NULL)
 		return;
-	}
 	for (i = 0; i < 1000; i++) {
 		char key[16];
 
