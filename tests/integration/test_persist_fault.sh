@@ -45,11 +45,9 @@ restart_verify() {
 	kill -KILL "$master"
 	wait "$master" 2>/dev/null
 	mv "$MC_TMP/master.log" "$dir/master1.log"
-	mc_start master "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
-		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" \
-		--persist_path="$dir/master.db" --client_ttl=5
-	master=$MC_LAST_PID
-	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+	mc_restart_master master --persist_path="$dir/master.db" --client_ttl=5 ||
+		{ mc_dump_logs; exit 1; }
+	master=$MC_MASTER_PID
 	mc_wait_remounted "$cname"	# after its next ping
 	out=$("$T" verify-acked "$acked_file" $SIZE 2>&1)
 	echo "$out" | sed 's/^/#   /'

@@ -50,11 +50,9 @@ restart_master() {
 	kill -KILL "$MASTER" 2>/dev/null
 	wait "$MASTER" 2>/dev/null
 	mv "$MC_TMP/master.log" "$MC_TMP/master-$1.log"
-	mc_start master "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 \
-		--rpc_port="$MC_MASTER_PORT" --metrics_port="$MC_METRICS_PORT" \
-		--persist_path="$FS/master.db" --client_ttl=5
-	MASTER=$MC_LAST_PID
-	mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+	mc_restart_master master --persist_path="$FS/master.db" --client_ttl=5 ||
+		{ mc_dump_logs; exit 1; }
+	MASTER=$MC_MASTER_PID
 	mc_wait_remounted client1	# after its next ping
 }
 
