@@ -391,7 +391,7 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 	struct mc_replica *src;
 	struct mc_task *t;
 	char name[MC_RPC_MAX_NAME + 1], sname[MC_RPC_MAX_NAME + 1];
-	uint32_t i, j, fresh = 0;
+	uint32_t i, j;
 
 	why[0] = '\0';
 	if (key.n == 0 || key.n > MC_RPC_MAX_KEY || ntargets == 0 ||
@@ -440,13 +440,8 @@ int mc_task_create(struct mc_master *m, uint8_t type, uint16_t tenant, struct mc
 						"the object has no complete replica on %s", sname)
 			       : mc_master_refuse(why, n, MC_ERR_REPLICA_IS_NOT_READY, "%s",
 						"the object has no readable memory replica");
-	for (i = 0; i < ntargets; i++) {
-		snprintf(name, sizeof(name), "%.*s", (int)targets[i].n, targets[i].p);
-		fresh += !mc_object_on(o, name);
-	}
-	if (fresh == 0)
-		return mc_master_refuse(why, n, MC_ERR_REPLICA_ALREADY_EXISTS, "%s",
-				      "the object already has a replica on every target");
+	/* Targets that hold the object already are no refusal: such a copy succeeds when its
+	 * owner fetches it, with nothing to write (mc_task_begin). */
 	if (m->tasks->list[MC_TASK_PENDING].n >= (uint64_t)m->cfg.tasks.max_total_pending_tasks)
 		return mc_master_refuse(why, n, MC_ERR_TASK_PENDING_LIMIT_EXCEEDED, "%s",
 				      "max_total_pending_tasks tasks are waiting already");

@@ -6,8 +6,8 @@ A master with --persist_path, two mooncake_client processes (B, C) and this proc
 client with its own segment (A), every object written with MOONCAKE_STORE_CHECKSUM=1:
 - create_copy_task copies an object from A to B, create_move_task moves it from A to C: the
   owners carry them out, query_task follows them to SUCCESS, the bytes read back intact;
-- refusals: a missing key, an unknown target or source, targets that already hold it, an
-  unknown task id, and removing an object a task works on (-708);
+- refusals: a missing key, an unknown target or source, an unknown task id, and removing an
+  object a task works on (-708); a copy to targets that already hold it succeeds, as upstream's;
 - a corrupt source (A's bytes changed behind the master's back) is caught by its checksum: the
   bad replica is dropped and the copy is made from the good one;
 - a task whose owner is stopped stays PENDING across a kill -9 and restart of the master, and
@@ -82,8 +82,11 @@ try:
        "a move to its own source: INVALID_PARAMS")
     ok(a.create_move_task("k1", A, B)[1] == -600,
        "a move from a segment without a replica: INVALID_PARAMS")
-    ok(a.create_copy_task("k1", [B, C])[1] == -711,
-       "a copy to segments that hold it already: REPLICA_ALREADY_EXISTS")
+    tid, code = a.create_copy_task("k1", [B, C])
+    resp = done(tid) if code == 0 else None
+    ok(resp is not None and resp.status == TaskStatus.SUCCESS,
+       "a copy to segments that hold it already is accepted and succeeds: %r %r" % (code, resp))
+    ok(on("k1") == sorted([B, C]), "and adds no replica: %r" % (on("k1"),))
     ok(a.create_copy_task("k1", [])[1] == -600, "a copy without targets: INVALID_PARAMS")
     ok(a.query_task((1, 2)) == (None, -1400), "an unknown task: TASK_NOT_FOUND")
     ok(a.get("k1") == data, "k1 unchanged by the refusals")
