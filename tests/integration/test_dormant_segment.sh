@@ -71,10 +71,7 @@ mc_is "$n" 1 "r/0 is read from its live replica only" || rc=1
 mc_log_mark c1 c2
 kill -9 "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
 # shellcheck disable=SC2086
-mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-	--metrics_port="$MC_METRICS_PORT" $flags
-MC_MASTER_PID=$MC_LAST_PID
-mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+mc_restart_master master2 $flags || { mc_dump_logs; exit 1; }
 mc_wait_port "$MC_METRICS_PORT" || { mc_dump_logs; exit 1; }
 st=$(seg_field "$s2" status)
 mc_is "$st" DORMANT "after kill -9 and a restart the segment is still dormant" || rc=1

@@ -174,8 +174,7 @@ t "without the master, routing follows the prefix tree again" \
 t "without the master, nothing skips the prefill" \
 	'post "$pb_URL" "$A" && [ "$CODE" = 200 ] && [ -n "$(role_port "$RID" prefill)" ] && same_as_decode'
 
-mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-	--metrics_port="$(mc_free_port)" "${MASTER_FLAGS[@]}"
+mc_restart_master master2 "${MASTER_FLAGS[@]}" || { mc_dump_logs; exit 1; }
 t "the master back: the proxies subscribe again" \
 	'wait_metric "$pa_URL" mooncake_proxy_kv_events_connected "v == 1" &&
 	 wait_metric "$pb_URL" mooncake_proxy_kv_events_connected "v == 1" &&

@@ -22,9 +22,7 @@ mc_log_mark client1 client2
 kill -KILL "$MC_MASTER_PID"
 echo "# master killed after $(wc -l <"$MC_TMP/acked") acknowledged puts"
 mc_wait_gone "$MC_MASTER_PID"
-mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-	--metrics_port="$MC_METRICS_PORT" --persist_path="$DB" --client_ttl=5
-mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+mc_restart_master master2 --persist_path="$DB" --client_ttl=5 || { mc_dump_logs; exit 1; }
 rc=0
 wait $writer
 cat "$MC_TMP/writer.out"

@@ -33,10 +33,8 @@ db.commit()
 PY
 
 mc_log_mark client1
-mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-	--metrics_port="$MC_METRICS_PORT" --persist_path="$DB"
-MASTER2=$MC_LAST_PID
-mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+mc_restart_master master2 --persist_path="$DB" || { mc_dump_logs; exit 1; }
+MASTER2=$MC_MASTER_PID
 mc_wait_remounted client1 || { mc_dump_logs; exit 1; }
 rc=0
 grep "recovered" "$MC_TMP/master2.log" | sed "s/^/# /"

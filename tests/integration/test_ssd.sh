@@ -131,13 +131,9 @@ for i in "${held[@]:$((2 * third))}"; do "$T" expect ssd "$i" $((i + 1)) $SZ 3 >
 # 6. the master restarts without --persist_path: it knows nothing, the client mounts its area
 # again and the master adopts the objects written before it started.
 kill -9 "$MC_MASTER_PID"; wait "$MC_MASTER_PID" 2>/dev/null
-mc_start master2 "$MC_BIN/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$MC_MASTER_PORT" \
-	--metrics_port="$MC_METRICS_PORT" --offload_on_evict --promotion_on_hit --client_ttl=2 \
+mc_restart_master master2 --offload_on_evict --promotion_on_hit --client_ttl=2 \
 	--client_suspicion_ttl_sec=0 --dormant_segment_ttl_sec=0 \
-	--default_kv_lease_ttl=500 --eviction_ratio=0.2
-MC_MASTER_PID=$MC_LAST_PID
-MC_MASTER_LOG=master2
-mc_wait_port "$MC_MASTER_PORT" || { mc_dump_logs; exit 1; }
+	--default_kv_lease_ttl=500 --eviction_ratio=0.2 || { mc_dump_logs; exit 1; }
 mc_wait_port "$MC_METRICS_PORT" || { mc_dump_logs; exit 1; }
 i=0
 while [ "$(grep -c 'objects registered' "$MC_TMP/c1e.log")" -lt 2 ] && [ $i -lt 100 ]; do
