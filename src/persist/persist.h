@@ -295,10 +295,11 @@ struct mc_persist_answer {
 	char key[];
 };
 /* Open path read-only once a scanning thread, begin their read transactions and start the
- * threads: MC_LOAD_THREADS of them (1 to 8) when set, else one a CPU up to 8.  0 and *out,
- * -EINVAL (an in-memory database: load it with mc_persist_load), MC_ERR_PERSISTENT_FAIL.  Test
- * hook: MC_TEST_LOAD_DELAY_MS=N in the environment makes each thread sleep N ms (at most 1000)
- * after every 1024 rows it reads, and the threads one unless MC_LOAD_THREADS says otherwise. */
+ * threads: MC_LOAD_THREADS of them (1 to 8) when set, else one a CPU but one, 1 to 8.  0 and
+ * *out, -EINVAL (an in-memory database: load it with mc_persist_load), or
+ * MC_ERR_PERSISTENT_FAIL.  Test hook: MC_TEST_LOAD_DELAY_MS=N in the environment makes each
+ * thread sleep N ms (at most 1000) after every 1024 rows it reads, and the threads one unless
+ * MC_LOAD_THREADS says otherwise. */
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out);
 /* Copy every range's blk to its user slot, on the loader thread (the slots are in row order,
  * the ranges in offset order: the scattered writes stay off the loop); poll returns 2 when

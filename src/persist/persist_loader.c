@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The background load of the object rows at start-up (see persist.h).  Up to eight scanning
- * threads (workers; MC_LOAD_THREADS, else one a CPU), each with a read-only connection of its
- * own whose read transaction begins in mc_persist_loader_start, one after the other before it
- * returns: all see the file as the master found it (one snapshot) while the master's own
- * connection goes on writing.  The generations [min, max] are cut into a few ranges a worker
- * (parts), taken in turn, so a range of deleted rows does not leave a worker idle.  Each part's
- * rows are decoded into chunks held in memory, keys and replicas packed in arrays (no
- * allocation per row), with a reference per row by its key's hash (sorted by the worker once
- * its part is read) and every complete memory replica listed as a range.  Once every part
- * is read the loader thread (worker 0) merges them in generation order (persist_loadpart.c):
- * one list of chunks, the references one list sorted by hash (rows of one key side by side, in
- * generation order: the newest wins, the others are marked MC_PERSIST_ROW_OLDER and their
- * ranges dropped), the ranges sorted by segment and offset (a radix sort), the order in which
- * the master's allocators rebuild in constant time per range.  The master's loop asks for keys it has not
+ * threads (workers; MC_LOAD_THREADS, else one a CPU but the loop's), each with a read-only
+ * connection of its own whose read transaction begins in mc_persist_loader_start, one after the
+ * other before it returns: all see the file as the master found it (one snapshot) while the
+ * master's own connection goes on writing.  The generations [min, max] are cut into a few ranges a
+ * worker (parts), taken in turn, so a range of deleted rows does not leave a worker idle.  Each
+ * part's rows are decoded into chunks held in memory, keys and replicas packed in arrays (no
+ * allocation per row), with a reference per row by its key's hash (sorted by the worker once its
+ * part is read) and every complete memory replica listed as a range.  Once every part is read the
+ * loader thread (worker 0) merges them in generation order (persist_loadpart.c): one list of
+ * chunks, the references one list sorted by hash (rows of one key side by side, in generation
+ * order: the newest wins, the others are marked MC_PERSIST_ROW_OLDER and their ranges dropped),
+ * the ranges sorted by segment and offset (a radix sort), the order in which the master's
+ * allocators rebuild in constant time per range.  The master's loop asks for keys it has not
  * loaded yet (mc_persist_loader_query): the table has no index on the key; with the key index
- * (persist_keylook.c) the loader thread answers between its rows and while it waits for the
- * other workers, from its read transaction, else once the scan is done.  The loop learns of
- * finished work through an eventfd.
+ * (persist_keylook.c) the loader thread answers between its rows and while it waits for the other
+ * workers, from its read transaction, else once the scan is done.  The loop learns of finished
+ * work through an eventfd.
  *
  * Threads: each worker owns its connection and the parts it took; the loader thread owns the
  * merged result until it announces the end of the scan; the loop owns everything else, and
@@ -403,13 +403,14 @@ static void *mc_loader_main(void *arg)
 	return NULL;
 }
 
-/* The number of scanning threads: MC_LOAD_THREADS, else the CPUs online (one with the test
- * hook's delay, which tests time for one thread), within 1 to 8. */
+/* The number of scanning threads: MC_LOAD_THREADS, else one a CPU but the loop's (which must
+ * keep answering while they scan; one with the test hook's delay, which tests time for one
+ * thread), within 1 to 8. */
 static unsigned mc_loader_nthreads(const struct mc_persist_loader *l)
 {
 	const char *e = getenv("MC_LOAD_THREADS");
 	long n = e && *e ? strtol(e, NULL, 10)
-			 : l->delay_ms ? 1 : sysconf(_SC_NPROCESSORS_ONLN);
+			 : l->delay_ms ? 1 : sysconf(_SC_NPROCESSORS_ONLN) - 1;
 
 	if (n < 1)
 		n = 1;

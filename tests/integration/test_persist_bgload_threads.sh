@@ -22,11 +22,6 @@ restart() {	# restart NAME THREADS DELAY_MS: the master again on the same port a
 }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
 loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
-rows_of() {	# rows_of KEY: the file's rows of KEY
-	python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
-		"SELECT count(*) FROM objects WHERE key = ?", (sys.argv[2].encode(),)).fetchone()[0])' \
-		"$DB" "$1"
-}
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
@@ -55,17 +50,8 @@ wait "$MPID" 2>/dev/null
 
 # Two rows of one key: an older copy of lt/5000's row (generation 1, another size) in the
 # first range, its own row in a later one.
-python3 - "$DB" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-row = db.execute("SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas "
-                 "FROM objects WHERE key = ?", (b"lt/5000",)).fetchone()
-db.execute("INSERT INTO objects(gen, key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
-           "replicas, checksum) VALUES (1, ?, 512, ?, ?, ?, ?, ?, NULL)",
-           (row[0], row[2], row[3], row[4], row[5], row[6]))
-db.commit()
-PY
-mc_is "$(rows_of lt/5000)" 2 "the file holds two rows of lt/5000" || rc=1
+mc_persist_older_row "$DB" lt/5000
+mc_is "$(mc_persist_key_rows "$DB" lt/5000)" 2 "the file holds two rows of lt/5000" || rc=1
 restart t3 3 0
 mc_wait_log t3 "in the background in" 30 || { mc_dump_logs; exit 1; }
 mc_is "$(mc_metric master_key_count)" $N "three threads: every key once" || rc=1
@@ -73,6 +59,6 @@ check "the key with two rows reads back as the newer" "$T" expect lt 5000 5001 1
 check "every other key reads back" "$T" expect lt 0 $N 1024 1
 check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/t3.log"
 stop
-mc_is "$(rows_of lt/5000)" 1 "the older row is deleted" || rc=1
+mc_is "$(mc_persist_key_rows "$DB" lt/5000)" 1 "the older row is deleted" || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
