@@ -326,11 +326,41 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 	return rc;
 }
 
+/* The ranges' sort, on a thread of its own while the loader thread merges the references. */
+struct mc_loader_rsort {
+	struct mc_persist_loader *l;
+	pthread_t tid;
+	int started;
+	int64_t cpu_ns;
+};
+
+static void *mc_loader_rsort_main(void *arg)
+{
+	struct mc_loader_rsort *s = arg;
+	int64_t cpu0 = mc_thread_cpu_ns();
+
+	pthread_setname_np(pthread_self(), "mc-load-sort");
+	mc_loadpart_sort_ranges(&s->l->res, &s->l->stop);
+	s->cpu_ns = mc_thread_cpu_ns() - cpu0;
+	return NULL;
+}
+
+/* The merged ranges are final: their sort starts beside the references' merge (with more than
+ * one loader thread: one means one). */
+static void mc_loader_rsort_start(void *arg)
+{
+	struct mc_loader_rsort *s = arg;
+
+	if (s->l->nw > 1 && pthread_create(&s->tid, NULL, mc_loader_rsort_main, s) == 0)
+		s->started = 1;
+}
+
 static void *mc_loader_main(void *arg)
 {
 	struct mc_persist_loader *l = arg;
 	struct mc_loader_part *r = &l->res;
-	struct timespec t0, t1;
+	struct mc_loader_rsort rsort = { .l = l };
+	struct timespec t0, t1, t2;
 	int64_t cpu0 = mc_thread_cpu_ns(), scan_cpu = 0;
 	unsigned i;
 	int rc;
@@ -343,28 +373,33 @@ static void *mc_loader_main(void *arg)
 	rc = mc_loader_scan(l);
 	mc_persist_keylook_free(l->look);	/* the rows answer from here on */
 	l->look = NULL;
-	if (rc == 0 && mc_loadpart_merge(l->parts, l->nparts, r) != 0) {
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc == 0 && mc_loadpart_merge(l->parts, l->nparts, r, mc_loader_rsort_start, &rsort)) {
 		mc_log_err("loading %s: out of memory merging the keys read", l->path);
 		rc = -ENOMEM;
 	}
+	if (rsort.started)
+		pthread_join(rsort.tid, NULL);
+	else if (rc == 0)
+		mc_loadpart_sort_ranges(r, &l->stop);
 	if (rc == 0) {
-		size_t older = mc_loadpart_resolve(r);
+		/* Marks the older rows and drops their ranges: the sorted order stays. */
+		size_t older = mc_loadpart_resolve(r), rows = mc_loadpart_rows(r);
+		double cpu;
 
 		if (older)
 			mc_log_notice("loading %s: %zu rows have a newer row of their key: they go",
 				      l->path, older);
-		mc_loadpart_sort_ranges(r, &l->stop);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
+		clock_gettime(CLOCK_MONOTONIC, &t2);
 		for (i = 1; i < l->nw; i++)
 			scan_cpu += l->w[i].cpu_ns;
+		cpu = (double)(scan_cpu + rsort.cpu_ns + mc_thread_cpu_ns() - cpu0);
 		mc_log_info("loading %s: %zu rows read by %u threads in %.3f s, CPU %.3f s (%.0f ns "
-			    "a row; the loader thread's after the scan %.3f s)", l->path,
-			    mc_loadpart_rows(r), l->nw,
-			    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
-			    (double)(scan_cpu + mc_thread_cpu_ns() - cpu0) / 1e9,
-			    (double)(scan_cpu + mc_thread_cpu_ns() - cpu0) /
-				    (double)(mc_loadpart_rows(r) ? mc_loadpart_rows(r) : 1),
-			    (double)(mc_thread_cpu_ns() - cpu0 - l->w[0].cpu_ns) / 1e9);
+			    "a row; after the scan %.3f s, CPU %.3f s)", l->path, rows, l->nw,
+			    (double)(t2.tv_sec - t0.tv_sec) + (t2.tv_nsec - t0.tv_nsec) / 1e9,
+			    cpu / 1e9, cpu / (double)(rows ? rows : 1),
+			    (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9,
+			    (double)(rsort.cpu_ns + mc_thread_cpu_ns() - cpu0 - l->w[0].cpu_ns) / 1e9);
 		mc_loader_answer(l, 1);
 	}
 	atomic_store(&l->rows, (unsigned long long)r->nranges);

@@ -355,7 +355,8 @@ static struct mc_persist_keyref *mc_keyrefs_merge(struct mc_persist_keyref *a,
 /* The parts, in generation order, become the result: their chunks one list, their references
  * one sorted list (chunks renumbered), their ranges one list indexing one list of segment ids.
  * 0 or -ENOMEM. */
-int mc_loadpart_merge(struct mc_loader_part *parts, size_t nparts, struct mc_loader_part *r)
+int mc_loadpart_merge(struct mc_loader_part *parts, size_t nparts, struct mc_loader_part *r,
+		      void (*ranges_done)(void *), void *arg)
 {
 	struct mc_persist_keyref *a, *b, *sorted;
 	size_t nchunks = 0, nrefs = 0, nranges = 0, *bound, i, j;
@@ -363,6 +364,7 @@ int mc_loadpart_merge(struct mc_loader_part *parts, size_t nparts, struct mc_loa
 	if (nparts == 1) {
 		*r = parts[0];
 		memset(&parts[0], 0, sizeof(parts[0]));
+		ranges_done(arg);
 		return 0;
 	}
 	for (i = 0; i < nparts; i++) {
@@ -416,6 +418,7 @@ int mc_loadpart_merge(struct mc_loader_part *parts, size_t nparts, struct mc_loa
 		memset(p, 0, sizeof(*p));
 	}
 	bound[nparts] = r->nkeyrefs;
+	ranges_done(arg);	/* nothing below touches the ranges or can fail */
 	sorted = mc_keyrefs_merge(a, b, bound, nparts);
 	free(sorted == a ? b : a);
 	free(bound);

@@ -44,8 +44,11 @@ void mc_loadpart_add(struct mc_loader_part *p, const struct mc_persist_object *o
 int mc_loadpart_finish(struct mc_loader_part *p);
 /* Parts [0, n), finished, in generation order, become *r (empty before; the parts are emptied):
  * their chunks one list, their references one sorted list, their ranges one list indexing one
- * list of segment ids.  0 or -ENOMEM (the parts unchanged). */
-int mc_loadpart_merge(struct mc_loader_part *parts, size_t n, struct mc_loader_part *r);
+ * list of segment ids.  ranges_done(arg) is called once r's ranges and segment ids are final,
+ * before the references are merged (which touches neither), so they can be sorted meanwhile.
+ * 0 or -ENOMEM (the parts unchanged, ranges_done not called). */
+int mc_loadpart_merge(struct mc_loader_part *parts, size_t n, struct mc_loader_part *r,
+		      void (*ranges_done)(void *), void *arg);
 /* Of the rows of one key in p (merged), all but the newest are marked MC_PERSIST_ROW_OLDER and
  * their ranges dropped.  Returns the number marked. */
 size_t mc_loadpart_resolve(struct mc_loader_part *p);
