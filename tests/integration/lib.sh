@@ -165,6 +165,9 @@ mc_persist_fill() {
 	return 0
 }
 
+# mc_loaded NAME: the master logging to $MC_TMP/NAME.log has ended its background load.
+mc_loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
+
 # mc_persist_older_row DB KEY: put an older copy of KEY's row into DB (generation 1, size 512,
 # the same replicas), as a crash or an upgrade can leave: a load must take the newer row.
 mc_persist_older_row() {

@@ -21,7 +21,6 @@ restart() {	# restart NAME THREADS DELAY_MS: the master again on the same port a
 	MPID=$MC_MASTER_PID
 }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
-loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
@@ -33,7 +32,7 @@ check "during the load: keys of the first range read back" "$T" expect lt 0 10 1
 check "during the load: keys of a middle range read back" "$T" expect lt 3000 3010 1024 1
 check "during the load: keys of the last range read back" "$T" expect lt $((N - 10)) $N 1024 1
 check "during the load: keys never stored are absent" "$T" expect none 0 5 1024 absent
-if loaded t1; then
+if mc_loaded t1; then
 	echo "not ok - the reads were answered while loading (the load was over already)"; rc=1
 else
 	echo "ok - the reads were answered while loading"

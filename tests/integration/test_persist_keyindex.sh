@@ -20,7 +20,6 @@ restart() {	# restart NAME DELAY_MS: the master again on the same port and file
 	MPID=$MC_MASTER_PID
 }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
-loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
@@ -30,7 +29,7 @@ check "with the index: keys not loaded yet read back during the load" \
 	"$T" expect ki $((N - 10)) $N 1024 1
 check "with the index: keys never stored are absent during the load" \
 	"$T" expect none 0 3 1024 absent
-if loaded m2; then
+if mc_loaded m2; then
 	echo "not ok - with the index the reads were answered while loading (the load was over)"
 	rc=1
 else
@@ -68,7 +67,7 @@ mc_wait_log m4 "in the background in" 30 || { mc_dump_logs; exit 1; }
 stop
 restart m5 400
 check "the index built again answers during the load" "$T" expect ki 300 310 1024 1
-if loaded m5; then
+if mc_loaded m5; then
 	echo "not ok - the rebuilt index answered while loading (the load was over)"; rc=1
 else
 	echo "ok - the rebuilt index answered while loading"
