@@ -19,6 +19,9 @@
 # writes it keyed by key, as a master before schema 8 did (a newer master converts it at its
 # first start).  The synthetic file has no key index: the first start builds it, and a lookup
 # during that first load waits for the scan.
+# Each restart's line gives the master's CPU an object and its loop thread's share; a master
+# that logs its loader's line (rows, threads, CPU) has it printed below.  MC_LOAD_THREADS=N in
+# the environment sets the loader threads of a master that has them.
 # Prints one line per figure; the master's log stays in the directory named at the end when
 # KEEP=1.
 set -eu
@@ -41,6 +44,8 @@ seg=$(( (N * 256 / 1048576 + 64) ))MB
 
 now() { date +%s.%N; }
 cpu_s() { awk -v hz="$hz" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }
+# loop_cpu_s PID: the CPU time of the master's main thread (its loop), of the process's total.
+loop_cpu_s() { awk -v hz="$hz" '{ print ($14 + $15) / hz }' "/proc/$1/task/$1/stat"; }
 keys() { curl -s "http://127.0.0.1:$mport/metrics" 2>/dev/null |
 	awk '$1 == "master_key_count" { print $2 }'; }
 port_open() { python3 - "$1" <<'PY'
@@ -75,7 +80,8 @@ PY
 # The key a lookup is timed with: one the master must find (SYNTH), else one it cannot.
 probe_key=bench/restart/absent
 
-start_master() {	# start_master: sets mp and t0
+start_master() {	# start_master: sets mp, t0 and mlines (the log's lines before)
+	mlines=$(cat "$dir/m.log" 2>/dev/null | wc -l)
 	t0=$(now)
 	"$MASTER" --rpc_address=127.0.0.1 --rpc_port="$p" --metrics_port="$mport" \
 		--persist_path="$dir/master.db" --enable_metric_reporting=false \
@@ -100,7 +106,9 @@ measure_start() {	# measure_start LABEL: waits for the port, /metrics and the fu
 	done
 	awk -v a="$t0" -v r="$t_rpc" -v h="$t_http" -v l="$(now)" -v n="$N" -v w="$label" \
 		-v c="$c_rpc" -v x="$t_ans" -v e="$ans" -v pk="$probe_key" -v cl="$(cpu_s "$mp")" \
-		'BEGIN { printf "%s: RPC port accepts after %.2f s (master CPU %.2f s by then), ExistKey(%s) answered %s after %.2f s, /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start; master CPU %.2f s, %.0f ns an object)\n", w, r - a, c, pk, e, x - a, h - a, n, l - a, n / (l - a) / 1e6, cl, cl * 1e9 / n }'
+		-v lp="$(loop_cpu_s "$mp")" \
+		'BEGIN { printf "%s: RPC port accepts after %.2f s (master CPU %.2f s by then), ExistKey(%s) answered %s after %.2f s, /metrics after %.2f s, all %d objects loaded after %.2f s (%.2f M objects/s from start; master CPU %.2f s, %.0f ns an object, of which the loop thread %.0f ns)\n", w, r - a, c, pk, e, x - a, h - a, n, l - a, n / (l - a) / 1e6, cl, cl * 1e9 / n, lp * 1e9 / n }'
+	tail -n +$((mlines + 1)) "$dir/m.log" | grep "rows read by" | sed 's/^.*loading/  loader:/'
 }
 
 stop_master() {	# stop_master LABEL: SIGTERM, seconds until it has exited

@@ -355,11 +355,14 @@ static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer 
 	mc_persist_answer_free(answers);
 }
 
-/* Rows read by the scan (every chunk but the last is full). */
+/* Rows read by the scan (a chunk per range of generations is not full). */
 static size_t mc_load_nrows(const struct mc_master_load *ld)
 {
-	return ld->nchunks ? (ld->nchunks - 1) * ld->chunks[0].n + ld->chunks[ld->nchunks - 1].n
-			   : 0;
+	size_t i, n = 0;
+
+	for (i = 0; i < ld->nchunks; i++)
+		n += ld->chunks[i].n;
+	return n;
 }
 
 /* The scan is done: rows answered while scanning are taken; resolve the segments. */

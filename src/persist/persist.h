@@ -244,11 +244,11 @@ int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_reco
 /* 0 if name is unknown. */
 int64_t mc_persist_get_meta(struct mc_persist *p, const char *name);
 
-/* Background load (persist_loader.c): the object rows read by a thread of their own, so the
- * master can serve while they load.  Segments, meta values and records are read beforehand
- * with the calls above.  The loader's read transaction starts in mc_persist_loader_start: it
- * sees the file as it is then, whatever the master writes afterwards.  All calls but the thread
- * inside are the master's loop's. */
+/* Background load (persist_loader.c): the object rows read by threads of their own (up to
+ * eight, each a range of generations), so the master can serve while they load.  Segments,
+ * meta values and records are read beforehand with the calls above.  The loader's read
+ * transactions start in mc_persist_loader_start: they see the file as it is then, whatever the
+ * master writes afterwards.  All calls but the threads inside are the master's loop's. */
 struct mc_persist_loader;
 /* Decoded object rows, in generation order (the order of the file's primary key).  A row that a
  * newer row of the same key overrides has MC_PERSIST_ROW_OLDER in its flags (its replicas are
@@ -294,10 +294,12 @@ struct mc_persist_answer {
 	size_t key_len;
 	char key[];
 };
-/* Open path read-only, begin the read transaction and start the thread.  0 and *out, -EINVAL
- * (an in-memory database: load it with mc_persist_load), MC_ERR_PERSISTENT_FAIL.  Test hook:
- * MC_TEST_LOAD_DELAY_MS=N in the environment makes the thread sleep N ms (at most 1000) after
- * every 1024 rows. */
+/* Open path read-only once a scanning thread, begin their read transactions and start the
+ * threads: MC_LOAD_THREADS of them (1 to 8) when set, else one a CPU but one, 1 to 8.  0 and
+ * *out, -EINVAL (an in-memory database: load it with mc_persist_load), or
+ * MC_ERR_PERSISTENT_FAIL.  Test hook: MC_TEST_LOAD_DELAY_MS=N in the environment makes each
+ * thread sleep N ms (at most 1000) after every 1024 rows it reads, and the threads one unless
+ * MC_LOAD_THREADS says otherwise. */
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out);
 /* Copy every range's blk to its user slot, on the loader thread (the slots are in row order,
  * the ranges in offset order: the scattered writes stay off the loop); poll returns 2 when

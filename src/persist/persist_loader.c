@@ -1,25 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The background load of the object rows at start-up (see persist.h): a thread with a read-only
- * connection of its own and one read transaction (taken before mc_persist_loader_start
- * returns, so it sees the file as the master found it while the master's own connection goes
- * on writing) reads every row in generation order and decodes it into chunks held in memory,
- * keys and replicas packed in arrays (no allocation per row).  Alongside it keeps a reference
- * per row with its key's hash, and lists every complete memory replica as a range.  After the
- * scan it sorts the references by hash (rows of one key side by side: the newest wins, the
- * others are marked MC_PERSIST_ROW_OLDER and their ranges dropped) and the ranges by segment and
- * offset (radix sorts), the order in which the master's allocators rebuild in constant time per
- * range.  The master's loop asks for keys it has not loaded yet (mc_persist_loader_query): the
- * table has no index on the key; with the key index (persist_keylook.c) the thread answers
- * between the scan's rows, from the same read transaction, else once its scan is done.  The
- * loop learns of finished work through an eventfd.
+ * The background load of the object rows at start-up (see persist.h).  Up to eight scanning
+ * threads (workers; MC_LOAD_THREADS, else one a CPU but the loop's), each with a read-only
+ * connection of its own whose read transaction begins in mc_persist_loader_start, one after the
+ * other before it returns: all see the file as the master found it (one snapshot) while the
+ * master's own connection goes on writing.  The generations [min, max] are cut into a few ranges a
+ * worker (parts), taken in turn, so a range of deleted rows does not leave a worker idle.  Each
+ * part's rows are decoded into chunks held in memory, keys and replicas packed in arrays (no
+ * allocation per row), with a reference per row by its key's hash (sorted by the worker once its
+ * part is read) and every complete memory replica listed as a range.  Once every part is read the
+ * loader thread (worker 0) merges them in generation order (persist_loadpart.c): one list of
+ * chunks, the references one list sorted by hash (rows of one key side by side, in generation
+ * order: the newest wins, the others are marked MC_PERSIST_ROW_OLDER and their ranges dropped),
+ * the ranges sorted by segment and offset (a radix sort), the order in which the master's
+ * allocators rebuild in constant time per range.  The master's loop asks for keys it has not
+ * loaded yet (mc_persist_loader_query): the table has no index on the key; with the key index
+ * (persist_keylook.c) the loader thread answers between its rows and while it waits for the other
+ * workers, from its read transaction, else once the scan is done.  The loop learns of finished
+ * work through an eventfd.
  *
- * Threads: the loader thread owns the connection; the loop owns everything else, and reads the
- * chunks and ranges only once the scan is done.  The queues between them take a mutex.
+ * Threads: each worker owns its connection and the parts it took; the loader thread owns the
+ * merged result until it announces the end of the scan; the loop owns everything else, and
+ * reads the chunks and ranges only once the scan is done.  The queues between them take a
+ * mutex.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -30,23 +38,45 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
-#include "common/radix_sort.h"
 #include "common/xalloc.h"
 #include "persist/persist.h"
 #include "persist/persist_int.h"
+#include "persist/persist_loadpart.h"
 #include "proto/rpc.h"
 
-#define MC_LOADER_CHUNK_ROWS 16384
+#define MC_LOADER_MAX_THREADS 8
+#define MC_LOADER_PARTS_PER_THREAD 4	/* ranges of generations a thread takes, on average */
 #define MC_LOADER_COLUMNS \
 	"key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, gen, checksum, sgen"
 
-struct mc_persist_loader {
+/* A scanning thread: its read-only connection, whose read transaction began in
+ * mc_persist_loader_start with the others' (one snapshot of the file for all). */
+struct mc_loader_worker {
+	struct mc_persist_loader *l;
 	sqlite3 *db;
 	sqlite3_stmt *scan;
 	pthread_t tid;
 	int started;
+	unsigned idx;
+	unsigned unseen;	/* rows read, not yet counted in l->rows (under 1024) */
+	int64_t cpu_ns;		/* CPU time its scan took (set when it ends) */
+};
+
+static int64_t mc_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct mc_persist_loader {
+	sqlite3 *db;		/* worker 0's: the loader thread's, which answers the queries */
+	pthread_t tid;
+	int started;
 	int efd;
 	atomic_int stop;
+	atomic_int failed;	/* a worker's scan failed: the others stop */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct mc_persist_keylook *look;	/* the key index (NULL: none usable) */
@@ -55,153 +85,20 @@ struct mc_persist_loader {
 	struct mc_persist_answer *a_head, *a_tail;	/* answered, not yet taken */
 	int state;		/* 0 scanning, 1 done, 2 scattered, <0 failed (under mu) */
 	int scatter;		/* the loop asked for the scatter (under mu) */
+	int running;		/* workers 1.. still scanning (under mu) */
+	int scan_rc;		/* the first worker's error (under mu) */
 	char path[256];
 	long delay_ms;		/* test hook: MC_TEST_LOAD_DELAY_MS per 1000 rows */
 	atomic_ullong rows;
+	struct mc_loader_worker w[MC_LOADER_MAX_THREADS];
+	unsigned nw;
+	/* The ranges of generations, taken in turn by the workers (next_part). */
+	struct mc_loader_part *parts;
+	size_t nparts;
+	atomic_size_t next_part;
 	/* The result, the loader thread's until state leaves 0. */
-	struct mc_persist_rows *chunks;
-	size_t nchunks, capchunks;
-	struct mc_persist_keyref *keyrefs;
-	size_t nkeyrefs, capkeyrefs;
-	struct mc_persist_range *ranges;
-	size_t nranges, capranges;
-	uint8_t (*segids)[16];
-	uint32_t nsegids, capsegids;
-	uint32_t *seghash;	/* open addressing: index + 1, 0 empty */
-	uint32_t seghash_cap;
+	struct mc_loader_part res;
 };
-
-void mc_persist_rows_fini(struct mc_persist_rows *c)
-{
-	free(c->rows);
-	free(c->reps);
-	free(c->user);
-	free(c->keys);
-	memset(c, 0, sizeof(*c));
-}
-
-/* Append the decoded row o to c (pointers kept as offsets until mc_rows_seal). */
-static void mc_rows_add(struct mc_persist_rows *c, const struct mc_persist_object *o)
-{
-	struct mc_persist_object *d;
-
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 1;
-		c->rows = mc_xrealloc(c->rows, c->cap * sizeof(*c->rows));
-	}
-	while (c->keys_len + o->key_len > c->keys_cap) {
-		c->keys_cap = c->keys_cap ? c->keys_cap * 2 : 64 * 1024;
-		c->keys = mc_xrealloc(c->keys, c->keys_cap);
-	}
-	while (c->nreps + o->n_replicas > c->capreps) {
-		c->capreps = c->capreps ? c->capreps * 2 : 1024;
-		c->reps = mc_xrealloc(c->reps, c->capreps * sizeof(*c->reps));
-	}
-	d = &c->rows[c->n++];
-	*d = *o;
-	d->flags &= ~MC_PERSIST_ROW_OLDER;	/* the loader's mark, never the file's */
-	memcpy(c->keys + c->keys_len, o->key, o->key_len);
-	d->key = (const char *)(uintptr_t)c->keys_len;
-	c->keys_len += o->key_len;
-	memcpy(c->reps + c->nreps, o->replicas, o->n_replicas * sizeof(*c->reps));
-	d->replicas = (const struct mc_persist_replica *)(uintptr_t)c->nreps;
-	c->nreps += o->n_replicas;
-}
-
-/* Turn the offsets into pointers; c is not appended to afterwards. */
-static void mc_rows_seal(struct mc_persist_rows *c)
-{
-	size_t i;
-
-	c->user = mc_xcalloc(c->nreps ? c->nreps : 1, sizeof(*c->user));
-	for (i = 0; i < c->n; i++) {
-		c->rows[i].key = c->keys + (uintptr_t)c->rows[i].key;
-		c->rows[i].replicas = c->reps + (uintptr_t)c->rows[i].replicas;
-	}
-}
-
-static uint32_t mc_segid_hash(const uint8_t id[16])
-{
-	uint64_t a, b;
-
-	memcpy(&a, id, 8);
-	memcpy(&b, id + 8, 8);
-	a ^= b * 0x9e3779b97f4a7c15ull;
-	return (uint32_t)(a ^ a >> 29);
-}
-
-/* The index of segment id in l->segids, added if new; UINT32_MAX past 65535 segments. */
-static uint32_t mc_loader_segidx(struct mc_persist_loader *l, const uint8_t id[16])
-{
-	uint32_t h, i;
-
-	if (l->seghash_cap == 0 || (l->nsegids + 1) * 2 > l->seghash_cap) {
-		uint32_t cap = l->seghash_cap ? l->seghash_cap * 2 : 64;
-
-		free(l->seghash);
-		l->seghash = mc_xcalloc(cap, sizeof(*l->seghash));
-		l->seghash_cap = cap;
-		for (i = 0; i < l->nsegids; i++) {
-			h = mc_segid_hash(l->segids[i]) & (cap - 1);
-			while (l->seghash[h])
-				h = (h + 1) & (cap - 1);
-			l->seghash[h] = i + 1;
-		}
-	}
-	h = mc_segid_hash(id) & (l->seghash_cap - 1);
-	while (l->seghash[h]) {
-		if (!memcmp(l->segids[l->seghash[h] - 1], id, 16))
-			return l->seghash[h] - 1;
-		h = (h + 1) & (l->seghash_cap - 1);
-	}
-	if (l->nsegids >= 65535)
-		return UINT32_MAX;
-	if (l->nsegids == l->capsegids) {
-		l->capsegids = l->capsegids ? l->capsegids * 2 : 16;
-		l->segids = mc_xrealloc(l->segids, l->capsegids * sizeof(*l->segids));
-	}
-	memcpy(l->segids[l->nsegids], id, 16);
-	l->seghash[h] = ++l->nsegids;
-	return l->nsegids - 1;
-}
-
-/* The complete memory replicas of the row just added to chunk k, as ranges.  An offset that
- * cannot be sorted (not a multiple of 64, or past 2^54) is left out: no allocator takes it. */
-static void mc_loader_add_ranges(struct mc_persist_loader *l, uint32_t k)
-{
-	struct mc_persist_rows *c = &l->chunks[k];
-	const struct mc_persist_object *o = &c->rows[c->n - 1];
-	size_t first = (uintptr_t)o->replicas;
-	uint32_t i;
-
-	for (i = 0; i < o->n_replicas; i++) {
-		const struct mc_persist_replica *r = &c->reps[first + i];
-		uint32_t seg;
-
-		if (r->type != MC_REPLICA_MEMORY || r->status != MC_REPLICA_COMPLETE ||
-		    r->offset % 64 || r->offset >> 54)
-			continue;
-		seg = mc_loader_segidx(l, r->segment_id);
-		if (seg == UINT32_MAX)
-			continue;
-		if (l->nranges == l->capranges) {
-			l->capranges = l->capranges ? l->capranges * 2 : 65536;
-			l->ranges = mc_xrealloc(l->ranges, l->capranges * sizeof(*l->ranges));
-		}
-		l->ranges[l->nranges++] = (struct mc_persist_range){
-			(uint64_t)seg << 48 | r->offset >> 6, r->len, k, (uint32_t)(first + i), NULL
-		};
-	}
-}
-
-MC_RADIX_SORT_DEFINE(mc_ranges_radix, struct mc_persist_range, order, mc_xmalloc)
-
-/* The ranges in order (segment and offset).  A stop ends it between passes (a pass over ten
- * million ranges takes tens of ms): the order is then of no use. */
-static void mc_loader_sort(struct mc_persist_loader *l)
-{
-	(void)mc_ranges_radix(l->ranges, l->nranges, &l->stop);
-}
 
 static void mc_loader_wake(struct mc_persist_loader *l)
 {
@@ -214,9 +111,9 @@ static void mc_loader_wake(struct mc_persist_loader *l)
 
 static void mc_loader_answer(struct mc_persist_loader *l, int scanned);
 
-/* The test hook's slow disk: delay_ms without reading rows (a stop ends it); queries are
- * answered meanwhile when the key index can. */
-static void mc_loader_delay(struct mc_persist_loader *l)
+/* The test hook's slow disk: delay_ms without reading rows (a stop ends it); the loader
+ * thread (answers) answers queries meanwhile when the key index can. */
+static void mc_loader_delay(struct mc_persist_loader *l, int answers)
 {
 	struct timespec end;
 
@@ -228,65 +125,14 @@ static void mc_loader_delay(struct mc_persist_loader *l)
 		int rc = 0;
 
 		pthread_mutex_lock(&l->mu);
-		while ((l->look == NULL || l->q_head == NULL) && !atomic_load(&l->stop) && rc == 0)
+		while ((!answers || l->look == NULL || l->q_head == NULL) &&
+		       !atomic_load(&l->stop) && rc == 0)
 			rc = pthread_cond_timedwait(&l->cv, &l->mu, &end);
 		pthread_mutex_unlock(&l->mu);
 		if (rc != 0 || atomic_load(&l->stop))
 			return;
 		mc_loader_answer(l, 0);
 	}
-}
-
-/* The row just added as the last of chunk k, referenced by its key's hash. */
-static void mc_loader_add_keyref(struct mc_persist_loader *l, uint32_t k, const void *key,
-				 size_t len)
-{
-	if (l->nkeyrefs == l->capkeyrefs) {
-		l->capkeyrefs = l->capkeyrefs ? l->capkeyrefs * 2 : 65536;
-		l->keyrefs = mc_xrealloc(l->keyrefs, l->capkeyrefs * sizeof(*l->keyrefs));
-	}
-	l->keyrefs[l->nkeyrefs++] = (struct mc_persist_keyref){
-		mc_persist_key_hash(key, len), k, (uint32_t)(l->chunks[k].n - 1)
-	};
-}
-
-static struct mc_persist_object *mc_keyref_row(struct mc_persist_rows *chunks,
-					       const struct mc_persist_keyref *r)
-{
-	return &chunks[r->chunk].rows[r->row];
-}
-
-/* Of the rows of one key, all but the newest (the last: the sort is stable) are marked older;
- * their replicas are marked so their ranges go.  Returns the number marked. */
-static size_t mc_loader_mark_older(struct mc_persist_loader *l)
-{
-	struct mc_persist_keyref *a = l->keyrefs;
-	size_t n = l->nkeyrefs, i, j, x, y, marked = 0;
-
-	for (i = 0; i < n; i = j) {
-		for (j = i + 1; j < n && a[j].hash == a[i].hash; j++)
-			;
-		for (x = i; j - i > 1 && x < j - 1; x++) {
-			struct mc_persist_object *ox = mc_keyref_row(l->chunks, &a[x]);
-
-			for (y = x + 1; y < j; y++) {
-				const struct mc_persist_object *oy = mc_keyref_row(l->chunks, &a[y]);
-				struct mc_persist_replica *r;
-				uint32_t k;
-
-				if (oy->key_len != ox->key_len || memcmp(oy->key, ox->key, ox->key_len))
-					continue;
-				ox->flags |= MC_PERSIST_ROW_OLDER;
-				r = l->chunks[a[x].chunk].reps + (ox->replicas -
-								  l->chunks[a[x].chunk].reps);
-				for (k = 0; k < ox->n_replicas; k++)
-					r[k].status = 0xff;
-				marked++;
-				break;
-			}
-		}
-	}
-	return marked;
 }
 
 /* Answer the queued queries (the loader thread): through the key index while scanning, from
@@ -314,7 +160,7 @@ static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
 			return;
 		q->next = NULL;
 		if (scanned) {
-			o = mc_persist_rows_find(l->chunks, 0, l->keyrefs, l->nkeyrefs, q->key,
+			o = mc_persist_rows_find(l->res.chunks, 0, l->res.keyrefs, l->res.nkeyrefs, q->key,
 						 q->key_len, &c, &r);
 			q->rc = o ? 0 : 1;
 		} else {
@@ -330,8 +176,8 @@ static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
 					   sqlite3_errmsg(l->db));
 		}
 		if (o) {
-			mc_rows_add(&q->rows, o);
-			mc_rows_seal(&q->rows);
+			mc_persist_rows_add(&q->rows, o);
+			mc_persist_rows_seal(&q->rows);
 		}
 		if (!scanned)
 			sqlite3_reset(point);
@@ -347,97 +193,179 @@ static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
 	}
 }
 
-/* The ranges of replicas marked by mc_loader_mark_older go. */
-static void mc_loader_drop_older_ranges(struct mc_persist_loader *l)
-{
-	size_t i, w = 0;
-
-	for (i = 0; i < l->nranges; i++)
-		if (l->chunks[l->ranges[i].chunk].reps[l->ranges[i].rep].status != 0xff)
-			l->ranges[w++] = l->ranges[i];
-	l->nranges = w;
-}
-
-MC_LOWER_BOUND_DEFINE(mc_keyrefs_lower_bound, struct mc_persist_keyref, hash)
-
-struct mc_persist_object *mc_persist_rows_find(struct mc_persist_rows *chunks, size_t first_chunk,
-					       const struct mc_persist_keyref *refs, size_t n,
-					       const void *key, size_t len, size_t *chunk,
-					       size_t *row)
-{
-	uint64_t h = mc_persist_key_hash(key, len);
-	struct mc_persist_object *found = NULL;
-	size_t lo = mc_keyrefs_lower_bound(refs, n, h);
-
-	for (; lo < n && refs[lo].hash == h; lo++) {
-		struct mc_persist_object *o;
-
-		if (refs[lo].chunk < first_chunk)	/* emptied by the caller */
-			continue;
-		o = mc_keyref_row(chunks, &refs[lo]);
-		if ((o->flags & MC_PERSIST_ROW_OLDER) || o->key_len != len ||
-		    memcmp(o->key, key, len))
-			continue;
-		found = o;
-		*chunk = refs[lo].chunk;
-		*row = refs[lo].row;
-	}
-	return found;
-}
-
-static int mc_loader_scan(struct mc_persist_loader *l)
+/* Read the rows of part p on worker w's connection, then sort its references by hash.  0,
+ * -ECANCELED (a stop, or another worker failed), -ENOMEM or MC_ERR_PERSISTENT_FAIL.  Worker 0
+ * (the loader thread) answers queries between rows. */
+static int mc_loader_scan_part(struct mc_loader_worker *w, struct mc_loader_part *p)
 {
 	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
-	uint64_t rows = 0;
-	int rc;
+	struct mc_persist_loader *l = w->l;
+	int answers = w->idx == 0, rc = -ECANCELED;
 
-	while (!atomic_load_explicit(&l->stop, memory_order_relaxed)) {
+	sqlite3_bind_int64(w->scan, 1, p->lo);
+	sqlite3_bind_int64(w->scan, 2, p->hi);
+	while (!atomic_load_explicit(&l->stop, memory_order_relaxed) &&
+	       !atomic_load_explicit(&l->failed, memory_order_relaxed)) {
 		struct mc_persist_object o;
+		int step;
 
-		if (l->look && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
+		if (answers && l->look && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
 			mc_loader_answer(l, 0);
-		rc = sqlite3_step(l->scan);
-		if (rc == SQLITE_DONE)
-			return 0;
-		if (rc != SQLITE_ROW) {
-			mc_log_err("loading %s: %s", l->path, sqlite3_errmsg(l->db));
-			return MC_ERR_PERSISTENT_FAIL;
+		step = sqlite3_step(w->scan);
+		if (step == SQLITE_DONE) {
+			rc = 0;
+			break;
 		}
-		if (mc_persist_decode_object(l->scan, &o, reps)) {
+		if (step != SQLITE_ROW) {
+			mc_log_err("loading %s: %s", l->path, sqlite3_errmsg(w->db));
+			rc = MC_ERR_PERSISTENT_FAIL;
+			break;
+		}
+		if (mc_persist_decode_object(w->scan, &o, reps)) {
 			mc_log_warn("persist %s: skipping a malformed object row", l->path);
 			continue;
 		}
-		if (l->nchunks == 0 || l->chunks[l->nchunks - 1].n == MC_LOADER_CHUNK_ROWS) {
-			if (l->nchunks)
-				mc_rows_seal(&l->chunks[l->nchunks - 1]);
-			if (l->nchunks == l->capchunks) {
-				l->capchunks = l->capchunks ? l->capchunks * 2 : 64;
-				l->chunks = mc_xrealloc(l->chunks,
-							       l->capchunks * sizeof(*l->chunks));
-			}
-			memset(&l->chunks[l->nchunks], 0, sizeof(l->chunks[0]));
-			l->chunks[l->nchunks].cap = MC_LOADER_CHUNK_ROWS;
-			l->chunks[l->nchunks].rows =
-				mc_xrealloc(NULL, MC_LOADER_CHUNK_ROWS * sizeof(o));
-			l->nchunks++;
-		}
-		mc_rows_add(&l->chunks[l->nchunks - 1], &o);
-		mc_loader_add_keyref(l, (uint32_t)(l->nchunks - 1), o.key, o.key_len);
-		mc_loader_add_ranges(l, (uint32_t)(l->nchunks - 1));
-		if (++rows % 1024 == 0) {
-			atomic_store_explicit(&l->rows, rows, memory_order_relaxed);
+		mc_loadpart_add(p, &o);
+		if (++w->unseen == 1024) {
+			atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
+			w->unseen = 0;
 			if (l->delay_ms)
-				mc_loader_delay(l);
+				mc_loader_delay(l, answers);
 		}
 	}
-	return -ECANCELED;
+	sqlite3_reset(w->scan);
+	if (rc == 0 && mc_loadpart_finish(p) != 0) {
+		mc_log_err("loading %s: out of memory sorting %zu keys", l->path, p->nkeyrefs);
+		rc = -ENOMEM;
+	}
+	return rc;
+}
+
+/* Scan parts in turn while any is left.  The first error is kept (scan_rc) and stops the
+ * other workers. */
+static void mc_loader_work(struct mc_loader_worker *w)
+{
+	struct mc_persist_loader *l = w->l;
+	int64_t cpu0 = mc_thread_cpu_ns();
+	int rc = 0;
+
+	for (;;) {
+		size_t i = atomic_fetch_add(&l->next_part, 1);
+
+		if (i >= l->nparts)
+			break;
+		rc = mc_loader_scan_part(w, &l->parts[i]);
+		if (rc)
+			break;
+	}
+	w->cpu_ns = mc_thread_cpu_ns() - cpu0;
+	if (rc == 0)
+		return;
+	pthread_mutex_lock(&l->mu);
+	if (l->scan_rc == 0 || l->scan_rc == -ECANCELED)
+		l->scan_rc = rc;
+	pthread_mutex_unlock(&l->mu);
+	if (rc != -ECANCELED)
+		atomic_store(&l->failed, 1);
+}
+
+static void *mc_loader_worker_main(void *arg)
+{
+	struct mc_loader_worker *w = arg;
+	struct mc_persist_loader *l = w->l;
+	char name[16];
+
+	snprintf(name, sizeof(name), "mc-load-%u", w->idx);
+	pthread_setname_np(pthread_self(), name);
+	mc_loader_work(w);
+	pthread_mutex_lock(&l->mu);
+	l->running--;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+/* The scan: workers 1.. start, the loader thread scans with them (answering queries), then
+ * waits for them, answering still.  0 or the first error. */
+static int mc_loader_scan(struct mc_persist_loader *l)
+{
+	unsigned i;
+	int rc;
+
+	pthread_mutex_lock(&l->mu);
+	for (i = 1; i < l->nw; i++) {
+		if (pthread_create(&l->w[i].tid, NULL, mc_loader_worker_main, &l->w[i]) != 0) {
+			mc_log_warn("loading %s: cannot start loader thread %u: %u scan", l->path,
+				    i, i);
+			break;
+		}
+		l->w[i].started = 1;
+		l->running++;
+	}
+	pthread_mutex_unlock(&l->mu);
+	mc_loader_work(&l->w[0]);
+	pthread_mutex_lock(&l->mu);
+	while (l->running > 0) {
+		if (l->look && l->q_head) {
+			pthread_mutex_unlock(&l->mu);
+			mc_loader_answer(l, 0);
+			pthread_mutex_lock(&l->mu);
+			continue;
+		}
+		pthread_cond_wait(&l->cv, &l->mu);
+	}
+	rc = l->scan_rc;
+	pthread_mutex_unlock(&l->mu);
+	for (i = 1; i < l->nw; i++) {
+		if (l->w[i].started)
+			pthread_join(l->w[i].tid, NULL);
+		l->w[i].started = 0;
+	}
+	if (rc == 0 && atomic_load(&l->stop))
+		rc = -ECANCELED;
+	return rc;
+}
+
+/* The ranges' sort, on a thread of its own while the loader thread merges the references. */
+struct mc_loader_rsort {
+	struct mc_persist_loader *l;
+	pthread_t tid;
+	int started;
+	int64_t cpu_ns;
+};
+
+static void *mc_loader_rsort_main(void *arg)
+{
+	struct mc_loader_rsort *s = arg;
+	int64_t cpu0 = mc_thread_cpu_ns();
+
+	pthread_setname_np(pthread_self(), "mc-load-sort");
+	mc_loadpart_sort_ranges(&s->l->res, &s->l->stop);
+	s->cpu_ns = mc_thread_cpu_ns() - cpu0;
+	return NULL;
+}
+
+/* The merged ranges are final: their sort starts beside the references' merge (with more than
+ * one loader thread: one means one). */
+static void mc_loader_rsort_start(void *arg)
+{
+	struct mc_loader_rsort *s = arg;
+
+	if (s->l->nw > 1 && pthread_create(&s->tid, NULL, mc_loader_rsort_main, s) == 0)
+		s->started = 1;
 }
 
 static void *mc_loader_main(void *arg)
 {
 	struct mc_persist_loader *l = arg;
+	struct mc_loader_part *r = &l->res;
+	struct mc_loader_rsort rsort = { .l = l };
+	struct timespec t0, t1, t2;
+	int64_t cpu0 = mc_thread_cpu_ns(), scan_cpu = 0;
+	unsigned i;
 	int rc;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_setname_np(pthread_self(), "mc-load");
 	if (mc_persist_keylook_open(l->db, l->path, "SELECT " MC_LOADER_COLUMNS " FROM objects "
 				    "WHERE gen = ?1", &l->look) == 0)
@@ -445,29 +373,36 @@ static void *mc_loader_main(void *arg)
 	rc = mc_loader_scan(l);
 	mc_persist_keylook_free(l->look);	/* the rows answer from here on */
 	l->look = NULL;
-
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rc == 0 && mc_loadpart_merge(l->parts, l->nparts, r, mc_loader_rsort_start, &rsort)) {
+		mc_log_err("loading %s: out of memory merging the keys read", l->path);
+		rc = -ENOMEM;
+	}
+	if (rsort.started)
+		pthread_join(rsort.tid, NULL);
+	else if (rc == 0)
+		mc_loadpart_sort_ranges(r, &l->stop);
 	if (rc == 0) {
-		size_t older;
+		/* Marks the older rows and drops their ranges: the sorted order stays. */
+		size_t older = mc_loadpart_resolve(r), rows = mc_loadpart_rows(r);
+		double cpu;
 
-		if (l->nchunks)
-			mc_rows_seal(&l->chunks[l->nchunks - 1]);
-		if (mc_persist_keyrefs_sort(l->keyrefs, l->nkeyrefs) != 0) {
-			mc_log_err("loading %s: out of memory sorting %zu keys", l->path,
-				   l->nkeyrefs);
-			rc = -ENOMEM;
-			goto end;
-		}
-		older = mc_loader_mark_older(l);
-		if (older) {
+		if (older)
 			mc_log_notice("loading %s: %zu rows have a newer row of their key: they go",
 				      l->path, older);
-			mc_loader_drop_older_ranges(l);
-		}
-		mc_loader_sort(l);
+		clock_gettime(CLOCK_MONOTONIC, &t2);
+		for (i = 1; i < l->nw; i++)
+			scan_cpu += l->w[i].cpu_ns;
+		cpu = (double)(scan_cpu + rsort.cpu_ns + mc_thread_cpu_ns() - cpu0);
+		mc_log_info("loading %s: %zu rows read by %u threads in %.3f s, CPU %.3f s (%.0f ns "
+			    "a row; after the scan %.3f s, CPU %.3f s)", l->path, rows, l->nw,
+			    (double)(t2.tv_sec - t0.tv_sec) + (t2.tv_nsec - t0.tv_nsec) / 1e9,
+			    cpu / 1e9, cpu / (double)(rows ? rows : 1),
+			    (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9,
+			    (double)(rsort.cpu_ns + mc_thread_cpu_ns() - cpu0 - l->w[0].cpu_ns) / 1e9);
 		mc_loader_answer(l, 1);
 	}
-end:
-	atomic_store(&l->rows, (unsigned long long)l->nranges);
+	atomic_store(&l->rows, (unsigned long long)r->nranges);
 	pthread_mutex_lock(&l->mu);
 	l->state = rc == 0 ? 1 : rc;
 	pthread_mutex_unlock(&l->mu);
@@ -484,14 +419,14 @@ end:
 		if (atomic_load(&l->stop))
 			break;
 		if (scatter) {
-			size_t i;
+			size_t k;
 
-			for (i = 0; i < l->nranges; i++) {
-				if (i % 1048576 == 0 &&
+			for (k = 0; k < r->nranges; k++) {
+				if (k % 1048576 == 0 &&
 				    atomic_load_explicit(&l->stop, memory_order_relaxed))
 					return NULL;
-				l->chunks[l->ranges[i].chunk].user[l->ranges[i].rep] =
-					l->ranges[i].blk;
+				r->chunks[r->ranges[k].chunk].user[r->ranges[k].rep] =
+					r->ranges[k].blk;
 			}
 			pthread_mutex_lock(&l->mu);
 			l->scatter = 2;
@@ -503,12 +438,81 @@ end:
 	return NULL;
 }
 
+/* The number of scanning threads: MC_LOAD_THREADS, else one a CPU but the loop's (which must
+ * keep answering while they scan; one with the test hook's delay, which tests time for one
+ * thread), within 1 to 8. */
+static unsigned mc_loader_nthreads(const struct mc_persist_loader *l)
+{
+	const char *e = getenv("MC_LOAD_THREADS");
+	long n = e && *e ? strtol(e, NULL, 10)
+			 : l->delay_ms ? 1 : sysconf(_SC_NPROCESSORS_ONLN) - 1;
+
+	if (n < 1)
+		n = 1;
+	return n > MC_LOADER_MAX_THREADS ? MC_LOADER_MAX_THREADS : (unsigned)n;
+}
+
+/* Open worker w's connection and begin its read transaction with first (the lowest and
+ * highest generation: *lo, *hi, or *empty).  0, else -1 (logged). */
+static int mc_loader_open(struct mc_persist_loader *l, struct mc_loader_worker *w,
+			  int64_t *lo, int64_t *hi, int *empty)
+{
+	sqlite3_stmt *first = NULL;
+	int rc;
+
+	if (sqlite3_open_v2(l->path, &w->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+	    SQLITE_OK)
+		goto fail;
+	sqlite3_busy_timeout(w->db, 2000);
+	if (sqlite3_exec(w->db, "PRAGMA cache_size=-65536; PRAGMA mmap_size=1099511627776; BEGIN",
+			 NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(w->db, "SELECT " MC_LOADER_COLUMNS " FROM objects "
+			       "WHERE gen BETWEEN ?1 AND ?2 ORDER BY gen", -1, &w->scan,
+			       NULL) != SQLITE_OK ||
+	    /* Two subqueries: each is one descent of the primary key, where one query of both
+	     * aggregates would read every row. */
+	    sqlite3_prepare_v2(w->db, "SELECT (SELECT min(gen) FROM objects), "
+			       "(SELECT max(gen) FROM objects)", -1, &first, NULL) != SQLITE_OK)
+		goto fail;
+	/* The read transaction begins with its first read: now, before the master writes. */
+	rc = sqlite3_step(first);
+	if (rc != SQLITE_ROW)
+		goto fail;
+	*empty = sqlite3_column_type(first, 0) == SQLITE_NULL;
+	*lo = sqlite3_column_int64(first, 0);
+	*hi = sqlite3_column_int64(first, 1);
+	sqlite3_finalize(first);
+	return 0;
+fail:
+	mc_log_err("loading %s: %s", l->path, w->db ? sqlite3_errmsg(w->db) : "out of memory");
+	sqlite3_finalize(first);
+	return -1;
+}
+
+/* Split the generations [lo, hi] into parts, a few a worker (one with one worker). */
+static void mc_loader_split(struct mc_persist_loader *l, int64_t lo, int64_t hi)
+{
+	uint64_t span = (uint64_t)hi - (uint64_t)lo, step;
+	size_t n = l->nw == 1 ? 1 : (size_t)l->nw * MC_LOADER_PARTS_PER_THREAD, i;
+
+	if (span < n)
+		n = (size_t)span + 1;
+	step = span / n + 1;
+	l->parts = mc_xcalloc(n, sizeof(*l->parts));
+	l->nparts = n;
+	for (i = 0; i < n; i++) {
+		l->parts[i].lo = (int64_t)((uint64_t)lo + i * step);
+		l->parts[i].hi = i + 1 == n ? hi : (int64_t)((uint64_t)lo + (i + 1) * step - 1);
+	}
+}
+
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 {
 	struct mc_persist_loader *l;
 	const char *delay = getenv("MC_TEST_LOAD_DELAY_MS");
-	sqlite3_stmt *first = NULL;
-	int rc;
+	int64_t lo = 0, hi = 0;
+	int empty = 1;
+	unsigned i, nw;
 
 	*out = NULL;
 	if (path == NULL || path[0] == '\0' || !strcmp(path, ":memory:") ||
@@ -524,22 +528,38 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 	l->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
 	if (l->delay_ms < 0 || l->delay_ms > 1000)
 		l->delay_ms = 0;
-	if (sqlite3_open_v2(path, &l->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
-	    SQLITE_OK)
-		goto fail;
-	sqlite3_busy_timeout(l->db, 2000);
-	if (sqlite3_exec(l->db, "PRAGMA cache_size=-65536; PRAGMA mmap_size=1099511627776; BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(l->db, "SELECT " MC_LOADER_COLUMNS " FROM objects ORDER BY gen", -1,
-			       &l->scan, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(l->db, "SELECT value FROM meta WHERE name = 'next_gen'", -1, &first,
-			       NULL) != SQLITE_OK)
-		goto fail;
-	/* The read transaction begins with its first read: now, before the master writes. */
-	rc = sqlite3_step(first);
-	sqlite3_finalize(first);
-	first = NULL;
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		goto fail;
+	/* Every worker's read transaction begins here, before the master writes again: one
+	 * snapshot for all.  A worker that sees other bounds (cannot happen unless something
+	 * else writes the file) is not used. */
+	nw = mc_loader_nthreads(l);
+	for (i = 0; i < nw; i++) {
+		struct mc_loader_worker *w = &l->w[i];
+		int64_t wlo, whi;
+		int wempty;
+
+		w->l = l;
+		w->idx = i;
+		l->nw = i + 1;
+		if (mc_loader_open(l, w, &wlo, &whi, &wempty)) {
+			if (i == 0)
+				goto out;
+			l->nw = i;
+			break;
+		}
+		if (i == 0) {
+			lo = wlo;
+			hi = whi;
+			empty = wempty;
+		} else if (wlo != lo || whi != hi || wempty != empty) {
+			mc_log_warn("loading %s: loader thread %u sees another file: %u scan",
+				    path, i, i);
+			l->nw = i;
+			break;
+		}
+	}
+	l->db = l->w[0].db;
+	if (!empty)
+		mc_loader_split(l, lo, hi);
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->efd < 0) {
 		mc_log_err("loading %s: eventfd: %s", path, strerror(errno));
@@ -550,11 +570,9 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 		goto out;
 	}
 	l->started = 1;
+	mc_log_info("loading %s: %u threads, %zu ranges of generations", path, l->nw, l->nparts);
 	*out = l;
 	return 0;
-fail:
-	mc_log_err("loading %s: %s", path, l->db ? sqlite3_errmsg(l->db) : "out of memory");
-	sqlite3_finalize(first);
 out:
 	mc_persist_loader_free(l);
 	return MC_ERR_PERSISTENT_FAIL;
@@ -597,7 +615,7 @@ int mc_persist_loader_query(struct mc_persist_loader *l, const void *key, size_t
 		l->q_head = q;
 	l->q_tail = q;
 	atomic_fetch_add(&l->nqueries, 1);
-	pthread_cond_signal(&l->cv);
+	pthread_cond_broadcast(&l->cv);	/* workers in the test hook's delay wait on it too */
 	pthread_mutex_unlock(&l->mu);
 	return 0;
 }
@@ -623,14 +641,14 @@ void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_row
 			      size_t *nkeyrefs, struct mc_persist_range **ranges, size_t *nranges,
 			      const uint8_t (**segids)[16], uint32_t *nsegids)
 {
-	*chunks = l->chunks;
-	*nchunks = l->nchunks;
-	*keyrefs = l->keyrefs;
-	*nkeyrefs = l->nkeyrefs;
-	*ranges = l->ranges;
-	*nranges = l->nranges;
-	*segids = (const uint8_t(*)[16])l->segids;
-	*nsegids = l->nsegids;
+	*chunks = l->res.chunks;
+	*nchunks = l->res.nchunks;
+	*keyrefs = l->res.keyrefs;
+	*nkeyrefs = l->res.nkeyrefs;
+	*ranges = l->res.ranges;
+	*nranges = l->res.nranges;
+	*segids = (const uint8_t(*)[16])l->res.segids;
+	*nsegids = l->res.nsegids;
 }
 
 void mc_persist_loader_scatter(struct mc_persist_loader *l)
@@ -638,41 +656,49 @@ void mc_persist_loader_scatter(struct mc_persist_loader *l)
 	pthread_mutex_lock(&l->mu);
 	if (l->scatter == 0)
 		l->scatter = 1;
-	pthread_cond_signal(&l->cv);
+	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
 }
 
 void mc_persist_loader_drop_keyrefs(struct mc_persist_loader *l)
 {
-	free(l->keyrefs);
-	l->keyrefs = NULL;
-	l->nkeyrefs = l->capkeyrefs = 0;
+	free(l->res.keyrefs);
+	l->res.keyrefs = NULL;
+	l->res.nkeyrefs = l->res.capkeyrefs = 0;
 }
 
 void mc_persist_loader_drop_ranges(struct mc_persist_loader *l)
 {
-	free(l->ranges);
-	l->ranges = NULL;
-	l->nranges = l->capranges = 0;
+	free(l->res.ranges);
+	l->res.ranges = NULL;
+	l->res.nranges = l->res.capranges = 0;
 }
 
 void mc_persist_loader_halt(struct mc_persist_loader *l)
 {
+	unsigned i;
+
 	if (l->started) {
 		atomic_store(&l->stop, 1);
-		if (l->db)
-			sqlite3_interrupt(l->db);	/* a long step ends at once */
+		for (i = 0; i < l->nw; i++)
+			if (l->w[i].db)
+				sqlite3_interrupt(l->w[i].db);	/* a long step ends at once */
 		pthread_mutex_lock(&l->mu);
-		pthread_cond_signal(&l->cv);
+		pthread_cond_broadcast(&l->cv);
 		pthread_mutex_unlock(&l->mu);
-		pthread_join(l->tid, NULL);
+		pthread_join(l->tid, NULL);	/* it joins the other workers */
 		l->started = 0;
 	}
-	sqlite3_finalize(l->scan);
-	l->scan = NULL;
-	if (l->db && !sqlite3_get_autocommit(l->db))
-		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
-	sqlite3_close(l->db);
+	for (i = 0; i < MC_LOADER_MAX_THREADS; i++) {
+		struct mc_loader_worker *w = &l->w[i];
+
+		sqlite3_finalize(w->scan);
+		w->scan = NULL;
+		if (w->db && !sqlite3_get_autocommit(w->db))
+			sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_close(w->db);
+		w->db = NULL;
+	}
 	l->db = NULL;
 	if (l->efd >= 0)
 		close(l->efd);
@@ -688,13 +714,10 @@ void mc_persist_loader_free(struct mc_persist_loader *l)
 	mc_persist_loader_halt(l);
 	mc_persist_answer_free(l->q_head);
 	mc_persist_answer_free(l->a_head);
-	for (i = 0; i < l->nchunks; i++)
-		mc_persist_rows_fini(&l->chunks[i]);
-	free(l->chunks);
-	free(l->keyrefs);
-	free(l->ranges);
-	free(l->segids);
-	free(l->seghash);
+	for (i = 0; i < l->nparts; i++)
+		mc_loadpart_fini(&l->parts[i]);
+	free(l->parts);
+	mc_loadpart_fini(&l->res);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	free(l);

@@ -165,6 +165,31 @@ mc_persist_fill() {
 	return 0
 }
 
+# mc_loaded NAME: the master logging to $MC_TMP/NAME.log has ended its background load.
+mc_loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
+
+# mc_persist_older_row DB KEY: put an older copy of KEY's row into DB (generation 1, size 512,
+# the same replicas), as a crash or an upgrade can leave: a load must take the newer row.
+mc_persist_older_row() {
+	python3 - "$1" "$2" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+row = db.execute("SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas "
+                 "FROM objects WHERE key = ?", (sys.argv[2].encode(),)).fetchone()
+db.execute("INSERT INTO objects(gen, key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
+           "replicas, checksum) VALUES (1, ?, 512, ?, ?, ?, ?, ?, NULL)",
+           (row[0], row[2], row[3], row[4], row[5], row[6]))
+db.commit()
+PY
+}
+
+# mc_persist_key_rows DB KEY: the rows of KEY in DB's objects table.
+mc_persist_key_rows() {
+	python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+		"SELECT count(*) FROM objects WHERE key = ?", (sys.argv[2].encode(),)).fetchone()[0])' \
+		"$1" "$2"
+}
+
 # mc_start_client NAME SEGMENT_SIZE [EXTRA FLAGS...]: a mooncake_client contributing memory.
 mc_start_client() {
 	local name=$1 seg=$2; shift 2

@@ -23,7 +23,6 @@ restart() {
 		{ mc_dump_logs; exit 1; }
 	MPID=$MC_MASTER_PID
 }
-loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
@@ -33,7 +32,7 @@ check "the restarted master answers before its objects are loaded" \
 	grep -q "loading the objects in the background" "$MC_TMP/master2.log"
 check "keys not loaded yet read back byte-identical" "$T" expect bg $((N - 20)) $N 1024 1
 check "keys that were never stored are absent" "$T" expect none 0 5 1024 absent
-if loaded master2; then
+if mc_loaded master2; then
 	echo "not ok - the reads were answered while loading (the load was over already)"; rc=1
 else
 	echo "ok - the reads were answered while loading"
@@ -63,7 +62,7 @@ kill -TERM "$MPID"
 wait "$MPID"
 st=$?
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-if [ $st -eq 0 ] && [ $ms -lt 5000 ] && ! loaded master4; then
+if [ $st -eq 0 ] && [ $ms -lt 5000 ] && ! mc_loaded master4; then
 	echo "ok - a clean stop during the load exits 0 in $ms ms"
 else
 	echo "not ok - a clean stop during the load: status $st after $ms ms"; rc=1
@@ -109,7 +108,7 @@ restart master7 500
 python3 "$P" hold "127.0.0.1:$MC_MASTER_PORT" bg/10 >"$MC_TMP/hold.out" 2>&1 &
 hpid=$!
 mc_wait_metric_ge master_load_waiting_requests 2 20 || { mc_dump_logs; exit 1; }
-if loaded master7; then
+if mc_loaded master7; then
 	echo "not ok - the kill -9 with parked requests came after the load"; rc=1
 fi
 kill -KILL "$MPID"

@@ -20,7 +20,6 @@ restart() {	# restart NAME DELAY_MS: the master again on the same port and file
 	MPID=$MC_MASTER_PID
 }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
-loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 
@@ -30,7 +29,7 @@ check "with the index: keys not loaded yet read back during the load" \
 	"$T" expect ki $((N - 10)) $N 1024 1
 check "with the index: keys never stored are absent during the load" \
 	"$T" expect none 0 3 1024 absent
-if loaded m2; then
+if mc_loaded m2; then
 	echo "not ok - with the index the reads were answered while loading (the load was over)"
 	rc=1
 else
@@ -68,7 +67,7 @@ mc_wait_log m4 "in the background in" 30 || { mc_dump_logs; exit 1; }
 stop
 restart m5 400
 check "the index built again answers during the load" "$T" expect ki 300 310 1024 1
-if loaded m5; then
+if mc_loaded m5; then
 	echo "not ok - the rebuilt index answered while loading (the load was over)"; rc=1
 else
 	echo "ok - the rebuilt index answered while loading"
@@ -79,28 +78,15 @@ wait "$MPID" 2>/dev/null
 
 # Two rows of one key: an older copy of ki/7's row (the oldest generation, other bytes' size)
 # is put in the file.  The newer row wins; the older goes.
-python3 - "$DB" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-row = db.execute("SELECT key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, "
-                 "checksum FROM objects WHERE key = ?", (b"ki/7",)).fetchone()
-db.execute("INSERT INTO objects(gen, key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
-           "replicas, checksum) VALUES (1, ?, 512, ?, ?, ?, ?, ?, NULL)",
-           (row[0], row[2], row[3], row[4], row[5], row[6]))
-db.commit()
-PY
-mc_is "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
-	"SELECT count(*) FROM objects WHERE key = ?", (b"ki/7",)).fetchone()[0])' "$DB")" 2 \
-	"the file holds two rows of ki/7" || rc=1
+mc_persist_older_row "$DB" ki/7
+mc_is "$(mc_persist_key_rows "$DB" ki/7)" 2 "the file holds two rows of ki/7" || rc=1
 restart m6 0
 mc_wait_log m6 "in the background in" 30 || { mc_dump_logs; exit 1; }
 check "the key reads back as the newer row" "$T" expect ki 7 8 1024 1
 check "every other key reads back" "$T" expect ki 0 $N 1024 1
 check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/m6.log"
 stop
-mc_is "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
-	"SELECT count(*) FROM objects WHERE key = ?", (b"ki/7",)).fetchone()[0])' "$DB")" 1 \
-	"the older row is deleted" || rc=1
+mc_is "$(mc_persist_key_rows "$DB" ki/7)" 1 "the older row is deleted" || rc=1
 
 # Schema 7: the same objects keyed by key, as a master before schema 8 wrote them.
 python3 - "$DB" "$MC_TMP/v7.db" <<'PY'

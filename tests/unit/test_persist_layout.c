@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the objects table keyed by generation (schema 8, src/persist): the upgrade of
  * version 7 and older files, two rows of one key at load (the newer wins, the older goes), the
- * replication batch's coalescing by row, and the background loader's view of the same. */
+ * replication batch's coalescing by row, and the background loader's view of the same, read by
+ * one to eight threads (each row once, a key's rows in two ranges of generations). */
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
@@ -336,6 +338,157 @@ static void loader_tests(const char *dir)
 	mc_persist_loader_free(l);
 }
 
+/* Wait for the end of l's scan: its state (1 when done). */
+static int wait_scanned(struct mc_persist_loader *l)
+{
+	struct mc_persist_answer *ans = NULL;
+	int state = 0, i;
+
+	for (i = 0; i < 1000 && state == 0; i++) {
+		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
+
+		poll(&pfd, 1, 20);
+		state = mc_persist_loader_poll(l, &ans);
+		mc_persist_answer_free(ans);
+	}
+	return state;
+}
+
+/* What a scan by several threads read, checked against the file: every row once in generation
+ * order, every reference once and sorted, the rows of a key in two ranges resolved. */
+static void check_scan(struct mc_persist_loader *l, const char *what)
+{
+	struct mc_persist_rows *chunks;
+	struct mc_persist_keyref *refs;
+	struct mc_persist_range *ranges;
+	const uint8_t(*segids)[16];
+	struct mc_persist_object *o;
+	size_t nchunks, nrefs, nranges, c, r, i, rows = 0, badref = 0, older = 0, badolder = 0;
+	uint64_t last = 0, gensum = 0, want = 0;
+	uint32_t nsegids;
+	int ordered = 1;
+	unsigned char seen[9001] = { 0 };	/* by generation */
+
+	mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges, &segids,
+				 &nsegids);
+	for (c = 0; c < nchunks; c++)
+		for (r = 0; r < chunks[c].n; r++) {
+			o = &chunks[c].rows[r];
+			ordered &= o->gen > last;
+			last = o->gen;
+			gensum += o->gen;
+			rows++;
+			if (o->flags & MC_PERSIST_ROW_OLDER) {
+				older++;
+				badolder += !(o->gen == 5 || (o->gen >= 2000 && o->gen < 2050));
+			}
+		}
+	for (i = 0; i < 1000; i++)
+		want += 100 + i;
+	for (i = 0; i < 50; i++)
+		want += 2000 + i + 8000 + i;
+	want += 5 + 9000;
+	ok(rows == 1102 && gensum == want && ordered,
+	   "%s: every row read once, in generation order (%zu rows)", what, rows);
+	for (i = 0; i < nrefs; i++) {
+		o = refs[i].chunk < nchunks && refs[i].row < chunks[refs[i].chunk].n
+			    ? &chunks[refs[i].chunk].rows[refs[i].row] : NULL;
+		if (o == NULL || o->gen > 9000 || seen[o->gen]++ ||
+		    mc_persist_key_hash(o->key, o->key_len) != refs[i].hash ||
+		    (i && refs[i - 1].hash > refs[i].hash))
+			badref++;
+	}
+	ok(nrefs == 1102 && badref == 0, "%s: one reference a row, sorted by hash (%zu bad)", what,
+	   badref);
+	ok(older == 51 && badolder == 0 && nranges == 1051,
+	   "%s: the older row of each key in two ranges is marked, its range dropped (%zu %zu %zu)",
+	   what, older, badolder, nranges);
+	for (i = 1, badref = 0; i < nranges; i++)
+		badref += ranges[i - 1].order > ranges[i].order;
+	ok(nsegids == 1 && badref == 0, "%s: the ranges are in offset order", what);
+	o = mc_persist_rows_find(chunks, 0, refs, nrefs, "d7", 2, &c, &r);
+	ok(o && o->gen == 8007, "%s: a key's newer row in another range is found", what);
+	o = mc_persist_rows_find(chunks, 0, refs, nrefs, "k", 1, &c, &r);
+	ok(o && o->gen == 9000, "%s: the first and the last generation's key", what);
+}
+
+static void loader_threads_tests(const char *dir)
+{
+	static const char *threads[] = { "1", "2", "3", "4", "8" };
+	char path[300];
+	struct mc_persist *p;
+	struct mc_persist_loader *l;
+	size_t i;
+
+	if ((p = open_db(dir, "threads", path, sizeof(path))) == NULL)
+		return;
+	for (i = 0; i < 1000; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "n%zu", i);
+		put(p, key, 100 + i, 1, 4096 + 64 * i);
+	}
+	for (i = 0; i < 50; i++) {	/* a key's rows far apart: in two ranges */
+		char key[16];
+
+		snprintf(key, sizeof(key), "d%zu", i);
+		put(p, key, 2000 + i, 1, 1 << 20 | 64 * i);
+		put(p, key, 8000 + i, 2, 2 << 20 | 64 * i);
+	}
+	put(p, "k", 5, 1, 64);
+	put(p, "k", 9000, 2, 128);
+	mc_persist_commit(p);
+	mc_persist_close(p);
+	for (i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "%s loader threads", threads[i]);
+		setenv("MC_LOAD_THREADS", threads[i], 1);
+		if (mc_persist_loader_start(path, &l) != 0) {
+			ok(0, "%s: the loader starts", what);
+			continue;
+		}
+		ok(wait_scanned(l) == 1, "%s: the scan ends", what);
+		check_scan(l, what);
+		mc_persist_loader_free(l);
+	}
+	/* A stop in the middle of a slow scan by four threads. */
+	setenv("MC_TEST_LOAD_DELAY_MS", "200", 1);
+	setenv("MC_LOAD_THREADS", "4", 1);
+	if (mc_persist_loader_start(path, &l) == 0) {
+		struct timespec a, b;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		mc_persist_loader_free(l);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ok(b.tv_sec - a.tv_sec < 2, "a stop during a scan by four threads ends it at once");
+	} else {
+		ok(0, "the slow loader starts");
+	}
+	unsetenv("MC_TEST_LOAD_DELAY_MS");
+	/* An empty table. */
+	if ((p = open_db(dir, "empty", path, sizeof(path))) == NULL)
+		return;
+	mc_persist_close(p);
+	if (mc_persist_loader_start(path, &l) == 0) {
+		struct mc_persist_rows *chunks;
+		struct mc_persist_keyref *refs;
+		struct mc_persist_range *ranges;
+		const uint8_t(*segids)[16];
+		size_t nchunks, nrefs, nranges;
+		uint32_t nsegids;
+
+		ok(wait_scanned(l) == 1, "an empty table: the scan ends");
+		mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges,
+					 &segids, &nsegids);
+		ok(nchunks == 0 && nrefs == 0 && nranges == 0, "an empty table: no rows");
+		mc_persist_loader_free(l);
+	} else {
+		ok(0, "the loader starts on an empty table");
+	}
+	unsetenv("MC_LOAD_THREADS");
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/mc-layout-XXXXXX";
@@ -347,6 +500,7 @@ int main(void)
 	coalesce_tests(dir);
 	rowkey_tests(dir);
 	loader_tests(dir);
+	loader_threads_tests(dir);
 	tap_rmtree(dir);
 	return tap_done();
 }

@@ -1,0 +1,63 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The background load by several threads, each scanning ranges of generations
+# (MC_LOAD_THREADS): while four slowed threads scan, keys of the first, a middle and the last
+# range not loaded yet read back byte-identical and unknown keys are absent; a kill -9 in the
+# middle of such a load loses nothing; after it the table holds every key once (the key count
+# is the number of keys; a range read twice or not at all would show) and every key reads
+# back; two rows of one key in the first and a later range load as the newer, and the older
+# row is deleted.
+. "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
+T=$MC_BIN/tests/integration/fault_tool
+DB=$MC_TMP/master.db
+N=12000
+
+mc_persist_fill "$DB" lt $N || exit 1
+export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
+
+restart() {	# restart NAME THREADS DELAY_MS: the master again on the same port and file
+	MC_LOAD_THREADS=$2 MC_TEST_LOAD_DELAY_MS=$3 mc_restart_master "$1" --persist_path="$DB" ||
+		{ mc_dump_logs; exit 1; }
+	MPID=$MC_MASTER_PID
+}
+stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
+rc=0
+check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
+
+# 12000 rows in 16 ranges, four threads each sleeping 1 s after every 1024 rows it reads: a
+# scan of over 2 s.
+restart t1 4 1000
+check "the load uses four threads" grep -q "loading .*: 4 threads, 16 ranges" "$MC_TMP/t1.log"
+check "during the load: keys of the first range read back" "$T" expect lt 0 10 1024 1
+check "during the load: keys of a middle range read back" "$T" expect lt 3000 3010 1024 1
+check "during the load: keys of the last range read back" "$T" expect lt $((N - 10)) $N 1024 1
+check "during the load: keys never stored are absent" "$T" expect none 0 5 1024 absent
+if mc_loaded t1; then
+	echo "not ok - the reads were answered while loading (the load was over already)"; rc=1
+else
+	echo "ok - the reads were answered while loading"
+fi
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+
+restart t2 4 0
+mc_wait_log t2 "in the background in" 30 || { mc_dump_logs; exit 1; }
+mc_is "$(mc_metric master_key_count)" $N "after kill -9 during the load: every key once" || rc=1
+check "after kill -9 during the load: every key reads back" "$T" expect lt 0 $N 1024 1
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+
+# Two rows of one key: an older copy of lt/5000's row (generation 1, another size) in the
+# first range, its own row in a later one.
+mc_persist_older_row "$DB" lt/5000
+mc_is "$(mc_persist_key_rows "$DB" lt/5000)" 2 "the file holds two rows of lt/5000" || rc=1
+restart t3 3 0
+mc_wait_log t3 "in the background in" 30 || { mc_dump_logs; exit 1; }
+mc_is "$(mc_metric master_key_count)" $N "three threads: every key once" || rc=1
+check "the key with two rows reads back as the newer" "$T" expect lt 5000 5001 1024 1
+check "every other key reads back" "$T" expect lt 0 $N 1024 1
+check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/t3.log"
+stop
+mc_is "$(mc_persist_key_rows "$DB" lt/5000)" 1 "the older row is deleted" || rc=1
+[ $rc -eq 0 ] || mc_dump_logs
+exit $rc
