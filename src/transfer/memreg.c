@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Registered ranges as a sorted array of disjoint [start, end) pairs under a rwlock: lookups
- * (every served request) are a binary search under a read lock; registration is rare.
+ * (every served request) are a binary search under a read lock; registration is rare.  Every
+ * change bumps a generation (written under the lock, read without it), against which a caller
+ * may keep the last range it found (mc_memreg_check_cached).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -21,14 +23,17 @@ struct mc_memreg {
 	size_t n, cap;
 	mc_memreg_file_fn file_fn;	/* under lock */
 	void *file_arg;
+	uint64_t gen;			/* changes of r: atomic, written under lock; from 1 */
 };
 
 struct mc_memreg *mc_memreg_new(void)
 {
 	struct mc_memreg *reg = calloc(1, sizeof(*reg));
 
-	if (reg)
+	if (reg) {
 		pthread_rwlock_init(&reg->lock, NULL);
+		reg->gen = 1;	/* a zeroed mc_memreg_hit never matches */
+	}
 	return reg;
 }
 
@@ -85,6 +90,7 @@ int mc_memreg_add(struct mc_memreg *reg, uint64_t addr, uint64_t len)
 	reg->r[i].start = addr;
 	reg->r[i].end = addr + len;
 	reg->n++;
+	__atomic_store_n(&reg->gen, reg->gen + 1, __ATOMIC_RELEASE);
 out:
 	pthread_rwlock_unlock(&reg->lock);
 	return rc;
@@ -100,6 +106,7 @@ int mc_memreg_remove(struct mc_memreg *reg, uint64_t addr)
 	if (i > 0 && reg->r[i - 1].start == addr) {
 		memmove(&reg->r[i - 1], &reg->r[i], (reg->n - i) * sizeof(*reg->r));
 		reg->n--;
+		__atomic_store_n(&reg->gen, reg->gen + 1, __ATOMIC_RELEASE);
 		rc = 0;
 	}
 	pthread_rwlock_unlock(&reg->lock);
@@ -117,6 +124,31 @@ int mc_memreg_check(struct mc_memreg *reg, uint64_t addr, uint64_t len)
 	i = mc_memreg_upper(reg, addr);
 	if (i > 0 && addr + len <= reg->r[i - 1].end)
 		ok = 1;
+	pthread_rwlock_unlock(&reg->lock);
+	return ok;
+}
+
+int mc_memreg_check_cached(struct mc_memreg *reg, struct mc_memreg_hit *hit, uint64_t addr,
+			   uint64_t len)
+{
+	uint64_t gen;
+	size_t i;
+	int ok = 0;
+
+	if (len == 0 || addr + len < addr)
+		return 0;
+	if (__atomic_load_n(&reg->gen, __ATOMIC_ACQUIRE) == hit->gen && addr >= hit->start &&
+	    addr + len <= hit->end)
+		return 1;
+	pthread_rwlock_rdlock(&reg->lock);
+	gen = __atomic_load_n(&reg->gen, __ATOMIC_RELAXED);
+	i = mc_memreg_upper(reg, addr);
+	if (i > 0 && addr + len <= reg->r[i - 1].end) {
+		ok = 1;
+		hit->gen = gen;
+		hit->start = reg->r[i - 1].start;
+		hit->end = reg->r[i - 1].end;
+	}
 	pthread_rwlock_unlock(&reg->lock);
 	return ok;
 }

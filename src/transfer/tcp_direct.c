@@ -11,6 +11,9 @@
  * peers' connections at once), then reads the statuses (and READ payloads) itself, polling
  * every connection of the batch, sending and receiving as each socket allows (so neither side
  * can stall the other on full buffers).  The wire format is the lanes' (upstream's protocol v2).
+ * Each request's header, and the payload of a WRITE of at most MC_TCP_DIRECT_STAGE bytes, are
+ * copied one after the other into one buffer per peer, so that a batch of small writes leaves in
+ * one writev of one piece (not two pieces per request, which the kernel takes one by one).
  *
  * Connections are kept for the next batch in a small pool (MC_TCP_DIRECT_IDLE), shared by all
  * threads under mu; a thread takes one per peer and gives it back only when every request on it
@@ -46,6 +49,7 @@
 #define MC_TCP_DIRECT_IDLE 64	/* pooled connections, all peers together */
 #define MC_TCP_DIRECT_IOV 256
 #define MC_TCP_DIRECT_INBUF 4096
+#define MC_TCP_DIRECT_STAGE 512	/* WRITE payloads up to this size are sent from the stage */
 
 struct mc_dconn {
 	struct mc_dconn *next;
@@ -72,6 +76,8 @@ struct mc_drun {
 	uint32_t status_got;	/* ... bytes of its status in, */
 	uint8_t status[8];
 	uint64_t recvd;		/* ... and of its READ payload */
+	uint8_t *stage;		/* NULL, or every op's header (and small WRITE payload) in order */
+	size_t *soff;		/* op k's bytes begin at stage + soff[k] */
 	struct mc_tcp_inbuf in;	/* over inbuf */
 	uint8_t inbuf[MC_TCP_DIRECT_INBUF];
 };
@@ -239,6 +245,52 @@ static uint64_t mc_dop_wire(const struct mc_tcp_dop *o)
 	return MC_TCP_HDR_LEN + (o->opcode == MC_XFER_WRITE ? o->len : 0);
 }
 
+/* The bytes of o that its peer's stage holds: its header, and its payload if small. */
+static uint64_t mc_dop_staged(const struct mc_tcp_dop *o)
+{
+	return MC_TCP_HDR_LEN +
+	       (o->opcode == MC_XFER_WRITE && o->len <= MC_TCP_DIRECT_STAGE ? o->len : 0);
+}
+
+/* Append [p, p + len) to iov[0..*n), as part of the last piece where it continues it. */
+static void mc_diov_add(struct iovec *iov, int *n, uint8_t *p, size_t len)
+{
+	if (*n > 0 && (uint8_t *)iov[*n - 1].iov_base + iov[*n - 1].iov_len == p) {
+		iov[*n - 1].iov_len += len;
+		return;
+	}
+	iov[*n].iov_base = p;
+	iov[(*n)++].iov_len = len;
+}
+
+/* Copy r's requests into its stage (left NULL when out of memory: they go from their own
+ * places). */
+static void mc_drun_stage(struct mc_drun *r)
+{
+	size_t k, total = 0;
+
+	for (k = 0; k < r->p->n; k++)
+		total += (size_t)mc_dop_staged(&r->p->ops[k]);
+	r->stage = malloc(total ? total : 1);
+	r->soff = malloc((r->p->n ? r->p->n : 1) * sizeof(*r->soff));
+	if (r->stage == NULL || r->soff == NULL) {
+		free(r->stage);
+		free(r->soff);
+		r->stage = NULL;
+		r->soff = NULL;
+		return;
+	}
+	for (k = 0, total = 0; k < r->p->n; k++) {
+		const struct mc_tcp_dop *o = &r->p->ops[k];
+		size_t st = (size_t)mc_dop_staged(o);
+
+		r->soff[k] = total;
+		memcpy(r->stage + total, o->hdr, MC_TCP_HDR_LEN);
+		memcpy(r->stage + total + MC_TCP_HDR_LEN, o->local, st - MC_TCP_HDR_LEN);
+		total += st;
+	}
+}
+
 /* Write as much of r's requests as the socket takes.  0, or -1 (errno). */
 static int mc_drun_send(struct mc_drun *r)
 {
@@ -249,18 +301,20 @@ static int mc_drun_send(struct mc_drun *r)
 		int n = 0;
 		ssize_t w;
 
+		/* At most two pieces per request: the array has room for the last one's. */
 		for (; i < r->p->n && n < MC_TCP_DIRECT_IOV - 1; i++, off = 0) {
 			struct mc_tcp_dop *o = &r->p->ops[i];
+			uint64_t st = r->stage ? mc_dop_staged(o) : MC_TCP_HDR_LEN;
 
-			if (off < MC_TCP_HDR_LEN) {
-				iov[n].iov_base = o->hdr + off;
-				iov[n++].iov_len = MC_TCP_HDR_LEN - off;
-				off = MC_TCP_HDR_LEN;
+			if (off < st) {
+				mc_diov_add(iov, &n,
+					    r->stage ? r->stage + r->soff[i] + off : o->hdr + off,
+					    (size_t)(st - off));
+				off = st;
 			}
-			if (off < mc_dop_wire(o)) {
-				iov[n].iov_base = o->local + (off - MC_TCP_HDR_LEN);
-				iov[n++].iov_len = (size_t)(mc_dop_wire(o) - off);
-			}
+			if (off < mc_dop_wire(o))
+				mc_diov_add(iov, &n, o->local + (off - MC_TCP_HDR_LEN),
+					    (size_t)(mc_dop_wire(o) - off));
 		}
 		w = writev(r->conn->fd, iov, n);
 		if (w < 0)
@@ -278,7 +332,7 @@ static int mc_drun_send(struct mc_drun *r)
 				r->send_off = 0;
 			}
 		}
-		if (r->send_op < r->p->n && n == MC_TCP_DIRECT_IOV - 1)
+		if (r->send_op < r->p->n && n >= MC_TCP_DIRECT_IOV - 1)
 			continue;	/* more pieces than one writev takes */
 		if (r->send_op < r->p->n)
 			return 0;	/* the socket is full */
@@ -413,6 +467,7 @@ int mc_tcp_direct_run(struct mc_tcp_direct *d, struct mc_tcp_dpeer *peers, size_
 		}
 		if (p->n == 0)
 			continue;
+		mc_drun_stage(&runs[i]);
 		runs[i].conn = mc_dconn_get(d, p->host, p->port);
 		if (runs[i].conn == NULL) {
 			/* The lanes would wait for the same connect again: fail them now. */
@@ -488,6 +543,10 @@ int mc_tcp_direct_run(struct mc_tcp_direct *d, struct mc_tcp_dpeer *peers, size_
 				active--;
 			}
 		}
+	}
+	for (i = 0; i < npeers; i++) {
+		free(runs[i].stage);
+		free(runs[i].soff);
 	}
 	free(runs);
 	free(pf);

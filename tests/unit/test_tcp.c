@@ -327,6 +327,27 @@ int main(int argc, char **argv)
 	ok(mc_memreg_check(a.reg, (uint64_t)(uintptr_t)remote + big - 1, 1) &&
 		   !mc_memreg_check(a.reg, (uint64_t)(uintptr_t)remote + big - 1, 2),
 	   "memreg boundaries");
+	{
+		/* The cached check: a hit, then the range's removal must not be served from the
+		 * cache (the data server's connections keep one). */
+		struct mc_memreg *r2 = mc_memreg_new();
+		struct mc_memreg_hit hit = { 0 };
+		uint64_t base = (uint64_t)(uintptr_t)remote;
+
+		mc_memreg_add(r2, base, 4096);
+		ok(mc_memreg_check_cached(r2, &hit, base + 8, 64) && hit.start == base &&
+			   mc_memreg_check_cached(r2, &hit, base + 4032, 64) &&
+			   !mc_memreg_check_cached(r2, &hit, base + 4040, 64),
+		   "cached memreg check: inside, boundary, past the end");
+		mc_memreg_remove(r2, base);
+		ok(!mc_memreg_check_cached(r2, &hit, base + 8, 64),
+		   "cached memreg check: a removed range is refused");
+		mc_memreg_add(r2, base, 128);
+		ok(mc_memreg_check_cached(r2, &hit, base, 128) &&
+			   !mc_memreg_check_cached(r2, &hit, base + 64, 128),
+		   "cached memreg check: a range registered again, smaller");
+		mc_memreg_free(r2);
+	}
 	on_loop(srv_lt, srv_start, &a);
 	ok(a.s != NULL, "server listening");
 	srv_port = mc_tcp_server_port(a.s);
