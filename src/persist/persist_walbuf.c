@@ -281,78 +281,6 @@ static int mc_walbuf_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file
 	return rc;
 }
 
-static int mc_walbuf_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
-{
-	(void)vfs;
-	return mc_walbuf.real->xDelete(mc_walbuf.real, name, sync_dir);
-}
-
-static int mc_walbuf_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
-{
-	(void)vfs;
-	return mc_walbuf.real->xAccess(mc_walbuf.real, name, flags, out);
-}
-
-static int mc_walbuf_fullpath(sqlite3_vfs *vfs, const char *name, int n, char *out)
-{
-	(void)vfs;
-	return mc_walbuf.real->xFullPathname(mc_walbuf.real, name, n, out);
-}
-
-static void *mc_walbuf_dlopen(sqlite3_vfs *vfs, const char *name)
-{
-	(void)vfs;
-	return mc_walbuf.real->xDlOpen(mc_walbuf.real, name);
-}
-
-static void mc_walbuf_dlerror(sqlite3_vfs *vfs, int n, char *out)
-{
-	(void)vfs;
-	mc_walbuf.real->xDlError(mc_walbuf.real, n, out);
-}
-
-static void (*mc_walbuf_dlsym(sqlite3_vfs *vfs, void *h, const char *sym))(void)
-{
-	(void)vfs;
-	return mc_walbuf.real->xDlSym(mc_walbuf.real, h, sym);
-}
-
-static void mc_walbuf_dlclose(sqlite3_vfs *vfs, void *h)
-{
-	(void)vfs;
-	mc_walbuf.real->xDlClose(mc_walbuf.real, h);
-}
-
-static int mc_walbuf_random(sqlite3_vfs *vfs, int n, char *out)
-{
-	(void)vfs;
-	return mc_walbuf.real->xRandomness(mc_walbuf.real, n, out);
-}
-
-static int mc_walbuf_sleep(sqlite3_vfs *vfs, int us)
-{
-	(void)vfs;
-	return mc_walbuf.real->xSleep(mc_walbuf.real, us);
-}
-
-static int mc_walbuf_time(sqlite3_vfs *vfs, double *out)
-{
-	(void)vfs;
-	return mc_walbuf.real->xCurrentTime(mc_walbuf.real, out);
-}
-
-static int mc_walbuf_last_error(sqlite3_vfs *vfs, int n, char *out)
-{
-	(void)vfs;
-	return mc_walbuf.real->xGetLastError(mc_walbuf.real, n, out);
-}
-
-static int mc_walbuf_time64(sqlite3_vfs *vfs, sqlite3_int64 *out)
-{
-	(void)vfs;
-	return mc_walbuf.real->xCurrentTimeInt64(mc_walbuf.real, out);
-}
-
 static void mc_walbuf_setup(void)
 {
 	mc_walbuf.real = sqlite3_vfs_find(NULL);
@@ -379,25 +307,12 @@ static void mc_walbuf_setup(void)
 		.xFetch = mc_walbuf_fetch,
 		.xUnfetch = mc_walbuf_unfetch,
 	};
-	mc_walbuf.vfs = (sqlite3_vfs){
-		.iVersion = 2,
-		.szOsFile = (int)sizeof(struct mc_walbuf_file) + mc_walbuf.real->szOsFile,
-		.mxPathname = mc_walbuf.real->mxPathname,
-		.zName = "mc-walbuf",
-		.xOpen = mc_walbuf_open,
-		.xDelete = mc_walbuf_delete,
-		.xAccess = mc_walbuf_access,
-		.xFullPathname = mc_walbuf_fullpath,
-		.xDlOpen = mc_walbuf_dlopen,
-		.xDlError = mc_walbuf_dlerror,
-		.xDlSym = mc_walbuf_dlsym,
-		.xDlClose = mc_walbuf_dlclose,
-		.xRandomness = mc_walbuf_random,
-		.xSleep = mc_walbuf_sleep,
-		.xCurrentTime = mc_walbuf_time,
-		.xGetLastError = mc_walbuf_last_error,
-		.xCurrentTimeInt64 = mc_walbuf_time64,
-	};
+	/* The default VFS's own calls but xOpen: the files are this wrapper's. */
+	mc_walbuf.vfs = *mc_walbuf.real;
+	mc_walbuf.vfs.pNext = NULL;
+	mc_walbuf.vfs.szOsFile = (int)sizeof(struct mc_walbuf_file) + mc_walbuf.real->szOsFile;
+	mc_walbuf.vfs.zName = "mc-walbuf";
+	mc_walbuf.vfs.xOpen = mc_walbuf_open;
 	mc_walbuf.installed = sqlite3_vfs_register(&mc_walbuf.vfs, 1) == SQLITE_OK;
 }
 
