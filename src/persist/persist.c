@@ -460,6 +460,7 @@ int mc_persist_open(const char *path, int sync_mode, struct mc_persist **out)
 
 	*out = NULL;
 	mc_persist_pcache_install();
+	mc_persist_walbuf_install();	/* under the test hook's VFS, which wraps the default */
 	mc_persist_fault_install();
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)

@@ -226,6 +226,10 @@ int mc_persist_keys_clear(struct mc_persist *p);
  * the limit without walking its whole hash table.  Once per process, before SQLite initializes
  * (later calls, or a call after SQLite initialized, change nothing). */
 void mc_persist_pcache_install(void);
+/* persist_walbuf.c: the default VFS becomes one that writes a transaction's log frames in one
+ * write, when its commit frame arrives.  Once per process, before a database is opened; 1 when
+ * installed. */
+int mc_persist_walbuf_install(void);
 /* persist_keys.c: the generations of the rows a newer row of the same key overrides, sorted,
  * in *out (malloc'd; NULL when none).  0, -ENOMEM or MC_ERR_PERSISTENT_FAIL. */
 int mc_persist_older_rows(struct mc_persist *p, uint64_t **out, size_t *nout);

@@ -25,8 +25,9 @@
  * replicated batches, a wipe) clears keys_id in the same transaction: a missing, stale or
  * corrupt index (every run carries a CRC-64) is never used, and lookups wait for the scan.
  *
- * Growth.  Runs merge as they come (a run at least a quarter of the one before merges into it:
- * few runs, each pair copied a few times); once the runs hold more than twice the rows the
+ * Growth.  Runs merge as they come, eight of one size class into one (the classes a factor of
+ * eight apart: each pair copied about once per class, a few times in all, and few runs to
+ * search); once the runs hold more than twice the rows the
  * table has (as the base counted them, plus the rows written, less the rows deleted since) and
  * a million more, the base is built again from a scan of the table (deleted rows' pairs go),
  * so the index stays proportional to the table however much churns, and a table that only
@@ -59,6 +60,7 @@
 #define MC_KEYS_RUN_PAIRS 262144	/* a run is written at this many pairs ... */
 #define MC_KEYS_RUN_MS 1000		/* ... or after this long */
 #define MC_KEYS_REBUILD_SLACK 1048576
+#define MC_KEYS_FANOUT 8		/* runs of one size class merged at once */
 
 enum { MC_KEYS_CONTINUE, MC_KEYS_REBUILD };
 
@@ -240,84 +242,107 @@ static int mc_keys_insert(struct mc_persist_keys *k, int64_t id,
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* The newest two runs: into b (the newest) and a, malloc'd copies; their ids and b's low. */
-static int mc_keys_last_two(struct mc_persist_keys *k, struct mc_persist_keypair **a, size_t *na,
-			    struct mc_persist_keypair **b, size_t *nb, int64_t id[2], int64_t *low)
+/* A run's size class: 0 below MC_KEYS_FANOUT runs of MC_KEYS_RUN_PAIRS, one more for each
+ * further factor of MC_KEYS_FANOUT. */
+static int mc_keys_class(int64_t n)
+{
+	int c = 0;
+
+	while (n >= (int64_t)MC_KEYS_RUN_PAIRS * MC_KEYS_FANOUT) {
+		n /= MC_KEYS_FANOUT;
+		c++;
+	}
+	return c;
+}
+
+/* In the open transaction: whether the newest MC_KEYS_FANOUT runs are all of one size class;
+ * then the oldest one's id, the newest one's low bound and their pairs in all. */
+static int mc_keys_tier(struct mc_persist_keys *k, int64_t *first, int64_t *low, size_t *pairs)
 {
 	sqlite3_stmt *st;
-	int rows = 0;
+	int rows = 0, same = 1, c = -1;
 
-	*a = *b = NULL;
-	*na = *nb = 0;
-	if (sqlite3_prepare_v2(k->idx, "SELECT id, low, data FROM runs ORDER BY id DESC LIMIT 2",
-			       -1, &st, NULL) != SQLITE_OK)
+	*pairs = 0;
+	if (sqlite3_prepare_v2(k->idx, "SELECT id, low, n FROM runs ORDER BY id DESC LIMIT ?1", -1,
+			       &st, NULL) != SQLITE_OK)
 		return -1;
-	while (rows < 2 && sqlite3_step(st) == SQLITE_ROW) {
-		size_t bytes = (size_t)sqlite3_column_bytes(st, 2);
-		struct mc_persist_keypair *c = malloc(bytes ? bytes : 1);
+	sqlite3_bind_int(st, 1, MC_KEYS_FANOUT);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t n = sqlite3_column_int64(st, 2);
 
-		if (c == NULL)
-			break;
-		if (bytes)
-			memcpy(c, sqlite3_column_blob(st, 2), bytes);
-		id[rows] = sqlite3_column_int64(st, 0);
-		if (rows == 0) {
+		if (rows == 0)
 			*low = sqlite3_column_int64(st, 1);
-			*b = c;
-			*nb = bytes / sizeof(*c);
-		} else {
-			*a = c;
-			*na = bytes / sizeof(*c);
-		}
+		*first = sqlite3_column_int64(st, 0);
+		same &= c < 0 || mc_keys_class(n) == c;
+		c = mc_keys_class(n);
+		*pairs += (size_t)n;
 		rows++;
 	}
 	sqlite3_finalize(st);
-	return rows;
+	return rows == MC_KEYS_FANOUT && same;
 }
 
-/* Merge the last run into the one before while it is at least a quarter of its size. */
+/* The pairs of the runs from id first on, one after the other, into a (malloc'd, room for n);
+ * how many, or -1. */
+static long mc_keys_read_from(struct mc_persist_keys *k, int64_t first,
+			      struct mc_persist_keypair **a, size_t n)
+{
+	sqlite3_stmt *st;
+	size_t w = 0;
+	int rc;
+
+	*a = malloc((n ? n : 1) * sizeof(**a));
+	if (*a == NULL || sqlite3_prepare_v2(k->idx, "SELECT data FROM runs WHERE id >= ?1", -1,
+					     &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(st, 1, first);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		size_t bytes = (size_t)sqlite3_column_bytes(st, 0);
+
+		if (bytes % sizeof(**a) || bytes / sizeof(**a) > n - w)
+			break;	/* its n and its data disagree: the CRC will tell the reader */
+		if (bytes)
+			memcpy(*a + w, sqlite3_column_blob(st, 0), bytes);
+		w += bytes / sizeof(**a);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? (long)w : -1;
+}
+
+/* Merge the newest MC_KEYS_FANOUT runs into one (the oldest one's id, the newest one's low
+ * bound) while they are all of one size class, so that a pair is copied about once per class
+ * (a few times in all) and there are at most MC_KEYS_FANOUT - 1 runs per class to search. */
 static int mc_keys_merge(struct mc_persist_keys *k)
 {
 	for (;;) {
-		struct mc_persist_keypair *a, *b, *m = NULL;
+		struct mc_persist_keypair *a = NULL;
 		sqlite3_stmt *del = NULL;
-		int64_t id[2] = { 0, 0 }, low = 0;
-		size_t na, nb, i = 0, j = 0, w = 0;
-		int rows, rc = -1;
+		int64_t first = 0, low = 0;
+		size_t n;
+		long w = -1;
+		int tier, rc = -1;
 
 		if (mc_keys_exec(k, "BEGIN IMMEDIATE"))
 			return -1;
-		rows = mc_keys_last_two(k, &a, &na, &b, &nb, id, &low);
-		if (rows < 2 || nb * 4 < na) {
-			free(a);
-			free(b);
+		tier = mc_keys_tier(k, &first, &low, &n);
+		if (tier <= 0) {
 			mc_keys_exec(k, "COMMIT");
-			return rows < 0 ? -1 : 0;
+			return tier;
 		}
-		m = malloc((na + nb) * sizeof(*m));
-		while (m != NULL && (i < na || j < nb)) {
-			const struct mc_persist_keypair *x =
-				j == nb || (i < na && mc_pair_cmp(&a[i], &b[j]) <= 0) ? &a[i++]
-										 : &b[j++];
-
-			if (w == 0 || mc_pair_cmp(&m[w - 1], x) != 0)
-				m[w++] = *x;
-		}
-		if (m != NULL &&
-		    sqlite3_prepare_v2(k->idx, "DELETE FROM runs WHERE id = ?1 OR id = ?2", -1, &del,
-				       NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(del, 1, id[0]);
-			sqlite3_bind_int64(del, 2, id[1]);
+		if (mc_keys_read_from(k, first, &a, n) == (long)n)
+			w = mc_persist_pairs_sort(a, n);
+		if (w >= 0 &&
+		    sqlite3_prepare_v2(k->idx, "DELETE FROM runs WHERE id >= ?1", -1, &del, NULL) ==
+			    SQLITE_OK) {
+			sqlite3_bind_int64(del, 1, first);
 			if (sqlite3_step(del) == SQLITE_DONE &&
-			    mc_keys_insert(k, id[0], m, w, (uint64_t)low) == 0)
+			    mc_keys_insert(k, first, a, (size_t)w, (uint64_t)low) == 0)
 				rc = 0;
 		}
 		sqlite3_finalize(del);
-		free(m);
 		free(a);
-		free(b);
 		if (rc == 0 && mc_keys_exec(k, "COMMIT") == 0) {
-			k->total_n = k->total_n - na - nb + w;
+			k->total_n = k->total_n - n + (size_t)w;
 			continue;
 		}
 		mc_keys_exec(k, "ROLLBACK");

@@ -4,7 +4,8 @@
 # index, a restarted master answers reads of keys it has not loaded yet while its (slowed) scan
 # goes on; with the index deleted, or corrupt, it answers them right once the scan is done, and
 # builds the index again; two rows of one key in the file (the older one left by a crash or an
-# upgrade) load as the newer, and the older row is deleted; a file of schema 7 (objects keyed by
+# upgrade) load as the newer, and the older row is deleted; runs merge eight at a time and the
+# merged index answers; a file of schema 7 (objects keyed by
 # key) is upgraded in place and every object reads back.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
@@ -87,6 +88,25 @@ check "every other key reads back" "$T" expect ki 0 $N 1024 1
 check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/m6.log"
 stop
 mc_is "$(mc_persist_key_rows "$DB" ki/7)" 1 "the older row is deleted" || rc=1
+
+# Runs merge: ten rounds of puts a second and more apart, a run each (the helper writes one
+# a second), merge eight at a time; the merged index still answers for every round's keys.
+restart m8 0
+mc_wait_log m8 "in the background in" 30 || { mc_dump_logs; exit 1; }
+for i in $(seq 0 9); do
+	MC_MASTER=127.0.0.1:$MC_MASTER_PORT "$T" put-gen mg $((i * 20)) $((i * 20 + 20)) 1024 1 \
+		>"$MC_TMP/mg.out" 2>&1 || { cat "$MC_TMP/mg.out"; mc_dump_logs; exit 1; }
+	sleep 1.2	# the helper's run interval (1 s): one run a round
+done
+stop
+runs=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+	"SELECT count(*) FROM runs").fetchone()[0])' "$DB.keys")
+check "runs merged: $runs left of 14 written (all of one class: never more than 7)" test "$runs" -le 7
+restart m9 400
+check "after merges: keys of every round read back during the load" "$T" expect mg 0 200 1024 1
+check "after merges: keys never stored are absent" "$T" expect none 0 3 1024 absent
+mc_wait_log m9 "in the background in" 30 || { mc_dump_logs; exit 1; }
+stop
 
 # Schema 7: the same objects keyed by key, as a master before schema 8 wrote them.
 python3 - "$DB" "$MC_TMP/v7.db" <<'PY'
