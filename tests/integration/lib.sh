@@ -168,6 +168,16 @@ mc_persist_fill() {
 # mc_loaded NAME: the master logging to $MC_TMP/NAME.log has ended its background load.
 mc_loaded() { grep -q "objects and .* SSD ghosts from .* in the background" "$MC_TMP/$1.log"; }
 
+# mc_check_loading NAME WHAT: a TAP line saying WHAT happened while the master logging to NAME
+# still loaded (ok), or that its load was over already (not ok, returns 1).
+mc_check_loading() {
+	if mc_loaded "$1"; then
+		echo "not ok - $2 while loading (the load was over already)"
+		return 1
+	fi
+	echo "ok - $2 while loading"
+}
+
 # mc_persist_older_row DB KEY: put an older copy of KEY's row into DB (generation 1, size 512,
 # the same replicas), as a crash or an upgrade can leave: a load must take the newer row.
 mc_persist_older_row() {

@@ -30,12 +30,7 @@ check "with the index: keys not loaded yet read back during the load" \
 	"$T" expect ki $((N - 10)) $N 1024 1
 check "with the index: keys never stored are absent during the load" \
 	"$T" expect none 0 3 1024 absent
-if mc_loaded m2; then
-	echo "not ok - with the index the reads were answered while loading (the load was over)"
-	rc=1
-else
-	echo "ok - with the index the reads were answered while loading"
-fi
+mc_check_loading m2 "with the index the reads were answered" || rc=1
 mc_wait_log m2 "in the background in" 30 || { mc_dump_logs; exit 1; }
 stop
 
@@ -68,11 +63,7 @@ mc_wait_log m4 "in the background in" 30 || { mc_dump_logs; exit 1; }
 stop
 restart m5 400
 check "the index built again answers during the load" "$T" expect ki 300 310 1024 1
-if mc_loaded m5; then
-	echo "not ok - the rebuilt index answered while loading (the load was over)"; rc=1
-else
-	echo "ok - the rebuilt index answered while loading"
-fi
+mc_check_loading m5 "the rebuilt index answered" || rc=1
 mc_wait_log m5 "in the background in" 30 || { mc_dump_logs; exit 1; }
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
