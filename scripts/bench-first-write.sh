@@ -11,6 +11,7 @@
 # run every figure with MC_STORE_USE_HUGEPAGE=1 for both mooncake_clients, on a pool of 2 MB
 # pages reserved for the run through /proc/sys/vm/nr_hugepages and given back at the end),
 # BASELINE=DIR (another build of ours, e.g. main's before this change: also measured, as "base"),
+# IMPLS (default "ours up", plus "base" with BASELINE: which to run, e.g. IMPLS=ours),
 # HUGEPAGES=only (the 2 MB figures alone), STARTUP_ONLY=1 (the start-up figures alone),
 # TRANSPORTS (default "tcp shm") and WHENS (default "now settled ready warm") for fewer rows,
 # SIZES="" (no start-up figures), FIRST_WRITE_TRACE=1 (each run's first-batch latency and
@@ -140,7 +141,7 @@ for pg in ${PAGES:-4k}; do
 		for when in $WHENS; do
 			for tr in $TRANSPORTS; do
 				[ "$when" = warm ] || [ "$when" = ready ] && [ "$tr" = tcp ] && continue
-				for impl in ours up ${BASELINE:+base}; do
+				for impl in ${IMPLS:-ours up ${BASELINE:+base}}; do
 					[ "$impl" = base ] && [ "$pg" = 2m ] && continue
 					start "$impl" "$SEGMENT"
 					if [ -z "$T_MOUNT" ]; then
@@ -188,6 +189,11 @@ for pg in ("4k", "2m"):
                       med(u, "later_GBps"), div(med(o, "first_GBps"), med(u, "first_GBps")),
                       med(o, "get_1MiB_GBps"), med(u, "get_1MiB_GBps"),
                       med(o, "put_4KiB_per_s"), med(u, "put_4KiB_per_s")))
+            if len(o) > 1:
+                # A round's first and later writes ran under the same conditions; the rounds
+                # differ more from each other (a shared host) than its two halves do.
+                print("%s %-4s %-8s   first/later of each round: %s (median %.2f)" % (
+                    pg, tr, when, " ".join("%.2f" % r["ratio"] for r in o), med(o, "ratio")))
             if o and "first_cpu_s_per_GiB" in o[0]:
                 print("%s %-4s %-8s   writer CPU s/GiB: ours first %.3f later %.3f%s" % (
                     pg, tr, when, med(o, "first_cpu_s_per_GiB"), med(o, "later_cpu_s_per_GiB"),
@@ -204,7 +210,7 @@ PY
 echo "# start-up: seconds from mooncake_client start to segment mounted (master shows it) and, for ours, to populated"
 for seg in $SIZES; do
 	need=$(python3 -c "import re,sys; v,u=re.match(r'(\d+)\s*([KMGT]?)',sys.argv[1].upper()).groups(); print((int(v)<<{'':0,'K':10,'M':20,'G':30,'T':40}[u]) >> 20)" "$seg")
-	for impl in ours up ${BASELINE:+base}; do
+	for impl in ${IMPLS:-ours up ${BASELINE:+base}}; do
 		m=(); p=()
 		for r in $(seq "$ROUNDS"); do
 			echo "# free -g before $seg $impl round $r: $(free -g | awk '/Mem/ {print "total " $2 ", used " $3 ", available " $7}')"
