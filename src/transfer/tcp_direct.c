@@ -286,7 +286,8 @@ static void mc_drun_stage(struct mc_drun *r)
 
 		r->soff[k] = total;
 		memcpy(r->stage + total, o->hdr, MC_TCP_HDR_LEN);
-		memcpy(r->stage + total + MC_TCP_HDR_LEN, o->local, st - MC_TCP_HDR_LEN);
+		if (st > MC_TCP_HDR_LEN)
+			memcpy(r->stage + total + MC_TCP_HDR_LEN, o->local, st - MC_TCP_HDR_LEN);
 		total += st;
 	}
 }
