@@ -286,12 +286,39 @@ static void rowkey_tests(const char *dir)
 	mc_persist_close(p);
 }
 
+/* Wait for the end of l's scan, polling at most tries times 20 ms: its state (1 when done). */
+static int wait_scanned(struct mc_persist_loader *l, int tries)
+{
+	struct mc_persist_answer *ans = NULL;
+	int state = 0, i;
+
+	for (i = 0; i < tries && state == 0; i++) {
+		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
+
+		poll(&pfd, 1, 20);
+		state = mc_persist_loader_poll(l, &ans);
+		mc_persist_answer_free(ans);
+	}
+	return state;
+}
+
+/* Rows of the keys n0..n999: generation 100 + i, size 1, at offset 4096 + 64 i. */
+static void put_thousand(struct mc_persist *p)
+{
+	char key[16];
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "n%d", i);
+		put(p, key, 100 + (uint64_t)i, 1, 4096 + 64 * (uint64_t)i);
+	}
+}
+
 static void loader_tests(const char *dir)
 {
 	char path[300];
 	struct mc_persist *p;
 	struct mc_persist_loader *l;
-	struct mc_persist_answer *ans = NULL;
 	struct mc_persist_rows *chunks;
 	struct mc_persist_keyref *refs;
 	struct mc_persist_range *ranges;
@@ -299,29 +326,17 @@ static void loader_tests(const char *dir)
 	struct mc_persist_object *o;
 	size_t nchunks, nrefs, nranges, c, r;
 	uint32_t nsegids;
-	int state = 0, i, older = 0;
+	int older = 0;
 
 	if ((p = open_db(dir, "loader", path, sizeof(path))) == NULL)
 		return;
-	for (i = 0; i < 1000; i++) {
-		char key[16];
-
-		snprintf(key, sizeof(key), "n%d", i);
-		put(p, key, 100 + (uint64_t)i, 1, 4096 + 64 * (uint64_t)i);
-	}
+	put_thousand(p);
 	put(p, "k", 5, 1, 64);
 	put(p, "k", 9000, 2, 128);
 	mc_persist_commit(p);
 	mc_persist_close(p);
 	ok(mc_persist_loader_start(path, &l) == 0, "the loader starts");
-	for (i = 0; i < 500 && state == 0; i++) {
-		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
-
-		poll(&pfd, 1, 20);
-		state = mc_persist_loader_poll(l, &ans);
-		mc_persist_answer_free(ans);
-	}
-	ok(state == 1, "the scan ends");
+	ok(wait_scanned(l, 500) == 1, "the scan ends");
 	mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges, &segids,
 				 &nsegids);
 	for (c = 0; c < nchunks; c++)
@@ -336,22 +351,6 @@ static void loader_tests(const char *dir)
 	ok(mc_persist_rows_find(chunks, 0, refs, nrefs, "zz", 2, &c, &r) == NULL,
 	   "a key not in the file is not");
 	mc_persist_loader_free(l);
-}
-
-/* Wait for the end of l's scan: its state (1 when done). */
-static int wait_scanned(struct mc_persist_loader *l)
-{
-	struct mc_persist_answer *ans = NULL;
-	int state = 0, i;
-
-	for (i = 0; i < 1000 && state == 0; i++) {
-		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
-
-		poll(&pfd, 1, 20);
-		state = mc_persist_loader_poll(l, &ans);
-		mc_persist_answer_free(ans);
-	}
-	return state;
 }
 
 /* What a scan by several threads read, checked against the file: every row once in generation
@@ -422,12 +421,7 @@ static void loader_threads_tests(const char *dir)
 
 	if ((p = open_db(dir, "threads", path, sizeof(path))) == NULL)
 		return;
-	for (i = 0; i < 1000; i++) {
-		char key[16];
-
-		snprintf(key, sizeof(key), "n%zu", i);
-		put(p, key, 100 + i, 1, 4096 + 64 * i);
-	}
+	put_thousand(p);
 	for (i = 0; i < 50; i++) {	/* a key's rows far apart: in two ranges */
 		char key[16];
 
@@ -448,7 +442,7 @@ static void loader_threads_tests(const char *dir)
 			ok(0, "%s: the loader starts", what);
 			continue;
 		}
-		ok(wait_scanned(l) == 1, "%s: the scan ends", what);
+		ok(wait_scanned(l, 1000) == 1, "%s: the scan ends", what);
 		check_scan(l, what);
 		mc_persist_loader_free(l);
 	}
@@ -478,7 +472,7 @@ static void loader_threads_tests(const char *dir)
 		size_t nchunks, nrefs, nranges;
 		uint32_t nsegids;
 
-		ok(wait_scanned(l) == 1, "an empty table: the scan ends");
+		ok(wait_scanned(l, 1000) == 1, "an empty table: the scan ends");
 		mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges,
 					 &segids, &nsegids);
 		ok(nchunks == 0 && nrefs == 0 && nranges == 0, "an empty table: no rows");
