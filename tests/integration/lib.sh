@@ -37,42 +37,7 @@ mc_free_port() {
 	# A port handed out is reserved machine-wide until this test ends (a file naming the test's
 	# shell in $MC_PORT_DIR, made under a lock): a daemon started later may not have bound it
 	# yet, and test suites running side by side must not pick it meanwhile.
-	python3 - "$MC_TMP/.ports" "$MC_PORT_DIR" "$$" <<'PY'
-import fcntl, os, random, socket, sys
-mine, pdir, owner = sys.argv[1], sys.argv[2], sys.argv[3]
-os.makedirs(pdir, exist_ok=True)
-def holder_alive(path):
-    try:
-        pid = int(open(path).read().strip() or "0")
-    except (OSError, ValueError):
-        return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-with open(os.path.join(pdir, ".lock"), "a") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    for _ in range(400):
-        p = random.randint(20000, 32767)
-        path = os.path.join(pdir, str(p))
-        if os.path.exists(path) and holder_alive(path):
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p)); s.close()
-        except OSError:
-            s.close(); continue
-        with open(path, "w") as f:
-            f.write(owner + "\n")
-        with open(mine, "a") as f:
-            f.write("%d\n" % p)
-        print(p); break
-PY
+	python3 "$MC_TOP_SRCDIR/tests/integration/mc_ports.py" "$MC_TMP/.ports" "$MC_PORT_DIR" "$$"
 }
 
 # mc_release_ports: give back this test's port reservations (mc_cleanup does it at exit).

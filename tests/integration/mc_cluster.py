@@ -9,13 +9,16 @@ import json
 import os
 import shutil
 import signal
-import random
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mc_ports  # noqa: E402
 
 BUILD = os.environ.get("MC_TOP_BUILDDIR", os.path.abspath(os.path.join(os.path.dirname(__file__),
                                                                        "..", "..")))
@@ -33,17 +36,9 @@ def ok(cond, what):
 
 
 def free_port():
-    """A port free now, below the kernel's ephemeral range (32768 and up here): a port from
-    there may be taken by an outgoing connection before the daemon we give it to binds it."""
-    for _ in range(200):
-        p = random.randint(20000, 32767)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                continue
-            return p
-    raise RuntimeError("no free port in 20000-32767")
+    """A port on 127.0.0.1 nothing listens on, reserved machine-wide for this process (the
+    shell tests and other suites running side by side do not pick it; see mc_ports)."""
+    return mc_ports.reserve()
 
 
 def wait_for(what, cond, secs=20, step=0.05):

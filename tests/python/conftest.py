@@ -3,39 +3,40 @@
 import contextlib
 import os
 import shutil
-import random
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "integration"))
+import mc_ports  # noqa: E402
 
 BUILD = os.environ.get("MC_TOP_BUILDDIR", os.path.abspath(os.path.join(os.path.dirname(__file__),
                                                                        "..", "..")))
 
 
 def free_port():
-    """A port free now, below the kernel's ephemeral range (32768 and up here): a port from
-    there may be taken by an outgoing connection before the daemon we give it to binds it."""
-    for _ in range(200):
-        p = random.randint(20000, 32767)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                continue
-            return p
-    raise RuntimeError("no free port in 20000-32767")
+    """A port on 127.0.0.1 nothing listens on, reserved machine-wide for this process (the
+    shell tests and other suites running side by side do not pick it; see mc_ports)."""
+    return mc_ports.reserve()
 
 
-def wait_port(port, secs=20):
+def wait_port(port, secs=20, proc=None):
+    """Until port accepts a connection; raises after secs, or at once when proc (the daemon
+    that should listen there) has exited."""
     end = time.time() + secs
     while time.time() < end:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError("port %d: the daemon exited (status %s) before it listened"
+                                   % (port, proc.returncode))
             time.sleep(0.05)
     raise RuntimeError("port %d did not open" % port)
 
@@ -52,7 +53,7 @@ class Cluster:
         self.start("master", [os.path.join(BUILD, "mooncake_master"), "--rpc_address=127.0.0.1",
                               "--rpc_port=%d" % self.port, "--metrics_port=0",
                               "--default_kv_lease_ttl=500"] + list(master_args))
-        wait_port(self.port)
+        wait_port(self.port, proc=self.procs[-1])
         cport = free_port()
         self.client_port = cport
         log = self.start("client", [os.path.join(BUILD, "mooncake_client"), "--host=127.0.0.1",
@@ -115,24 +116,45 @@ UPSTREAM = bool(os.environ.get("MC_PARITY_BIN"))
 @contextlib.contextmanager
 def own_master(tmp_path, flags=()):
     """A master of its own (PARITY_BIN's), with extra flags; yields (its address, its admin
-    port) once both listen, and stops it."""
-    port, admin = free_port(), free_port()
+    port) once both listen, and stops it.  A master that exits before it listens (a port
+    taken meanwhile by something outside the reservations) is started once more on other
+    ports; its log is kept as master.log.N."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    log = open(str(tmp_path / "master.log"), "w")
-    p = subprocess.Popen([os.path.join(PARITY_BIN, "mooncake_master"), "--rpc_address=127.0.0.1",
-                          "--rpc_port=%d" % port, "--metrics_port=%d" % admin] + list(flags),
-                         stdout=log, stderr=subprocess.STDOUT, env=env)
+    for attempt in range(3):
+        port, admin = free_port(), free_port()
+        name = str(tmp_path / "master.log") + (".%d" % attempt if attempt else "")
+        log = open(name, "w")
+        p = subprocess.Popen([os.path.join(PARITY_BIN, "mooncake_master"),
+                              "--rpc_address=127.0.0.1", "--rpc_port=%d" % port,
+                              "--metrics_port=%d" % admin] + list(flags),
+                             stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_port(port, proc=p)
+        except RuntimeError:
+            exited = p.poll() is not None
+            stop_proc(p)
+            log.close()
+            if not exited or attempt == 2:
+                raise
+            continue
+        break
     try:
-        wait_port(port)
         yield "127.0.0.1:%d" % port, admin
     finally:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
+        stop_proc(p)
         log.close()
+
+
+def stop_proc(p):
+    if p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
 
 
 def run_upstream_peer(upstream_py, script, inp, outp, timeout=300):
