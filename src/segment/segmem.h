@@ -31,6 +31,9 @@ struct mc_segmem_opts {
 	int idle;			/* populate at idle priority, by writing each page (memory
 					 * only this process's own requests use: a client's local
 					 * buffer; see mc_segmem_create) */
+	const int64_t *active_ms;	/* with idle: when the owner's requests last ran (atomic,
+					 * monotonic ms, 0: never); population waits until that is
+					 * MC_SEGMEM_QUIET_MS past.  NULL: no such wait */
 	int loc_mode;			/* MC_SEGMEM_LOC_* */
 	unsigned long nodes[MC_SEGMEM_MAX_NODES / (8 * sizeof(unsigned long))];
 	char location[128];		/* as the operator wrote it, for log lines */
@@ -44,6 +47,7 @@ struct mc_segmem {
 	int fd;				/* the memfd (owned) */
 	int hugetlb;
 	int idle;			/* populating at idle priority (mc_segmem_opts.idle) */
+	const int64_t *active_ms;	/* mc_segmem_opts.active_ms */
 	int collapse;			/* population gathers 2 MiB into transparent huge pages
 					 * (the populating thread's; 0 once the kernel refused) */
 	uint64_t populated;		/* bytes populated from base upward (atomic) */

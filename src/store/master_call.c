@@ -543,8 +543,11 @@ static void mc_store_call_on_loop(void *arg)
 
 static void mc_store_call_prep(struct mc_store *st, struct mc_rpc_call *call)
 {
+	int64_t now = mc_store_now_ms();
+
+	mc_store_mark_active(st, now);
 	call->on_done = NULL;
-	call->deadline_ms = st->rpc_timeout_ms > 0 ? mc_store_now_ms() + st->rpc_timeout_ms : 0;
+	call->deadline_ms = st->rpc_timeout_ms > 0 ? now + st->rpc_timeout_ms : 0;
 }
 
 /* Run a prepared call (on a lane when lanes is set and one takes it, else through the loop)

@@ -485,9 +485,10 @@ int mc_store_setup(struct mc_store *st, const char *local_hostname, const char *
 		char err[512];
 		struct mc_segmem_opts lo = st->memopts;
 
-		/* Only our own requests use it: populated where a core is idle, never ahead of
-		 * the first copies (segment/segmem.h). */
+		/* Only our own requests use it: populated where a core is idle and once our
+		 * requests pause, never ahead of the first copies (segment/segmem.h). */
 		lo.idle = 1;
+		lo.active_ms = &st->active_ms;
 		st->local_mem = calloc(1, sizeof(*st->local_mem));
 		if (st->local_mem == NULL || mc_segmem_create(st->local_mem, local_buffer_size,
 							      "mooncake-local-buffer", &lo, err,

@@ -98,6 +98,8 @@ struct mc_store {
 	uint8_t *local_buf;
 	uint64_t local_buf_size;
 	struct mc_segmem *local_mem;	/* the memory behind local_buf */
+	int64_t active_ms;		/* monotonic ms of the last API request (atomic): the
+					 * local buffer is populated only once requests pause */
 	/* How segment memory is made (huge pages, population, placement): set before
 	 * mc_store_setup with memopts_set = 1, or taken from the environment. */
 	struct mc_segmem_opts memopts;
@@ -524,5 +526,10 @@ void mc_store_prefetch_free(struct mc_store *st);
 
 /* Monotonic clock in milliseconds, for the client's deadlines and backoffs. */
 int64_t mc_store_now_ms(void);
+/* An API request starts now (st->active_ms). */
+static inline void mc_store_mark_active(struct mc_store *st, int64_t now_ms)
+{
+	__atomic_store_n(&st->active_ms, now_ms, __ATOMIC_RELAXED);
+}
 
 #endif

@@ -37,6 +37,7 @@ struct mc_store_xfer *mc_store_transfer_start(struct mc_store *st, struct mc_xfe
 	uint32_t *first = calloc(n ? n : 1, sizeof(*first));
 	uint32_t i, j, nfirst = 0;
 
+	mc_store_mark_active(st, mc_store_now_ms());
 	if (x)
 		x->status = calloc(n ? n : 1, sizeof(*x->status));
 	if (x == NULL || x->status == NULL || tr == NULL || ep == NULL || first == NULL)

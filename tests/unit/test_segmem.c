@@ -245,6 +245,54 @@ static void test_idle(void)
 	mc_segmem_free(&m);
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Idle population with the owner's activity clock: nothing is populated while requests run
+ * (the clock refreshed every 10 ms), all of it once they pause; a free during the wait is
+ * prompt. */
+static void test_idle_quiet(void)
+{
+	int64_t active = mono_ms(), t0, waited;
+	struct mc_segmem_opts o = { .populate = 1, .idle = 1, .active_ms = &active };
+	struct mc_segmem m;
+	uint64_t len = 32u << 20, during;
+	char err[512];
+	int i;
+
+	ok(mc_segmem_create(&m, len, "test-segmem-quiet", &o, err, sizeof(err)) == 0,
+	   "a 32 MiB buffer populated at idle priority once its owner is quiet");
+	for (i = 0; i < 40; i++) {		/* 400 ms of requests */
+		__atomic_store_n(&active, mono_ms(), __ATOMIC_RELAXED);
+		usleep(10000);
+	}
+	during = mc_segmem_populated(&m);
+	ok(during == 0, "nothing populated while the owner's requests ran (%llu bytes)",
+	   (unsigned long long)during);
+	t0 = mono_ms();
+	mc_segmem_wait(&m);
+	waited = mono_ms() - t0;
+	ok(mc_segmem_populated(&m) == len && waited >= 50,
+	   "all of it populated once they paused (%lld ms after the last request)",
+	   (long long)waited);
+	mc_segmem_free(&m);
+
+	active = mono_ms();
+	ok(mc_segmem_create(&m, len, "test-segmem-quiet-stop", &o, err, sizeof(err)) == 0,
+	   "another, its owner busy");
+	usleep(20000);
+	t0 = mono_ms();
+	__atomic_store_n(&active, mono_ms(), __ATOMIC_RELAXED);
+	mc_segmem_free(&m);
+	waited = mono_ms() - t0;
+	ok(waited < 1000, "freed while waiting for quiet: returns in %lld ms", (long long)waited);
+}
+
 /* Pages of [p, p+len) with a page-table entry in this process. */
 static uint64_t mapped_pages(const void *p, uint64_t len)
 {
@@ -460,6 +508,7 @@ int main(void)
 	test_env();
 	test_create();
 	test_idle();
+	test_idle_quiet();
 	test_peer();
 	test_thp();
 	return tap_done();
