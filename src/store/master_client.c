@@ -30,7 +30,8 @@
  * connect first looks the leader up (master_locate.c).  A standby answers every request with
  * UNAVAILABLE_IN_CURRENT_MODE and the leader it knows, without executing it; so do the masters
  * between a leader's loss and the next one's start.  Such an answer makes the client drop the
- * connection and look the leader up again; the refused call, and every call made while no
+ * connection, once the other calls sent on it are answered too (they are refused as well, and
+ * wait like it; MC_STANDBY_DRAIN_MS at most), and look the leader up again; the refused call, and every call made while no
  * leader answers, waits (up to its deadline, MC_RPC_TIMEOUT_MS, or MC_HA_SWITCH_WAIT_MS when it
  * has none) and is sent to the next leader; calls that were in flight on a connection that
  * broke end with MC_ERR_RPC_FAIL as ever (they may have been executed).  A client given one
@@ -160,6 +161,7 @@ void mc_master_client_down(struct mc_master_client *mc, const char *why, int abo
 	}
 	mc->state = MC_MC_DOWN;
 	mc->suspect = 1;
+	mc->standby_wait = 0;
 	pthread_mutex_lock(&mc->mu);
 	mc->up = 0;
 	mc->conn_gen++;
@@ -286,6 +288,24 @@ static void mc_master_client_standby(struct mc_master_client *mc, const char *le
 	}
 }
 
+/* The connection is to a standby: once no call sent on it waits for its answer (or force,
+ * after MC_STANDBY_DRAIN_MS), drop it for the leader.  A call sent after the refused one would
+ * otherwise end with RPC_FAIL when the connection goes, as if it might have run, though the
+ * standby refuses it too. */
+static void mc_standby_settle(struct mc_master_client *mc, int force)
+{
+	char leader[sizeof(mc->standby_leader)];
+	struct mc_rpc_call *c;
+
+	if (!force)
+		for (c = mc->pending; c; c = c->next)
+			if (c->sent_ms)
+				return;
+	snprintf(leader, sizeof(leader), "%s", mc->standby_leader);
+	mc->standby_wait = 0;
+	mc_master_client_standby(mc, leader);
+}
+
 static void mc_on_read(struct bufferevent *bev, void *arg)
 {
 	struct mc_master_client *mc = arg;
@@ -341,8 +361,15 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (mc->bev != bev)
 			return;		/* a completion dropped the connection */
 	}
-	if (standby)
-		mc_master_client_standby(mc, leader);
+	if (standby) {
+		if (!mc->standby_wait) {
+			mc->standby_wait = 1;
+			mc->standby_since_ms = mc_store_now_ms();
+		}
+		snprintf(mc->standby_leader, sizeof(mc->standby_leader), "%s", leader);
+	}
+	if (mc->standby_wait)
+		mc_standby_settle(mc, 0);
 }
 
 static void mc_ping(struct mc_master_client *mc, int64_t now);
@@ -576,6 +603,10 @@ void mc_master_client_submit(struct mc_master_client *mc, struct mc_rpc_call *ca
 	}
 	call->next = mc->pending;
 	mc->pending = call;
+	if (mc->standby_wait) {
+		call->sent_ms = 0;	/* goes to the leader the standby names */
+		return;
+	}
 	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) && mc_send(mc, call)) {
 		mc_master_client_down(mc, "cannot queue request", 1);
 		return;
@@ -694,6 +725,10 @@ static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 		mc_master_client_down(mc, "connect timeout", 1);
 		return;
 	}
+	if (mc->standby_wait && now - mc->standby_since_ms >= MC_STANDBY_DRAIN_MS) {
+		mc_standby_settle(mc, 1);
+		return;
+	}
 	/* Time out calls that waited too long; notice a master that answers nothing. */
 	while ((c = *pp) != NULL) {
 		if (c->sent_ms && now - c->sent_ms > MC_PING_TIMEOUT_MS &&
@@ -724,7 +759,7 @@ static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 		mc_master_client_down(mc, "a request timed out", 1);
 		return;
 	}
-	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) &&
+	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) && !mc->standby_wait &&
 	    now - mc->last_ping_ms >= MC_PING_INTERVAL_MS)
 		mc_ping(mc, now);
 }

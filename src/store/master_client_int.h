@@ -21,6 +21,7 @@
 #define MC_DL_REFUSED 1			/* the master closed the lane unasked */
 #define MC_DL_REFUSED_BACKOFF_MS 5000
 #define MC_DL_LANES 4			/* direct lanes: API threads calling at once */
+#define MC_STANDBY_DRAIN_MS 500	/* a standby's answers to the calls in flight: wait this long */
 #define MC_HA_SWITCH_WAIT_MS 10000	/* calls without a deadline wait this long for a leader */
 
 enum mc_mc_state {
@@ -98,6 +99,12 @@ struct mc_master_client {
 	char conf_host[256];
 	uint16_t conf_port;
 	int redirected;
+	/* A standby refused a call: the connection stays until every call sent on it is answered
+	 * (a standby executes none, so each refused one may go again), or MC_STANDBY_DRAIN_MS; new
+	 * calls wait meanwhile. */
+	int standby_wait;
+	int64_t standby_since_ms;
+	char standby_leader[300];
 };
 
 /* Whether this process has cores enough for a lane call to spin for its answer (master_call.c). */
