@@ -136,7 +136,7 @@ static void mc_master_client_connect(struct mc_master_client *mc);
 void mc_master_client_down(struct mc_master_client *mc, const char *why, int abort)
 {
 	struct timeval tv;
-	int k;
+	int k, back = mc->redirected && !mc->following;
 
 	/* Once per outage: the probes of a master that stays silent are not news. */
 	if (mc->state == MC_MC_UP ||
@@ -173,13 +173,16 @@ void mc_master_client_down(struct mc_master_client *mc, const char *why, int abo
 	mc->ping_figures = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
-	if (mc->redirected && (mc->state == MC_MC_CONNECTING || mc->state == MC_MC_PROBING)) {
-		/* The leader a standby named does not answer: back to the address given. */
+	mc_fail_all(mc, MC_ERR_RPC_FAIL);	/* refused calls wait while redirected */
+	if (back) {
+		/* The leader a standby named is lost (or never answered): back to the address
+		 * given, which names the leader it knows now. */
+		mc_log_info("master %s:%u, named by a standby, is lost: back to %s:%u", mc->host,
+			    mc->port, mc->conf_host, mc->conf_port);
 		snprintf(mc->host, sizeof(mc->host), "%s", mc->conf_host);
 		mc->port = mc->conf_port;
 		mc->redirected = 0;
 	}
-	mc_fail_all(mc, MC_ERR_RPC_FAIL);
 	tv.tv_sec = mc->backoff_ms / 1000;
 	tv.tv_usec = (mc->backoff_ms % 1000) * 1000;
 	event_add(mc->ev_reconnect, &tv);
@@ -278,8 +281,10 @@ static void mc_master_client_standby(struct mc_master_client *mc, const char *le
 
 	if (follow)
 		mc->redirected = 1;	/* refused calls wait for the leader (mc_fail_all) */
+	mc->following = follow;		/* not a loss of the leader followed before */
 	mc_master_client_down(mc, leader[0] ? "the master is a standby" :
 			      "the master is a standby and knows no leader", 1);
+	mc->following = 0;
 	if (follow) {
 		mc_log_warn("master %s:%u is a standby; following the leader it names, %s",
 			    mc->host, mc->port, leader);

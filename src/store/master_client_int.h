@@ -99,6 +99,7 @@ struct mc_master_client {
 	char conf_host[256];
 	uint16_t conf_port;
 	int redirected;
+	int following;			/* mc_master_client_standby is redirecting (its own drop) */
 	/* A standby refused a call: the connection stays until every call sent on it is answered
 	 * (a standby executes none, so each refused one may go again), or MC_STANDBY_DRAIN_MS; new
 	 * calls wait meanwhile. */

@@ -21,8 +21,10 @@ UNAVAILABLE = -1011
 
 
 class FakeStandby:
-    def __init__(self, leader, delay=0.1):
+    def __init__(self, leader, delay=0.1, first_leader=None):
         self.leader = leader.encode()
+        self.first_leader = first_leader.encode() if first_leader else None
+        self.conns = 0
         self.delay = delay
         self.port = free_port()
         self.requests = 0
@@ -40,13 +42,17 @@ class FakeStandby:
                 c, _ = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+            with self.lock:
+                self.conns += 1
+                leader = self.first_leader if self.conns == 1 and self.first_leader \
+                    else self.leader
+            threading.Thread(target=self.serve, args=(c, leader), daemon=True).start()
 
-    def answer(self, opcode, req_id):
-        body = struct.pack("<I", len(self.leader)) + self.leader + struct.pack("<q", 7)
+    def answer(self, opcode, req_id, leader):
+        body = struct.pack("<I", len(leader)) + leader + struct.pack("<q", 7)
         return HDR.pack(MAGIC, 1, 1, opcode, len(body), UNAVAILABLE, req_id) + body
 
-    def serve(self, c):
+    def serve(self, c, leader):
         buf, first = b"", True
         try:
             while True:
@@ -67,7 +73,7 @@ class FakeStandby:
                     # meanwhile), the others after delay.
                     time.sleep(0.05 if first else self.delay)
                     first = False
-                    c.sendall(self.answer(opcode, req_id))
+                    c.sendall(self.answer(opcode, req_id, leader))
         except OSError:
             return
         finally:
@@ -105,4 +111,27 @@ def test_first_calls_follow_the_leader(master, monkeypatch, lanes):
     finally:
         for s in reversed(stores):
             s.close()
+        fake.close()
+
+
+def test_back_from_a_lost_leader(master, monkeypatch):
+    """The leader a standby named does not answer: the client goes back to the address it was
+    given, whose next answer names the leader that serves."""
+    from mooncake.store import MooncakeDistributedStore
+
+    if UPSTREAM:
+        pytest.skip("our client's handling of a standby's answer (a fake of our wire format)")
+    monkeypatch.setenv("MC_RPC_DIRECT", "0")
+    dead = "127.0.0.1:%d" % free_port()       # reserved, nothing listens there
+    fake = FakeStandby(master, first_leader=dead)
+    s = MooncakeDistributedStore()
+    try:
+        rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "",
+                     "127.0.0.1:%d" % fake.port)
+        assert rc == 0, "set-up through a standby that first named a dead leader: %d" % rc
+        assert fake.conns >= 2, "the client came back to the standby %d times" % fake.conns
+        assert s.put("standby-back", b"w" * 64) == 0
+        assert s.get("standby-back") == b"w" * 64
+    finally:
+        s.close()
         fake.close()
