@@ -118,7 +118,8 @@ static void mc_fail_all(struct mc_master_client *mc, int status)
 	mc->pending = NULL;
 	for (; c; c = n) {
 		n = c->next;
-		if ((mc->loc || mc->redirected) && c->sent_ms == 0 && c != &mc->ping_call &&
+		if ((mc->loc || mc->redirected || mc->standby_wait) && c->sent_ms == 0 &&
+		    c != &mc->ping_call &&
 		    c != &mc->remount_call) {
 			c->next = NULL;
 			*keep = c;
@@ -161,7 +162,6 @@ void mc_master_client_down(struct mc_master_client *mc, const char *why, int abo
 	}
 	mc->state = MC_MC_DOWN;
 	mc->suspect = 1;
-	mc->standby_wait = 0;
 	pthread_mutex_lock(&mc->mu);
 	mc->up = 0;
 	mc->conn_gen++;
@@ -173,7 +173,10 @@ void mc_master_client_down(struct mc_master_client *mc, const char *why, int abo
 	mc->ping_figures = 0;
 	mc->ping_inflight = 0;
 	mc->remount_inflight = 0;
-	mc_fail_all(mc, MC_ERR_RPC_FAIL);	/* refused calls wait while redirected */
+	/* Calls a standby refused wait (redirected, or refused on a connection lost before
+	 * the standby answered the rest): the standby ran none of them. */
+	mc_fail_all(mc, MC_ERR_RPC_FAIL);
+	mc->standby_wait = 0;
 	if (back) {
 		/* The leader a standby named is lost (or never answered): back to the address
 		 * given, which names the leader it knows now. */
