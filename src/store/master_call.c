@@ -180,9 +180,10 @@ static void mc_dl_on_failed(void *arg)
 }
 
 /* Give the lane up after a failure: reset its connection (so that nothing of it arrives late),
- * keep calls off it until the loop has dealt with the main connection, and tell the loop. */
+ * keep calls off the lanes until the main connection is replaced, and with drop_main tell the
+ * loop to drop that one too. */
 static void mc_dl_fail(struct mc_master_client *mc, struct mc_dlane *l, uint64_t gen,
-		       const char *why)
+		       const char *why, int drop_main)
 {
 	struct linger lg = { 1, 0 };
 	int tell;
@@ -191,7 +192,7 @@ static void mc_dl_fail(struct mc_master_client *mc, struct mc_dlane *l, uint64_t
 	setsockopt(l->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	close(l->fd);
 	l->fd = -1;
-	tell = !mc->closing && mc->dl_failed_gen != gen;
+	tell = drop_main && !mc->closing && mc->dl_failed_gen != gen;
 	mc->dl_failed_gen = gen;
 	mc->dl_why = why;
 	pthread_mutex_unlock(&mc->mu);
@@ -337,7 +338,7 @@ static int mc_dl_failed(struct mc_master_client *mc, struct mc_dlane *l, uint64_
 			const char *why)
 {
 	mc_log_debug("master %s:%u direct call failed: %s", mc->host, mc->port, why);
-	mc_dl_fail(mc, l, gen, why);
+	mc_dl_fail(mc, l, gen, why, 1);
 	pthread_mutex_unlock(&l->mu);
 	return 0;
 }
@@ -499,12 +500,13 @@ static int mc_dl_recv(struct mc_master_client *mc, struct mc_rpc_call *call,
 	if (rc == MC_DL_REFUSED)
 		return mc_dl_refused(mc, l, call);
 	if (rc == 0 && call->status == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE) {
-		/* A standby: nothing ran.  The loop drops the master and finds the leader; the
-		 * call goes through the loop, where it waits for it. */
+		/* A standby: nothing ran.  No lane is used on this connection any more; the call
+		 * goes through the main connection, whose refusal makes the loop drain it and
+		 * follow the leader (dropping it from here would fail what is in flight on it). */
 		free(call->resp);
 		call->resp = NULL;
 		call->status = 0;
-		mc_dl_fail(mc, l, gen, "the master is a standby");
+		mc_dl_fail(mc, l, gen, "the master is a standby", 0);
 		pthread_mutex_unlock(&l->mu);
 		return 1;
 	}

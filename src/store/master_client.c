@@ -224,7 +224,7 @@ static void mc_master_alive(struct mc_master_client *mc)
 	}
 	mc->suspect = 0;
 	mc->backoff_ms = MC_BACKOFF_MIN_MS;
-	if (mc->state == MC_MC_UP && !mc->up) {
+	if (mc->state == MC_MC_UP && !mc->up && !mc->standby_wait) {
 		pthread_mutex_lock(&mc->mu);
 		mc->up = 1;
 		pthread_mutex_unlock(&mc->mu);
@@ -270,6 +270,9 @@ static void mc_master_client_refused(struct mc_rpc_call *call, struct evbuffer *
 	if (mc_rbuf_cstr(&r, leader, n))
 		leader[0] = '\0';
 	call->sent_ms = 0;
+	/* It waits for the leader, bounded also without a deadline of its own. */
+	if (call->deadline_ms == 0)
+		call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
 }
 
 /* After the answers at hand were read: the master is a standby.  The connection goes; the next
@@ -373,6 +376,9 @@ static void mc_on_read(struct bufferevent *bev, void *arg)
 		if (!mc->standby_wait) {
 			mc->standby_wait = 1;
 			mc->standby_since_ms = mc_store_now_ms();
+			pthread_mutex_lock(&mc->mu);
+			mc->up = 0;	/* no direct lane call goes to the standby */
+			pthread_mutex_unlock(&mc->mu);
 		}
 		snprintf(mc->standby_leader, sizeof(mc->standby_leader), "%s", leader);
 	}
@@ -613,6 +619,8 @@ void mc_master_client_submit(struct mc_master_client *mc, struct mc_rpc_call *ca
 	mc->pending = call;
 	if (mc->standby_wait) {
 		call->sent_ms = 0;	/* goes to the leader the standby names */
+		if (call->deadline_ms == 0)
+			call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
 		return;
 	}
 	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) && mc_send(mc, call)) {
@@ -746,7 +754,7 @@ static void mc_on_tick(evutil_socket_t fd, short what, void *arg)
 			*pp = c->next;
 			if (c == &mc->ping_call)
 				ping_lost = 1;
-			else
+			else if (c->sent_ms)	/* an unsent (or refused) call: nothing to drop */
 				timed_out = 1;
 			mc_call_complete(c, MC_ERR_RPC_TIMEOUT);
 			continue;
@@ -865,6 +873,8 @@ void mc_master_client_free(struct mc_master_client *mc)
 	mc->state = MC_MC_DOWN;
 	mc_master_locate_free(mc->loc);
 	mc->loc = NULL;		/* so that queued calls fail too */
+	mc->redirected = 0;
+	mc->standby_wait = 0;
 	mc_fail_all(mc, MC_ERR_RPC_FAIL);
 	event_free(mc->ev_tick);
 	event_free(mc->ev_reconnect);

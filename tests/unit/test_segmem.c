@@ -267,10 +267,13 @@ static void test_idle_quiet(void)
 
 	ok(mc_segmem_create(&m, len, "test-segmem-quiet", &o, err, sizeof(err)) == 0,
 	   "a 32 MiB buffer populated at idle priority once its owner is quiet");
-	for (i = 0; i < 40; i++) {		/* 400 ms of requests */
-		__atomic_store_n(&active, mono_ms(), __ATOMIC_RELAXED);
+	/* 400 ms of requests; each mark lies 300 ms ahead, so that a slow wake-up of this
+	 * thread on a busy host (up to 390 ms) cannot open a quiet gap by itself. */
+	for (i = 0; i < 40; i++) {
+		__atomic_store_n(&active, mono_ms() + 300, __ATOMIC_RELAXED);
 		usleep(10000);
 	}
+	__atomic_store_n(&active, mono_ms(), __ATOMIC_RELAXED);
 	during = mc_segmem_populated(&m);
 	ok(during == 0, "nothing populated while the owner's requests ran (%llu bytes)",
 	   (unsigned long long)during);
