@@ -31,9 +31,9 @@
  * UNAVAILABLE_IN_CURRENT_MODE and the leader it knows, without executing it; so do the masters
  * between a leader's loss and the next one's start.  Such an answer makes the client drop the
  * connection, once the other calls sent on it are answered too (they are refused as well, and
- * wait like it; MC_STANDBY_DRAIN_MS at most), and look the leader up again; the refused call, and every call made while no
- * leader answers, waits (up to its deadline, MC_RPC_TIMEOUT_MS, or MC_HA_SWITCH_WAIT_MS when it
- * has none) and is sent to the next leader; calls that were in flight on a connection that
+ * wait like it; MC_STANDBY_DRAIN_MS at most), and look the leader up again; the refused calls,
+ * and every call made while no leader answers, wait (up to their deadline, MC_RPC_TIMEOUT_MS,
+ * or MC_HA_SWITCH_WAIT_MS when they have none) and are sent to the next leader; calls that were in flight on a connection that
  * broke end with MC_ERR_RPC_FAIL as ever (they may have been executed).  A client given one
  * master's host:port that meets a standby follows the leader it names, and comes back to the
  * address it was given when that leader stops answering.
@@ -107,6 +107,15 @@ static void mc_pending_remove(struct mc_master_client *mc, struct mc_rpc_call *c
 			*pp = call->next;
 			return;
 		}
+}
+
+/* Call waits, unsent, for the next leader (or the same master's next connection): bounded by
+ * its deadline, or MC_HA_SWITCH_WAIT_MS when it has none. */
+static void mc_call_hold(struct mc_rpc_call *call)
+{
+	call->sent_ms = 0;
+	if (call->deadline_ms == 0)
+		call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
 }
 
 /* End every pending call with status; with HA masters (looked up, or a leader a standby
@@ -269,10 +278,7 @@ static void mc_master_client_refused(struct mc_rpc_call *call, struct evbuffer *
 	mc_rbuf_init(&r, body, k);
 	if (mc_rbuf_cstr(&r, leader, n))
 		leader[0] = '\0';
-	call->sent_ms = 0;
-	/* It waits for the leader, bounded also without a deadline of its own. */
-	if (call->deadline_ms == 0)
-		call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
+	mc_call_hold(call);
 }
 
 /* After the answers at hand were read: the master is a standby.  The connection goes; the next
@@ -305,16 +311,14 @@ static void mc_master_client_standby(struct mc_master_client *mc, const char *le
  * standby refuses it too. */
 static void mc_standby_settle(struct mc_master_client *mc, int force)
 {
-	char leader[sizeof(mc->standby_leader)];
 	struct mc_rpc_call *c;
 
 	if (!force)
 		for (c = mc->pending; c; c = c->next)
 			if (c->sent_ms)
 				return;
-	snprintf(leader, sizeof(leader), "%s", mc->standby_leader);
 	mc->standby_wait = 0;
-	mc_master_client_standby(mc, leader);
+	mc_master_client_standby(mc, mc->standby_leader);
 }
 
 static void mc_on_read(struct bufferevent *bev, void *arg)
@@ -607,10 +611,7 @@ void mc_master_client_submit(struct mc_master_client *mc, struct mc_rpc_call *ca
 			mc_call_complete(call, MC_ERR_RPC_FAIL);
 			return;
 		}
-		/* HA: wait for the next leader, bounded. */
-		if (call->deadline_ms == 0)
-			call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
-		call->sent_ms = 0;
+		mc_call_hold(call);	/* HA: wait for the next leader */
 		call->next = mc->pending;
 		mc->pending = call;
 		return;
@@ -618,9 +619,7 @@ void mc_master_client_submit(struct mc_master_client *mc, struct mc_rpc_call *ca
 	call->next = mc->pending;
 	mc->pending = call;
 	if (mc->standby_wait) {
-		call->sent_ms = 0;	/* goes to the leader the standby names */
-		if (call->deadline_ms == 0)
-			call->deadline_ms = mc_store_now_ms() + MC_HA_SWITCH_WAIT_MS;
+		mc_call_hold(call);	/* goes to the leader the standby names */
 		return;
 	}
 	if ((mc->state == MC_MC_UP || mc->state == MC_MC_PROBING) && mc_send(mc, call)) {
