@@ -113,20 +113,6 @@ int mc_memreg_remove(struct mc_memreg *reg, uint64_t addr)
 	return rc;
 }
 
-int mc_memreg_check(struct mc_memreg *reg, uint64_t addr, uint64_t len)
-{
-	size_t i;
-	int ok = 0;
-
-	if (len == 0 || addr + len < addr)
-		return 0;
-	pthread_rwlock_rdlock(&reg->lock);
-	i = mc_memreg_upper(reg, addr);
-	if (i > 0 && addr + len <= reg->r[i - 1].end)
-		ok = 1;
-	pthread_rwlock_unlock(&reg->lock);
-	return ok;
-}
 
 int mc_memreg_check_cached(struct mc_memreg *reg, struct mc_memreg_hit *hit, uint64_t addr,
 			   uint64_t len)
@@ -151,6 +137,13 @@ int mc_memreg_check_cached(struct mc_memreg *reg, struct mc_memreg_hit *hit, uin
 	}
 	pthread_rwlock_unlock(&reg->lock);
 	return ok;
+}
+
+int mc_memreg_check(struct mc_memreg *reg, uint64_t addr, uint64_t len)
+{
+	struct mc_memreg_hit none = { 0, 0, 0 };	/* generation 0 is never current */
+
+	return mc_memreg_check_cached(reg, &none, addr, len);
 }
 
 void mc_memreg_set_files(struct mc_memreg *reg, mc_memreg_file_fn fn, void *arg)
