@@ -410,11 +410,8 @@ int mc_loadpart_merge(struct mc_loader_part *parts, size_t nparts, struct mc_loa
 			r->ranges[r->nranges++] = e;
 		}
 		free(map);
-		free(p->chunks);
-		free(p->keyrefs);
-		free(p->ranges);
-		free(p->segids);
-		free(p->seghash);
+		p->nchunks = 0;		/* its chunks are the result's now */
+		mc_loadpart_fini(p);
 		memset(p, 0, sizeof(*p));
 	}
 	bound[nparts] = r->nkeyrefs;
