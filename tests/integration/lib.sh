@@ -115,6 +115,17 @@ mc_restart_master() {
 	mc_wait_port "$MC_MASTER_PORT"
 }
 
+# mc_restart_persisted NAME DB DELAY_MS [OPTION...]: the master again on the same ports, persisting
+# to DB, its background load slowed by DELAY_MS per 1000 rows (MC_TEST_LOAD_DELAY_MS; 0: not);
+# sets MPID.  Exits the test, the logs dumped, when it does not start.
+mc_restart_persisted() {
+	local name=$1 db=$2 delay=$3
+	shift 3
+	MC_TEST_LOAD_DELAY_MS=$delay mc_restart_master "$name" --persist_path="$db" "$@" ||
+		{ mc_dump_logs; exit 1; }
+	MPID=$MC_MASTER_PID
+}
+
 # mc_persist_fill DB PREFIX N: a master persisting to DB and a client with a 64 MB segment, N
 # objects of 1 KiB under PREFIX (fault_tool put-gen), then the master killed with SIGKILL and
 # waited for (wait, not mc_wait_gone: the port is free only once its every thread has ended).

@@ -16,13 +16,7 @@ mc_persist_fill "$DB" bg $N || exit 1
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 
 # restart NAME DELAY_MS [OPTION...]: the master again on the same port and file.
-restart() {
-	local name=$1 delay=$2
-	shift 2
-	MC_TEST_LOAD_DELAY_MS=$delay mc_restart_master "$name" --persist_path="$DB" "$@" ||
-		{ mc_dump_logs; exit 1; }
-	MPID=$MC_MASTER_PID
-}
+restart() { local name=$1; shift; mc_restart_persisted "$name" "$DB" "$@"; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 

@@ -15,11 +15,8 @@ N=12000
 mc_persist_fill "$DB" lt $N || exit 1
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 
-restart() {	# restart NAME THREADS DELAY_MS: the master again on the same port and file
-	MC_LOAD_THREADS=$2 MC_TEST_LOAD_DELAY_MS=$3 mc_restart_master "$1" --persist_path="$DB" ||
-		{ mc_dump_logs; exit 1; }
-	MPID=$MC_MASTER_PID
-}
+# restart NAME THREADS DELAY_MS: the master again on the same port and file.
+restart() { MC_LOAD_THREADS=$2 mc_restart_persisted "$1" "$DB" "$3"; }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line

@@ -5,8 +5,8 @@
 # goes on; with the index deleted, or corrupt, it answers them right once the scan is done, and
 # builds the index again; two rows of one key in the file (the older one left by a crash or an
 # upgrade) load as the newer, and the older row is deleted; runs merge eight at a time and the
-# merged index answers; a file of schema 7 (objects keyed by
-# key) is upgraded in place and every object reads back.
+# merged index answers; a file of schema 7 (objects keyed by key) is upgraded in place and every
+# object reads back.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
 DB=$MC_TMP/master.db
@@ -15,11 +15,8 @@ N=3000
 mc_persist_fill "$DB" ki $N || exit 1
 export MC_MASTER=127.0.0.1:$MC_MASTER_PORT
 
-restart() {	# restart NAME DELAY_MS: the master again on the same port and file
-	MC_TEST_LOAD_DELAY_MS=$2 mc_restart_master "$1" --persist_path="$DB" ||
-		{ mc_dump_logs; exit 1; }
-	MPID=$MC_MASTER_PID
-}
+# restart NAME DELAY_MS: the master again on the same port and file.
+restart() { mc_restart_persisted "$1" "$DB" "$2"; }
 stop() { kill -TERM "$MPID"; wait "$MPID" 2>/dev/null; }
 rc=0
 check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line

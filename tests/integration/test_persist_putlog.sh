@@ -19,7 +19,7 @@ $PY before "$MC_TMP/state.json" "127.0.0.1:$MC_MASTER_PORT" "$MC_METRICS_PORT" |
 # wait, not mc_wait_gone: the port is free only once every thread of the process has ended.
 kill -KILL "$MC_MASTER_PID"
 wait "$MC_MASTER_PID" 2>/dev/null
-MC_TEST_LOAD_DELAY_MS=200 mc_restart_master master2 --persist_path="$DB" || { mc_dump_logs; exit 1; }
+mc_restart_persisted master2 "$DB" 200
 M2=$MC_MASTER_PID
 rc=0
 $PY after "$MC_TMP/state.json" "127.0.0.1:$MC_MASTER_PORT" || rc=1
