@@ -331,7 +331,10 @@ int mc_master_persist_open(struct mc_master *m)
 	if (rc)
 		return rc;
 	/* The key index serves the background load after a restart, which HA and tenants do
-	 * without (master_recover.c). */
+	 * without (master_recover.c).  The load reads the table from the file's pages if the
+	 * log is empty: emptied first, before the index's thread may read it. */
+	if (!m->cfg.enable_ha && m->ha == NULL && !mc_tenants_enabled(m))
+		(void)mc_persist_truncate_log(m->persist);
 	if (!m->cfg.enable_ha && m->ha == NULL && !mc_tenants_enabled(m) &&
 	    mc_persist_writable(m->persist) && (rc = mc_persist_keys_start(m->persist)) != 0)
 		mc_log_warn("persist %s: no key index (%s): after a restart, lookups of keys not "

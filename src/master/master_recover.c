@@ -555,8 +555,13 @@ static int mc_master_recover_with(struct mc_master *m,
 	rc = mc_persist_load(p, mc_load_on_segment, NULL, &L);
 	if (rc == 0)		/* the put log is short: puts in flight at the crash */
 		rc = mc_persist_load_log(p, mc_load_on_logged, &L);
-	background = rc == 0 && bg && !m->ha && !m->cfg.enable_ha && !mc_tenants_enabled(m) &&
-		     bg(m, &L) == 0;
+	background = rc == 0 && bg && !m->ha && !m->cfg.enable_ha && !mc_tenants_enabled(m);
+	if (background) {
+		/* An empty log lets the loader read the table from the file's pages (emptied
+		 * at open already, unless something was written since). */
+		(void)mc_persist_truncate_log(p);
+		background = bg(m, &L) == 0;
+	}
 	if (rc == 0 && !background)
 		rc = mc_persist_load(p, NULL, mc_load_on_object, &L);
 	m->persist = p;

@@ -646,6 +646,37 @@ int mc_persist_checkpoint(struct mc_persist *p)
 	return 0;
 }
 
+#define MC_PERSIST_TRUNCATE_MAX (64ull << 20)
+
+int mc_persist_truncate_log(struct mc_persist *p)
+{
+	char wal[4096];
+	struct stat st;
+	int logged = -1, done = -1, rc;
+
+	if (p->db == NULL || p->readonly || (p->ckpt && mc_persist_ckpt_busy(p->ckpt)))
+		return -1;
+	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", p->path) >= sizeof(wal))
+		return -1;
+	if (stat(wal, &st) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if ((uint64_t)st.st_size > MC_PERSIST_TRUNCATE_MAX) {
+		mc_log_debug("persist %s: a log of %lld bytes is left to the checkpointer", p->path,
+			     (long long)st.st_size);
+		return -1;
+	}
+	/* The loop's connection has no busy handler: a reader of the log makes this fail now. */
+	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &logged, &done);
+	if (rc != SQLITE_OK || logged != 0) {
+		mc_log_debug("persist %s: the log was not emptied (%s, %d pages)", p->path,
+			     sqlite3_errstr(rc), logged);
+		return -1;
+	}
+	p->wal_pages = 0;
+	p->ckpt_backfilled = 0;
+	return 0;
+}
+
 int mc_persist_last_error(const struct mc_persist *p)
 {
 	return p->last_rc;

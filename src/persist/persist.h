@@ -202,6 +202,12 @@ int mc_persist_checkpoint_due(const struct mc_persist *p);
  * loop's own, which alone leaves the log to start over under steady commits).  0 or
  * MC_ERR_PERSISTENT_FAIL (the log keeps the data; retry later). */
 int mc_persist_checkpoint(struct mc_persist *p);
+/* Copy the whole write-ahead log into the file and empty it, now, on the caller's thread, so
+ * that the background load may read the objects table from the file's pages (persist_pages.c):
+ * not when the log holds more than 64 MiB (the copy would hold up the start; the checkpointer
+ * copies it later) or while anything else checkpoints or reads the log (nothing waits).  0 if
+ * the log is empty now, else -1 (at debug level: the load reads through SQLite). */
+int mc_persist_truncate_log(struct mc_persist *p);
 
 /* SQLite's (extended) result code of the last failed operation, SQLITE_OK if none. */
 int mc_persist_last_error(const struct mc_persist *p);
@@ -316,8 +322,14 @@ int mc_persist_loader_poll(struct mc_persist_loader *l, struct mc_persist_answer
  * scan is done: the file has no index on the key).  0 or -ENOMEM. */
 int mc_persist_loader_query(struct mc_persist_loader *l, const void *key, size_t len, void *tag);
 void mc_persist_answer_free(struct mc_persist_answer *a);
-/* Rows read so far (progress; after the scan, the number of ranges). */
+/* Rows read so far (progress, which counts twice the rows of a part whose pages did not parse;
+ * after the scan, the number of ranges). */
 uint64_t mc_persist_loader_rows(const struct mc_persist_loader *l);
+/* Of the scan's parts, those read from the file's pages (persist_pages.c: when the file's
+ * write-ahead log was empty as the load began, see mc_persist_truncate_log, and unless
+ * MC_LOAD_PAGES=0), not through SQLite's statements; a part whose pages do not parse is read
+ * through SQLite. */
+size_t mc_persist_loader_pages(const struct mc_persist_loader *l);
 /* After the scan: the chunks of rows (in generation order), the rows' references sorted by
  * their keys' hashes, the ranges sorted by order, and the segment ids the ranges index.  Valid
  * until mc_persist_loader_free; the caller may empty chunks it is done with

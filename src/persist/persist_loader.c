@@ -42,6 +42,7 @@
 #include "persist/persist.h"
 #include "persist/persist_int.h"
 #include "persist/persist_loadpart.h"
+#include "persist/persist_pages.h"
 #include "proto/rpc.h"
 
 #define MC_LOADER_MAX_THREADS 8
@@ -59,7 +60,10 @@ struct mc_loader_worker {
 	int started;
 	unsigned idx;
 	unsigned unseen;	/* rows read, not yet counted in l->rows (under 1024) */
+	uint64_t skipped;	/* malformed rows its statements skipped */
 	int64_t cpu_ns;		/* CPU time its scan took (set when it ends) */
+	struct mc_loader_part *p;	/* a page walk's part (the row callback's) */
+	int answers;
 };
 
 static int64_t mc_thread_cpu_ns(void)
@@ -96,6 +100,12 @@ struct mc_persist_loader {
 	struct mc_loader_part *parts;
 	size_t nparts;
 	atomic_size_t next_part;
+	/* Read from the file's pages (persist_pages.c): part i walks spans[span_at[i]] up to
+	 * spans[span_at[i + 1]]; the map closes once the scan is done.  NULL: through SQLite. */
+	struct mc_pages *pages;
+	struct mc_pages_span *spans;
+	size_t nspans, *span_at;
+	atomic_size_t walked;	/* parts read from pages, not through SQLite */
 	/* The result, the loader thread's until state leaves 0. */
 	struct mc_loader_part res;
 };
@@ -193,14 +203,82 @@ static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
 	}
 }
 
-/* Read the rows of part p on worker w's connection, then sort its references by hash.  0,
- * -ECANCELED (a stop, or another worker failed), -ENOMEM or MC_ERR_PERSISTENT_FAIL.  Worker 0
- * (the loader thread) answers queries between rows. */
-static int mc_loader_scan_part(struct mc_loader_worker *w, struct mc_loader_part *p)
+/* A row read: into w's part; the count, the test hook's delay, the queries (worker 0). */
+static void mc_loader_took(struct mc_loader_worker *w, struct mc_loader_part *p,
+			   const struct mc_persist_object *o)
+{
+	struct mc_persist_loader *l = w->l;
+
+	mc_loadpart_add(p, o);
+	if (++w->unseen == 1024) {
+		atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
+		w->unseen = 0;
+		if (l->delay_ms)
+			mc_loader_delay(l, w->answers);
+	}
+}
+
+/* A row of a page walk (mc_pages_walk); 1 stops it (a stop, or another worker failed). */
+static int mc_loader_on_page_row(void *arg, const struct mc_persist_object *o)
+{
+	struct mc_loader_worker *w = arg;
+	struct mc_persist_loader *l = w->l;
+
+	if (atomic_load_explicit(&l->stop, memory_order_relaxed) ||
+	    atomic_load_explicit(&l->failed, memory_order_relaxed))
+		return 1;
+	if (w->answers && l->look && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
+		mc_loader_answer(l, 0);
+	mc_loader_took(w, w->p, o);
+	return 0;
+}
+
+/* Part i (p) from the file's pages: 0, -ECANCELED, or 1 when a page does not parse (p is empty
+ * again: its rows go through SQLite). */
+static int mc_loader_walk_part(struct mc_loader_worker *w, size_t i, struct mc_loader_part *p)
+{
+	struct mc_persist_loader *l = w->l;
+	size_t s;
+	int rc = 0;
+
+	w->p = p;
+	for (s = l->span_at[i]; s < l->span_at[i + 1] && rc == 0; s++)
+		rc = mc_pages_walk(l->pages, &l->spans[s], mc_loader_on_page_row, w);
+	if (rc == 0) {
+		atomic_fetch_add(&l->walked, 1);
+		return 0;
+	}
+	if (rc > 0)
+		return -ECANCELED;
+	/* Its rows so far go (the progress count keeps them: they are read again). */
+	{
+		int64_t lo = p->lo, hi = p->hi;
+
+		mc_loadpart_fini(p);
+		memset(p, 0, sizeof(*p));
+		p->lo = lo;
+		p->hi = hi;
+	}
+	return 1;
+}
+
+/* Read the rows of part i (p) from the file's pages, or else on worker w's connection, then
+ * sort its references by hash.  0, -ECANCELED (a stop, or another worker failed), -ENOMEM or
+ * MC_ERR_PERSISTENT_FAIL.  Worker 0 (the loader thread) answers queries between rows. */
+static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_loader_part *p)
 {
 	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
 	struct mc_persist_loader *l = w->l;
-	int answers = w->idx == 0, rc = -ECANCELED;
+	int answers = w->answers, rc = -ECANCELED;
+
+	if (l->pages != NULL) {
+		rc = mc_loader_walk_part(w, i, p);
+		if (rc == 0)
+			goto sort;
+		if (rc < 0)
+			return rc;
+		rc = -ECANCELED;
+	}
 
 	sqlite3_bind_int64(w->scan, 1, p->lo);
 	sqlite3_bind_int64(w->scan, 2, p->hi);
@@ -223,17 +301,13 @@ static int mc_loader_scan_part(struct mc_loader_worker *w, struct mc_loader_part
 		}
 		if (mc_persist_decode_object(w->scan, &o, reps)) {
 			mc_log_warn("persist %s: skipping a malformed object row", l->path);
+			w->skipped++;
 			continue;
 		}
-		mc_loadpart_add(p, &o);
-		if (++w->unseen == 1024) {
-			atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
-			w->unseen = 0;
-			if (l->delay_ms)
-				mc_loader_delay(l, answers);
-		}
+		mc_loader_took(w, p, &o);
 	}
 	sqlite3_reset(w->scan);
+sort:
 	if (rc == 0 && mc_loadpart_finish(p) != 0) {
 		mc_log_err("loading %s: out of memory sorting %zu keys", l->path, p->nkeyrefs);
 		rc = -ENOMEM;
@@ -254,7 +328,7 @@ static void mc_loader_work(struct mc_loader_worker *w)
 
 		if (i >= l->nparts)
 			break;
-		rc = mc_loader_scan_part(w, &l->parts[i]);
+		rc = mc_loader_scan_part(w, i, &l->parts[i]);
 		if (rc)
 			break;
 	}
@@ -326,6 +400,60 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 	return rc;
 }
 
+/* The pages read are the table's: the scan read (or skipped) as many rows as SQLite counts.
+ * 0, or -1 (logged). */
+static int mc_loader_check_pages(struct mc_persist_loader *l)
+{
+	uint64_t got = 0;
+	int64_t count = -1;
+	sqlite3_stmt *st;
+	size_t i;
+
+	for (i = 0; i < l->nparts; i++)
+		got += mc_loadpart_rows(&l->parts[i]);
+	for (i = 0; i < l->nw; i++)
+		got += l->w[i].skipped;
+	if (sqlite3_prepare_v2(l->db, "SELECT count(*) FROM objects", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		count = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (count >= 0 && (uint64_t)count == got)
+		return 0;
+	mc_log_err("loading %s: the file's pages gave %llu rows where SQLite counts %lld: reading "
+		   "them again through SQLite", l->path, (unsigned long long)got, (long long)count);
+	return -1;
+}
+
+/* The scan, from the file's pages where it can (checked against SQLite's count, else read again
+ * through SQLite); the map is closed once it is done.  0 or the first error. */
+static int mc_loader_scan_all(struct mc_persist_loader *l)
+{
+	int rc = mc_loader_scan(l);
+	size_t i;
+
+	if (rc == 0 && l->pages && mc_loader_check_pages(l) != 0) {
+		mc_pages_close(l->pages);
+		l->pages = NULL;
+		for (i = 0; i < l->nparts; i++) {
+			int64_t lo = l->parts[i].lo, hi = l->parts[i].hi;
+
+			mc_loadpart_fini(&l->parts[i]);
+			memset(&l->parts[i], 0, sizeof(l->parts[i]));
+			l->parts[i].lo = lo;
+			l->parts[i].hi = hi;
+		}
+		for (i = 0; i < l->nw; i++)
+			l->w[i].skipped = 0;
+		atomic_store(&l->rows, 0);
+		atomic_store(&l->next_part, 0);
+		atomic_store(&l->walked, 0);
+		rc = mc_loader_scan(l);
+	}
+	mc_pages_close(l->pages);
+	l->pages = NULL;
+	return rc;
+}
+
 /* The ranges' sort, on a thread of its own while the loader thread merges the references. */
 struct mc_loader_rsort {
 	struct mc_persist_loader *l;
@@ -370,7 +498,7 @@ static void *mc_loader_main(void *arg)
 	if (mc_persist_keylook_open(l->db, l->path, "SELECT " MC_LOADER_COLUMNS " FROM objects "
 				    "WHERE gen = ?1", &l->look) == 0)
 		mc_loader_answer(l, 0);
-	rc = mc_loader_scan(l);
+	rc = mc_loader_scan_all(l);
 	mc_persist_keylook_free(l->look);	/* the rows answer from here on */
 	l->look = NULL;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -394,8 +522,9 @@ static void *mc_loader_main(void *arg)
 		for (i = 1; i < l->nw; i++)
 			scan_cpu += l->w[i].cpu_ns;
 		cpu = (double)(scan_cpu + rsort.cpu_ns + mc_thread_cpu_ns() - cpu0);
-		mc_log_info("loading %s: %zu rows read by %u threads in %.3f s, CPU %.3f s (%.0f ns "
-			    "a row; after the scan %.3f s, CPU %.3f s)", l->path, rows, l->nw,
+		mc_log_info("loading %s: %zu rows read by %u threads (%zu of %zu parts from the "
+			    "file's pages) in %.3f s, CPU %.3f s (%.0f ns a row; after the scan %.3f "
+			    "s, CPU %.3f s)", l->path, rows, l->nw, atomic_load(&l->walked), l->nparts,
 			    (double)(t2.tv_sec - t0.tv_sec) + (t2.tv_nsec - t0.tv_nsec) / 1e9,
 			    cpu / 1e9, cpu / (double)(rows ? rows : 1),
 			    (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9,
@@ -506,6 +635,32 @@ static void mc_loader_split(struct mc_persist_loader *l, int64_t lo, int64_t hi)
 	}
 }
 
+/* Parts of whole subtrees when the file's pages can be read (every worker's read transaction
+ * has begun): 0, else -1 (through SQLite). */
+static int mc_loader_split_pages(struct mc_persist_loader *l)
+{
+	size_t want = l->nw == 1 ? 1 : (size_t)l->nw * MC_LOADER_PARTS_PER_THREAD, n, i;
+
+	if (mc_pages_open(l->db, l->path, &l->pages) != 0)
+		return -1;
+	if (mc_pages_split(l->pages, want, &l->spans, &l->nspans) != 0 || l->nspans == 0) {
+		mc_pages_close(l->pages);
+		l->pages = NULL;
+		return -1;
+	}
+	n = l->nspans < want ? l->nspans : want;
+	l->parts = mc_xcalloc(n, sizeof(*l->parts));
+	l->span_at = mc_xcalloc(n + 1, sizeof(*l->span_at));
+	l->nparts = n;
+	for (i = 0; i <= n; i++)
+		l->span_at[i] = l->nspans * i / n;
+	for (i = 0; i < n; i++) {
+		l->parts[i].lo = l->spans[l->span_at[i]].lo;
+		l->parts[i].hi = l->spans[l->span_at[i + 1] - 1].hi;
+	}
+	return 0;
+}
+
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 {
 	struct mc_persist_loader *l;
@@ -539,6 +694,7 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 
 		w->l = l;
 		w->idx = i;
+		w->answers = i == 0;
 		l->nw = i + 1;
 		if (mc_loader_open(l, w, &wlo, &whi, &wempty)) {
 			if (i == 0)
@@ -558,7 +714,7 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 		}
 	}
 	l->db = l->w[0].db;
-	if (!empty)
+	if (!empty && mc_loader_split_pages(l) != 0)
 		mc_loader_split(l, lo, hi);
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->efd < 0) {
@@ -576,6 +732,11 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 out:
 	mc_persist_loader_free(l);
 	return MC_ERR_PERSISTENT_FAIL;
+}
+
+size_t mc_persist_loader_pages(const struct mc_persist_loader *l)
+{
+	return atomic_load(&((struct mc_persist_loader *)l)->walked);
 }
 
 int mc_persist_loader_fd(const struct mc_persist_loader *l)
@@ -717,6 +878,9 @@ void mc_persist_loader_free(struct mc_persist_loader *l)
 	for (i = 0; i < l->nparts; i++)
 		mc_loadpart_fini(&l->parts[i]);
 	free(l->parts);
+	mc_pages_close(l->pages);	/* after the halt: no walk runs */
+	free(l->spans);
+	free(l->span_at);
 	mc_loadpart_fini(&l->res);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);

@@ -6,7 +6,8 @@
 # middle of such a load loses nothing; after it the table holds every key once (the key count
 # is the number of keys; a range read twice or not at all would show) and every key reads
 # back; two rows of one key in the first and a later range load as the newer, and the older
-# row is deleted.
+# row is deleted; the table is read from the file's pages (after the kill -9 too: the log is
+# emptied at start), and through SQLite's statements with MC_LOAD_PAGES=0.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
 DB=$MC_TMP/master.db
@@ -37,6 +38,8 @@ restart t2 4 0
 mc_wait_log t2 "in the background in" 30 || { mc_dump_logs; exit 1; }
 mc_is "$(mc_metric master_key_count)" $N "after kill -9 during the load: every key once" || rc=1
 check "after kill -9 during the load: every key reads back" "$T" expect lt 0 $N 1024 1
+check "after kill -9: the table is read from the file's pages" \
+	grep -q "(16 of 16 parts from the file's pages)" "$MC_TMP/t2.log"
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
 
@@ -50,7 +53,18 @@ mc_is "$(mc_metric master_key_count)" $N "three threads: every key once" || rc=1
 check "the key with two rows reads back as the newer" "$T" expect lt 5000 5001 1024 1
 check "every other key reads back" "$T" expect lt 0 $N 1024 1
 check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/t3.log"
+check "the pages gave the older row too" grep -q "(12 of 12 parts from the file's pages)" \
+	"$MC_TMP/t3.log"
 stop
 mc_is "$(mc_persist_key_rows "$DB" lt/5000)" 1 "the older row is deleted" || rc=1
+
+# Through SQLite's statements (MC_LOAD_PAGES=0): the same table.
+MC_LOAD_PAGES=0 restart t4 2 0
+mc_wait_log t4 "in the background in" 30 || { mc_dump_logs; exit 1; }
+mc_is "$(mc_metric master_key_count)" $N "through SQLite: every key once" || rc=1
+check "through SQLite: every key reads back" "$T" expect lt 0 $N 1024 1
+check "through SQLite: no part from the pages" grep -q "(0 of 8 parts from the file's pages)" \
+	"$MC_TMP/t4.log"
+stop
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for the background load's reading of the objects table from the file's pages
+ * (src/persist/persist_pages.c): on a table of several levels, with keys that overflow their
+ * page (one and several overflow pages), rows keyed by a key's hash (negative row ids), holes
+ * left by deleted rows, every width of integer, rows without checksum, 0 to 3 replicas, and
+ * values SQLite stores in an unusual type (text and real in integer columns), the rows read
+ * from the pages by 1, 2 and 8 threads are the rows read through SQLite, field for field and
+ * in the same order.  A log with frames in it sends the load through SQLite until the log is
+ * emptied (mc_persist_truncate_log); pages overwritten with garbage end in the same state as
+ * through SQLite, never in a crash. */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "persist/persist.h"
+#include "tap.h"
+
+#define NROWS 40000
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	while (n--)
+		h = (h ^ *b++) * 1099511628211ull;
+	return h;
+}
+
+/* What a loader read: the state it ended in, a digest of every row's fields in chunk order,
+ * the rows, references and ranges, and the parts read from pages. */
+struct load {
+	int state;
+	uint64_t digest;
+	size_t rows, refs, ranges, pages;
+};
+
+static struct load load(const char *path, const char *threads, int pages)
+{
+	struct load r = { 0 };
+	struct mc_persist_loader *l;
+	struct mc_persist_rows *chunks;
+	struct mc_persist_keyref *refs;
+	struct mc_persist_range *ranges;
+	const uint8_t(*segids)[16];
+	size_t nchunks, c, i;
+	uint32_t nsegids, k;
+
+	setenv("MC_LOAD_THREADS", threads, 1);
+	if (pages)
+		unsetenv("MC_LOAD_PAGES");
+	else
+		setenv("MC_LOAD_PAGES", "0", 1);
+	if (mc_persist_loader_start(path, &l) != 0) {
+		r.state = -1000;
+		return r;
+	}
+	for (i = 0; i < 3000 && r.state == 0; i++) {
+		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
+		struct mc_persist_answer *ans = NULL;
+
+		poll(&pfd, 1, 20);
+		r.state = mc_persist_loader_poll(l, &ans);
+		mc_persist_answer_free(ans);
+	}
+	r.pages = mc_persist_loader_pages(l);
+	if (r.state == 1) {
+		mc_persist_loader_result(l, &chunks, &nchunks, &refs, &r.refs, &ranges, &r.ranges,
+					 &segids, &nsegids);
+		r.digest = 14695981039346656037ull;
+		for (c = 0; c < nchunks; c++)
+			for (i = 0; i < chunks[c].n; i++) {
+				const struct mc_persist_object *o = &chunks[c].rows[i];
+
+				r.rows++;
+				r.digest = fnv(r.digest, o->key, o->key_len);
+				r.digest = fnv(r.digest, &o->key_len, sizeof(o->key_len));
+				r.digest = fnv(r.digest, &o->size, sizeof(o->size));
+				r.digest = fnv(r.digest, &o->flags, sizeof(o->flags));
+				r.digest = fnv(r.digest, &o->put_start_ms, sizeof(o->put_start_ms));
+				r.digest = fnv(r.digest, &o->soft_pin_until_ms,
+					       sizeof(o->soft_pin_until_ms));
+				r.digest = fnv(r.digest, o->writer, 16);
+				r.digest = fnv(r.digest, &o->gen, sizeof(o->gen));
+				r.digest = fnv(r.digest, &o->row, sizeof(o->row));
+				r.digest = fnv(r.digest, &o->has_checksum, 1);
+				r.digest = fnv(r.digest, &o->checksum, sizeof(o->checksum));
+				r.digest = fnv(r.digest, &o->n_replicas, sizeof(o->n_replicas));
+				for (k = 0; k < o->n_replicas; k++) {
+					const struct mc_persist_replica *p = &o->replicas[k];
+
+					r.digest = fnv(r.digest, &p->id, 8);
+					r.digest = fnv(r.digest, &p->type, 1);
+					r.digest = fnv(r.digest, &p->status, 1);
+					r.digest = fnv(r.digest, p->segment_id, 16);
+					r.digest = fnv(r.digest, &p->offset, 8);
+					r.digest = fnv(r.digest, &p->len, 8);
+				}
+			}
+	}
+	mc_persist_loader_free(l);
+	unsetenv("MC_LOAD_PAGES");
+	unsetenv("MC_LOAD_THREADS");
+	return r;
+}
+
+/* Signed values of every width SQLite stores: 0, 1, and 8 to 64 bits, both signs. */
+static int64_t width(int i)
+{
+	static const int64_t v[] = { 0, 1, -1, 100, -100, 30000, -30000, 8000000, -8000000,
+				     2000000000, -2000000000, 100000000000000LL,
+				     -100000000000000LL, INT64_MAX, INT64_MIN };
+
+	return v[i % (int)(sizeof(v) / sizeof(v[0]))];
+}
+
+static void fill(struct mc_persist *p)
+{
+	static char big[20001];
+	struct mc_persist_replica reps[3];
+	int i, k;
+
+	for (i = 0; i < NROWS; i++) {
+		struct mc_persist_object o = { 0 };
+		char key[32];
+
+		snprintf(key, sizeof(key), "p%06d", i);
+		o.key = key;
+		o.key_len = strlen(key);
+		if (i % 997 == 0 || i % 1499 == 0) {	/* one overflow page, or several */
+			size_t n = i % 1499 == 0 ? 20000 : 5000;
+
+			memset(big, 'a' + i % 26, n);
+			memcpy(big, key, strlen(key));
+			o.key = big;
+			o.key_len = n;
+		}
+		o.size = (uint64_t)width(i + 3);
+		o.flags = (uint32_t)i & 0xffff;
+		if (i % 503 == 0)
+			o.flags |= MC_PERSIST_ROWKEY;	/* a negative row id, gen in sgen */
+		o.put_start_ms = width(i);
+		o.soft_pin_until_ms = width(i + 7);
+		o.writer[0] = (uint8_t)i;
+		o.writer[15] = (uint8_t)(i >> 8);
+		o.gen = 10 + (uint64_t)i;
+		o.has_checksum = i % 3 != 0;
+		o.checksum = (uint64_t)width(i + 11);
+		o.n_replicas = (uint32_t)(i % 4);
+		for (k = 0; k < (int)o.n_replicas; k++) {
+			memset(&reps[k], 0, sizeof(reps[k]));
+			reps[k].id = (uint64_t)i * 4 + (uint64_t)k;
+			reps[k].type = (uint8_t)(k == 2 ? 1 : 0);
+			reps[k].status = 3;
+			reps[k].segment_id[0] = (uint8_t)(k + 1);
+			reps[k].offset = (uint64_t)i * 4096;
+			reps[k].len = 64 * (uint64_t)(1 + i % 5);
+		}
+		o.replicas = reps;
+		mc_persist_put_object(p, &o);
+		if (i % 1000 == 999)
+			mc_persist_commit(p);
+	}
+	mc_persist_commit(p);
+	for (i = 0; i < NROWS; i += 7) {	/* holes */
+		char key[32];
+
+		if (i % 997 == 0 || i % 1499 == 0 || i % 503 == 0)
+			continue;
+		snprintf(key, sizeof(key), "p%06d", i);
+		mc_persist_del_object(p, key, strlen(key), 10 + (uint64_t)i);
+	}
+	mc_persist_commit(p);
+}
+
+static void same(const char *path, const char *what, int want_pages)
+{
+	static const char *threads[] = { "1", "2", "8" };
+	size_t i;
+
+	for (i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
+		struct load a = load(path, threads[i], 1), b = load(path, threads[i], 0);
+
+		ok(a.state == 1 && b.state == 1 && a.rows == b.rows && a.digest == b.digest &&
+		   a.refs == b.refs && a.ranges == b.ranges,
+		   "%s, %s threads: the pages give the rows SQLite gives (%zu and %zu rows, states %d "
+		   "%d)", what, threads[i], a.rows, b.rows, a.state, b.state);
+		/* want_pages 2: a part falls back to SQLite, so one part alone may not be read. */
+		ok(b.pages == 0 && (want_pages == 2 ? i == 0 || a.pages > 0
+				    : want_pages ? a.pages > 0 : a.pages == 0),
+		   "%s, %s threads: %zu parts from pages", what, threads[i], a.pages);
+	}
+}
+
+static int64_t query(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+
+	if (sqlite3_open(path, &db) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static int exec(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	int rc = sqlite3_open(path, &db);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+	sqlite3_close(db);
+	return rc;
+}
+
+static int copy(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ssize_t n = 0;
+
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			n = -1;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return in < 0 || out < 0 || n < 0 ? -1 : 0;
+}
+
+/* Overwrite len bytes at offset off of page pgno with garbage from seed. */
+static void scribble(const char *path, int64_t pgno, unsigned off, unsigned len, unsigned seed)
+{
+	unsigned char b[64];
+	unsigned i;
+	int fd = open(path, O_WRONLY);
+
+	for (i = 0; i < len && i < sizeof(b); i++) {
+		seed = seed * 1103515245u + 12345u;
+		b[i] = (unsigned char)(seed >> 16);
+	}
+	if (fd >= 0) {
+		if (pwrite(fd, b, len, (off_t)(pgno - 1) * 4096 + off) != (ssize_t)len)
+			ok(0, "scribble on page %lld", (long long)pgno);
+		close(fd);
+	}
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/mc-pages-XXXXXX", path[300], bad[300];
+	struct mc_persist *p;
+	int64_t depth, leaves;
+	int i;
+
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	snprintf(path, sizeof(path), "%s/pages.db", dir);
+	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p)) {
+		ok(0, "open %s", path);
+		return tap_done();
+	}
+	fill(p);
+	mc_persist_close(p);
+	leaves = query(path, "SELECT count(*) FROM dbstat WHERE name = 'objects' AND "
+			     "pagetype = 'leaf'");
+	depth = query(path, "SELECT count(DISTINCT length(path) - length(replace(path, '/', ''))) "
+			    "FROM dbstat WHERE name = 'objects' AND pagetype != 'overflow'");
+	ok(leaves > 64 && depth >= 3 && query(path, "SELECT count(*) FROM dbstat WHERE name = "
+						    "'objects' AND pagetype = 'overflow'") > 40,
+	   "the table has %lld leaves on %lld levels, and overflow pages", (long long)leaves,
+	   (long long)depth);
+	ok(query(path, "SELECT count(*) FROM objects WHERE gen < 0") > 10,
+	   "rows keyed by a key's hash have negative row ids");
+	same(path, "a closed file", 1);
+
+	/* A log with frames: through SQLite, until it is emptied. */
+	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) == 0) {
+		struct mc_persist_object o = { .key = "late", .key_len = 4, .gen = 1000000 };
+
+		mc_persist_put_object(p, &o);
+		mc_persist_commit(p);
+		same(path, "a log with a frame", 0);
+		ok(mc_persist_truncate_log(p) == 0, "the log is emptied");
+		same(path, "an emptied log", 1);
+		mc_persist_close(p);
+	} else {
+		ok(0, "open again");
+	}
+
+	/* Text and real values in integer columns: SQLite converts them, the pages do not. */
+	ok(exec(path, "UPDATE objects SET put_start_ms = 'abc' WHERE gen = 1234; "
+		      "UPDATE objects SET size = 2.5 WHERE gen = 33333; "
+		      "UPDATE objects SET checksum = x'0102' WHERE gen = 20001") == SQLITE_OK,
+	   "rows with unusual types");
+	same(path, "unusual types", 2);
+
+	/* Garbage on pages: as through SQLite, or a clean failure; never a crash. */
+	snprintf(bad, sizeof(bad), "%s/bad.db", dir);
+	for (i = 0; i < 12; i++) {
+		int64_t pg;
+		char sql[200];
+		struct load a, b;
+
+		if (copy(path, bad)) {
+			ok(0, "copy the file");
+			break;
+		}
+		snprintf(sql, sizeof(sql), "SELECT pageno FROM dbstat WHERE name = 'objects' AND "
+			 "pagetype = '%s' ORDER BY pageno LIMIT 1 OFFSET %d",
+			 i % 3 == 0 ? "internal" : i % 3 == 1 ? "leaf" : "overflow", i * 5);
+		pg = query(bad, sql);
+		if (pg <= 0)
+			pg = query(bad, "SELECT pageno FROM dbstat WHERE name = 'objects' AND "
+					"pagetype = 'leaf' LIMIT 1");
+		scribble(bad, pg, i % 2 ? 0 : 8 + (unsigned)i * 37 % 2000, 16 + (unsigned)i,
+			 (unsigned)i + 1);
+		a = load(bad, "2", 1);
+		b = load(bad, "2", 0);
+		ok(a.state != 0 && b.state != 0,
+		   "garbage on page %lld: the load ends (states %d %d, %zu and %zu rows)",
+		   (long long)pg, a.state, b.state, a.rows, b.rows);
+	}
+	tap_rmtree(dir);
+	return tap_done();
+}
