@@ -178,6 +178,65 @@ static void fill(struct mc_persist *p)
 	mc_persist_commit(p);
 }
 
+/* Churn: a third of the rows deleted at random and new ones put between them (pages split,
+ * merge and keep freed space inside). */
+static void churn(struct mc_persist *p, unsigned seed)
+{
+	int i;
+
+	for (i = 0; i < NROWS; i++) {
+		char key[32];
+
+		seed = seed * 1103515245u + 12345u;
+		snprintf(key, sizeof(key), "p%06d", i);
+		if ((seed >> 16) % 3 == 0 && i % 997 && i % 1499 && i % 503)
+			mc_persist_del_object(p, key, strlen(key), 10 + (uint64_t)i);
+		if ((seed >> 16) % 5 == 0) {
+			struct mc_persist_object o = { 0 };
+			char nkey[40];
+
+			snprintf(nkey, sizeof(nkey), "churn-%u-%d", seed % 1000, i);
+			o.key = nkey;
+			o.key_len = strlen(nkey);
+			o.size = (uint64_t)i;
+			o.gen = 1000000 + (uint64_t)i;
+			o.put_start_ms = width(i + 1);
+			o.writer[1] = 1;
+			mc_persist_put_object(p, &o);
+		}
+		if (i % 500 == 499)
+			mc_persist_commit(p);
+	}
+	mc_persist_commit(p);
+}
+
+/* A file made with pages of psize bytes, reserve of them unused (as a checksum VFS keeps), then
+ * filled and churned by the persistence layer. */
+static int make_db(const char *path, int psize, int reserve)
+{
+	struct mc_persist *p;
+	sqlite3 *db;
+	char sql[64];
+	int rc = -1;
+
+	unlink(path);
+	if (sqlite3_open(path, &db) == SQLITE_OK) {
+		snprintf(sql, sizeof(sql), "PRAGMA page_size=%d; VACUUM", psize);
+		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+		if (rc == SQLITE_OK && reserve)
+			rc = sqlite3_file_control(db, "main", SQLITE_FCNTL_RESERVE_BYTES, &reserve);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_exec(db, "VACUUM", NULL, NULL, NULL);
+	}
+	sqlite3_close(db);
+	if (rc != SQLITE_OK || mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p))
+		return -1;
+	fill(p);
+	churn(p, (unsigned)psize + (unsigned)reserve);
+	mc_persist_close(p);
+	return 0;
+}
+
 static void same(const char *path, const char *what, int want_pages)
 {
 	static const char *threads[] = { "1", "2", "8" };
@@ -283,6 +342,26 @@ int main(void)
 	ok(query(path, "SELECT count(*) FROM objects WHERE gen < 0") > 10,
 	   "rows keyed by a key's hash have negative row ids");
 	same(path, "a closed file", 1);
+
+	/* Other page sizes, reserved bytes, and churn. */
+	{
+		static const int formats[][2] = { { 4096, 0 }, { 1024, 0 }, { 65536, 0 },
+						  { 4096, 32 } };
+		char other[300], what[64];
+
+		snprintf(other, sizeof(other), "%s/other.db", dir);
+		for (i = 0; i < (int)(sizeof(formats) / sizeof(formats[0])); i++) {
+			snprintf(what, sizeof(what), "pages of %d bytes, %d reserved, churned",
+				 formats[i][0], formats[i][1]);
+			if (make_db(other, formats[i][0], formats[i][1]) != 0) {
+				ok(0, "%s: made", what);
+				continue;
+			}
+			ok(query(other, "PRAGMA page_size") == formats[i][0],
+			   "%s: the file's page size", what);
+			same(other, what, 1);
+		}
+	}
 
 	/* A log with frames: through SQLite, until it is emptied. */
 	if (mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) == 0) {
