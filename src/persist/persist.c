@@ -650,13 +650,16 @@ int mc_persist_checkpoint(struct mc_persist *p)
 
 int mc_persist_truncate_log(struct mc_persist *p)
 {
-	char wal[4096];
+	const char *file, *wal;
 	struct stat st;
 	int logged = -1, done = -1, rc;
 
 	if (p->db == NULL || p->readonly || (p->ckpt && mc_persist_ckpt_busy(p->ckpt)))
 		return -1;
-	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", p->path) >= sizeof(wal))
+	/* SQLite's own names: a symbolic link to the database has its log beside the file. */
+	file = sqlite3_db_filename(p->db, "main");
+	wal = file && file[0] ? sqlite3_filename_wal(file) : NULL;
+	if (wal == NULL || wal[0] == '\0')
 		return -1;
 	if (stat(wal, &st) != 0)
 		return errno == ENOENT ? 0 : -1;

@@ -332,7 +332,7 @@ static void mc_loader_work(struct mc_loader_worker *w)
 		if (rc)
 			break;
 	}
-	w->cpu_ns = mc_thread_cpu_ns() - cpu0;
+	w->cpu_ns += mc_thread_cpu_ns() - cpu0;	/* a second scan (the pages' check) adds */
 	if (rc == 0)
 		return;
 	pthread_mutex_lock(&l->mu);

@@ -67,6 +67,7 @@ struct mc_pages_walk {
 	size_t bufcap;
 	int64_t prev;		/* the last row id given (rows ascend) */
 	int any;
+	uint32_t visits;	/* b-tree pages visited: a tree holds each once */
 	uint32_t bad_page;	/* the page that did not parse */
 	const char *why;
 };
@@ -212,6 +213,8 @@ static int mc_pages_decode(const uint8_t *rec, uint32_t len, int64_t rowid,
 		body += sz;
 		ncol++;
 	}
+	if (body != end)	/* SQLite calls such a record corrupt */
+		return -1;
 	for (i = ncol; i < MC_PAGES_COLUMNS; i++)	/* added after the row was written */
 		col[i] = (struct mc_pages_col){ 0, NULL, 0 };
 	if (col[0].type != 0)	/* gen is the row id: the record holds NULL */
@@ -339,7 +342,7 @@ static int mc_pages_leaf(struct mc_pages_walk *w, uint32_t pgno, const uint8_t *
 		if (off < 8 + 2 * ncells || off >= w->pg->usable)
 			return mc_pages_bad(w, pgno, "a cell outside its page");
 		k = mc_pages_varint(c, end, &size);
-		if (k == 0)
+		if (k == 0 || k == 9)	/* SQLite reads a 9-byte size otherwise; none is real */
 			return mc_pages_bad(w, pgno, "a cell runs past its page");
 		c += k;
 		k = mc_pages_varint(c, end, &rowid);
@@ -388,7 +391,9 @@ static int mc_pages_children(struct mc_pages_walk *w, uint32_t pgno, const uint8
 				return mc_pages_bad(w, pgno, "a cell outside its page");
 			cpg = mc_pages_be32(page + off);
 			to = (int64_t)key;
-			if (to < from || to > hi)
+			/* Keys ascend strictly; the largest row id as a key would leave the
+			 * children after it nothing (SQLite never writes it). */
+			if (to < from || to > hi || to == INT64_MAX)
 				return mc_pages_bad(w, pgno, "keys out of order");
 		} else {
 			cpg = mc_pages_be32(page + 8);
@@ -397,10 +402,8 @@ static int mc_pages_children(struct mc_pages_walk *w, uint32_t pgno, const uint8
 		rc = child(arg, cpg, from, to);
 		if (rc)
 			return rc;
-		if (to == INT64_MAX)
-			from = to;	/* only an empty rightmost child can follow */
-		else
-			from = to + 1;
+		if (i < ncells)
+			from = to + 1;	/* below INT64_MAX (above) */
 	}
 	return 0;
 }
@@ -428,8 +431,8 @@ static int mc_pages_descend(struct mc_pages_walk *w, uint32_t pgno, int64_t lo, 
 
 	if (page == NULL)
 		return mc_pages_bad(w, pgno, "a page number outside the file");
-	if (depth > MC_PAGES_MAX_DEPTH)
-		return mc_pages_bad(w, pgno, "the tree is too deep");
+	if (depth > MC_PAGES_MAX_DEPTH || ++w->visits > w->pg->npages)
+		return mc_pages_bad(w, pgno, "the tree is too deep or visits a page twice");
 	if (page[0] == 0x0d)
 		return mc_pages_leaf(w, pgno, page, lo, hi);
 	if (page[0] != 0x05)
@@ -550,14 +553,16 @@ static int mc_pages_columns_ok(sqlite3 *db)
 	sqlite3_stmt *st;
 	int i = 0, ok = 1;
 
-	if (sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info('objects')", -1,
-			       &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, "SELECT name, type, pk, dflt_value IS NULL FROM "
+			       "pragma_table_info('objects')", -1, &st, NULL) != SQLITE_OK)
 		return 0;
 	while (ok && sqlite3_step(st) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
 		const char *type = (const char *)sqlite3_column_text(st, 1);
 
+		/* No default: a short record's missing columns read NULL, as here. */
 		ok = i < MC_PAGES_COLUMNS && name && !strcmp(name, mc_pages_columns[i]) &&
+		     sqlite3_column_int(st, 3) &&
 		     (i != 0 || (type && !strcmp(type, "INTEGER") && sqlite3_column_int(st, 2) == 1));
 		i++;
 	}
@@ -568,7 +573,7 @@ static int mc_pages_columns_ok(sqlite3 *db)
 int mc_pages_open(sqlite3 *db, const char *path, struct mc_pages **out)
 {
 	struct mc_pages *pg;
-	char wal[300];
+	const char *file, *wal;
 	struct stat stw, st;
 	int64_t psize, npages, root;
 	void *map;
@@ -579,9 +584,14 @@ int mc_pages_open(sqlite3 *db, const char *path, struct mc_pages **out)
 		return mc_pages_refuse(path, "MC_LOAD_PAGES=0");
 	if (strlen(path) >= sizeof(pg->path))
 		return mc_pages_refuse(path, "a long path");
-	/* After the caller's read transaction began: an empty log was empty then (above). */
-	snprintf(wal, sizeof(wal), "%s-wal", path);
-	if (stat(wal, &stw) == 0 && stw.st_size != 0)
+	/* The files SQLite uses (it follows a symbolic link to the database; the log is beside
+	 * the file it found).  After the caller's read transaction began: an absent or empty log
+	 * was empty then (above). */
+	file = sqlite3_db_filename(db, "main");
+	wal = file && file[0] ? sqlite3_filename_wal(file) : NULL;
+	if (wal == NULL || wal[0] == '\0')
+		return mc_pages_refuse(path, "no file name from SQLite");
+	if (stat(wal, &stw) == 0 ? stw.st_size != 0 : errno != ENOENT)
 		return mc_pages_refuse(path, "its write-ahead log holds frames");
 	if (!mc_pages_columns_ok(db))
 		return mc_pages_refuse(path, "the objects table's columns are not this reader's");
@@ -592,7 +602,7 @@ int mc_pages_open(sqlite3 *db, const char *path, struct mc_pages **out)
 	if (psize < 512 || psize > 65536 || (psize & (psize - 1)) || npages < 2 ||
 	    npages > UINT32_MAX || root < 2 || root > npages)
 		return mc_pages_refuse(path, "an unexpected page size, count or root");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return mc_pages_refuse(path, strerror(errno));
 	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < (uint64_t)psize * (uint64_t)npages) {
@@ -614,10 +624,11 @@ int mc_pages_open(sqlite3 *db, const char *path, struct mc_pages **out)
 	pg->npages = (uint32_t)npages;
 	pg->root = (uint32_t)root;
 	strcpy(pg->path, path);
-	/* The file's header: its magic, the same page size, the bytes a page reserves. */
+	/* The file's header: its magic, the same page size, the bytes a page reserves, text in
+	 * UTF-8 (SQLite converts UTF-16 text it is asked for as bytes). */
 	if (memcmp(pg->map, "SQLite format 3", 16) ||
 	    (mc_pages_be16(pg->map + 16) == 1 ? 65536 : mc_pages_be16(pg->map + 16)) != psize ||
-	    pg->map[20] > psize - 480) {
+	    pg->map[20] > psize - 480 || mc_pages_be32(pg->map + 56) != 1) {
 		mc_pages_close(pg);
 		return mc_pages_refuse(path, "an unexpected file header");
 	}

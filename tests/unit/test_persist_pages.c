@@ -384,8 +384,56 @@ int main(void)
 	   "rows with unusual types");
 	same(path, "unusual types", 2);
 
-	/* Garbage on pages: as through SQLite, or a clean failure; never a crash. */
+	/* Through a symbolic link with frames in the log: SQLite's log is beside the file. */
+	{
+		char link[300];
+
+		snprintf(link, sizeof(link), "%s/link.db", dir);
+		if (symlink(path, link) == 0 && mc_persist_open(path, MC_PERSIST_SYNC_NORMAL, &p) == 0) {
+			struct mc_persist_object o = { .key = "p000001", .key_len = 7, .size = 999,
+						       .gen = 11 };
+
+			o.writer[0] = 1;
+			mc_persist_put_object(p, &o);	/* the same row, another size */
+			mc_persist_commit(p);
+			same(link, "a link to a file whose log holds a frame", 0);
+			mc_persist_close(p);
+		} else {
+			ok(0, "a link and the file open");
+		}
+	}
+
+	/* An interior page whose every child is itself: a walk ends, as SQLite's does. */
 	snprintf(bad, sizeof(bad), "%s/bad.db", dir);
+	if (copy(path, bad) == 0) {
+		int64_t pg = query(bad, "SELECT pageno FROM dbstat WHERE name = 'objects' AND "
+					"pagetype = 'internal' AND path != '/' LIMIT 1 OFFSET 1");
+		unsigned char page[4096], be[4];
+		int fd = open(bad, O_RDWR), n, k;
+		struct load a;
+
+		if (pg > 0 && fd >= 0 && pread(fd, page, sizeof(page), (off_t)(pg - 1) * 4096) == 4096) {
+			be[0] = (unsigned char)(pg >> 24);
+			be[1] = (unsigned char)(pg >> 16);
+			be[2] = (unsigned char)(pg >> 8);
+			be[3] = (unsigned char)pg;
+			n = page[3] << 8 | page[4];
+			for (k = 0; k < n; k++)
+				memcpy(page + (page[12 + 2 * k] << 8 | page[13 + 2 * k]), be, 4);
+			memcpy(page + 8, be, 4);
+			if (pwrite(fd, page, sizeof(page), (off_t)(pg - 1) * 4096) != 4096)
+				ok(0, "write page %lld", (long long)pg);
+		}
+		if (fd >= 0)
+			close(fd);
+		a = load(bad, "2", 1);
+		ok(pg > 0 && a.state != 0 && a.state != 1,
+		   "page %lld, every child itself: the load ends (state %d)", (long long)pg, a.state);
+	} else {
+		ok(0, "copy the file");
+	}
+
+	/* Garbage on pages: as through SQLite, or a clean failure; never a crash. */
 	for (i = 0; i < 12; i++) {
 		int64_t pg;
 		char sql[200];
