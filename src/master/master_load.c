@@ -4,28 +4,31 @@
  * loaded the segments, clients and meta values before the RPC port opens).
  *
  * Phases:
- *   scanning   the loader thread (src/persist/persist_loader.c) reads every object row into
- *              memory (in generation order), sorts references to them by their keys' hashes
- *              (of two rows of one key the newer wins: the older is deleted once loaded) and
- *              the complete memory replicas by segment and offset;
- *   reserving  the loop re-reserves those ranges in that order (constant time each), in slices,
- *              reading nothing but the sorted ranges; the loader thread then copies each
- *              block to its row's slot (scattering, writes in another order, off the loop);
- *   inserting  the loop puts the objects into the table with their blocks, a chunk of rows a
- *              slice;
+ *   scanning   the loader threads (src/persist/persist_loader.c) read the object rows in parts,
+ *              from the last generations to the first; the loop takes each part once it is read
+ *              and puts its rows into the table, newest first, a chunk a turn: so a key's newest
+ *              row goes in first and its older rows are found in the table and deleted once
+ *              loaded (mc_load_row).  Each object's memory replicas keep their segment and
+ *              offset, pending (not re-reserved), and their ranges are listed;
+ *   sorting    a thread sorts the ranges by segment and offset;
+ *   reserving  the loop re-reserves them in that order (constant time each), in slices; a range
+ *              that overlaps another (only a damaged file has such rows) is dropped and its
+ *              object fixed (mc_load_fix_lost);
  *   done       quarantined ranges (puts in flight at the crash) are reserved, stale rows go, the
  *              tasks, drain jobs and tenants are recovered (m->recover_more), the log line.
- * A row is put into the table complete: an object visible to a reader always has its ranges.
+ * An object is visible to a reader only with all its ranges reserved: a lookup that finds one
+ * still pending reserves its ranges at once (out of order, cheap while few are reserved), or,
+ * while the ranges are being reserved in order, waits for that (a fraction of a second).
  *
  * While loading (m->load set), requests go through mc_master_load_gate before they run:
  *   - Ping, ServiceReady, GetFsdir, GetStorageConfig and GetAllSegments run, and so does a
  *     ReMountSegment that only names segments its client has mounted (or none);
  *   - GetReplicaList, ExistKey, ProbeKey and their batch forms (default tenant) run once every
- *     key is in the table or known not to be in the file: while scanning, a key not loaded yet
- *     is asked of the loader thread (the file has no index on the key: it answers once its
- *     scan has read every row; reply deferred); while reserving and scattering they wait (a
- *     fraction of a second); while inserting, the row is found in memory (by its key's hash)
- *     and put into the table at once;
+ *     key is in the table (its ranges reserved) or known not to be in the file: while
+ *     scanning, a key not in the table yet is asked of the loader thread (through the key
+ *     index; the file has no index on the key), whose answer is put into the table at once;
+ *     without the key index it waits for the scan's end; after the scan a key not in the
+ *     table is not in the file;
  *   - everything else (puts, removes, remove_all, mounts, tasks, tenants' requests, ...) waits
  *     until the load is done.
  * A request that waits is parked alone (rpc_server.c): its connection reads on, the requests
@@ -39,18 +42,24 @@
  * the restart would otherwise wait the whole load for it (and give up past its deadline).
  * Housekeeping waits too: the tick's work (liveness, expiries, tasks, drains, dynamic
  * replication) and eviction resume when the load is done, and no range is allocated before
- * (mc_try_segment), so nothing is handed out that a row not yet loaded holds.  The metrics
- * count what is loaded so far.  A stop during the load ends the loader thread at once.
+ * (mc_try_segment), so nothing is handed out that a row not yet loaded, or a range not yet
+ * re-reserved, holds.  The metrics count what is loaded so far.  A stop during the load ends
+ * the loader's threads at once.
  *
  * Where later records would apply: mc_load_finish runs once every row is in the table, before
  * anything that waited runs; changes recorded apart from the rows (a log of later changes,
  * replayed in order) go there.  Such a log must also be seen by the lookups while scanning: a
  * key absent from the rows may be in it (mc_load_key_waits would then wait for the end).
- * Single-threaded: the master's reactor thread.
+ * Single-threaded: the master's reactor thread (and the sorting thread, on the ranges alone).
  */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -66,8 +75,6 @@
 
 #define MC_LOAD_RESERVE_SLICE 262144	/* ranges re-reserved per turn of the loop */
 #define MC_LOAD_AHEAD 8			/* rows whose index line is fetched ahead */
-/* A row put into the table ahead of its turn (its flags in the loader's copy only). */
-#define MC_LOAD_TAKEN (1u << 31)
 
 enum { MC_ASK_ASKED = 1, MC_ASK_FOUND, MC_ASK_ABSENT, MC_ASK_LATER };
 
@@ -79,25 +86,29 @@ struct mc_ask {
 	int state;
 };
 
-enum { MC_LOAD_SCANNING, MC_LOAD_RESERVING, MC_LOAD_SCATTERING, MC_LOAD_INSERTING };
+enum { MC_LOAD_SCANNING, MC_LOAD_SORTING, MC_LOAD_RESERVING };
 
 struct mc_master_load {
 	struct mc_master *m;
 	struct mc_load L;
 	struct mc_persist_loader *ldr;
-	struct event *ev_fd, *ev_step;
+	struct event *ev_fd, *ev_step, *ev_sorted;
 	int phase;
+	int waiting;			/* scanning: the step waits for the loader's fd */
 	int64_t t0;
 	struct mc_ask *asks;		/* open addressing, cap a power of two */
 	size_t nasks, capasks;
+	/* The part being put in: its chunks, from the last (chunk: how many are left) and in
+	 * each from its last row (row: how many are left). */
 	struct mc_persist_rows *chunks;
-	size_t nchunks, chunk, row;	/* inserting: the next row */
-	struct mc_persist_keyref *keyrefs;	/* the rows by their keys' hashes */
-	size_t nkeyrefs;
-	struct mc_persist_range *ranges;
-	size_t nranges, range;		/* reserving: the next range */
-	struct mc_segment **segs;	/* by the loader's segment index */
-	uint32_t nsegs;
+	size_t nchunks, chunk, row;
+	size_t parts;			/* parts taken */
+	uint64_t rows;			/* rows taken */
+	/* The ranges' sort, on a thread of its own. */
+	pthread_t sort_tid;
+	int sorting;
+	int sort_efd;
+	atomic_int stop;
 };
 
 /* Connections whose request waited read on (rpc_server.c, on its event: after this turn). */
@@ -163,99 +174,35 @@ static void mc_asks_free(struct mc_master_load *ld)
 	ld->nasks = ld->capasks = 0;
 }
 
-/* ------------------------------------------------------------ rows */
-
-/* Re-reserve the complete memory ranges of po out of order (a row answered while scanning: few
- * ranges are reserved yet, so it is cheap), into blks. */
-static void mc_load_reserve_row(struct mc_master_load *ld, const struct mc_persist_object *po,
-				void **blks)
-{
-	struct mc_master *m = ld->m;
-	uint32_t i;
-
-	for (i = 0; i < po->n_replicas; i++) {
-		const struct mc_persist_replica *pr = &po->replicas[i];
-		struct mc_segment *seg;
-		struct mc_uuid id;
-
-		memcpy(id.b, pr->segment_id, 16);
-		if (pr->type != MC_REPLICA_MEMORY || pr->status != MC_REPLICA_COMPLETE ||
-		    (seg = mc_segment_lookup(m, &id)) == NULL || pr->offset + pr->len > seg->size)
-			continue;
-		if (mc_alloc_reserve_at(seg->alloc, pr->offset, pr->len) != 0) {
-			mc_log_warn("persisted replica at offset %llu of %s overlaps another: "
-				    "dropping it", (unsigned long long)pr->offset, seg->name);
-			continue;
-		}
-		if (seg->status != MC_SEG_DORMANT)
-			m->allocated += mc_alloc_round(pr->len);
-		blks[i] = MC_LOAD_HELD;
-	}
-}
-
-/* Put row i of chunk c into the table (loading records nothing: the file has it). */
-static void mc_load_put_row(struct mc_master_load *ld, struct mc_persist_rows *c, size_t i)
-{
-	struct mc_persist_object *po = &c->rows[i];
-	void **blks = c->user + (po->replicas - c->reps);
-	struct mc_persist *p = ld->m->persist;
-
-	ld->m->persist = NULL;
-	if (po->flags & MC_LOAD_TAKEN)
-		mc_load_release_unused(&ld->L, po, blks);
-	else
-		mc_load_row(&ld->L, po, blks);
-	ld->m->persist = p;
-	po->flags |= MC_LOAD_TAKEN;
-}
-
-/* The newest row of key among the rows not inserted yet (chunks from ld->chunk on), or NULL. */
-static struct mc_persist_object *mc_load_search(struct mc_master_load *ld, const char *key,
-						size_t len, struct mc_persist_rows **chunk,
-						size_t *row)
-{
-	struct mc_persist_object *o;
-	size_t c;
-
-	o = mc_persist_rows_find(ld->chunks, ld->chunk, ld->keyrefs, ld->nkeyrefs, key, len, &c,
-				 row);
-	if (o)
-		*chunk = &ld->chunks[c];
-	return o;
-}
-
 /* ------------------------------------------------------------ the gate */
 
-/* 1 if the request must wait for key (looked up in the file if need be), else 0. */
+/* 1 if a lookup of key must wait (asked of the file if need be), else 0 (the key's object, if
+ * any, has its ranges reserved). */
 static int mc_load_key_waits(struct mc_master_load *ld, const char *key, size_t len)
 {
 	struct mc_master *m = ld->m;
-	struct mc_persist_rows *c;
+	struct mc_object *o = mc_object_find(&m->objects, key, len);
 	struct mc_ask *a;
 	uint32_t hash;
-	size_t row;
 
-	if (mc_object_find(&m->objects, key, len))
-		return 0;
-	switch (ld->phase) {
-	case MC_LOAD_SCANNING:
-		hash = mc_object_hash(key, len);
-		a = mc_ask_find(ld, key, len, hash);
-		if (a)
-			return a->state == MC_ASK_ASKED || a->state == MC_ASK_LATER;
-		a = mc_ask_add(ld, key, len, hash);
-		if (mc_persist_loader_query(ld->ldr, key, len, NULL) != 0)
-			a->state = MC_ASK_LATER;	/* found when its row is inserted */
-		return 1;
-	case MC_LOAD_RESERVING:
-	case MC_LOAD_SCATTERING:
-		return 1;
-	default:
-		if (mc_load_search(ld, key, len, &c, &row) &&
-		    !(c->rows[row].flags & MC_LOAD_TAKEN))
-			mc_load_put_row(ld, c, row);
+	if (o) {
+		if (!mc_load_pending(o))
+			return 0;
+		if (ld->phase == MC_LOAD_RESERVING)	/* in order, in a moment */
+			return 1;
+		mc_load_reserve_object(&ld->L, o);
 		return 0;
 	}
+	if (ld->phase != MC_LOAD_SCANNING)	/* every row is in */
+		return 0;
+	hash = mc_object_hash(key, len);
+	a = mc_ask_find(ld, key, len, hash);
+	if (a)
+		return a->state == MC_ASK_ASKED || a->state == MC_ASK_LATER;
+	a = mc_ask_add(ld, key, len, hash);
+	if (mc_persist_loader_query(ld->ldr, key, len, NULL) != 0)
+		a->state = MC_ASK_LATER;	/* found when its row is put in */
+	return 1;
 }
 
 /* 1 if a ReMountSegment must wait: unless it names only segments its client has mounted now (a
@@ -331,6 +278,7 @@ int mc_master_load_gate(struct mc_master *m, uint16_t opcode, const uint8_t *bod
 
 /* ------------------------------------------------------------ the phases */
 
+/* Answers to lookups while scanning: a row found goes into the table at once. */
 static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer *answers)
 {
 	struct mc_master *m = ld->m;
@@ -339,161 +287,145 @@ static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer 
 	for (a = answers; a; a = a->next) {
 		struct mc_ask *ask = mc_ask_find(ld, a->key, a->key_len,
 						 mc_object_hash(a->key, a->key_len));
+		struct mc_object *o;
 
 		if (ask == NULL)
 			continue;
-		if (a->rc < 0) {
+		if (a->rc < 0) {	/* no key index, or it failed: after the scan */
 			ask->state = MC_ASK_LATER;
 			continue;
 		}
 		ask->state = a->rc == 0 ? MC_ASK_FOUND : MC_ASK_ABSENT;
-		if (a->rc == 0 && !mc_object_find(&m->objects, a->key, a->key_len)) {
-			mc_load_reserve_row(ld, &a->rows.rows[0], a->rows.user);
-			mc_load_put_row(ld, &a->rows, 0);
+		if (a->rc != 0)
+			continue;
+		if (mc_object_find(&m->objects, a->key, a->key_len) == NULL) {
+			struct mc_persist *p = m->persist;
+
+			m->persist = NULL;	/* loading records nothing: the file has it */
+			mc_load_row(&ld->L, &a->rows.rows[0], 1);
+			m->persist = p;
 		}
+		o = mc_object_find(&m->objects, a->key, a->key_len);
+		if (o && mc_load_pending(o))
+			mc_load_reserve_object(&ld->L, o);
 	}
 	mc_persist_answer_free(answers);
 }
 
-/* Rows read by the scan (a chunk per range of generations is not full). */
-static size_t mc_load_nrows(const struct mc_master_load *ld)
+static void *mc_load_sort_main(void *arg)
 {
-	size_t i, n = 0;
+	struct mc_master_load *ld = arg;
+	uint64_t one = 1;
 
-	for (i = 0; i < ld->nchunks; i++)
-		n += ld->chunks[i].n;
-	return n;
+	pthread_setname_np(pthread_self(), "mc-load-sort");
+	mc_load_sort_ranges(&ld->L, &ld->stop);
+	if (write(ld->sort_efd, &one, sizeof(one)) < 0) {
+		/* The counter cannot overflow: the loop wakes anyway. */
+	}
+	return NULL;
 }
 
-/* The scan is done: rows answered while scanning are taken; resolve the segments. */
+/* Every row is in: the ranges are sorted on a thread (here when none can start). */
 static void mc_load_scanned(struct mc_master_load *ld)
 {
-	const uint8_t(*segids)[16];
-	size_t i;
-
-	mc_persist_loader_result(ld->ldr, &ld->chunks, &ld->nchunks, &ld->keyrefs, &ld->nkeyrefs,
-				 &ld->ranges, &ld->nranges, &segids, &ld->nsegs);
-	for (i = 0; i < ld->capasks; i++) {
-		struct mc_persist_rows *c;
-		size_t row;
-
-		if (ld->asks[i].key && ld->asks[i].state == MC_ASK_FOUND &&
-		    mc_load_search(ld, ld->asks[i].key, ld->asks[i].len, &c, &row))
-			c->rows[row].flags |= MC_LOAD_TAKEN;
-	}
 	mc_asks_free(ld);
-	/* The index gets its final size now: no resize while the rows go in. */
-	mc_object_table_reserve(&ld->m->objects, ld->m->objects.count + mc_load_nrows(ld));
-	ld->segs = mc_xcalloc(ld->nsegs ? ld->nsegs : 1, sizeof(*ld->segs));
-	for (i = 0; i < ld->nsegs; i++) {
-		struct mc_uuid id;
-
-		memcpy(id.b, segids[i], 16);
-		ld->segs[i] = mc_segment_lookup(ld->m, &id);
+	ld->phase = MC_LOAD_SORTING;
+	mc_log_info("loading %s: %llu rows (%llu objects) in the table in %.2f s; sorting %zu "
+		    "ranges", ld->m->cfg.persist_path, (unsigned long long)ld->rows,
+		    (unsigned long long)ld->L.objects,
+		    (double)(mc_master_now(ld->m) - ld->t0) / 1000.0, ld->L.n);
+	if (ld->L.older)
+		mc_log_notice("loading %s: %llu rows have a newer row of their key: they go",
+			      ld->m->cfg.persist_path, (unsigned long long)ld->L.older);
+	if (pthread_create(&ld->sort_tid, NULL, mc_load_sort_main, ld) == 0) {
+		ld->sorting = 1;
+		return;
 	}
+	mc_load_sort_ranges(&ld->L, NULL);
 	ld->phase = MC_LOAD_RESERVING;
-	mc_log_info("loading %s: %zu rows read in %.2f s; re-reserving %zu ranges",
-		    ld->m->cfg.persist_path, mc_load_nrows(ld),
-		    (double)(mc_master_now(ld->m) - ld->t0) / 1000.0, ld->nranges);
+	event_active(ld->ev_step, EV_TIMEOUT, 0);
 }
 
-/* The row whose replica is entry rep of chunk c. */
-static const struct mc_persist_object *mc_load_row_of(const struct mc_persist_rows *c, size_t rep)
-{
-	size_t a = 0, b = c->n;
-
-	while (b - a > 1) {
-		size_t mid = a + (b - a) / 2;
-
-		if ((size_t)(c->rows[mid].replicas - c->reps) <= rep)
-			a = mid;
-		else
-			b = mid;
-	}
-	return &c->rows[a];
-}
-
-static void mc_load_reserve_slice(struct mc_master_load *ld)
+/* Take the next part if it is read: 1, 0 (not yet: the loader's fd says when), -1 (none left:
+ * every row is in). */
+static int mc_load_take(struct mc_master_load *ld)
 {
 	struct mc_master *m = ld->m;
-	size_t end = ld->range + MC_LOAD_RESERVE_SLICE;
+	size_t i, rows = 0;
+	int rc = mc_persist_loader_take(ld->ldr, &ld->chunks, &ld->nchunks);
 
-	if (end > ld->nranges)
-		end = ld->nranges;
-	for (; ld->range < end; ld->range++) {
-		struct mc_persist_range *e = &ld->ranges[ld->range];
-		struct mc_segment *seg = ld->segs[e->order >> 48];
-		uint64_t off = (e->order & ((1ull << 48) - 1)) << 6;
-
-		/* Only the range itself is read here: the rows are in another order. */
-		if (seg == NULL || off + e->len > seg->size)
-			continue;
-		if (mc_alloc_reserve_at(seg->alloc, off, e->len) != 0) {
-			/* A row put in ahead has its ranges already; anything else overlaps. */
-			if (!(mc_load_row_of(&ld->chunks[e->chunk], e->rep)->flags & MC_LOAD_TAKEN))
-				mc_log_warn("persisted replica at offset %llu of %s overlaps "
-					    "another: dropping it",
-					    (unsigned long long)off, seg->name);
-			continue;
-		}
-		if (seg->status != MC_SEG_DORMANT)
-			m->allocated += mc_alloc_round(e->len);
-		e->blk = MC_LOAD_HELD;
-	}
-	if (ld->range == ld->nranges) {	/* the blocks go to their rows' slots */
-		ld->phase = MC_LOAD_SCATTERING;
-		mc_persist_loader_scatter(ld->ldr);
-	}
+	if (rc != 1)
+		return rc;
+	for (i = 0; i < ld->nchunks; i++)
+		rows += ld->chunks[i].n;
+	/* Without an estimate from the start, the first part (the newest) gives the index its
+	 * size: the parts are alike. */
+	if (ld->parts++ == 0 && mc_persist_loader_estimate(ld->ldr) == 0)
+		mc_object_table_reserve(&m->objects, m->objects.count +
+							     rows * mc_persist_loader_parts(ld->ldr));
+	ld->rows += rows;
+	ld->chunk = ld->nchunks;
+	ld->row = ld->nchunks ? ld->chunks[ld->nchunks - 1].n : 0;
+	return 1;
 }
 
-/* One chunk of rows; 1 when every row is in. */
-static int mc_load_insert_slice(struct mc_master_load *ld)
+/* One chunk of the part being put in, its rows from the newest. */
+static void mc_load_insert_chunk(struct mc_master_load *ld)
 {
-	struct mc_persist_rows *c;
+	struct mc_persist_rows *c = &ld->chunks[ld->chunk - 1];
+	struct mc_persist *p = ld->m->persist;
 
-	if (ld->chunk == ld->nchunks) {
-		mc_persist_loader_drop_keyrefs(ld->ldr);
-		ld->keyrefs = NULL;
-		ld->nkeyrefs = 0;
-		return 1;
-	}
-	c = &ld->chunks[ld->chunk];
-	for (; ld->row < c->n; ld->row++) {
-		const struct mc_persist_object *po = &c->rows[ld->row];
-
+	ld->m->persist = NULL;	/* loading records nothing: the file has it */
+	for (; ld->row > 0; ld->row--) {
 		/* The index's line for a row a few ahead: its miss overlaps these inserts. */
-		if (ld->row + MC_LOAD_AHEAD < c->n)
-			mc_object_prefetch_key(&ld->m->objects, c->rows[ld->row + MC_LOAD_AHEAD].key,
-					       c->rows[ld->row + MC_LOAD_AHEAD].key_len);
-		if (po->flags & MC_PERSIST_ROW_OLDER)	/* a newer row of its key is loaded */
-			mc_load_stale(&ld->L, po->key, po->key_len, po->row);
-		else
-			mc_load_put_row(ld, c, ld->row);
+		if (ld->row > MC_LOAD_AHEAD)
+			mc_object_prefetch_key(&ld->m->objects, c->rows[ld->row - 1 - MC_LOAD_AHEAD].key,
+					       c->rows[ld->row - 1 - MC_LOAD_AHEAD].key_len);
+		mc_load_row(&ld->L, &c->rows[ld->row - 1], 1);
 	}
-	mc_persist_rows_fini(c);
-	ld->chunk++;
-	ld->row = 0;
-	return 0;
+	ld->m->persist = p;
+	mc_persist_loader_give(ld->ldr, c);
+	if (--ld->chunk > 0) {
+		ld->row = ld->chunks[ld->chunk - 1].n;
+	} else {
+		free(ld->chunks);
+		ld->chunks = NULL;
+		ld->nchunks = 0;
+	}
 }
 
 static void mc_master_load_free(struct mc_master_load *ld)
 {
+	size_t i;
+
+	if (ld->sorting) {
+		atomic_store(&ld->stop, 1);
+		pthread_join(ld->sort_tid, NULL);
+		ld->sorting = 0;
+	}
 	mc_persist_loader_free(ld->ldr);
 	if (ld->ev_fd)
 		event_free(ld->ev_fd);
 	if (ld->ev_step)
 		event_free(ld->ev_step);
+	if (ld->ev_sorted)
+		event_free(ld->ev_sorted);
+	if (ld->sort_efd >= 0)
+		close(ld->sort_efd);
+	for (i = 0; i < ld->chunk; i++)
+		mc_persist_rows_fini(&ld->chunks[i]);
+	free(ld->chunks);
 	mc_asks_free(ld);
-	free(ld->segs);
 	free(ld);
 }
 
-/* Every row is in: the rest of the reload, then what waited runs. */
+/* Every range is reserved: the rest of the reload, then what waited runs. */
 static void mc_load_finish(struct mc_master_load *ld)
 {
 	struct mc_master *m = ld->m;
 	char how[64];
 
+	mc_load_fix_lost(&ld->L);
 	mc_load_reserve_discards(&ld->L);
 	/* Later changes recorded apart from the rows would be applied here, in order. */
 	snprintf(how, sizeof(how), " in the background in %.2f s",
@@ -519,12 +451,26 @@ static void mc_load_on_step(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (ld->phase == MC_LOAD_RESERVING) {
-		mc_load_reserve_slice(ld);
-		if (ld->phase == MC_LOAD_SCATTERING)
-			return;		/* the loader thread wakes us (mc_load_on_fd) */
-	} else if (mc_load_insert_slice(ld)) {
-		mc_load_finish(ld);
-		return;
+		if (mc_load_reserve_some(&ld->L, MC_LOAD_RESERVE_SLICE)) {
+			mc_load_finish(ld);
+			return;
+		}
+	} else if (ld->phase == MC_LOAD_SCANNING) {
+		int rc = ld->chunks ? 1 : mc_load_take(ld);
+
+		if (rc == 0) {		/* the loader's fd wakes us */
+			ld->waiting = 1;
+			return;
+		}
+		if (rc < 0) {
+			mc_load_scanned(ld);
+			mc_load_resume(ld->m);	/* lookups of keys not in the table: absent */
+			return;
+		}
+		if (ld->chunks)
+			mc_load_insert_chunk(ld);
+	} else {
+		return;			/* sorting: its fd wakes us */
 	}
 	event_active(ld->ev_step, EV_TIMEOUT, 0);	/* after the other events' turn */
 }
@@ -549,17 +495,28 @@ static void mc_load_on_fd(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(ld->m->base);
 		return;
 	}
-	if (state == 1 && ld->phase == MC_LOAD_SCANNING) {
-		mc_load_scanned(ld);
-		event_active(ld->ev_step, EV_TIMEOUT, 0);
-	}
-	if (state == 2 && ld->phase == MC_LOAD_SCATTERING) {
-		mc_persist_loader_drop_ranges(ld->ldr);
-		ld->ranges = NULL;
-		ld->phase = MC_LOAD_INSERTING;	/* lookups are answered from here on */
+	if (ld->waiting) {	/* a part may be read */
+		ld->waiting = 0;
 		event_active(ld->ev_step, EV_TIMEOUT, 0);
 	}
 	mc_load_resume(ld->m);
+}
+
+static void mc_load_on_sorted(evutil_socket_t fd, short what, void *arg)
+{
+	struct mc_master_load *ld = arg;
+	uint64_t v;
+
+	(void)what;
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: a spurious wake-up. */
+	}
+	if (!ld->sorting)
+		return;
+	pthread_join(ld->sort_tid, NULL);
+	ld->sorting = 0;
+	ld->phase = MC_LOAD_RESERVING;
+	event_active(ld->ev_step, EV_TIMEOUT, 0);
 }
 
 /* Take over *L (segments loaded) and start loading the objects in the background: 0, or an
@@ -572,19 +529,31 @@ static int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
 	ld->m = m;
 	ld->L = *L;
 	ld->t0 = mc_master_now(m);
-	rc = mc_persist_loader_start(m->cfg.persist_path, &ld->ldr);
+	ld->sort_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	rc = ld->sort_efd < 0 ? -errno : mc_persist_loader_start(m->cfg.persist_path, &ld->ldr);
 	if (rc == 0) {
 		ld->ev_fd = event_new(m->base, mc_persist_loader_fd(ld->ldr), EV_READ | EV_PERSIST,
 				      mc_load_on_fd, ld);
+		ld->ev_sorted = event_new(m->base, ld->sort_efd, EV_READ | EV_PERSIST,
+					  mc_load_on_sorted, ld);
 		ld->ev_step = event_new(m->base, -1, 0, mc_load_on_step, ld);
-		if (ld->ev_fd == NULL || ld->ev_step == NULL || event_add(ld->ev_fd, NULL) != 0)
+		if (ld->ev_fd == NULL || ld->ev_step == NULL || ld->ev_sorted == NULL ||
+		    event_add(ld->ev_fd, NULL) != 0 || event_add(ld->ev_sorted, NULL) != 0)
 			rc = -ENOMEM;
 	}
 	if (rc) {
+		memset(&ld->L, 0, sizeof(ld->L));	/* the caller's still */
 		mc_master_load_free(ld);
 		return rc;
 	}
 	m->load = ld;
+	/* The index at its size at once, if the file says: the prefaulter populates it while the
+	 * first part is read (populated by the inserts themselves, each page would fault twice:
+	 * a lookup's read, then the insert's write). */
+	if (mc_persist_loader_estimate(ld->ldr))
+		mc_object_table_reserve(&m->objects, m->objects.count +
+						     mc_persist_loader_estimate(ld->ldr));
+	event_active(ld->ev_step, EV_TIMEOUT, 0);
 	mc_log_notice("recovered %u segments from %s; loading the objects in the background",
 		      m->nsegs, m->cfg.persist_path);
 	return 0;
@@ -608,11 +577,18 @@ void mc_master_load_stop(struct mc_master *m)
 		/* The rows read so far (gigabytes at tens of millions of objects) go with the
 		 * process, as the table does: freeing them chunk by chunk only delays the exit.
 		 * They stay reachable from m. */
+		if (ld->sorting) {
+			atomic_store(&ld->stop, 1);
+			pthread_join(ld->sort_tid, NULL);
+			ld->sorting = 0;
+		}
 		if (ld->ev_fd)
 			event_free(ld->ev_fd);
 		if (ld->ev_step)
 			event_free(ld->ev_step);
-		ld->ev_fd = ld->ev_step = NULL;
+		if (ld->ev_sorted)
+			event_free(ld->ev_sorted);
+		ld->ev_fd = ld->ev_step = ld->ev_sorted = NULL;
 		mc_persist_loader_halt(ld->ldr);
 		m->load_left = ld;
 		return;

@@ -7,6 +7,7 @@
  * rows, one at a time, and the reload at once) and master_load.c (the reload in the background,
  * while the master serves).
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,9 +17,11 @@ struct mc_replica;
 struct mc_object;
 struct mc_persist_object;
 
-/* A persisted memory replica's range, to reserve once every row is read.  32 bytes: qsort moves
- * elements that small in place instead of sorting pointers and copying them back. */
+/* A persisted memory replica's range, to reserve once every row is read: order is its
+ * segment's index (the high 16 bits) and its offset / 64, UINT64_MAX when those do not fit
+ * (sorted apart, by qsort). */
 struct mc_load_range {
+	uint64_t order;
 	struct mc_segment *seg;
 	uint64_t off, len;
 	struct mc_replica *r;
@@ -44,6 +47,8 @@ struct mc_load {
 	struct mc_object **lost;	/* objects that lost a replica to an overlap */
 	size_t nlost, caplost;
 	uint64_t objects, zombies, dropped, ghosts, dormant;
+	uint64_t older;		/* rows a newer row of their key overrides (background load) */
+	size_t reserved;	/* ranges [0, reserved) re-reserved (mc_load_reserve_some) */
 	uint64_t logged;	/* records of the put log read */
 	int64_t now, wall;
 	char **stale;		/* keys whose rows must go once the load is done */
@@ -55,16 +60,25 @@ struct mc_load {
 /* The row of key (its id in the file: mc_persist_object.row) goes once the load is done. */
 void mc_load_stale(struct mc_load *L, const char *key, size_t len, uint64_t row);
 /* Rebuild one object row: its object in the table (or a ghost, or the row recorded as stale).
- * blks NULL: its memory ranges are collected in L, to re-reserve at the end (mc_load_reserve);
- * else one slot per replica, MC_LOAD_HELD when the replica's range (offset and length as the
- * row has them) is re-reserved already (NULL: none, the replica is dropped); the ranges the
- * object does not take are released, and every slot ends NULL. */
-int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **blks);
-/* What a slot of blks holds once its replica's range is re-reserved. */
-extern char mc_load_held_mark;
-#define MC_LOAD_HELD ((void *)&mc_load_held_mark)
-/* Release the ranges held in blks (one slot per replica of po) and clear them. */
-void mc_load_release_unused(struct mc_load *L, const struct mc_persist_object *po, void **blks);
+ * Its memory replicas keep their segment and offset, pending: their ranges are collected in L
+ * and re-reserved at the end (mc_load_sort_ranges, mc_load_reserve_some) or at once
+ * (mc_load_reserve_object).  newer_first (the background load, which reads the newest rows
+ * first): a row whose key is in the table already is the same row (nothing happens) or an
+ * older one (it goes once loaded).  Returns 0. */
+int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer_first);
+/* Sort L's ranges by segment and offset (the allocators' cheap order); a stop (stop set) ends
+ * it, leaving an order of no use.  Any thread, while nothing else touches L's ranges. */
+void mc_load_sort_ranges(struct mc_load *L, const atomic_int *stop);
+/* Re-reserve up to max more of the sorted ranges (a replica reserved already is passed over),
+ * dropping those that overlap another (logged; the object is fixed by mc_load_fix_lost).
+ * 1 once every range is done. */
+int mc_load_reserve_some(struct mc_load *L, size_t max);
+/* Re-reserve o's pending replicas now, out of order (a lookup while loading). */
+void mc_load_reserve_object(struct mc_load *L, struct mc_object *o);
+/* 1 if o has a replica whose range is not re-reserved yet. */
+int mc_load_pending(struct mc_object *o);
+/* Objects that lost replicas to overlaps: without any left they go, else they keep the rest. */
+void mc_load_fix_lost(struct mc_load *L);
 /* Re-reserve L's quarantined ranges (puts in flight at the crash), sorted. */
 void mc_load_reserve_discards(struct mc_load *L);
 /* Everything is loaded: record the removal of the stale rows, log the summary (how: words

@@ -20,6 +20,7 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
+#include "common/radix_sort.h"
 #include "common/xalloc.h"
 #include "master/master.h"
 #include "master/master_load.h"
@@ -97,11 +98,15 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 static void mc_load_range_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
 			      uint64_t len, struct mc_replica *r)
 {
+	uint64_t order = UINT64_MAX;
+
 	if (L->n == L->cap) {
 		L->cap = L->cap ? L->cap * 2 : 4096;
 		L->ranges = mc_xrealloc(L->ranges, L->cap * sizeof(*L->ranges));
 	}
-	L->ranges[L->n++] = (struct mc_load_range){ seg, off, len, r };
+	if (seg->index < 65535 && off % 64 == 0 && off >> 54 == 0)
+		order = (uint64_t)seg->index << 48 | off >> 6;
+	L->ranges[L->n++] = (struct mc_load_range){ order, seg, off, len, r };
 }
 
 static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
@@ -114,34 +119,16 @@ static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint6
 	L->discards[L->ndiscards++] = (struct mc_load_discard){ seg, off, len, release_at, seq };
 }
 
-char mc_load_held_mark;
+/* Drop replica r (seg and off set) whose range cannot be re-reserved (logged); its object is
+ * listed for mc_load_fix_lost. */
+static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len);
 
-/* Give back the ranges re-reserved for the memory replicas of po that were not used. */
-void mc_load_release_unused(struct mc_load *L, const struct mc_persist_object *po, void **blks)
-{
-	uint32_t i;
-
-	for (i = 0; blks && i < po->n_replicas; i++) {
-		const struct mc_persist_replica *pr = &po->replicas[i];
-		struct mc_segment *seg;
-		struct mc_uuid id;
-
-		memcpy(id.b, pr->segment_id, 16);
-		if (blks[i] == NULL || (seg = mc_segment_lookup(L->m, &id)) == NULL)
-			continue;
-		if (seg->status != MC_SEG_DORMANT)
-			L->m->allocated -= mc_alloc_round(pr->len);
-		(void)mc_alloc_release(seg->alloc, pr->offset, pr->len);
-		blks[i] = NULL;
-	}
-}
-
-int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **blks)
+int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer_first)
 {
 	struct mc_master *m = L->m;
 	struct mc_segment *segs[MC_RPC_MAX_REPLICAS];
 	struct mc_object *o;
-	uint32_t i, n = 0, processing = 0, memory = 0;
+	uint32_t i, n = 0, processing = 0, memory = 0, h;
 	const char *key;
 	size_t key_len;
 	uint16_t tenant;
@@ -177,20 +164,8 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 			continue;
 		}
 		segs[i] = mc_segment_lookup(m, &id);	/* mounted or dormant */
-		/* With blks (the background load), a range of a length other than the object's
-		 * size rounded up could not be released again: dropped (its range goes back with
-		 * the others not taken). */
-		if (blks && blks[i] != NULL && segs[i] && pr->status == MC_REPLICA_COMPLETE &&
-		    mc_alloc_round(pr->len) != mc_alloc_round(po->size)) {
-			mc_log_warn("persisted replica at offset %llu of %s does not match its "
-				    "object's size: dropping it",
-				    (unsigned long long)pr->offset, segs[i]->name);
-			segs[i] = NULL;
-		}
-		/* With blks, a range that could not be re-reserved (it overlaps another) is gone
-		 * already. */
 		if (segs[i] && pr->offset + pr->len <= segs[i]->size &&
-		    pr->status == MC_REPLICA_COMPLETE && (blks == NULL || blks[i] != NULL))
+		    pr->status == MC_REPLICA_COMPLETE)
 			n++;
 		if (pr->status == MC_REPLICA_PROCESSING)
 			processing++;
@@ -227,7 +202,19 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 		goto out;
 	}
 	m->objects.tenant = tenant;	/* a scoped key: its tenant's namespace */
-	o = mc_object_insert(&m->objects, key, key_len, n);
+	h = mc_object_key_hash(&m->objects, key, key_len);
+	if (newer_first && (o = mc_object_find_h(&m->objects, key, key_len, h)) != NULL) {
+		/* Its newest row is in already (read first, or looked up): this one is it again,
+		 * or older. */
+		m->objects.tenant = 0;
+		if (o->gen != po->gen || !(o->xflags & MC_OBJX_ROWKEY) !=
+					     !(po->flags & MC_PERSIST_ROWKEY)) {
+			L->older++;
+			mc_load_stale(L, po->key, po->key_len, po->row);
+		}
+		return 0;
+	}
+	o = mc_object_insert_h(&m->objects, key, key_len, h, n);
 	m->objects.tenant = 0;
 	o->size = po->size;
 	o->gen = po->gen;
@@ -270,19 +257,21 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 			continue;
 		}
 		if (po->replicas[i].offset + po->replicas[i].len > segs[i]->size ||
-		    po->replicas[i].status != MC_REPLICA_COMPLETE || (blks && blks[i] == NULL))
+		    po->replicas[i].status != MC_REPLICA_COMPLETE)
 			continue;
 		r = mc_object_replica(o, n++);
 		r->id = po->replicas[i].id;
 		r->status = MC_REPLICA_COMPLETE;
-		if (blks) {	/* re-reserved already (master_load.c) */
-			r->off = po->replicas[i].offset;
-			blks[i] = NULL;
-			mc_segment_push_replica(segs[i], r);
-		} else {
-			mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len,
-					  r);
+		r->seg = segs[i];
+		r->off = po->replicas[i].offset;
+		/* A range of a length other than the object's size rounded up could not be
+		 * released again. */
+		if (mc_alloc_round(po->replicas[i].len) != mc_object_span(o)) {
+			mc_load_lose(L, r, 1);
+			continue;
 		}
+		r->pending = 1;
+		mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len, r);
 		memory++;
 	}
 	/* Only memory is evicted: an object on disk alone stays out of the eviction order. */
@@ -290,13 +279,12 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, void **bl
 		mc_object_lru_unlink(&m->objects, o);
 	L->objects++;
 out:
-	mc_load_release_unused(L, po, blks);
 	return 0;
 }
 
 static int mc_load_on_object(void *arg, const struct mc_persist_object *po)
 {
-	return mc_load_row(arg, po, NULL);
+	return mc_load_row(arg, po, 0);
 }
 
 /* A record of the put log: a fresh put that was in flight, or whose end (its objects row, or
@@ -357,44 +345,102 @@ static int mc_load_ptr_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+MC_RADIX_SORT_DEFINE(mc_load_ranges_radix, struct mc_load_range, order, mc_xmalloc)
+
+void mc_load_sort_ranges(struct mc_load *L, const atomic_int *stop)
+{
+	size_t i, k = 0;
+
+	/* Ranges whose order does not fit (damaged rows) go last, by qsort; the rest by radix. */
+	for (i = 0; i < L->n; i++)
+		if (L->ranges[i].order != UINT64_MAX) {
+			struct mc_load_range t = L->ranges[k];
+
+			L->ranges[k++] = L->ranges[i];
+			L->ranges[i] = t;
+		}
+	if (mc_load_ranges_radix(L->ranges, k, stop) < 0 || (stop && atomic_load(stop)))
+		return;
+	if (L->n - k > 1)
+		qsort(L->ranges + k, L->n - k, sizeof(*L->ranges), mc_load_range_cmp);
+}
+
+static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len)
+{
+	mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
+		    (unsigned long long)r->off, r->seg->name,
+		    wrong_len ? "does not match its object's size" : "overlaps another");
+	r->seg = NULL;
+	r->pending = 0;
+	r->status = MC_REPLICA_REMOVED;
+	if (L->nlost == L->caplost) {
+		L->caplost = L->caplost ? L->caplost * 2 : 16;
+		L->lost = mc_xrealloc(L->lost, L->caplost * sizeof(*L->lost));
+	}
+	L->lost[L->nlost++] = mc_replica_obj(r);
+}
+
+/* Re-reserve pending replica r's range: its object's span from its offset (mc_load_row has
+ * dropped a row's range of another length). */
+static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
+{
+	struct mc_segment *seg = r->seg;
+	uint64_t len = mc_object_span(mc_replica_obj(r));
+
+	if (mc_alloc_reserve_at(seg->alloc, r->off, len) != 0) {
+		/* Overlapping or out-of-range rows: never hand a range out twice. */
+		mc_load_lose(L, r, 0);
+		return;
+	}
+	if (seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
+		L->m->allocated += len;
+	r->pending = 0;
+	mc_replica_push(&seg->reps, r);
+	seg->nreps++;
+}
+
+int mc_load_reserve_some(struct mc_load *L, size_t max)
+{
+	size_t end = L->n - L->reserved > max ? L->reserved + max : L->n;
+
+	for (; L->reserved < end; L->reserved++) {
+		struct mc_load_range *x = &L->ranges[L->reserved];
+
+		if (x->r->pending)	/* else reserved already, out of order */
+			mc_load_reserve_replica(L, x->r);
+	}
+	return L->reserved == L->n;
+}
+
+int mc_load_pending(struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++)
+		if (mc_object_replica(o, i)->pending)
+			return 1;
+	return 0;
+}
+
+void mc_load_reserve_object(struct mc_load *L, struct mc_object *o)
+{
+	uint32_t i;
+
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->pending)
+			mc_load_reserve_replica(L, r);
+	}
+}
+
 /* Re-reserve every persisted range exactly, per segment in ascending order (the allocator's
  * cheap order); then the quarantined ranges of puts in flight at the crash, which lose to a
  * finished object's replica if the rows overlap. */
 static void mc_load_reserve(struct mc_load *L)
 {
-	struct mc_master *m = L->m;
-	size_t i;
-
-	if (L->n)
-		qsort(L->ranges, L->n, sizeof(*L->ranges), mc_load_range_cmp);
-	for (i = 0; i < L->n; i++) {
-		struct mc_load_range *x = &L->ranges[i];
-
-		int wrong_len = mc_alloc_round(x->len) != mc_object_span(mc_replica_obj(x->r));
-
-		if (wrong_len || mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
-			/* Overlapping or out-of-range rows: never hand a range out twice.  A length
-			 * other than the object's size rounded up cannot be released again. */
-			mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
-				    (unsigned long long)x->off, x->seg->name,
-				    wrong_len ? "does not match its object's size"
-					      : "overlaps another");
-			x->r->seg = NULL;
-			x->r->status = MC_REPLICA_REMOVED;
-			if (L->nlost == L->caplost) {
-				L->caplost = L->caplost ? L->caplost * 2 : 16;
-				L->lost = mc_xrealloc(L->lost, L->caplost * sizeof(*L->lost));
-			}
-			L->lost[L->nlost++] = mc_replica_obj(x->r);
-			continue;
-		}
-		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
-			m->allocated += mc_alloc_round(x->len);
-		x->r->seg = x->seg;
-		x->r->off = x->off;
-		mc_replica_push(&x->seg->reps, x->r);
-		x->seg->nreps++;
-	}
+	mc_load_sort_ranges(L, NULL);
+	(void)mc_load_reserve_some(L, SIZE_MAX);
 	mc_load_reserve_discards(L);
 }
 
@@ -459,7 +505,7 @@ void mc_load_reserve_discards(struct mc_load *L)
 
 /* The objects that lost replicas to overlapping rows (each once): without any left they go,
  * else they keep the rest. */
-static void mc_load_fix_lost(struct mc_load *L)
+void mc_load_fix_lost(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
 	size_t k;

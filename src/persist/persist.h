@@ -251,38 +251,24 @@ int mc_persist_load_records(struct mc_persist *p, uint32_t kind, mc_persist_reco
 int64_t mc_persist_get_meta(struct mc_persist *p, const char *name);
 
 /* Background load (persist_loader.c): the object rows read by threads of their own (up to
- * eight, each a range of generations), so the master can serve while they load.  Segments,
- * meta values and records are read beforehand with the calls above.  The loader's read
- * transactions start in mc_persist_loader_start: they see the file as it is then, whatever the
- * master writes afterwards.  All calls but the threads inside are the master's loop's. */
+ * eight, each a part of the table at a time), so the master can serve while they load.
+ * Segments, meta values and records are read beforehand with the calls above.  The loader's
+ * read transactions start in mc_persist_loader_start: they see the file as it is then, whatever
+ * the master writes afterwards.  All calls but the threads inside are the master's loop's. */
 struct mc_persist_loader;
-/* Decoded object rows, in generation order (the order of the file's primary key).  A row that a
- * newer row of the same key overrides has MC_PERSIST_ROW_OLDER in its flags (its replicas are
- * in no range): the caller deletes it and loads the newer.  rows[i].key and rows[i].replicas point into keys and reps.  user has one
- * slot per entry of reps, NULL to begin with, for the caller (the master keeps the allocator
- * block it re-reserved there).  The other fields are the loader's. */
+/* Decoded object rows, in generation order (the order of the file's primary key).
+ * rows[i].key and rows[i].replicas point into keys and reps.  The other fields are the
+ * loader's. */
 struct mc_persist_rows {
 	size_t n, cap;
 	struct mc_persist_object *rows;
 	struct mc_persist_replica *reps;
-	void **user;
 	size_t nreps, capreps;
 	char *keys;
 	size_t keys_len, keys_cap;
 };
-/* A complete memory replica: order is its segment's index in the loader's list of segment ids
- * (the high 16 bits) and its offset / 64, len its length; rep indexes chunks[chunk].reps (and
- * .user).  blk: the caller's, NULL to begin with (mc_persist_loader_scatter copies it to the
- * user slot). */
-struct mc_persist_range {
-	uint64_t order, len;
-	uint32_t chunk, rep;
-	void *blk;
-};
-#define MC_PERSIST_ROW_OLDER (1u << 30)
 /* A row found by its key: the 64-bit hash of the key (mc_persist_key_hash), its chunk and its
- * index there.  The loader's list is sorted by hash; the rows of one hash in generation
- * order. */
+ * index there (the key index's pairs, persist_keys.c). */
 struct mc_persist_keyref {
 	uint64_t hash;
 	uint32_t chunk, row;
@@ -290,8 +276,9 @@ struct mc_persist_keyref {
 uint64_t mc_persist_key_hash(const void *key, size_t len);
 /* Sort by hash, stably (radix sort).  0, or -1 out of memory (a unchanged). */
 int mc_persist_keyrefs_sort(struct mc_persist_keyref *a, size_t n);
-/* The answer to a point query: rc 0 (rows holds the one row), 1 (no such row) or
- * MC_ERR_PERSISTENT_FAIL; tag as given. */
+/* The answer to a point query: rc 0 (rows holds the one row), 1 (no such row), -EAGAIN (no key
+ * index to look it up in: the caller waits for the load) or MC_ERR_PERSISTENT_FAIL; tag as
+ * given. */
 struct mc_persist_answer {
 	struct mc_persist_answer *next;
 	void *tag;
@@ -307,52 +294,45 @@ struct mc_persist_answer {
  * thread sleep N ms (at most 1000) after every 1024 rows it reads, and the threads one unless
  * MC_LOAD_THREADS says otherwise. */
 int mc_persist_loader_start(const char *path, struct mc_persist_loader **out);
-/* Copy every range's blk to its user slot, on the loader thread (the slots are in row order,
- * the ranges in offset order: the scattered writes stay off the loop); poll returns 2 when
- * done.  Call once, after the scan, with the ranges left alone until then. */
-void mc_persist_loader_scatter(struct mc_persist_loader *l);
-/* Readable (eventfd) when a point query has been answered, the scan has ended or the scatter
- * is done. */
+/* Readable (eventfd) when a point query has been answered, a part has been read or the scan
+ * has ended. */
 int mc_persist_loader_fd(const struct mc_persist_loader *l);
 /* Clear the fd; *answers: the point queries answered since (the caller frees them with
- * mc_persist_answer_free).  Returns 0 while scanning, 1 once the scan is done (the result
- * below is then the loop's), 2 once a scatter is done, or the scan's error (negative). */
+ * mc_persist_answer_free).  Returns 0 while scanning, 1 once every part is read, or the scan's
+ * error (negative). */
 int mc_persist_loader_poll(struct mc_persist_loader *l, struct mc_persist_answer **answers);
-/* Ask for the row of key, the newest if it has several (answered from the rows read, once the
- * scan is done: the file has no index on the key).  0 or -ENOMEM. */
+/* The next part of the table, from the last generations to the first, once it is read: 1 and
+ * its chunks (*chunks, *n; the rows of each chunk and the chunks in generation order; the
+ * caller's: mc_persist_loader_give or mc_persist_rows_fini each, then free the array), 0 while it is being read, -1 when
+ * every part has been taken.  So a key's newer rows come before its older ones. */
+int mc_persist_loader_take(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
+			   size_t *n);
+/* Give back chunk c of a part taken, its rows done with: kept for the parts still to read, or
+ * freed (c is empty after). */
+void mc_persist_loader_give(struct mc_persist_loader *l, struct mc_persist_rows *c);
+/* The parts the table is read in (all of them, taken or not). */
+size_t mc_persist_loader_parts(const struct mc_persist_loader *l);
+/* About how many rows the table holds, known before its parts are read (from the pages'
+ * tree: its leaves, and the cells of a sample of them), or 0. */
+uint64_t mc_persist_loader_estimate(const struct mc_persist_loader *l);
+/* Ask for the row of key, the newest if it has several, from the key index (else answered
+ * -EAGAIN).  0 or -ENOMEM. */
 int mc_persist_loader_query(struct mc_persist_loader *l, const void *key, size_t len, void *tag);
 void mc_persist_answer_free(struct mc_persist_answer *a);
-/* Rows read so far (progress, which counts twice the rows of a part whose pages did not parse;
- * after the scan, the number of ranges). */
+/* Rows read so far (progress, which counts twice the rows of a part whose pages did not
+ * parse). */
 uint64_t mc_persist_loader_rows(const struct mc_persist_loader *l);
 /* Of the scan's parts, those read from the file's pages (persist_pages.c: when the file's
  * write-ahead log was empty as the load began, see mc_persist_truncate_log, and unless
- * MC_LOAD_PAGES=0), not through SQLite's statements; a part whose pages do not parse is read
- * through SQLite. */
+ * MC_LOAD_PAGES=0), not through SQLite's statements; a part whose pages do not parse, or give
+ * another count of rows than SQLite's, is read through SQLite. */
 size_t mc_persist_loader_pages(const struct mc_persist_loader *l);
-/* After the scan: the chunks of rows (in generation order), the rows' references sorted by
- * their keys' hashes, the ranges sorted by order, and the segment ids the ranges index.  Valid
- * until mc_persist_loader_free; the caller may empty chunks it is done with
- * (mc_persist_rows_fini), the references (mc_persist_loader_drop_keyrefs) and the ranges
- * (mc_persist_loader_drop_ranges). */
-void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
-			      size_t *nchunks, struct mc_persist_keyref **keyrefs,
-			      size_t *nkeyrefs, struct mc_persist_range **ranges, size_t *nranges,
-			      const uint8_t (**segids)[16], uint32_t *nsegids);
-void mc_persist_loader_drop_keyrefs(struct mc_persist_loader *l);
-/* The newest row of key among refs (sorted, n of them) whose chunk is first_chunk or later, or
- * NULL; *chunk and *row say where.  Rows marked MC_PERSIST_ROW_OLDER are passed over. */
-struct mc_persist_object *mc_persist_rows_find(struct mc_persist_rows *chunks, size_t first_chunk,
-					       const struct mc_persist_keyref *refs, size_t n,
-					       const void *key, size_t len, size_t *chunk,
-					       size_t *row);
 void mc_persist_rows_fini(struct mc_persist_rows *c);
-void mc_persist_loader_drop_ranges(struct mc_persist_loader *l);
-/* Stop the thread (interrupting a long read), close, free everything.  NULL is a no-op. */
+/* Stop the threads (interrupting a long read), close, free everything.  NULL is a no-op. */
 void mc_persist_loader_free(struct mc_persist_loader *l);
-/* For a process about to exit: stop the thread and close its connection as
- * mc_persist_loader_free does, but leave the rows and ranges read so far (gigabytes at tens of
- * millions of objects) to the exit; l stays valid and owns them.  Idempotent. */
+/* For a process about to exit: stop the threads and close their connections as
+ * mc_persist_loader_free does, but leave the rows read so far (gigabytes at tens of millions
+ * of objects) to the exit; l stays valid and owns them.  Idempotent. */
 void mc_persist_loader_halt(struct mc_persist_loader *l);
 
 #endif

@@ -4,25 +4,22 @@
  * threads (workers; MC_LOAD_THREADS, else one a CPU but the loop's), each with a read-only
  * connection of its own whose read transaction begins in mc_persist_loader_start, one after the
  * other before it returns: all see the file as the master found it (one snapshot) while the
- * master's own connection goes on writing.  The generations [min, max] are cut into a few ranges a
- * worker (parts), taken in turn, so a range of deleted rows does not leave a worker idle.  Each
- * part's rows are decoded into chunks held in memory, keys and replicas packed in arrays (no
- * allocation per row), with a reference per row by its key's hash (sorted by the worker once its
- * part is read) and every complete memory replica listed as a range.  Once every part is read the
- * loader thread (worker 0) merges them in generation order (persist_loadpart.c): one list of
- * chunks, the references one list sorted by hash (rows of one key side by side, in generation
- * order: the newest wins, the others are marked MC_PERSIST_ROW_OLDER and their ranges dropped),
- * the ranges sorted by segment and offset (a radix sort), the order in which the master's
- * allocators rebuild in constant time per range.  The master's loop asks for keys it has not
- * loaded yet (mc_persist_loader_query): the table has no index on the key; with the key index
- * (persist_keylook.c) the loader thread answers between its rows and while it waits for the other
- * workers, from its read transaction, else once the scan is done.  The loop learns of finished
- * work through an eventfd.
+ * master's own connection goes on writing.  The table is cut into a few parts a worker, taken
+ * from the last generations to the first: subtrees of its b-tree read from the file's pages
+ * (persist_pages.c; each part's rows counted again by SQLite before it goes out, else read
+ * through SQLite) or, when the pages cannot be read, ranges of generations read through
+ * SQLite's statements.  Each part's rows are decoded into chunks held in memory, keys and
+ * replicas packed in arrays (no allocation per row, persist_loadpart.c).  The master's loop
+ * takes each part once it is read, in that order (mc_persist_loader_take), so it meets a key's
+ * newest row before its older ones, and puts the rows into its table while the next parts are
+ * read.  It asks for keys it has not loaded yet (mc_persist_loader_query): the table has no
+ * index on the key; with the key index (persist_keylook.c) the loader thread (worker 0)
+ * answers between its rows, while it waits for the other workers and after the scan, from its
+ * read transaction; without one it answers -EAGAIN.  The loop learns of finished work through
+ * an eventfd.
  *
- * Threads: each worker owns its connection and the parts it took; the loader thread owns the
- * merged result until it announces the end of the scan; the loop owns everything else, and
- * reads the chunks and ranges only once the scan is done.  The queues between them take a
- * mutex.
+ * Threads: each worker owns its connection and the part it reads until it marks the part read
+ * (under the mutex); the loop then owns it.  The queues between them take the mutex.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -46,7 +43,9 @@
 #include "proto/rpc.h"
 
 #define MC_LOADER_MAX_THREADS 8
-#define MC_LOADER_PARTS_PER_THREAD 4	/* ranges of generations a thread takes, on average */
+/* Parts a thread reads, on average: many, so the loop has the first soon (it puts each part
+ * into the table while the next are read) and no thread is left with a long one at the end. */
+#define MC_LOADER_PARTS_PER_THREAD 16
 #define MC_LOADER_COLUMNS \
 	"key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, gen, checksum, sgen"
 
@@ -59,8 +58,8 @@ struct mc_loader_worker {
 	pthread_t tid;
 	int started;
 	unsigned idx;
+	sqlite3_stmt *count;	/* SQLite's count of a part's rows, for the pages' check */
 	unsigned unseen;	/* rows read, not yet counted in l->rows (under 1024) */
-	uint64_t skipped;	/* malformed rows its statements skipped */
 	int64_t cpu_ns;		/* CPU time its scan took (set when it ends) */
 	struct mc_loader_part *p;	/* a page walk's part (the row callback's) */
 	int answers;
@@ -87,8 +86,7 @@ struct mc_persist_loader {
 	atomic_int nqueries;	/* queries queued, read without the lock */
 	struct mc_persist_answer *q_head, *q_tail;	/* asked, not yet answered */
 	struct mc_persist_answer *a_head, *a_tail;	/* answered, not yet taken */
-	int state;		/* 0 scanning, 1 done, 2 scattered, <0 failed (under mu) */
-	int scatter;		/* the loop asked for the scatter (under mu) */
+	int state;		/* 0 scanning, 1 done, <0 failed (under mu) */
 	int running;		/* workers 1.. still scanning (under mu) */
 	int scan_rc;		/* the first worker's error (under mu) */
 	char path[256];
@@ -96,9 +94,12 @@ struct mc_persist_loader {
 	atomic_ullong rows;
 	struct mc_loader_worker w[MC_LOADER_MAX_THREADS];
 	unsigned nw;
-	/* The ranges of generations, taken in turn by the workers (next_part). */
+	/* The parts, read by the workers from the last (next_part counts them) and taken by the
+	 * loop in the same order: parts [0, take) are not taken yet; ready[i] once part i is
+	 * read (under mu). */
 	struct mc_loader_part *parts;
-	size_t nparts;
+	size_t nparts, take;
+	unsigned char *ready;
 	atomic_size_t next_part;
 	/* Read from the file's pages (persist_pages.c): part i walks spans[span_at[i]] up to
 	 * spans[span_at[i + 1]]; the map closes once the scan is done.  NULL: through SQLite. */
@@ -106,8 +107,9 @@ struct mc_persist_loader {
 	struct mc_pages_span *spans;
 	size_t nspans, *span_at;
 	atomic_size_t walked;	/* parts read from pages, not through SQLite */
-	/* The result, the loader thread's until state leaves 0. */
-	struct mc_loader_part res;
+	uint64_t estimate;	/* rows, from the pages (0: none) */
+	struct mc_loadpool pool;	/* chunks the loop gave back */
+	int look_tried;		/* the key index opened (or not), on the first query */
 };
 
 static void mc_loader_wake(struct mc_persist_loader *l)
@@ -119,7 +121,7 @@ static void mc_loader_wake(struct mc_persist_loader *l)
 	}
 }
 
-static void mc_loader_answer(struct mc_persist_loader *l, int scanned);
+static void mc_loader_answer(struct mc_persist_loader *l);
 
 /* The test hook's slow disk: delay_ms without reading rows (a stop ends it); the loader
  * thread (answers) answers queries meanwhile when the key index can. */
@@ -135,27 +137,25 @@ static void mc_loader_delay(struct mc_persist_loader *l, int answers)
 		int rc = 0;
 
 		pthread_mutex_lock(&l->mu);
-		while ((!answers || l->look == NULL || l->q_head == NULL) &&
-		       !atomic_load(&l->stop) && rc == 0)
+		while ((!answers || l->q_head == NULL) && !atomic_load(&l->stop) && rc == 0)
 			rc = pthread_cond_timedwait(&l->cv, &l->mu, &end);
 		pthread_mutex_unlock(&l->mu);
 		if (rc != 0 || atomic_load(&l->stop))
 			return;
-		mc_loader_answer(l, 0);
+		mc_loader_answer(l);
 	}
 }
 
-/* Answer the queued queries (the loader thread): through the key index while scanning, from
- * the rows read once the scan is done (the thread owns them until it announces the end). */
-static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
+/* Answer the queued queries (the loader thread) through the key index, from its read
+ * transaction; without one, -EAGAIN (the loop waits for the load). */
+static void mc_loader_answer(struct mc_persist_loader *l)
 {
 	for (;;) {
 		struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
 		struct mc_persist_answer *q;
-		struct mc_persist_object *o, po;
-		sqlite3_stmt *point;
-		size_t c, r;
-		int rc;
+		struct mc_persist_object po;
+		sqlite3_stmt *point = NULL;
+		int rc = -EAGAIN;
 
 		pthread_mutex_lock(&l->mu);
 		q = l->q_head;
@@ -169,28 +169,27 @@ static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
 		if (q == NULL)
 			return;
 		q->next = NULL;
-		if (scanned) {
-			o = mc_persist_rows_find(l->res.chunks, 0, l->res.keyrefs, l->res.nkeyrefs, q->key,
-						 q->key_len, &c, &r);
-			q->rc = o ? 0 : 1;
-		} else {
+		if (!l->look_tried) {	/* on the first query: most loads get none */
+			l->look_tried = 1;
+			if (mc_persist_keylook_open(l->db, l->path, "SELECT " MC_LOADER_COLUMNS
+						    " FROM objects WHERE gen = ?1", &l->look) != 0)
+				l->look = NULL;
+		}
+		if (l->look) {
 			rc = mc_persist_keylook_find(l->look, q->key, q->key_len, &point);
-			o = NULL;
-			if (rc == 0 && mc_persist_decode_object(point, &po, reps) == 0)
-				o = &po;
-			else if (rc == 0)
+			if (rc == 0 && mc_persist_decode_object(point, &po, reps) == 0) {
+				mc_persist_rows_add(&q->rows, &po);
+				mc_persist_rows_seal(&q->rows);
+			} else if (rc == 0) {
 				rc = 1;	/* a row that does not parse: as the scan skips it */
-			q->rc = rc;
-			if (rc < 0)
+			} else if (rc < 0) {
 				mc_log_err("loading %s: looking up a key: %s", l->path,
 					   sqlite3_errmsg(l->db));
+			}
+			if (point)
+				sqlite3_reset(point);
 		}
-		if (o) {
-			mc_persist_rows_add(&q->rows, o);
-			mc_persist_rows_seal(&q->rows);
-		}
-		if (!scanned)
-			sqlite3_reset(point);
+		q->rc = rc;
 		pthread_mutex_lock(&l->mu);
 		if (l->a_tail)
 			l->a_tail->next = q;
@@ -198,8 +197,7 @@ static void mc_loader_answer(struct mc_persist_loader *l, int scanned)
 			l->a_head = q;
 		l->a_tail = q;
 		pthread_mutex_unlock(&l->mu);
-		if (!scanned)
-			mc_loader_wake(l);
+		mc_loader_wake(l);
 	}
 }
 
@@ -209,7 +207,7 @@ static void mc_loader_took(struct mc_loader_worker *w, struct mc_loader_part *p,
 {
 	struct mc_persist_loader *l = w->l;
 
-	mc_loadpart_add(p, o);
+	mc_loadpart_add(p, &l->pool, o);
 	if (++w->unseen == 1024) {
 		atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
 		w->unseen = 0;
@@ -227,44 +225,64 @@ static int mc_loader_on_page_row(void *arg, const struct mc_persist_object *o)
 	if (atomic_load_explicit(&l->stop, memory_order_relaxed) ||
 	    atomic_load_explicit(&l->failed, memory_order_relaxed))
 		return 1;
-	if (w->answers && l->look && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
-		mc_loader_answer(l, 0);
+	if (w->answers && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
+		mc_loader_answer(l);
 	mc_loader_took(w, w->p, o);
 	return 0;
 }
 
-/* Part i (p) from the file's pages: 0, -ECANCELED, or 1 when a page does not parse (p is empty
- * again: its rows go through SQLite). */
+/* SQLite's count of the rows of p's generations on w's connection, or -1. */
+static int64_t mc_loader_count(struct mc_loader_worker *w, const struct mc_loader_part *p)
+{
+	int64_t n = -1;
+
+	if (w->count == NULL &&
+	    sqlite3_prepare_v2(w->db, "SELECT count(*) FROM objects WHERE gen BETWEEN ?1 AND ?2",
+			       -1, &w->count, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(w->count, 1, p->lo);
+	sqlite3_bind_int64(w->count, 2, p->hi);
+	if (sqlite3_step(w->count) == SQLITE_ROW)
+		n = sqlite3_column_int64(w->count, 0);
+	sqlite3_reset(w->count);
+	return n;
+}
+
+/* Part i (p) from the file's pages, its rows counted again by SQLite (its own walk of the
+ * tree: a page this reader went past would show): 0, -ECANCELED, or 1 when a page does not
+ * parse or the counts differ (p is empty again: its rows go through SQLite). */
 static int mc_loader_walk_part(struct mc_loader_worker *w, size_t i, struct mc_loader_part *p)
 {
 	struct mc_persist_loader *l = w->l;
+	int64_t count;
 	size_t s;
 	int rc = 0;
 
 	w->p = p;
 	for (s = l->span_at[i]; s < l->span_at[i + 1] && rc == 0; s++)
 		rc = mc_pages_walk(l->pages, &l->spans[s], mc_loader_on_page_row, w);
-	if (rc == 0) {
-		atomic_fetch_add(&l->walked, 1);
-		return 0;
-	}
 	if (rc > 0)
 		return -ECANCELED;
-	/* Its rows so far go (the progress count keeps them: they are read again). */
-	{
-		int64_t lo = p->lo, hi = p->hi;
-
-		mc_loadpart_fini(p);
-		memset(p, 0, sizeof(*p));
-		p->lo = lo;
-		p->hi = hi;
+	if (rc == 0) {
+		count = mc_loader_count(w, p);
+		if (count >= 0 && (uint64_t)count == mc_loadpart_rows(p)) {
+			atomic_fetch_add(&l->walked, 1);
+			return 0;
+		}
+		if (atomic_load(&l->stop))
+			return -ECANCELED;
+		mc_log_err("loading %s: the file's pages gave %zu rows of generations %lld to %lld "
+			   "where SQLite counts %lld: reading them through SQLite", l->path,
+			   mc_loadpart_rows(p), (long long)p->lo, (long long)p->hi, (long long)count);
 	}
+	/* Its rows so far go (the progress count keeps them: they are read again). */
+	mc_loadpart_fini(p);
 	return 1;
 }
 
-/* Read the rows of part i (p) from the file's pages, or else on worker w's connection, then
- * sort its references by hash.  0, -ECANCELED (a stop, or another worker failed), -ENOMEM or
- * MC_ERR_PERSISTENT_FAIL.  Worker 0 (the loader thread) answers queries between rows. */
+/* Read the rows of part i (p) from the file's pages, or else on worker w's connection.  0,
+ * -ECANCELED (a stop, or another worker failed) or MC_ERR_PERSISTENT_FAIL.  Worker 0 (the
+ * loader thread) answers queries between rows. */
 static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_loader_part *p)
 {
 	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
@@ -287,8 +305,8 @@ static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_l
 		struct mc_persist_object o;
 		int step;
 
-		if (answers && l->look && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
-			mc_loader_answer(l, 0);
+		if (answers && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
+			mc_loader_answer(l);
 		step = sqlite3_step(w->scan);
 		if (step == SQLITE_DONE) {
 			rc = 0;
@@ -301,16 +319,18 @@ static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_l
 		}
 		if (mc_persist_decode_object(w->scan, &o, reps)) {
 			mc_log_warn("persist %s: skipping a malformed object row", l->path);
-			w->skipped++;
 			continue;
 		}
 		mc_loader_took(w, p, &o);
 	}
 	sqlite3_reset(w->scan);
 sort:
-	if (rc == 0 && mc_loadpart_finish(p) != 0) {
-		mc_log_err("loading %s: out of memory sorting %zu keys", l->path, p->nkeyrefs);
-		rc = -ENOMEM;
+	if (rc == 0) {	/* the loop's from here on */
+		mc_loadpart_finish(p);
+		pthread_mutex_lock(&l->mu);
+		l->ready[i] = 1;
+		pthread_mutex_unlock(&l->mu);
+		mc_loader_wake(l);
 	}
 	return rc;
 }
@@ -324,15 +344,18 @@ static void mc_loader_work(struct mc_loader_worker *w)
 	int rc = 0;
 
 	for (;;) {
-		size_t i = atomic_fetch_add(&l->next_part, 1);
+		size_t k = atomic_fetch_add(&l->next_part, 1), i;
 
-		if (i >= l->nparts)
+		if (k >= l->nparts)
 			break;
+		i = l->nparts - 1 - k;	/* from the last generations (the loop's order) */
 		rc = mc_loader_scan_part(w, i, &l->parts[i]);
 		if (rc)
 			break;
 	}
-	w->cpu_ns += mc_thread_cpu_ns() - cpu0;	/* a second scan (the pages' check) adds */
+	atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
+	w->unseen = 0;
+	w->cpu_ns += mc_thread_cpu_ns() - cpu0;
 	if (rc == 0)
 		return;
 	pthread_mutex_lock(&l->mu);
@@ -380,9 +403,9 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 	mc_loader_work(&l->w[0]);
 	pthread_mutex_lock(&l->mu);
 	while (l->running > 0) {
-		if (l->look && l->q_head) {
+		if (l->q_head) {
 			pthread_mutex_unlock(&l->mu);
-			mc_loader_answer(l, 0);
+			mc_loader_answer(l);
 			pthread_mutex_lock(&l->mu);
 			continue;
 		}
@@ -400,170 +423,50 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 	return rc;
 }
 
-/* The pages read are the table's: the scan read (or skipped) as many rows as SQLite counts.
- * 0, or -1 (logged). */
-static int mc_loader_check_pages(struct mc_persist_loader *l)
-{
-	uint64_t got = 0;
-	int64_t count = -1;
-	sqlite3_stmt *st;
-	size_t i;
-
-	for (i = 0; i < l->nparts; i++)
-		got += mc_loadpart_rows(&l->parts[i]);
-	for (i = 0; i < l->nw; i++)
-		got += l->w[i].skipped;
-	if (sqlite3_prepare_v2(l->db, "SELECT count(*) FROM objects", -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		count = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (count >= 0 && (uint64_t)count == got)
-		return 0;
-	mc_log_err("loading %s: the file's pages gave %llu rows where SQLite counts %lld: reading "
-		   "them again through SQLite", l->path, (unsigned long long)got, (long long)count);
-	return -1;
-}
-
-/* The scan, from the file's pages where it can (checked against SQLite's count, else read again
- * through SQLite); the map is closed once it is done.  0 or the first error. */
-static int mc_loader_scan_all(struct mc_persist_loader *l)
-{
-	int rc = mc_loader_scan(l);
-	size_t i;
-
-	if (rc == 0 && l->pages && mc_loader_check_pages(l) != 0) {
-		mc_pages_close(l->pages);
-		l->pages = NULL;
-		for (i = 0; i < l->nparts; i++) {
-			int64_t lo = l->parts[i].lo, hi = l->parts[i].hi;
-
-			mc_loadpart_fini(&l->parts[i]);
-			memset(&l->parts[i], 0, sizeof(l->parts[i]));
-			l->parts[i].lo = lo;
-			l->parts[i].hi = hi;
-		}
-		for (i = 0; i < l->nw; i++)
-			l->w[i].skipped = 0;
-		atomic_store(&l->rows, 0);
-		atomic_store(&l->next_part, 0);
-		atomic_store(&l->walked, 0);
-		rc = mc_loader_scan(l);
-	}
-	mc_pages_close(l->pages);
-	l->pages = NULL;
-	return rc;
-}
-
-/* The ranges' sort, on a thread of its own while the loader thread merges the references. */
-struct mc_loader_rsort {
-	struct mc_persist_loader *l;
-	pthread_t tid;
-	int started;
-	int64_t cpu_ns;
-};
-
-static void *mc_loader_rsort_main(void *arg)
-{
-	struct mc_loader_rsort *s = arg;
-	int64_t cpu0 = mc_thread_cpu_ns();
-
-	pthread_setname_np(pthread_self(), "mc-load-sort");
-	mc_loadpart_sort_ranges(&s->l->res, &s->l->stop);
-	s->cpu_ns = mc_thread_cpu_ns() - cpu0;
-	return NULL;
-}
-
-/* The merged ranges are final: their sort starts beside the references' merge (with more than
- * one loader thread: one means one). */
-static void mc_loader_rsort_start(void *arg)
-{
-	struct mc_loader_rsort *s = arg;
-
-	if (s->l->nw > 1 && pthread_create(&s->tid, NULL, mc_loader_rsort_main, s) == 0)
-		s->started = 1;
-}
-
 static void *mc_loader_main(void *arg)
 {
 	struct mc_persist_loader *l = arg;
-	struct mc_loader_part *r = &l->res;
-	struct mc_loader_rsort rsort = { .l = l };
-	struct timespec t0, t1, t2;
+	struct timespec t0, t1;
 	int64_t cpu0 = mc_thread_cpu_ns(), scan_cpu = 0;
 	unsigned i;
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_setname_np(pthread_self(), "mc-load");
-	if (mc_persist_keylook_open(l->db, l->path, "SELECT " MC_LOADER_COLUMNS " FROM objects "
-				    "WHERE gen = ?1", &l->look) == 0)
-		mc_loader_answer(l, 0);
-	rc = mc_loader_scan_all(l);
-	mc_persist_keylook_free(l->look);	/* the rows answer from here on */
-	l->look = NULL;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (rc == 0 && mc_loadpart_merge(l->parts, l->nparts, r, mc_loader_rsort_start, &rsort)) {
-		mc_log_err("loading %s: out of memory merging the keys read", l->path);
-		rc = -ENOMEM;
-	}
-	if (rsort.started)
-		pthread_join(rsort.tid, NULL);
-	else if (rc == 0)
-		mc_loadpart_sort_ranges(r, &l->stop);
+	mc_loader_answer(l);
+	rc = mc_loader_scan(l);
+	mc_pages_close(l->pages);	/* every walk has ended */
+	l->pages = NULL;
 	if (rc == 0) {
-		/* Marks the older rows and drops their ranges: the sorted order stays. */
-		size_t older = mc_loadpart_resolve(r), rows = mc_loadpart_rows(r);
+		uint64_t rows = atomic_load(&l->rows);
 		double cpu;
 
-		if (older)
-			mc_log_notice("loading %s: %zu rows have a newer row of their key: they go",
-				      l->path, older);
-		clock_gettime(CLOCK_MONOTONIC, &t2);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
 		for (i = 1; i < l->nw; i++)
 			scan_cpu += l->w[i].cpu_ns;
-		cpu = (double)(scan_cpu + rsort.cpu_ns + mc_thread_cpu_ns() - cpu0);
-		mc_log_info("loading %s: %zu rows read by %u threads (%zu of %zu parts from the "
-			    "file's pages) in %.3f s, CPU %.3f s (%.0f ns a row; after the scan %.3f "
-			    "s, CPU %.3f s)", l->path, rows, l->nw, atomic_load(&l->walked), l->nparts,
-			    (double)(t2.tv_sec - t0.tv_sec) + (t2.tv_nsec - t0.tv_nsec) / 1e9,
-			    cpu / 1e9, cpu / (double)(rows ? rows : 1),
-			    (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9,
-			    (double)(rsort.cpu_ns + mc_thread_cpu_ns() - cpu0 - l->w[0].cpu_ns) / 1e9);
-		mc_loader_answer(l, 1);
+		cpu = (double)(scan_cpu + mc_thread_cpu_ns() - cpu0);
+		mc_log_info("loading %s: %llu rows read by %u threads (%zu of %zu parts from the "
+			    "file's pages) in %.3f s, CPU %.3f s (%.0f ns a row)", l->path,
+			    (unsigned long long)rows, l->nw, atomic_load(&l->walked), l->nparts,
+			    (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+			    cpu / 1e9, cpu / (double)(rows ? rows : 1));
 	}
-	atomic_store(&l->rows, (unsigned long long)r->nranges);
 	pthread_mutex_lock(&l->mu);
 	l->state = rc == 0 ? 1 : rc;
 	pthread_mutex_unlock(&l->mu);
 	mc_loader_wake(l);
-	/* The loop finds the keys asked for in the rows from here on; then the scatter. */
+	/* The key index answers until the loop has every row (it stops asking) or stops. */
 	for (;;) {
-		int scatter;
-
 		pthread_mutex_lock(&l->mu);
-		while (!atomic_load(&l->stop) && l->scatter != 1)
+		while (!atomic_load(&l->stop) && l->q_head == NULL)
 			pthread_cond_wait(&l->cv, &l->mu);
-		scatter = l->scatter == 1;
 		pthread_mutex_unlock(&l->mu);
 		if (atomic_load(&l->stop))
 			break;
-		if (scatter) {
-			size_t k;
-
-			for (k = 0; k < r->nranges; k++) {
-				if (k % 1048576 == 0 &&
-				    atomic_load_explicit(&l->stop, memory_order_relaxed))
-					return NULL;
-				r->chunks[r->ranges[k].chunk].user[r->ranges[k].rep] =
-					r->ranges[k].blk;
-			}
-			pthread_mutex_lock(&l->mu);
-			l->scatter = 2;
-			l->state = 2;
-			pthread_mutex_unlock(&l->mu);
-			mc_loader_wake(l);
-		}
+		mc_loader_answer(l);
 	}
+	mc_persist_keylook_free(l->look);
+	l->look = NULL;
 	return NULL;
 }
 
@@ -622,7 +525,7 @@ fail:
 static void mc_loader_split(struct mc_persist_loader *l, int64_t lo, int64_t hi)
 {
 	uint64_t span = (uint64_t)hi - (uint64_t)lo, step;
-	size_t n = l->nw == 1 ? 1 : (size_t)l->nw * MC_LOADER_PARTS_PER_THREAD, i;
+	size_t n = (size_t)l->nw * MC_LOADER_PARTS_PER_THREAD, i;
 
 	if (span < n)
 		n = (size_t)span + 1;
@@ -639,10 +542,11 @@ static void mc_loader_split(struct mc_persist_loader *l, int64_t lo, int64_t hi)
  * has begun): 0, else -1 (through SQLite). */
 static int mc_loader_split_pages(struct mc_persist_loader *l)
 {
-	size_t want = l->nw == 1 ? 1 : (size_t)l->nw * MC_LOADER_PARTS_PER_THREAD, n, i;
+	size_t want = (size_t)l->nw * MC_LOADER_PARTS_PER_THREAD, n, i;
 
 	if (mc_pages_open(l->db, l->path, &l->pages) != 0)
 		return -1;
+	l->estimate = mc_pages_estimate(l->pages);
 	if (mc_pages_split(l->pages, want, &l->spans, &l->nspans) != 0 || l->nspans == 0) {
 		mc_pages_close(l->pages);
 		l->pages = NULL;
@@ -678,6 +582,7 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 		return -ENOMEM;
 	l->efd = -1;
 	pthread_mutex_init(&l->mu, NULL);
+	mc_loadpool_init(&l->pool, 16);
 	pthread_cond_init(&l->cv, NULL);
 	strcpy(l->path, path);
 	l->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
@@ -716,6 +621,8 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 	l->db = l->w[0].db;
 	if (!empty && mc_loader_split_pages(l) != 0)
 		mc_loader_split(l, lo, hi);
+	l->ready = mc_xcalloc(l->nparts ? l->nparts : 1, 1);
+	l->take = l->nparts;
 	l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->efd < 0) {
 		mc_log_err("loading %s: eventfd: %s", path, strerror(errno));
@@ -797,42 +704,40 @@ uint64_t mc_persist_loader_rows(const struct mc_persist_loader *l)
 	return atomic_load_explicit(&((struct mc_persist_loader *)l)->rows, memory_order_relaxed);
 }
 
-void mc_persist_loader_result(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
-			      size_t *nchunks, struct mc_persist_keyref **keyrefs,
-			      size_t *nkeyrefs, struct mc_persist_range **ranges, size_t *nranges,
-			      const uint8_t (**segids)[16], uint32_t *nsegids)
+int mc_persist_loader_take(struct mc_persist_loader *l, struct mc_persist_rows **chunks,
+			   size_t *n)
 {
-	*chunks = l->res.chunks;
-	*nchunks = l->res.nchunks;
-	*keyrefs = l->res.keyrefs;
-	*nkeyrefs = l->res.nkeyrefs;
-	*ranges = l->res.ranges;
-	*nranges = l->res.nranges;
-	*segids = (const uint8_t(*)[16])l->res.segids;
-	*nsegids = l->res.nsegids;
-}
+	struct mc_loader_part *p;
 
-void mc_persist_loader_scatter(struct mc_persist_loader *l)
-{
 	pthread_mutex_lock(&l->mu);
-	if (l->scatter == 0)
-		l->scatter = 1;
-	pthread_cond_broadcast(&l->cv);
+	if (l->take == 0 || !l->ready[l->take - 1]) {
+		int rc = l->take == 0 ? -1 : 0;
+
+		pthread_mutex_unlock(&l->mu);
+		return rc;
+	}
+	p = &l->parts[--l->take];
 	pthread_mutex_unlock(&l->mu);
+	*chunks = p->chunks;
+	*n = p->nchunks;
+	p->chunks = NULL;
+	p->nchunks = p->capchunks = 0;
+	return 1;
 }
 
-void mc_persist_loader_drop_keyrefs(struct mc_persist_loader *l)
+size_t mc_persist_loader_parts(const struct mc_persist_loader *l)
 {
-	free(l->res.keyrefs);
-	l->res.keyrefs = NULL;
-	l->res.nkeyrefs = l->res.capkeyrefs = 0;
+	return l->nparts;
 }
 
-void mc_persist_loader_drop_ranges(struct mc_persist_loader *l)
+void mc_persist_loader_give(struct mc_persist_loader *l, struct mc_persist_rows *c)
 {
-	free(l->res.ranges);
-	l->res.ranges = NULL;
-	l->res.nranges = l->res.capranges = 0;
+	mc_loadpool_put(&l->pool, c);
+}
+
+uint64_t mc_persist_loader_estimate(const struct mc_persist_loader *l)
+{
+	return l->estimate;
 }
 
 void mc_persist_loader_halt(struct mc_persist_loader *l)
@@ -854,7 +759,8 @@ void mc_persist_loader_halt(struct mc_persist_loader *l)
 		struct mc_loader_worker *w = &l->w[i];
 
 		sqlite3_finalize(w->scan);
-		w->scan = NULL;
+		sqlite3_finalize(w->count);
+		w->scan = w->count = NULL;
 		if (w->db && !sqlite3_get_autocommit(w->db))
 			sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
 		sqlite3_close(w->db);
@@ -878,10 +784,11 @@ void mc_persist_loader_free(struct mc_persist_loader *l)
 	for (i = 0; i < l->nparts; i++)
 		mc_loadpart_fini(&l->parts[i]);
 	free(l->parts);
+	free(l->ready);
+	mc_loadpool_fini(&l->pool);
 	mc_pages_close(l->pages);	/* after the halt: no walk runs */
 	free(l->spans);
 	free(l->span_at);
-	mc_loadpart_fini(&l->res);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	free(l);

@@ -525,6 +525,87 @@ int mc_pages_split(struct mc_pages *pg, size_t want, struct mc_pages_span **span
 	return 0;
 }
 
+/* ------------------------------------------------------------ the estimate */
+
+struct mc_pages_count {
+	const struct mc_pages *pg;
+	int leafdepth;
+	uint64_t leaves, parents, cells, sampled;
+	int bad;
+};
+
+/* Child i of interior page (ncells cells), 0 if its cell is outside the page. */
+static uint32_t mc_pages_child(const struct mc_pages *pg, const uint8_t *page, uint32_t ncells,
+			       uint32_t i)
+{
+	uint32_t off;
+
+	if (i == ncells)
+		return mc_pages_be32(page + 8);
+	off = mc_pages_be16(page + 12 + 2 * i);
+	if (off < 12 + 2 * ncells || off + 4 > pg->usable)
+		return 0;
+	return mc_pages_be32(page + off);
+}
+
+/* The leaves under page pgno at depth: counted from their parents' cells, without reading
+ * them but the first child of every 16th parent (their cells, the sample). */
+static void mc_pages_count_under(struct mc_pages_count *c, uint32_t pgno, int depth)
+{
+	const uint8_t *page = mc_pages_page(c->pg, pgno), *leaf;
+	uint32_t ncells, i;
+
+	if (page == NULL || depth > c->leafdepth || c->bad) {
+		c->bad = 1;
+		return;
+	}
+	ncells = mc_pages_be16(page + 3);
+	if (depth == c->leafdepth) {	/* the root alone */
+		c->leaves++;
+		c->cells += ncells;
+		c->sampled++;
+		return;
+	}
+	if (page[0] != 0x05 || 12 + 2 * (size_t)ncells > c->pg->usable) {
+		c->bad = 1;
+		return;
+	}
+	if (depth + 1 == c->leafdepth) {
+		c->leaves += ncells + 1;
+		if (c->parents++ % 16 == 0 &&
+		    (leaf = mc_pages_page(c->pg, mc_pages_child(c->pg, page, ncells, 0))) != NULL &&
+		    leaf[0] == 0x0d) {
+			c->cells += mc_pages_be16(leaf + 3);
+			c->sampled++;
+		}
+		return;
+	}
+	for (i = 0; i <= ncells && !c->bad; i++)
+		mc_pages_count_under(c, mc_pages_child(c->pg, page, ncells, i), depth + 1);
+}
+
+uint64_t mc_pages_estimate(struct mc_pages *pg)
+{
+	struct mc_pages_count c = { .pg = pg };
+	const uint8_t *page = mc_pages_page(pg, pg->root);
+
+	/* The depth of the leaves: down the first children. */
+	while (page != NULL && page[0] == 0x05 && c.leafdepth < MC_PAGES_MAX_DEPTH) {
+		uint32_t ncells = mc_pages_be16(page + 3);
+
+		if (12 + 2 * (size_t)ncells > pg->usable)
+			return 0;
+		page = mc_pages_page(pg, mc_pages_child(pg, page, ncells, 0));
+		c.leafdepth++;
+	}
+	if (page == NULL || page[0] != 0x0d)
+		return 0;
+	mc_pages_count_under(&c, pg->root, 0);
+	if (c.bad || c.sampled == 0)
+		return 0;
+	return c.leaves * c.cells / c.sampled;
+}
+
 /* ------------------------------------------------------------ open */
 
 static int mc_pages_refuse(const char *path, const char *why)

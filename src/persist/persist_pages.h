@@ -38,6 +38,9 @@ void mc_pages_close(struct mc_pages *pg);
  * order: *spans, malloc'd, n of them, each a span whose generations follow the previous one's).
  * 0, or -1 on a page that does not parse (logged). */
 int mc_pages_split(struct mc_pages *pg, size_t want, struct mc_pages_span **spans, size_t *n);
+/* About how many rows the table holds: its leaves, counted from the interior pages (a few
+ * hundredths of the tree), times the cells of a sample of them.  0 if a page does not parse. */
+uint64_t mc_pages_estimate(struct mc_pages *pg);
 /* Every row of span s, in generation order, to fn.  0, fn's nonzero value, or -1 when a page or
  * a row does not parse as this reader expects (logged at warning with the page): the rows
  * given to fn so far are to be dropped, and the span read through SQLite instead, whose reading

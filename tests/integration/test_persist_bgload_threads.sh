@@ -25,7 +25,7 @@ check() { mc_check "$@" || rc=1; }	# check DESCRIPTION CMD...: one TAP line
 # 12000 rows in 16 ranges, four threads each sleeping 1 s after every 1024 rows it reads: a
 # scan of over 2 s.
 restart t1 4 1000
-check "the load uses four threads" grep -q "loading .*: 4 threads, 16 ranges" "$MC_TMP/t1.log"
+check "the load uses four threads" grep -q "loading .*: 4 threads, [0-9]* ranges" "$MC_TMP/t1.log"
 check "during the load: keys of the first range read back" "$T" expect lt 0 10 1024 1
 check "during the load: keys of a middle range read back" "$T" expect lt 3000 3010 1024 1
 check "during the load: keys of the last range read back" "$T" expect lt $((N - 10)) $N 1024 1
@@ -39,7 +39,7 @@ mc_wait_log t2 "in the background in" 30 || { mc_dump_logs; exit 1; }
 mc_is "$(mc_metric master_key_count)" $N "after kill -9 during the load: every key once" || rc=1
 check "after kill -9 during the load: every key reads back" "$T" expect lt 0 $N 1024 1
 check "after kill -9: the table is read from the file's pages" \
-	grep -q "(16 of 16 parts from the file's pages)" "$MC_TMP/t2.log"
+	grep -q "(\([0-9]*\) of \1 parts from the file's pages)" "$MC_TMP/t2.log"
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
 
@@ -53,8 +53,8 @@ mc_is "$(mc_metric master_key_count)" $N "three threads: every key once" || rc=1
 check "the key with two rows reads back as the newer" "$T" expect lt 5000 5001 1024 1
 check "every other key reads back" "$T" expect lt 0 $N 1024 1
 check "the log says the older row goes" grep -q "have a newer row of their key" "$MC_TMP/t3.log"
-check "the pages gave the older row too" grep -q "(12 of 12 parts from the file's pages)" \
-	"$MC_TMP/t3.log"
+check "the pages gave the older row too" \
+	grep -q "(\([0-9]*\) of \1 parts from the file's pages)" "$MC_TMP/t3.log"
 stop
 mc_is "$(mc_persist_key_rows "$DB" lt/5000)" 1 "the older row is deleted" || rc=1
 
@@ -63,8 +63,8 @@ MC_LOAD_PAGES=0 restart t4 2 0
 mc_wait_log t4 "in the background in" 30 || { mc_dump_logs; exit 1; }
 mc_is "$(mc_metric master_key_count)" $N "through SQLite: every key once" || rc=1
 check "through SQLite: every key reads back" "$T" expect lt 0 $N 1024 1
-check "through SQLite: no part from the pages" grep -q "(0 of 8 parts from the file's pages)" \
-	"$MC_TMP/t4.log"
+check "through SQLite: no part from the pages" \
+	grep -q "(0 of [0-9]* parts from the file's pages)" "$MC_TMP/t4.log"
 stop
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc

@@ -2,7 +2,8 @@
 /* Unit tests for the objects table keyed by generation (schema 8, src/persist): the upgrade of
  * version 7 and older files, two rows of one key at load (the newer wins, the older goes), the
  * replication batch's coalescing by row, and the background loader's view of the same, read by
- * one to eight threads (each row once, a key's rows in two ranges of generations). */
+ * one to eight threads, from the file's pages and through SQLite (each row once, a key's rows
+ * in two ranges of generations, the parts from the last generations to the first). */
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -286,20 +287,76 @@ static void rowkey_tests(const char *dir)
 	mc_persist_close(p);
 }
 
-/* Wait for the end of l's scan, polling at most tries times 20 ms: its state (1 when done). */
-static int wait_scanned(struct mc_persist_loader *l, int tries)
+/* What a loader gave: every part taken in its order (polling at most tries times 20 ms), the
+ * rows counted by generation (gens[g] for g <= 9000), and whether the parts came from the last
+ * generations to the first with each part's rows in generation order.  The loader's state at
+ * the end (1 when every part was read). */
+struct taken {
+	int state;
+	size_t rows, parts;
+	int ordered;
+	uint64_t gensum;
+	unsigned char gens[9001];
+	uint64_t size_of[9001];
+};
+
+static void take_all(struct mc_persist_loader *l, int tries, struct taken *t)
 {
-	struct mc_persist_answer *ans = NULL;
-	int state = 0, i;
+	int64_t floor = INT64_MAX;	/* every row so far is below the previous part's first */
+	int i, rc = 0;
 
-	for (i = 0; i < tries && state == 0; i++) {
+	memset(t, 0, sizeof(*t));
+	t->ordered = 1;
+	for (i = 0; i < tries && rc >= 0; i++) {
 		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
+		struct mc_persist_answer *ans = NULL;
+		struct mc_persist_rows *chunks;
+		size_t n, c, r;
 
-		poll(&pfd, 1, 20);
-		state = mc_persist_loader_poll(l, &ans);
+		t->state = mc_persist_loader_poll(l, &ans);
 		mc_persist_answer_free(ans);
+		if (t->state < 0)
+			return;
+		while ((rc = mc_persist_loader_take(l, &chunks, &n)) == 1) {
+			int64_t first = INT64_MAX, last = INT64_MIN;
+
+			t->parts++;
+			for (c = 0; c < n; c++) {
+				for (r = 0; r < chunks[c].n; r++) {
+					const struct mc_persist_object *o = &chunks[c].rows[r];
+
+					t->ordered &= (int64_t)o->row > last;
+					last = (int64_t)o->row;
+					if (first == INT64_MAX)
+						first = (int64_t)o->row;
+					t->rows++;
+					t->gensum += o->gen;
+					if (o->gen <= 9000) {
+						t->gens[o->gen]++;
+						t->size_of[o->gen] = o->size;
+					}
+				}
+				mc_persist_rows_fini(&chunks[c]);
+			}
+			free(chunks);
+			if (first != INT64_MAX) {
+				t->ordered &= last < floor;
+				floor = first;
+			}
+		}
+		if (rc == 0)
+			poll(&pfd, 1, 20);
 	}
-	return state;
+	for (i = 0; i < tries; i++) {	/* the loader thread says it is done after the last part */
+		struct pollfd pfd = { .fd = mc_persist_loader_fd(l), .events = POLLIN };
+		struct mc_persist_answer *ans = NULL;
+
+		t->state = mc_persist_loader_poll(l, &ans);
+		mc_persist_answer_free(ans);
+		if (t->state != 0)
+			break;
+		poll(&pfd, 1, 20);
+	}
 }
 
 /* Rows of the keys n0..n999: generation 100 + i, size 1, at offset 4096 + 64 i. */
@@ -316,17 +373,10 @@ static void put_thousand(struct mc_persist *p)
 
 static void loader_tests(const char *dir)
 {
+	static struct taken t;
 	char path[300];
 	struct mc_persist *p;
 	struct mc_persist_loader *l;
-	struct mc_persist_rows *chunks;
-	struct mc_persist_keyref *refs;
-	struct mc_persist_range *ranges;
-	const uint8_t(*segids)[16];
-	struct mc_persist_object *o;
-	size_t nchunks, nrefs, nranges, c, r;
-	uint32_t nsegids;
-	int older = 0;
 
 	if ((p = open_db(dir, "loader", path, sizeof(path))) == NULL)
 		return;
@@ -336,84 +386,37 @@ static void loader_tests(const char *dir)
 	mc_persist_commit(p);
 	mc_persist_close(p);
 	ok(mc_persist_loader_start(path, &l) == 0, "the loader starts");
-	ok(wait_scanned(l, 500) == 1, "the scan ends");
-	mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges, &segids,
-				 &nsegids);
-	for (c = 0; c < nchunks; c++)
-		for (r = 0; r < chunks[c].n; r++)
-			older += !!(chunks[c].rows[r].flags & MC_PERSIST_ROW_OLDER);
-	ok(nrefs == 1002 && older == 1 && nranges == 1001,
-	   "1002 rows: one marked older, its range dropped (%zu %d %zu)", nrefs, older, nranges);
-	o = mc_persist_rows_find(chunks, 0, refs, nrefs, "k", 1, &c, &r);
-	ok(o && o->gen == 9000 && o->size == 2, "the key's newest row is found");
-	o = mc_persist_rows_find(chunks, 0, refs, nrefs, "n777", 4, &c, &r);
-	ok(o && o->gen == 877, "any other key's row is found");
-	ok(mc_persist_rows_find(chunks, 0, refs, nrefs, "zz", 2, &c, &r) == NULL,
-	   "a key not in the file is not");
+	take_all(l, 500, &t);
+	ok(t.state == 1 && t.rows == 1002 && t.ordered,
+	   "1002 rows, parts from the newest, rows in order (state %d, %zu rows)", t.state, t.rows);
+	ok(t.gens[5] == 1 && t.gens[9000] == 1 && t.size_of[9000] == 2 && t.gens[877] == 1,
+	   "both rows of a key are given (the master keeps the newer), and the others");
 	mc_persist_loader_free(l);
 }
 
-/* What a scan by several threads read, checked against the file: every row once in generation
- * order, every reference once and sorted, the rows of a key in two ranges resolved. */
-static void check_scan(struct mc_persist_loader *l, const char *what)
+/* What a scan by several threads gave, checked against the file: every row once, the parts
+ * from the last generations to the first, rows in order in each. */
+static void check_scan(const struct taken *t, const char *what)
 {
-	struct mc_persist_rows *chunks;
-	struct mc_persist_keyref *refs;
-	struct mc_persist_range *ranges;
-	const uint8_t(*segids)[16];
-	struct mc_persist_object *o;
-	size_t nchunks, nrefs, nranges, c, r, i, rows = 0, badref = 0, older = 0, badolder = 0;
-	uint64_t last = 0, gensum = 0, want = 0;
-	uint32_t nsegids;
-	int ordered = 1;
-	unsigned char seen[9001] = { 0 };	/* by generation */
+	uint64_t want = 0;
+	size_t i, once = 0;
 
-	mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges, &segids,
-				 &nsegids);
-	for (c = 0; c < nchunks; c++)
-		for (r = 0; r < chunks[c].n; r++) {
-			o = &chunks[c].rows[r];
-			ordered &= o->gen > last;
-			last = o->gen;
-			gensum += o->gen;
-			rows++;
-			if (o->flags & MC_PERSIST_ROW_OLDER) {
-				older++;
-				badolder += !(o->gen == 5 || (o->gen >= 2000 && o->gen < 2050));
-			}
-		}
 	for (i = 0; i < 1000; i++)
 		want += 100 + i;
 	for (i = 0; i < 50; i++)
 		want += 2000 + i + 8000 + i;
 	want += 5 + 9000;
-	ok(rows == 1102 && gensum == want && ordered,
-	   "%s: every row read once, in generation order (%zu rows)", what, rows);
-	for (i = 0; i < nrefs; i++) {
-		o = refs[i].chunk < nchunks && refs[i].row < chunks[refs[i].chunk].n
-			    ? &chunks[refs[i].chunk].rows[refs[i].row] : NULL;
-		if (o == NULL || o->gen > 9000 || seen[o->gen]++ ||
-		    mc_persist_key_hash(o->key, o->key_len) != refs[i].hash ||
-		    (i && refs[i - 1].hash > refs[i].hash))
-			badref++;
-	}
-	ok(nrefs == 1102 && badref == 0, "%s: one reference a row, sorted by hash (%zu bad)", what,
-	   badref);
-	ok(older == 51 && badolder == 0 && nranges == 1051,
-	   "%s: the older row of each key in two ranges is marked, its range dropped (%zu %zu %zu)",
-	   what, older, badolder, nranges);
-	for (i = 1, badref = 0; i < nranges; i++)
-		badref += ranges[i - 1].order > ranges[i].order;
-	ok(nsegids == 1 && badref == 0, "%s: the ranges are in offset order", what);
-	o = mc_persist_rows_find(chunks, 0, refs, nrefs, "d7", 2, &c, &r);
-	ok(o && o->gen == 8007, "%s: a key's newer row in another range is found", what);
-	o = mc_persist_rows_find(chunks, 0, refs, nrefs, "k", 1, &c, &r);
-	ok(o && o->gen == 9000, "%s: the first and the last generation's key", what);
+	for (i = 0; i <= 9000; i++)
+		once += t->gens[i] == 1;
+	ok(t->state == 1 && t->rows == 1102 && t->gensum == want && once == 1102 && t->ordered,
+	   "%s: every row read once, the parts from the newest, rows in order (%zu rows, %zu "
+	   "parts)", what, t->rows, t->parts);
 }
 
 static void loader_threads_tests(const char *dir)
 {
 	static const char *threads[] = { "1", "2", "3", "4", "8" };
+	static struct taken t;
 	char path[300];
 	struct mc_persist *p;
 	struct mc_persist_loader *l;
@@ -434,18 +437,31 @@ static void loader_threads_tests(const char *dir)
 	mc_persist_commit(p);
 	mc_persist_close(p);
 	for (i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
-		char what[32];
+		char what[48];
+		int pages;
 
-		snprintf(what, sizeof(what), "%s loader threads", threads[i]);
-		setenv("MC_LOAD_THREADS", threads[i], 1);
-		if (mc_persist_loader_start(path, &l) != 0) {
-			ok(0, "%s: the loader starts", what);
-			continue;
+		for (pages = 0; pages < 2; pages++) {
+			snprintf(what, sizeof(what), "%s loader threads%s", threads[i],
+				 pages ? "" : ", through SQLite");
+			setenv("MC_LOAD_THREADS", threads[i], 1);
+			if (pages)
+				unsetenv("MC_LOAD_PAGES");
+			else
+				setenv("MC_LOAD_PAGES", "0", 1);
+			if (mc_persist_loader_start(path, &l) != 0) {
+				ok(0, "%s: the loader starts", what);
+				continue;
+			}
+			take_all(l, 1000, &t);
+			check_scan(&t, what);
+			ok(pages ? mc_persist_loader_pages(l) == t.parts
+				 : mc_persist_loader_pages(l) == 0,
+			   "%s: %zu of %zu parts from the pages", what, mc_persist_loader_pages(l),
+			   t.parts);
+			mc_persist_loader_free(l);
 		}
-		ok(wait_scanned(l, 1000) == 1, "%s: the scan ends", what);
-		check_scan(l, what);
-		mc_persist_loader_free(l);
 	}
+	unsetenv("MC_LOAD_PAGES");
 	/* A stop in the middle of a slow scan by four threads. */
 	setenv("MC_TEST_LOAD_DELAY_MS", "200", 1);
 	setenv("MC_LOAD_THREADS", "4", 1);
@@ -465,17 +481,8 @@ static void loader_threads_tests(const char *dir)
 		return;
 	mc_persist_close(p);
 	if (mc_persist_loader_start(path, &l) == 0) {
-		struct mc_persist_rows *chunks;
-		struct mc_persist_keyref *refs;
-		struct mc_persist_range *ranges;
-		const uint8_t(*segids)[16];
-		size_t nchunks, nrefs, nranges;
-		uint32_t nsegids;
-
-		ok(wait_scanned(l, 1000) == 1, "an empty table: the scan ends");
-		mc_persist_loader_result(l, &chunks, &nchunks, &refs, &nrefs, &ranges, &nranges,
-					 &segids, &nsegids);
-		ok(nchunks == 0 && nrefs == 0 && nranges == 0, "an empty table: no rows");
+		take_all(l, 1000, &t);
+		ok(t.state == 1 && t.rows == 0 && t.parts == 0, "an empty table: no part, no rows");
 		mc_persist_loader_free(l);
 	} else {
 		ok(0, "the loader starts on an empty table");
