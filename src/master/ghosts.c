@@ -318,6 +318,17 @@ int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t ge
 	return gen < m->gen_epoch && m->adopt_open ? 0 : -1;
 }
 
+int mc_ghost_gen(struct mc_master *m, const char *key, size_t len, uint64_t *gen, int *rowkey)
+{
+	struct mc_ghost *g = *mc_ghost_slot(m, key, len, mc_object_hash(key, len));
+
+	if (g == NULL || g->tomb)
+		return 0;
+	*gen = g->gen;
+	*rowkey = g->rowkey;
+	return 1;
+}
+
 size_t mc_ghost_count(const struct mc_master *m)
 {
 	return m->ghosts.nkeep;

@@ -684,6 +684,8 @@ int mc_ghost_check(struct mc_master *m, const char *key, size_t len, uint64_t ge
 void mc_adopt_close(struct mc_master *m, const char *why);
 /* A persisted ghost at reload. */
 void mc_ghost_load(struct mc_master *m, const char *key, size_t len, uint64_t gen, int rowkey);
+/* 1 and the generation and row kind of the ghost of tier name key, 0 if none. */
+int mc_ghost_gen(struct mc_master *m, const char *key, size_t len, uint64_t *gen, int *rowkey);
 size_t mc_ghost_count(const struct mc_master *m);
 
 /* rpc_server.c */

@@ -75,6 +75,9 @@
 
 #define MC_LOAD_RESERVE_SLICE 262144	/* ranges re-reserved per turn of the loop */
 #define MC_LOAD_AHEAD 8			/* rows whose index line is fetched ahead */
+/* Objects whose ranges a lookup reserves out of order: each costs a walk of the free ranges,
+ * which the earlier ones add to; past these, lookups wait for the reservation in order. */
+#define MC_LOAD_EARLY_MAX 4096
 
 enum { MC_ASK_ASKED = 1, MC_ASK_FOUND, MC_ASK_ABSENT, MC_ASK_LATER };
 
@@ -103,6 +106,7 @@ struct mc_master_load {
 	struct mc_persist_rows *chunks;
 	size_t nchunks, chunk, row;
 	size_t parts;			/* parts taken */
+	size_t early;			/* objects reserved out of order */
 	uint64_t rows;			/* rows taken */
 	/* The ranges' sort, on a thread of its own. */
 	pthread_t sort_tid;
@@ -188,8 +192,9 @@ static int mc_load_key_waits(struct mc_master_load *ld, const char *key, size_t 
 	if (o) {
 		if (!mc_load_pending(o))
 			return 0;
-		if (ld->phase == MC_LOAD_RESERVING)	/* in order, in a moment */
-			return 1;
+		if (ld->phase == MC_LOAD_RESERVING || ld->early >= MC_LOAD_EARLY_MAX)
+			return 1;	/* in order, at the end */
+		ld->early++;
 		mc_load_reserve_object(&ld->L, o);
 		return 0;
 	}
@@ -298,16 +303,18 @@ static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer 
 		ask->state = a->rc == 0 ? MC_ASK_FOUND : MC_ASK_ABSENT;
 		if (a->rc != 0)
 			continue;
-		if (mc_object_find(&m->objects, a->key, a->key_len) == NULL) {
+		{
 			struct mc_persist *p = m->persist;
 
 			m->persist = NULL;	/* loading records nothing: the file has it */
-			mc_load_row(&ld->L, &a->rows.rows[0], 1);
+			mc_load_row(&ld->L, &a->rows.rows[0], 1);	/* if its key is new */
 			m->persist = p;
 		}
 		o = mc_object_find(&m->objects, a->key, a->key_len);
-		if (o && mc_load_pending(o))
+		if (o && mc_load_pending(o) && ld->early < MC_LOAD_EARLY_MAX) {
+			ld->early++;
 			mc_load_reserve_object(&ld->L, o);
+		}
 	}
 	mc_persist_answer_free(answers);
 }
@@ -350,7 +357,6 @@ static void mc_load_scanned(struct mc_master_load *ld)
  * every row is in). */
 static int mc_load_take(struct mc_master_load *ld)
 {
-	struct mc_master *m = ld->m;
 	size_t i, rows = 0;
 	int rc = mc_persist_loader_take(ld->ldr, &ld->chunks, &ld->nchunks);
 
@@ -358,11 +364,7 @@ static int mc_load_take(struct mc_master_load *ld)
 		return rc;
 	for (i = 0; i < ld->nchunks; i++)
 		rows += ld->chunks[i].n;
-	/* Without an estimate from the start, the first part (the newest) gives the index its
-	 * size: the parts are alike. */
-	if (ld->parts++ == 0 && mc_persist_loader_estimate(ld->ldr) == 0)
-		mc_object_table_reserve(&m->objects, m->objects.count +
-							     rows * mc_persist_loader_parts(ld->ldr));
+	ld->parts++;
 	ld->rows += rows;
 	ld->chunk = ld->nchunks;
 	ld->row = ld->nchunks ? ld->chunks[ld->nchunks - 1].n : 0;

@@ -38,6 +38,13 @@ struct mc_load_discard {
 };
 #define MC_LOAD_SEQ_ROW INT64_MAX
 
+struct mc_load_seen {
+	char *key;		/* NULL: a free slot */
+	size_t len;
+	uint64_t gen;
+	int rowkey;
+};
+
 struct mc_load {
 	struct mc_master *m;
 	struct mc_load_range *ranges;
@@ -51,6 +58,10 @@ struct mc_load {
 	size_t reserved;	/* ranges [0, reserved) re-reserved (mc_load_reserve_some) */
 	uint64_t logged;	/* records of the put log read */
 	int64_t now, wall;
+	/* Background load: keys of rows that put nothing into the table or the ghosts (dropped,
+	 * unfinished), so that their older rows go too (open addressing, cap a power of two). */
+	struct mc_load_seen *seen;
+	size_t nseen, capseen;
 	char **stale;		/* keys whose rows must go once the load is done */
 	size_t *stale_len;
 	uint64_t *stale_gen;	/* and the rows' generations */
@@ -63,8 +74,9 @@ void mc_load_stale(struct mc_load *L, const char *key, size_t len, uint64_t row)
  * Its memory replicas keep their segment and offset, pending: their ranges are collected in L
  * and re-reserved at the end (mc_load_sort_ranges, mc_load_reserve_some) or at once
  * (mc_load_reserve_object).  newer_first (the background load, which reads the newest rows
- * first): a row whose key is in the table already is the same row (nothing happens) or an
- * older one (it goes once loaded).  Returns 0. */
+ * first): a row whose key has been met already (in the table, among the ghosts, or a row that
+ * put neither in) is the same row (nothing happens) or an older one (it goes once loaded).
+ * Returns 0. */
 int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer_first);
 /* Sort L's ranges by segment and offset (the allocators' cheap order); a stop (stop set) ends
  * it, leaving an order of no use.  Any thread, while nothing else touches L's ranges. */

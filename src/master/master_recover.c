@@ -123,6 +123,72 @@ static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint6
  * listed for mc_load_fix_lost. */
 static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len);
 
+static struct mc_load_seen *mc_load_seen_slot(struct mc_load *L, const char *key, size_t len)
+{
+	size_t i = mc_object_hash(key, len) & (L->capseen - 1);
+
+	while (L->seen[i].key && (L->seen[i].len != len || memcmp(L->seen[i].key, key, len)))
+		i = (i + 1) & (L->capseen - 1);
+	return &L->seen[i];
+}
+
+/* Row po put nothing in: its key is met all the same. */
+static void mc_load_seen_add(struct mc_load *L, const struct mc_persist_object *po)
+{
+	struct mc_load_seen *s;
+
+	if ((L->nseen + 1) * 2 > L->capseen) {
+		struct mc_load_seen *old = L->seen;
+		size_t oldcap = L->capseen, j;
+
+		L->capseen = oldcap ? oldcap * 2 : 64;
+		L->seen = mc_xcalloc(L->capseen, sizeof(*L->seen));
+		for (j = 0; j < oldcap; j++)
+			if (old[j].key)
+				*mc_load_seen_slot(L, old[j].key, old[j].len) = old[j];
+		free(old);
+	}
+	s = mc_load_seen_slot(L, po->key, po->key_len);
+	if (s->key)
+		return;
+	*s = (struct mc_load_seen){ mc_xmalloc(po->key_len ? po->key_len : 1), po->key_len,
+				    po->gen, (po->flags & MC_PERSIST_ROWKEY) != 0 };
+	memcpy(s->key, po->key, po->key_len);
+	L->nseen++;
+}
+
+/* Whether po's key has been met (newest rows first): 0 no, 1 by this very row, 2 by a newer. */
+static int mc_load_met(struct mc_load *L, const struct mc_persist_object *po)
+{
+	struct mc_master *m = L->m;
+	int rowkey = (po->flags & MC_PERSIST_ROWKEY) != 0, grk;
+	const char *key;
+	size_t key_len;
+	uint16_t tenant;
+	uint64_t gen;
+
+	if (po->key_len && !mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key,
+					      &key_len) &&
+	    key_len > 0 && key_len <= MC_RPC_MAX_KEY) {
+		struct mc_object *o;
+
+		m->objects.tenant = tenant;
+		o = mc_object_find(&m->objects, key, key_len);
+		m->objects.tenant = 0;
+		if (o)
+			return o->gen == po->gen && !(o->xflags & MC_OBJX_ROWKEY) == !rowkey ? 1 : 2;
+	}
+	if (po->key_len && mc_ghost_count(m) && mc_ghost_gen(m, po->key, po->key_len, &gen, &grk))
+		return gen == po->gen && !grk == !rowkey ? 1 : 2;
+	if (L->nseen) {
+		struct mc_load_seen *s = mc_load_seen_slot(L, po->key, po->key_len);
+
+		if (s->key)
+			return s->gen == po->gen && !s->rowkey == !rowkey ? 1 : 2;
+	}
+	return 0;
+}
+
 int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer_first)
 {
 	struct mc_master *m = L->m;
@@ -132,7 +198,18 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 	const char *key;
 	size_t key_len;
 	uint16_t tenant;
+	int put = 0;
 
+	if (newer_first) {
+		switch (mc_load_met(L, po)) {
+		case 1:		/* answered early, met again in its part */
+			return 0;
+		case 2:
+			L->older++;
+			mc_load_stale(L, po->key, po->key_len, po->row);
+			return 0;
+		}
+	}
 	if (po->flags & MC_OBJ_GHOST) {
 		if (po->key_len == 0 || po->key_len > MC_RPC_MAX_KEY) {
 			L->dropped++;
@@ -142,6 +219,7 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 		mc_ghost_load(m, po->key, po->key_len, po->gen,
 			      (po->flags & MC_PERSIST_ROWKEY) != 0);
 		L->ghosts++;
+		put = 1;
 		goto out;
 	}
 	memset(segs, 0, sizeof(segs));
@@ -203,19 +281,9 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 	}
 	m->objects.tenant = tenant;	/* a scoped key: its tenant's namespace */
 	h = mc_object_key_hash(&m->objects, key, key_len);
-	if (newer_first && (o = mc_object_find_h(&m->objects, key, key_len, h)) != NULL) {
-		/* Its newest row is in already (read first, or looked up): this one is it again,
-		 * or older. */
-		m->objects.tenant = 0;
-		if (o->gen != po->gen || !(o->xflags & MC_OBJX_ROWKEY) !=
-					     !(po->flags & MC_PERSIST_ROWKEY)) {
-			L->older++;
-			mc_load_stale(L, po->key, po->key_len, po->row);
-		}
-		return 0;
-	}
 	o = mc_object_insert_h(&m->objects, key, key_len, h, n);
 	m->objects.tenant = 0;
+	put = 1;
 	o->size = po->size;
 	o->gen = po->gen;
 	if (po->flags & MC_PERSIST_ROWKEY)
@@ -279,6 +347,8 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 		mc_object_lru_unlink(&m->objects, o);
 	L->objects++;
 out:
+	if (newer_first && !put)
+		mc_load_seen_add(L, po);
 	return 0;
 }
 
@@ -538,6 +608,9 @@ void mc_load_fini(struct mc_load *L)
 	free(L->ranges);
 	free(L->discards);
 	free(L->lost);
+	for (pos = 0; pos < L->capseen; pos++)
+		free(L->seen[pos].key);
+	free(L->seen);
 	for (pos = 0; pos < L->nstale; pos++)
 		free(L->stale[pos]);
 	free(L->stale);

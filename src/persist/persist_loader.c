@@ -13,10 +13,9 @@
  * takes each part once it is read, in that order (mc_persist_loader_take), so it meets a key's
  * newest row before its older ones, and puts the rows into its table while the next parts are
  * read.  It asks for keys it has not loaded yet (mc_persist_loader_query): the table has no
- * index on the key; with the key index (persist_keylook.c) the loader thread (worker 0)
- * answers between its rows, while it waits for the other workers and after the scan, from its
- * read transaction; without one it answers -EAGAIN.  The loop learns of finished work through
- * an eventfd.
+ * index on the key; with the key index (persist_keylook.c) a query thread with a connection of
+ * its own in the same snapshot answers them (it opens the index at once, beside the scan);
+ * without one it answers -EAGAIN.  The loop learns of finished work through an eventfd.
  *
  * Threads: each worker owns its connection and the part it reads until it marks the part read
  * (under the mutex); the loop then owns it.  The queues between them take the mutex.
@@ -62,7 +61,6 @@ struct mc_loader_worker {
 	unsigned unseen;	/* rows read, not yet counted in l->rows (under 1024) */
 	int64_t cpu_ns;		/* CPU time its scan took (set when it ends) */
 	struct mc_loader_part *p;	/* a page walk's part (the row callback's) */
-	int answers;
 };
 
 static int64_t mc_thread_cpu_ns(void)
@@ -74,7 +72,7 @@ static int64_t mc_thread_cpu_ns(void)
 }
 
 struct mc_persist_loader {
-	sqlite3 *db;		/* worker 0's: the loader thread's, which answers the queries */
+	sqlite3 *db;		/* worker 0's: the loader thread's */
 	pthread_t tid;
 	int started;
 	int efd;
@@ -109,7 +107,11 @@ struct mc_persist_loader {
 	atomic_size_t walked;	/* parts read from pages, not through SQLite */
 	uint64_t estimate;	/* rows, from the pages (0: none) */
 	struct mc_loadpool pool;	/* chunks the loop gave back */
-	int look_tried;		/* the key index opened (or not), on the first query */
+	/* The query thread: its connection (q.db, in the workers' snapshot) and the key index
+	 * it opens there (look). */
+	struct mc_loader_worker q;
+	pthread_t qtid;
+	int qstarted;
 };
 
 static void mc_loader_wake(struct mc_persist_loader *l)
@@ -123,30 +125,23 @@ static void mc_loader_wake(struct mc_persist_loader *l)
 
 static void mc_loader_answer(struct mc_persist_loader *l);
 
-/* The test hook's slow disk: delay_ms without reading rows (a stop ends it); the loader
- * thread (answers) answers queries meanwhile when the key index can. */
-static void mc_loader_delay(struct mc_persist_loader *l, int answers)
+/* The test hook's slow disk: delay_ms without reading rows (a stop ends it). */
+static void mc_loader_delay(struct mc_persist_loader *l)
 {
 	struct timespec end;
+	int rc = 0;
 
 	clock_gettime(CLOCK_REALTIME, &end);
 	end.tv_nsec += l->delay_ms * 1000000L;
 	end.tv_sec += end.tv_nsec / 1000000000L;
 	end.tv_nsec %= 1000000000L;
-	for (;;) {
-		int rc = 0;
-
-		pthread_mutex_lock(&l->mu);
-		while ((!answers || l->q_head == NULL) && !atomic_load(&l->stop) && rc == 0)
-			rc = pthread_cond_timedwait(&l->cv, &l->mu, &end);
-		pthread_mutex_unlock(&l->mu);
-		if (rc != 0 || atomic_load(&l->stop))
-			return;
-		mc_loader_answer(l);
-	}
+	pthread_mutex_lock(&l->mu);
+	while (!atomic_load(&l->stop) && rc == 0)
+		rc = pthread_cond_timedwait(&l->cv, &l->mu, &end);
+	pthread_mutex_unlock(&l->mu);
 }
 
-/* Answer the queued queries (the loader thread) through the key index, from its read
+/* Answer the queued queries (the query thread) through the key index, from its read
  * transaction; without one, -EAGAIN (the loop waits for the load). */
 static void mc_loader_answer(struct mc_persist_loader *l)
 {
@@ -169,12 +164,6 @@ static void mc_loader_answer(struct mc_persist_loader *l)
 		if (q == NULL)
 			return;
 		q->next = NULL;
-		if (!l->look_tried) {	/* on the first query: most loads get none */
-			l->look_tried = 1;
-			if (mc_persist_keylook_open(l->db, l->path, "SELECT " MC_LOADER_COLUMNS
-						    " FROM objects WHERE gen = ?1", &l->look) != 0)
-				l->look = NULL;
-		}
 		if (l->look) {
 			rc = mc_persist_keylook_find(l->look, q->key, q->key_len, &point);
 			if (rc == 0 && mc_persist_decode_object(point, &po, reps) == 0) {
@@ -184,7 +173,7 @@ static void mc_loader_answer(struct mc_persist_loader *l)
 				rc = 1;	/* a row that does not parse: as the scan skips it */
 			} else if (rc < 0) {
 				mc_log_err("loading %s: looking up a key: %s", l->path,
-					   sqlite3_errmsg(l->db));
+					   sqlite3_errmsg(l->q.db));
 			}
 			if (point)
 				sqlite3_reset(point);
@@ -212,7 +201,7 @@ static void mc_loader_took(struct mc_loader_worker *w, struct mc_loader_part *p,
 		atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
 		w->unseen = 0;
 		if (l->delay_ms)
-			mc_loader_delay(l, w->answers);
+			mc_loader_delay(l);
 	}
 }
 
@@ -225,8 +214,6 @@ static int mc_loader_on_page_row(void *arg, const struct mc_persist_object *o)
 	if (atomic_load_explicit(&l->stop, memory_order_relaxed) ||
 	    atomic_load_explicit(&l->failed, memory_order_relaxed))
 		return 1;
-	if (w->answers && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
-		mc_loader_answer(l);
 	mc_loader_took(w, w->p, o);
 	return 0;
 }
@@ -281,13 +268,12 @@ static int mc_loader_walk_part(struct mc_loader_worker *w, size_t i, struct mc_l
 }
 
 /* Read the rows of part i (p) from the file's pages, or else on worker w's connection.  0,
- * -ECANCELED (a stop, or another worker failed) or MC_ERR_PERSISTENT_FAIL.  Worker 0 (the
- * loader thread) answers queries between rows. */
+ * -ECANCELED (a stop, or another worker failed) or MC_ERR_PERSISTENT_FAIL. */
 static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_loader_part *p)
 {
 	struct mc_persist_replica reps[MC_PERSIST_MAX_REPLICAS];
 	struct mc_persist_loader *l = w->l;
-	int answers = w->answers, rc = -ECANCELED;
+	int rc = -ECANCELED;
 
 	if (l->pages != NULL) {
 		rc = mc_loader_walk_part(w, i, p);
@@ -305,8 +291,6 @@ static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_l
 		struct mc_persist_object o;
 		int step;
 
-		if (answers && atomic_load_explicit(&l->nqueries, memory_order_relaxed))
-			mc_loader_answer(l);
 		step = sqlite3_step(w->scan);
 		if (step == SQLITE_DONE) {
 			rc = 0;
@@ -402,15 +386,8 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 	pthread_mutex_unlock(&l->mu);
 	mc_loader_work(&l->w[0]);
 	pthread_mutex_lock(&l->mu);
-	while (l->running > 0) {
-		if (l->q_head) {
-			pthread_mutex_unlock(&l->mu);
-			mc_loader_answer(l);
-			pthread_mutex_lock(&l->mu);
-			continue;
-		}
+	while (l->running > 0)
 		pthread_cond_wait(&l->cv, &l->mu);
-	}
 	rc = l->scan_rc;
 	pthread_mutex_unlock(&l->mu);
 	for (i = 1; i < l->nw; i++) {
@@ -433,7 +410,6 @@ static void *mc_loader_main(void *arg)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	pthread_setname_np(pthread_self(), "mc-load");
-	mc_loader_answer(l);
 	rc = mc_loader_scan(l);
 	mc_pages_close(l->pages);	/* every walk has ended */
 	l->pages = NULL;
@@ -455,15 +431,26 @@ static void *mc_loader_main(void *arg)
 	l->state = rc == 0 ? 1 : rc;
 	pthread_mutex_unlock(&l->mu);
 	mc_loader_wake(l);
-	/* The key index answers until the loop has every row (it stops asking) or stops. */
+	return NULL;
+}
+
+/* The query thread: the key index, then the queries as they come until the stop. */
+static void *mc_loader_query_main(void *arg)
+{
+	struct mc_persist_loader *l = arg;
+
+	pthread_setname_np(pthread_self(), "mc-load-query");
+	if (mc_persist_keylook_open(l->q.db, l->path, "SELECT " MC_LOADER_COLUMNS " FROM objects "
+				    "WHERE gen = ?1", &l->look) != 0)
+		l->look = NULL;
 	for (;;) {
+		mc_loader_answer(l);
 		pthread_mutex_lock(&l->mu);
 		while (!atomic_load(&l->stop) && l->q_head == NULL)
 			pthread_cond_wait(&l->cv, &l->mu);
 		pthread_mutex_unlock(&l->mu);
 		if (atomic_load(&l->stop))
 			break;
-		mc_loader_answer(l);
 	}
 	mc_persist_keylook_free(l->look);
 	l->look = NULL;
@@ -546,12 +533,12 @@ static int mc_loader_split_pages(struct mc_persist_loader *l)
 
 	if (mc_pages_open(l->db, l->path, &l->pages) != 0)
 		return -1;
-	l->estimate = mc_pages_estimate(l->pages);
 	if (mc_pages_split(l->pages, want, &l->spans, &l->nspans) != 0 || l->nspans == 0) {
 		mc_pages_close(l->pages);
 		l->pages = NULL;
 		return -1;
 	}
+	l->estimate = mc_pages_estimate(l->pages);
 	n = l->nspans < want ? l->nspans : want;
 	l->parts = mc_xcalloc(n, sizeof(*l->parts));
 	l->span_at = mc_xcalloc(n + 1, sizeof(*l->span_at));
@@ -599,7 +586,6 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 
 		w->l = l;
 		w->idx = i;
-		w->answers = i == 0;
 		l->nw = i + 1;
 		if (mc_loader_open(l, w, &wlo, &whi, &wempty)) {
 			if (i == 0)
@@ -619,6 +605,21 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 		}
 	}
 	l->db = l->w[0].db;
+	/* The query thread's connection, in the same snapshot (without it: no key index). */
+	{
+		int64_t qlo, qhi;
+		int qempty;
+
+		l->q.l = l;
+		l->q.idx = MC_LOADER_MAX_THREADS;
+		if (mc_loader_open(l, &l->q, &qlo, &qhi, &qempty) == 0 &&
+		    (qlo != lo || qhi != hi || qempty != empty)) {
+			sqlite3_finalize(l->q.scan);
+			sqlite3_close(l->q.db);
+			l->q.scan = NULL;
+			l->q.db = NULL;
+		}
+	}
 	if (!empty && mc_loader_split_pages(l) != 0)
 		mc_loader_split(l, lo, hi);
 	l->ready = mc_xcalloc(l->nparts ? l->nparts : 1, 1);
@@ -633,6 +634,8 @@ int mc_persist_loader_start(const char *path, struct mc_persist_loader **out)
 		goto out;
 	}
 	l->started = 1;
+	if (l->q.db && pthread_create(&l->qtid, NULL, mc_loader_query_main, l) == 0)
+		l->qstarted = 1;
 	mc_log_info("loading %s: %u threads, %zu ranges of generations", path, l->nw, l->nparts);
 	*out = l;
 	return 0;
@@ -744,19 +747,24 @@ void mc_persist_loader_halt(struct mc_persist_loader *l)
 {
 	unsigned i;
 
-	if (l->started) {
+	if (l->started || l->qstarted) {
 		atomic_store(&l->stop, 1);
 		for (i = 0; i < l->nw; i++)
 			if (l->w[i].db)
 				sqlite3_interrupt(l->w[i].db);	/* a long step ends at once */
+		if (l->q.db)
+			sqlite3_interrupt(l->q.db);
 		pthread_mutex_lock(&l->mu);
 		pthread_cond_broadcast(&l->cv);
 		pthread_mutex_unlock(&l->mu);
-		pthread_join(l->tid, NULL);	/* it joins the other workers */
-		l->started = 0;
 	}
-	for (i = 0; i < MC_LOADER_MAX_THREADS; i++) {
-		struct mc_loader_worker *w = &l->w[i];
+	if (l->started)
+		pthread_join(l->tid, NULL);	/* it joins the other workers */
+	if (l->qstarted)
+		pthread_join(l->qtid, NULL);
+	l->started = l->qstarted = 0;
+	for (i = 0; i <= MC_LOADER_MAX_THREADS; i++) {
+		struct mc_loader_worker *w = i < MC_LOADER_MAX_THREADS ? &l->w[i] : &l->q;
 
 		sqlite3_finalize(w->scan);
 		sqlite3_finalize(w->count);

@@ -531,6 +531,7 @@ struct mc_pages_count {
 	const struct mc_pages *pg;
 	int leafdepth;
 	uint64_t leaves, parents, cells, sampled;
+	uint32_t visits;	/* interior pages read: a tree holds each once */
 	int bad;
 };
 
@@ -555,7 +556,7 @@ static void mc_pages_count_under(struct mc_pages_count *c, uint32_t pgno, int de
 	const uint8_t *page = mc_pages_page(c->pg, pgno), *leaf;
 	uint32_t ncells, i;
 
-	if (page == NULL || depth > c->leafdepth || c->bad) {
+	if (page == NULL || depth > c->leafdepth || c->bad || ++c->visits > c->pg->npages) {
 		c->bad = 1;
 		return;
 	}

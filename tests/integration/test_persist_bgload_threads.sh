@@ -7,7 +7,8 @@
 # is the number of keys; a range read twice or not at all would show) and every key reads
 # back; two rows of one key in the first and a later range load as the newer, and the older
 # row is deleted; the table is read from the file's pages (after the kill -9 too: the log is
-# emptied at start), and through SQLite's statements with MC_LOAD_PAGES=0.
+# emptied at start), and through SQLite's statements with MC_LOAD_PAGES=0; a key whose newest
+# row is unusable stays absent, its older row does not stand in.
 . "${MC_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/integration/lib.sh"
 T=$MC_BIN/tests/integration/fault_tool
 DB=$MC_TMP/master.db
@@ -66,5 +67,25 @@ check "through SQLite: every key reads back" "$T" expect lt 0 $N 1024 1
 check "through SQLite: no part from the pages" \
 	grep -q "(0 of [0-9]* parts from the file's pages)" "$MC_TMP/t4.log"
 stop
+# A key whose newest row is unusable (its segment unknown) and an older, usable row: the key
+# stays absent (an older row never stands in for a newer one) and both rows go.
+mc_persist_older_row "$DB" lt/6000
+python3 - "$DB" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+gen, reps = db.execute("SELECT gen, replicas FROM objects WHERE key = ? AND gen > 1",
+                       (b"lt/6000",)).fetchone()
+reps = bytearray(reps)
+for i in range(0, len(reps), 42):
+    reps[i + 10:i + 26] = b"\xee" * 16
+db.execute("UPDATE objects SET replicas = ? WHERE gen = ?", (bytes(reps), gen))
+db.commit()
+PY
+MC_LOAD_THREADS=2 restart t5 2 0
+mc_wait_log t5 "in the background in" 30 || { mc_dump_logs; exit 1; }
+mc_is "$(mc_metric master_key_count)" $((N - 1)) "a newest row unusable: the key is absent" || rc=1
+check "... and its older row does not stand in" "$T" expect lt 6000 6001 1024 absent
+stop
+mc_is "$(mc_persist_key_rows "$DB" lt/6000)" 0 "... and both its rows go" || rc=1
 [ $rc -eq 0 ] || mc_dump_logs
 exit $rc
