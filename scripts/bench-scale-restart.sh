@@ -10,7 +10,8 @@
 #      and system) before and after: master CPU per persisted put and puts/s;
 #   2. stops the master with SIGTERM: seconds until it has exited (clean stop);
 #   3. starts it again: seconds until its RPC port accepts (answering), until /metrics answers
-#      on the admin port, and until master_key_count reaches OBJECTS (fully loaded);
+#      on the admin port, and until master_key_count reaches OBJECTS and, for a master that
+#      has it, master_load_in_progress is 0 (fully loaded: every range re-reserved too);
 #   4. kills it with SIGKILL and repeats 3 (restart after a crash).
 # With OLD=DIR (another build's directory, e.g. of main), step 3 also starts OLD's master on the
 # same file, alternating with BUILD's, ROUNDS times (default 2), each stopped cleanly: before
@@ -48,6 +49,10 @@ cpu_s() { awk -v hz="$hz" '{ print ($14 + $15) / hz }' "/proc/$1/stat"; }
 loop_cpu_s() { awk -v hz="$hz" '{ print ($14 + $15) / hz }' "/proc/$1/task/$1/stat"; }
 keys() { curl -s "http://127.0.0.1:$mport/metrics" 2>/dev/null |
 	awk '$1 == "master_key_count" { print $2 }'; }
+# loading: 1 while a master that says so (master_load_in_progress) still loads, else 0: its
+# objects are in the table before their ranges are re-reserved, at the end of the load.
+loading() { curl -s "http://127.0.0.1:$mport/metrics" 2>/dev/null |
+	awk '$1 == "master_load_in_progress" { l = $2 } END { print l + 0 }'; }
 port_open() { python3 - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
@@ -99,7 +104,8 @@ measure_start() {	# measure_start LABEL: waits for the port, /metrics and the fu
 		if [ -n "$t_rpc" ]; then
 			k=$(keys)
 			if [ -n "$k" ] && [ -z "$t_http" ]; then t_http=$(now); fi
-			if [ -n "$t_ans" ] && [ -n "$k" ] && [ "${k%.*}" -ge "$N" ]; then break; fi
+			if [ -n "$t_ans" ] && [ -n "$k" ] && [ "${k%.*}" -ge "$N" ] &&
+			   [ "$(loading)" = 0 ]; then break; fi
 		fi
 		kill -0 "$mp" 2>/dev/null || { echo "master died"; tail "$dir/m.log"; exit 1; }
 		sleep 0.02

@@ -323,6 +323,9 @@ static void mc_admin_metrics(struct mc_master *m, struct evbuffer *b)
 		"Requests read after their deadline and not executed", x->rpc_expired_requests);
 	mc_prom(b, "master_load_waiting_requests", "gauge",
 		"Requests waiting for the background load of the objects", m->nparked);
+	mc_prom(b, "master_load_in_progress", "gauge",
+		"1 while the objects load in the background after a restart, 0 once every one is in "
+		"with its ranges reserved", m->load != NULL);
 	mc_prom(b, "master_load_refused_requests_total", "counter",
 		"Requests refused because too many waited for the background load",
 		x->load_park_refused);

@@ -208,6 +208,8 @@ struct mc_segment {
 	uint32_t offload_fail_streak;
 	int64_t offload_retry_at;
 	uint8_t drain;			/* enum mc_drain_state (drain.c): no placements while set */
+	uint8_t loading;		/* a reload's ranges on it are not all re-reserved: its
+					   replicas marked pending are not readable yet */
 	/* Bytes of its memory the client process has populated, from Ping's tail (has_populated
 	 * 0: not told, an older client). */
 	uint64_t populated;

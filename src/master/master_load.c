@@ -427,6 +427,7 @@ static void mc_load_finish(struct mc_master_load *ld)
 	struct mc_master *m = ld->m;
 	char how[64];
 
+	mc_load_ranges_done(&ld->L);
 	mc_load_fix_lost(&ld->L);
 	mc_load_reserve_discards(&ld->L);
 	/* Later changes recorded apart from the rows would be applied here, in order. */

@@ -38,6 +38,12 @@ struct mc_load_discard {
 };
 #define MC_LOAD_SEQ_ROW INT64_MAX
 
+/* A range re-reserved out of order (a lookup while loading): its segment and offset. */
+struct mc_load_early {
+	struct mc_segment *seg;	/* NULL: a free slot */
+	uint64_t off;
+};
+
 struct mc_load_seen {
 	char *key;		/* NULL: a free slot */
 	size_t len;
@@ -56,6 +62,8 @@ struct mc_load {
 	uint64_t objects, zombies, dropped, ghosts, dormant;
 	uint64_t older;		/* rows a newer row of their key overrides (background load) */
 	size_t reserved;	/* ranges [0, reserved) re-reserved (mc_load_reserve_some) */
+	struct mc_load_early *early;	/* open addressing, cap a power of two */
+	size_t nearly, capearly;
 	uint64_t logged;	/* records of the put log read */
 	int64_t now, wall;
 	/* Background load: keys of rows that put nothing into the table or the ghosts (dropped,
@@ -83,8 +91,10 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 void mc_load_sort_ranges(struct mc_load *L, const atomic_int *stop);
 /* Re-reserve up to max more of the sorted ranges (a replica reserved already is passed over),
  * dropping those that overlap another (logged; the object is fixed by mc_load_fix_lost).
- * 1 once every range is done. */
+ * 1 once every range is done; then mc_load_ranges_done. */
 int mc_load_reserve_some(struct mc_load *L, size_t max);
+/* Every range is re-reserved (or dropped): the segments' pending replicas are readable. */
+void mc_load_ranges_done(struct mc_load *L);
 /* Re-reserve o's pending replicas now, out of order (a lookup while loading). */
 void mc_load_reserve_object(struct mc_load *L, struct mc_object *o);
 /* 1 if o has a replica whose range is not re-reserved yet. */

@@ -338,7 +338,12 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 			mc_load_lose(L, r, 1);
 			continue;
 		}
+		/* Listed on its segment now, in the order the rows come (the object is at hand);
+		 * its range is re-reserved at the end, in order, without reading it again. */
 		r->pending = 1;
+		mc_replica_push(&segs[i]->reps, r);
+		segs[i]->nreps++;
+		segs[i]->loading = 1;
 		mc_load_range_add(L, segs[i], po->replicas[i].offset, po->replicas[i].len, r);
 		memory++;
 	}
@@ -440,6 +445,10 @@ static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len)
 	mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
 		    (unsigned long long)r->off, r->seg->name,
 		    wrong_len ? "does not match its object's size" : "overlaps another");
+	if (r->pending) {	/* listed on its segment */
+		mc_replica_pull(&r->seg->reps, r);
+		r->seg->nreps--;
+	}
 	r->seg = NULL;
 	r->pending = 0;
 	r->status = MC_REPLICA_REMOVED;
@@ -450,12 +459,25 @@ static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len)
 	L->lost[L->nlost++] = mc_replica_obj(r);
 }
 
-/* Re-reserve pending replica r's range: its object's span from its offset (mc_load_row has
- * dropped a row's range of another length). */
+static size_t mc_load_early_slot(const struct mc_load *L, const struct mc_segment *seg,
+				 uint64_t off)
+{
+	uint64_t h = ((uintptr_t)seg ^ off * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+	size_t i = (size_t)(h >> 32) & (L->capearly - 1);
+
+	while (L->early[i].seg && (L->early[i].seg != seg || L->early[i].off != off))
+		i = (i + 1) & (L->capearly - 1);
+	return i;
+}
+
+/* Re-reserve pending replica r's range now, out of order: its object's span from its offset
+ * (mc_load_row has dropped a row's range of another length).  Its range entry is passed over
+ * by the reservation in order. */
 static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
 {
 	struct mc_segment *seg = r->seg;
 	uint64_t len = mc_object_span(mc_replica_obj(r));
+	size_t i;
 
 	if (mc_alloc_reserve_at(seg->alloc, r->off, len) != 0) {
 		/* Overlapping or out-of-range rows: never hand a range out twice. */
@@ -465,19 +487,41 @@ static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
 	if (seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
 		L->m->allocated += len;
 	r->pending = 0;
-	mc_replica_push(&seg->reps, r);
-	seg->nreps++;
+	if ((L->nearly + 1) * 2 > L->capearly) {
+		struct mc_load_early *old = L->early;
+		size_t oldcap = L->capearly, j;
+
+		L->capearly = oldcap ? oldcap * 2 : 64;
+		L->early = mc_xcalloc(L->capearly, sizeof(*L->early));
+		for (j = 0; j < oldcap; j++)
+			if (old[j].seg)
+				L->early[mc_load_early_slot(L, old[j].seg, old[j].off)] = old[j];
+		free(old);
+	}
+	i = mc_load_early_slot(L, seg, r->off);
+	if (L->early[i].seg == NULL) {
+		L->early[i] = (struct mc_load_early){ seg, r->off };
+		L->nearly++;
+	}
 }
 
 int mc_load_reserve_some(struct mc_load *L, size_t max)
 {
 	size_t end = L->n - L->reserved > max ? L->reserved + max : L->n;
 
+	/* Only the sorted entries and the allocators are read: not the replicas (in row order,
+	 * a cache miss each) but those that lose their range. */
 	for (; L->reserved < end; L->reserved++) {
 		struct mc_load_range *x = &L->ranges[L->reserved];
 
-		if (x->r->pending)	/* else reserved already, out of order */
-			mc_load_reserve_replica(L, x->r);
+		if (L->nearly && L->early[mc_load_early_slot(L, x->seg, x->off)].seg)
+			continue;	/* reserved already, out of order */
+		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
+			mc_load_lose(L, x->r, 0);
+			continue;
+		}
+		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
+			L->m->allocated += mc_alloc_round(x->len);
 	}
 	return L->reserved == L->n;
 }
@@ -486,9 +530,12 @@ int mc_load_pending(struct mc_object *o)
 {
 	uint32_t i;
 
-	for (i = 0; i < o->nrep; i++)
-		if (mc_object_replica(o, i)->pending)
+	for (i = 0; i < o->nrep; i++) {
+		struct mc_replica *r = mc_object_replica(o, i);
+
+		if (r->pending && r->seg && r->seg->loading)
 			return 1;
+	}
 	return 0;
 }
 
@@ -499,9 +546,20 @@ void mc_load_reserve_object(struct mc_load *L, struct mc_object *o)
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->pending)
+		if (r->pending && r->seg && r->seg->loading)
 			mc_load_reserve_replica(L, r);
 	}
+}
+
+void mc_load_ranges_done(struct mc_load *L)
+{
+	struct mc_master *m = L->m;
+	uint32_t i;
+
+	for (i = 0; i < m->nsegs; i++)
+		m->segs[i]->loading = 0;
+	for (i = 0; i < L->n; i++)	/* a segment outside the list (dormant) */
+		L->ranges[i].seg->loading = 0;
 }
 
 /* Re-reserve every persisted range exactly, per segment in ascending order (the allocator's
@@ -511,6 +569,7 @@ static void mc_load_reserve(struct mc_load *L)
 {
 	mc_load_sort_ranges(L, NULL);
 	(void)mc_load_reserve_some(L, SIZE_MAX);
+	mc_load_ranges_done(L);
 	mc_load_reserve_discards(L);
 }
 
@@ -608,6 +667,7 @@ void mc_load_fini(struct mc_load *L)
 	free(L->ranges);
 	free(L->discards);
 	free(L->lost);
+	free(L->early);
 	for (pos = 0; pos < L->capseen; pos++)
 		free(L->seen[pos].key);
 	free(L->seen);

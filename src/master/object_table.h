@@ -59,8 +59,8 @@ struct mc_replica {
 	uint64_t type : 3;		/* enum mc_replica_type: MEMORY, DISK or LOCAL_DISK */
 	uint64_t hits : 8;		/* LOCAL_DISK: reads served from it (promotion) */
 	uint64_t is_extra : 1;		/* in its object's side array, not rep0 */
-	uint64_t pending : 1;		/* loading: MEMORY with seg and off from its row, its range
-					   not re-reserved yet (master_recover.c) */
+	uint64_t pending : 1;		/* loaded: MEMORY, its range re-reserved in order once every
+					   row is in; meaningful while seg->loading (master_recover.c) */
 };
 
 /* A replica beyond an object's first, in the object's side array (arena memory). */

@@ -27,6 +27,8 @@ check "the restarted master answers before its objects are loaded" \
 check "keys not loaded yet read back byte-identical" "$T" expect bg $((N - 20)) $N 1024 1
 check "keys that were never stored are absent" "$T" expect none 0 5 1024 absent
 mc_check_loading master2 "the reads were answered" || rc=1
+mc_is "$(mc_metric master_load_in_progress)" 1 "master_load_in_progress is 1 while loading" ||
+	rc=1
 # kill -9 in the middle of the load.
 kill -KILL "$MPID"
 wait "$MPID" 2>/dev/null
@@ -39,6 +41,8 @@ check "a remove of keys not loaded yet waits for the load and holds" \
 check "puts of new keys during the load succeed" "$T" put-gen new 0 10 1024 2
 mc_wait_log master3 "in the background in" 30 || { mc_dump_logs; exit 1; }
 grep "recovered" "$MC_TMP/master3.log" | sed 's/^/# /'
+mc_is "$(mc_metric master_load_in_progress)" 0 "master_load_in_progress is 0 once loaded" ||
+	rc=1
 check "the removed keys are absent" "$T" expect bg $((N - 100)) $((N - 90)) 1024 absent
 check "the new keys read back" "$T" expect new 0 10 1024 2
 check "the other keys read back" "$T" expect bg 0 $((N - 100)) 1024 1
