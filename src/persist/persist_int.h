@@ -158,6 +158,10 @@ struct mc_persist_object;
 struct mc_persist_replica;
 int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
 			     struct mc_persist_replica *reps);
+/* The replicas column's len bytes at b (packed, MC_PERSIST_REPLICA_BYTES each) into reps
+ * (MC_PERSIST_MAX_REPLICAS of them), *n of them.  0, or -1 when malformed. */
+int mc_persist_decode_replicas(const uint8_t *b, size_t len, struct mc_persist_replica *reps,
+			       uint32_t *n);
 int mc_persist_exec(struct mc_persist *p, const char *sql);
 /* Run a prepared statement that returns no rows, then reset it.  0 or MC_ERR_PERSISTENT_FAIL. */
 int mc_persist_step_done(struct mc_persist *p, enum mc_persist_stmt which);

@@ -75,30 +75,16 @@ static int mc_persist_load_segments(struct mc_persist *p, mc_persist_segment_fn 
 	return ret;
 }
 
-int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
-			     struct mc_persist_replica *reps)
+int mc_persist_decode_replicas(const uint8_t *b, size_t len, struct mc_persist_replica *reps,
+			       uint32_t *n)
 {
 	struct mc_rbuf r;
-	int nbytes = sqlite3_column_bytes(st, 6);
-	uint32_t i, n;
+	uint32_t i, count = (uint32_t)(len / MC_PERSIST_REPLICA_BYTES);
 
-	o->key = sqlite3_column_blob(st, 0);
-	o->key_len = (size_t)sqlite3_column_bytes(st, 0);
-	o->size = (uint64_t)sqlite3_column_int64(st, 1);
-	o->flags = (uint32_t)sqlite3_column_int64(st, 2);
-	o->put_start_ms = sqlite3_column_int64(st, 3);
-	o->soft_pin_until_ms = sqlite3_column_int64(st, 4);
-	o->row = (uint64_t)sqlite3_column_int64(st, 7);
-	o->gen = sqlite3_column_type(st, 9) == SQLITE_NULL ? o->row
-							  : (uint64_t)sqlite3_column_int64(st, 9);
-	o->has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
-	o->checksum = o->has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
-	n = (uint32_t)(nbytes / MC_PERSIST_REPLICA_BYTES);
-	if (o->key == NULL || mc_persist_blob16(st, 5, o->writer) ||
-	    nbytes % MC_PERSIST_REPLICA_BYTES || n > MC_PERSIST_MAX_REPLICAS)
+	if (len % MC_PERSIST_REPLICA_BYTES || count > MC_PERSIST_MAX_REPLICAS)
 		return -1;
-	mc_rbuf_init(&r, sqlite3_column_blob(st, 6), (size_t)nbytes);
-	for (i = 0; i < n; i++) {
+	mc_rbuf_init(&r, b, len);
+	for (i = 0; i < count; i++) {
 		const uint8_t *seg;
 
 		reps[i].id = mc_rbuf_u64(&r);
@@ -112,7 +98,30 @@ int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
 	}
 	if (r.err)
 		return -1;
-	o->n_replicas = n;
+	*n = count;
+	return 0;
+}
+
+int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
+			     struct mc_persist_replica *reps)
+{
+	int nbytes = sqlite3_column_bytes(st, 6);
+
+	o->key = sqlite3_column_blob(st, 0);
+	o->key_len = (size_t)sqlite3_column_bytes(st, 0);
+	o->size = (uint64_t)sqlite3_column_int64(st, 1);
+	o->flags = (uint32_t)sqlite3_column_int64(st, 2);
+	o->put_start_ms = sqlite3_column_int64(st, 3);
+	o->soft_pin_until_ms = sqlite3_column_int64(st, 4);
+	o->row = (uint64_t)sqlite3_column_int64(st, 7);
+	o->gen = sqlite3_column_type(st, 9) == SQLITE_NULL ? o->row
+							  : (uint64_t)sqlite3_column_int64(st, 9);
+	o->has_checksum = sqlite3_column_type(st, 8) != SQLITE_NULL;
+	o->checksum = o->has_checksum ? (uint64_t)sqlite3_column_int64(st, 8) : 0;
+	if (o->key == NULL || mc_persist_blob16(st, 5, o->writer) ||
+	    mc_persist_decode_replicas(sqlite3_column_blob(st, 6), (size_t)nbytes, reps,
+				       &o->n_replicas))
+		return -1;
 	o->replicas = reps;
 	return 0;
 }

@@ -185,7 +185,7 @@ static int mc_pages_decode(const uint8_t *rec, uint32_t len, int64_t rowid,
 	struct mc_pages_col col[MC_PAGES_COLUMNS];
 	const uint8_t *end = rec + len, *h, *body, *b;
 	uint64_t hsize, t;
-	uint32_t blen, i, n, ncol = 0;
+	uint32_t blen, i, ncol = 0;
 	int64_t v;
 	int k;
 
@@ -249,28 +249,9 @@ static int mc_pages_decode(const uint8_t *rec, uint32_t len, int64_t rowid,
 			return -1;
 		o->checksum = (uint64_t)v;
 	}
-	if (mc_pages_bytes(&col[7], &b, &blen) || blen % MC_PERSIST_REPLICA_BYTES)
+	if (mc_pages_bytes(&col[7], &b, &blen) ||
+	    mc_persist_decode_replicas(b, blen, reps, &o->n_replicas))
 		return -1;
-	n = blen / MC_PERSIST_REPLICA_BYTES;
-	if (n > MC_PERSIST_MAX_REPLICAS)
-		return -1;
-	for (i = 0; i < n; i++, b += MC_PERSIST_REPLICA_BYTES) {
-		struct mc_rbuf r;
-		const uint8_t *seg;
-
-		mc_rbuf_init(&r, b, MC_PERSIST_REPLICA_BYTES);
-		reps[i].id = mc_rbuf_u64(&r);
-		reps[i].type = mc_rbuf_u8(&r);
-		reps[i].status = mc_rbuf_u8(&r);
-		seg = mc_rbuf_bytes(&r, 16);
-		if (seg)
-			memcpy(reps[i].segment_id, seg, 16);
-		reps[i].offset = mc_rbuf_u64(&r);
-		reps[i].len = mc_rbuf_u64(&r);
-		if (r.err)
-			return -1;
-	}
-	o->n_replicas = n;
 	o->replicas = reps;
 	return 0;
 }
