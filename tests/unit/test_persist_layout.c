@@ -16,6 +16,7 @@
 
 #include "common/wire.h"
 #include "persist/persist.h"
+#include "sqlite_probe.h"
 #include "tap.h"
 
 #define MAXSEEN 16
@@ -55,31 +56,6 @@ static int find(const struct seen *x, const char *key)
 		if (!strcmp(x->key[i], key))
 			return i;
 	return -1;
-}
-
-static int64_t query(const char *path, const char *sql)
-{
-	sqlite3 *db;
-	sqlite3_stmt *st = NULL;
-	int64_t v = -1;
-
-	if (sqlite3_open(path, &db) == SQLITE_OK &&
-	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return v;
-}
-
-static int exec(const char *path, const char *sql)
-{
-	sqlite3 *db;
-	int rc = sqlite3_open(path, &db);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-	sqlite3_close(db);
-	return rc;
 }
 
 static void put(struct mc_persist *p, const char *key, uint64_t gen, uint64_t size, uint64_t off)

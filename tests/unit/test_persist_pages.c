@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "persist/persist.h"
+#include "sqlite_probe.h"
 #include "tap.h"
 
 #define NROWS 40000
@@ -277,31 +278,6 @@ static void same(const char *path, const char *what, int want_pages)
 				    : want_pages ? a.pages > 0 : a.pages == 0),
 		   "%s, %s threads: %zu parts from pages", what, threads[i], a.pages);
 	}
-}
-
-static int64_t query(const char *path, const char *sql)
-{
-	sqlite3 *db;
-	sqlite3_stmt *st = NULL;
-	int64_t v = -1;
-
-	if (sqlite3_open(path, &db) == SQLITE_OK &&
-	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return v;
-}
-
-static int exec(const char *path, const char *sql)
-{
-	sqlite3 *db;
-	int rc = sqlite3_open(path, &db);
-
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-	sqlite3_close(db);
-	return rc;
 }
 
 static int copy(const char *from, const char *to)
