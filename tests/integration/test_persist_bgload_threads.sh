@@ -69,10 +69,13 @@ check "through SQLite: no part from the pages" \
 stop
 # A key whose newest row is unusable (its segment unknown) and an older, usable row: the key
 # stays absent (an older row never stands in for a newer one) and both rows go.
-mc_persist_older_row "$DB" lt/6000
 python3 - "$DB" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
+# An older copy of the row (generation 1, all else the same: usable on its own).
+db.execute("INSERT INTO objects(gen, key, size, flags, put_start_ms, soft_pin_until_ms, writer, "
+           "replicas, checksum) SELECT 1, key, size, flags, put_start_ms, soft_pin_until_ms, "
+           "writer, replicas, checksum FROM objects WHERE key = ?", (b"lt/6000",))
 gen, reps = db.execute("SELECT gen, replicas FROM objects WHERE key = ? AND gen > 1",
                        (b"lt/6000",)).fetchone()
 reps = bytearray(reps)
