@@ -428,8 +428,14 @@ struct mc_segment *mc_segment_lookup(struct mc_master *m, const struct mc_uuid *
 void mc_segment_unmount(struct mc_master *m, struct mc_segment *seg, const char *why);
 /* Drop up to budget replicas of segments being unmounted; returns 1 if work remains. */
 int mc_master_reap(struct mc_master *m, uint32_t budget);
-/* A replica a reader may use: complete, on a live segment. */
+/* A replica a reader may use: complete, on a live segment, its range re-reserved. */
 int mc_replica_readable(const struct mc_replica *r);
+/* A memory replica of a reload whose range is not re-reserved yet (master_recover.c): it has
+ * its segment and offset, and its segment is still loading. */
+static inline int mc_replica_pending(const struct mc_replica *r)
+{
+	return r->pending && r->seg != NULL && r->seg->loading;
+}
 /* May new replicas go to seg now (mounted, its client Active, not marked unhealthy)? */
 int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now);
 /* Should readers try seg first (its client Active and no transfer failures reported)? */

@@ -157,23 +157,44 @@ static void mc_load_seen_add(struct mc_load *L, const struct mc_persist_object *
 	L->nseen++;
 }
 
-/* Whether po's key has been met (newest rows first): 0 no, 1 by this very row, 2 by a newer. */
-static int mc_load_met(struct mc_load *L, const struct mc_persist_object *po)
+/* A row's key in the table: its tenant, the key there and its hash in that namespace; ok 0
+ * when the row's key has no place in the table (not scoped as the tenants say, empty, too
+ * long). */
+struct mc_load_key {
+	const char *key;
+	size_t len;
+	uint16_t tenant;
+	uint32_t h;
+	int ok;
+};
+
+static void mc_load_key_of(struct mc_master *m, const struct mc_persist_object *po,
+			   struct mc_load_key *k)
+{
+	k->ok = po->key_len && !mc_tenant_unscope(m, po->key, po->key_len, po->flags, &k->tenant,
+						  &k->key, &k->len) &&
+		k->len > 0 && k->len <= MC_RPC_MAX_KEY;
+	if (k->ok) {
+		m->objects.tenant = k->tenant;
+		k->h = mc_object_key_hash(&m->objects, k->key, k->len);
+		m->objects.tenant = 0;
+	}
+}
+
+/* Whether po's key (k, from mc_load_key_of) has been met (newest rows first): 0 no, 1 by this
+ * very row, 2 by a newer. */
+static int mc_load_met(struct mc_load *L, const struct mc_persist_object *po,
+		       const struct mc_load_key *k)
 {
 	struct mc_master *m = L->m;
 	int rowkey = (po->flags & MC_PERSIST_ROWKEY) != 0, grk;
-	const char *key;
-	size_t key_len;
-	uint16_t tenant;
 	uint64_t gen;
 
-	if (po->key_len && !mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key,
-					      &key_len) &&
-	    key_len > 0 && key_len <= MC_RPC_MAX_KEY) {
+	if (k->ok) {
 		struct mc_object *o;
 
-		m->objects.tenant = tenant;
-		o = mc_object_find(&m->objects, key, key_len);
+		m->objects.tenant = k->tenant;
+		o = mc_object_find_h(&m->objects, k->key, k->len, k->h);
 		m->objects.tenant = 0;
 		if (o)
 			return o->gen == po->gen && !(o->xflags & MC_OBJX_ROWKEY) == !rowkey ? 1 : 2;
@@ -194,14 +215,15 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 	struct mc_master *m = L->m;
 	struct mc_segment *segs[MC_RPC_MAX_REPLICAS];
 	struct mc_object *o;
-	uint32_t i, n = 0, processing = 0, memory = 0, h;
-	const char *key;
-	size_t key_len;
-	uint16_t tenant;
-	int put = 0;
+	uint32_t i, n = 0, processing = 0, memory = 0;
+	struct mc_load_key k;
+	int put = 0, keyed = 0;
 
 	if (newer_first) {
-		switch (mc_load_met(L, po)) {
+		/* The key once for the check and the insert (the row's hot path). */
+		mc_load_key_of(m, po, &k);
+		keyed = 1;
+		switch (mc_load_met(L, po, &k)) {
 		case 1:		/* answered early, met again in its part */
 			return 0;
 		case 2:
@@ -272,16 +294,17 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 		mc_load_stale(L, po->key, po->key_len, po->row);
 		goto out;
 	}
-	if (n == 0 || po->key_len == 0 || po->size > MC_OBJ_SIZE_MAX ||
-	    mc_tenant_unscope(m, po->key, po->key_len, po->flags, &tenant, &key, &key_len) ||
-	    key_len == 0 || key_len > MC_RPC_MAX_KEY) {
+	if (!keyed && n != 0 && po->size <= MC_OBJ_SIZE_MAX)
+		mc_load_key_of(m, po, &k);
+	else if (!keyed)
+		k.ok = 0;
+	if (n == 0 || po->size > MC_OBJ_SIZE_MAX || !k.ok) {
 		L->dropped++;
 		mc_load_stale(L, po->key, po->key_len, po->row);
 		goto out;
 	}
-	m->objects.tenant = tenant;	/* a scoped key: its tenant's namespace */
-	h = mc_object_key_hash(&m->objects, key, key_len);
-	o = mc_object_insert_h(&m->objects, key, key_len, h, n);
+	m->objects.tenant = k.tenant;	/* a scoped key: its tenant's namespace */
+	o = mc_object_insert_h(&m->objects, k.key, k.len, k.h, n);
 	m->objects.tenant = 0;
 	put = 1;
 	o->size = po->size;
@@ -531,9 +554,7 @@ int mc_load_pending(struct mc_object *o)
 	uint32_t i;
 
 	for (i = 0; i < o->nrep; i++) {
-		struct mc_replica *r = mc_object_replica(o, i);
-
-		if (r->pending && r->seg && r->seg->loading)
+		if (mc_replica_pending(mc_object_replica(o, i)))
 			return 1;
 	}
 	return 0;
@@ -546,7 +567,7 @@ void mc_load_reserve_object(struct mc_load *L, struct mc_object *o)
 	for (i = 0; i < o->nrep; i++) {
 		struct mc_replica *r = mc_object_replica(o, i);
 
-		if (r->pending && r->seg && r->seg->loading)
+		if (mc_replica_pending(r))
 			mc_load_reserve_replica(L, r);
 	}
 }

@@ -212,9 +212,8 @@ void mc_segs_remove(struct mc_master *m, struct mc_segment *seg)
 
 int mc_replica_readable(const struct mc_replica *r)
 {
-	/* A replica still pending (a load's, its range not re-reserved yet) is not yet. */
 	return r->seg != NULL && r->seg->status == MC_SEG_OK && r->status == MC_REPLICA_COMPLETE &&
-	       !(r->pending && r->seg->loading);
+	       !mc_replica_pending(r);
 }
 
 int mc_segment_placeable(const struct mc_master *m, const struct mc_segment *seg, int64_t now)
