@@ -333,13 +333,13 @@ int mc_master_persist_open(struct mc_master *m)
 	/* The key index serves the background load after a restart, which HA and tenants do
 	 * without (master_recover.c).  The load reads the table from the file's pages if the
 	 * log is empty: emptied first, before the index's thread may read it. */
-	if (!m->cfg.enable_ha && m->ha == NULL && !mc_tenants_enabled(m))
+	if (!m->cfg.enable_ha && m->ha == NULL && !mc_tenants_enabled(m)) {
 		(void)mc_persist_truncate_log(m->persist);
-	if (!m->cfg.enable_ha && m->ha == NULL && !mc_tenants_enabled(m) &&
-	    mc_persist_writable(m->persist) && (rc = mc_persist_keys_start(m->persist)) != 0)
-		mc_log_warn("persist %s: no key index (%s): after a restart, lookups of keys not "
-			    "loaded yet wait for the load's scan", m->cfg.persist_path,
-			    rc == -ENOMEM ? "out of memory" : "cannot be kept");
+		if (mc_persist_writable(m->persist) && (rc = mc_persist_keys_start(m->persist)) != 0)
+			mc_log_warn("persist %s: no key index (%s): after a restart, lookups of keys "
+				    "not loaded yet wait for the load's scan", m->cfg.persist_path,
+				    rc == -ENOMEM ? "out of memory" : "cannot be kept");
+	}
 	m->ev_persist_retry = evtimer_new(m->base, mc_persist_on_retry, m);
 	return 0;
 }

@@ -648,24 +648,36 @@ int mc_persist_checkpoint(struct mc_persist *p)
 
 #define MC_PERSIST_TRUNCATE_MAX (64ull << 20)
 
-int mc_persist_truncate_log(struct mc_persist *p)
+int mc_persist_wal_size(sqlite3 *db, uint64_t *size)
 {
-	const char *file, *wal;
-	struct stat st;
-	int logged = -1, done = -1, rc;
-
-	if (p->db == NULL || p->readonly || (p->ckpt && mc_persist_ckpt_busy(p->ckpt)))
-		return -1;
 	/* SQLite's own names: a symbolic link to the database has its log beside the file. */
-	file = sqlite3_db_filename(p->db, "main");
-	wal = file && file[0] ? sqlite3_filename_wal(file) : NULL;
+	const char *file = sqlite3_db_filename(db, "main");
+	const char *wal = file && file[0] ? sqlite3_filename_wal(file) : NULL;
+	struct stat st;
+
+	*size = 0;
 	if (wal == NULL || wal[0] == '\0')
 		return -1;
 	if (stat(wal, &st) != 0)
 		return errno == ENOENT ? 0 : -1;
-	if ((uint64_t)st.st_size > MC_PERSIST_TRUNCATE_MAX) {
-		mc_log_debug("persist %s: a log of %lld bytes is left to the checkpointer", p->path,
-			     (long long)st.st_size);
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int mc_persist_truncate_log(struct mc_persist *p)
+{
+	uint64_t size;
+	int logged = -1, done = -1, rc;
+
+	if (p->db == NULL || p->readonly || (p->ckpt && mc_persist_ckpt_busy(p->ckpt)))
+		return -1;
+	if (mc_persist_wal_size(p->db, &size) != 0)
+		return -1;
+	if (size == 0)
+		return 0;
+	if (size > MC_PERSIST_TRUNCATE_MAX) {
+		mc_log_debug("persist %s: a log of %llu bytes is left to the checkpointer", p->path,
+			     (unsigned long long)size);
 		return -1;
 	}
 	/* The loop's connection has no busy handler: a reader of the log makes this fail now. */

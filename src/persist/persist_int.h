@@ -158,6 +158,10 @@ struct mc_persist_object;
 struct mc_persist_replica;
 int mc_persist_decode_object(sqlite3_stmt *st, struct mc_persist_object *o,
 			     struct mc_persist_replica *reps);
+/* The size of the write-ahead log SQLite keeps beside db's main file (by SQLite's own names:
+ * a symbolic link's log is beside its target): 0 and *size (0 when there is none), or -1 when
+ * it cannot be told. */
+int mc_persist_wal_size(sqlite3 *db, uint64_t *size);
 /* The replicas column's len bytes at b (packed, MC_PERSIST_REPLICA_BYTES each) into reps
  * (MC_PERSIST_MAX_REPLICAS of them), *n of them.  0, or -1 when malformed. */
 int mc_persist_decode_replicas(const uint8_t *b, size_t len, struct mc_persist_replica *reps,

@@ -636,8 +636,9 @@ static int mc_pages_columns_ok(sqlite3 *db)
 int mc_pages_open(sqlite3 *db, const char *path, struct mc_pages **out)
 {
 	struct mc_pages *pg;
-	const char *file, *wal;
-	struct stat stw, st;
+	const char *file;
+	struct stat st;
+	uint64_t walsize;
 	int64_t psize, npages, root;
 	void *map;
 	int fd;
@@ -647,15 +648,12 @@ int mc_pages_open(sqlite3 *db, const char *path, struct mc_pages **out)
 		return mc_pages_refuse(path, "MC_LOAD_PAGES=0");
 	if (strlen(path) >= sizeof(pg->path))
 		return mc_pages_refuse(path, "a long path");
-	/* The files SQLite uses (it follows a symbolic link to the database; the log is beside
-	 * the file it found).  After the caller's read transaction began: an absent or empty log
-	 * was empty then (above). */
+	/* After the caller's read transaction began: an absent or empty log was empty then
+	 * (above).  The file mapped is the one SQLite found (it follows a symbolic link). */
+	if (mc_persist_wal_size(db, &walsize) != 0 || walsize != 0)
+		return mc_pages_refuse(path, walsize ? "its write-ahead log holds frames"
+						     : "its write-ahead log cannot be told");
 	file = sqlite3_db_filename(db, "main");
-	wal = file && file[0] ? sqlite3_filename_wal(file) : NULL;
-	if (wal == NULL || wal[0] == '\0')
-		return mc_pages_refuse(path, "no file name from SQLite");
-	if (stat(wal, &stw) == 0 ? stw.st_size != 0 : errno != ENOENT)
-		return mc_pages_refuse(path, "its write-ahead log holds frames");
 	if (!mc_pages_columns_ok(db))
 		return mc_pages_refuse(path, "the objects table's columns are not this reader's");
 	psize = mc_pages_query(db, "PRAGMA page_size");
