@@ -105,7 +105,6 @@ struct mc_master_load {
 	 * each from its last row (row: how many are left). */
 	struct mc_persist_rows *chunks;
 	size_t nchunks, chunk, row;
-	size_t parts;			/* parts taken */
 	size_t early;			/* objects reserved out of order */
 	uint64_t rows;			/* rows taken */
 	/* The ranges' sort, on a thread of its own. */
@@ -364,7 +363,6 @@ static int mc_load_take(struct mc_master_load *ld)
 		return rc;
 	for (i = 0; i < ld->nchunks; i++)
 		rows += ld->chunks[i].n;
-	ld->parts++;
 	ld->rows += rows;
 	ld->chunk = ld->nchunks;
 	ld->row = ld->nchunks ? ld->chunks[ld->nchunks - 1].n : 0;

@@ -310,8 +310,6 @@ int mc_persist_loader_take(struct mc_persist_loader *l, struct mc_persist_rows *
 /* Give back chunk c of a part taken, its rows done with: kept for the parts still to read, or
  * freed (c is empty after). */
 void mc_persist_loader_give(struct mc_persist_loader *l, struct mc_persist_rows *c);
-/* The parts the table is read in (all of them, taken or not). */
-size_t mc_persist_loader_parts(const struct mc_persist_loader *l);
 /* About how many rows the table holds, known before its parts are read (from the pages'
  * tree: its leaves, and the cells of a sample of them), or 0. */
 uint64_t mc_persist_loader_estimate(const struct mc_persist_loader *l);

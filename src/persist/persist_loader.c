@@ -728,11 +728,6 @@ int mc_persist_loader_take(struct mc_persist_loader *l, struct mc_persist_rows *
 	return 1;
 }
 
-size_t mc_persist_loader_parts(const struct mc_persist_loader *l)
-{
-	return l->nparts;
-}
-
 void mc_persist_loader_give(struct mc_persist_loader *l, struct mc_persist_rows *c)
 {
 	mc_loadpool_put(&l->pool, c);
