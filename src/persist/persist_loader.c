@@ -81,7 +81,6 @@ struct mc_persist_loader {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct mc_persist_keylook *look;	/* the key index (NULL: none usable) */
-	atomic_int nqueries;	/* queries queued, read without the lock */
 	struct mc_persist_answer *q_head, *q_tail;	/* asked, not yet answered */
 	struct mc_persist_answer *a_head, *a_tail;	/* answered, not yet taken */
 	int state;		/* 0 scanning, 1 done, <0 failed (under mu) */
@@ -123,8 +122,6 @@ static void mc_loader_wake(struct mc_persist_loader *l)
 	}
 }
 
-static void mc_loader_answer(struct mc_persist_loader *l);
-
 /* The test hook's slow disk: delay_ms without reading rows (a stop ends it). */
 static void mc_loader_delay(struct mc_persist_loader *l)
 {
@@ -158,7 +155,6 @@ static void mc_loader_answer(struct mc_persist_loader *l)
 			l->q_head = q->next;
 			if (l->q_head == NULL)
 				l->q_tail = NULL;
-			atomic_fetch_sub(&l->nqueries, 1);
 		}
 		pthread_mutex_unlock(&l->mu);
 		if (q == NULL)
@@ -190,7 +186,7 @@ static void mc_loader_answer(struct mc_persist_loader *l)
 	}
 }
 
-/* A row read: into w's part; the count, the test hook's delay, the queries (worker 0). */
+/* A row read: into w's part; the count, the test hook's delay. */
 static void mc_loader_took(struct mc_loader_worker *w, struct mc_loader_part *p,
 			   const struct mc_persist_object *o)
 {
@@ -366,8 +362,8 @@ static void *mc_loader_worker_main(void *arg)
 	return NULL;
 }
 
-/* The scan: workers 1.. start, the loader thread scans with them (answering queries), then
- * waits for them, answering still.  0 or the first error. */
+/* The scan: workers 1.. start, the loader thread scans with them, then waits for them.  0 or
+ * the first error. */
 static int mc_loader_scan(struct mc_persist_loader *l)
 {
 	unsigned i;
@@ -685,7 +681,6 @@ int mc_persist_loader_query(struct mc_persist_loader *l, const void *key, size_t
 	else
 		l->q_head = q;
 	l->q_tail = q;
-	atomic_fetch_add(&l->nqueries, 1);
 	pthread_cond_broadcast(&l->cv);	/* workers in the test hook's delay wait on it too */
 	pthread_mutex_unlock(&l->mu);
 	return 0;
