@@ -39,6 +39,15 @@ void *mc_xrealloc(void *p, size_t n)
 	return q;
 }
 
+void *mc_xaligned_alloc(size_t align, size_t n)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, align, n ? n : 1) != 0)
+		mc_xalloc_die(n);
+	return p;
+}
+
 char *mc_xstrdup(const char *s)
 {
 	return mc_xstrndup(s, strlen(s));

@@ -9,6 +9,8 @@
 void *mc_xmalloc(size_t n);
 void *mc_xcalloc(size_t nmemb, size_t size);
 void *mc_xrealloc(void *p, size_t n);
+/* n bytes at a multiple of align (a power of two, a multiple of sizeof(void *)); free() frees. */
+void *mc_xaligned_alloc(size_t align, size_t n);
 char *mc_xstrdup(const char *s);
 char *mc_xstrndup(const char *s, size_t n);
 

@@ -210,6 +210,7 @@ struct mc_segment {
 	uint8_t drain;			/* enum mc_drain_state (drain.c): no placements while set */
 	uint8_t loading;		/* a reload's ranges on it are not all re-reserved: its
 					   replicas marked pending are not readable yet */
+	struct mc_lseg *lranges;	/* a reload's ranges on it, by offset (load_ranges.h) */
 	/* Bytes of its memory the client process has populated, from Ping's tail (has_populated
 	 * 0: not told, an older client). */
 	uint64_t populated;

@@ -10,10 +10,10 @@
  *              row goes in first and its older rows are found in the table and deleted once
  *              loaded (mc_load_row).  Each object's memory replicas keep their segment and
  *              offset, pending (not re-reserved), and their ranges are listed;
- *   sorting    a thread sorts the ranges by segment and offset;
- *   reserving  the loop re-reserves them in that order (constant time each), in slices; a range
- *              that overlaps another (only a damaged file has such rows) is dropped and its
- *              object fixed (mc_load_fix_lost);
+ *   reserving  the loop re-reserves the ranges per segment in ascending offset order (constant
+ *              time each, adjacent ones at once), a bucket of them sorted at a time
+ *              (load_ranges.c), in slices; a range that overlaps another (only a damaged file
+ *              has such rows) is dropped and its object fixed (mc_load_fix_lost);
  *   done       quarantined ranges (puts in flight at the crash) are reserved, stale rows go, the
  *              tasks, drain jobs and tenants are recovered (m->recover_more), the log line.
  * An object is visible to a reader only with all its ranges reserved: a lookup that finds one
@@ -50,16 +50,12 @@
  * anything that waited runs; changes recorded apart from the rows (a log of later changes,
  * replayed in order) go there.  Such a log must also be seen by the lookups while scanning: a
  * key absent from the rows may be in it (mc_load_key_waits would then wait for the end).
- * Single-threaded: the master's reactor thread (and the sorting thread, on the ranges alone).
+ * Single-threaded: the master's reactor thread.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -89,13 +85,13 @@ struct mc_ask {
 	int state;
 };
 
-enum { MC_LOAD_SCANNING, MC_LOAD_SORTING, MC_LOAD_RESERVING };
+enum { MC_LOAD_SCANNING, MC_LOAD_RESERVING };
 
 struct mc_master_load {
 	struct mc_master *m;
 	struct mc_load L;
 	struct mc_persist_loader *ldr;
-	struct event *ev_fd, *ev_step, *ev_sorted;
+	struct event *ev_fd, *ev_step;
 	int phase;
 	int waiting;			/* scanning: the step waits for the loader's fd */
 	int64_t t0;
@@ -107,11 +103,6 @@ struct mc_master_load {
 	size_t nchunks, chunk, row;
 	size_t early;			/* objects reserved out of order */
 	uint64_t rows;			/* rows taken */
-	/* The ranges' sort, on a thread of its own. */
-	pthread_t sort_tid;
-	int sorting;
-	int sort_efd;
-	atomic_int stop;
 };
 
 /* Connections whose request waited read on (rpc_server.c, on its event: after this turn). */
@@ -318,38 +309,19 @@ static void mc_load_answers(struct mc_master_load *ld, struct mc_persist_answer 
 	mc_persist_answer_free(answers);
 }
 
-static void *mc_load_sort_main(void *arg)
-{
-	struct mc_master_load *ld = arg;
-	uint64_t one = 1;
-
-	pthread_setname_np(pthread_self(), "mc-load-sort");
-	mc_load_sort_ranges(&ld->L, &ld->stop);
-	if (write(ld->sort_efd, &one, sizeof(one)) < 0) {
-		/* The counter cannot overflow: the loop wakes anyway. */
-	}
-	return NULL;
-}
-
-/* Every row is in: the ranges are sorted on a thread (here when none can start). */
+/* Every row is in: the ranges are re-reserved in order from the next step on. */
 static void mc_load_scanned(struct mc_master_load *ld)
 {
 	mc_asks_free(ld);
-	ld->phase = MC_LOAD_SORTING;
-	mc_log_info("loading %s: %llu rows (%llu objects) in the table in %.2f s; sorting %zu "
+	ld->phase = MC_LOAD_RESERVING;
+	mc_log_info("loading %s: %llu rows (%llu objects) in the table in %.2f s; reserving %llu "
 		    "ranges", ld->m->cfg.persist_path, (unsigned long long)ld->rows,
 		    (unsigned long long)ld->L.objects,
-		    (double)(mc_master_now(ld->m) - ld->t0) / 1000.0, ld->L.n);
+		    (double)(mc_master_now(ld->m) - ld->t0) / 1000.0,
+		    (unsigned long long)ld->L.ranges.n);
 	if (ld->L.older)
 		mc_log_notice("loading %s: %llu rows have a newer row of their key: they go",
 			      ld->m->cfg.persist_path, (unsigned long long)ld->L.older);
-	if (pthread_create(&ld->sort_tid, NULL, mc_load_sort_main, ld) == 0) {
-		ld->sorting = 1;
-		return;
-	}
-	mc_load_sort_ranges(&ld->L, NULL);
-	ld->phase = MC_LOAD_RESERVING;
-	event_active(ld->ev_step, EV_TIMEOUT, 0);
 }
 
 /* Take the next part if it is read: 1, 0 (not yet: the loader's fd says when), -1 (none left:
@@ -369,6 +341,12 @@ static int mc_load_take(struct mc_master_load *ld)
 	return 1;
 }
 
+static void mc_load_prefetch_row(const struct mc_persist_object *po)
+{
+	__builtin_prefetch(po);
+	__builtin_prefetch((const char *)(po + 1) - 1);
+}
+
 /* One chunk of the part being put in, its rows from the newest. */
 static void mc_load_insert_chunk(struct mc_master_load *ld)
 {
@@ -377,7 +355,17 @@ static void mc_load_insert_chunk(struct mc_master_load *ld)
 
 	ld->m->persist = NULL;	/* loading records nothing: the file has it */
 	for (; ld->row > 0; ld->row--) {
-		/* The index's line for a row a few ahead: its miss overlaps these inserts. */
+		/* Rows ahead, in three steps whose misses overlap these inserts: a row's lines
+		 * (the loader thread wrote them, long enough ago to have left the caches), then
+		 * its key and replicas, then the index's line for its key. */
+		if (ld->row > 4 * MC_LOAD_AHEAD)
+			mc_load_prefetch_row(&c->rows[ld->row - 1 - 4 * MC_LOAD_AHEAD]);
+		if (ld->row > 2 * MC_LOAD_AHEAD) {
+			const struct mc_persist_object *po = &c->rows[ld->row - 1 - 2 * MC_LOAD_AHEAD];
+
+			__builtin_prefetch(po->key);
+			__builtin_prefetch(po->replicas);
+		}
 		if (ld->row > MC_LOAD_AHEAD)
 			mc_object_prefetch_key(&ld->m->objects, c->rows[ld->row - 1 - MC_LOAD_AHEAD].key,
 					       c->rows[ld->row - 1 - MC_LOAD_AHEAD].key_len);
@@ -398,20 +386,11 @@ static void mc_master_load_free(struct mc_master_load *ld)
 {
 	size_t i;
 
-	if (ld->sorting) {
-		atomic_store(&ld->stop, 1);
-		pthread_join(ld->sort_tid, NULL);
-		ld->sorting = 0;
-	}
 	mc_persist_loader_free(ld->ldr);
 	if (ld->ev_fd)
 		event_free(ld->ev_fd);
 	if (ld->ev_step)
 		event_free(ld->ev_step);
-	if (ld->ev_sorted)
-		event_free(ld->ev_sorted);
-	if (ld->sort_efd >= 0)
-		close(ld->sort_efd);
 	for (i = 0; i < ld->chunk; i++)
 		mc_persist_rows_fini(&ld->chunks[i]);
 	free(ld->chunks);
@@ -456,7 +435,7 @@ static void mc_load_on_step(evutil_socket_t fd, short what, void *arg)
 			mc_load_finish(ld);
 			return;
 		}
-	} else if (ld->phase == MC_LOAD_SCANNING) {
+	} else {
 		int rc = ld->chunks ? 1 : mc_load_take(ld);
 
 		if (rc == 0) {		/* the loader's fd wakes us */
@@ -466,12 +445,9 @@ static void mc_load_on_step(evutil_socket_t fd, short what, void *arg)
 		if (rc < 0) {
 			mc_load_scanned(ld);
 			mc_load_resume(ld->m);	/* lookups of keys not in the table: absent */
-			return;
-		}
-		if (ld->chunks)
+		} else if (ld->chunks) {
 			mc_load_insert_chunk(ld);
-	} else {
-		return;			/* sorting: its fd wakes us */
+		}
 	}
 	event_active(ld->ev_step, EV_TIMEOUT, 0);	/* after the other events' turn */
 }
@@ -503,23 +479,6 @@ static void mc_load_on_fd(evutil_socket_t fd, short what, void *arg)
 	mc_load_resume(ld->m);
 }
 
-static void mc_load_on_sorted(evutil_socket_t fd, short what, void *arg)
-{
-	struct mc_master_load *ld = arg;
-	uint64_t v;
-
-	(void)what;
-	if (read(fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: a spurious wake-up. */
-	}
-	if (!ld->sorting)
-		return;
-	pthread_join(ld->sort_tid, NULL);
-	ld->sorting = 0;
-	ld->phase = MC_LOAD_RESERVING;
-	event_active(ld->ev_step, EV_TIMEOUT, 0);
-}
-
 /* Take over *L (segments loaded) and start loading the objects in the background: 0, or an
  * error (nothing started; they load at once). */
 static int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
@@ -530,16 +489,12 @@ static int mc_master_load_start(struct mc_master *m, const struct mc_load *L)
 	ld->m = m;
 	ld->L = *L;
 	ld->t0 = mc_master_now(m);
-	ld->sort_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	rc = ld->sort_efd < 0 ? -errno : mc_persist_loader_start(m->cfg.persist_path, &ld->ldr);
+	rc = mc_persist_loader_start(m->cfg.persist_path, &ld->ldr);
 	if (rc == 0) {
 		ld->ev_fd = event_new(m->base, mc_persist_loader_fd(ld->ldr), EV_READ | EV_PERSIST,
 				      mc_load_on_fd, ld);
-		ld->ev_sorted = event_new(m->base, ld->sort_efd, EV_READ | EV_PERSIST,
-					  mc_load_on_sorted, ld);
 		ld->ev_step = event_new(m->base, -1, 0, mc_load_on_step, ld);
-		if (ld->ev_fd == NULL || ld->ev_step == NULL || ld->ev_sorted == NULL ||
-		    event_add(ld->ev_fd, NULL) != 0 || event_add(ld->ev_sorted, NULL) != 0)
+		if (ld->ev_fd == NULL || ld->ev_step == NULL || event_add(ld->ev_fd, NULL) != 0)
 			rc = -ENOMEM;
 	}
 	if (rc) {
@@ -578,18 +533,11 @@ void mc_master_load_stop(struct mc_master *m)
 		/* The rows read so far (gigabytes at tens of millions of objects) go with the
 		 * process, as the table does: freeing them chunk by chunk only delays the exit.
 		 * They stay reachable from m. */
-		if (ld->sorting) {
-			atomic_store(&ld->stop, 1);
-			pthread_join(ld->sort_tid, NULL);
-			ld->sorting = 0;
-		}
 		if (ld->ev_fd)
 			event_free(ld->ev_fd);
 		if (ld->ev_step)
 			event_free(ld->ev_step);
-		if (ld->ev_sorted)
-			event_free(ld->ev_sorted);
-		ld->ev_fd = ld->ev_step = ld->ev_sorted = NULL;
+		ld->ev_fd = ld->ev_step = NULL;
 		mc_persist_loader_halt(ld->ldr);
 		m->load_left = ld;
 		return;

@@ -7,25 +7,16 @@
  * rows, one at a time, and the reload at once) and master_load.c (the reload in the background,
  * while the master serves).
  */
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "master/load_ranges.h"
 
 struct mc_master;
 struct mc_segment;
 struct mc_replica;
 struct mc_object;
 struct mc_persist_object;
-
-/* A persisted memory replica's range, to reserve once every row is read: order is its
- * segment's index (the high 16 bits) and its offset / 64, UINT64_MAX when those do not fit
- * (sorted apart, by qsort). */
-struct mc_load_range {
-	uint64_t order;
-	struct mc_segment *seg;
-	uint64_t off, len;
-	struct mc_replica *r;
-};
 
 /* A range to keep out of use until release_at, then free (a put in flight at the crash); seq
  * orders overlapping ones: the put log's records by age, objects rows (MC_LOAD_SEQ_ROW) after
@@ -53,15 +44,14 @@ struct mc_load_seen {
 
 struct mc_load {
 	struct mc_master *m;
-	struct mc_load_range *ranges;
-	size_t n, cap;
+	struct mc_lranges ranges;	/* memory replicas' ranges, to re-reserve in order */
 	struct mc_load_discard *discards;
 	size_t ndiscards, capdiscards;
 	struct mc_object **lost;	/* objects that lost a replica to an overlap */
 	size_t nlost, caplost;
 	uint64_t objects, zombies, dropped, ghosts, dormant;
 	uint64_t older;		/* rows a newer row of their key overrides (background load) */
-	size_t reserved;	/* ranges [0, reserved) re-reserved (mc_load_reserve_some) */
+	uint64_t reserved;	/* ranges re-reserved in order so far (mc_load_reserve_some) */
 	struct mc_load_early *early;	/* open addressing, cap a power of two */
 	size_t nearly, capearly;
 	uint64_t logged;	/* records of the put log read */
@@ -80,18 +70,16 @@ struct mc_load {
 void mc_load_stale(struct mc_load *L, const char *key, size_t len, uint64_t row);
 /* Rebuild one object row: its object in the table (or a ghost, or the row recorded as stale).
  * Its memory replicas keep their segment and offset, pending: their ranges are collected in L
- * and re-reserved at the end (mc_load_sort_ranges, mc_load_reserve_some) or at once
- * (mc_load_reserve_object).  newer_first (the background load, which reads the newest rows
- * first): a row whose key has been met already (in the table, among the ghosts, or a row that
- * put neither in) is the same row (nothing happens) or an older one (it goes once loaded).
- * Returns 0. */
+ * and re-reserved at the end (mc_load_reserve_some) or at once (mc_load_reserve_object).
+ * newer_first (the background load, which reads the newest rows first): a row whose key has
+ * been met already (in the table, among the ghosts, or a row that put neither in) is the same
+ * row (nothing happens) or an older one (it goes once loaded).  Returns 0. */
 int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer_first);
-/* Sort L's ranges by segment and offset (the allocators' cheap order); a stop (stop set) ends
- * it, leaving an order of no use.  Any thread, while nothing else touches L's ranges. */
-void mc_load_sort_ranges(struct mc_load *L, const atomic_int *stop);
-/* Re-reserve up to max more of the sorted ranges (a replica reserved already is passed over),
- * dropping those that overlap another (logged; the object is fixed by mc_load_fix_lost).
- * 1 once every range is done; then mc_load_ranges_done. */
+/* Re-reserve about max more of the collected ranges (whole buckets of them), per segment in
+ * ascending offset order; a replica reserved already is passed over, and those that overlap
+ * another or leave their segment are dropped (logged; the object is fixed by
+ * mc_load_fix_lost).  1 once every range is done; then mc_load_ranges_done.  No row may be
+ * loaded after the first call. */
 int mc_load_reserve_some(struct mc_load *L, size_t max);
 /* Every range is re-reserved (or dropped): the segments' pending replicas are readable. */
 void mc_load_ranges_done(struct mc_load *L);

@@ -20,7 +20,6 @@
 
 #include "common/errcode.h"
 #include "common/log.h"
-#include "common/radix_sort.h"
 #include "common/xalloc.h"
 #include "master/master.h"
 #include "master/master_load.h"
@@ -95,18 +94,13 @@ static int mc_load_on_segment(void *arg, const struct mc_persist_segment *ps)
 	return 0;
 }
 
+/* Collect r's range [off, off + len) on seg (checked inside it), to re-reserve in order. */
 static void mc_load_range_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
 			      uint64_t len, struct mc_replica *r)
 {
-	uint64_t order = UINT64_MAX;
-
-	if (L->n == L->cap) {
-		L->cap = L->cap ? L->cap * 2 : 4096;
-		L->ranges = mc_xrealloc(L->ranges, L->cap * sizeof(*L->ranges));
-	}
-	if (seg->index < 65535 && off % 64 == 0 && off >> 54 == 0)
-		order = (uint64_t)seg->index << 48 | off >> 6;
-	L->ranges[L->n++] = (struct mc_load_range){ order, seg, off, len, r };
+	if (L->ranges.pf == NULL)	/* the table's prefaulter, once it has one */
+		L->ranges.pf = L->m->objects.arena->pf;
+	mc_lranges_add(&L->ranges, &seg->lranges, seg, seg->size, off, mc_alloc_round(len), r);
 }
 
 static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint64_t off,
@@ -119,9 +113,9 @@ static void mc_load_discard_add(struct mc_load *L, struct mc_segment *seg, uint6
 	L->discards[L->ndiscards++] = (struct mc_load_discard){ seg, off, len, release_at, seq };
 }
 
-/* Drop replica r (seg and off set) whose range cannot be re-reserved (logged); its object is
- * listed for mc_load_fix_lost. */
-static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len);
+/* Drop replica r (seg and off set) whose range cannot be re-reserved (logged, why: what is
+ * wrong with it); its object is listed for mc_load_fix_lost. */
+static void mc_load_lose(struct mc_load *L, struct mc_replica *r, const char *why);
 
 static struct mc_load_seen *mc_load_seen_slot(struct mc_load *L, const char *key, size_t len)
 {
@@ -244,7 +238,6 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 		put = 1;
 		goto out;
 	}
-	memset(segs, 0, sizeof(segs));
 	for (i = 0; i < po->n_replicas && i < MC_RPC_MAX_REPLICAS; i++) {
 		const struct mc_persist_replica *pr = &po->replicas[i];
 		struct mc_uuid id;
@@ -358,7 +351,11 @@ int mc_load_row(struct mc_load *L, const struct mc_persist_object *po, int newer
 		/* A range of a length other than the object's size rounded up could not be
 		 * released again. */
 		if (mc_alloc_round(po->replicas[i].len) != mc_object_span(o)) {
-			mc_load_lose(L, r, 1);
+			mc_load_lose(L, r, "does not match its object's size");
+			continue;
+		}
+		if (r->off % MC_ALLOC_ALIGN != 0) {
+			mc_load_lose(L, r, "is not aligned");
 			continue;
 		}
 		/* Listed on its segment now, in the order the rows come (the object is at hand);
@@ -414,26 +411,13 @@ static int mc_load_on_logged(void *arg, const struct mc_persist_object *po, int6
 }
 
 /* Per segment, ascending offsets. */
-static int mc_load_order(const struct mc_segment *sa, uint64_t a, const struct mc_segment *sb,
-			 uint64_t b)
-{
-	if (sa != sb)
-		return sa < sb ? -1 : 1;
-	return a < b ? -1 : a > b;
-}
-
-static int mc_load_range_cmp(const void *a, const void *b)
-{
-	const struct mc_load_range *x = a, *y = b;
-
-	return mc_load_order(x->seg, x->off, y->seg, y->off);
-}
-
 static int mc_load_discard_cmp(const void *a, const void *b)
 {
 	const struct mc_load_discard *x = a, *y = b;
 
-	return mc_load_order(x->seg, x->off, y->seg, y->off);
+	if (x->seg != y->seg)
+		return x->seg < y->seg ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
 }
 
 static int mc_load_ptr_cmp(const void *a, const void *b)
@@ -443,31 +427,10 @@ static int mc_load_ptr_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-MC_RADIX_SORT_DEFINE(mc_load_ranges_radix, struct mc_load_range, order, mc_xmalloc)
-
-void mc_load_sort_ranges(struct mc_load *L, const atomic_int *stop)
-{
-	size_t i, k = 0;
-
-	/* Ranges whose order does not fit (damaged rows) go last, by qsort; the rest by radix. */
-	for (i = 0; i < L->n; i++)
-		if (L->ranges[i].order != UINT64_MAX) {
-			struct mc_load_range t = L->ranges[k];
-
-			L->ranges[k++] = L->ranges[i];
-			L->ranges[i] = t;
-		}
-	if (mc_load_ranges_radix(L->ranges, k, stop) < 0 || (stop && atomic_load(stop)))
-		return;
-	if (L->n - k > 1)
-		qsort(L->ranges + k, L->n - k, sizeof(*L->ranges), mc_load_range_cmp);
-}
-
-static void mc_load_lose(struct mc_load *L, struct mc_replica *r, int wrong_len)
+static void mc_load_lose(struct mc_load *L, struct mc_replica *r, const char *why)
 {
 	mc_log_warn("persisted replica at offset %llu of %s %s: dropping it",
-		    (unsigned long long)r->off, r->seg->name,
-		    wrong_len ? "does not match its object's size" : "overlaps another");
+		    (unsigned long long)r->off, r->seg->name, why);
 	if (r->pending) {	/* listed on its segment */
 		mc_replica_pull(&r->seg->reps, r);
 		r->seg->nreps--;
@@ -504,7 +467,7 @@ static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
 
 	if (mc_alloc_reserve_at(seg->alloc, r->off, len) != 0) {
 		/* Overlapping or out-of-range rows: never hand a range out twice. */
-		mc_load_lose(L, r, 0);
+		mc_load_lose(L, r, "overlaps another");
 		return;
 	}
 	if (seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
@@ -528,25 +491,79 @@ static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
 	}
 }
 
-int mc_load_reserve_some(struct mc_load *L, size_t max)
+/* 1 if the range at off on seg was re-reserved out of order already. */
+static int mc_load_early_has(const struct mc_load *L, const struct mc_segment *seg, uint64_t off)
 {
-	size_t end = L->n - L->reserved > max ? L->reserved + max : L->n;
+	return L->nearly && L->early[mc_load_early_slot(L, seg, off)].seg != NULL;
+}
 
-	/* Only the sorted entries and the allocators are read: not the replicas (in row order,
-	 * a cache miss each) but those that lose their range. */
-	for (; L->reserved < end; L->reserved++) {
-		struct mc_load_range *x = &L->ranges[L->reserved];
+static uint64_t mc_load_range_len(const struct mc_lrange *x)
+{
+	return x->units ? (uint64_t)x->units * MC_ALLOC_ALIGN : mc_object_span(mc_replica_obj(x->r));
+}
 
-		if (L->nearly && L->early[mc_load_early_slot(L, x->seg, x->off)].seg)
-			continue;	/* reserved already, out of order */
-		if (mc_alloc_reserve_at(x->seg->alloc, x->off, x->len) != 0) {
-			mc_load_lose(L, x->r, 0);
+/* Re-reserve a bucket's ranges (sorted, from base): adjacent ones in one call (the allocator
+ * keeps no record of a reservation, so one of two neighbours is as good as two); a run that
+ * cannot be reserved whole goes one range at a time, and a range that cannot be reserved
+ * alone overlaps another or leaves its segment. */
+static void mc_load_reserve_bucket(struct mc_load *L, struct mc_segment *seg, uint64_t base,
+				   const struct mc_lrange *e, size_t m)
+{
+	size_t i = 0, j, k;
+
+	while (i < m) {
+		uint64_t off = base + (uint64_t)e[i].rel * MC_ALLOC_ALIGN, end, done = 0;
+
+		if (mc_load_early_has(L, seg, off)) {	/* reserved already, out of order */
+			i++;
 			continue;
 		}
-		if (x->seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
-			L->m->allocated += mc_alloc_round(x->len);
+		end = off + mc_load_range_len(&e[i]);
+		for (j = i + 1; j < m; j++) {
+			uint64_t o = base + (uint64_t)e[j].rel * MC_ALLOC_ALIGN;
+
+			if (o != end || mc_load_early_has(L, seg, o))
+				break;
+			end += mc_load_range_len(&e[j]);
+		}
+		if (end > off && mc_alloc_reserve_at(seg->alloc, off, end - off) == 0) {
+			done = end - off;
+		} else {
+			for (k = i; k < j; k++) {
+				uint64_t o = base + (uint64_t)e[k].rel * MC_ALLOC_ALIGN;
+				uint64_t len = mc_load_range_len(&e[k]);
+
+				if (mc_alloc_reserve_at(seg->alloc, o, len) == 0)
+					done += len;
+				else
+					mc_load_lose(L, e[k].r, "overlaps another");
+			}
+		}
+		if (seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
+			L->m->allocated += done;
+		i = j;
 	}
-	return L->reserved == L->n;
+	L->reserved += m;
+}
+
+int mc_load_reserve_some(struct mc_load *L, size_t max)
+{
+	size_t done = 0;
+
+	/* Only the bucket's ranges and the allocators are read: not the replicas (in row order,
+	 * a cache miss each) but those that lose their range. */
+	while (done < max) {
+		const struct mc_lrange *e;
+		struct mc_segment *seg;
+		uint64_t base;
+		size_t m = mc_lranges_next(&L->ranges, &seg, &base, &e);
+
+		if (m == 0)
+			return 1;
+		mc_load_reserve_bucket(L, seg, base, e, m);
+		done += m;
+	}
+	return 0;
 }
 
 int mc_load_pending(struct mc_object *o)
@@ -577,10 +594,12 @@ void mc_load_ranges_done(struct mc_load *L)
 	struct mc_master *m = L->m;
 	uint32_t i;
 
+	size_t k;
+
 	for (i = 0; i < m->nsegs; i++)
 		m->segs[i]->loading = 0;
-	for (i = 0; i < L->n; i++)	/* a segment outside the list (dormant) */
-		L->ranges[i].seg->loading = 0;
+	for (k = 0; k < L->ranges.nsegs; k++)	/* a segment outside the list (dormant) */
+		mc_lranges_segment(&L->ranges, k)->loading = 0;
 }
 
 /* Re-reserve every persisted range exactly, per segment in ascending order (the allocator's
@@ -588,7 +607,6 @@ void mc_load_ranges_done(struct mc_load *L)
  * finished object's replica if the rows overlap. */
 static void mc_load_reserve(struct mc_load *L)
 {
-	mc_load_sort_ranges(L, NULL);
 	(void)mc_load_reserve_some(L, SIZE_MAX);
 	mc_load_ranges_done(L);
 	mc_load_reserve_discards(L);
@@ -685,7 +703,7 @@ void mc_load_fini(struct mc_load *L)
 {
 	size_t pos;
 
-	free(L->ranges);
+	mc_lranges_fini(&L->ranges);
 	free(L->discards);
 	free(L->lost);
 	free(L->early);
