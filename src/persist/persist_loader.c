@@ -315,6 +315,21 @@ sort:
 	return rc;
 }
 
+/* Wait until part i is at most a part a worker ahead of the loop (the part it takes next and
+ * one more a worker), so the chunks the loop gives back are read into again and the rows in
+ * memory stay a few parts' worth, however far the scan outruns the inserts.  0, or -1 on a
+ * stop or once a worker failed (the loop takes no part after the failed one). */
+static int mc_loader_wait_turn(struct mc_persist_loader *l, size_t i)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&l->mu);
+	while (l->take > i + 1 + l->nw && !(rc = atomic_load(&l->stop) || atomic_load(&l->failed)))
+		pthread_cond_wait(&l->cv, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+	return rc ? -1 : 0;
+}
+
 /* Scan parts in turn while any is left.  The first error is kept (scan_rc) and stops the
  * other workers. */
 static void mc_loader_work(struct mc_loader_worker *w)
@@ -329,6 +344,10 @@ static void mc_loader_work(struct mc_loader_worker *w)
 		if (k >= l->nparts)
 			break;
 		i = l->nparts - 1 - k;	/* from the last generations (the loop's order) */
+		if (mc_loader_wait_turn(l, i) != 0) {
+			rc = -ECANCELED;
+			break;
+		}
 		rc = mc_loader_scan_part(w, i, &l->parts[i]);
 		if (rc)
 			break;
@@ -341,9 +360,11 @@ static void mc_loader_work(struct mc_loader_worker *w)
 	pthread_mutex_lock(&l->mu);
 	if (l->scan_rc == 0 || l->scan_rc == -ECANCELED)
 		l->scan_rc = rc;
-	pthread_mutex_unlock(&l->mu);
-	if (rc != -ECANCELED)
+	if (rc != -ECANCELED) {
 		atomic_store(&l->failed, 1);
+		pthread_cond_broadcast(&l->cv);	/* workers waiting for their turn stop */
+	}
+	pthread_mutex_unlock(&l->mu);
 }
 
 static void *mc_loader_worker_main(void *arg)
@@ -715,6 +736,7 @@ int mc_persist_loader_take(struct mc_persist_loader *l, struct mc_persist_rows *
 		return rc;
 	}
 	p = &l->parts[--l->take];
+	pthread_cond_broadcast(&l->cv);	/* a worker may wait for this turn */
 	pthread_mutex_unlock(&l->mu);
 	*chunks = p->chunks;
 	*n = p->nchunks;

@@ -466,6 +466,82 @@ static void loader_threads_tests(const char *dir)
 	unsetenv("MC_LOAD_THREADS");
 }
 
+/* Rows read so far once they stop growing (a few seconds at most). */
+static uint64_t rows_settled(struct mc_persist_loader *l)
+{
+	uint64_t before = UINT64_MAX, now = mc_persist_loader_rows(l);
+	int i;
+
+	for (i = 0; i < 40 && now != before; i++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		before = now;
+		now = mc_persist_loader_rows(l);
+	}
+	return now;
+}
+
+/* While the loop takes nothing, the scan stops a part a thread ahead of it (the rows in memory
+ * stay a few parts' worth), and goes on as it takes; a stop or a failed scan ends the wait. */
+static void loader_ahead_tests(const char *dir)
+{
+	static const char *threads[] = { "1", "2" };
+	static struct taken t;
+	char path[300], key[24];
+	struct mc_persist *p;
+	struct mc_persist_loader *l;
+	size_t i, k;
+
+	if ((p = open_db(dir, "ahead", path, sizeof(path))) == NULL)
+		return;
+	for (i = 0; i < 48000; i++) {
+		snprintf(key, sizeof(key), "a%zu", i);
+		put(p, key, 1 + i, 1, 64 * (uint64_t)i);
+	}
+	mc_persist_commit(p);
+	mc_persist_close(p);
+	for (k = 0; k < 2 * sizeof(threads) / sizeof(threads[0]); k++) {
+		const char *nt = threads[k / 2];
+		int pages = k % 2;
+		uint64_t ahead;
+
+		setenv("MC_LOAD_THREADS", nt, 1);
+		if (pages)
+			unsetenv("MC_LOAD_PAGES");
+		else
+			setenv("MC_LOAD_PAGES", "0", 1);
+		if (mc_persist_loader_start(path, &l) != 0) {
+			ok(0, "the loader starts");
+			continue;
+		}
+		/* 16 parts a thread of 48000 rows; counted in steps of 1024 a thread. */
+		ahead = rows_settled(l);
+		ok(ahead > 0 && ahead <= (uint64_t)(atoi(nt) + 1) * 48000 / 16 / atoi(nt) + 4096,
+		   "%s thread(s)%s, nothing taken: %llu of 48000 rows read", nt,
+		   pages ? "" : " through SQLite", (unsigned long long)ahead);
+		take_all(l, 1000, &t);
+		ok(t.state == 1 && t.rows == 48000 && t.ordered,
+		   "%s thread(s)%s: every row once parts are taken (state %d, %zu rows)", nt,
+		   pages ? "" : " through SQLite", t.state, t.rows);
+		mc_persist_loader_free(l);
+	}
+	unsetenv("MC_LOAD_PAGES");
+	setenv("MC_LOAD_THREADS", "2", 1);
+	if (mc_persist_loader_start(path, &l) == 0) {
+		struct timespec a, b;
+
+		(void)rows_settled(l);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		mc_persist_loader_free(l);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ok(b.tv_sec - a.tv_sec < 2, "a stop while the scan waits for the loop ends it at once");
+	} else {
+		ok(0, "the loader starts");
+	}
+	unsetenv("MC_LOAD_THREADS");
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/mc-layout-XXXXXX";
@@ -478,6 +554,7 @@ int main(void)
 	rowkey_tests(dir);
 	loader_tests(dir);
 	loader_threads_tests(dir);
+	loader_ahead_tests(dir);
 	tap_rmtree(dir);
 	return tap_done();
 }
