@@ -14,8 +14,8 @@
  * newest row before its older ones, and puts the rows into its table while the next parts are
  * read.  It asks for keys it has not loaded yet (mc_persist_loader_query): the table has no
  * index on the key; with the key index (persist_keylook.c) a query thread with a connection of
- * its own in the same snapshot answers them (it opens the index at once, beside the scan);
- * without one it answers -EAGAIN.  The loop learns of finished work through an eventfd.
+ * its own in the same snapshot answers them (it reads the index in at the first key asked,
+ * beside the scan); without one it answers -EAGAIN.  The loop learns of finished work through an eventfd.
  *
  * Threads: each worker owns its connection and the part it reads until it marks the part read
  * (under the mutex); the loop then owns it.  The queues between them take the mutex.
@@ -43,8 +43,9 @@
 
 #define MC_LOADER_MAX_THREADS 8
 /* Parts a thread reads, on average: many, so the loop has the first soon (it puts each part
- * into the table while the next are read) and no thread is left with a long one at the end. */
-#define MC_LOADER_PARTS_PER_THREAD 16
+ * into the table while the next are read), the loop alone has little left once the scan ends,
+ * and no thread is left with a long one at the end (64: at 10M rows 156K rows a part). */
+#define MC_LOADER_PARTS_PER_THREAD 64
 #define MC_LOADER_COLUMNS \
 	"key, size, flags, put_start_ms, soft_pin_until_ms, writer, replicas, gen, checksum, sgen"
 
@@ -59,6 +60,7 @@ struct mc_loader_worker {
 	unsigned idx;
 	sqlite3_stmt *count;	/* SQLite's count of a part's rows, for the pages' check */
 	unsigned unseen;	/* rows read, not yet counted in l->rows (under 1024) */
+	uint64_t nread;		/* rows read: counted, and the test hook's delay, every 1024 */
 	int64_t cpu_ns;		/* CPU time its scan took (set when it ends) */
 	struct mc_loader_part *p;	/* a page walk's part (the row callback's) */
 };
@@ -193,7 +195,8 @@ static void mc_loader_took(struct mc_loader_worker *w, struct mc_loader_part *p,
 	struct mc_persist_loader *l = w->l;
 
 	mc_loadpart_add(p, &l->pool, o);
-	if (++w->unseen == 1024) {
+	w->unseen++;
+	if (++w->nread % 1024 == 0) {
 		atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
 		w->unseen = 0;
 		if (l->delay_ms)
@@ -306,6 +309,8 @@ static int mc_loader_scan_part(struct mc_loader_worker *w, size_t i, struct mc_l
 	sqlite3_reset(w->scan);
 sort:
 	if (rc == 0) {	/* the loop's from here on */
+		atomic_fetch_add_explicit(&l->rows, w->unseen, memory_order_relaxed);
+		w->unseen = 0;
 		mc_loadpart_finish(p);
 		pthread_mutex_lock(&l->mu);
 		l->ready[i] = 1;
@@ -412,8 +417,8 @@ static int mc_loader_scan(struct mc_persist_loader *l)
 			pthread_join(l->w[i].tid, NULL);
 		l->w[i].started = 0;
 	}
-	if (rc == 0 && atomic_load(&l->stop))
-		rc = -ECANCELED;
+	/* 0: every part was read, though a stop may have come since (the loop takes the last
+	 * part as soon as it is read, and may be done and stop the loader before this returns). */
 	return rc;
 }
 
@@ -456,18 +461,23 @@ static void *mc_loader_query_main(void *arg)
 {
 	struct mc_persist_loader *l = arg;
 
+	int opened = 0;
+
 	pthread_setname_np(pthread_self(), "mc-load-query");
-	if (mc_persist_keylook_open(l->q.db, l->path, "SELECT " MC_LOADER_COLUMNS " FROM objects "
-				    "WHERE gen = ?1", &l->look) != 0)
-		l->look = NULL;
 	for (;;) {
-		mc_loader_answer(l);
 		pthread_mutex_lock(&l->mu);
 		while (!atomic_load(&l->stop) && l->q_head == NULL)
 			pthread_cond_wait(&l->cv, &l->mu);
 		pthread_mutex_unlock(&l->mu);
 		if (atomic_load(&l->stop))
 			break;
+		/* The index is read in when the first key is asked (its runs are about 16 bytes a
+		 * row, read and checked): a load nobody asks during reads none of it. */
+		if (!opened && mc_persist_keylook_open(l->q.db, l->path, "SELECT " MC_LOADER_COLUMNS
+						       " FROM objects WHERE gen = ?1", &l->look) != 0)
+			l->look = NULL;
+		opened = 1;
+		mc_loader_answer(l);
 	}
 	mc_persist_keylook_free(l->look);
 	l->look = NULL;
