@@ -5,7 +5,7 @@ set -e
 PKGS="build-essential autoconf automake libtool pkg-config libevent-dev libjansson-dev
 libsqlite3-dev libyaml-dev libzmq3-dev libhiredis-dev libcurl4-openssl-dev libssl-dev libibverbs-dev
 librdmacm-dev python3 python3-dev python3-zmq python3-msgpack curl iperf3 mandoc redis-server
-etcd-server etcd-client procps iproute2 iptables gcc-aarch64-linux-gnu qemu-user
+etcd-server etcd-client procps iproute2 iptables gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
