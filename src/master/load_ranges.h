@@ -5,7 +5,7 @@
 /*
  * The memory ranges a reload collects (every persisted memory replica's), to be re-reserved once
  * every row is read, per segment in ascending offset order: the allocator's cheap order.  They
- * are put into buckets by offset as they come (a segment's address space cut into at most 65536
+ * are put into buckets by offset as they come (a segment's address space cut into at most 8192
  * buckets of 64 KiB or more), so handing them back in order is a small sort of one bucket at a
  * time, in cache, instead of a sort of them all at the end.
  */

@@ -51,7 +51,6 @@ struct mc_load {
 	size_t nlost, caplost;
 	uint64_t objects, zombies, dropped, ghosts, dormant;
 	uint64_t older;		/* rows a newer row of their key overrides (background load) */
-	uint64_t reserved;	/* ranges re-reserved in order so far (mc_load_reserve_some) */
 	struct mc_load_early *early;	/* open addressing, cap a power of two */
 	size_t nearly, capearly;
 	uint64_t logged;	/* records of the put log read */

@@ -543,7 +543,6 @@ static void mc_load_reserve_bucket(struct mc_load *L, struct mc_segment *seg, ui
 			L->m->allocated += done;
 		i = j;
 	}
-	L->reserved += m;
 }
 
 int mc_load_reserve_some(struct mc_load *L, size_t max)
@@ -593,7 +592,6 @@ void mc_load_ranges_done(struct mc_load *L)
 {
 	struct mc_master *m = L->m;
 	uint32_t i;
-
 	size_t k;
 
 	for (i = 0; i < m->nsegs; i++)

@@ -15,7 +15,9 @@
  * read.  It asks for keys it has not loaded yet (mc_persist_loader_query): the table has no
  * index on the key; with the key index (persist_keylook.c) a query thread with a connection of
  * its own in the same snapshot answers them (it reads the index in at the first key asked,
- * beside the scan); without one it answers -EAGAIN.  The loop learns of finished work through an eventfd.
+ * beside the scan); without one it answers -EAGAIN.  A worker reads at most a part a worker
+ * beyond the part the loop takes next (mc_loader_wait_turn), so the rows in memory stay a few
+ * parts' worth.  The loop learns of finished work through an eventfd.
  *
  * Threads: each worker owns its connection and the part it reads until it marks the part read
  * (under the mutex); the loop then owns it.  The queues between them take the mutex.
@@ -456,11 +458,11 @@ static void *mc_loader_main(void *arg)
 	return NULL;
 }
 
-/* The query thread: the key index, then the queries as they come until the stop. */
+/* The query thread: the queries as they come until the stop, through the key index it reads
+ * in at the first. */
 static void *mc_loader_query_main(void *arg)
 {
 	struct mc_persist_loader *l = arg;
-
 	int opened = 0;
 
 	pthread_setname_np(pthread_self(), "mc-load-query");
