@@ -11,10 +11,13 @@
  *   is_str(got, expected, ...)  the same for C strings (NULL allowed on either side).
  *   tap_rmtree(dir)             removes a test's temporary directory, or keeps it and prints its
  *                               path when MC_TEST_KEEP=1 is set.
+ *   tap_xorshift(&state)        the next of a deterministic pseudo-random sequence (xorshift64;
+ *                               state nonzero), so a failure reproduces.
  *
  * is() takes integers of any width and signedness, floating values and pointers; the values
  * are printed in their own type (the comparison itself is the plain C one). */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +146,14 @@ static inline void tap_rmtree(const char *dir)
 		return;
 	if (system(cmd) != 0)
 		fprintf(stderr, "# could not remove %s\n", dir);
+}
+
+static inline uint64_t tap_xorshift(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
 }
 
 static inline int tap_done(void)

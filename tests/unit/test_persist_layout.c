@@ -389,6 +389,41 @@ static void check_scan(const struct taken *t, const char *what)
 	   "parts)", what, t->rows, t->parts);
 }
 
+/* Rows read so far once they stop growing (a few seconds at most). */
+static uint64_t rows_settled(struct mc_persist_loader *l)
+{
+	uint64_t before = UINT64_MAX, now = mc_persist_loader_rows(l);
+	int i;
+
+	for (i = 0; i < 40 && now != before; i++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		before = now;
+		now = mc_persist_loader_rows(l);
+	}
+	return now;
+}
+
+/* A stop (mc_persist_loader_free) of a loader started on path, once its rows stop growing if
+ * settle: it must end within a second or two whatever the threads were doing. */
+static void stop_at_once(const char *path, int settle, const char *what)
+{
+	struct mc_persist_loader *l;
+	struct timespec a, b;
+
+	if (mc_persist_loader_start(path, &l) != 0) {
+		ok(0, "%s: the loader starts", what);
+		return;
+	}
+	if (settle)
+		(void)rows_settled(l);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	mc_persist_loader_free(l);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ok(b.tv_sec - a.tv_sec < 2, "%s ends it at once", what);
+}
+
 static void loader_threads_tests(const char *dir)
 {
 	static const char *threads[] = { "1", "2", "3", "4", "8" };
@@ -441,16 +476,7 @@ static void loader_threads_tests(const char *dir)
 	/* A stop in the middle of a slow scan by four threads. */
 	setenv("MC_TEST_LOAD_DELAY_MS", "200", 1);
 	setenv("MC_LOAD_THREADS", "4", 1);
-	if (mc_persist_loader_start(path, &l) == 0) {
-		struct timespec a, b;
-
-		clock_gettime(CLOCK_MONOTONIC, &a);
-		mc_persist_loader_free(l);
-		clock_gettime(CLOCK_MONOTONIC, &b);
-		ok(b.tv_sec - a.tv_sec < 2, "a stop during a scan by four threads ends it at once");
-	} else {
-		ok(0, "the slow loader starts");
-	}
+	stop_at_once(path, 0, "a stop during a slow scan by four threads");
 	unsetenv("MC_TEST_LOAD_DELAY_MS");
 	/* An empty table. */
 	if ((p = open_db(dir, "empty", path, sizeof(path))) == NULL)
@@ -464,22 +490,6 @@ static void loader_threads_tests(const char *dir)
 		ok(0, "the loader starts on an empty table");
 	}
 	unsetenv("MC_LOAD_THREADS");
-}
-
-/* Rows read so far once they stop growing (a few seconds at most). */
-static uint64_t rows_settled(struct mc_persist_loader *l)
-{
-	uint64_t before = UINT64_MAX, now = mc_persist_loader_rows(l);
-	int i;
-
-	for (i = 0; i < 40 && now != before; i++) {
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
-
-		nanosleep(&ts, NULL);
-		before = now;
-		now = mc_persist_loader_rows(l);
-	}
-	return now;
 }
 
 /* While the loop takes nothing, the scan stops a part a thread ahead of it (the rows in memory
@@ -529,17 +539,7 @@ static void loader_ahead_tests(const char *dir)
 	}
 	unsetenv("MC_LOAD_PAGES");
 	setenv("MC_LOAD_THREADS", "2", 1);
-	if (mc_persist_loader_start(path, &l) == 0) {
-		struct timespec a, b;
-
-		(void)rows_settled(l);
-		clock_gettime(CLOCK_MONOTONIC, &a);
-		mc_persist_loader_free(l);
-		clock_gettime(CLOCK_MONOTONIC, &b);
-		ok(b.tv_sec - a.tv_sec < 2, "a stop while the scan waits for the loop ends it at once");
-	} else {
-		ok(0, "the loader starts");
-	}
+	stop_at_once(path, 1, "a stop while the scan waits for the loop");
 	unsetenv("MC_LOAD_THREADS");
 }
 
