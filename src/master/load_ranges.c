@@ -4,16 +4,17 @@
  *
  * Each segment's address space is cut into buckets of 2^shift bytes: at most 8192 of them, of
  * 64 KiB at least (a 2.5 GiB segment has 5120 of 512 KiB, a 100 GiB one 6400 of 16 MiB).  A
- * bucket is a chain of blocks, each its previous block's address and as many ranges as fit: 256
- * bytes (15 ranges), then 1 KiB, then 4 KiB (255) each, aligned to their size, cut from 1 MiB
- * slabs and freed with them (the slab after the one being cut is populated ahead by a
+ * bucket is a chain of blocks, each its previous block's address and as many ranges as fit: 64
+ * bytes (3 ranges), then 256 B, 1 KiB, then 4 KiB (255) each, aligned to their size, cut from 1
+ * MiB slabs and freed with them (the slab after the one being cut is populated ahead by a
  * prefaulter, prefault.h, if given).  A bucket's head is the address its next range goes to,
  * with its block's size in the low bits: adding a range reads only the heads (tens of KiB) and
  * stores 16 bytes into one of a few thousand blocks being filled, which stay in cache (with 64K
  * buckets every store missed); a full block is known by that address alone (the next block's
- * start).  Handing a bucket back gathers its blocks (a bucket of a thousand ranges is six) and
- * sorts them by offset, in cache, where one sort of them all at the end would pass over the
- * whole array several times (and fault in a second one).
+ * start).  A sparse bucket (large objects, many segments) costs 64 bytes for up to three
+ * ranges.  Handing a bucket back gathers its blocks (seven for a thousand ranges) and sorts them
+ * by offset, in cache, where one sort of them all at the end would pass over the whole array
+ * several times (and fault in a second one).
  *
  * Single-threaded: whoever owns the reload (the master's loop).
  */
@@ -53,7 +54,7 @@ struct mc_lseg {
 
 static size_t mc_lblock_bytes(unsigned cls)
 {
-	return (size_t)256 << (2 * cls);
+	return (size_t)64 << (2 * cls);
 }
 
 static size_t mc_lblock_ranges(unsigned cls)

@@ -25,7 +25,7 @@ struct mc_lrange {
 	struct mc_replica *r;
 };
 
-#define MC_LRANGES_CLASSES 3		/* sizes of blocks (load_ranges.c) */
+#define MC_LRANGES_CLASSES 4		/* sizes of blocks (load_ranges.c) */
 
 struct mc_lranges {
 	struct mc_lseg **segs;		/* in the order their first range came */
