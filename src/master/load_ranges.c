@@ -148,6 +148,28 @@ void mc_lranges_add(struct mc_lranges *R, struct mc_lseg **slot, struct mc_segme
 	R->n++;
 }
 
+int mc_lranges_take_out(struct mc_lseg *ls, uint64_t off, const struct mc_replica *r)
+{
+	uintptr_t h;
+	struct mc_lblock *blk;
+	struct mc_lrange *e, *end;
+
+	if (ls == NULL || (off >> ls->shift) >= ls->nbuckets || (h = ls->next[off >> ls->shift]) == 0)
+		return -1;
+	/* The newest block up to the head, then every older one full. */
+	end = (struct mc_lrange *)(h & ~(uintptr_t)15);
+	for (blk = mc_lblock_of((uintptr_t)end, (unsigned)(h & 15)); blk; blk = blk->prev) {
+		for (e = (struct mc_lrange *)(blk + 1); e < end; e++)
+			if (e->r == r) {
+				e->r = NULL;
+				return 0;
+			}
+		if (blk->prev)
+			end = (struct mc_lrange *)(blk->prev + 1) + mc_lblock_ranges(blk->prev->cls);
+	}
+	return -1;
+}
+
 /* Sort m ranges by rel (below 2^bits): by insertion when few, else by digits of as many bits as
  * the bucket is large (a count per value of a digit, 4096 at most: one pass for a bucket of 256
  * KiB, two for one up to 1 GiB). */

@@ -18,7 +18,8 @@ struct mc_prefault;
 struct mc_lseg;			/* one segment's buckets */
 
 /* A range as handed back: its offset from its bucket's base and its length, both in
- * MC_ALLOC_ALIGN units (units 0: a length of 2^38 bytes or more, which is r's object's span). */
+ * MC_ALLOC_ALIGN units (units 0: a length of 2^38 bytes or more, which is r's object's span);
+ * r NULL: taken out (mc_lranges_take_out). */
 struct mc_lrange {
 	uint32_t rel;
 	uint32_t units;
@@ -51,6 +52,12 @@ struct mc_lranges {
  * out-of-memory. */
 void mc_lranges_add(struct mc_lranges *R, struct mc_lseg **slot, struct mc_segment *seg,
 		    uint64_t size, uint64_t off, uint64_t len, struct mc_replica *r);
+
+/* Take replica r's range (off, on the segment whose buckets are ls) out: it is not to be
+ * reserved in order (reserved already, or dropped); its place is handed back with r NULL.  A
+ * walk of its bucket (at most a few thousand ranges).  0, or -1 when it is not there.  Before
+ * the walk (mc_lranges_next) only. */
+int mc_lranges_take_out(struct mc_lseg *ls, uint64_t off, const struct mc_replica *r);
 
 /* The next bucket that holds ranges, in order (a segment's buckets by ascending offset, the
  * segments one after the other): its segment and base offset, and its ranges sorted by offset

@@ -72,7 +72,8 @@
 #define MC_LOAD_RESERVE_SLICE 262144	/* ranges re-reserved per turn of the loop */
 #define MC_LOAD_AHEAD 8			/* rows whose index line is fetched ahead */
 /* Objects whose ranges a lookup reserves out of order: each costs a walk of the free ranges,
- * which the earlier ones add to; past these, lookups wait for the reservation in order. */
+ * which the earlier ones add to, and of its range's bucket; past these, lookups wait for the
+ * reservation in order. */
 #define MC_LOAD_EARLY_MAX 4096
 
 enum { MC_ASK_ASKED = 1, MC_ASK_FOUND, MC_ASK_ABSENT, MC_ASK_LATER };

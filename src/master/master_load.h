@@ -29,12 +29,6 @@ struct mc_load_discard {
 };
 #define MC_LOAD_SEQ_ROW INT64_MAX
 
-/* A range re-reserved out of order (a lookup while loading): its segment and offset. */
-struct mc_load_early {
-	struct mc_segment *seg;	/* NULL: a free slot */
-	uint64_t off;
-};
-
 struct mc_load_seen {
 	char *key;		/* NULL: a free slot */
 	size_t len;
@@ -51,8 +45,6 @@ struct mc_load {
 	size_t nlost, caplost;
 	uint64_t objects, zombies, dropped, ghosts, dormant;
 	uint64_t older;		/* rows a newer row of their key overrides (background load) */
-	struct mc_load_early *early;	/* open addressing, cap a power of two */
-	size_t nearly, capearly;
 	uint64_t logged;	/* records of the put log read */
 	int64_t now, wall;
 	/* Background load: keys of rows that put nothing into the table or the ghosts (dropped,

@@ -445,26 +445,15 @@ static void mc_load_lose(struct mc_load *L, struct mc_replica *r, const char *wh
 	L->lost[L->nlost++] = mc_replica_obj(r);
 }
 
-static size_t mc_load_early_slot(const struct mc_load *L, const struct mc_segment *seg,
-				 uint64_t off)
-{
-	uint64_t h = ((uintptr_t)seg ^ off * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
-	size_t i = (size_t)(h >> 32) & (L->capearly - 1);
-
-	while (L->early[i].seg && (L->early[i].seg != seg || L->early[i].off != off))
-		i = (i + 1) & (L->capearly - 1);
-	return i;
-}
-
 /* Re-reserve pending replica r's range now, out of order: its object's span from its offset
- * (mc_load_row has dropped a row's range of another length).  Its range entry is passed over
- * by the reservation in order. */
+ * (mc_load_row has dropped a row's range of another length).  Its range is taken out of those
+ * reserved in order, whether it is reserved here or dropped. */
 static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
 {
 	struct mc_segment *seg = r->seg;
 	uint64_t len = mc_object_span(mc_replica_obj(r));
-	size_t i;
 
+	(void)mc_lranges_take_out(seg->lranges, r->off, r);
 	if (mc_alloc_reserve_at(seg->alloc, r->off, len) != 0) {
 		/* Overlapping or out-of-range rows: never hand a range out twice. */
 		mc_load_lose(L, r, "overlaps another");
@@ -473,28 +462,6 @@ static void mc_load_reserve_replica(struct mc_load *L, struct mc_replica *r)
 	if (seg->status != MC_SEG_DORMANT)	/* dormant bytes are not counted */
 		L->m->allocated += len;
 	r->pending = 0;
-	if ((L->nearly + 1) * 2 > L->capearly) {
-		struct mc_load_early *old = L->early;
-		size_t oldcap = L->capearly, j;
-
-		L->capearly = oldcap ? oldcap * 2 : 64;
-		L->early = mc_xcalloc(L->capearly, sizeof(*L->early));
-		for (j = 0; j < oldcap; j++)
-			if (old[j].seg)
-				L->early[mc_load_early_slot(L, old[j].seg, old[j].off)] = old[j];
-		free(old);
-	}
-	i = mc_load_early_slot(L, seg, r->off);
-	if (L->early[i].seg == NULL) {
-		L->early[i] = (struct mc_load_early){ seg, r->off };
-		L->nearly++;
-	}
-}
-
-/* 1 if the range at off on seg was re-reserved out of order already. */
-static int mc_load_early_has(const struct mc_load *L, const struct mc_segment *seg, uint64_t off)
-{
-	return L->nearly && L->early[mc_load_early_slot(L, seg, off)].seg != NULL;
 }
 
 static uint64_t mc_load_range_len(const struct mc_lrange *x)
@@ -514,7 +481,7 @@ static void mc_load_reserve_bucket(struct mc_load *L, struct mc_segment *seg, ui
 	while (i < m) {
 		uint64_t off = base + (uint64_t)e[i].rel * MC_ALLOC_ALIGN, end, done = 0;
 
-		if (mc_load_early_has(L, seg, off)) {	/* reserved already, out of order */
+		if (e[i].r == NULL) {	/* taken out: reserved or dropped already, out of order */
 			i++;
 			continue;
 		}
@@ -522,7 +489,7 @@ static void mc_load_reserve_bucket(struct mc_load *L, struct mc_segment *seg, ui
 		for (j = i + 1; j < m; j++) {
 			uint64_t o = base + (uint64_t)e[j].rel * MC_ALLOC_ALIGN;
 
-			if (o != end || mc_load_early_has(L, seg, o))
+			if (o != end || e[j].r == NULL)
 				break;
 			end += mc_load_range_len(&e[j]);
 		}
@@ -704,7 +671,6 @@ void mc_load_fini(struct mc_load *L)
 	mc_lranges_fini(&L->ranges);
 	free(L->discards);
 	free(L->lost);
-	free(L->early);
 	for (pos = 0; pos < L->capseen; pos++)
 		free(L->seen[pos].key);
 	free(L->seen);

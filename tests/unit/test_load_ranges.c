@@ -179,6 +179,51 @@ int main(void)
 	w[1] = (struct want){ 1ull << 40, 64, (struct mc_segment *)&seg_b, 0 };
 	roundtrip("a range of 1 TiB", w, 2, 0, 4096 * G, 0);
 
+	/* Ranges taken out before the walk (reserved or dropped out of order) come back with r
+	 * NULL, in their place; the others as they were; one not there is not found. */
+	{
+		struct mc_lranges R;
+		struct mc_lseg *slot = NULL;
+		const struct mc_lrange *e;
+		struct mc_segment *seg;
+		uint64_t base, last = 0;
+		size_t m, k, out = 0, kept = 0, bad = 0, took = 0;
+
+		memset(&R, 0, sizeof(R));
+		for (i = 0; i < 20000; i++)
+			w[i] = (struct want){ (uint64_t)i * 128, 64, (struct mc_segment *)&seg_a, 0 };
+		shuffle(w, 20000);
+		for (i = 0; i < 20000; i++)
+			mc_lranges_add(&R, &slot, w[i].seg, 4 * G, w[i].off, 64,
+				       (struct mc_replica *)(uintptr_t)(i + 1));
+		for (i = 0; i < 20000; i += 7)
+			took += mc_lranges_take_out(slot, w[i].off,
+						    (struct mc_replica *)(uintptr_t)(i + 1)) == 0;
+		ok(took == (20000 + 6) / 7, "%zu of %d ranges taken out", took, (20000 + 6) / 7);
+		ok(mc_lranges_take_out(slot, w[0].off, (struct mc_replica *)(uintptr_t)1) == -1 &&
+		   mc_lranges_take_out(slot, w[1].off, (struct mc_replica *)(uintptr_t)30000) == -1 &&
+		   mc_lranges_take_out(slot, 4 * G - 64, (struct mc_replica *)(uintptr_t)2) == -1,
+		   "a range taken out already, another replica's, an empty bucket: not found");
+		while ((m = mc_lranges_next(&R, &seg, &base, &e)) != 0) {
+			for (k = 0; k < m; k++) {
+				uint64_t off = base + (uint64_t)e[k].rel * MC_ALLOC_ALIGN;
+
+				bad += off < last;
+				last = off;
+				if (e[k].r == NULL) {
+					out++;
+				} else {
+					i = (size_t)(uintptr_t)e[k].r - 1;
+					bad += i % 7 == 0 || w[i].off != off;
+					kept++;
+				}
+			}
+		}
+		ok(bad == 0 && out == took && kept == 20000 - took,
+		   "handed back in order: %zu taken out (r NULL), %zu as they were", out, kept);
+		mc_lranges_fini(&R);
+	}
+
 	/* Nothing added: nothing handed back. */
 	roundtrip("no range", w, 0, 0, 0, 0);
 	free(w);
