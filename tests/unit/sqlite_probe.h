@@ -4,9 +4,10 @@
 
 /*
  * Tests that look at a database file behind the persistence layer's back: one value of a
- * query, or a statement run, each on a connection of its own.
+ * query, or a statement run, each on a connection of its own; and the loader's environment.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <sqlite3.h>
 
@@ -35,6 +36,17 @@ static inline int exec(const char *path, const char *sql)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 	sqlite3_close(db);
 	return rc;
+}
+
+/* The next loader started reads with threads threads (MC_LOAD_THREADS), from the file's pages
+ * or, pages 0, through SQLite (MC_LOAD_PAGES=0). */
+static inline void loader_env(const char *threads, int pages)
+{
+	setenv("MC_LOAD_THREADS", threads, 1);
+	if (pages)
+		unsetenv("MC_LOAD_PAGES");
+	else
+		setenv("MC_LOAD_PAGES", "0", 1);
 }
 
 #endif

@@ -454,11 +454,7 @@ static void loader_threads_tests(const char *dir)
 		for (pages = 0; pages < 2; pages++) {
 			snprintf(what, sizeof(what), "%s loader threads%s", threads[i],
 				 pages ? "" : ", through SQLite");
-			setenv("MC_LOAD_THREADS", threads[i], 1);
-			if (pages)
-				unsetenv("MC_LOAD_PAGES");
-			else
-				setenv("MC_LOAD_PAGES", "0", 1);
+			loader_env(threads[i], pages);
 			if (mc_persist_loader_start(path, &l) != 0) {
 				ok(0, "%s: the loader starts", what);
 				continue;
@@ -516,11 +512,7 @@ static void loader_ahead_tests(const char *dir)
 		int pages = k % 2;
 		uint64_t ahead;
 
-		setenv("MC_LOAD_THREADS", nt, 1);
-		if (pages)
-			unsetenv("MC_LOAD_PAGES");
-		else
-			setenv("MC_LOAD_PAGES", "0", 1);
+		loader_env(nt, pages);
 		if (mc_persist_loader_start(path, &l) != 0) {
 			ok(0, "the loader starts");
 			continue;

@@ -82,11 +82,7 @@ static struct load load(const char *path, const char *threads, int pages)
 	int64_t floor = INT64_MAX;
 	int i, rc = 0, ordered = 1;
 
-	setenv("MC_LOAD_THREADS", threads, 1);
-	if (pages)
-		unsetenv("MC_LOAD_PAGES");
-	else
-		setenv("MC_LOAD_PAGES", "0", 1);
+	loader_env(threads, pages);
 	if (mc_persist_loader_start(path, &l) != 0) {
 		r.state = -1000;
 		return r;
